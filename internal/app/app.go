@@ -1,0 +1,172 @@
+// Package app is the frame every roomflow component runs in: process-wide
+// dependencies (config, logger, metrics registry, health, one MySQL pool),
+// a registry of components, and the ordered start/stop that the design asks
+// of every long-running command.
+//
+// Shutdown order: the context given to Component.Run is cancelled (stop
+// intake); each component drains its in-flight batch within
+// shutdown.timeout and closes its own Kafka clients before Run returns; the
+// frame then closes the shared MySQL pool last and stops the HTTP server.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/obs"
+)
+
+// Component is one long-running part of roomflow (relay, processor, sink,
+// IM publisher).
+//
+// Run blocks until ctx is cancelled or the component fails. On cancel it
+// must stop fetching/claiming, finish or abort its in-flight batch within
+// Deps.Config.Shutdown.Timeout, close the Kafka clients it created, and
+// return nil. A non-nil error stops the whole process.
+type Component interface {
+	Run(ctx context.Context) error
+}
+
+// ComponentFunc adapts a function to Component.
+type ComponentFunc func(ctx context.Context) error
+
+// Run calls f.
+func (f ComponentFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// Spec describes a registered component and its subcommand.
+type Spec struct {
+	Name  string // subcommand name, e.g. "relay"
+	Short string // one line for --help
+	Long  string // the command's help text
+	// Order places the component in `roomflow run` (lower starts first).
+	Order int
+	// Flags adds command-specific flags; values are read by New via closure.
+	Flags func(fs *pflag.FlagSet)
+	// New builds the component. It may fail on invalid config or an
+	// unreachable dependency; the process then exits before running anything.
+	New func(ctx context.Context, d *Deps) (Component, error)
+}
+
+var (
+	regMu sync.Mutex
+	specs []Spec
+)
+
+// Register adds a component. Call it from an init function in cmd/roomflow.
+func Register(s Spec) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, o := range specs {
+		if o.Name == s.Name {
+			panic("app: component registered twice: " + s.Name)
+		}
+	}
+	specs = append(specs, s)
+	sort.SliceStable(specs, func(i, j int) bool { return specs[i].Order < specs[j].Order })
+}
+
+// Specs returns every registered component in start order.
+func Specs() []Spec {
+	regMu.Lock()
+	defer regMu.Unlock()
+	return append([]Spec(nil), specs...)
+}
+
+// Deps are the process-wide resources. Components must not close them.
+type Deps struct {
+	Config   *config.Config
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Health   *obs.Health
+
+	dbOnce sync.Once
+	db     *sql.DB
+	dbErr  error
+}
+
+// NewDeps returns Deps for cfg with a fresh registry and health.
+func NewDeps(cfg *config.Config, log *slog.Logger) *Deps {
+	return &Deps{Config: cfg, Log: log, Registry: obs.NewRegistry(), Health: obs.NewHealth()}
+}
+
+// DB opens the shared MySQL pool on first use.
+func (d *Deps) DB(ctx context.Context) (*sql.DB, error) {
+	d.dbOnce.Do(func() { d.db, d.dbErr = mysqlx.Open(ctx, d.Config.MySQL) })
+	return d.db, d.dbErr
+}
+
+// Close releases the shared resources; the frame calls it after every
+// component has returned, so MySQL is closed last.
+func (d *Deps) Close() error {
+	if d.db != nil {
+		return d.db.Close()
+	}
+	return nil
+}
+
+// Run builds the given components, serves metrics.addr, runs them
+// concurrently until ctx is cancelled or one fails, and shuts down in order.
+// It returns the first component error.
+func Run(ctx context.Context, d *Deps, run []Spec) error {
+	if len(run) == 0 {
+		return errors.New("app: no components to run")
+	}
+	defer d.Close()
+	var srv *obs.Server
+	if addr := d.Config.Metrics.Addr; addr != "" {
+		var err error
+		if srv, err = obs.Serve(addr, obs.Handler(d.Registry, d.Health)); err != nil {
+			return fmt.Errorf("metrics.addr %s: %w", addr, err)
+		}
+		d.Log.Info("serving metrics and health", "component", "app", "addr", srv.Addr())
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	comps := make([]Component, 0, len(run))
+	for _, s := range run {
+		c, err := s.New(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		comps = append(comps, c)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	errs := make([]error, len(comps))
+	for i, c := range comps {
+		wg.Go(func() {
+			if err := c.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", run[i].Name, err)
+				d.Log.Error("component failed", "component", run[i].Name, "error", err)
+				cancel(errs[i])
+			}
+		})
+	}
+	<-ctx.Done()
+	d.Log.Info("stopping", "component", "app", "cause", context.Cause(ctx))
+	wait := make(chan struct{})
+	go func() { wg.Wait(); close(wait) }()
+	select {
+	case <-wait:
+	case <-time.After(d.Config.Shutdown.Timeout.D() + 5*time.Second):
+		d.Log.Error("components did not stop within shutdown.timeout", "component", "app", "timeout", d.Config.Shutdown.Timeout.String())
+	}
+	return errors.Join(errs...)
+}

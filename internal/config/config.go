@@ -1,0 +1,351 @@
+// Package config is roomflow's one configuration: a YAML file, environment
+// overrides for what differs per deployment, documented defaults for every
+// key, and validation that names the offending key.
+//
+// Load returns a Config that has passed Validate; a process that cannot load
+// its config must not start. Durations are strings such as "500ms" or "12h".
+// Unknown keys are an error, so a misspelt key never silently keeps a default.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the effective configuration of every roomflow component.
+type Config struct {
+	// AppCode is the default app_code used where an input carries none
+	// (the stats API's default, loadgen). Env: ROOMFLOW_APP_CODE.
+	AppCode string `yaml:"app_code"`
+
+	Log          LogConfig          `yaml:"log"`
+	Metrics      MetricsConfig      `yaml:"metrics"`
+	Kafka        KafkaConfig        `yaml:"kafka"`
+	MySQL        MySQLConfig        `yaml:"mysql"`
+	Shutdown     ShutdownConfig     `yaml:"shutdown"`
+	Relay        RelayConfig        `yaml:"relay"`
+	Process      ProcessConfig      `yaml:"process"`
+	Mic          MicConfig          `yaml:"mic"`
+	Sink         SinkConfig         `yaml:"sink"`
+	API          APIConfig          `yaml:"api"`
+	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
+	IM           IMConfig           `yaml:"im"`
+}
+
+// LogConfig selects the slog handler.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug|info|warn|error; default info
+	Format string `yaml:"format"` // json|text; default json
+}
+
+// MetricsConfig is the shared HTTP server for /metrics, /healthz, /readyz.
+type MetricsConfig struct {
+	// Addr is host:port; empty disables the server. Env: ROOMFLOW_METRICS_ADDR.
+	Addr string `yaml:"addr"`
+}
+
+// KafkaConfig is the cluster and the topic names. Topic names are
+// configurable but default to the design's contract names.
+type KafkaConfig struct {
+	Brokers           []string `yaml:"brokers"` // env: ROOMFLOW_KAFKA_BROKERS (comma separated)
+	ClientID          string   `yaml:"client_id"`
+	Partitions        int32    `yaml:"partitions"`         // default 12, for `roomflow topics`
+	ReplicationFactor int16    `yaml:"replication_factor"` // default -1 = broker default
+	Topics            Topics   `yaml:"topics"`
+}
+
+// Topics names every topic of the design.
+type Topics struct {
+	RoomEvents         string `yaml:"room_events"`
+	UserMicEvents      string `yaml:"user_mic_events"`
+	MicLedger          string `yaml:"mic_ledger"`
+	MicSessionClosed   string `yaml:"mic_session_closed"`
+	MicDailyStats      string `yaml:"mic_daily_stats"`
+	MicLifetimeStats   string `yaml:"mic_lifetime_stats"`
+	LuckyPoolInflow    string `yaml:"lucky_pool_inflow"`
+	DLQ                string `yaml:"dlq"`
+	RelayOffsets       string `yaml:"relay_offsets"`        // compacted, internal: relay position
+	MicStateChangelog  string `yaml:"mic_state_changelog"`  // compacted, internal
+	RoomStateChangelog string `yaml:"room_state_changelog"` // compacted, internal
+}
+
+// MySQLConfig is the system of record for facts and the room_outbox source.
+type MySQLConfig struct {
+	DSN          string   `yaml:"dsn"` // env: ROOMFLOW_MYSQL_DSN; a secret (password redacted)
+	MaxOpenConns int      `yaml:"max_open_conns"`
+	MaxIdleConns int      `yaml:"max_idle_conns"`
+	ConnMaxLife  Duration `yaml:"conn_max_lifetime"`
+}
+
+// ShutdownConfig bounds the drain on SIGTERM.
+type ShutdownConfig struct {
+	Timeout Duration `yaml:"timeout"`
+}
+
+// RelayConfig tunes `roomflow relay`.
+type RelayConfig struct {
+	BatchSize       int               `yaml:"batch_size"`
+	PollInterval    Duration          `yaml:"poll_interval"`
+	GapMaxAge       Duration          `yaml:"gap_max_age"`
+	MaxOpenGaps     int               `yaml:"max_open_gaps"`
+	FailoverTimeout Duration          `yaml:"failover_timeout"`
+	TransactionalID string            `yaml:"transactional_id"`
+	MaxRecordBytes  int               `yaml:"max_record_bytes"`
+	Routes          map[string]string `yaml:"routes"` // event_type -> topic; others go to kafka.topics.room_events
+}
+
+// ProcessConfig tunes the exactly-once stream runtime shared by processors.
+type ProcessConfig struct {
+	CommitInterval Duration `yaml:"commit_interval"`
+	CommitRecords  int      `yaml:"commit_records"`
+	RoomGroup      string   `yaml:"room_group"`
+	MicGroup       string   `yaml:"mic_group"`
+	Only           string   `yaml:"only"` // ""|room|mic: which processors `roomflow process` runs
+	RuleCacheSize  int      `yaml:"rule_cache_size"`
+}
+
+// MicConfig holds seed 001's open-session compensation and retention knobs.
+type MicConfig struct {
+	PendingPublishMaxAge    Duration `yaml:"pending_publish_max_age"`
+	PublishingSessionMaxAge Duration `yaml:"publishing_session_max_age"`
+	CompensationInterval    Duration `yaml:"compensation_interval"`
+	CompensationBatchSize   int      `yaml:"compensation_batch_size"`
+	ClosedSessionRetention  Duration `yaml:"closed_session_retention"`
+	DayRoomRetention        Duration `yaml:"day_room_retention"`
+}
+
+// SinkConfig tunes `roomflow sink`.
+type SinkConfig struct {
+	BatchSize     int      `yaml:"batch_size"`
+	FlushInterval Duration `yaml:"flush_interval"`
+	Group         string   `yaml:"group"`
+	MaxRetries    int      `yaml:"max_retries"`
+}
+
+// APIConfig is the stats query API.
+type APIConfig struct {
+	Addr string `yaml:"addr"` // empty disables it in `roomflow sink`
+}
+
+// OutboxWorkerConfig is seed 000's block, names unchanged. Values <= 0 fall
+// back to defaults (seed 000: never a busy loop, never a full scan).
+type OutboxWorkerConfig struct {
+	Enabled        bool     `yaml:"enabled"`
+	PollInterval   Duration `yaml:"poll_interval"`
+	BatchSize      int      `yaml:"batch_size"`
+	PublishTimeout Duration `yaml:"publish_timeout"`
+	RetryStrategy  string   `yaml:"retry_strategy"`
+	// ClaimGrace is how old a pending row must be before the compensation
+	// scan claims it, so the Kafka fast path gets it first.
+	ClaimGrace Duration `yaml:"claim_grace"`
+	// LockTTL is how long a claim (status delivering) holds before another
+	// worker may reclaim it.
+	LockTTL Duration `yaml:"lock_ttl"`
+	Group   string   `yaml:"group"`
+	NodeID  string   `yaml:"node_id"`
+}
+
+// IMConfig is the Tencent Cloud IM REST client.
+type IMConfig struct {
+	Endpoint                     string   `yaml:"endpoint"`         // base URL; env ROOMFLOW_IM_ENDPOINT
+	SDKAppID                     int64    `yaml:"sdk_app_id"`       // env ROOMFLOW_IM_SDK_APP_ID
+	AdminIdentifier              string   `yaml:"admin_identifier"` // env ROOMFLOW_IM_ADMIN_IDENTIFIER
+	SecretKey                    string   `yaml:"secret_key"`       // env ROOMFLOW_IM_SECRET_KEY; a secret
+	GroupIDPrefix                string   `yaml:"group_id_prefix"`
+	UserSigTTL                   Duration `yaml:"usersig_ttl"`
+	MaxCallsPerSecond            int      `yaml:"max_calls_per_second"`
+	MaxMessagesPerGroupPerSecond int      `yaml:"max_messages_per_group_per_second"`
+	MaxMessageBytes              int      `yaml:"max_message_bytes"`
+	MarkPermanentFailed          bool     `yaml:"mark_permanent_failed"`
+}
+
+// Default returns the configuration every key falls back to.
+func Default() Config {
+	return Config{
+		AppCode: "hyapp",
+		Log:     LogConfig{Level: "info", Format: "json"},
+		Metrics: MetricsConfig{Addr: ":9090"},
+		Kafka: KafkaConfig{
+			Brokers:           []string{"127.0.0.1:9092"},
+			ClientID:          "roomflow",
+			Partitions:        12,
+			ReplicationFactor: -1,
+			Topics: Topics{
+				RoomEvents:         "hyapp.room.events.v1",
+				UserMicEvents:      "hyapp.user.mic-events.v1",
+				MicLedger:          "hyapp.user.mic-ledger.v1",
+				MicSessionClosed:   "hyapp.user.mic-session-closed.v1",
+				MicDailyStats:      "hyapp.user.mic-daily-stats.v1",
+				MicLifetimeStats:   "hyapp.user.mic-lifetime-stats.v1",
+				LuckyPoolInflow:    "hyapp.activity.lucky-pool-inflow.v1",
+				DLQ:                "hyapp.room.events.dlq.v1",
+				RelayOffsets:       "roomflow.relay.offsets.v1",
+				MicStateChangelog:  "roomflow.mic.state-changelog.v1",
+				RoomStateChangelog: "roomflow.room.state-changelog.v1",
+			},
+		},
+		MySQL: MySQLConfig{
+			DSN:          "root@tcp(127.0.0.1:3306)/roomflow",
+			MaxOpenConns: 16,
+			MaxIdleConns: 16,
+			ConnMaxLife:  Duration(30 * time.Minute),
+		},
+		Shutdown: ShutdownConfig{Timeout: Duration(10 * time.Second)},
+		Relay: RelayConfig{
+			BatchSize:       1000,
+			PollInterval:    Duration(100 * time.Millisecond),
+			GapMaxAge:       Duration(time.Hour),
+			MaxOpenGaps:     100000,
+			FailoverTimeout: Duration(15 * time.Second),
+			TransactionalID: "roomflow-relay",
+			MaxRecordBytes:  1 << 20,
+		},
+		Process: ProcessConfig{
+			CommitInterval: Duration(100 * time.Millisecond),
+			CommitRecords:  5000,
+			RoomGroup:      "roomflow-room-processor",
+			MicGroup:       "roomflow-mic-processor",
+			RuleCacheSize:  10000,
+		},
+		Mic: MicConfig{
+			PendingPublishMaxAge:    Duration(2 * time.Minute),
+			PublishingSessionMaxAge: Duration(12 * time.Hour),
+			CompensationInterval:    Duration(60 * time.Second),
+			CompensationBatchSize:   100,
+			ClosedSessionRetention:  Duration(7 * 24 * time.Hour),
+			DayRoomRetention:        Duration(48 * time.Hour),
+		},
+		Sink: SinkConfig{
+			BatchSize:     2000,
+			FlushInterval: Duration(50 * time.Millisecond),
+			Group:         "roomflow-mysql-sink",
+			MaxRetries:    10,
+		},
+		API: APIConfig{Addr: ":8080"},
+		OutboxWorker: OutboxWorkerConfig{
+			Enabled:        true,
+			PollInterval:   Duration(time.Second),
+			BatchSize:      100,
+			PublishTimeout: Duration(3 * time.Second),
+			RetryStrategy:  "fixed_interval",
+			ClaimGrace:     Duration(5 * time.Second),
+			LockTTL:        Duration(30 * time.Second),
+			Group:          "roomflow-im-publisher",
+		},
+		IM: IMConfig{
+			Endpoint:                     "https://adminapisgp.im.qcloud.com",
+			AdminIdentifier:              "administrator",
+			GroupIDPrefix:                "",
+			UserSigTTL:                   Duration(24 * time.Hour),
+			MaxCallsPerSecond:            200,
+			MaxMessagesPerGroupPerSecond: 40,
+			MaxMessageBytes:              12 * 1024,
+		},
+	}
+}
+
+// Load reads path (empty: defaults only), applies environment overrides from
+// getenv (nil: os.Getenv), normalises seed 000's fallbacks and validates.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	cfg := Default()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		if err := decodeStrict(raw, &cfg); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	cfg.normalize()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func decodeStrict(raw []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err // an empty file is fine; anything else names its line
+	}
+	return nil
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	if v := getenv("ROOMFLOW_KAFKA_BROKERS"); v != "" {
+		var bs []string
+		for _, b := range strings.Split(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				bs = append(bs, b)
+			}
+		}
+		c.Kafka.Brokers = bs
+	}
+	if v := getenv("ROOMFLOW_MYSQL_DSN"); v != "" {
+		c.MySQL.DSN = v
+	}
+	if v, ok := lookup(getenv, "ROOMFLOW_METRICS_ADDR"); ok {
+		c.Metrics.Addr = v
+	}
+	if v := getenv("ROOMFLOW_IM_ENDPOINT"); v != "" {
+		c.IM.Endpoint = v
+	}
+	if v := getenv("ROOMFLOW_IM_SDK_APP_ID"); v != "" {
+		var id int64
+		if _, err := fmt.Sscan(v, &id); err != nil {
+			return &FieldError{Key: "im.sdk_app_id", Msg: "ROOMFLOW_IM_SDK_APP_ID is not an integer"}
+		}
+		c.IM.SDKAppID = id
+	}
+	if v := getenv("ROOMFLOW_IM_ADMIN_IDENTIFIER"); v != "" {
+		c.IM.AdminIdentifier = v
+	}
+	if v := getenv("ROOMFLOW_IM_SECRET_KEY"); v != "" {
+		c.IM.SecretKey = v
+	}
+	if v := getenv("ROOMFLOW_APP_CODE"); v != "" {
+		c.AppCode = v
+	}
+	return nil
+}
+
+// lookup treats "-" as "set to empty" so ROOMFLOW_METRICS_ADDR=- disables the server.
+func lookup(getenv func(string) string, key string) (string, bool) {
+	v := getenv(key)
+	if v == "" {
+		return "", false
+	}
+	if v == "-" {
+		return "", true
+	}
+	return v, true
+}
+
+// normalize applies seed 000's rule: outbox_worker values <= 0 use defaults.
+func (c *Config) normalize() {
+	d := Default().OutboxWorker
+	if c.OutboxWorker.PollInterval <= 0 {
+		c.OutboxWorker.PollInterval = d.PollInterval
+	}
+	if c.OutboxWorker.BatchSize <= 0 {
+		c.OutboxWorker.BatchSize = d.BatchSize
+	}
+	if c.OutboxWorker.PublishTimeout <= 0 {
+		c.OutboxWorker.PublishTimeout = d.PublishTimeout
+	}
+}

@@ -1,0 +1,38 @@
+package config
+
+import (
+	"github.com/go-sql-driver/mysql"
+	"go.yaml.in/yaml/v3"
+)
+
+const redacted = "REDACTED"
+
+// Redacted returns a copy safe to print or log: the DSN password and the IM
+// secret key are replaced.
+func (c Config) Redacted() Config {
+	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
+	if c.IM.SecretKey != "" {
+		c.IM.SecretKey = redacted
+	}
+	c.Kafka.Brokers = append([]string(nil), c.Kafka.Brokers...)
+	return c
+}
+
+// RedactDSN hides the password of a go-sql-driver DSN. A DSN that does not
+// parse is hidden whole, since we cannot know where its password is.
+func RedactDSN(dsn string) string {
+	if dsn == "" {
+		return ""
+	}
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return redacted
+	}
+	if c.Passwd != "" {
+		c.Passwd = redacted
+	}
+	return c.FormatDSN()
+}
+
+// YAML renders the redacted effective config.
+func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c.Redacted()) }
