@@ -1,8 +1,6 @@
 # roomflow — see README.md. `make test` is the CI entry point.
 GO ?= go
-PROTOC_GEN_GO_VERSION := v1.36.12
 PROTO_FILES := $(shell find schemas/proto -name '*.proto' | sort)
-GOBIN := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 14m
 
 .PHONY: build test unit lint proto proto-tools bench demo
@@ -22,12 +20,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## proto-tools: protoc-gen-go at the version go.mod pins for google.golang.org/protobuf.
 proto-tools:
-	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) build -o bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 
-## proto: regenerate schemas/*v1 from schemas/proto with the pinned protoc-gen-go.
+## proto: regenerate schemas/*v1 from schemas/proto (protoc from Debian's protobuf-compiler).
 proto: proto-tools
-	PATH=$(GOBIN):$$PATH protoc -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow $(PROTO_FILES)
+	protoc --plugin=protoc-gen-go=bin/protoc-gen-go -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow $(PROTO_FILES)
 
 bench:
 	./benchmarks/run.sh

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,7 +36,12 @@ type TopicStatus struct {
 // partitions (compacted for internal state topics) and checks existing ones.
 // Every mismatch is returned as a *TopicMismatchError, joined; statuses are
 // returned for every topic either way.
+//
+// Created topics are described from the create response.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg config.KafkaConfig) ([]TopicStatus, error) {
+	// Fresh metadata, not the client's cache: a topic created a moment ago
+	// (by us or another runner) must be seen as it is now.
+	ctx = kadm.WithAuthorizedOps(ctx)
 	specs := cfg.Topics.List()
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -47,9 +51,12 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg config.KafkaConfig)
 	if err != nil {
 		return nil, fmt.Errorf("topics: list: %w", err)
 	}
-	var created []string
+	var statuses []TopicStatus
+	var errs []error
+	var check []config.TopicSpec
 	for _, s := range specs {
-		if existing.Has(s.Name) && existing[s.Name].Err == nil {
+		if d, ok := existing[s.Name]; ok && d.Err == nil {
+			check = append(check, s)
 			continue
 		}
 		var configs map[string]*string
@@ -60,70 +67,54 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg config.KafkaConfig)
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		switch {
+		case errors.Is(err, kerr.TopicAlreadyExists): // created concurrently by another runner
+			check = append(check, s)
+		case err != nil:
 			return nil, fmt.Errorf("topics: create %s: %w", s.Name, err)
+		default:
+			n := resp.NumPartitions
+			if n <= 0 { // brokers before 2.4 do not echo it
+				n = cfg.Partitions
+			}
+			statuses = append(statuses, TopicStatus{Name: s.Name, Partitions: n, Compacted: s.Compacted, Created: true})
 		}
-		created = append(created, s.Name)
 	}
 
-	// Metadata of a new topic reaches every broker a moment after creation.
-	var details kadm.TopicDetails
-	for {
-		if details, err = adm.ListTopics(ctx, names...); err != nil {
+	if len(check) > 0 {
+		checkNames := make([]string, len(check))
+		for i, s := range check {
+			checkNames[i] = s.Name
+		}
+		details, err := adm.ListTopics(ctx, checkNames...)
+		if err != nil {
 			return nil, fmt.Errorf("topics: list: %w", err)
 		}
-		if len(created) == 0 || allPresent(details, created) {
-			break
+		rcs, err := adm.DescribeTopicConfigs(ctx, checkNames...)
+		if err != nil {
+			return nil, fmt.Errorf("topics: describe configs: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("topics: waiting for created topics: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
-	if err != nil {
-		return nil, fmt.Errorf("topics: describe configs: %w", err)
-	}
-	compacted := map[string]bool{}
-	for _, rc := range rcs {
-		for _, c := range rc.Configs {
-			if c.Key == "cleanup.policy" && c.Value != nil {
-				compacted[rc.Name] = strings.Contains(*c.Value, "compact")
+		compacted := map[string]bool{}
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if c.Key == "cleanup.policy" && c.Value != nil {
+					compacted[rc.Name] = strings.Contains(*c.Value, "compact")
+				}
 			}
 		}
-	}
-	var statuses []TopicStatus
-	var errs []error
-	for _, s := range specs {
-		d, ok := details[s.Name]
-		if !ok || d.Err != nil {
-			errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "missing after create"})
-			continue
-		}
-		st := TopicStatus{Name: s.Name, Partitions: int32(len(d.Partitions)), Compacted: compacted[s.Name]}
-		for _, c := range created {
-			st.Created = st.Created || c == s.Name
-		}
-		statuses = append(statuses, st)
-		if st.Partitions < cfg.Partitions {
-			errs = append(errs, &TopicMismatchError{Topic: s.Name,
-				Reason: fmt.Sprintf("has %d partitions, kafka.partitions is %d", st.Partitions, cfg.Partitions)})
-		}
-		if s.Compacted && !st.Compacted {
-			errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=compact"})
+		for _, s := range check {
+			d := details[s.Name]
+			st := TopicStatus{Name: s.Name, Partitions: int32(len(d.Partitions)), Compacted: compacted[s.Name]}
+			statuses = append(statuses, st)
+			if st.Partitions < cfg.Partitions {
+				errs = append(errs, &TopicMismatchError{Topic: s.Name,
+					Reason: fmt.Sprintf("has %d partitions, kafka.partitions is %d", st.Partitions, cfg.Partitions)})
+			}
+			if s.Compacted && !st.Compacted {
+				errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=compact"})
+			}
 		}
 	}
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
 	return statuses, errors.Join(errs...)
-}
-
-
-func allPresent(d kadm.TopicDetails, names []string) bool {
-	for _, n := range names {
-		if t, ok := d[n]; !ok || t.Err != nil || len(t.Partitions) == 0 {
-			return false
-		}
-	}
-	return true
 }

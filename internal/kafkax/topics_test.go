@@ -1,0 +1,84 @@
+package kafkax_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestEnsureTopicsCreatesThenChecks(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(4))
+	adm := k.Admin(t)
+	st, err := kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := k.Config.Topics.List()
+	if len(st) != len(specs) {
+		t.Fatalf("got %d statuses, want %d", len(st), len(specs))
+	}
+	byName := map[string]kafkax.TopicStatus{}
+	for _, s := range st {
+		byName[s.Name] = s
+	}
+	for _, spec := range specs {
+		s, ok := byName[spec.Name]
+		if !ok || !s.Created || s.Partitions != 4 || s.Compacted != spec.Compacted {
+			t.Errorf("%s: %+v (want created, 4 partitions, compacted=%v)", spec.Name, s, spec.Compacted)
+		}
+	}
+	// Second run: nothing created, nothing wrong.
+	st, err = kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Created {
+			t.Errorf("%s created twice", s.Name)
+		}
+	}
+}
+
+func TestEnsureTopicsReportsMismatch(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(4))
+	adm := k.Admin(t)
+	// An existing topic with too few partitions, and an internal topic
+	// created without compaction.
+	if _, err := adm.CreateTopic(ctx(t), 2, -1, nil, k.Config.Topics.RoomEvents); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx(t), 4, -1, nil, k.Config.Topics.MicStateChangelog); err != nil {
+		t.Fatal(err)
+	}
+	_, err := kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	if err == nil {
+		t.Fatal("mismatch not reported")
+	}
+	found := map[string]bool{}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var me *kafkax.TopicMismatchError
+		if errors.As(e, &me) {
+			found[me.Topic] = true
+		}
+	}
+	if !found[k.Config.Topics.RoomEvents] || !found[k.Config.Topics.MicStateChangelog] || len(found) != 2 {
+		t.Fatalf("want mismatches for room events and mic changelog only, got %v (%v)", found, err)
+	}
+	// The other topics were still created.
+	d, lerr := adm.ListTopics(kadm.WithAuthorizedOps(ctx(t)), k.Config.Topics.MicLedger)
+	if lerr != nil || !d.Has(k.Config.Topics.MicLedger) {
+		t.Fatalf("missing topics must still be created: %v", lerr)
+	}
+}

@@ -1,0 +1,168 @@
+package migrate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+var tables = []string{
+	"room_outbox", "user_mic_sessions", "user_mic_daily_stats", "user_mic_lifetime_stats",
+	"user_mic_event_consumption", "lucky_gift_rules", "lucky_reward_tiers", "lucky_pools",
+	"lucky_pool_inflow_consumption", "roomflow_sink_offsets", "schema_migrations",
+}
+
+func mustLoad(t *testing.T) []migrate.Migration {
+	t.Helper()
+	ms, err := migrate.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 {
+		t.Fatal("no embedded migrations")
+	}
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Version <= ms[i-1].Version {
+			t.Fatalf("migrations out of order: %d after %d", ms[i].Version, ms[i-1].Version)
+		}
+	}
+	return ms
+}
+
+func countApplied(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestUpTwice(t *testing.T) {
+	m := testenv.NewEmptyMySQL(t)
+	ms := mustLoad(t)
+	ctx := context.Background()
+	first, err := migrate.Up(ctx, m.DB, ms, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Applied) != len(ms) || first.Current != ms[len(ms)-1].Version {
+		t.Fatalf("first run: %+v", first)
+	}
+	second, err := migrate.Up(ctx, m.DB, ms, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Applied) != 0 || second.Current != first.Current {
+		t.Fatalf("second run applied again: %+v", second)
+	}
+	if got := countApplied(t, m.DB); got != len(ms) {
+		t.Fatalf("schema_migrations has %d rows, want %d", got, len(ms))
+	}
+	for _, tbl := range tables {
+		var n int
+		if err := m.DB.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", tbl).Scan(&n); err != nil || n != 1 {
+			t.Errorf("table %s missing (err %v)", tbl, err)
+		}
+	}
+	// room_outbox exactly as the design: the status index and the unique event_id.
+	var idx int
+	if err := m.DB.QueryRow(`SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE()
+		AND table_name = 'room_outbox' AND index_name IN ('uk_room_outbox_event_id','idx_room_outbox_status')`).Scan(&idx); err != nil || idx != 4 {
+		t.Fatalf("room_outbox indexes: %d columns (err %v), want 4", idx, err)
+	}
+}
+
+func TestUpConcurrent(t *testing.T) {
+	m := testenv.NewEmptyMySQL(t)
+	ms := mustLoad(t)
+	const runners = 6
+	var wg sync.WaitGroup
+	results := make([]migrate.Result, runners)
+	errs := make([]error, runners)
+	for i := range runners {
+		wg.Go(func() {
+			// Each runner has its own pool, as separate processes would.
+			db, err := sql.Open("mysql", m.DSN)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			results[i], errs[i] = migrate.Up(context.Background(), db, ms, 30*time.Second, nil)
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i := range runners {
+		if errs[i] != nil {
+			t.Fatalf("runner %d: %v", i, errs[i])
+		}
+		total += len(results[i].Applied)
+	}
+	if total != len(ms) {
+		t.Fatalf("migrations applied %d times in total, want exactly %d", total, len(ms))
+	}
+	if got := countApplied(t, m.DB); got != len(ms) {
+		t.Fatalf("schema_migrations has %d rows, want %d", got, len(ms))
+	}
+}
+
+func TestChangedMigrationIsReported(t *testing.T) {
+	m := testenv.NewEmptyMySQL(t)
+	v1 := fstest.MapFS{"m/0001_a.sql": {Data: []byte("CREATE TABLE IF NOT EXISTS a (id INT PRIMARY KEY);\n")}}
+	ms, err := migrate.LoadFS(v1, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.Up(context.Background(), m.DB, ms, 5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	v2 := fstest.MapFS{"m/0001_a.sql": {Data: []byte("CREATE TABLE IF NOT EXISTS a (id BIGINT PRIMARY KEY);\n")}}
+	ms2, _ := migrate.LoadFS(v2, "m")
+	_, err = migrate.Up(context.Background(), m.DB, ms2, 5*time.Second, nil)
+	var ce *migrate.ChecksumError
+	if !errors.As(err, &ce) || ce.Version != 1 {
+		t.Fatalf("want ChecksumError for version 1, got %v", err)
+	}
+}
+
+// A runner that died after a DDL statement but before recording it re-runs
+// the file; ADD COLUMN must not fail the second time.
+func TestInterruptedMigrationReruns(t *testing.T) {
+	m := testenv.NewEmptyMySQL(t)
+	src := "CREATE TABLE IF NOT EXISTS b (id INT PRIMARY KEY);\nALTER TABLE b ADD COLUMN c INT NOT NULL DEFAULT 0;\nALTER TABLE b ADD KEY idx_c (c);\n"
+	if _, err := m.DB.Exec("CREATE TABLE b (id INT PRIMARY KEY, c INT NOT NULL DEFAULT 0, KEY idx_c (c))"); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := migrate.LoadFS(fstest.MapFS{"m/0001_b.sql": {Data: []byte(src)}}, "m")
+	res, err := migrate.Up(context.Background(), m.DB, ms, 5*time.Second, nil)
+	if err != nil || len(res.Applied) != 1 {
+		t.Fatalf("rerun after interruption: %+v %v", res, err)
+	}
+}
+
+func TestLoadFSRejectsBadNames(t *testing.T) {
+	for name, fsys := range map[string]fstest.MapFS{
+		"no number": {"m/abc.sql": {Data: []byte("x")}},
+		"duplicate": {"m/0001_a.sql": {Data: []byte("x")}, "m/01_b.sql": {Data: []byte("y")}},
+	} {
+		if _, err := migrate.LoadFS(fsys, "m"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestStatements(t *testing.T) {
+	got := migrate.Statements("-- comment\nCREATE TABLE a (\n  x INT -- inline\n);\n\nINSERT INTO a VALUES (1);\nSELECT 1")
+	if len(got) != 3 || got[1] != "INSERT INTO a VALUES (1)" || got[2] != "SELECT 1" {
+		t.Fatalf("got %q", got)
+	}
+}
