@@ -1,0 +1,93 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// On cancel every component drains while MySQL is still open; the frame
+// closes MySQL only after all of them returned.
+func TestRunOrderedShutdown(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, nil, m)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	var drained atomic.Int32
+	started := make(chan struct{}, 2)
+	spec := func(name string) app.Spec {
+		return app.Spec{Name: name, New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			db, err := d.DB(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return app.ComponentFunc(func(ctx context.Context) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				time.Sleep(50 * time.Millisecond) // the in-flight batch
+				if err := db.PingContext(context.Background()); err != nil {
+					return errors.New("MySQL closed before the component drained")
+				}
+				drained.Add(1)
+				return nil
+			}), nil
+		}}
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, []app.Spec{spec("a"), spec("b")}) }()
+	<-started
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if drained.Load() != 2 {
+		t.Fatalf("%d components drained, want 2", drained.Load())
+	}
+	db, _ := d.DB(context.Background())
+	if err := db.Ping(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("MySQL must be closed after Run returns, ping: %v", err)
+	}
+}
+
+// A failing component stops the others and its error is returned.
+func TestRunFailureStopsAll(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var stopped atomic.Bool
+	boom := errors.New("boom")
+	specs := []app.Spec{
+		{Name: "waits", New: func(context.Context, *app.Deps) (app.Component, error) {
+			return app.ComponentFunc(func(ctx context.Context) error { <-ctx.Done(); stopped.Store(true); return nil }), nil
+		}},
+		{Name: "fails", New: func(context.Context, *app.Deps) (app.Component, error) {
+			return app.ComponentFunc(func(context.Context) error { time.Sleep(20 * time.Millisecond); return boom }), nil
+		}},
+	}
+	err := app.Run(context.Background(), d, specs)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fails:") {
+		t.Fatalf("want the failing component's error, got %v", err)
+	}
+	if !stopped.Load() {
+		t.Fatal("the other component was not stopped")
+	}
+}
+
+func TestRunBuildErrorNamesComponent(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := app.Run(context.Background(), d, []app.Spec{{Name: "relay", New: func(context.Context, *app.Deps) (app.Component, error) {
+		return nil, errors.New("bad")
+	}}})
+	if err == nil || !strings.HasPrefix(err.Error(), "relay: ") {
+		t.Fatalf("got %v", err)
+	}
+}

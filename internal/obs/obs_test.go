@@ -1,0 +1,90 @@
+package obs_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/obs"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServerEndpoints(t *testing.T) {
+	reg := obs.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "roomflow_test_things_total", Help: "things"})
+	reg.MustRegister(c)
+	c.Add(3)
+	h := obs.NewHealth()
+	var notReady = errors.New("restoring state")
+	failing := true
+	h.AddReadiness("mic", func() error {
+		if failing {
+			return notReady
+		}
+		return nil
+	})
+	srv, err := obs.Serve("127.0.0.1:0", obs.Handler(reg, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + srv.Addr()
+	if code, body := get(t, base+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Fatalf("healthz: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "mic: restoring state") {
+		t.Fatalf("readyz while not ready: %d %q", code, body)
+	}
+	failing = false
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("readyz when ready: %d", code)
+	}
+	code, body := get(t, base+"/metrics")
+	if code != 200 || !strings.Contains(body, "roomflow_test_things_total 3") || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
+		t.Fatalf("metrics: %d, missing roomflow/go/process series", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("server still serving after Shutdown")
+	}
+}
+
+func TestLoggerJSON(t *testing.T) {
+	var buf bytes.Buffer
+	log := obs.NewLogger(&buf, config.LogConfig{Level: "warn", Format: "json"})
+	log.Info("dropped")
+	log.Warn("kept", "component", "relay", "event_id", "e1")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("level filter: %q", buf.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["msg"] != "kept" || m["component"] != "relay" || m["event_id"] != "e1" {
+		t.Fatalf("fields: %v", m)
+	}
+}
