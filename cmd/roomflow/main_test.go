@@ -96,5 +96,3 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
-
-
