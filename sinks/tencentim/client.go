@@ -1,0 +1,305 @@
+// Package tencentim is roomflow's Tencent Cloud IM REST client: it builds
+// send_group_msg requests from room events (TIMCustomElem, Random derived
+// from event_id, byte-identical on every retry), signs calls with a cached
+// TLSSigAPIv2 UserSig, paces calls under the app and per-group limits,
+// and classifies failures as retryable, regenerate-sig or permanent.
+//
+// Nothing this package returns or logs contains the UserSig or the secret
+// key: the request URL (which carries the usersig) is never printed and is
+// stripped from transport errors.
+package tencentim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/config"
+)
+
+// SendGroupMsgPath is the REST path of send_group_msg.
+const SendGroupMsgPath = "/v4/group_open_http_svc/send_group_msg"
+
+// ErrNotSent wraps a Send that ended (context done) before any request was
+// made: nothing reached Tencent, the caller may hand the event back.
+var ErrNotSent = errors.New("tencentim: not sent")
+
+// Opt configures a Client.
+type Opt func(*Client)
+
+// WithHTTPClient replaces the pooled keep-alive HTTP client.
+func WithHTTPClient(h *http.Client) Opt { return func(c *Client) { c.http = h } }
+
+// WithRegisterer registers the client's metrics on r (default: none).
+func WithRegisterer(r prometheus.Registerer) Opt { return func(c *Client) { c.reg = r } }
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Opt { return func(c *Client) { c.log = l } }
+
+// WithClock sets the clock used for UserSig lifetimes (tests).
+func WithClock(now func() time.Time) Opt { return func(c *Client) { c.now = now } }
+
+// WithPacingWindow sets the pacing window (default 1s + 10ms guard).
+func WithPacingWindow(d time.Duration) Opt { return func(c *Client) { c.window = d } }
+
+// Client calls Tencent IM. Safe for concurrent use.
+type Client struct {
+	cfg    config.IMConfig
+	base   string
+	http   *http.Client
+	reg    prometheus.Registerer
+	log    *slog.Logger
+	now    func() time.Time
+	window time.Duration
+	pacer  *Pacer
+	m      *clientMetrics
+
+	sigMu      sync.Mutex
+	sig        string
+	sigRenewAt time.Time
+}
+
+// New returns a client for cfg. It fails when credentials are missing (see
+// config.ValidateIM) or the endpoint does not parse.
+func New(cfg config.IMConfig, opts ...Opt) (*Client, error) {
+	if cfg.SDKAppID == 0 || cfg.SecretKey == "" || cfg.AdminIdentifier == "" {
+		return nil, errors.New("tencentim: im.sdk_app_id, im.secret_key and im.admin_identifier must be set")
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("tencentim: im.endpoint is not a base URL")
+	}
+	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), log: slog.Default(), now: time.Now,
+		window: time.Second + 10*time.Millisecond}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.http == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 256
+		tr.MaxIdleConnsPerHost = 128
+		tr.IdleConnTimeout = 90 * time.Second
+		c.http = &http.Client{Transport: tr}
+	}
+	c.pacer = NewPacer(cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond, c.window)
+	c.m = newClientMetrics(c.reg)
+	return c, nil
+}
+
+// MaxMessageBytes is the configured size limit.
+func (c *Client) MaxMessageBytes() int { return c.cfg.MaxMessageBytes }
+
+// userSig returns the cached sig, generating one on first use, when a
+// quarter of its lifetime is left, or when force is set (70001/70052).
+func (c *Client) userSig(force bool, reason string) (string, error) {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	now := c.now()
+	if c.sig != "" && !force && now.Before(c.sigRenewAt) {
+		return c.sig, nil
+	}
+	if c.sig == "" && reason == "" {
+		reason = "initial"
+	} else if !force {
+		reason = "scheduled"
+	}
+	ttl := c.cfg.UserSigTTL.D()
+	sig, err := GenUserSig(c.cfg.SDKAppID, c.cfg.SecretKey, c.cfg.AdminIdentifier, now, ttl)
+	if err != nil {
+		return "", err
+	}
+	c.sig, c.sigRenewAt = sig, now.Add(ttl*3/4)
+	c.m.sigRenewals.WithLabelValues(reason).Inc()
+	return sig, nil
+}
+
+// Result is a delivered send's answer.
+type Result struct {
+	MsgSeq  uint64
+	MsgTime int64
+}
+
+type sendResp struct {
+	ActionStatus  string `json:"ActionStatus"`
+	ErrorCode     int    `json:"ErrorCode"`
+	ErrorInfo     string `json:"ErrorInfo"`
+	MsgTime       int64  `json:"MsgTime"`
+	MsgSeq        uint64 `json:"MsgSeq"`
+	MsgDropReason string `json:"MsgDropReason"`
+}
+
+// Send delivers m: size check, pacing, one call, and one immediate retry
+// with a regenerated UserSig on 70001/70052. ctx bounds the whole send
+// (publish_timeout). Errors are *APIError, *HTTPError, *TransportError,
+// *DroppedError, *TooLargeError, or ErrNotSent wrapping the context error
+// when ctx ended while waiting for a pacing slot; see Classification.
+func (c *Client) Send(ctx context.Context, m *Message) (Result, error) {
+	if m.Size > c.cfg.MaxMessageBytes {
+		err := &TooLargeError{Size: m.Size, Limit: c.cfg.MaxMessageBytes}
+		c.m.publish.WithLabelValues(Permanent.String(), strconv.Itoa(CodeMessageTooLong)).Inc()
+		return Result{}, err
+	}
+	force, reason := false, ""
+	for attempt := 0; ; attempt++ {
+		waited, err := c.pacer.Wait(ctx, m.GroupID)
+		c.m.pacingWait.Observe(waited.Seconds())
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
+		sig, err := c.userSig(force, reason)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := c.call(ctx, sig, m)
+		class, code := Classification(err)
+		if err == nil {
+			c.m.publish.WithLabelValues("ok", "0").Inc()
+			return res, nil
+		}
+		c.m.publish.WithLabelValues(class.String(), code).Inc()
+		if class == RegenerateSig && attempt == 0 {
+			force = true
+			if code == strconv.Itoa(CodeSigExpired) {
+				reason = "expired"
+			} else {
+				reason = "invalidated"
+			}
+			continue
+		}
+		return Result{}, err
+	}
+}
+
+func (c *Client) call(ctx context.Context, sig string, m *Message) (Result, error) {
+	q := url.Values{}
+	q.Set("sdkappid", strconv.FormatInt(c.cfg.SDKAppID, 10))
+	q.Set("identifier", c.cfg.AdminIdentifier)
+	q.Set("usersig", sig)
+	q.Set("random", strconv.FormatUint(uint64(rand.Uint32()), 10))
+	q.Set("contenttype", "json")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+SendGroupMsgPath+"?"+q.Encode(), bytes.NewReader(m.Body))
+	if err != nil {
+		return Result{}, scrubURLError(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.m.duration.Observe(time.Since(start).Seconds())
+		return Result{}, scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	c.m.duration.Observe(time.Since(start).Seconds())
+	if resp.StatusCode != http.StatusOK {
+		return Result{}, &HTTPError{Status: resp.StatusCode}
+	}
+	if err != nil {
+		return Result{}, scrubURLError(err)
+	}
+	var r sendResp
+	if err := json.Unmarshal(raw, &r); err != nil {
+		// Never echo the body: it is Tencent's, possibly large.
+		return Result{}, &HTTPError{Status: resp.StatusCode}
+	}
+	if r.ErrorCode != 0 || r.ActionStatus != "OK" {
+		code := r.ErrorCode
+		if code == 0 {
+			code = CodeInternal
+		}
+		return Result{}, &APIError{Code: code, Info: truncate(r.ErrorInfo, 120), Class: Classify(code)}
+	}
+	if r.MsgDropReason != "" {
+		return Result{}, &DroppedError{Reason: truncate(r.MsgDropReason, 40)}
+	}
+	return Result{MsgSeq: r.MsgSeq, MsgTime: r.MsgTime}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+type clientMetrics struct {
+	publish     *prometheus.CounterVec
+	duration    prometheus.Histogram
+	pacingWait  prometheus.Histogram
+	sigRenewals *prometheus.CounterVec
+}
+
+func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
+	m := &clientMetrics{
+		publish: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_publish_total",
+			Help: "send_group_msg outcomes per attempt: result ok|retryable|regenerate_sig|permanent, code = Tencent ErrorCode or http|transport|timeout|MsgFreqCtrl (oversized messages: permanent/80002 without a call).",
+		}, []string{"result", "code"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_im_publish_duration_seconds",
+			Help:    "Duration of one send_group_msg HTTP call, pacing excluded.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		pacingWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_im_pacing_wait_seconds",
+			Help:    "Time a send waited for the app/group rate limit.",
+			Buckets: []float64{0, .005, .025, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		sigRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_usersig_renewals_total",
+			Help: "UserSig generations: reason initial|scheduled|expired|invalidated.",
+		}, []string{"reason"}),
+	}
+	m.publish = register(reg, m.publish)
+	m.duration = register(reg, m.duration)
+	m.pacingWait = register(reg, m.pacingWait)
+	m.sigRenewals = register(reg, m.sigRenewals)
+	return m
+}
+
+// register registers c on reg, reusing an identical collector already
+// registered there (two clients on one registry share their series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(C); ok {
+				return ex
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+// Metrics exposes the client's counters (tests, the demo summary).
+func (c *Client) Metrics() ClientMetrics { return ClientMetrics{c.m} }
+
+// ClientMetrics reads the client's series.
+type ClientMetrics struct{ m *clientMetrics }
+
+// SigRenewals is the renewal counter for reason.
+func (m ClientMetrics) SigRenewals(reason string) prometheus.Counter {
+	return m.m.sigRenewals.WithLabelValues(reason)
+}
+
+// Publish is the outcome counter for result and code.
+func (m ClientMetrics) Publish(result, code string) prometheus.Counter {
+	return m.m.publish.WithLabelValues(result, code)
+}

@@ -1,0 +1,387 @@
+package tencentim_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+const (
+	vecKey   = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e"
+	vecApp   = 1400000000
+	vecIdent = "xiaojun"
+)
+
+func TestUserSigTestVector(t *testing.T) {
+	got := tencentim.SigHMAC(vecKey, vecIdent, vecApp, 1700000000, 15552000)
+	if want := "LvA7d/Iw7gSsnskvVzBDPOCCDbuNCw4GHwTC0bip+B4="; got != want {
+		t.Fatalf("TLS.sig = %s, want %s", got, want)
+	}
+	sig, err := tencentim.GenUserSig(vecApp, vecKey, vecIdent, time.Unix(1700000000, 0), 15552000*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(sig, "+/=") {
+		t.Fatalf("sig %q is not URL-mapped", sig)
+	}
+	info, err := tencentim.VerifyUserSig(sig, vecApp, vecKey, vecIdent, time.Unix(1700000000+15552000, 0))
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if info.Time.Unix() != 1700000000 || info.Expire != 15552000*time.Second {
+		t.Fatalf("info %+v", info)
+	}
+	cases := []struct {
+		name  string
+		sig   string
+		app   int64
+		key   string
+		ident string
+		now   int64
+		want  error
+	}{
+		{"expired", sig, vecApp, vecKey, vecIdent, 1700000000 + 15552000 + 1, tencentim.ErrSigExpired},
+		{"wrong app", sig, vecApp + 1, vecKey, vecIdent, 1700000001, tencentim.ErrSigAppIDMismatch},
+		{"wrong identifier", sig, vecApp, vecKey, "admin", 1700000001, tencentim.ErrSigIdentifierMismatch},
+		{"wrong key", sig, vecApp, vecKey + "0", vecIdent, 1700000001, tencentim.ErrSigBadHMAC},
+		{"garbage", "not*a*sig", vecApp, vecKey, vecIdent, 1700000001, tencentim.ErrSigMalformed},
+	}
+	for _, c := range cases {
+		if _, err := tencentim.VerifyUserSig(c.sig, c.app, c.key, c.ident, time.Unix(c.now, 0)); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	table := map[tencentim.Class][]int{
+		tencentim.Retryable: {10002, 10006, 10023, 60007, 60011, 60018, 60019, 60008, 70169, 70202, 70500,
+			20004, 20005, 90992, 90994, 90995, 91000, 70050, 12345},
+		tencentim.RegenerateSig: {70001, 70052},
+		tencentim.Permanent: {10003, 10004, 10007, 10010, 10015, 10016, 10017, 10026, 80001, 80002, 93000,
+			60002, 60003, 60004, 60005, 60006, 60009, 60010, 70403, 60012, 60016, 60017, 60020, 60021,
+			70002, 70003, 70005, 70009, 70013, 70014, 70016, 70020, 70107},
+	}
+	for want, codes := range table {
+		for _, c := range codes {
+			if got := tencentim.Classify(c); got != want {
+				t.Errorf("Classify(%d) = %s, want %s", c, got, want)
+			}
+		}
+	}
+	errs := []struct {
+		err   error
+		class tencentim.Class
+		code  string
+	}{
+		{&tencentim.HTTPError{Status: 502}, tencentim.Retryable, "http"},
+		{&tencentim.DroppedError{Reason: "MsgFreqCtrl"}, tencentim.Retryable, "MsgFreqCtrl"},
+		{&tencentim.TooLargeError{Size: 20000, Limit: 12288}, tencentim.Permanent, "80002"},
+		{&tencentim.APIError{Code: 10010, Class: tencentim.Permanent}, tencentim.Permanent, "10010"},
+		{&tencentim.TransportError{Op: "Post", Err: errors.New("connection refused")}, tencentim.Retryable, "transport"},
+		{context.DeadlineExceeded, tencentim.Retryable, "timeout"},
+		{&tencentim.PayloadError{EventType: "RoomGiftSent", Err: errors.New("x")}, tencentim.Permanent, "payload"},
+	}
+	for _, e := range errs {
+		if c, code := tencentim.Classification(e.err); c != e.class || code != e.code {
+			t.Errorf("Classification(%v) = %s/%s, want %s/%s", e.err, c, code, e.class, e.code)
+		}
+	}
+}
+
+func giftEnvelope(eventID, room string) *roomv1.EventEnvelope {
+	p, _ := proto.Marshal(&roomv1.RoomGiftSent{SenderUserId: 7, TargetUserId: 8, GiftId: "rose", GiftCount: 3, CoinSpent: 30})
+	return &roomv1.EventEnvelope{EventId: eventID, EventType: "RoomGiftSent", AppCode: "hyapp", RoomId: room,
+		RoomVersion: 42, OccurredAtMs: 1700000000123, Payload: p}
+}
+
+func TestBuildMessage(t *testing.T) {
+	env := giftEnvelope("evt-1", "r1")
+	m1, err := tencentim.BuildMessage(env, "room-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := tencentim.BuildMessage(proto.Clone(env).(*roomv1.EventEnvelope), "room-")
+	if !bytes.Equal(m1.Body, m2.Body) {
+		t.Fatal("body differs between builds of the same event")
+	}
+	if m1.Random != tencentim.RandomFor("evt-1") || m1.Random == tencentim.RandomFor("evt-2") {
+		t.Fatal("Random not derived from event_id")
+	}
+	var req struct {
+		GroupId     string
+		Random      uint32
+		MsgPriority string
+		MsgBody     []struct {
+			MsgType    string
+			MsgContent struct{ Data, Desc, Ext string }
+		}
+	}
+	if err := json.Unmarshal(m1.Body, &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.GroupId != "room-r1" || req.MsgPriority != "High" || len(req.MsgBody) != 1 || req.MsgBody[0].MsgType != "TIMCustomElem" ||
+		req.MsgBody[0].MsgContent.Desc != "RoomGiftSent" || req.MsgBody[0].MsgContent.Ext != "evt-1" {
+		t.Fatalf("request %+v", req)
+	}
+	var data struct {
+		EventID     string `json:"event_id"`
+		EventType   string `json:"event_type"`
+		RoomVersion int64  `json:"room_version"`
+		Event       struct {
+			GiftID    string `json:"gift_id"`
+			GiftCount int    `json:"gift_count"`
+		} `json:"event"`
+	}
+	if err := json.Unmarshal([]byte(req.MsgBody[0].MsgContent.Data), &data); err != nil {
+		t.Fatal(err)
+	}
+	if data.EventID != "evt-1" || data.EventType != "RoomGiftSent" || data.RoomVersion != 42 || data.Event.GiftID != "rose" || data.Event.GiftCount != 3 {
+		t.Fatalf("data %+v", data)
+	}
+	join, _ := proto.Marshal(&roomv1.RoomUserJoined{UserId: 1})
+	mj, _ := tencentim.BuildMessage(&roomv1.EventEnvelope{EventId: "j", EventType: "RoomUserJoined", RoomId: "r", Payload: join}, "")
+	if mj.Priority != "Normal" {
+		t.Fatalf("join priority %s", mj.Priority)
+	}
+	if _, err := tencentim.BuildMessage(&roomv1.EventEnvelope{EventId: "b", EventType: "RoomGiftSent", RoomId: "r", Payload: []byte{0xff, 0xff}}, ""); !errors.As(err, new(*tencentim.PayloadError)) {
+		t.Fatalf("bad payload: %v", err)
+	}
+	for _, typ := range []string{"RoomCreated", "RoomHeatChanged", "RoomRankChanged"} {
+		if !tencentim.IsNoOp(typ) {
+			t.Errorf("%s should be a no-op", typ)
+		}
+	}
+	if tencentim.IsNoOp("RoomGiftSent") {
+		t.Error("RoomGiftSent must be published")
+	}
+}
+
+func TestPacerWindow(t *testing.T) {
+	p := tencentim.NewPacer(5, 2, time.Second)
+	var grants []time.Time
+	for i := 0; i < 20; i++ {
+		grants = append(grants, p.Reserve([]string{"a", "b", "c"}[i%3]))
+	}
+	for i := range grants {
+		n := 0
+		for j := range grants {
+			if !grants[j].Before(grants[i]) && grants[j].Before(grants[i].Add(time.Second)) {
+				n++
+			}
+		}
+		if n > 5 {
+			t.Fatalf("%d grants in one window from %d", n, i)
+		}
+	}
+}
+
+func imCfg(endpoint string) config.IMConfig {
+	c := config.Default().IM
+	c.Endpoint, c.SDKAppID, c.SecretKey, c.AdminIdentifier = endpoint, vecApp, vecKey, "admin"
+	c.GroupIDPrefix = "room-"
+	return c
+}
+
+func fakeServer(t *testing.T) (*imfake.Server, string) {
+	f := imfake.New(imfake.Config{SDKAppID: vecApp, AdminIdentifier: "admin", SecretKey: vecKey})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv.URL
+}
+
+func TestClientAgainstFake(t *testing.T) {
+	f, url := fakeServer(t)
+	reg := prometheus.NewRegistry()
+	c, err := tencentim.New(imCfg(url), tencentim.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m, _ := tencentim.BuildMessage(giftEnvelope("e1", "r1"), "room-")
+	if _, err := c.Send(ctx, m); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	// Resend: absorbed by Random dedup.
+	if _, err := c.Send(ctx, m); err != nil {
+		t.Fatalf("resend: %v", err)
+	}
+	if st := f.Stats(); st.Accepted != 1 || st.Duplicates != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// 70001 -> regenerate at once and succeed in the same Send.
+	f.Inject(imfake.Fault{Code: 70001, Times: 1})
+	m2, _ := tencentim.BuildMessage(giftEnvelope("e2", "r1"), "room-")
+	if _, err := c.Send(ctx, m2); err != nil {
+		t.Fatalf("send after 70001: %v", err)
+	}
+	// Revoked sigs (70052) are detected by the fake itself.
+	f.InvalidateSigs()
+	time.Sleep(1100 * time.Millisecond) // the fresh sig must carry a later TLS.time
+	m3, _ := tencentim.BuildMessage(giftEnvelope("e3", "r1"), "room-")
+	if _, err := c.Send(ctx, m3); err != nil {
+		t.Fatalf("send after invalidation: %v", err)
+	}
+	if v := counterValue(c.Metrics().SigRenewals("invalidated")); v != 1 {
+		t.Fatalf("invalidated renewals %v", v)
+	}
+	if v := counterValue(c.Metrics().SigRenewals("expired")); v != 1 {
+		t.Fatalf("expired renewals %v", v)
+	}
+
+	cases := []struct {
+		fault imfake.Fault
+		class tencentim.Class
+		code  string
+	}{
+		{imfake.Fault{HTTPStatus: 502, Times: 1}, tencentim.Retryable, "http"},
+		{imfake.Fault{FreqCtrl: true, Times: 1}, tencentim.Retryable, "MsgFreqCtrl"},
+		{imfake.Fault{Code: 10010, Times: 1}, tencentim.Permanent, "10010"},
+		{imfake.Fault{Code: 70050, Times: 1}, tencentim.Retryable, "70050"},
+		{imfake.Fault{Code: 70001, Times: 2}, tencentim.RegenerateSig, "70001"},
+	}
+	for i, cs := range cases {
+		f.Inject(cs.fault)
+		m, _ := tencentim.BuildMessage(giftEnvelope("f"+string(rune('a'+i)), "r2"), "room-")
+		_, err := c.Send(ctx, m)
+		if cl, code := tencentim.Classification(err); cl != cs.class || code != cs.code {
+			t.Errorf("fault %+v: %v -> %s/%s", cs.fault, err, cl, code)
+		}
+	}
+	// Slow answer: bounded by the caller's context.
+	f.Inject(imfake.Fault{Delay: 2 * time.Second, Times: 1})
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	m4, _ := tencentim.BuildMessage(giftEnvelope("slow", "r3"), "room-")
+	start := time.Now()
+	_, err = c.Send(tctx, m4)
+	if cl, code := tencentim.Classification(err); cl != tencentim.Retryable || code != "timeout" && code != "transport" || time.Since(start) > time.Second {
+		t.Fatalf("slow: %v %s/%s after %s", err, cl, code, time.Since(start))
+	}
+
+	// Oversized: permanent 80002 without a call.
+	big := giftEnvelope("big", "r1")
+	big.EventType = "RoomUserLeft"
+	big.Payload, _ = proto.Marshal(&roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)})
+	mb, _ := tencentim.BuildMessage(big, "room-")
+	before := f.Stats().Requests
+	_, err = c.Send(ctx, mb)
+	if cl, code := tencentim.Classification(err); cl != tencentim.Permanent || code != "80002" || f.Stats().Requests != before {
+		t.Fatalf("oversized: %v %s/%s", err, cl, code)
+	}
+}
+
+// The fake itself refuses what Tencent refuses.
+func TestFakeRejectsBadRequests(t *testing.T) {
+	_, url := fakeServer(t)
+	bad := imCfg(url)
+	bad.SecretKey = "wrong"
+	c, _ := tencentim.New(bad)
+	m, _ := tencentim.BuildMessage(giftEnvelope("x", "r"), "")
+	_, err := c.Send(context.Background(), m)
+	if _, code := tencentim.Classification(err); code != "70009" {
+		t.Fatalf("wrong key: %v", err)
+	}
+	bad = imCfg(url)
+	bad.SDKAppID = 1400000001
+	c, _ = tencentim.New(bad)
+	_, err = c.Send(context.Background(), m)
+	if _, code := tencentim.Classification(err); code != "60006" {
+		t.Fatalf("wrong app: %v", err)
+	}
+	ok := imCfg(url)
+	ok.MaxMessageBytes = 1 << 20 // let the client send it; the fake must refuse
+	c, _ = tencentim.New(ok)
+	big := giftEnvelope("big", "r1")
+	big.EventType = "RoomUserLeft"
+	big.Payload, _ = proto.Marshal(&roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)})
+	mb, _ := tencentim.BuildMessage(big, "")
+	_, err = c.Send(context.Background(), mb)
+	if _, code := tencentim.Classification(err); code != "80002" {
+		t.Fatalf("fake size limit: %v", err)
+	}
+}
+
+// The fake drops over 40/s per group and refuses over 200/s per app when a
+// client does not pace.
+func TestFakeRateLimits(t *testing.T) {
+	f, url := fakeServer(t)
+	cfg := imCfg(url)
+	cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond = 100000, 100000
+	c, _ := tencentim.New(cfg)
+	var wg sync.WaitGroup
+	results := make(chan error, 300)
+	for i := 0; i < 300; i++ {
+		room := "hot"
+		if i >= 60 {
+			room = "r" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		}
+		m, _ := tencentim.BuildMessage(giftEnvelope("rl-"+string(rune(i)), room), "")
+		wg.Go(func() { _, err := c.Send(context.Background(), m); results <- err })
+	}
+	wg.Wait()
+	close(results)
+	var dropped, limited int
+	for err := range results {
+		_, code := tencentim.Classification(err)
+		switch code {
+		case "MsgFreqCtrl":
+			dropped++
+		case "60007":
+			limited++
+		}
+	}
+	st := f.Stats()
+	if dropped == 0 && limited == 0 {
+		t.Fatalf("no limit enforced: %+v", st)
+	}
+	if st.Accepted > 200*2 || st.MaxGroupPerSecond < 40 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A connection error never prints the URL (it carries the usersig) nor the key.
+func TestTransportErrorHasNoSecrets(t *testing.T) {
+	srv := httptest.NewServer(nil)
+	url := srv.URL
+	srv.Close() // connection refused from now on
+	var logs bytes.Buffer
+	c, _ := tencentim.New(imCfg(url), tencentim.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	m, _ := tencentim.BuildMessage(giftEnvelope("x", "r"), "")
+	_, err := c.Send(context.Background(), m)
+	if err == nil {
+		t.Fatal("expected a connection error")
+	}
+	sig, _ := tencentim.GenUserSig(vecApp, vecKey, "admin", time.Now(), time.Hour)
+	for _, s := range []string{"usersig", vecKey, sig[:20], "sdkappid="} {
+		if strings.Contains(err.Error(), s) || strings.Contains(logs.String(), s) {
+			t.Fatalf("error or log contains %q: %v", s, err)
+		}
+	}
+	if !errors.As(err, new(*tencentim.TransportError)) {
+		t.Fatalf("not a TransportError: %T", err)
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
+}
