@@ -1,0 +1,76 @@
+// Package runtime runs a Kafka->Kafka processor exactly once: it consumes one
+// input topic in a consumer group (read_committed), hands every record of a
+// partition, in offset order, to that partition's Task, and commits what the
+// task emitted, the task's state changes and the consumed input offsets in
+// ONE Kafka transaction (franz-go GroupTransactSession, KIP-447).
+//
+// # Model
+//
+// A Processor is a function of (task state, record, explicit time). For each
+// assigned input partition the runtime owns one Task: a keyed in-memory Store
+// backed by a compacted changelog topic co-partitioned with the input
+// (changelog partition N holds the state of input partition N), an emit
+// buffer, and the wall-clock punctuations registered with Punctuate.
+//
+//	rt, err := runtime.New("room", proc,
+//		runtime.Input(cfg.Kafka.Topics.RoomEvents),
+//		runtime.Group(cfg.Process.RoomGroup),
+//		runtime.DLQ(cfg.Kafka.Topics.DLQ),
+//		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", reg, log)...),
+//		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
+//		runtime.CommitRecords(cfg.Process.CommitRecords),
+//	)
+//	err = rt.Run(ctx)
+//
+// # Transactions and batching
+//
+// A transaction covers many records: it is committed when it holds
+// CommitRecords input records or CommitInterval after its first record or
+// punctuation, never once per record. Within a transaction, Store writes are
+// buffered per task and applied to the in-memory state only after the
+// transaction commits; their changelog records (one per dirty key, the last
+// value wins) are produced right before the commit. If the transaction
+// aborts — a rebalance happened (GroupTransactSession then refuses to commit),
+// a produce failed, the processor returned a non-reject error — the buffered
+// writes are discarded and consumption rewinds to the last committed offsets,
+// so the committed state and the committed offsets always agree.
+//
+// # Rejects and the DLQ
+//
+// Process returning an error made with Reject (a *RejectError) routes the
+// input record to the DLQ topic inside the same transaction: original key,
+// value and headers plus the headers `error` (reason and detail),
+// `error_reason`, `source_topic`, `source_partition` and `source_offset`.
+// Records emitted and Store writes made while processing a rejected record
+// are discarded; the partition moves on. Any other error aborts the whole
+// transaction; the runtime backs off and reprocesses from the last commit
+// (so a transient failure, e.g. MySQL down, never loses or skips a record,
+// and a deterministic bug stalls the partitions instead of corrupting
+// output — classify deterministic failures as rejects).
+//
+// # Restore, revoke, shutdown, fencing
+//
+// On assignment the runtime waits until the partition's committed input
+// offset is stable (no pending transactional offset commit, KIP-447), then
+// reads the partition's changelog up to its last stable offset before the
+// task processes anything or punctuates. On revoke or loss the open
+// transaction is aborted (GroupTransactSession) and the task and its state
+// are dropped. On context cancel (SIGTERM) the open transaction is committed
+// within the shutdown timeout, or aborted; never partly. A zombie — an
+// instance that lost its partitions without noticing — is fenced by the
+// group generation in TxnOffsetCommit (KIP-447) and, when it shares the
+// transactional id with its replacement (TransactionalID defaults to
+// "<group>-<hostname>"), by the producer epoch.
+//
+// Known limit: a transaction that carries only punctuation output and no
+// consumed input offsets has no group generation to check; a true zombie
+// (kicked from the group by session timeout without having seen it) could
+// still commit one such transaction. Punctuation output must therefore use
+// deterministic event ids, which the MySQL sinks dedupe.
+//
+// # Time
+//
+// Task.Now and punctuations read the injected Clock (time.Now by default),
+// never time.Now directly, so processors stay deterministic and timer tests
+// can drive time.
+package runtime

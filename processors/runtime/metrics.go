@@ -1,0 +1,109 @@
+package runtime
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are shared by every runtime on one registerer (processor label).
+type metrics struct {
+	recordsIn    *prometheus.CounterVec   // processor, topic
+	recordsOut   *prometheus.CounterVec   // processor, topic
+	dlq          *prometheus.CounterVec   // processor, reason
+	txnDuration  *prometheus.HistogramVec // processor
+	txnCommits   *prometheus.CounterVec   // processor
+	txnAborts    *prometheus.CounterVec   // processor, cause
+	restoreDur   *prometheus.HistogramVec // processor
+	restoreRecs  *prometheus.CounterVec   // processor
+	stateKeys    *prometheus.GaugeVec     // processor, partition
+	stateBytes   *prometheus.GaugeVec     // processor, partition
+	lag          *prometheus.GaugeVec     // processor, topic, partition
+	punctuations *prometheus.CounterVec   // processor, name
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_records_in_total",
+			Help: "Input records processed in committed transactions, by processor and topic.",
+		}, []string{"processor", "topic"}),
+		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_records_out_total",
+			Help: "Records emitted in committed transactions (changelog and DLQ included), by processor and topic.",
+		}, []string{"processor", "topic"}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_dlq_total",
+			Help: "Input records sent to the DLQ in committed transactions, by processor and reason.",
+		}, []string{"processor", "reason"}),
+		txnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_process_txn_duration_seconds",
+			Help:    "Time from a transaction's first record to its end (commit or abort).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"processor"}),
+		txnCommits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_txn_commits_total",
+			Help: "Committed transactions.",
+		}, []string{"processor"}),
+		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_txn_aborts_total",
+			Help: "Aborted transactions by cause (rebalance, produce, processor, shutdown).",
+		}, []string{"processor", "cause"}),
+		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_process_restore_duration_seconds",
+			Help:    "Time to restore a partition's state from its changelog.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+		}, []string{"processor"}),
+		restoreRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_restore_records_total",
+			Help: "Changelog records read while restoring.",
+		}, []string{"processor"}),
+		stateKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_state_keys",
+			Help: "Committed keys in a task's state store.",
+		}, []string{"processor", "partition"}),
+		stateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_state_bytes",
+			Help: "Committed key and value bytes in a task's state store.",
+		}, []string{"processor", "partition"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_consumer_lag",
+			Help: "Records between the group's committed offset and the partition end (kadm).",
+		}, []string{"processor", "topic", "partition"}),
+		punctuations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_punctuations_total",
+			Help: "Punctuation runs by processor and name.",
+		}, []string{"processor", "name"}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.recordsIn = register(reg, m.recordsIn)
+	m.recordsOut = register(reg, m.recordsOut)
+	m.dlq = register(reg, m.dlq)
+	m.txnDuration = register(reg, m.txnDuration)
+	m.txnCommits = register(reg, m.txnCommits)
+	m.txnAborts = register(reg, m.txnAborts)
+	m.restoreDur = register(reg, m.restoreDur)
+	m.restoreRecs = register(reg, m.restoreRecs)
+	m.stateKeys = register(reg, m.stateKeys)
+	m.stateBytes = register(reg, m.stateBytes)
+	m.lag = register(reg, m.lag)
+	m.punctuations = register(reg, m.punctuations)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same description (a second runtime on the same registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("runtime: register metrics: " + err.Error())
+	}
+	return c
+}

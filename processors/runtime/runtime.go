@@ -1,0 +1,775 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Runtime runs one Processor over a consumer group with Kafka transactions.
+// Create it with New and call Run once.
+type Runtime struct {
+	name string
+	proc Processor
+	o    options
+	m    *metrics
+	log  *slog.Logger
+
+	sess *kgo.GroupTransactSession
+	adm  *kadm.Client
+
+	evMu   sync.Mutex
+	events []partEvent
+
+	tasks map[int32]*Task
+
+	// open transaction
+	inTxn      bool
+	txnStart   time.Time // real time of the first content
+	txnContent bool
+	txnIn      int
+	txnOut     map[string]int
+	txnDLQ     map[string]int
+	txnPunct   map[string]int
+	prodMu     sync.Mutex
+	prodErr    error
+	promise    func(*kgo.Record, error)
+	recordsIn  prometheus.Counter
+	processor  prometheus.Labels
+	killed     atomic.Bool
+	ready      atomic.Bool
+	killOnce   sync.Once
+	sessReady  chan struct{}
+	sessCloser sync.Once
+}
+
+type partEventKind int
+
+const (
+	evAssigned partEventKind = iota
+	evRevoked
+)
+
+type partEvent struct {
+	kind       partEventKind
+	partitions []int32
+}
+
+// New validates the options and returns a runtime named name (the
+// processor label of its metrics and logs). It does not connect.
+func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	switch {
+	case name == "":
+		return nil, errors.New("runtime: empty processor name")
+	case proc == nil:
+		return nil, errors.New("runtime: nil processor")
+	case o.input == "":
+		return nil, errors.New("runtime: Input topic is required")
+	case o.group == "":
+		return nil, errors.New("runtime: Group is required")
+	case o.dlq == "":
+		return nil, errors.New("runtime: DLQ topic is required")
+	case o.commitInterval <= 0:
+		return nil, errors.New("runtime: CommitInterval must be positive")
+	case o.commitRecords <= 0:
+		return nil, errors.New("runtime: CommitRecords must be positive")
+	case o.changelog != "" && o.changelog == o.input:
+		return nil, errors.New("runtime: Changelog must differ from Input")
+	case o.clock == nil:
+		return nil, errors.New("runtime: nil Clock")
+	}
+	for _, p := range o.punctuations {
+		if p.interval <= 0 || p.fn == nil {
+			return nil, fmt.Errorf("runtime: punctuation %q needs a positive interval and a function", p.name)
+		}
+	}
+	if o.ttlSweep <= 0 {
+		o.ttlSweep = time.Minute
+	}
+	if o.txnID == "" {
+		host, _ := os.Hostname()
+		o.txnID = o.group + "-" + host
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	r := &Runtime{
+		name:      name,
+		proc:      proc,
+		o:         o,
+		m:         newMetrics(o.reg),
+		log:       o.log.With("component", "processor", "processor", name),
+		tasks:     map[int32]*Task{},
+		txnOut:    map[string]int{},
+		txnDLQ:    map[string]int{},
+		txnPunct:  map[string]int{},
+		sessReady: make(chan struct{}),
+	}
+	r.promise = func(_ *kgo.Record, err error) {
+		if err != nil {
+			r.prodMu.Lock()
+			if r.prodErr == nil {
+				r.prodErr = err
+			}
+			r.prodMu.Unlock()
+		}
+	}
+	r.recordsIn = r.m.recordsIn.WithLabelValues(name, o.input)
+	return r, nil
+}
+
+// Ready is nil once Run has connected and entered its processing loop; use
+// it as a readiness check.
+func (r *Runtime) Ready() error {
+	if r.ready.Load() {
+		return nil
+	}
+	return errors.New("runtime " + r.name + ": not ready")
+}
+
+// Kill closes the Kafka client at once without ending the open
+// transaction, as a crash would: the broker aborts that transaction when an
+// instance with the same transactional id starts, or after the transaction
+// timeout. Run then returns ErrKilled. It exists for crash tests and for
+// callers that must stop without committing.
+func (r *Runtime) Kill() {
+	r.killed.Store(true)
+	r.killOnce.Do(func() {
+		go func() {
+			<-r.sessReady
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = r.sess.Client().LeaveGroupContext(ctx)
+			r.sess.Client().Close()
+		}()
+	})
+}
+
+// Run consumes, processes and commits until ctx is cancelled (it then
+// commits the open transaction within ShutdownTimeout, or aborts it, leaves
+// the group and returns nil) or a fatal error occurs (*TxnError,
+// *RestoreError, ErrKilled, a configuration mismatch such as a changelog
+// with fewer partitions than the input).
+func (r *Runtime) Run(ctx context.Context) error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	defer r.closeSession()
+
+	if err := r.checkTopics(ctx); err != nil {
+		return err
+	}
+	lagCtx, stopLag := context.WithCancel(ctx)
+	defer stopLag()
+	if r.o.lagInterval > 0 {
+		go r.lagLoop(lagCtx)
+	}
+
+	err := r.loop(ctx)
+	if r.killed.Load() {
+		return ErrKilled
+	}
+	return err
+}
+
+func (r *Runtime) start() error {
+	opts := append([]kgo.Opt{}, r.o.clientOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(r.o.group),
+		kgo.ConsumeTopics(r.o.input),
+		kgo.TransactionalID(r.o.txnID),
+		kgo.TransactionTimeout(r.o.txnTimeout),
+		kgo.SessionTimeout(r.o.sessionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(partitioner{changelog: r.o.changelog, def: kgo.StickyKeyPartitioner(nil)}),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.pushEvent(evAssigned, m[r.o.input])
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.pushEvent(evRevoked, m[r.o.input])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			r.pushEvent(evRevoked, m[r.o.input])
+		}),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return fmt.Errorf("runtime %s: client: %w", r.name, err)
+	}
+	r.sess = sess
+	r.adm = kadm.NewClient(sess.Client())
+	close(r.sessReady)
+	if r.killed.Load() {
+		return ErrKilled
+	}
+	return nil
+}
+
+func (r *Runtime) closeSession() {
+	r.sessCloser.Do(func() {
+		if r.killed.Load() {
+			return // Kill closes it
+		}
+		r.sess.Close()
+	})
+	for p := range r.tasks {
+		r.dropTask(p)
+	}
+}
+
+func (r *Runtime) pushEvent(kind partEventKind, ps []int32) {
+	if len(ps) == 0 {
+		return
+	}
+	r.evMu.Lock()
+	r.events = append(r.events, partEvent{kind: kind, partitions: append([]int32(nil), ps...)})
+	r.evMu.Unlock()
+}
+
+func (r *Runtime) takeEvents() []partEvent {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	ev := r.events
+	r.events = nil
+	return ev
+}
+
+// checkTopics verifies that the changelog is co-partitioned with the input.
+func (r *Runtime) checkTopics(ctx context.Context) error {
+	if r.o.changelog == "" {
+		return nil
+	}
+	for {
+		td, err := r.adm.ListTopics(ctx, r.o.input, r.o.changelog)
+		if err == nil {
+			in, okIn := td[r.o.input]
+			cl, okCl := td[r.o.changelog]
+			if okIn && okCl && in.Err == nil && cl.Err == nil {
+				if len(cl.Partitions) < len(in.Partitions) {
+					return fmt.Errorf("runtime %s: changelog %s has %d partitions, input %s has %d: must be co-partitioned",
+						r.name, r.o.changelog, len(cl.Partitions), r.o.input, len(in.Partitions))
+				}
+				return nil
+			}
+			err = fmt.Errorf("topics %s or %s missing", r.o.input, r.o.changelog)
+		}
+		r.log.Warn("checking topics", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *Runtime) loop(ctx context.Context) error {
+	backoff := r.o.retryMin
+	retry := func(cause string, err error) error {
+		r.log.Error("transaction aborted, retrying from the last commit", "cause", cause, "error", err, "backoff", backoff.String())
+		if _, e := r.endTxn(ctx, false, cause); e != nil {
+			return e
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.o.retryMax)
+		return nil
+	}
+	readyOnce := false
+	for {
+		if ctx.Err() != nil || r.killed.Load() {
+			return r.shutdown()
+		}
+		rewound, err := r.handleEvents(ctx)
+		if err != nil {
+			if ctx.Err() != nil || r.killed.Load() {
+				return r.shutdown()
+			}
+			return err
+		}
+		_ = rewound
+		if !readyOnce {
+			readyOnce = true
+			r.ready.Store(true)
+		}
+		if !r.inTxn {
+			if err := r.sess.Begin(); err != nil {
+				if r.killed.Load() {
+					return ErrKilled
+				}
+				return &TxnError{Processor: r.name, Err: err}
+			}
+			r.inTxn = true
+		}
+		if err := r.punctuate(); err != nil {
+			if e := retry("punctuation", err); e != nil {
+				return e
+			}
+			continue
+		}
+
+		wait := r.o.commitInterval
+		if r.txnContent {
+			wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
+		}
+		var fetches kgo.Fetches
+		if wait > 0 || !r.txnContent {
+			pctx, cancel := context.WithTimeout(ctx, wait)
+			fetches = r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
+			cancel()
+		}
+		if fetches.IsClientClosed() || r.killed.Load() {
+			if r.killed.Load() {
+				return ErrKilled
+			}
+			return r.shutdown()
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				r.log.Warn("fetch error", "topic", t, "partition", p, "error", err)
+			}
+		})
+		// Assignment changes seen after the poll: restore new partitions
+		// before processing; a revoke aborts and rewinds, so the fetched
+		// records are stale and dropped.
+		rewound, err = r.handleEvents(ctx)
+		if err != nil {
+			if ctx.Err() != nil || r.killed.Load() {
+				return r.shutdown()
+			}
+			return err
+		}
+		if !rewound {
+			var perr error
+			fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+				if perr != nil || fp.Topic != r.o.input || len(fp.Records) == 0 {
+					return
+				}
+				t := r.tasks[fp.Partition]
+				if t == nil {
+					perr = fmt.Errorf("records of unowned partition %d", fp.Partition)
+					return
+				}
+				for _, rec := range fp.Records {
+					if perr = r.processRecord(t, rec); perr != nil {
+						return
+					}
+				}
+			})
+			if perr != nil {
+				if e := retry("processor", perr); e != nil {
+					return e
+				}
+				continue
+			}
+		}
+		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
+			committed, err := r.endTxn(ctx, true, "")
+			if err != nil {
+				if ctx.Err() != nil || r.killed.Load() {
+					return r.shutdown()
+				}
+				return err
+			}
+			if committed {
+				backoff = r.o.retryMin
+			}
+		}
+	}
+}
+
+// shutdown ends the open transaction with a commit attempt bounded by the
+// shutdown timeout (GroupTransactSession aborts it instead if that is not
+// safe) and returns nil.
+func (r *Runtime) shutdown() error {
+	if r.killed.Load() {
+		return ErrKilled
+	}
+	if r.inTxn {
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.shutdown)
+		defer cancel()
+		committed, err := r.endTxn(ctx, r.txnContent, "shutdown")
+		if err != nil {
+			r.log.Error("final transaction failed; it is aborted by the broker", "error", err)
+			return nil
+		}
+		r.log.Info("stopped", "final_commit", committed)
+	}
+	return nil
+}
+
+// markContent notes that the open transaction holds work.
+func (r *Runtime) markContent() {
+	if !r.txnContent {
+		r.txnContent = true
+		r.txnStart = time.Now()
+	}
+}
+
+func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
+	r.markContent()
+	r.txnIn++
+	t.emits = t.emits[:0]
+	if t.store != nil {
+		t.store.beginRecord()
+	}
+	err := r.proc.Process(t, rec)
+	if err == nil {
+		if t.store != nil {
+			t.store.endRecord()
+		}
+		r.produceEmits(t)
+		return nil
+	}
+	rej, ok := AsReject(err)
+	if !ok {
+		if t.store != nil {
+			t.store.rejectRecord()
+		}
+		t.emits = t.emits[:0]
+		return fmt.Errorf("%s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	if t.store != nil {
+		t.store.rejectRecord()
+	}
+	clear(t.emits)
+	t.emits = t.emits[:0]
+	r.produce(r.dlqRecord(rec, rej))
+	r.txnDLQ[rej.Reason]++
+	t.log.Warn("record rejected to the DLQ", "offset", rec.Offset, "reason", rej.Reason, "error", rej.Err,
+		"event_id", string(Header(rec, "event_id")), "event_type", string(Header(rec, "event_type")))
+	return nil
+}
+
+func (r *Runtime) produceEmits(t *Task) {
+	for i, e := range t.emits {
+		r.produce(e)
+		t.emits[i] = nil
+	}
+	t.emits = t.emits[:0]
+}
+
+func (r *Runtime) produce(rec *kgo.Record) {
+	r.txnOut[rec.Topic]++
+	r.sess.Produce(context.Background(), rec, r.promise)
+}
+
+// dlqRecord copies rec for the DLQ with the error headers.
+func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
+	msg := rej.Reason
+	if rej.Err != nil {
+		msg += ": " + rej.Err.Error()
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	h := make([]kgo.RecordHeader, 0, len(rec.Headers)+5)
+	h = append(h, rec.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: "error", Value: []byte(msg)},
+		kgo.RecordHeader{Key: "error_reason", Value: []byte(rej.Reason)},
+		kgo.RecordHeader{Key: "source_topic", Value: []byte(rec.Topic)},
+		kgo.RecordHeader{Key: "source_partition", Value: []byte(strconv.FormatInt(int64(rec.Partition), 10))},
+		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+	)
+	return &kgo.Record{Topic: r.o.dlq, Key: rec.Key, Value: rec.Value, Headers: h}
+}
+
+// punctuate runs every due punctuation and TTL sweep of every task.
+func (r *Runtime) punctuate() error {
+	if len(r.tasks) == 0 {
+		return nil
+	}
+	now := r.o.clock()
+	for _, t := range r.tasks {
+		for i, p := range r.o.punctuations {
+			if now.Before(t.nextPunct[i]) {
+				continue
+			}
+			// Next run one interval after this one, skipping missed runs.
+			next := t.nextPunct[i].Add(p.interval)
+			if !next.After(now) {
+				next = now.Add(p.interval)
+			}
+			t.nextPunct[i] = next
+			r.markContent()
+			t.emits = t.emits[:0]
+			if t.store != nil {
+				t.store.beginRecord()
+			}
+			if err := p.fn(t, now); err != nil {
+				if t.store != nil {
+					t.store.rejectRecord()
+				}
+				t.emits = t.emits[:0]
+				return fmt.Errorf("punctuation %s of partition %d: %w", p.name, t.partition, err)
+			}
+			if t.store != nil {
+				t.store.endRecord()
+			}
+			r.produceEmits(t)
+			r.txnPunct[p.name]++
+		}
+		if t.store != nil && !now.Before(t.nextSweep) {
+			t.nextSweep = now.Add(r.o.ttlSweep)
+			if t.store.sweepExpired(now) > 0 {
+				r.markContent()
+			}
+		}
+	}
+	return nil
+}
+
+// endTxn ends the open transaction. With commit it first produces the
+// changelog records of every dirty key, flushes, and commits unless a
+// produce failed. It applies (committed) or discards (aborted) the store
+// writes either way. An error is fatal (*TxnError).
+func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (bool, error) {
+	if !r.inTxn {
+		return false, nil
+	}
+	if commit {
+		for _, t := range r.tasks {
+			if t.store == nil {
+				continue
+			}
+			for k, p := range t.store.pending {
+				rec := &kgo.Record{Topic: r.o.changelog, Partition: t.partition, Key: []byte(k)}
+				if !p.deleted {
+					rec.Value = encodeChangelogValue(p.entry)
+				}
+				r.produce(rec)
+			}
+		}
+		if err := r.sess.Client().Flush(ctx); err != nil {
+			commit = false
+			abortCause = "flush"
+		}
+		r.prodMu.Lock()
+		if r.prodErr != nil {
+			r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
+			commit = false
+			abortCause = "produce"
+		}
+		r.prodMu.Unlock()
+	}
+	try := kgo.TryAbort
+	if commit {
+		try = kgo.TryCommit
+	}
+	committed, err := r.sess.End(ctx, try)
+	elapsed := time.Since(r.txnStart)
+	hadContent := r.txnContent
+	r.inTxn = false
+	r.prodMu.Lock()
+	r.prodErr = nil
+	r.prodMu.Unlock()
+	if committed && err == nil {
+		for _, t := range r.tasks {
+			if t.store != nil {
+				t.store.commit()
+				r.updateStateGauges(t)
+			}
+		}
+		r.recordsIn.Add(float64(r.txnIn))
+		for topic, n := range r.txnOut {
+			r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
+		}
+		for reason, n := range r.txnDLQ {
+			r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
+		}
+		for name, n := range r.txnPunct {
+			r.m.punctuations.WithLabelValues(r.name, name).Add(float64(n))
+		}
+		r.m.txnCommits.WithLabelValues(r.name).Inc()
+	} else {
+		for _, t := range r.tasks {
+			if t.store != nil {
+				t.store.abort()
+			}
+		}
+		if hadContent || commit {
+			cause := abortCause
+			if cause == "" {
+				cause = "rebalance"
+			}
+			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
+		}
+	}
+	if hadContent {
+		r.m.txnDuration.WithLabelValues(r.name).Observe(elapsed.Seconds())
+	}
+	r.txnContent = false
+	r.txnIn = 0
+	clear(r.txnOut)
+	clear(r.txnDLQ)
+	clear(r.txnPunct)
+	if err != nil {
+		return false, &TxnError{Processor: r.name, Err: err}
+	}
+	return committed, nil
+}
+
+// handleEvents applies assignment changes: a revoke or loss aborts the open
+// transaction (rewinding every partition to its committed offset) and drops
+// the partitions' tasks; an assignment restores the new tasks. It reports
+// whether the open transaction was aborted.
+func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
+	events := r.takeEvents()
+	if len(events) == 0 {
+		return false, nil
+	}
+	rewound := false
+	var assigned []int32
+	for _, ev := range events {
+		switch ev.kind {
+		case evRevoked:
+			if r.inTxn && !rewound {
+				if _, err := r.endTxn(ctx, false, "rebalance"); err != nil {
+					return true, err
+				}
+				rewound = true
+			}
+			for _, p := range ev.partitions {
+				r.dropTask(p)
+			}
+			// A partition assigned earlier in this batch and revoked now
+			// is not restored.
+			assigned = removeAll(assigned, ev.partitions)
+		case evAssigned:
+			for _, p := range ev.partitions {
+				if _, ok := r.tasks[p]; !ok {
+					assigned = append(assigned, p)
+				}
+			}
+		}
+	}
+	if len(assigned) > 0 {
+		if err := r.restore(ctx, assigned); err != nil {
+			return rewound, err
+		}
+	}
+	return rewound, nil
+}
+
+func removeAll(ps, rm []int32) []int32 {
+	out := ps[:0]
+	for _, p := range ps {
+		keep := true
+		for _, q := range rm {
+			keep = keep && p != q
+		}
+		if keep {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *Runtime) newTask(p int32) *Task {
+	t := &Task{
+		rt:        r,
+		topic:     r.o.input,
+		partition: p,
+		log:       r.log.With("topic", r.o.input, "partition", p),
+		nextPunct: make([]time.Time, len(r.o.punctuations)),
+	}
+	if r.o.changelog != "" {
+		t.store = newStore(r.o.clock)
+	}
+	return t
+}
+
+func (r *Runtime) startTask(t *Task) {
+	now := r.o.clock()
+	for i, p := range r.o.punctuations {
+		t.nextPunct[i] = now.Add(p.interval)
+	}
+	t.nextSweep = now.Add(r.o.ttlSweep)
+	r.tasks[t.partition] = t
+	if t.store != nil {
+		r.updateStateGauges(t)
+	}
+}
+
+func (r *Runtime) dropTask(p int32) {
+	t, ok := r.tasks[p]
+	if !ok {
+		return
+	}
+	delete(r.tasks, p)
+	if t.store != nil {
+		part := strconv.FormatInt(int64(p), 10)
+		r.m.stateKeys.DeleteLabelValues(r.name, part)
+		r.m.stateBytes.DeleteLabelValues(r.name, part)
+	}
+	r.m.lag.DeleteLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10))
+}
+
+func (r *Runtime) updateStateGauges(t *Task) {
+	part := strconv.FormatInt(int64(t.partition), 10)
+	r.m.stateKeys.WithLabelValues(r.name, part).Set(float64(t.store.Len()))
+	r.m.stateBytes.WithLabelValues(r.name, part).Set(float64(t.store.Bytes()))
+}
+
+// lagLoop publishes the group's lag per input partition.
+func (r *Runtime) lagLoop(ctx context.Context) {
+	tick := time.NewTicker(r.o.lagInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		lags, err := r.adm.Lag(ctx, r.o.group)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Debug("lag", "error", err)
+			}
+			continue
+		}
+		gl, ok := lags[r.o.group]
+		if !ok || gl.Error() != nil {
+			continue
+		}
+		for p, ml := range gl.Lag[r.o.input] {
+			if ml.Lag >= 0 {
+				r.m.lag.WithLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10)).Set(float64(ml.Lag))
+			}
+		}
+	}
+}
+
+// partitioner sends changelog records to the partition the runtime set
+// (co-partitioning) and hashes every other keyed record like the Java
+// client (murmur2), so equal keys always land on the same partition.
+type partitioner struct {
+	changelog string
+	def       kgo.Partitioner
+}
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic != "" && topic == p.changelog {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return p.def.ForTopic(topic)
+}

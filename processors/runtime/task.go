@@ -1,0 +1,86 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Task is the processing context of one owned input partition. It lives
+// from assignment (after restore) to revoke; the runtime passes it to
+// Process and to punctuations.
+type Task struct {
+	rt        *Runtime
+	topic     string
+	partition int32
+	store     *Store
+	log       *slog.Logger
+
+	// emits of the record (or punctuation) being processed; produced only
+	// when it succeeds.
+	emits []*kgo.Record
+
+	nextPunct []time.Time // per runtime punctuation
+	nextSweep time.Time
+	restored  time.Duration
+}
+
+// Topic is the input topic.
+func (t *Task) Topic() string { return t.topic }
+
+// Partition is the input partition this task owns (and its changelog
+// partition).
+func (t *Task) Partition() int32 { return t.partition }
+
+// Now is the runtime clock's current time (see Clock).
+func (t *Task) Now() time.Time { return t.rt.o.clock() }
+
+// Log is the runtime logger with processor, topic and partition fields.
+func (t *Task) Log() *slog.Logger { return t.log }
+
+// Store is the task's keyed state. It panics when the runtime has no
+// Changelog: a stateless processor must not use state.
+func (t *Task) Store() *Store {
+	if t.store == nil {
+		panic("runtime: Task.Store used without a Changelog option")
+	}
+	return t.store
+}
+
+// Emit adds r to the open transaction. r.Topic must be set; r.Partition is
+// ignored (keys are hashed like the Java client, so equal keys land on the
+// same partition). The record is produced when the current record (or
+// punctuation) succeeds, and is visible to read_committed consumers once
+// the transaction commits. The runtime owns r after Emit.
+func (t *Task) Emit(r *kgo.Record) {
+	if r.Topic == "" {
+		panic("runtime: Emit of a record without Topic")
+	}
+	t.emits = append(t.emits, r)
+}
+
+// Header returns the value of the first header named key of r, or nil.
+func Header(r *kgo.Record, key string) []byte {
+	for i := range r.Headers {
+		if r.Headers[i].Key == key {
+			return r.Headers[i].Value
+		}
+	}
+	return nil
+}
+
+// ContentTypeProtobuf is the content-type header value of every roomflow
+// record.
+const ContentTypeProtobuf = "application/x-protobuf"
+
+// StandardHeaders returns the headers every roomflow record carries:
+// event_id, event_type, app_code and content-type application/x-protobuf.
+func StandardHeaders(eventID, eventType, appCode string) []kgo.RecordHeader {
+	return []kgo.RecordHeader{
+		{Key: "event_id", Value: []byte(eventID)},
+		{Key: "event_type", Value: []byte(eventType)},
+		{Key: "app_code", Value: []byte(appCode)},
+		{Key: "content-type", Value: []byte(ContentTypeProtobuf)},
+	}
+}
