@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/pflag"
+
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+func init() {
+	var instanceID string
+	app.Register(app.Spec{
+		Name:  "relay",
+		Short: "Relay MySQL room_outbox into Kafka, gap-safe and exactly once",
+		Long: `relay tails MySQL room_outbox by id into kafka.topics.room_events (routes by
+event_type through relay.routes), exactly once: each batch and the relay's
+position (high id plus open gaps) are committed in one Kafka transaction,
+the position living in kafka.topics.relay_offsets. Rows that commit late
+(an id visible after higher ones) are relayed when they appear; gaps are
+given up after relay.gap_max_age. Empty or oversized payloads go to
+kafka.topics.dlq with an "error" header.
+
+Run several replicas with the same relay.transactional_id for high
+availability: one leads, the others stand by and take over within
+relay.failover_timeout; a former leader is fenced by the transactional id.
+The relay never locks or writes room_outbox.`,
+		Order: 10,
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&instanceID, "instance-id", "",
+				"static group member id of this replica (unique per replica, e.g. the pod name); a restart then takes over at once")
+		},
+		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			db, err := d.DB(ctx)
+			if err != nil {
+				return nil, err
+			}
+			r, err := relay.New(d.Config, db,
+				relay.WithLogger(d.Log),
+				relay.WithRegisterer(d.Registry),
+				relay.WithKafkaMetrics(d.Registry),
+				relay.WithInstanceID(instanceID),
+			)
+			if err != nil {
+				return nil, err
+			}
+			d.Health.AddReadiness("relay", r.Ready)
+			return r, nil
+		},
+	})
+}

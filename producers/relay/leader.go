@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// elector picks one active relay among replicas sharing
+// relay.transactional_id, with Kafka's own group protocol instead of a
+// home-made lease: every replica joins the consumer group
+// "<transactional_id>.leader" subscribed to the relay offsets topic, and the
+// member that owns partition 0 (where positions live) leads. The cooperative
+// sticky balancer keeps partition 0 with its owner when a standby joins, so
+// a healthy leader is not disturbed; when the leader dies or freezes, the
+// coordinator drops it after the session timeout and hands partition 0 to a
+// standby.
+//
+// Group membership alone cannot stop a frozen leader that wakes up still
+// believing it leads: that is what transactional-id fencing is for. The new
+// leader's InitProducerID bumps the epoch, so the old one's next produce or
+// EndTxn fails and it steps down.
+type elector struct {
+	cl *kgo.Client
+
+	mu      sync.Mutex
+	leading bool
+	changed chan struct{} // closed and replaced on every change of leading
+}
+
+func newElector() *elector { return &elector{changed: make(chan struct{})} }
+
+// groupOpts are the group options that drive the elector.
+func (e *elector) groupOpts(group, topic string, session time.Duration, instanceID string) []kgo.Opt {
+	hb := session / 6
+	if hb < 100*time.Millisecond {
+		hb = 100 * time.Millisecond
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(hb),
+		kgo.RebalanceTimeout(session),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if has(m[topic], positionPartition) {
+				e.set(true)
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if has(m[topic], positionPartition) {
+				e.set(false)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if has(m[topic], positionPartition) {
+				e.set(false)
+			}
+		}),
+	}
+	if instanceID != "" {
+		opts = append(opts, kgo.InstanceID(instanceID))
+	}
+	return opts
+}
+
+func has(ps []int32, p int32) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *elector) set(leading bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.leading == leading {
+		return
+	}
+	e.leading = leading
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *elector) state() (bool, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading, e.changed
+}
+
+// run polls the group client so it keeps fetching metadata and its
+// callbacks fire; the records themselves (positions) are not needed here.
+func (e *elector) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		fs := e.cl.PollRecords(ctx, 1000)
+		if fs.IsClientClosed() {
+			return
+		}
+	}
+}
+
+// await blocks until this replica leads (or ctx ends) and returns a context
+// that is cancelled as soon as leadership is lost or ctx ends.
+func (e *elector) await(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	for {
+		leading, changed := e.state()
+		if leading {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-changed:
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			leading, changed := e.state()
+			if !leading {
+				cancel()
+				return
+			}
+			select {
+			case <-lctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return lctx, cancel, nil
+}

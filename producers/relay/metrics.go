@@ -1,0 +1,76 @@
+package relay
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the relay's own series (Kafka client series come from kprom
+// as roomflow_kafka_*). All durations are in seconds.
+type metrics struct {
+	events         *prometheus.CounterVec // result: relayed|dead_lettered
+	batches        *prometheus.CounterVec // result: committed|aborted
+	lag            prometheus.Gauge
+	openGaps       prometheus.Gauge
+	gapsAbandoned  *prometheus.CounterVec // reason: max_age|max_open_gaps
+	isLeader       prometheus.Gauge
+	batchDuration  prometheus.Histogram
+	commitDuration prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms .. ~16s
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_relay_events_total",
+			Help: "Outbox rows committed to Kafka by the relay, by result (relayed to their route, or dead_lettered).",
+		}, []string{"result"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_relay_batches_total",
+			Help: "Relay Kafka transactions, by result (committed or aborted).",
+		}, []string{"result"}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_relay_lag_seconds",
+			Help: "Now minus occurred_at of the newest relayed row at its commit; 0 once a poll finds nothing new.",
+		}),
+		openGaps: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_relay_open_gaps",
+			Help: "Outbox ids below the high-water mark the relay is still waiting for.",
+		}),
+		gapsAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_relay_gaps_abandoned_total",
+			Help: "Outbox ids given up, by reason (max_age: older than relay.gap_max_age; max_open_gaps: evicted by the bound).",
+		}, []string{"reason"}),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_relay_is_leader",
+			Help: "1 while this replica is the active relay, 0 on standby.",
+		}),
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_relay_batch_duration_seconds",
+			Help:    "Time from the start of a batch's MySQL read to its transaction commit.",
+			Buckets: buckets,
+		}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_relay_commit_duration_seconds",
+			Help:    "Time to flush a batch's records and commit its Kafka transaction.",
+			Buckets: buckets,
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.events, m.batches, m.lag, m.openGaps, m.gapsAbandoned, m.isLeader, m.batchDuration, m.commitDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{"relayed", "dead_lettered"} {
+		m.events.WithLabelValues(r)
+	}
+	for _, r := range []string{"committed", "aborted"} {
+		m.batches.WithLabelValues(r)
+	}
+	for _, r := range []AbandonReason{AbandonMaxAge, AbandonMaxOpenGaps} {
+		m.gapsAbandoned.WithLabelValues(string(r))
+	}
+	return m, nil
+}

@@ -1,0 +1,570 @@
+// Package relay is `roomflow relay`: it tails MySQL room_outbox into Kafka
+// the way Debezium's MySQL connector plus its Outbox Event Router would, but
+// without binlog access and exactly once instead of at least once.
+//
+// # Reading
+//
+// The relay reads rows in id order with plain consistent reads,
+// `SELECT ... FROM room_outbox WHERE id > ? ORDER BY id LIMIT relay.batch_size`,
+// re-polling at once while batches are full and sleeping
+// relay.poll_interval when idle. It never locks or writes the table and
+// never uses SERIALIZABLE, so room-service's writes never wait on it.
+//
+// # Gaps
+//
+// InnoDB hands out an auto-increment id when a row is inserted, not when
+// its transaction commits, so id N can become visible after N+1..N+1000,
+// and a rolled-back insert leaves a hole forever. The relay keeps moving
+// past such holes, remembers each skipped id with the time it was first
+// missed (the Tracker), looks them up again with
+// `WHERE id IN (...)` at most once per poll interval, and relays a row
+// that fills a hole as soon as it appears. A hole older than
+// relay.gap_max_age is given up (roomflow_relay_gaps_abandoned_total, a warn
+// log); at most relay.max_open_gaps holes are remembered, the oldest being
+// given up first when the bound is reached. Consequently an insert
+// transaction that stays open longer than gap_max_age is not relayed: that
+// is the trade the bound buys.
+//
+// # Exactly once
+//
+// The relay's position (high-water id plus open holes, see Position) is a
+// record in the compacted kafka.topics.relay_offsets topic, key
+// relay.transactional_id, written in the same Kafka transaction as the
+// records it covers — like Kafka Connect's source offsets. A
+// read_committed consumer therefore sees every row exactly once whatever
+// instant the relay crashes at: a batch is either committed together with
+// the position that says it is done, or aborted together with it. On start
+// and on takeover the position is read back (see loadPosition) before
+// anything is relayed.
+//
+// # High availability
+//
+// Any number of replicas may run with the same relay.transactional_id.
+// Exactly one leads (see elector: a consumer group whose owner of partition
+// 0 of the offsets topic leads, session timeout two thirds of
+// relay.failover_timeout). A standby takes over when the leader's session
+// expires; its InitProducerID fences the old leader's transactional
+// producer, so a paused or partitioned former leader can no longer commit.
+//
+// # Records
+//
+// key = room_id, value = payload exactly as stored (never decoded),
+// timestamp = occurred_at_ms, headers event_id, event_type, app_code,
+// room_version, occurred_at_ms, content-type: application/x-protobuf. Topic
+// by event_type through relay.routes, default kafka.topics.room_events.
+// Rows with an empty payload or larger than relay.max_record_bytes (or
+// refused by the broker) go to kafka.topics.dlq in the same transaction with
+// an "error" header naming the reason (see DLQReason); the relay never
+// stalls on them.
+//
+// # Shutdown
+//
+// On cancel the relay stops reading, aborts the open transaction if it has
+// not reached its commit point (or finishes the commit if it has, bounded by
+// shutdown.timeout), closes its Kafka clients and leaves the group so a
+// standby takes over at once. A half-applied position cannot exist: the
+// position is only ever written inside the transaction.
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+)
+
+// Component is the component name in logs, client ids and metrics.
+const Component = "relay"
+
+// abortTimeout bounds a best-effort abort outside the shutdown path.
+const abortTimeout = 10 * time.Second
+
+// BatchInfo describes a batch at a hook.
+type BatchInfo struct {
+	Rows      int    // rows in the batch (relayed and dead-lettered)
+	FirstID   uint64 // lowest row id, 0 when the batch only moves the position
+	LastID    uint64 // highest row id
+	High      uint64 // high-water mark the batch commits
+	OpenGaps  int
+	Abandoned uint64 // ids given up in this batch
+}
+
+// Hooks are observation and fault-injection points, used by tests and
+// benchmarks; production code leaves them nil.
+type Hooks struct {
+	// OnLeader is called when this replica starts (true) or stops (false)
+	// relaying as the leader.
+	OnLeader func(leading bool)
+	// BeforeCommit runs after a batch's records are flushed into the open
+	// transaction and before it is committed. If ctx is done when it
+	// returns, the transaction is aborted instead of committed.
+	BeforeCommit func(ctx context.Context, b BatchInfo)
+	// AfterCommit reports the outcome of a commit attempt.
+	AfterCommit func(b BatchInfo, err error)
+}
+
+// Opt configures a Relay.
+type Opt func(*Relay)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Opt { return func(r *Relay) { r.log = l } }
+
+// WithRegisterer registers the roomflow_relay_* metrics on reg (default:
+// not registered).
+func WithRegisterer(reg prometheus.Registerer) Opt { return func(r *Relay) { r.reg = reg } }
+
+// WithKafkaMetrics adds the roomflow_kafka_* client metrics on reg.
+func WithKafkaMetrics(reg *prometheus.Registry) Opt { return func(r *Relay) { r.kafkaReg = reg } }
+
+// WithHooks installs hooks.
+func WithHooks(h Hooks) Opt { return func(r *Relay) { r.hooks = h } }
+
+// WithInstanceID makes this replica a static member of the leader group
+// (KIP-345): a restarted replica with the same id takes its old place at
+// once instead of waiting for the old session to time out. Ids must be
+// unique among running replicas (e.g. a StatefulSet pod name).
+func WithInstanceID(id string) Opt { return func(r *Relay) { r.instanceID = id } }
+
+// WithClock replaces time.Now (gap ages, lag).
+func WithClock(now func() time.Time) Opt { return func(r *Relay) { r.now = now } }
+
+// WithTable reads another table of room_outbox's shape (default room_outbox).
+func WithTable(name string) Opt { return func(r *Relay) { r.table = name } }
+
+// Relay is the outbox relay component. Create it with New and run it with
+// Run; it is an app.Component.
+type Relay struct {
+	cfg        config.RelayConfig
+	kcfg       config.KafkaConfig
+	shutdown   time.Duration
+	db         *sql.DB
+	table      string
+	src        *Source
+	router     Router
+	log        *slog.Logger
+	reg        prometheus.Registerer
+	kafkaReg   *prometheus.Registry
+	m          *metrics
+	hooks      Hooks
+	instanceID string
+	now        func() time.Time
+
+	started atomic.Bool
+
+	forcedMu sync.Mutex
+	forced   map[uint64]DLQReason // rows the broker refused: dead-letter on retry
+}
+
+// New builds a relay on cfg reading db. It fails on a config that does not
+// validate or metrics that cannot be registered; it does not connect yet.
+func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
+	if db == nil {
+		return nil, errors.New("relay: nil database")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:      cfg.Relay,
+		kcfg:     cfg.Kafka,
+		shutdown: cfg.Shutdown.Timeout.D(),
+		db:       db,
+		table:    "room_outbox",
+		log:      slog.Default(),
+		now:      time.Now,
+		forced:   map[uint64]DLQReason{},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.log = r.log.With("component", Component)
+	r.src = NewSource(db, r.table)
+	r.router = Router{
+		Default:        cfg.Kafka.Topics.RoomEvents,
+		Routes:         cfg.Relay.Routes,
+		DLQ:            cfg.Kafka.Topics.DLQ,
+		MaxRecordBytes: cfg.Relay.MaxRecordBytes,
+	}
+	m, err := newMetrics(r.reg)
+	if err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	r.m = m
+	return r, nil
+}
+
+// Ready is a readiness check: nil once Run has joined the leader group
+// (as leader or standby).
+func (r *Relay) Ready() error {
+	if !r.started.Load() {
+		return errors.New("relay: not started")
+	}
+	return nil
+}
+
+// sessionTimeout is the leader group's session timeout: two thirds of
+// relay.failover_timeout, leaving the rest for the rebalance, fencing and
+// reading the position back. Real brokers refuse less than
+// group.min.session.timeout.ms (6s by default), so a failover_timeout below
+// 9s needs that broker setting lowered.
+func (r *Relay) sessionTimeout() time.Duration {
+	return r.cfg.FailoverTimeout.D() * 2 / 3
+}
+
+// Run relays until ctx is cancelled (returns nil) or the leader group
+// cannot be joined (returns the error). Failures of a leader session (MySQL
+// or Kafka errors, being fenced) are logged and retried: the session is torn
+// down, and the next one starts again from the position committed in Kafka.
+func (r *Relay) Run(ctx context.Context) error {
+	el := newElector()
+	group := r.cfg.TransactionalID + ".leader"
+	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.log,
+		el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)
+	if err != nil {
+		return fmt.Errorf("relay: leader group client: %w", err)
+	}
+	el.cl = gcl
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { el.run(pctx) })
+	defer func() {
+		pcancel()
+		gcl.Close() // leaves the group: a standby takes over at once
+		wg.Wait()
+	}()
+	r.started.Store(true)
+	r.log.Info("relay started; waiting for leadership", "group", group, "transactional_id", r.cfg.TransactionalID)
+
+	backoff := r.sessionTimeout() / 2
+	for {
+		lctx, cancel, err := el.await(ctx)
+		if err != nil {
+			return nil // ctx done
+		}
+		r.m.isLeader.Set(1)
+		if r.hooks.OnLeader != nil {
+			r.hooks.OnLeader(true)
+		}
+		err = r.lead(lctx)
+		cancel()
+		r.m.isLeader.Set(0)
+		if r.hooks.OnLeader != nil {
+			r.hooks.OnLeader(false)
+		}
+		if ctx.Err() != nil {
+			r.log.Info("relay stopped")
+			return nil
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Warn("leader session ended; retrying", "error", err, "fenced", isFenced(err), "backoff", backoff.String())
+		} else {
+			r.log.Info("leadership lost")
+		}
+		// A fenced or frozen former leader learns from its next heartbeat
+		// that it lost the group; waiting a few heartbeats first keeps it
+		// from fencing the new leader right back.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
+
+// batch is one transaction's worth: rows in id order and the position after
+// them.
+type batch struct {
+	rows      []Row
+	pos       []byte
+	info      BatchInfo
+	abandoned []Abandoned
+	started   time.Time
+}
+
+// lead is one leader session: fence, load the position, then read and
+// commit batches until ctx ends or something fails. Reading runs one batch
+// ahead of committing so MySQL and Kafka work overlap.
+func (r *Relay) lead(ctx context.Context) error {
+	txnTimeout := r.cfg.FailoverTimeout.D()
+	if txnTimeout < 10*time.Second {
+		txnTimeout = 10 * time.Second
+	}
+	maxBytes := int32(1 << 20)
+	if r.cfg.MaxRecordBytes > int(maxBytes) {
+		maxBytes = int32(r.cfg.MaxRecordBytes)
+	}
+	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.log,
+		kgo.TransactionalID(r.cfg.TransactionalID),
+		kgo.TransactionTimeout(txnTimeout),
+		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
+		kgo.ProducerBatchMaxBytes(maxBytes),
+		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
+		kgo.ProducerLinger(0),
+	)
+	if err != nil {
+		return fmt.Errorf("relay: transactional client: %w", err)
+	}
+	defer txn.Close()
+
+	// InitProducerID bumps the epoch of the transactional id: from here on
+	// no older leader can produce or commit, and whatever it had open is
+	// aborted (or completed, if it was already committing).
+	if _, _, err := txn.ProducerID(ctx); err != nil {
+		return fmt.Errorf("relay: init producer id: %w", err)
+	}
+	pos, found, err := loadPosition(ctx, txn, kafkax.Opts(r.kcfg, Component+"-position", nil, r.log),
+		r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID)
+	if err != nil {
+		return err
+	}
+	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D())
+	r.m.openGaps.Set(float64(tr.OpenHoles()))
+	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
+
+	rctx, rcancel := context.WithCancel(ctx)
+	batches := make(chan *batch, 1)
+	var rerr error
+	go func() {
+		defer close(batches)
+		rerr = r.read(rctx, tr, batches)
+	}()
+	defer func() {
+		rcancel()
+		for range batches { // let the reader exit
+		}
+	}()
+	for b := range batches {
+		if err := r.commit(ctx, txn, b); err != nil {
+			return err
+		}
+	}
+	if rerr != nil {
+		return rerr
+	}
+	return ctx.Err()
+}
+
+// read produces batches from MySQL into out until ctx ends or a read fails.
+func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
+	var lastHoleCheck time.Time
+	poll := r.cfg.PollInterval.D()
+	for {
+		started := r.now()
+		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		full := len(scanned) == r.cfg.BatchSize
+		var filled []Row
+		if tr.OpenHoles() > 0 && (!full || started.Sub(lastHoleCheck) >= poll) {
+			if filled, err = r.src.ByIDs(ctx, tr.HoleIDs()); err != nil {
+				return err
+			}
+			lastHoleCheck = started
+		}
+		ids := make([]uint64, len(filled))
+		for i := range filled {
+			ids[i] = filled[i].ID
+		}
+		tr.Fill(ids)
+		ids = ids[:0]
+		for i := range scanned {
+			ids = append(ids, scanned[i].ID)
+		}
+		before := tr.High()
+		abandoned, err := tr.Advance(ids, started)
+		if err != nil {
+			return err
+		}
+		abandoned = append(abandoned, tr.Expire(started)...)
+
+		if len(filled) == 0 && len(scanned) == 0 && len(abandoned) == 0 && tr.High() == before {
+			r.m.lag.Set(0)
+			if err := sleep(ctx, poll); err != nil {
+				return err
+			}
+			continue
+		}
+		b := &batch{rows: append(filled, scanned...), abandoned: abandoned, started: started}
+		p := tr.Position()
+		b.pos = EncodePosition(p)
+		b.info = BatchInfo{Rows: len(b.rows), High: p.High, OpenGaps: len(p.Holes)}
+		if n := len(b.rows); n > 0 {
+			b.info.FirstID, b.info.LastID = b.rows[0].ID, b.rows[n-1].ID
+		}
+		for _, a := range abandoned {
+			b.info.Abandoned += a.Count()
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !full {
+			if err := sleep(ctx, poll); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *Relay) forcedReason(id uint64) DLQReason {
+	r.forcedMu.Lock()
+	defer r.forcedMu.Unlock()
+	return r.forced[id]
+}
+
+// commit writes b and its position in one transaction. Any error leaves
+// the transaction aborted (or its outcome to be settled by the next
+// session's InitProducerID) and is returned; the caller ends the session.
+func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
+	if err := txn.BeginTransaction(); err != nil {
+		return fmt.Errorf("relay: begin transaction: %w", err)
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		refused  []uint64
+		dlq      int
+		newest   int64
+	)
+	for i := range b.rows {
+		row := &b.rows[i]
+		rec, reason := r.router.Record(row, r.forcedReason(row.ID))
+		if reason != "" {
+			dlq++
+		}
+		if row.OccurredAtMs > newest {
+			newest = row.OccurredAtMs
+		}
+		id := row.ID
+		txn.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("relay: produce outbox id %d: %w", id, err)
+			}
+			if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord) {
+				refused = append(refused, id)
+			}
+		})
+	}
+	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
+	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("relay: produce position: %w", err)
+			}
+		}
+	})
+
+	commitStart := r.now()
+	if err := txn.Flush(ctx); err != nil {
+		r.abort(txn)
+		return fmt.Errorf("relay: flush: %w", err)
+	}
+	mu.Lock()
+	perr := firstErr
+	if len(refused) > 0 {
+		r.forcedMu.Lock()
+		for _, id := range refused {
+			r.forced[id] = DLQRejected
+		}
+		r.forcedMu.Unlock()
+	}
+	mu.Unlock()
+	if perr != nil {
+		r.abort(txn)
+		return perr
+	}
+	if r.hooks.BeforeCommit != nil {
+		r.hooks.BeforeCommit(ctx, b.info)
+	}
+	if err := ctx.Err(); err != nil {
+		r.abort(txn)
+		return err
+	}
+	// The commit point: finish it even if ctx ends now, within
+	// shutdown.timeout.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.shutdown)
+	err := txn.EndTransaction(ectx, kgo.TryCommit)
+	cancel()
+	if r.hooks.AfterCommit != nil {
+		r.hooks.AfterCommit(b.info, err)
+	}
+	if err != nil {
+		r.abort(txn)
+		return fmt.Errorf("relay: commit: %w", err)
+	}
+	now := r.now()
+	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
+	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
+	r.m.batches.WithLabelValues("committed").Inc()
+	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - dlq))
+	r.m.events.WithLabelValues("dead_lettered").Add(float64(dlq))
+	r.m.openGaps.Set(float64(b.info.OpenGaps))
+	if newest > 0 {
+		r.m.lag.Set(max(0, now.Sub(time.UnixMilli(newest)).Seconds()))
+	}
+	for _, a := range b.abandoned {
+		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
+		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
+			"reason", string(a.Reason), "open_for", now.Sub(time.UnixMilli(a.FirstSeenMs)).Round(time.Millisecond).String())
+	}
+	if dlq > 0 {
+		for i := range b.rows {
+			row := &b.rows[i]
+			if _, reason := r.router.Record(row, r.forcedReason(row.ID)); reason != "" {
+				r.log.Warn("outbox row dead-lettered", "outbox_id", row.ID, "event_id", row.EventID,
+					"event_type", row.EventType, "room_id", row.RoomID, "reason", string(reason), "payload_bytes", len(row.Payload))
+			}
+		}
+	}
+	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", dlq, "first_id", b.info.FirstID,
+		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
+		"duration", now.Sub(b.started).String())
+	return nil
+}
+
+// abort ends the open transaction with an abort, best effort, within
+// shutdown.timeout. Whatever it cannot settle, the next leader's
+// InitProducerID does.
+func (r *Relay) abort(txn *kgo.Client) {
+	r.m.batches.WithLabelValues("aborted").Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), r.shutdown)
+	defer cancel()
+	_ = txn.AbortBufferedRecords(ctx)
+	_ = txn.EndTransaction(ctx, kgo.TryAbort)
+}

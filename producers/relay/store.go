@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// positionPartition is where every position record lives in the relay
+// offsets topic. One partition keeps a relay's position and its probes in a
+// single ordered log (see loadPosition); the traffic is one small record per
+// transaction, so spreading it would buy nothing.
+const positionPartition = 0
+
+// probeSuffix makes the probe key of a relay: name + probeSuffix.
+const probeSuffix = "\x00probe"
+
+// partitioner pins the relay offsets topic to positionPartition and leaves
+// every other topic to franz-go's default (murmur2 of the key, like the
+// Java client, so room_id keys land where other producers put them).
+type partitioner struct {
+	offsetsTopic string
+	def          kgo.Partitioner
+	manual       kgo.Partitioner
+}
+
+func newPartitioner(offsetsTopic string) kgo.Partitioner {
+	return &partitioner{
+		offsetsTopic: offsetsTopic,
+		def:          kgo.UniformBytesPartitioner(64<<10, true, true, nil),
+		manual:       kgo.ManualPartitioner(),
+	}
+}
+
+func (p *partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.offsetsTopic {
+		return p.manual.ForTopic(topic)
+	}
+	return p.def.ForTopic(topic)
+}
+
+// positionRecord is the record that stores an encoded position for relay
+// name.
+func positionRecord(topic, name string, encoded []byte) *kgo.Record {
+	return &kgo.Record{Topic: topic, Partition: positionPartition, Key: []byte(name), Value: encoded}
+}
+
+// loadPosition returns the latest committed position of relay name.
+//
+// Reading "to the end" of a transactional log is subtle: the end offset
+// counts aborted records and markers, and an unfinished transaction holds
+// the last stable offset back. So the new leader, right after its
+// InitProducerID has fenced every older producer of the transactional id
+// (which aborts or completes whatever they had open), commits a probe record
+// with a fresh nonce to the same partition, then reads that partition with
+// read_committed from the start until it sees its own probe. Every position
+// committed before the takeover is below the probe, and no one else can
+// commit after it, so the last position record before the probe is the
+// latest one. found is false when the relay has never committed.
+//
+// txn must be the fenced-in transactional client; consumerOpts are the base
+// options for a short-lived read_committed consumer.
+func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, topic, name string) (pos Position, found bool, err error) {
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	probeKey := []byte(name + probeSuffix)
+	if err := txn.BeginTransaction(); err != nil {
+		return Position{}, false, fmt.Errorf("relay: begin probe transaction: %w", err)
+	}
+	res := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: positionPartition, Key: probeKey, Value: nonce})
+	if perr := res.FirstErr(); perr != nil {
+		abortTxn(txn)
+		return Position{}, false, fmt.Errorf("relay: produce probe: %w", perr)
+	}
+	if err := txn.EndTransaction(context.WithoutCancel(ctx), kgo.TryCommit); err != nil {
+		abortTxn(txn)
+		return Position{}, false, fmt.Errorf("relay: commit probe: %w", err)
+	}
+
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), consumerOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {positionPartition: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)...)
+	if err != nil {
+		return Position{}, false, fmt.Errorf("relay: position consumer: %w", err)
+	}
+	defer cl.Close()
+	var last []byte
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return Position{}, false, err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				ferr = errors.Join(ferr, fmt.Errorf("relay: read %s/%d: %w", t, p, err))
+			}
+		})
+		if ferr != nil {
+			return Position{}, false, ferr
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			switch {
+			case done:
+			case bytes.Equal(r.Key, probeKey):
+				done = bytes.Equal(r.Value, nonce)
+			case string(r.Key) == name:
+				last = r.Value
+			}
+		})
+		if done {
+			break
+		}
+	}
+	if last == nil {
+		return Position{}, false, nil
+	}
+	pos, err = DecodePosition(last)
+	if err != nil {
+		return Position{}, false, fmt.Errorf("relay: position of %s: %w", name, err)
+	}
+	return pos, true, nil
+}
+
+// abortTxn aborts the open transaction, best effort; the caller closes the
+// client on any error anyway, and the next leader's InitProducerID aborts
+// whatever is left.
+func abortTxn(cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
+	_ = cl.AbortBufferedRecords(ctx)
+	_ = cl.EndTransaction(ctx, kgo.TryAbort)
+}
