@@ -1,0 +1,205 @@
+package loadgen
+
+import (
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+// MicTotals are the mic facts of a user (lifetime) or a user-day (daily).
+type MicTotals struct {
+	SeatOccupiedMs int64
+	MicOnlineMs    int64
+	SessionCount   int64
+	RoomCount      int64 // daily only
+	FirstMicAtMs   int64
+	LastMicAtMs    int64
+}
+
+// UserDay keys a daily row.
+type UserDay struct {
+	UserID int64
+	Date   string
+}
+
+// Pool keys a lucky_pools row.
+type Pool struct{ ScopeType, ScopeID string }
+
+// RuleKey names a lucky rule version.
+type RuleKey struct{ GiftID, RuleVersion string }
+
+// Oracle is what roomflow must produce from a stream of room events,
+// computed straight from the events with the rules of seed 001, seed 003 and
+// the design: a reference written independently of processors/, used by
+// tests, the demo and `roomflow verify`.
+//
+// Only sessions closed by a real `down` are accounted; sessions still open
+// (or closed by the mic processor's timers) are listed in OpenSessions and
+// their users left out of the mic comparison.
+type Oracle struct {
+	Events       int // distinct events
+	IMMessages   int // events that produce a Tencent IM message (not no-op types)
+	Sessions     []MicSession
+	OpenSessions map[string]MicSession
+	Lifetime     map[int64]*MicTotals
+	Daily        map[UserDay]*MicTotals
+	Pools        map[Pool]int64 // expected total_in
+	LuckyGifts   int
+	// Rejected counts lucky gifts the room processor must send to the DLQ
+	// (unknown rule version, negative heat).
+	Rejected int
+}
+
+// BuildOracle computes the expected facts of events (duplicates by event_id
+// count once), with rules the lucky_gift_rules rows known to exist.
+func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule) *Oracle {
+	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
+		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}}
+	seen := map[string]bool{}
+	for _, e := range events {
+		if seen[e.EventId] {
+			continue
+		}
+		seen[e.EventId] = true
+		o.Events++
+		switch e.EventType {
+		case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
+		default:
+			o.IMMessages++
+		}
+		switch e.EventType {
+		case "RoomMicChanged":
+			var m roomv1.RoomMicChanged
+			if proto.Unmarshal(e.Payload, &m) == nil {
+				o.mic(e, &m)
+			}
+		case "RoomGiftSent":
+			var g roomv1.RoomGiftSent
+			if proto.Unmarshal(e.Payload, &g) == nil && g.Lucky {
+				o.gift(e, &g, rules)
+			}
+		}
+	}
+	o.accountSessions()
+	return o
+}
+
+func (o *Oracle) mic(e *roomv1.EventEnvelope, m *roomv1.RoomMicChanged) {
+	if m.MicSessionId == "" || m.UserId == 0 {
+		return
+	}
+	s, open := o.OpenSessions[m.MicSessionId]
+	switch m.Action {
+	case "up":
+		if !open {
+			o.OpenSessions[m.MicSessionId] = MicSession{ID: m.MicSessionId, UserID: m.UserId, RoomID: e.RoomId, SeatStartMs: e.OccurredAtMs}
+		}
+	case "publish_confirmed":
+		if open && s.PublishMs == 0 {
+			s.PublishMs = e.OccurredAtMs
+			if m.PublishEventTimeMs > 0 {
+				s.PublishMs = m.PublishEventTimeMs
+			}
+			s.PublishMs = max(s.PublishMs, s.SeatStartMs)
+			o.OpenSessions[m.MicSessionId] = s
+		}
+	case "change":
+		if open {
+			s.SeatChanges++
+			o.OpenSessions[m.MicSessionId] = s
+		}
+	case "down":
+		if open {
+			s.EndMs = e.OccurredAtMs
+			if m.RtcStoppedAtMs > 0 {
+				s.EndMs = m.RtcStoppedAtMs
+			}
+			s.EndMs = max(s.EndMs, s.SeatStartMs)
+			s.EndReason = m.Reason
+			if s.PublishMs > s.EndMs {
+				s.PublishMs = s.EndMs
+			}
+			delete(o.OpenSessions, m.MicSessionId)
+			o.Sessions = append(o.Sessions, s)
+		}
+	}
+}
+
+func (o *Oracle) gift(e *roomv1.EventEnvelope, g *roomv1.RoomGiftSent, rules map[RuleKey]LuckyRule) {
+	rule, ok := rules[RuleKey{g.GiftId, g.LuckyRuleVersion}]
+	if !ok || g.HeatValue < 0 {
+		o.Rejected++
+		return
+	}
+	o.LuckyGifts++
+	poolIn := g.HeatValue * rule.PoolRatePPM / 1_000_000
+	platform := poolIn * rule.PlatformWeightPPM / 1_000_000
+	room := poolIn * rule.RoomWeightPPM / 1_000_000
+	o.Pools[Pool{"platform", "global"}] += platform
+	o.Pools[Pool{"room", e.RoomId}] += room
+	o.Pools[Pool{"gift", g.GiftId}] += poolIn - platform - room
+}
+
+// accountSessions sums closed sessions into lifetime and UTC-daily totals.
+func (o *Oracle) accountSessions() {
+	sort.Slice(o.Sessions, func(i, j int) bool { return o.Sessions[i].SeatStartMs < o.Sessions[j].SeatStartMs })
+	dayRooms := map[UserDay]map[string]bool{}
+	for _, ms := range o.Sessions {
+		lt := o.Lifetime[ms.UserID]
+		if lt == nil {
+			lt = &MicTotals{}
+			o.Lifetime[ms.UserID] = lt
+		}
+		lt.SeatOccupiedMs += ms.EndMs - ms.SeatStartMs
+		if ms.PublishMs > 0 {
+			lt.MicOnlineMs += ms.EndMs - ms.PublishMs
+		}
+		lt.SessionCount++
+		lt.FirstMicAtMs = minNonZero(lt.FirstMicAtMs, ms.SeatStartMs)
+		lt.LastMicAtMs = max(lt.LastMicAtMs, ms.EndMs)
+
+		// Every UTC day with seat time; a zero-length session counts on its start day.
+		for dayStart := utcDay(ms.SeatStartMs); dayStart < max(ms.EndMs, ms.SeatStartMs+1); dayStart += dayMs {
+			dayEnd := dayStart + dayMs
+			seat := overlapMs(ms.SeatStartMs, ms.EndMs, dayStart, dayEnd)
+			k := UserDay{ms.UserID, time.UnixMilli(dayStart).UTC().Format(time.DateOnly)}
+			d := o.Daily[k]
+			if d == nil {
+				d = &MicTotals{}
+				o.Daily[k] = d
+				dayRooms[k] = map[string]bool{}
+			}
+			d.SeatOccupiedMs += seat
+			if ms.PublishMs > 0 {
+				d.MicOnlineMs += overlapMs(ms.PublishMs, ms.EndMs, dayStart, dayEnd)
+			}
+			d.SessionCount++
+			if !dayRooms[k][ms.RoomID] {
+				dayRooms[k][ms.RoomID] = true
+				d.RoomCount++
+			}
+			first := max(ms.SeatStartMs, dayStart)
+			d.FirstMicAtMs = minNonZero(d.FirstMicAtMs, first)
+			d.LastMicAtMs = max(d.LastMicAtMs, max(min(ms.EndMs, dayEnd-1), first))
+		}
+	}
+}
+
+const dayMs = int64(24 * time.Hour / time.Millisecond)
+
+func utcDay(ms int64) int64 { return ms - ((ms%dayMs)+dayMs)%dayMs }
+
+func overlapMs(a0, a1, b0, b1 int64) int64 {
+	lo, hi := max(a0, b0), min(a1, b1)
+	return max(hi-lo, 0)
+}
+
+func minNonZero(a, b int64) int64 {
+	if a == 0 {
+		return b
+	}
+	return min(a, b)
+}

@@ -1,0 +1,189 @@
+// Package loadgen generates synthetic room traffic — mic sessions, gifts
+// (lucky and plain), joins and leaves — as the room service would write it,
+// together with an Oracle: the facts roomflow must end up with, computed
+// independently of the processors from the scenario itself.
+//
+// A Scenario is deterministic for its Seed, so a failing run can be
+// replayed. Events are returned in commit order: ascending occurred_at,
+// room_version increasing per room, every mic session's events in order.
+package loadgen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+// LuckyRule is the lucky_gift_rules row the scenario's lucky gifts use; the
+// loader writes it so the room processor can find it.
+type LuckyRule struct {
+	GiftID            string
+	RuleVersion       string
+	PoolRatePPM       int64
+	PlatformWeightPPM int64
+	RoomWeightPPM     int64
+}
+
+// Scenario describes the traffic to generate.
+type Scenario struct {
+	Seed     uint64
+	AppCode  string
+	Rooms    int
+	Users    int
+	Sessions int // mic sessions in total, spread over users
+	Gifts    int // RoomGiftSent events in total
+	// LuckyShare is the fraction of gifts that are lucky (0..1).
+	LuckyShare float64
+	// Start is the occurred_at of the first event; sessions spread over
+	// Span (so they cross UTC midnights when Span covers them).
+	Start time.Time
+	Span  time.Duration
+	// MaxSessionLength bounds one session's seat time.
+	MaxSessionLength time.Duration
+	Rule             LuckyRule
+	// EventIDPrefix makes event ids unique across runs on one database.
+	EventIDPrefix string
+}
+
+// DefaultScenario is a small mixed load over two UTC days.
+func DefaultScenario() Scenario {
+	return Scenario{
+		Seed: 1, AppCode: "hyapp", Rooms: 50, Users: 300, Sessions: 2000, Gifts: 3000, LuckyShare: 0.4,
+		Start:            time.Date(2026, 11, 27, 20, 0, 0, 0, time.UTC),
+		Span:             30 * time.Hour,
+		MaxSessionLength: 3 * time.Hour,
+		Rule:             LuckyRule{GiftID: "lucky-rose", RuleVersion: "v1", PoolRatePPM: 50_000, PlatformWeightPPM: 200_000, RoomWeightPPM: 300_000},
+		EventIDPrefix:    "lg",
+	}
+}
+
+// Event is one room_outbox row.
+type Event struct {
+	Envelope *roomv1.EventEnvelope
+	Payload  []byte // Envelope serialized: the room_outbox.payload column
+}
+
+// MicSession is one mic session as the oracle reconstructs it.
+type MicSession struct {
+	ID           string
+	UserID       int64
+	RoomID       string
+	SeatStartMs  int64
+	PublishMs    int64 // 0 = never published
+	EndMs        int64
+	EndReason    string
+	SeatChanges  int
+}
+
+// Generate returns the events in commit order and the oracle of their facts.
+func (s Scenario) Generate() ([]Event, *Oracle) {
+	r := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
+	type raw struct {
+		at      int64
+		room    string
+		typ     string
+		id      string
+		payload proto.Message
+	}
+	var evs []raw
+	add := func(at int64, room, typ, id string, m proto.Message) {
+		evs = append(evs, raw{at, room, typ, id, m})
+	}
+	startMs := s.Start.UnixMilli()
+	spanMs := s.Span.Milliseconds()
+	maxLen := max(s.MaxSessionLength.Milliseconds(), 60_000)
+	room := func() string { return fmt.Sprintf("room-%d", r.IntN(s.Rooms)) }
+
+	// Sessions: each user's sessions are sequential and never overlap.
+	nextFree := make([]int64, s.Users)
+	reasons := []string{"leave", "kick", "room_closed", "publish_timeout", "presence_stale", "rtc_audio_stopped"}
+	for i := 0; i < s.Sessions; i++ {
+		u := r.IntN(s.Users)
+		userID := int64(100000 + u)
+		seat := max(nextFree[u], startMs+r.Int64N(spanMs)) + 1000
+		length := 1000 + r.Int64N(maxLen)
+		ms := MicSession{ID: fmt.Sprintf("%s-ms-%d", s.EventIDPrefix, i), UserID: userID, RoomID: room(),
+			SeatStartMs: seat, EndMs: seat + length, EndReason: reasons[r.IntN(len(reasons))]}
+		if r.Float64() < 0.8 {
+			ms.PublishMs = seat + r.Int64N(min(30_000, length-1)) + 1
+		}
+		nextFree[u] = ms.EndMs + 1
+		seatNo := int32(1 + r.IntN(8))
+		mic := func(action string, at int64, extra func(*roomv1.RoomMicChanged)) {
+			m := &roomv1.RoomMicChanged{UserId: userID, SeatNo: seatNo, Action: action, MicSessionId: ms.ID}
+			if extra != nil {
+				extra(m)
+			}
+			add(at, ms.RoomID, "RoomMicChanged", fmt.Sprintf("%s-%s-%s", s.EventIDPrefix, ms.ID, action+fmt.Sprint(at)), m)
+		}
+		mic("up", seat, func(m *roomv1.RoomMicChanged) {
+			m.PublishState = "pending_publish"
+			m.PublishDeadlineMs = seat + 120_000
+		})
+		if ms.PublishMs > 0 {
+			mic("publish_confirmed", ms.PublishMs, func(m *roomv1.RoomMicChanged) {
+				m.PublishState = "publishing"
+				m.PublishEventTimeMs = ms.PublishMs
+			})
+		}
+		if r.Float64() < 0.2 {
+			at := seat + (ms.EndMs-seat)/2
+			if at > ms.PublishMs {
+				prev := seatNo
+				seatNo = int32(1 + r.IntN(8))
+				mic("change", at, func(m *roomv1.RoomMicChanged) { m.PreviousSeatNo = prev })
+				ms.SeatChanges++
+			}
+		}
+		mic("down", ms.EndMs, func(m *roomv1.RoomMicChanged) { m.Reason = ms.EndReason })
+	}
+
+	// Gifts, joins, heat changes spread over the span.
+	for i := 0; i < s.Gifts; i++ {
+		at := startMs + r.Int64N(spanMs)
+		g := &roomv1.RoomGiftSent{SenderUserId: int64(100000 + r.IntN(s.Users)), TargetUserId: int64(100000 + r.IntN(s.Users)),
+			GiftCount: int32(1 + r.IntN(10)), BillingReceiptId: fmt.Sprintf("bill-%d", i)}
+		g.CoinSpent = int64(g.GiftCount) * (10 + r.Int64N(990))
+		g.HeatValue = g.CoinSpent
+		if r.Float64() < s.LuckyShare {
+			g.GiftId, g.Lucky, g.LuckyRuleVersion, g.DrawId = s.Rule.GiftID, true, s.Rule.RuleVersion, fmt.Sprintf("draw-%d", i)
+		} else {
+			g.GiftId = fmt.Sprintf("gift-%d", r.IntN(20))
+		}
+		add(at, room(), "RoomGiftSent", fmt.Sprintf("%s-gift-%d", s.EventIDPrefix, i), g)
+		if i%10 == 0 {
+			add(at+1, room(), "RoomHeatChanged", fmt.Sprintf("%s-heat-%d", s.EventIDPrefix, i), &roomv1.RoomHeatChanged{Heat: int64(i), Delta: 1})
+		}
+		if i%5 == 0 {
+			add(at+2, room(), "RoomUserJoined", fmt.Sprintf("%s-join-%d", s.EventIDPrefix, i), &roomv1.RoomUserJoined{UserId: int64(100000 + r.IntN(s.Users))})
+		}
+	}
+
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	versions := map[string]int64{}
+	out := make([]Event, 0, len(evs))
+	for _, e := range evs {
+		versions[e.room]++
+		body, err := proto.Marshal(e.payload)
+		if err != nil {
+			panic(err) // generated messages always marshal
+		}
+		env := &roomv1.EventEnvelope{EventId: e.id, EventType: e.typ, AppCode: s.AppCode, RoomId: e.room,
+			RoomVersion: versions[e.room], OccurredAtMs: e.at, RequestId: "req-" + e.id, CommandId: "cmd-" + e.id, Payload: body}
+		b, err := proto.Marshal(env)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Event{Envelope: env, Payload: b})
+	}
+	envs := make([]*roomv1.EventEnvelope, len(out))
+	for i, e := range out {
+		envs[i] = e.Envelope
+	}
+	return out, BuildOracle(envs, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule})
+}

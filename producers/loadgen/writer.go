@@ -1,0 +1,107 @@
+package loadgen
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SeedRule writes the scenario's lucky rule (and a tier table summing to
+// 1,000,000 ppm) so the room processor can resolve it. Idempotent.
+func SeedRule(ctx context.Context, db *sql.DB, r LuckyRule) error {
+	now := time.Now().UnixMilli()
+	if _, err := db.ExecContext(ctx, `INSERT IGNORE INTO lucky_gift_rules
+		(gift_id, rule_version, gift_price, pool_rate_ppm, target_payout_rate_ppm, max_single_payout,
+		 status, effective_at_ms, created_at_ms, updated_at_ms, platform_weight_ppm, room_weight_ppm)
+		VALUES (?, ?, 100, ?, 900000, 100000, 'active', ?, ?, ?, ?, ?)`,
+		r.GiftID, r.RuleVersion, r.PoolRatePPM, now, now, now, r.PlatformWeightPPM, r.RoomWeightPPM); err != nil {
+		return fmt.Errorf("loadgen: seed rule: %w", err)
+	}
+	_, err := db.ExecContext(ctx, `INSERT IGNORE INTO lucky_reward_tiers
+		(gift_id, rule_version, tier_id, reward_type, reward_value, probability_ppm, min_pool_balance, enabled) VALUES
+		(?, ?, 'none', 'none', 0, 900000, 0, TRUE), (?, ?, 'small_1x', 'multiplier', 1, 90000, 0, TRUE),
+		(?, ?, 'medium_5x', 'multiplier', 5, 10000, 1000, TRUE)`,
+		r.GiftID, r.RuleVersion, r.GiftID, r.RuleVersion, r.GiftID, r.RuleVersion)
+	if err != nil {
+		return fmt.Errorf("loadgen: seed tiers: %w", err)
+	}
+	return nil
+}
+
+// WriteOutbox inserts events into room_outbox in order, batch rows per
+// transaction (multi-row INSERT, as a busy room service commits), at most
+// rate events per second (0 = as fast as possible). It stops at ctx's end
+// and returns how many rows it wrote.
+func WriteOutbox(ctx context.Context, db *sql.DB, events []Event, batch int, rate float64) (int, error) {
+	if batch <= 0 {
+		batch = 500
+	}
+	start := time.Now()
+	written := 0
+	for written < len(events) {
+		n := min(batch, len(events)-written)
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(written+n) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+					return written, ctx.Err()
+				case <-time.After(d):
+				}
+			}
+		}
+		if err := insertRows(ctx, db, events[written:written+n]); err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+func insertRows(ctx context.Context, db *sql.DB, evs []Event) error {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload,
+		occurred_at_ms, created_at_ms, updated_at_ms) VALUES `)
+	args := make([]any, 0, len(evs)*9)
+	now := time.Now().UnixMilli()
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+		env := e.Envelope
+		args = append(args, env.AppCode, env.EventId, env.EventType, env.RoomId, env.RoomVersion, e.Payload,
+			env.OccurredAtMs, now, now)
+	}
+	if _, err := db.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("loadgen: insert room_outbox: %w", err)
+	}
+	return nil
+}
+
+// Records turns events into the records the relay would produce, for
+// feeding processors straight from Kafka.
+func Records(topic string, events []Event) []*kgo.Record {
+	out := make([]*kgo.Record, len(events))
+	for i, e := range events {
+		env := e.Envelope
+		out[i] = &kgo.Record{
+			Topic: topic, Key: []byte(env.RoomId), Value: e.Payload,
+			Timestamp: time.UnixMilli(env.OccurredAtMs),
+			Headers: []kgo.RecordHeader{
+				{Key: "event_id", Value: []byte(env.EventId)},
+				{Key: "event_type", Value: []byte(env.EventType)},
+				{Key: "app_code", Value: []byte(env.AppCode)},
+				{Key: "room_version", Value: []byte(strconv.FormatInt(env.RoomVersion, 10))},
+				{Key: "occurred_at_ms", Value: []byte(strconv.FormatInt(env.OccurredAtMs, 10))},
+				{Key: "content-type", Value: []byte("application/x-protobuf")},
+			},
+		}
+	}
+	return out
+}
