@@ -70,14 +70,14 @@ type Event struct {
 
 // MicSession is one mic session as the oracle reconstructs it.
 type MicSession struct {
-	ID           string
-	UserID       int64
-	RoomID       string
-	SeatStartMs  int64
-	PublishMs    int64 // 0 = never published
-	EndMs        int64
-	EndReason    string
-	SeatChanges  int
+	ID          string
+	UserID      int64
+	RoomID      string
+	SeatStartMs int64
+	PublishMs   int64 // 0 = never published
+	EndMs       int64
+	EndReason   string
+	SeatChanges int
 }
 
 // Generate returns the events in commit order and the oracle of their facts.

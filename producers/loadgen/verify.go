@@ -15,7 +15,9 @@ type Diff struct {
 	Got   string
 }
 
-func (d Diff) String() string { return fmt.Sprintf("%s[%s]: want %s, got %s", d.Table, d.Key, d.Want, d.Got) }
+func (d Diff) String() string {
+	return fmt.Sprintf("%s[%s]: want %s, got %s", d.Table, d.Key, d.Want, d.Got)
+}
 
 // Report is the outcome of comparing MySQL with an oracle.
 type Report struct {
