@@ -1,0 +1,31 @@
+// Package mic is the pure domain of seed 001's user mic online time: the
+// per-session state machine (up -> publish_confirmed -> change* -> down),
+// the UTC day split of seat and mic-online time, the ledger entry every input
+// event yields, the derived public events of a close, the timer (open session
+// compensation) closes, and event-id dedupe.
+//
+// Nothing here talks to Kafka or MySQL. The engine reads and writes keyed
+// state through the small State interface; the stream adapter in
+// processors/mic/micproc backs it with the exactly-once runtime's changelog
+// store, and tests back it with a map. Time enters only explicitly: an
+// input event carries its own times, and a timer close is given "now".
+//
+// Decisions the seed and design leave to the implementation (documented
+// where they are applied):
+//   - A repeated event_id already applied to the session (the session keeps
+//     the ids it applied, its last few as 64-bit hashes, also in the closed
+//     tombstone) yields no output at all: no ledger entry, no derived event.
+//     The sink dedupes by event_id as a second line of defence.
+//   - Skipped entries (status "skipped") carry no session snapshot and no
+//     deltas: they only record the consumption outcome.
+//   - "up" for a session that is already open is skipped as stale_event;
+//     "publish_confirmed" for a session already publishing is skipped as
+//     stale_event (the first confirmation wins); any event whose room_version
+//     is lower than the last applied one of its session is stale_event.
+//   - A session of zero seat time counts (session_count, room_count) on the
+//     UTC day it started, so daily session counts cover every session.
+//   - A day's last_mic_at_ms is min(ended_at, end of day - 1ms): inside the day.
+//   - A session's accountable window is capped at MaxSessionSpan (400 days)
+//     as a guard against corrupt timestamps; the timers close real sessions
+//     long before that.
+package mic

@@ -1,0 +1,202 @@
+package mic
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+// Actions of RoomMicChanged.
+const (
+	ActionUp               = "up"
+	ActionPublishConfirmed = "publish_confirmed"
+	ActionChange           = "change"
+	ActionDown             = "down"
+	// ActionCompensate is the action recorded on the ledger for a timer close.
+	ActionCompensate = "compensate"
+)
+
+// Event types read and written by the mic processor.
+const (
+	EventTypeRoomMicChanged        = "RoomMicChanged"
+	EventTypeMicSessionCompensated = "MicSessionCompensated"
+	EventTypeSessionClosed         = "UserMicSessionClosed"
+	EventTypeDailyStatsUpdated     = "UserMicDailyStatsUpdated"
+	EventTypeLifetimeStatsUpdated  = "UserMicLifetimeStatsUpdated"
+	EventTypeMicLedgerEntry        = "MicLedgerEntry"
+)
+
+// Column limits of the MySQL contract (design.md); a longer value could not
+// be stored by the sink, so the decoder rejects it.
+const (
+	MaxEventIDLen      = 128
+	MaxAppCodeLen      = 32
+	MaxRoomIDLen       = 64
+	MaxMicSessionIDLen = 128
+	MaxReasonLen       = 64
+	// MaxTimeMs is the latest accepted timestamp (9999-12-31T23:59:59.999Z),
+	// so every date formats as YYYY-MM-DD.
+	MaxTimeMs = 253402300799999
+)
+
+// Event is one RoomMicChanged as the mic processor sees it: the envelope
+// fields it uses and the decoded payload, flattened.
+type Event struct {
+	EventID      string
+	EventType    string
+	AppCode      string
+	RoomID       string
+	RoomVersion  int64
+	OccurredAtMs int64
+
+	UserID             int64
+	SeatNo             int32
+	PreviousSeatNo     int32
+	Action             string
+	MicSessionID       string
+	PublishState       string
+	Reason             string
+	PublishDeadlineMs  int64
+	PublishEventTimeMs int64
+	RTCStoppedAtMs     int64
+}
+
+// DecodeError is a record the mic processor cannot take as an event at all:
+// it goes to the dead letter topic with Reason, and the partition moves on.
+// Events that decode but are incomplete (no mic_session_id, user_id 0) are
+// not DecodeErrors: they are consumed as skipped ledger entries.
+type DecodeError struct {
+	Reason string // short stable code: bad_envelope, wrong_event_type, ...
+	Err    error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Err == nil {
+		return "mic: decode: " + e.Reason
+	}
+	return "mic: decode: " + e.Reason + ": " + e.Err.Error()
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+func decodeErr(reason string, format string, args ...any) error {
+	return &DecodeError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// ErrDecode matches every DecodeError with errors.Is.
+var ErrDecode = errors.New("mic: undecodable event")
+
+// Is reports whether target is ErrDecode.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
+
+// Decode parses a hyapp.user.mic-events.v1 record value: an EventEnvelope
+// whose payload is a RoomMicChanged. It fails with a *DecodeError when the
+// bytes are not such an envelope, the event type differs, the event has no
+// event_id or app_code, a field exceeds its column, or a time is out of
+// range. It never panics, whatever the input.
+func Decode(value []byte) (Event, error) {
+	var env roomv1.EventEnvelope
+	if err := proto.Unmarshal(value, &env); err != nil {
+		return Event{}, &DecodeError{Reason: "bad_envelope", Err: err}
+	}
+	if env.EventType != EventTypeRoomMicChanged {
+		return Event{}, decodeErr("wrong_event_type", "event_type %q", clip(env.EventType))
+	}
+	var p roomv1.RoomMicChanged
+	if err := proto.Unmarshal(env.Payload, &p); err != nil {
+		return Event{}, &DecodeError{Reason: "bad_payload", Err: err}
+	}
+	ev := Event{
+		EventID:            env.EventId,
+		EventType:          env.EventType,
+		AppCode:            env.AppCode,
+		RoomID:             env.RoomId,
+		RoomVersion:        env.RoomVersion,
+		OccurredAtMs:       env.OccurredAtMs,
+		UserID:             p.UserId,
+		SeatNo:             p.SeatNo,
+		PreviousSeatNo:     p.PreviousSeatNo,
+		Action:             p.Action,
+		MicSessionID:       p.MicSessionId,
+		PublishState:       p.PublishState,
+		Reason:             p.Reason,
+		PublishDeadlineMs:  p.PublishDeadlineMs,
+		PublishEventTimeMs: p.PublishEventTimeMs,
+		RTCStoppedAtMs:     p.RtcStoppedAtMs,
+	}
+	return ev, ev.Validate()
+}
+
+// Validate checks what Decode checks on the decoded fields; it is exported
+// for producers (tests, load generators) that build Events directly.
+func (ev *Event) Validate() error {
+	switch {
+	case ev.EventID == "":
+		return decodeErr("missing_event_id", "empty event_id")
+	case ev.AppCode == "":
+		return decodeErr("missing_app_code", "empty app_code")
+	case len(ev.EventID) > MaxEventIDLen:
+		return decodeErr("field_too_long", "event_id of %d bytes", len(ev.EventID))
+	case len(ev.AppCode) > MaxAppCodeLen:
+		return decodeErr("field_too_long", "app_code of %d bytes", len(ev.AppCode))
+	case len(ev.RoomID) > MaxRoomIDLen:
+		return decodeErr("field_too_long", "room_id of %d bytes", len(ev.RoomID))
+	case len(ev.MicSessionID) > MaxMicSessionIDLen:
+		return decodeErr("field_too_long", "mic_session_id of %d bytes", len(ev.MicSessionID))
+	case len(ev.Action) > 32:
+		return decodeErr("field_too_long", "action of %d bytes", len(ev.Action))
+	case len(ev.Reason) > MaxReasonLen:
+		return decodeErr("field_too_long", "reason of %d bytes", len(ev.Reason))
+	case ev.OccurredAtMs <= 0 || ev.OccurredAtMs > MaxTimeMs:
+		return decodeErr("bad_time", "occurred_at_ms %d out of range", ev.OccurredAtMs)
+	case ev.PublishEventTimeMs < 0 || ev.PublishEventTimeMs > MaxTimeMs:
+		return decodeErr("bad_time", "publish_event_time_ms %d out of range", ev.PublishEventTimeMs)
+	case ev.RTCStoppedAtMs < 0 || ev.RTCStoppedAtMs > MaxTimeMs:
+		return decodeErr("bad_time", "rtc_stopped_at_ms %d out of range", ev.RTCStoppedAtMs)
+	case ev.UserID < 0:
+		return decodeErr("bad_user_id", "user_id %d", ev.UserID)
+	}
+	return nil
+}
+
+// Encode builds the envelope bytes of ev, as the room processor writes them
+// to hyapp.user.mic-events.v1. Tests and load generators use it.
+func (ev *Event) Encode() []byte {
+	p, _ := proto.Marshal(&roomv1.RoomMicChanged{
+		UserId:             ev.UserID,
+		SeatNo:             ev.SeatNo,
+		Action:             ev.Action,
+		MicSessionId:       ev.MicSessionID,
+		PublishState:       ev.PublishState,
+		Reason:             ev.Reason,
+		PublishDeadlineMs:  ev.PublishDeadlineMs,
+		PublishEventTimeMs: ev.PublishEventTimeMs,
+		PreviousSeatNo:     ev.PreviousSeatNo,
+		RtcStoppedAtMs:     ev.RTCStoppedAtMs,
+	})
+	et := ev.EventType
+	if et == "" {
+		et = EventTypeRoomMicChanged
+	}
+	b, _ := proto.Marshal(&roomv1.EventEnvelope{
+		EventId:      ev.EventID,
+		EventType:    et,
+		AppCode:      ev.AppCode,
+		RoomId:       ev.RoomID,
+		RoomVersion:  ev.RoomVersion,
+		OccurredAtMs: ev.OccurredAtMs,
+		Payload:      p,
+	})
+	return b
+}
+
+// clip bounds a value quoted in an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

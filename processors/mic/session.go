@@ -1,0 +1,465 @@
+package mic
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/hyapp/roomflow/schemas/userv1"
+)
+
+// Status is a session's state in the machine.
+type Status uint8
+
+// Session statuses (user_mic_sessions.status).
+const (
+	StatusNone           Status = iota // no session
+	StatusPendingPublish               // seat taken, publish not confirmed
+	StatusPublishing                   // publish confirmed, mic online time runs
+	StatusEnded                        // closed by down or by a timer
+)
+
+// String is the status as written to user_mic_sessions.status.
+func (s Status) String() string {
+	switch s {
+	case StatusPendingPublish:
+		return "pending_publish"
+	case StatusPublishing:
+		return "publishing"
+	case StatusEnded:
+		return "ended"
+	}
+	return "none"
+}
+
+// Open reports whether the session is pending_publish or publishing.
+func (s Status) Open() bool { return s == StatusPendingPublish || s == StatusPublishing }
+
+// recentIDs is how many applied event ids a session remembers as hashes.
+// The ids of the open, publish and last events are also kept verbatim while
+// the session is open; a closed tombstone keeps only the hashes.
+const recentIDs = 4
+
+// Session is the state of one mic session: everything the ledger snapshot
+// needs except the identity (app_code, user_id, mic_session_id), which is in
+// the state key. A closed session is kept as a compact tombstone (Tombstone)
+// holding only what dedupe and "already closed" need.
+type Session struct {
+	RoomID                string
+	FirstSeatNo           int32
+	CurrentSeatNo         int32
+	Status                Status
+	SeatStartedAtMs       int64
+	PublishingStartedAtMs int64 // 0: never published
+	EndedAtMs             int64 // 0: open
+	EndReason             string
+	SeatOccupiedMs        int64
+	MicOnlineMs           int64
+	OpenedEventID         string
+	PublishEventID        string
+	ClosedEventID         string
+	LastEventID           string
+	LastRoomVersion       int64
+	CreatedAtMs           int64
+	UpdatedAtMs           int64
+	Version               int64
+	// Recent holds FNV-1a hashes of the last applied event ids (0 = empty),
+	// a ring whose next slot is Version % recentIDs.
+	Recent [recentIDs]uint64
+}
+
+// Seen reports whether the event id was applied to this session.
+func (s *Session) Seen(eventID string) bool {
+	if eventID == "" {
+		return false
+	}
+	if eventID == s.OpenedEventID || eventID == s.PublishEventID || eventID == s.LastEventID || eventID == s.ClosedEventID {
+		return true
+	}
+	h := HashID(eventID)
+	for _, r := range s.Recent {
+		if r == h {
+			return true
+		}
+	}
+	return false
+}
+
+// applied records an applied event: bumps the version, remembers the id.
+func (s *Session) applied(eventID string, roomVersion, atMs int64) {
+	s.Recent[s.Version%recentIDs] = HashID(eventID)
+	s.Version++
+	s.LastEventID = eventID
+	if roomVersion > s.LastRoomVersion {
+		s.LastRoomVersion = roomVersion
+	}
+	s.UpdatedAtMs = atMs
+}
+
+// Tombstone is the compact form a closed session keeps for
+// mic.closed_session_retention: status, end time, version and the recent id
+// hashes (enough to skip a late down and to drop duplicates).
+func (s *Session) Tombstone() Session {
+	return Session{Status: StatusEnded, EndedAtMs: s.EndedAtMs, Version: s.Version, Recent: s.Recent}
+}
+
+// Snapshot is the user_mic_sessions row for the ledger.
+func (s *Session) Snapshot(id SessionID) *userv1.MicSession {
+	return &userv1.MicSession{
+		AppCode:               id.AppCode,
+		MicSessionId:          id.MicSessionID,
+		UserId:                id.UserID,
+		RoomId:                s.RoomID,
+		FirstSeatNo:           s.FirstSeatNo,
+		CurrentSeatNo:         s.CurrentSeatNo,
+		Status:                s.Status.String(),
+		SeatStartedAtMs:       s.SeatStartedAtMs,
+		PublishingStartedAtMs: s.PublishingStartedAtMs,
+		EndedAtMs:             s.EndedAtMs,
+		EndReason:             s.EndReason,
+		SeatOccupiedMs:        s.SeatOccupiedMs,
+		MicOnlineMs:           s.MicOnlineMs,
+		OpenedEventId:         s.OpenedEventID,
+		PublishEventId:        s.PublishEventID,
+		ClosedEventId:         s.ClosedEventID,
+		LastEventId:           s.LastEventID,
+		LastRoomVersion:       s.LastRoomVersion,
+		CreatedAtMs:           s.CreatedAtMs,
+		UpdatedAtMs:           s.UpdatedAtMs,
+		Version:               s.Version,
+	}
+}
+
+// HashID is the 64-bit FNV-1a hash of an event id (never 0, which marks an
+// empty ring slot). It is stable across processes: it is stored in state.
+func HashID(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// SessionID names a session: sessions never merge across users or apps.
+type SessionID struct {
+	AppCode      string
+	UserID       int64
+	MicSessionID string
+}
+
+// State key layout (binary, stable: it is the changelog key):
+//
+//	session:  's' len(app) app user_id(8, big endian) mic_session_id
+//	day rooms: 'd' len(app) app user_id(8) day(4, big endian days since epoch)
+const (
+	keySession  = 's'
+	keyDayRooms = 'd'
+)
+
+// ErrBadKey is returned for a state key this package did not write.
+var ErrBadKey = errors.New("mic: bad state key")
+
+// Key is the state key of the session.
+func (id SessionID) Key() string {
+	b := make([]byte, 0, 2+len(id.AppCode)+8+len(id.MicSessionID))
+	b = append(b, keySession, byte(len(id.AppCode)))
+	b = append(b, id.AppCode...)
+	b = binary.BigEndian.AppendUint64(b, uint64(id.UserID))
+	b = append(b, id.MicSessionID...)
+	return string(b)
+}
+
+// KeyKind tells a session key ('s') from a day-rooms key ('d'); 0 if neither.
+func KeyKind(key string) byte {
+	if len(key) > 0 && (key[0] == keySession || key[0] == keyDayRooms) {
+		return key[0]
+	}
+	return 0
+}
+
+// ParseSessionKey inverts SessionID.Key.
+func ParseSessionKey(key string) (SessionID, error) {
+	if len(key) < 2 || key[0] != keySession {
+		return SessionID{}, ErrBadKey
+	}
+	n := int(key[1])
+	if len(key) < 2+n+8 {
+		return SessionID{}, ErrBadKey
+	}
+	return SessionID{
+		AppCode:      key[2 : 2+n],
+		UserID:       int64(binary.BigEndian.Uint64([]byte(key[2+n : 2+n+8]))),
+		MicSessionID: key[2+n+8:],
+	}, nil
+}
+
+// DayRoomsKey is the state key of the rooms counted for a user on a UTC day.
+func DayRoomsKey(appCode string, userID int64, day int64) string {
+	b := make([]byte, 0, 2+len(appCode)+12)
+	b = append(b, keyDayRooms, byte(len(appCode)))
+	b = append(b, appCode...)
+	b = binary.BigEndian.AppendUint64(b, uint64(userID))
+	b = binary.BigEndian.AppendUint32(b, uint32(day))
+	return string(b)
+}
+
+// ParseDayRoomsKey returns the day (days since the epoch) of a day-rooms key.
+func ParseDayRoomsKey(key string) (day int64, err error) {
+	if len(key) < 2 || key[0] != keyDayRooms {
+		return 0, ErrBadKey
+	}
+	n := int(key[1])
+	if len(key) != 2+n+12 {
+		return 0, ErrBadKey
+	}
+	return int64(binary.BigEndian.Uint32([]byte(key[2+n+8:]))), nil
+}
+
+// State value encoding: protobuf wire format written with protowire, so the
+// changelog stays compact (varints, absent zero fields) and decodes without
+// reflection. Field numbers are part of the changelog format: never reuse.
+const (
+	fRoomID          = 1
+	fFirstSeat       = 2
+	fCurrentSeat     = 3
+	fStatus          = 4
+	fSeatStarted     = 5
+	fPublishStarted  = 6
+	fEnded           = 7
+	fEndReason       = 8
+	fSeatOccupied    = 9
+	fMicOnline       = 10
+	fOpenedEventID   = 11
+	fPublishEventID  = 12
+	fClosedEventID   = 13
+	fLastEventID     = 14 // absent when it equals one named by fLastIs
+	fLastRoomVersion = 15
+	fCreatedAt       = 16 // absent when equal to seat started
+	fUpdatedAt       = 17
+	fVersion         = 18
+	fLastIs          = 19 // 1 opened, 2 publish, 3 closed
+	fRecent          = 20 // packed fixed64
+)
+
+// AppendBinary appends the state encoding of s to b.
+func (s *Session) AppendBinary(b []byte) []byte {
+	str := func(f protowire.Number, v string) {
+		if v != "" {
+			b = protowire.AppendTag(b, f, protowire.BytesType)
+			b = protowire.AppendString(b, v)
+		}
+	}
+	num := func(f protowire.Number, v int64) {
+		if v != 0 {
+			b = protowire.AppendTag(b, f, protowire.VarintType)
+			b = protowire.AppendVarint(b, protowire.EncodeZigZag(v))
+		}
+	}
+	str(fRoomID, s.RoomID)
+	num(fFirstSeat, int64(s.FirstSeatNo))
+	num(fCurrentSeat, int64(s.CurrentSeatNo))
+	num(fStatus, int64(s.Status))
+	num(fSeatStarted, s.SeatStartedAtMs)
+	num(fPublishStarted, s.PublishingStartedAtMs)
+	num(fEnded, s.EndedAtMs)
+	str(fEndReason, s.EndReason)
+	num(fSeatOccupied, s.SeatOccupiedMs)
+	num(fMicOnline, s.MicOnlineMs)
+	str(fOpenedEventID, s.OpenedEventID)
+	str(fPublishEventID, s.PublishEventID)
+	str(fClosedEventID, s.ClosedEventID)
+	switch {
+	case s.LastEventID == "":
+	case s.LastEventID == s.OpenedEventID:
+		num(fLastIs, 1)
+	case s.LastEventID == s.PublishEventID:
+		num(fLastIs, 2)
+	case s.LastEventID == s.ClosedEventID:
+		num(fLastIs, 3)
+	default:
+		str(fLastEventID, s.LastEventID)
+	}
+	num(fLastRoomVersion, s.LastRoomVersion)
+	if s.CreatedAtMs != s.SeatStartedAtMs {
+		num(fCreatedAt, s.CreatedAtMs)
+	}
+	num(fUpdatedAt, s.UpdatedAtMs)
+	num(fVersion, s.Version)
+	n := 0
+	for _, r := range s.Recent {
+		if r != 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		b = protowire.AppendTag(b, fRecent, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(8*recentIDs))
+		for _, r := range s.Recent {
+			b = protowire.AppendFixed64(b, r)
+		}
+	}
+	return b
+}
+
+// MarshalBinary is AppendBinary on a fresh slice.
+func (s *Session) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil), nil }
+
+// ErrCorruptState is returned when a state value cannot be decoded; the
+// changelog is written only by this package, so it means corruption or a
+// format this version does not know.
+var ErrCorruptState = errors.New("mic: corrupt state value")
+
+// UnmarshalBinary decodes a state value written by AppendBinary. Unknown
+// fields are skipped (forward compatibility). Strings alias nothing: they
+// are copied out of b.
+func (s *Session) UnmarshalBinary(b []byte) error {
+	*s = Session{}
+	created := false
+	lastIs := int64(0)
+	for len(b) > 0 {
+		f, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch t {
+		case protowire.VarintType:
+			u, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+			}
+			b = b[n:]
+			v := protowire.DecodeZigZag(u)
+			switch f {
+			case fFirstSeat:
+				s.FirstSeatNo = int32(v)
+			case fCurrentSeat:
+				s.CurrentSeatNo = int32(v)
+			case fStatus:
+				if v < 0 || v > int64(StatusEnded) {
+					return fmt.Errorf("%w: status %d", ErrCorruptState, v)
+				}
+				s.Status = Status(v)
+			case fSeatStarted:
+				s.SeatStartedAtMs = v
+			case fPublishStarted:
+				s.PublishingStartedAtMs = v
+			case fEnded:
+				s.EndedAtMs = v
+			case fSeatOccupied:
+				s.SeatOccupiedMs = v
+			case fMicOnline:
+				s.MicOnlineMs = v
+			case fLastRoomVersion:
+				s.LastRoomVersion = v
+			case fCreatedAt:
+				s.CreatedAtMs, created = v, true
+			case fUpdatedAt:
+				s.UpdatedAtMs = v
+			case fVersion:
+				s.Version = v
+			case fLastIs:
+				lastIs = v
+			}
+		case protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+			}
+			b = b[n:]
+			switch f {
+			case fRoomID:
+				s.RoomID = string(v)
+			case fEndReason:
+				s.EndReason = string(v)
+			case fOpenedEventID:
+				s.OpenedEventID = string(v)
+			case fPublishEventID:
+				s.PublishEventID = string(v)
+			case fClosedEventID:
+				s.ClosedEventID = string(v)
+			case fLastEventID:
+				s.LastEventID = string(v)
+			case fRecent:
+				for i := 0; i < recentIDs && len(v) >= 8; i++ {
+					s.Recent[i] = binary.LittleEndian.Uint64(v)
+					v = v[8:]
+				}
+			}
+		default:
+			n := protowire.ConsumeFieldValue(f, t, b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+			}
+			b = b[n:]
+		}
+	}
+	if !created {
+		s.CreatedAtMs = s.SeatStartedAtMs
+	}
+	switch lastIs {
+	case 1:
+		s.LastEventID = s.OpenedEventID
+	case 2:
+		s.LastEventID = s.PublishEventID
+	case 3:
+		s.LastEventID = s.ClosedEventID
+	}
+	return nil
+}
+
+// DayRooms is the set of rooms already counted in a user's room_count for
+// one UTC day (usually one to a handful).
+type DayRooms []string
+
+// Has reports whether room was counted.
+func (d DayRooms) Has(room string) bool {
+	for _, r := range d {
+		if r == room {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendBinary appends the state encoding (repeated string field 1).
+func (d DayRooms) AppendBinary(b []byte) []byte {
+	for _, r := range d {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, r)
+	}
+	return b
+}
+
+// UnmarshalDayRooms decodes DayRooms.AppendBinary.
+func UnmarshalDayRooms(b []byte) (DayRooms, error) {
+	var d DayRooms
+	for len(b) > 0 {
+		f, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if f == 1 && t == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+			}
+			b = b[n:]
+			d = append(d, string(v))
+			continue
+		}
+		n = protowire.ConsumeFieldValue(f, t, b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	return d, nil
+}
