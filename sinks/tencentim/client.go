@@ -142,22 +142,53 @@ type sendResp struct {
 }
 
 // Send delivers m: size check, pacing, one call, and one immediate retry
-// with a regenerated UserSig on 70001/70052. ctx bounds the whole send
-// (publish_timeout). Errors are *APIError, *HTTPError, *TransportError,
-// *DroppedError, *TooLargeError, or ErrNotSent wrapping the context error
-// when ctx ended while waiting for a pacing slot; see Classification.
+// with a regenerated UserSig on 70001/70052. ctx bounds the whole send.
+// Errors are *APIError, *HTTPError, *TransportError, *DroppedError,
+// *TooLargeError, or ErrNotSent wrapping the context error when ctx ended
+// while waiting for a pacing slot; see Classification.
 func (c *Client) Send(ctx context.Context, m *Message) (Result, error) {
-	if m.Size > c.cfg.MaxMessageBytes {
-		err := &TooLargeError{Size: m.Size, Limit: c.cfg.MaxMessageBytes}
-		c.m.publish.WithLabelValues(Permanent.String(), strconv.Itoa(CodeMessageTooLong)).Inc()
+	if err := c.CheckSize(m); err != nil {
 		return Result{}, err
 	}
+	if err := c.Pace(ctx, m.GroupID); err != nil {
+		return Result{}, err
+	}
+	return c.Deliver(ctx, m)
+}
+
+// CheckSize refuses a message over im.max_message_bytes before any call
+// (*TooLargeError, Permanent, recorded as code 80002).
+func (c *Client) CheckSize(m *Message) error {
+	if m.Size > c.cfg.MaxMessageBytes {
+		c.m.publish.WithLabelValues(Permanent.String(), strconv.Itoa(CodeMessageTooLong)).Inc()
+		return &TooLargeError{Size: m.Size, Limit: c.cfg.MaxMessageBytes}
+	}
+	return nil
+}
+
+// Pace waits for a pacing slot for group (app and group limits). It fails
+// with ErrNotSent when ctx ends first. Callers that must stop starting new
+// sends on shutdown pace on their run context and Deliver on a separate,
+// timeout-bounded one.
+func (c *Client) Pace(ctx context.Context, group string) error {
+	waited, err := c.pacer.Wait(ctx, group)
+	c.m.pacingWait.Observe(waited.Seconds())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
+	return nil
+}
+
+// Deliver makes the call for a paced message (ctx bounds it: the
+// publish_timeout), regenerating the UserSig and retrying once at once on
+// 70001/70052.
+func (c *Client) Deliver(ctx context.Context, m *Message) (Result, error) {
 	force, reason := false, ""
 	for attempt := 0; ; attempt++ {
-		waited, err := c.pacer.Wait(ctx, m.GroupID)
-		c.m.pacingWait.Observe(waited.Seconds())
-		if err != nil {
-			return Result{}, fmt.Errorf("%w: %w", ErrNotSent, err)
+		if attempt > 0 {
+			if err := c.Pace(ctx, m.GroupID); err != nil {
+				return Result{}, err
+			}
 		}
 		sig, err := c.userSig(force, reason)
 		if err != nil {

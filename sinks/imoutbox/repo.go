@@ -1,0 +1,376 @@
+// Package imoutbox delivers room events to Tencent IM with seed 000's
+// room_outbox semantics: a Kafka fast path and a compensation worker that
+// claim rows (pending/retryable, or delivering with an expired lock) by
+// setting status delivering with a worker id and a lock deadline, publish,
+// and mark delivered or retryable (retry_count+1, short last_error).
+//
+// Delivery is at least once: a crash between the send and the mark leaves
+// the row delivering until its lock expires, then it is sent again with the
+// same Random and the same bytes, which Tencent IM drops as a duplicate
+// within 5 minutes. Clients also dedupe by event_id.
+package imoutbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Status values of room_outbox.status (the IM channel's status).
+const (
+	StatusPending    = "pending"
+	StatusDelivering = "delivering"
+	StatusDelivered  = "delivered"
+	StatusRetryable  = "retryable"
+	StatusFailed     = "failed"
+)
+
+// Row is a claimed room_outbox row.
+type Row struct {
+	ID          int64
+	EventID     string
+	EventType   string
+	RoomID      string
+	RoomVersion int64
+	// Payload is the stored EventEnvelope (compensation claims only; the
+	// fast path publishes the Kafka record's identical bytes).
+	Payload     []byte
+	RetryCount  int
+	CreatedAtMs int64
+	// PrevStatus is the status before this claim: pending, retryable, or
+	// delivering (an expired claim taken over).
+	PrevStatus string
+}
+
+// Repo reads and updates room_outbox's IM status columns. It never writes
+// any other column.
+type Repo struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// NewRepo returns a repository on db.
+func NewRepo(db *sql.DB) *Repo { return &Repo{db: db, now: time.Now} }
+
+var rc = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// EventClaims is the fast path's claim result for a set of event ids.
+type EventClaims struct {
+	Claimed map[string]Row // by event_id
+	// Done are rows already delivered (room-service's synchronous publish,
+	// or an earlier delivery) or failed: not sent again.
+	Done []string
+	// Busy are rows another worker holds (locked right now, or delivering
+	// with a live lock): that worker delivers them.
+	Busy []string
+	// Missing are event ids without a room_outbox row.
+	Missing []string
+}
+
+// ClaimEvents claims the rows of eventIDs in one transaction: rows that are
+// pending or retryable, or delivering with lock_until_ms in the past, become
+// delivering for worker until now+lockTTL. Rows locked by a concurrent
+// transaction are skipped (SKIP LOCKED) and reported Busy.
+func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string, lockTTL time.Duration) (EventClaims, error) {
+	res := EventClaims{Claimed: map[string]Row{}}
+	if len(eventIDs) == 0 {
+		return res, nil
+	}
+	now := r.now().UnixMilli()
+	tx, err := r.db.BeginTx(ctx, rc)
+	if err != nil {
+		return res, fmt.Errorf("imoutbox: claim events: %w", err)
+	}
+	defer tx.Rollback()
+	args := make([]any, len(eventIDs))
+	for i, id := range eventIDs {
+		args[i] = id
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event_type, room_id, room_version, status, retry_count, lock_until_ms, created_at_ms
+		FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`) FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		return res, fmt.Errorf("imoutbox: claim events: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []any
+	for rows.Next() {
+		var row Row
+		var status string
+		var lockUntil int64
+		if err := rows.Scan(&row.ID, &row.EventID, &row.EventType, &row.RoomID, &row.RoomVersion, &status, &row.RetryCount, &lockUntil, &row.CreatedAtMs); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("imoutbox: claim events: %w", err)
+		}
+		seen[row.EventID] = true
+		switch {
+		case status == StatusPending || status == StatusRetryable || (status == StatusDelivering && lockUntil < now):
+			row.PrevStatus = status
+			res.Claimed[row.EventID] = row
+			ids = append(ids, row.ID)
+		case status == StatusDelivering:
+			res.Busy = append(res.Busy, row.EventID)
+		default:
+			res.Done = append(res.Done, row.EventID)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("imoutbox: claim events: %w", err)
+	}
+	if len(ids) > 0 {
+		if err := claimIDs(ctx, tx, worker, ids, now, now+lockTTL.Milliseconds()); err != nil {
+			return res, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("imoutbox: claim events: commit: %w", err)
+	}
+	if len(seen) < len(eventIDs) {
+		// Locked by someone else, or absent: a plain read tells which.
+		var rest []any
+		for _, id := range eventIDs {
+			if !seen[id] {
+				rest = append(rest, id)
+			}
+		}
+		exists := map[string]bool{}
+		q, err := r.db.QueryContext(ctx, `SELECT event_id FROM room_outbox WHERE event_id IN (`+placeholders(len(rest))+`)`, rest...)
+		if err != nil {
+			return res, fmt.Errorf("imoutbox: claim events: %w", err)
+		}
+		for q.Next() {
+			var id string
+			if err := q.Scan(&id); err == nil {
+				exists[id] = true
+			}
+		}
+		q.Close()
+		for _, id := range rest {
+			if exists[id.(string)] {
+				res.Busy = append(res.Busy, id.(string))
+			} else {
+				res.Missing = append(res.Missing, id.(string))
+			}
+		}
+	}
+	return res, nil
+}
+
+func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lockUntil int64) error {
+	args := append([]any{worker, lockUntil, now}, ids...)
+	if _, err := tx.ExecContext(ctx, `UPDATE room_outbox SET status = 'delivering', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+		WHERE id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
+		return fmt.Errorf("imoutbox: claim: update: %w", err)
+	}
+	return nil
+}
+
+// ClaimPending is the compensation scan (seed 000's ClaimPendingOutbox):
+// up to limit rows, oldest eligible first, among
+//   - pending rows created at least grace ago (the fast path gets them first),
+//   - retryable rows (lock_until_ms holds the instant of the last failure),
+//   - delivering rows whose lock_until_ms has passed (a crashed worker),
+//
+// locked with FOR UPDATE SKIP LOCKED so concurrent workers never claim the
+// same row, then set delivering for worker until now+lockTTL. Each branch
+// reads the (status, lock_until_ms, id) index in order, so a large backlog
+// costs limit rows per branch, not a sort.
+func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace, lockTTL time.Duration) ([]Row, error) {
+	now := r.now().UnixMilli()
+	tx, err := r.db.BeginTx(ctx, rc)
+	if err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+	}
+	defer tx.Rollback()
+	const cols = `SELECT id, event_id, event_type, room_id, room_version, payload, retry_count, created_at_ms, status, lock_until_ms FROM room_outbox `
+	type cand struct {
+		Row
+		eligible int64
+	}
+	var all []cand
+	branches := []struct {
+		where string
+		args  []any
+	}{
+		{`WHERE status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ? ORDER BY lock_until_ms, id`, []any{now, now - grace.Milliseconds()}},
+		{`WHERE status = 'retryable' AND lock_until_ms <= ? ORDER BY lock_until_ms, id`, []any{now}},
+		{`WHERE status = 'delivering' AND lock_until_ms < ? ORDER BY lock_until_ms, id`, []any{now}},
+	}
+	for _, b := range branches {
+		rows, err := tx.QueryContext(ctx, cols+b.where+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(b.args, limit)...)
+		if err != nil {
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+		for rows.Next() {
+			var c cand
+			var lockUntil int64
+			if err := rows.Scan(&c.ID, &c.EventID, &c.EventType, &c.RoomID, &c.RoomVersion, &c.Payload, &c.RetryCount, &c.CreatedAtMs, &c.PrevStatus, &lockUntil); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+			}
+			c.eligible = lockUntil
+			if c.PrevStatus == StatusPending {
+				c.eligible = c.CreatedAtMs
+			}
+			all = append(all, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].eligible != all[j].eligible {
+			return all[i].eligible < all[j].eligible
+		}
+		return all[i].ID < all[j].ID
+	})
+	if len(all) > limit {
+		all = all[:limit] // the rest stay untouched; their locks end with the transaction
+	}
+	out := make([]Row, len(all))
+	ids := make([]any, len(all))
+	for i, c := range all {
+		out[i], ids[i] = c.Row, c.ID
+	}
+	if len(ids) > 0 {
+		if err := claimIDs(ctx, tx, worker, ids, now, now+lockTTL.Milliseconds()); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: commit: %w", err)
+	}
+	// Hand rows out in id order so one room's events go out in order.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// MarkDelivered sets rows delivered with last_error NULL (seed 000's
+// MarkOutboxDelivered), in one statement. A delivery is a fact whoever
+// holds the claim, so only already-delivered rows are left alone.
+func (r *Repo) MarkDelivered(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{r.now().UnixMilli()}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = 0, updated_at_ms = ?
+		WHERE id IN (`+placeholders(len(ids))+`) AND status <> 'delivered'`, args...); err != nil {
+		return fmt.Errorf("imoutbox: mark delivered: %w", err)
+	}
+	return nil
+}
+
+// Failure is one failed delivery to record.
+type Failure struct {
+	ID    int64
+	Error string // short, secret-free; truncated to 512 bytes
+	// Failed marks the row failed (a permanent error with
+	// im.mark_permanent_failed set) instead of retryable.
+	Failed bool
+}
+
+// MarkFailed records failures (seed 000's MarkOutboxFailed): status
+// retryable (or failed), retry_count+1, last_error, lock_until_ms = now so
+// the row is retried at the next scan after rows that failed earlier. Only
+// rows still delivering under worker's claim change: a claim that expired
+// and was delivered by another worker stays delivered.
+func (r *Repo) MarkFailed(ctx context.Context, worker string, fails []Failure) error {
+	now := r.now().UnixMilli()
+	for _, status := range []string{StatusRetryable, StatusFailed} {
+		var cases strings.Builder
+		var caseArgs, idArgs []any
+		for _, f := range fails {
+			if f.Failed != (status == StatusFailed) {
+				continue
+			}
+			cases.WriteString(" WHEN ? THEN ?")
+			caseArgs = append(caseArgs, f.ID, truncate(f.Error, 512))
+			idArgs = append(idArgs, f.ID)
+		}
+		if len(idArgs) == 0 {
+			continue
+		}
+		args := append([]any{status}, caseArgs...)
+		args = append(args, now, now)
+		args = append(args, idArgs...)
+		args = append(args, worker)
+		if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = ?, retry_count = retry_count + 1,
+			last_error = CASE id`+cases.String()+` END, lock_until_ms = ?, updated_at_ms = ?
+			WHERE id IN (`+placeholders(len(idArgs))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
+			return fmt.Errorf("imoutbox: mark failed: %w", err)
+		}
+	}
+	return nil
+}
+
+// Release hands claimed rows that were never sent back to their previous
+// status (shutdown before their turn), so no one waits for the lock.
+func (r *Repo) Release(ctx context.Context, worker string, rows []Row) error {
+	now := r.now().UnixMilli()
+	by := map[string][]any{}
+	for _, row := range rows {
+		st := row.PrevStatus
+		if st != StatusPending {
+			st = StatusRetryable
+		}
+		by[st] = append(by[st], row.ID)
+	}
+	for st, ids := range by {
+		args := append([]any{st, now}, ids...)
+		args = append(args, worker)
+		if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
+			WHERE id IN (`+placeholders(len(ids))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
+			return fmt.Errorf("imoutbox: release: %w", err)
+		}
+	}
+	return nil
+}
+
+// Backlog is what the gauges report.
+type Backlog struct {
+	ByStatus map[string]int64 // pending, retryable, delivering, failed
+	// OldestMs is the created_at_ms of the oldest undelivered row
+	// (pending, retryable or delivering), 0 when there is none.
+	OldestMs int64
+}
+
+// Backlog counts undelivered rows per status.
+func (r *Repo) Backlog(ctx context.Context) (Backlog, error) {
+	b := Backlog{ByStatus: map[string]int64{StatusPending: 0, StatusRetryable: 0, StatusDelivering: 0, StatusFailed: 0}}
+	rows, err := r.db.QueryContext(ctx, `SELECT status, COUNT(*), MIN(created_at_ms) FROM room_outbox
+		WHERE status IN ('pending','retryable','delivering','failed') GROUP BY status`)
+	if err != nil {
+		return b, fmt.Errorf("imoutbox: backlog: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n, oldest int64
+		if err := rows.Scan(&st, &n, &oldest); err != nil {
+			return b, fmt.Errorf("imoutbox: backlog: %w", err)
+		}
+		b.ByStatus[st] = n
+		if st != StatusFailed && (b.OldestMs == 0 || oldest < b.OldestMs) {
+			b.OldestMs = oldest
+		}
+	}
+	return b, rows.Err()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

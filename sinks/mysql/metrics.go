@@ -1,0 +1,87 @@
+package mysqlsink
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the sink's Prometheus series (base units).
+type Metrics struct {
+	BatchRecords *prometheus.HistogramVec // roomflow_sink_batch_records
+	TxnSeconds   *prometheus.HistogramVec // roomflow_sink_txn_duration_seconds{result}
+	Records      *prometheus.CounterVec   // roomflow_sink_records_total{table,result}
+	Rows         *prometheus.CounterVec   // roomflow_sink_fact_rows_total{table}
+	Retries      *prometheus.CounterVec   // roomflow_sink_retries_total{reason}
+	Fenced       prometheus.Counter       // roomflow_sink_fenced_total
+	DLQ          *prometheus.CounterVec   // roomflow_sink_dlq_records_total{reason}
+	Lag          *prometheus.GaugeVec     // roomflow_sink_lag_records{topic,partition}
+	Claims       prometheus.Counter       // roomflow_sink_partition_claims_total
+}
+
+// NewMetrics registers the sink's metrics on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		BatchRecords: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_sink_batch_records",
+			Help:    "Records per MySQL sink batch (one transaction).",
+			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2000, 5000, 10000},
+		}, nil),
+		TxnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_sink_txn_duration_seconds",
+			Help:    "Duration of one sink batch transaction, by result (committed, retry, fenced, failed).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"result"}),
+		Records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_sink_records_total",
+			Help: "Source events by consumption table and result: applied (new event_id) or deduplicated (already consumed).",
+		}, []string{"table", "result"}),
+		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_sink_fact_rows_total",
+			Help: "Fact rows written (after per-batch pre-aggregation) by table.",
+		}, []string{"table"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_sink_retries_total",
+			Help: "Whole-batch retries by reason (deadlock, lock_wait_timeout, duplicate_key, connection).",
+		}, []string{"reason"}),
+		Fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_sink_fenced_total",
+			Help: "Batches rejected because another instance claimed one of their partitions.",
+		}),
+		DLQ: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_sink_dlq_records_total",
+			Help: "Records that can never be applied, sent to the DLQ, by reason.",
+		}, []string{"reason"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_sink_lag_records",
+			Help: "High watermark minus the next offset stored in MySQL, per partition.",
+		}, []string{"topic", "partition"}),
+		Claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_sink_partition_claims_total",
+			Help: "Partitions claimed in roomflow_sink_offsets on assignment.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.BatchRecords, m.TxnSeconds, m.Records, m.Rows, m.Retries, m.Fenced, m.DLQ, m.Lag, m.Claims)
+	}
+	return m
+}
+
+func (m *Metrics) observe(res Result) {
+	m.Records.WithLabelValues("user_mic_event_consumption", "applied").Add(float64(res.LedgerApplied))
+	m.Records.WithLabelValues("user_mic_event_consumption", "deduplicated").Add(float64(res.LedgerDeduplicated))
+	m.Records.WithLabelValues("lucky_pool_inflow_consumption", "applied").Add(float64(res.InflowApplied))
+	m.Records.WithLabelValues("lucky_pool_inflow_consumption", "deduplicated").Add(float64(res.InflowDeduplicated))
+	m.Rows.WithLabelValues("user_mic_sessions").Add(float64(len(res.Facts.Sessions)))
+	m.Rows.WithLabelValues("user_mic_daily_stats").Add(float64(len(res.Facts.Daily)))
+	m.Rows.WithLabelValues("user_mic_lifetime_stats").Add(float64(len(res.Facts.Lifetime)))
+	m.Rows.WithLabelValues("lucky_pools").Add(float64(len(res.Facts.Pools)))
+}
+
+func (m *Metrics) setLag(tp TP, lag int64) {
+	m.Lag.WithLabelValues(tp.Topic, strconv.Itoa(int(tp.Partition))).Set(float64(max(lag, 0)))
+}
+
+func (m *Metrics) dropLag(tp TP) {
+	m.Lag.DeleteLabelValues(tp.Topic, strconv.Itoa(int(tp.Partition)))
+}

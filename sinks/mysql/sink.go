@@ -1,0 +1,455 @@
+package mysqlsink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/obs"
+)
+
+// Hooks let tests stop the sink at chosen points as a crash would. A hook
+// returning an error makes Run return that error at once: no further
+// MySQL or Kafka commit, the Kafka client closed without committing.
+type Hooks struct {
+	// BeforeApply runs before each transaction attempt.
+	BeforeApply func(ctx context.Context, records int) error
+	// AfterApply runs after the MySQL commit and before the (informational)
+	// Kafka offset commit.
+	AfterApply func(ctx context.Context, res Result) error
+}
+
+// Option configures a Sink.
+type Option func(*Sink)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
+
+// WithRegisterer registers the sink's metrics on reg (default: none).
+func WithRegisterer(reg prometheus.Registerer) Option { return func(s *Sink) { s.reg = reg } }
+
+// WithKafkaMetrics hooks the Kafka client's kprom metrics on reg.
+func WithKafkaMetrics(reg *prometheus.Registry) Option { return func(s *Sink) { s.kreg = reg } }
+
+// WithHealth registers a readiness check named "sink" on h.
+func WithHealth(h *obs.Health) Option { return func(s *Sink) { s.health = h } }
+
+// WithOwnerID sets the instance id written to roomflow_sink_offsets
+// (default: hostname-pid-random). It must be unique per running instance.
+func WithOwnerID(id string) Option { return func(s *Sink) { s.owner = id } }
+
+// WithHooks installs crash hooks (tests).
+func WithHooks(h Hooks) Option { return func(s *Sink) { s.hooks = h } }
+
+// WithKafkaOpts appends client options (tests: shorter session timeouts).
+func WithKafkaOpts(opts ...kgo.Opt) Option {
+	return func(s *Sink) { s.kopts = append(s.kopts, opts...) }
+}
+
+// Sink is `roomflow sink`: it consumes kafka.topics.mic_ledger and
+// kafka.topics.lucky_pool_inflow in consumer group sink.group and applies
+// them to MySQL exactly once (see Store.Apply). Kafka offsets committed by
+// the sink are informational; the positions that count are the ones in
+// roomflow_sink_offsets, read on every assignment.
+type Sink struct {
+	cfg    *config.Config
+	store  *Store
+	log    *slog.Logger
+	reg    prometheus.Registerer
+	kreg   *prometheus.Registry
+	health *obs.Health
+	owner  string
+	hooks  Hooks
+	kopts  []kgo.Opt
+	m      *Metrics
+
+	mu      sync.Mutex
+	claims  map[TP]int64 // generation claimed per owned partition
+	cl      *kgo.Client
+	lastErr error
+}
+
+// New returns a sink writing to store's database. It fails on an invalid
+// owner id; Kafka is only contacted by Run.
+func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
+	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("component", "sink")
+	if s.owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		s.owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if len(s.owner) > 128 {
+		return nil, fmt.Errorf("mysql sink: owner id longer than 128 bytes")
+	}
+	s.m = NewMetrics(s.reg)
+	if s.health != nil {
+		s.health.AddReadiness("sink", func() error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.lastErr
+		})
+	}
+	return s, nil
+}
+
+// Owner is the instance id used for fencing.
+func (s *Sink) Owner() string { return s.owner }
+
+// Metrics returns the sink's metrics.
+func (s *Sink) Metrics() *Metrics { return s.m }
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// Run consumes until ctx is cancelled, then applies the batch in flight
+// (within shutdown.timeout), closes its Kafka client and returns nil. It
+// returns an error when a batch cannot be applied after sink.max_retries
+// attempts or a non-transient MySQL error occurs.
+func (s *Sink) Run(ctx context.Context) error {
+	topics := []string{s.cfg.Kafka.Topics.MicLedger, s.cfg.Kafka.Topics.LuckyPoolInflow}
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(s.cfg.Sink.Group),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AdjustFetchOffsetsFn(s.adjust),
+		kgo.OnPartitionsRevoked(s.revoked),
+		kgo.OnPartitionsLost(s.revoked),
+	}, s.kopts...)
+	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.log, opts...)
+	if err != nil {
+		return fmt.Errorf("mysql sink: kafka client: %w", err)
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	s.log.Info("sink started", "owner", s.owner, "group", s.cfg.Sink.Group, "topics", topics)
+	for {
+		recs, hw, closed := s.collect(ctx, cl)
+		if len(recs) > 0 {
+			err := s.process(ctx, cl, recs, hw)
+			if err != nil {
+				cl.CloseAllowingRebalance()
+				return err
+			}
+		}
+		cl.AllowRebalance()
+		if closed || ctx.Err() != nil {
+			break
+		}
+	}
+	cl.CloseAllowingRebalance()
+	s.log.Info("sink stopped", "owner", s.owner)
+	return nil
+}
+
+// collect polls up to sink.batch_size records, waiting at most
+// sink.flush_interval after the first one.
+func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[TP]int64, bool) {
+	var out []*kgo.Record
+	hw := map[TP]int64{}
+	var deadline time.Time
+	for len(out) < s.cfg.Sink.BatchSize {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if !deadline.IsZero() {
+			if time.Until(deadline) <= 0 {
+				break
+			}
+			pctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		fs := cl.PollRecords(pctx, s.cfg.Sink.BatchSize-len(out))
+		cancel()
+		if fs.IsClientClosed() {
+			return out, hw, true
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				s.log.Warn("fetch error", "topic", t, "partition", p, "error", err)
+			}
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				hw[TP{p.Topic, p.Partition}] = p.HighWatermark
+				out = append(out, p.Records...)
+			}
+		})
+		if len(out) > 0 && deadline.IsZero() {
+			deadline = time.Now().Add(s.cfg.Sink.FlushInterval.D())
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, hw, false
+}
+
+// adjust claims newly assigned partitions in MySQL and starts each at the
+// offset stored there (the start of the log when there is none).
+func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var tps []TP
+	resume := map[string][]int32{}
+	for t, ps := range offsets {
+		for p := range ps {
+			tps = append(tps, TP{t, p})
+			resume[t] = append(resume[t], p)
+		}
+	}
+	var claimed map[TP]Claimed
+	var err error
+	for attempt := 0; ; attempt++ {
+		claimed, err = s.store.Claim(ctx, s.owner, tps, nowMs())
+		if err == nil || !Retryable(err) || attempt >= s.cfg.Sink.MaxRetries {
+			break
+		}
+		s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
+		if !sleepCtx(ctx, backoff(attempt)) {
+			break
+		}
+	}
+	if err != nil {
+		s.log.Error("claiming partitions failed; the group will rejoin", "error", err)
+		return nil, fmt.Errorf("mysql sink: claim: %w", err)
+	}
+	s.mu.Lock()
+	for tp, c := range claimed {
+		s.claims[tp] = c.Generation
+		at := kgo.NewOffset().AtStart()
+		if c.NextOffset >= 0 {
+			at = kgo.NewOffset().At(c.NextOffset)
+		}
+		offsets[tp.Topic][tp.Partition] = at
+		s.log.Info("partition claimed", "topic", tp.Topic, "partition", tp.Partition, "generation", c.Generation, "next_offset", c.NextOffset)
+	}
+	s.mu.Unlock()
+	s.m.Claims.Add(float64(len(claimed)))
+	// A partition fenced earlier was paused; it is ours again now.
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl != nil {
+		cl.ResumeFetchPartitions(resume)
+	}
+	return offsets, nil
+}
+
+// revoked forgets the claims of partitions this instance no longer owns.
+func (s *Sink) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			delete(s.claims, TP{t, p})
+			s.m.dropLag(TP{t, p})
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 7)
+	return min(d, 2*time.Second)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// process decodes recs, sends undecodable ones to the DLQ, and applies the
+// batch with whole-batch retries. After ctx is cancelled the batch still
+// gets shutdown.timeout to commit.
+func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record, hw map[TP]int64) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Shutdown.Timeout.D())
+		defer cancel()
+	}
+	s.mu.Lock()
+	claims := make(map[TP]int64, len(s.claims))
+	for tp, g := range s.claims {
+		claims[tp] = g
+	}
+	s.mu.Unlock()
+
+	recs := make([]Record, 0, len(krecs))
+	last := map[TP]*kgo.Record{}
+	for _, kr := range krecs {
+		tp := TP{kr.Topic, kr.Partition}
+		if _, ok := claims[tp]; !ok {
+			continue // fenced earlier and not yet reassigned to us
+		}
+		r := Record{TP: tp, Offset: kr.Offset}
+		var err error
+		switch kr.Topic {
+		case s.cfg.Kafka.Topics.MicLedger:
+			r.Ledger, err = DecodeLedger(kr.Value)
+		case s.cfg.Kafka.Topics.LuckyPoolInflow:
+			r.Inflow, err = DecodeInflow(kr.Value)
+		}
+		if err != nil {
+			if derr := s.deadLetter(ctx, cl, kr, err); derr != nil {
+				return derr
+			}
+		}
+		recs = append(recs, r)
+		last[tp] = kr
+	}
+	s.m.BatchRecords.WithLabelValues().Observe(float64(len(recs)))
+
+	var res Result
+	for attempt := 0; len(recs) > 0; {
+		if h := s.hooks.BeforeApply; h != nil {
+			if err := h(ctx, len(recs)); err != nil {
+				return err
+			}
+		}
+		t0 := time.Now()
+		var err error
+		res, err = s.store.Apply(ctx, s.owner, claims, recs, nowMs())
+		var fe *FencedError
+		switch {
+		case err == nil:
+			s.m.TxnSeconds.WithLabelValues("committed").Observe(time.Since(t0).Seconds())
+			s.setErr(nil)
+		case errors.As(err, &fe):
+			s.m.TxnSeconds.WithLabelValues("fenced").Observe(time.Since(t0).Seconds())
+			s.m.Fenced.Inc()
+			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
+			recs = s.fence(cl, fe.Partitions, claims, recs)
+			for _, tp := range fe.Partitions {
+				delete(last, tp)
+			}
+			continue
+		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries && ctx.Err() == nil:
+			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
+			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
+			s.setErr(err)
+			s.log.Warn("batch failed, retrying the whole batch", "attempt", attempt+1, "error", err)
+			if !sleepCtx(ctx, backoff(attempt)) {
+				return fmt.Errorf("mysql sink: batch not applied before shutdown: %w", err)
+			}
+			attempt++
+			continue
+		default:
+			s.m.TxnSeconds.WithLabelValues("failed").Observe(time.Since(t0).Seconds())
+			s.setErr(err)
+			return fmt.Errorf("mysql sink: apply batch: %w", err)
+		}
+		break
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	s.m.observe(res)
+	if h := s.hooks.AfterApply; h != nil {
+		if err := h(ctx, res); err != nil {
+			return err
+		}
+	}
+	commit := map[string]map[int32]kgo.EpochOffset{}
+	for tp, next := range res.Offsets {
+		if h, ok := hw[tp]; ok {
+			s.m.setLag(tp, h-next)
+		}
+		kr := last[tp]
+		if kr == nil {
+			continue
+		}
+		if commit[tp.Topic] == nil {
+			commit[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		commit[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: next}
+	}
+	// Informational only (lag tools): positions that count are in MySQL.
+	cl.CommitOffsets(context.WithoutCancel(ctx), commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			s.log.Debug("informational kafka offset commit failed", "error", err)
+		}
+	})
+	return nil
+}
+
+// fence drops the records of partitions another instance claimed and
+// pauses fetching them until the group assigns them to us again.
+func (s *Sink) fence(cl *kgo.Client, tps []TP, claims map[TP]int64, recs []Record) []Record {
+	drop := map[TP]bool{}
+	pause := map[string][]int32{}
+	s.mu.Lock()
+	for _, tp := range tps {
+		drop[tp] = true
+		if s.claims[tp] == claims[tp] {
+			delete(s.claims, tp)
+		}
+		delete(claims, tp)
+		pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+	}
+	s.mu.Unlock()
+	cl.PauseFetchPartitions(pause)
+	out := recs[:0]
+	for _, r := range recs {
+		if !drop[r.TP] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Sink) setErr(err error) {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+// deadLetter sends a record that can never be applied to kafka.topics.dlq
+// with headers naming the error and the source position. Its offset still
+// advances with the batch, so it never blocks the partition.
+func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, cause error) error {
+	reason := "invalid"
+	var ie *InvalidRecordError
+	if errors.As(cause, &ie) {
+		reason = ie.Reason
+	}
+	s.m.DLQ.WithLabelValues(reason).Inc()
+	s.log.Warn("record sent to DLQ", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
+	headers := append([]kgo.RecordHeader(nil), kr.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: "error", Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: "error_reason", Value: []byte(reason)},
+		kgo.RecordHeader{Key: "source_topic", Value: []byte(kr.Topic)},
+		kgo.RecordHeader{Key: "source_partition", Value: []byte(strconv.Itoa(int(kr.Partition)))},
+		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(kr.Offset, 10))},
+		kgo.RecordHeader{Key: "stage", Value: []byte("sink")},
+	)
+	rec := &kgo.Record{Topic: s.cfg.Kafka.Topics.DLQ, Key: kr.Key, Value: kr.Value, Headers: headers}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("mysql sink: dlq: %w", err)
+	}
+	return nil
+}
