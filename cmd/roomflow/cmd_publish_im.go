@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/sinks/imoutbox"
+)
+
+func init() {
+	app.Register(app.Spec{
+		Name:  "publish-im",
+		Short: "Publish room events to Tencent IM (Kafka fast path + room_outbox compensation worker)",
+		Long: `publish-im delivers room system messages to Tencent Cloud IM with seed 000's
+room_outbox semantics. The fast path consumes kafka.topics.room_events in
+the consumer group outbox_worker.group, claims each event's room_outbox row
+(pending/retryable, or delivering with an expired lock), sends it with
+send_group_msg to group {im.group_id_prefix}{room_id}, and marks it delivered,
+or retryable with retry_count+1 and a short last_error. Rows already
+delivered by room-service are not sent again; RoomCreated, RoomHeatChanged
+and RoomRankChanged are marked delivered without a call.
+
+The compensation worker (outbox_worker.enabled) claims pending rows older
+than outbox_worker.claim_grace, retryable rows, and expired claims every
+outbox_worker.poll_interval, outbox_worker.batch_size at a time, with
+FOR UPDATE SKIP LOCKED, each send bounded by outbox_worker.publish_timeout.
+
+Calls are paced under im.max_calls_per_second and
+im.max_messages_per_group_per_second per process: with several replicas,
+divide the Tencent limits among them. Requires im.sdk_app_id and
+im.secret_key.`,
+		Order: 40,
+		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			if err := d.Config.ValidateIM(); err != nil {
+				return nil, err
+			}
+			db, err := d.DB(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p, err := imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+	})
+}

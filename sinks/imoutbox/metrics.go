@@ -1,0 +1,81 @@
+package imoutbox
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	claims       *prometheus.CounterVec
+	events       *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	decodeErrors prometheus.Counter
+	batchErrors  *prometheus.CounterVec
+	pending      *prometheus.GaugeVec
+	oldestAge    prometheus.Gauge
+	lag          prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_outbox_claims_total",
+			Help: "room_outbox claim results: source fast|scan, result claimed|done|busy|missing.",
+		}, []string{"source", "result"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_outbox_events_total",
+			Help: "Claimed events by outcome: delivered|noop|retryable|failed|released.",
+		}, []string{"source", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_outbox_retries_total",
+			Help: "Rows marked retryable (or failed) after a failed publish, by error code.",
+		}, []string{"code"}),
+		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_im_outbox_decode_errors_total",
+			Help: "room_outbox payloads or Kafka values that are not an EventEnvelope.",
+		}),
+		batchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_im_outbox_batch_errors_total",
+			Help: "Failed claim/mark/release/commit round trips (retried next round).",
+		}, []string{"op"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_im_outbox_pending",
+			Help: "room_outbox rows not yet delivered to IM, by status.",
+		}, []string{"status"}),
+		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_im_outbox_oldest_pending_age_seconds",
+			Help: "Age of the oldest pending/retryable/delivering room_outbox row.",
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_im_delivery_lag_seconds",
+			Help:    "From the event's occurred_at to its IM acceptance.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+	}
+	m.claims = register(reg, m.claims)
+	m.events = register(reg, m.events)
+	m.retries = register(reg, m.retries)
+	m.decodeErrors = register(reg, m.decodeErrors)
+	m.batchErrors = register(reg, m.batchErrors)
+	m.pending = register(reg, m.pending)
+	m.oldestAge = register(reg, m.oldestAge)
+	m.lag = register(reg, m.lag)
+	return m
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(C); ok {
+				return ex
+			}
+		}
+		panic(err)
+	}
+	return c
+}

@@ -1,0 +1,80 @@
+package imoutbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+)
+
+// Publisher is `roomflow publish-im`: the Kafka fast path, the compensation
+// worker (when outbox_worker.enabled) and the backlog gauges.
+type Publisher struct {
+	Service  *Service
+	Client   *tencentim.Client
+	fast     *FastPath
+	enabled  bool
+	interval time.Duration
+}
+
+// OptionsFrom maps the config blocks to Options.
+func OptionsFrom(cfg *config.Config) Options {
+	ow := cfg.OutboxWorker
+	return Options{
+		NodeID: ow.NodeID, GroupIDPrefix: cfg.IM.GroupIDPrefix, PollInterval: ow.PollInterval.D(),
+		BatchSize: ow.BatchSize, PublishTimeout: ow.PublishTimeout.D(), RetryStrategy: ow.RetryStrategy,
+		ClaimGrace: ow.ClaimGrace.D(), LockTTL: ow.LockTTL.D(), MarkPermanentFailed: cfg.IM.MarkPermanentFailed,
+		DrainTimeout: cfg.Shutdown.Timeout.D(),
+	}
+}
+
+// NewPublisher builds the publisher from cfg. It fails when the IM
+// credentials are missing (config.ValidateIM), the retry strategy is
+// unknown, or the Kafka client cannot be created.
+func NewPublisher(cfg *config.Config, db *sql.DB, reg *prometheus.Registry, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
+	if err := cfg.ValidateIM(); err != nil {
+		return nil, err
+	}
+	log = log.With("component", "publish-im")
+	client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	var r prometheus.Registerer
+	if reg != nil {
+		r = reg
+	}
+	svc, err := NewService(NewRepo(db), client, OptionsFrom(cfg), r, log)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kafkax.NewClient(cfg.Kafka, "publish-im", reg, log, FastPathOpts(cfg.Kafka.Topics.RoomEvents, cfg.OutboxWorker.Group)...)
+	if err != nil {
+		return nil, fmt.Errorf("publish-im: kafka: %w", err)
+	}
+	return &Publisher{Service: svc, Client: client, fast: NewFastPath(svc, cl), enabled: cfg.OutboxWorker.Enabled,
+		interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}, nil
+}
+
+// Run runs until ctx ends, then stops consuming and claiming, waits for
+// in-flight sends (publish_timeout) and their results, and closes Kafka.
+// The caller closes MySQL afterwards.
+func (p *Publisher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var ferr error
+	wg.Go(func() { ferr = p.fast.Run(ctx) })
+	if p.enabled {
+		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
+	}
+	wg.Go(func() { p.Service.RunGauges(ctx, p.interval) })
+	wg.Wait()
+	return ferr
+}

@@ -1,0 +1,338 @@
+package imoutbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+)
+
+// Sender is the IM side of delivery; *tencentim.Client implements it.
+type Sender interface {
+	CheckSize(m *tencentim.Message) error
+	Pace(ctx context.Context, group string) error
+	Deliver(ctx context.Context, m *tencentim.Message) (tencentim.Result, error)
+}
+
+// Options are seed 000's worker options plus the claim tuning. Zero or
+// negative durations and sizes fall back to the defaults (seed 000: never a
+// busy loop, never a full scan, never an unbounded call).
+type Options struct {
+	NodeID         string
+	GroupIDPrefix  string
+	PollInterval   time.Duration // 1s
+	BatchSize      int           // 100
+	PublishTimeout time.Duration // 3s
+	RetryStrategy  string        // "" or fixed_interval
+	ClaimGrace     time.Duration // 5s
+	LockTTL        time.Duration // 30s
+	// MarkPermanentFailed marks rows failed on a permanent error instead of
+	// retrying them on the fixed interval (seed 000 V1: off).
+	MarkPermanentFailed bool
+	// Lanes bounds the rooms published concurrently (64).
+	Lanes int
+	// DrainTimeout bounds recording results after cancel (10s).
+	DrainTimeout time.Duration
+}
+
+// ErrRetryStrategy is an unknown retry_strategy (seed 000: fail at start).
+var ErrRetryStrategy = errors.New("imoutbox: retry_strategy must be empty or fixed_interval")
+
+func (o Options) normalized() (Options, error) {
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 100
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 3 * time.Second
+	}
+	if o.ClaimGrace <= 0 {
+		o.ClaimGrace = 5 * time.Second
+	}
+	if o.LockTTL <= 0 {
+		o.LockTTL = 30 * time.Second
+	}
+	if o.Lanes <= 0 {
+		o.Lanes = 64
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	switch o.RetryStrategy {
+	case "", "fixed_interval":
+	default:
+		return o, fmt.Errorf("%w (got %q)", ErrRetryStrategy, o.RetryStrategy)
+	}
+	return o, nil
+}
+
+// Service publishes claimed room_outbox rows to IM and records results.
+type Service struct {
+	repo   *Repo
+	im     Sender
+	opt    Options
+	log    *slog.Logger
+	m      *metrics
+	worker string
+
+	// afterSend, when set (tests), runs after a successful send and before
+	// the result is recorded; an error simulates a crash in between.
+	afterSend func(eventID string) error
+}
+
+// NewService returns a service. worker_id is node_id plus a random suffix,
+// so two processes sharing a node id never share claims.
+func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, log *slog.Logger) (*Service, error) {
+	opt, err := opt.normalized()
+	if err != nil {
+		return nil, err
+	}
+	node := opt.NodeID
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	if len(node) > 48 {
+		node = node[:48]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:])}
+	s.log = log.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
+	return s, nil
+}
+
+// WorkerID is the value this service writes to room_outbox.worker_id.
+func (s *Service) WorkerID() string { return s.worker }
+
+// SetAfterSend installs a hook between a successful send and recording it
+// (crash tests: return an error to drop the result as a crash would).
+func (s *Service) SetAfterSend(f func(eventID string) error) { s.afterSend = f }
+
+// job is one claimed row with its envelope bytes.
+type job struct {
+	row Row
+	raw []byte
+}
+
+type outcome struct {
+	delivered []int64
+	failed    []Failure
+	released  []Row
+	errs      []error
+	lost      int // results dropped by the afterSend hook
+}
+
+// deliver publishes jobs, rooms in parallel (at most Lanes at once), each
+// room's jobs in order, and records the results. runCtx ending stops new
+// sends (unsent rows are released); a send in flight finishes within
+// PublishTimeout and its result is recorded.
+func (s *Service) deliver(runCtx context.Context, source string, jobs []job) error {
+	var order []string
+	byRoom := map[string][]job{}
+	for _, j := range jobs {
+		if _, ok := byRoom[j.row.RoomID]; !ok {
+			order = append(order, j.row.RoomID)
+		}
+		byRoom[j.row.RoomID] = append(byRoom[j.row.RoomID], j)
+	}
+	var mu sync.Mutex
+	var out outcome
+	sem := make(chan struct{}, s.opt.Lanes)
+	var wg sync.WaitGroup
+	for _, room := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, j := range byRoom[room] {
+				s.one(runCtx, source, j, &mu, &out)
+			}
+		})
+	}
+	wg.Wait()
+	return s.record(runCtx, source, &out)
+}
+
+func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mutex, out *outcome) {
+	row := j.row
+	add := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	if runCtx.Err() != nil {
+		add(func() { out.released = append(out.released, row) })
+		return
+	}
+	var env roomv1.EventEnvelope
+	if err := proto.Unmarshal(j.raw, &env); err != nil {
+		s.m.decodeErrors.Inc()
+		e := fmt.Errorf("envelope decode failed for event %s: %v", row.EventID, err)
+		add(func() {
+			out.errs = append(out.errs, e)
+			out.failed = append(out.failed, Failure{ID: row.ID, Error: "decode: " + err.Error(), Failed: s.opt.MarkPermanentFailed})
+		})
+		s.logResult(row, StatusRetryable, "decode", e)
+		return
+	}
+	if tencentim.IsNoOp(env.GetEventType()) {
+		s.m.events.WithLabelValues(source, "noop").Inc()
+		add(func() { out.delivered = append(out.delivered, row.ID) })
+		return
+	}
+	msg, err := tencentim.BuildMessage(&env, s.opt.GroupIDPrefix)
+	if err == nil {
+		err = s.im.CheckSize(msg)
+	}
+	if err == nil {
+		if err = s.im.Pace(runCtx, msg.GroupID); errors.Is(err, tencentim.ErrNotSent) {
+			add(func() { out.released = append(out.released, row) })
+			return
+		}
+	}
+	if err == nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.opt.PublishTimeout)
+		_, err = s.im.Deliver(cctx, msg)
+		cancel()
+		if err == nil && env.GetOccurredAtMs() > 0 {
+			s.m.lag.Observe(time.Since(time.UnixMilli(env.GetOccurredAtMs())).Seconds())
+		}
+	}
+	if err == nil {
+		if s.afterSend != nil {
+			if herr := s.afterSend(row.EventID); herr != nil {
+				add(func() { out.lost++ })
+				return
+			}
+		}
+		s.m.events.WithLabelValues(source, "delivered").Inc()
+		add(func() { out.delivered = append(out.delivered, row.ID) })
+		return
+	}
+	class, code := tencentim.Classification(err)
+	failed := class == tencentim.Permanent && s.opt.MarkPermanentFailed
+	status := StatusRetryable
+	if failed {
+		status = StatusFailed
+	}
+	s.m.events.WithLabelValues(source, status).Inc()
+	s.m.retries.WithLabelValues(code).Inc()
+	add(func() {
+		out.failed = append(out.failed, Failure{ID: row.ID, Error: shortError(class, code, err), Failed: failed})
+	})
+	s.logResult(row, status, code, err)
+}
+
+// shortError is last_error: class, code and the scrubbed message.
+func shortError(class tencentim.Class, code string, err error) string {
+	msg := strings.TrimPrefix(err.Error(), "tencentim: ")
+	return truncate(fmt.Sprintf("%s %s: %s", class, code, msg), 300)
+}
+
+func (s *Service) logResult(row Row, status, code string, err error) {
+	s.log.Warn("im publish failed", "event_id", row.EventID, "event_type", row.EventType, "room_id", row.RoomID,
+		"retry_count", row.RetryCount+1, "status", status, "code", code, "error", err.Error())
+}
+
+// record writes the batch's results, bounded by DrainTimeout even after
+// runCtx ended: MySQL is closed only after this returns.
+func (s *Service) record(runCtx context.Context, source string, out *outcome) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.opt.DrainTimeout)
+	defer cancel()
+	errs := out.errs
+	if err := s.repo.MarkDelivered(ctx, out.delivered); err != nil {
+		s.m.batchErrors.WithLabelValues("mark").Inc()
+		errs = append(errs, err)
+	}
+	if err := s.repo.MarkFailed(ctx, s.worker, out.failed); err != nil {
+		s.m.batchErrors.WithLabelValues("mark").Inc()
+		errs = append(errs, err)
+	}
+	if len(out.released) > 0 {
+		s.m.events.WithLabelValues(source, "released").Add(float64(len(out.released)))
+		if err := s.repo.Release(ctx, s.worker, out.released); err != nil {
+			s.m.batchErrors.WithLabelValues("release").Inc()
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ProcessPendingOutbox is one compensation round (seed 000): claim up to
+// BatchSize eligible rows, publish each bounded by PublishTimeout (one
+// failure never stops the batch), record results. It returns the round's
+// errors (claim, mark, envelope decode) joined; rows stay in the table.
+func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	rows, err := s.repo.ClaimPending(ctx, s.worker, s.opt.BatchSize, s.opt.ClaimGrace, s.opt.LockTTL)
+	if err != nil {
+		s.m.batchErrors.WithLabelValues("claim").Inc()
+		return err
+	}
+	s.m.claims.WithLabelValues("scan", "claimed").Add(float64(len(rows)))
+	if len(rows) == 0 {
+		return nil
+	}
+	jobs := make([]job, len(rows))
+	for i, r := range rows {
+		jobs[i] = job{row: r, raw: r.Payload}
+	}
+	return s.deliver(ctx, "scan", jobs)
+}
+
+// RunOutboxWorker runs ProcessPendingOutbox at once and then every
+// PollInterval until ctx ends (seed 000). After cancel it starts no new
+// round; the round in flight ends as deliver describes.
+func (s *Service) RunOutboxWorker(ctx context.Context) {
+	tick := time.NewTicker(s.opt.PollInterval)
+	defer tick.Stop()
+	for {
+		if err := s.ProcessPendingOutbox(ctx); err != nil {
+			s.log.Error("outbox compensation round failed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// RunGauges refreshes the backlog gauges every interval until ctx ends.
+func (s *Service) RunGauges(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if b, err := s.repo.Backlog(ctx); err == nil {
+			for st, n := range b.ByStatus {
+				s.m.pending.WithLabelValues(st).Set(float64(n))
+			}
+			age := 0.0
+			if b.OldestMs > 0 {
+				age = max(0, time.Since(time.UnixMilli(b.OldestMs)).Seconds())
+			}
+			s.m.oldestAge.Set(age)
+		} else if ctx.Err() == nil {
+			s.log.Warn("outbox backlog query failed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
