@@ -67,6 +67,9 @@ See 'roomflow config' for every key and its effective value.`,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "YAML config file (default $ROOMFLOW_CONFIG; none: defaults)")
 	root.AddCommand(migrateCmd(g), topicsCmd(g), configCmd(g), runCmd(g), kfakeCmd())
+	for _, mk := range extraCommands {
+		root.AddCommand(mk(g))
+	}
 	for _, s := range app.Specs() {
 		root.AddCommand(componentCmd(g, s))
 	}
@@ -116,3 +119,7 @@ separately to scale them independently.`,
 		},
 	}
 }
+
+// extraCommands are one-shot tools (loadgen, verify, demo) added by their
+// own files; they are not components and `run` does not start them.
+var extraCommands []func(*globals) *cobra.Command

@@ -4,8 +4,9 @@
 package kafkax
 
 import (
+	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,34 +15,21 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 )
 
-var (
-	metricsMu sync.Mutex
-	metrics   = map[*prometheus.Registry]*kprom.Metrics{}
-)
-
-// clientMetrics returns one kprom plugin per registry: kprom registers its
-// collectors once and is shared by every client of the process.
-func clientMetrics(reg *prometheus.Registry) *kprom.Metrics {
-	metricsMu.Lock()
-	defer metricsMu.Unlock()
-	if m, ok := metrics[reg]; ok {
-		return m
-	}
-	m := kprom.NewMetrics("roomflow_kafka", kprom.Registerer(reg), kprom.Gatherer(reg))
-	metrics[reg] = m
-	return m
-}
+// clientSeq numbers the clients of this process: kprom registers one set of
+// collectors per client, labelled by client id, so ids must be unique.
+var clientSeq atomic.Int64
 
 // Opts returns the base options for a client of component: seed brokers,
-// client id "<client_id>-<component>", kprom hooks on reg (when non-nil),
-// and franz-go logs at warn and above through log.
-func Opts(cfg config.KafkaConfig, component string, reg *prometheus.Registry, log *slog.Logger) []kgo.Opt {
+// client id "<client_id>-<component>-<n>", kprom metrics roomflow_kafka_*
+// labelled with that client id on reg (when non-nil; unregistered when the
+// client closes), and franz-go logs at warn and above through log.
+func Opts(cfg config.KafkaConfig, component string, reg prometheus.Registerer, log *slog.Logger) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(cfg.ClientID + "-" + component),
+		kgo.ClientID(fmt.Sprintf("%s-%s-%d", cfg.ClientID, component, clientSeq.Add(1))),
 	}
 	if reg != nil {
-		opts = append(opts, kgo.WithHooks(clientMetrics(reg)))
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(reg), kprom.WithClientLabel())))
 	}
 	if log != nil {
 		opts = append(opts, kgo.WithLogger(kslog{log.With("component", component)}))
@@ -50,7 +38,7 @@ func Opts(cfg config.KafkaConfig, component string, reg *prometheus.Registry, lo
 }
 
 // NewClient is kgo.NewClient over Opts plus extra.
-func NewClient(cfg config.KafkaConfig, component string, reg *prometheus.Registry, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
+func NewClient(cfg config.KafkaConfig, component string, reg prometheus.Registerer, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(Opts(cfg, component, reg, log), extra...)...)
 }
 

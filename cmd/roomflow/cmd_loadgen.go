@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/loadgen"
+)
+
+// scenarioFlags binds a loadgen.Scenario to flags shared by loadgen and demo.
+func scenarioFlags(fs *pflag.FlagSet, sc *loadgen.Scenario) {
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "random seed (a run is reproducible for its seed)")
+	fs.IntVar(&sc.Rooms, "rooms", sc.Rooms, "rooms")
+	fs.IntVar(&sc.Users, "users", sc.Users, "users")
+	fs.IntVar(&sc.Sessions, "sessions", sc.Sessions, "mic sessions")
+	fs.IntVar(&sc.Gifts, "gifts", sc.Gifts, "RoomGiftSent events")
+	fs.Float64Var(&sc.LuckyShare, "lucky-share", sc.LuckyShare, "fraction of gifts that are lucky")
+	fs.DurationVar(&sc.Span, "span", sc.Span, "simulated time the traffic spreads over (crosses UTC midnights)")
+	fs.StringVar(&sc.EventIDPrefix, "id-prefix", sc.EventIDPrefix, "event id prefix (unique per run on one database)")
+}
+
+func loadgenCmd(g *globals) *cobra.Command {
+	sc := loadgen.DefaultScenario()
+	sc.EventIDPrefix = fmt.Sprintf("lg%d", time.Now().Unix())
+	var (
+		to    string
+		rate  float64
+		batch int
+	)
+	cmd := &cobra.Command{
+		Use:   "loadgen",
+		Short: "Write synthetic gift/mic traffic into room_outbox (or Kafka) and print the expected results",
+		Long: `loadgen generates a reproducible scenario of rooms, users, mic sessions
+(crossing UTC midnights), plain and lucky gifts, joins and heat changes, and
+writes it into room_outbox in commit order (--to mysql, the default, as the
+room service would) or straight to the room events topic (--to kafka). It
+seeds the scenario's lucky_gift_rules row, then prints the oracle: the facts
+roomflow must produce. 'roomflow verify' checks them later.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			sc.AppCode = cfg.AppCode
+			events, o := sc.Generate()
+			ctx := cmd.Context()
+			db, err := mysqlx.Open(ctx, cfg.MySQL)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
+				return err
+			}
+			start := time.Now()
+			switch to {
+			case "mysql":
+				if _, err := loadgen.WriteOutbox(ctx, db, events, batch, rate); err != nil {
+					return err
+				}
+			case "kafka":
+				cl, err := kafkax.NewClient(cfg.Kafka, "loadgen", nil, nil, kgo.ProducerLinger(5*time.Millisecond))
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				if err := cl.ProduceSync(ctx, loadgen.Records(cfg.Kafka.Topics.RoomEvents, events)...).FirstErr(); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("--to must be mysql or kafka")
+			}
+			el := time.Since(start)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d events to %s in %s (%.0f events/s)\n", len(events), to, el.Round(time.Millisecond), float64(len(events))/el.Seconds())
+			printOracle(cmd, o)
+			return nil
+		},
+	}
+	scenarioFlags(cmd.Flags(), &sc)
+	cmd.Flags().StringVar(&to, "to", "mysql", "mysql (room_outbox) or kafka (room events topic)")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "events per second (0: as fast as possible)")
+	cmd.Flags().IntVar(&batch, "batch", 200, "rows per room_outbox transaction")
+	return cmd
+}
+
+func printOracle(cmd *cobra.Command, o *loadgen.Oracle) {
+	fmt.Fprintf(cmd.OutOrStdout(), "expected: %d events, %d IM messages, %d closed mic sessions (%d open), %d users, %d user-days, %d lucky gifts (%d to DLQ), %d pool rows\n",
+		o.Events, o.IMMessages, len(o.Sessions), len(o.OpenSessions), len(o.Lifetime), len(o.Daily), o.LuckyGifts, o.Rejected, len(o.Pools))
+}
+
+func init() { extraCommands = append(extraCommands, loadgenCmd) }
+

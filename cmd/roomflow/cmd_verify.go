@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+func verifyCmd(g *globals) *cobra.Command {
+	var idle time.Duration
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Recompute facts from the room event log and diff them against MySQL",
+		Long: `verify reads the room events topic from the beginning with a
+read_committed consumer, recomputes the mic facts (lifetime and UTC daily
+per user) and the lucky pool inflow with an independent reference of the
+seed rules, and diffs them against user_mic_lifetime_stats,
+user_mic_daily_stats and lucky_pools. Users with sessions that never saw a
+'down' (open, or closed by the mic timers) are not compared. It reads until
+the topic has been idle for --idle. Exit status 1 when anything differs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			db, err := mysqlx.Open(ctx, cfg.MySQL)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rep, o, err := verifyFacts(ctx, cfg, db, idle)
+			if err != nil {
+				return err
+			}
+			printOracle(cmd, o)
+			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d pool rows (%d users with open sessions skipped): %d differences\n",
+				rep.LifetimeRows, rep.DailyRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
+			for i, d := range rep.Diffs {
+				if i == 20 {
+					fmt.Fprintf(cmd.OutOrStdout(), "... %d more\n", len(rep.Diffs)-20)
+					break
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "  ", d)
+			}
+			if !rep.OK() {
+				return fmt.Errorf("verify: %d facts differ", len(rep.Diffs))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&idle, "idle", 3*time.Second, "stop reading after the topic was idle this long")
+	return cmd
+}
+
+// verifyFacts reads every committed room event and compares MySQL with the
+// oracle of those events.
+func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, error) {
+	rules, err := loadRules(ctx, db)
+	if err != nil {
+		return loadgen.Report{}, nil, err
+	}
+	events, err := readAll(ctx, cfg, idle)
+	if err != nil {
+		return loadgen.Report{}, nil, err
+	}
+	o := loadgen.BuildOracle(events, rules)
+	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
+	return rep, o, err
+}
+
+func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.LuckyRule, error) {
+	rows, err := db.QueryContext(ctx, `SELECT gift_id, rule_version, pool_rate_ppm, platform_weight_ppm, room_weight_ppm FROM lucky_gift_rules`)
+	if err != nil {
+		return nil, fmt.Errorf("verify: read lucky_gift_rules: %w", err)
+	}
+	defer rows.Close()
+	out := map[loadgen.RuleKey]loadgen.LuckyRule{}
+	for rows.Next() {
+		var r loadgen.LuckyRule
+		if err := rows.Scan(&r.GiftID, &r.RuleVersion, &r.PoolRatePPM, &r.PlatformWeightPPM, &r.RoomWeightPPM); err != nil {
+			return nil, err
+		}
+		out[loadgen.RuleKey{GiftID: r.GiftID, RuleVersion: r.RuleVersion}] = r
+	}
+	return out, rows.Err()
+}
+
+// readAll consumes the room events topic from the start (read_committed)
+// until no record arrived for idle.
+func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([]*roomv1.EventEnvelope, error) {
+	cl, err := kafkax.NewClient(cfg.Kafka, "verify", nil, nil,
+		kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*roomv1.EventEnvelope
+	for {
+		pctx, cancel := context.WithTimeout(ctx, idle)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		n := 0
+		for _, fe := range fs.Errors() {
+			if fe.Err != context.DeadlineExceeded {
+				return nil, fmt.Errorf("verify: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			var env roomv1.EventEnvelope
+			if proto.Unmarshal(r.Value, &env) == nil {
+				out = append(out, &env)
+			}
+		})
+		if n == 0 {
+			return out, nil
+		}
+	}
+}
+
+func init() { extraCommands = append(extraCommands, verifyCmd) }

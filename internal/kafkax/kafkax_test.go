@@ -1,0 +1,61 @@
+package kafkax_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// Several clients share one registry (as the components of `roomflow run`
+// do); each is labelled by its own client id and unregistered on close.
+func TestClientMetricsShareRegistry(t *testing.T) {
+	k := testenv.NewKafka(t)
+	reg := prometheus.NewRegistry()
+	a, err := kafkax.NewClient(k.Config, "relay", reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kafkax.NewClient(k.Config, "relay", reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(a).ListBrokers(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(b).ListBrokers(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	clients := func() map[string]bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for _, mf := range mfs {
+			if !strings.HasPrefix(mf.GetName(), "roomflow_kafka_") {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "client_id" {
+						ids[l.GetValue()] = true
+					}
+				}
+			}
+		}
+		return ids
+	}
+	if ids := clients(); len(ids) != 2 {
+		t.Fatalf("want metrics of 2 clients, got %v", ids)
+	}
+	a.Close()
+	if ids := clients(); len(ids) != 1 {
+		t.Fatalf("closed client's metrics must be unregistered, got %v", ids)
+	}
+	b.Close()
+}
