@@ -166,3 +166,27 @@ func TestStatements(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// The same migrations on MySQL 8.0 (container), applied twice and then
+// concurrently on a second database.
+func TestUpMySQL80(t *testing.T) {
+	dsn := testenv.MySQL80DSN(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms := mustLoad(t)
+	for i := range 2 {
+		res, err := migrate.Up(context.Background(), db, ms, 30*time.Second, nil)
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if want := map[int]int{0: len(ms), 1: 0}[i]; len(res.Applied) != want {
+			t.Fatalf("run %d applied %d, want %d", i, len(res.Applied), want)
+		}
+	}
+	if got := countApplied(t, db); got != len(ms) {
+		t.Fatalf("schema_migrations has %d rows", got)
+	}
+}

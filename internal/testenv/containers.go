@@ -2,12 +2,15 @@ package testenv
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 )
 
 // dockerAvailable reports whether a Docker engine answers.
@@ -51,4 +54,28 @@ func startKafkaContainer(t testing.TB) []string {
 	}
 	t.Cleanup(func() { _ = c.Terminate(context.Background()) })
 	return []string{"127.0.0.1:" + hostPort}
+}
+
+// MySQL80DSN starts MySQL 8.0 in a container and returns a DSN of an empty
+// database on it, for the portability tests of the SQL roomflow runs. It
+// needs ROOMFLOW_TESTCONTAINERS=1 and a Docker engine; without them the test
+// is skipped with that reason (MariaDB, which always runs here, covers the
+// same tests).
+func MySQL80DSN(t testing.TB) string {
+	t.Helper()
+	if os.Getenv("ROOMFLOW_TESTCONTAINERS") != "1" || !dockerAvailable() {
+		t.Skip("MySQL 8.0 runs in a container: needs ROOMFLOW_TESTCONTAINERS=1 and a Docker engine")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithDatabase("roomflow"), tcmysql.WithUsername("root"), tcmysql.WithPassword("roomflow"))
+	if err != nil {
+		t.Fatalf("testenv: mysql 8.0 container: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Terminate(context.Background()) })
+	dsn, err := c.ConnectionString(ctx)
+	if err != nil {
+		t.Fatalf("testenv: mysql 8.0 dsn: %v", err)
+	}
+	return dsn
 }
