@@ -1,0 +1,337 @@
+package imoutbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/sinks/imoutbox"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+// Seed 000 rows 1-3: the synchronous IM publish failed, the command
+// succeeded (room-service committed the row as pending), the row stays
+// pending with retry_count 0, and the compensation worker delivers the
+// same event_id and marks it delivered.
+func TestSyncFailedRowIsPendingThenWorkerDelivers(t *testing.T) {
+	e := newEnv(t, false)
+	ev := gift("gift-1", "r1", 7)
+	e.insert(time.Second, ev) // committed by room-service; its sync publish failed
+	if r := e.row("gift-1"); r.Status != "pending" || r.RetryCount != 0 || r.LastError.Valid {
+		t.Fatalf("after sync failure: %+v", r)
+	}
+	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	acc := e.fake.Accepted()
+	if len(acc) != 1 || acc[0].EventID != "gift-1" || acc[0].GroupID != "room-r1" || acc[0].Priority != "High" ||
+		acc[0].Random != tencentim.RandomFor("gift-1") || !strings.Contains(acc[0].Data, `"room_version":7`) {
+		t.Fatalf("accepted %+v", acc)
+	}
+	if r := e.row("gift-1"); r.Status != "delivered" || r.LastError.Valid || r.RetryCount != 0 {
+		t.Fatalf("after worker: %+v", r)
+	}
+}
+
+// Seed 000 rows 4-5: a failed publish makes the row retryable with
+// retry_count+1 and last_error; the next round succeeds -> delivered.
+func TestPublishFailureRetryableThenDelivered(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Second, gift("g-fail", "r1", 1))
+	e.fake.Inject(imfake.Fault{EventID: "g-fail", HTTPStatus: 502, Times: 1})
+	s := e.service()
+	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := e.row("g-fail")
+	if r.Status != "retryable" || r.RetryCount != 1 || !r.LastError.Valid || !strings.Contains(r.LastError.String, "http") {
+		t.Fatalf("after failure: %+v", r)
+	}
+	if len(e.fake.Accepted()) != 0 {
+		t.Fatal("a 502 must not count as accepted")
+	}
+	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.row("g-fail"); r.Status != "delivered" || r.RetryCount != 1 || r.LastError.Valid {
+		t.Fatalf("after retry: %+v", r)
+	}
+	if n := e.fake.AcceptedByEvent()["g-fail"]; n != 1 {
+		t.Fatalf("accepted %d times", n)
+	}
+}
+
+// MsgFreqCtrl (OK answer, dropped) is not delivered; a permanent error
+// (10010) is recorded with its code and retried (V1) or failed (opt-in).
+func TestDropAndPermanentErrors(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Second, gift("g-drop", "r1", 1), gift("g-gone", "gone", 1))
+	e.fake.Inject(imfake.Fault{EventID: "g-drop", FreqCtrl: true, Times: 1})
+	e.fake.DeleteGroup("room-gone")
+	s := e.service()
+	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.row("g-drop"); r.Status != "retryable" || !strings.Contains(r.LastError.String, "MsgFreqCtrl") {
+		t.Fatalf("dropped: %+v", r)
+	}
+	if r := e.row("g-gone"); r.Status != "retryable" || !strings.Contains(r.LastError.String, "permanent 10010") {
+		t.Fatalf("permanent, V1: %+v", r)
+	}
+	e.cfg.IM.MarkPermanentFailed = true
+	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.row("g-drop"); r.Status != "delivered" {
+		t.Fatalf("drop retried: %+v", r)
+	}
+	if r := e.row("g-gone"); r.Status != "failed" || r.RetryCount != 2 {
+		t.Fatalf("permanent, mark failed: %+v", r)
+	}
+}
+
+// An oversized event is refused locally with 80002, recorded and counted,
+// never sent; it is retried on the fixed interval (not in a hot loop).
+func TestOversizedEvent(t *testing.T) {
+	e := newEnv(t, false)
+	big := event{ID: "big", Type: "RoomUserLeft", Room: "r1", Payload: &roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)}}
+	e.insert(time.Second, big, gift("small", "r1", 2))
+	s := e.service()
+	for i := 0; i < 3; i++ {
+		if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.row("big")
+	if r.Status != "retryable" || r.RetryCount != 3 || !strings.Contains(r.LastError.String, "80002") {
+		t.Fatalf("oversized: %+v", r)
+	}
+	if e.row("small").Status != "delivered" {
+		t.Fatal("an oversized event must not block the batch")
+	}
+	for _, req := range e.fake.Requests() {
+		if req.EventID == "big" {
+			t.Fatal("oversized message was sent")
+		}
+	}
+}
+
+// Seed 000 row 6: a row room-service already marked delivered (sync
+// publish succeeded) is neither scanned nor sent again by the fast path.
+func TestAlreadyDeliveredNotSentAgain(t *testing.T) {
+	e := newEnv(t, true)
+	evs := []event{gift("sync-ok", "r1", 1), gift("sync-failed", "r1", 2)}
+	raws := e.insert(time.Second, evs...)
+	// room-service: sync publish of sync-ok succeeded -> best-effort mark.
+	if _, err := e.db.Exec(`UPDATE room_outbox SET status='delivered' WHERE event_id='sync-ok'`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := imoutbox.NewRepo(e.db).ClaimPending(context.Background(), "probe", 100, 0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].EventID != "sync-failed" {
+		t.Fatalf("scan claimed %+v", rows)
+	}
+	if err := imoutbox.NewRepo(e.db).Release(context.Background(), "probe", rows); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(raws, evs)
+	reg, stop := e.publisher(false) // fast path only
+	eventually(t, 15*time.Second, "both events seen by the fast path", func() bool {
+		return metric(t, reg, "roomflow_im_outbox_claims_total", map[string]string{"source": "fast", "result": "done"}) == 1 &&
+			e.row("sync-failed").Status == "delivered"
+	})
+	stop()
+	for _, req := range e.fake.Requests() {
+		if req.EventID == "sync-ok" {
+			t.Fatal("an already delivered event was sent again")
+		}
+	}
+}
+
+// Seed 000 row 8: RoomCreated, RoomHeatChanged and RoomRankChanged make
+// no IM call and are marked delivered, on both paths.
+func TestNonIMEventsMarkedDelivered(t *testing.T) {
+	e := newEnv(t, true)
+	evs := []event{
+		{ID: "c1", Type: "RoomCreated", Room: "r1", Payload: &roomv1.RoomCreated{OwnerUserId: 1}},
+		{ID: "h1", Type: "RoomHeatChanged", Room: "r1", Payload: &roomv1.RoomHeatChanged{Heat: 10, Delta: 1}},
+		{ID: "k1", Type: "RoomRankChanged", Room: "r1", Payload: &roomv1.RoomRankChanged{RankType: "day", Rank: 1}},
+	}
+	raws := e.insert(time.Second, evs...)
+	e.produce(raws, evs)
+	_, stop := e.publisher(false) // fast path only
+	eventually(t, 15*time.Second, "no-op events delivered", func() bool { return e.countStatus("delivered") == 3 })
+	stop()
+	scanned := []event{{ID: "c2", Type: "RoomCreated", Room: "r2", Payload: &roomv1.RoomCreated{OwnerUserId: 2}}}
+	e.insert(time.Second, scanned...)
+	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.row("c2").Status != "delivered" {
+		t.Fatal("worker: no-op not delivered")
+	}
+	if n := len(e.fake.Requests()); n != 0 {
+		t.Fatalf("%d IM calls for non-IM events", n)
+	}
+}
+
+// Seed 000 row 7: after cancel no new batch is claimed; the send in flight
+// is bounded by publish_timeout and its result is recorded.
+func TestWorkerCancel(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Second, gift("slow", "r1", 1))
+	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 10 * time.Second})
+	s := e.service()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.RunOutboxWorker(ctx); close(done) }()
+	eventually(t, 5*time.Second, "slow claimed", func() bool { return e.row("slow").Status == "delivering" })
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	e.insert(time.Second, gift("after-cancel", "r1", 2))
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+time.Second {
+		t.Fatalf("stopped after %s, publish_timeout is %s", el, e.cfg.OutboxWorker.PublishTimeout)
+	}
+	if r := e.row("slow"); r.Status != "retryable" || r.RetryCount != 1 || !strings.Contains(r.LastError.String, "timeout") {
+		t.Fatalf("in-flight result not recorded: %+v", r)
+	}
+	time.Sleep(3 * e.cfg.OutboxWorker.PollInterval.D())
+	if r := e.row("after-cancel"); r.Status != "pending" || r.WorkerID != "" {
+		t.Fatalf("claimed after cancel: %+v", r)
+	}
+}
+
+// Rows left delivering by a crash are reclaimed after lock_until_ms and
+// resent with the same Random and body, which the IM dedup absorbs.
+func TestCrashBetweenSendAndMark(t *testing.T) {
+	e := newEnv(t, false)
+	const n = 40
+	var evs []event
+	for i, id := range ids("crash", n) {
+		evs = append(evs, gift(id, fmt.Sprintf("r%d", i%7), int64(i)))
+	}
+	e.insert(time.Second, evs...)
+	crashed := e.service()
+	crashed.SetAfterSend(func(string) error { return errors.New("crash") })
+	if err := crashed.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.countStatus("delivering"); got != n {
+		t.Fatalf("%d rows delivering after the crash, want %d", got, n)
+	}
+	// Before the lock expires nobody takes them over.
+	s := e.service()
+	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.countStatus("delivering"); got != n {
+		t.Fatalf("live claims stolen: %d delivering", got)
+	}
+	time.Sleep(e.cfg.OutboxWorker.LockTTL.D() + 100*time.Millisecond)
+	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Oracle: every inserted event exactly once at IM, every row delivered,
+	// every resend a duplicate with the first send's Random and bytes.
+	acc := e.fake.AcceptedByEvent()
+	first := map[string]imfake.Request{}
+	dups := 0
+	for _, r := range e.fake.Requests() {
+		f, seen := first[r.EventID]
+		if !seen {
+			first[r.EventID] = r
+			if r.Outcome != "accepted" {
+				t.Fatalf("first send of %s: %s", r.EventID, r.Outcome)
+			}
+			continue
+		}
+		if r.Outcome != "duplicate" || r.Random != f.Random || r.BodySHA != f.BodySHA {
+			t.Fatalf("resend of %s: outcome %s, same random %v, same body %v", r.EventID, r.Outcome, r.Random == f.Random, r.BodySHA == f.BodySHA)
+		}
+		dups++
+	}
+	for _, ev := range evs {
+		if acc[ev.ID] != 1 {
+			t.Fatalf("%s accepted %d times", ev.ID, acc[ev.ID])
+		}
+		if r := e.row(ev.ID); r.Status != "delivered" {
+			t.Fatalf("%s: %+v", ev.ID, r)
+		}
+	}
+	if len(acc) != n || dups != n {
+		t.Fatalf("accepted %d events, %d duplicates; want %d and %d", len(acc), dups, n, n)
+	}
+}
+
+// A connection error's last_error and logs contain neither the usersig nor
+// the secret key.
+func TestConnectionErrorHasNoSecrets(t *testing.T) {
+	e := newEnv(t, false)
+	e.cfg.IM.Endpoint = "http://127.0.0.1:1" // refused
+	e.insert(time.Second, gift("conn", "r1", 1))
+	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := e.row("conn")
+	if r.Status != "retryable" || !strings.Contains(r.LastError.String, "transport") {
+		t.Fatalf("%+v", r)
+	}
+	sig, _ := tencentim.GenUserSig(testApp, testKey, testAdmin, time.Now(), e.cfg.IM.UserSigTTL.D())
+	for _, secret := range []string{testKey, sig[:24], "usersig=", "sdkappid="} {
+		if strings.Contains(r.LastError.String, secret) || strings.Contains(e.logs.String(), secret) {
+			t.Fatalf("secret %q leaked:\nlast_error=%s\nlogs=%s", secret, r.LastError.String, e.logs.String())
+		}
+	}
+	if !strings.Contains(e.logs.String(), `"event_id":"conn"`) || !strings.Contains(e.logs.String(), `"node_id":"test-node"`) {
+		t.Fatalf("log lacks fields: %s", e.logs.String())
+	}
+}
+
+// Seed 000's configuration rules: <= 0 falls back to defaults, unknown
+// retry strategies fail at start, IM credentials are required.
+func TestConfigRules(t *testing.T) {
+	yaml := func(s string) (*config.Config, error) {
+		p := t.TempDir() + "/c.yaml"
+		if err := writeFile(p, s); err != nil {
+			t.Fatal(err)
+		}
+		return config.Load(p, func(string) string { return "" })
+	}
+	c, err := yaml("outbox_worker:\n  poll_interval: 0s\n  batch_size: -5\n  publish_timeout: -1s\n  retry_strategy: \"\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OutboxWorker.PollInterval.D() != time.Second || c.OutboxWorker.BatchSize != 100 || c.OutboxWorker.PublishTimeout.D() != 3*time.Second {
+		t.Fatalf("defaults not applied: %+v", c.OutboxWorker)
+	}
+	if _, err := yaml("outbox_worker:\n  retry_strategy: exponential\n"); err == nil || !strings.Contains(err.Error(), "outbox_worker.retry_strategy") {
+		t.Fatalf("unknown strategy: %v", err)
+	}
+	if _, err := yaml("outbox_worker:\n  retry_strategy: fixed_interval\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ValidateIM(); err == nil || !strings.Contains(err.Error(), "im.secret_key") {
+		t.Fatalf("ValidateIM: %v", err)
+	}
+	// The service applies the same rules to options given directly.
+	if _, err := imoutbox.NewService(nil, nil, imoutbox.Options{RetryStrategy: "exponential"}, nil, nil); !errors.Is(err, imoutbox.ErrRetryStrategy) {
+		t.Fatalf("service strategy: %v", err)
+	}
+	if _, err := imoutbox.NewPublisher(c, nil, nil, nil); err == nil {
+		t.Fatal("publisher without IM credentials must not start")
+	}
+}

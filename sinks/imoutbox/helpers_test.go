@@ -1,0 +1,258 @@
+package imoutbox_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/sinks/imoutbox"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+const (
+	testApp   = 1400000000
+	testKey   = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e"
+	testAdmin = "administrator"
+)
+
+type env struct {
+	t    *testing.T
+	cfg  *config.Config
+	db   *sql.DB
+	k    *testenv.Kafka
+	fake *imfake.Server
+	url  string
+	logs *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newEnv starts MariaDB (fresh database), kfake (unless noKafka) and the
+// fake IM server, with a config whose timings suit tests.
+func newEnv(t *testing.T, withKafka bool) *env {
+	t.Helper()
+	m := testenv.NewMySQL(t)
+	var k *testenv.Kafka
+	if withKafka {
+		k = testenv.NewKafka(t, testenv.Partitions(4))
+	}
+	cfg := testenv.Config(t, k, m)
+	fake := imfake.New(imfake.Config{SDKAppID: testApp, AdminIdentifier: testAdmin, SecretKey: testKey})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier = srv.URL, testApp, testKey, testAdmin
+	cfg.IM.GroupIDPrefix = "room-"
+	cfg.OutboxWorker.PollInterval = config.Duration(100 * time.Millisecond)
+	cfg.OutboxWorker.PublishTimeout = config.Duration(500 * time.Millisecond)
+	cfg.OutboxWorker.ClaimGrace = config.Duration(300 * time.Millisecond)
+	cfg.OutboxWorker.LockTTL = config.Duration(time.Second)
+	cfg.OutboxWorker.NodeID = "test-node"
+	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &syncBuffer{}}
+}
+
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// service is a compensation-side service on its own client.
+func (e *env) service() *imoutbox.Service {
+	e.t.Helper()
+	c, err := tencentim.New(e.cfg.IM)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := imoutbox.NewService(imoutbox.NewRepo(e.db), c, imoutbox.OptionsFrom(e.cfg), prometheus.NewRegistry(), e.logger())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// publisher starts a full publish-im (fast path + worker if enabled) and
+// returns a stop function that cancels it and waits for Run.
+func (e *env) publisher(enabled bool) (*prometheus.Registry, func()) {
+	e.t.Helper()
+	cfg := *e.cfg
+	cfg.OutboxWorker.Enabled = enabled
+	reg := prometheus.NewRegistry()
+	p, err := imoutbox.NewPublisher(&cfg, e.db, reg, e.logger())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("publisher run: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				e.t.Error("publisher did not stop")
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return reg, stop
+}
+
+type event struct {
+	ID, Type, Room string
+	Version        int64
+	Payload        proto.Message
+}
+
+func (ev event) envelope() *roomv1.EventEnvelope {
+	p, _ := proto.Marshal(ev.Payload)
+	return &roomv1.EventEnvelope{EventId: ev.ID, EventType: ev.Type, AppCode: "hyapp", RoomId: ev.Room,
+		RoomVersion: ev.Version, OccurredAtMs: time.Now().UnixMilli(), Payload: p}
+}
+
+func gift(id, room string, v int64) event {
+	return event{ID: id, Type: "RoomGiftSent", Room: room, Version: v, Payload: &roomv1.RoomGiftSent{SenderUserId: 1, TargetUserId: 2, GiftId: "rose", GiftCount: 1}}
+}
+
+// insert writes rows as room-service does (status pending), created
+// createdAgo in the past; it returns the stored envelope bytes by event id.
+func (e *env) insert(createdAgo time.Duration, evs ...event) map[string][]byte {
+	e.t.Helper()
+	out := map[string][]byte{}
+	now := time.Now().Add(-createdAgo).UnixMilli()
+	for _, ev := range evs {
+		raw, _ := proto.Marshal(ev.envelope())
+		out[ev.ID] = raw
+		if _, err := e.db.Exec(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms)
+			VALUES ('hyapp', ?, ?, ?, ?, ?, ?, ?, ?)`, ev.ID, ev.Type, ev.Room, ev.Version, raw, now, now, now); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// produce writes the stored bytes to the room events topic as the relay does.
+func (e *env) produce(raws map[string][]byte, order []event) {
+	e.t.Helper()
+	cl := e.k.Client(e.t)
+	var recs []*kgo.Record
+	for _, ev := range order {
+		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte(ev.Room), Value: raws[ev.ID],
+			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(ev.ID)}, {Key: "event_type", Value: []byte(ev.Type)}}})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+type rowState struct {
+	Status     string
+	RetryCount int
+	LastError  sql.NullString
+	WorkerID   string
+	LockUntil  int64
+}
+
+func (e *env) row(id string) rowState {
+	e.t.Helper()
+	var r rowState
+	if err := e.db.QueryRow(`SELECT status, retry_count, last_error, worker_id, lock_until_ms FROM room_outbox WHERE event_id = ?`, id).
+		Scan(&r.Status, &r.RetryCount, &r.LastError, &r.WorkerID, &r.LockUntil); err != nil {
+		e.t.Fatalf("row %s: %v", id, err)
+	}
+	return r
+}
+
+func (e *env) countStatus(status string) int {
+	var n int
+	if err := e.db.QueryRow(`SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// eventually polls cond until it holds or timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return out
+}
+
+// metric reads one series of a counter or gauge from reg (0 if absent).
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			if m.Counter != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
