@@ -103,8 +103,8 @@ type BatchInfo struct {
 // Hooks are observation and fault-injection points, used by tests and
 // benchmarks; production code leaves them nil.
 type Hooks struct {
-	// OnLeader is called when this replica starts (true) or stops (false)
-	// relaying as the leader.
+	// OnLeader is called when this replica starts relaying as the leader
+	// (true: fenced in, position loaded) and when it stops (false).
 	OnLeader func(leading bool)
 	// BeforeCommit runs after a batch's records are flushed into the open
 	// transaction and before it is committed. If ctx is done when it
@@ -125,7 +125,7 @@ func WithLogger(l *slog.Logger) Opt { return func(r *Relay) { r.log = l } }
 func WithRegisterer(reg prometheus.Registerer) Opt { return func(r *Relay) { r.reg = reg } }
 
 // WithKafkaMetrics adds the roomflow_kafka_* client metrics on reg.
-func WithKafkaMetrics(reg *prometheus.Registry) Opt { return func(r *Relay) { r.kafkaReg = reg } }
+func WithKafkaMetrics(reg prometheus.Registerer) Opt { return func(r *Relay) { r.kafkaReg = reg } }
 
 // WithHooks installs hooks.
 func WithHooks(h Hooks) Opt { return func(r *Relay) { r.hooks = h } }
@@ -154,7 +154,7 @@ type Relay struct {
 	router     Router
 	log        *slog.Logger
 	reg        prometheus.Registerer
-	kafkaReg   *prometheus.Registry
+	kafkaReg   prometheus.Registerer
 	m          *metrics
 	hooks      Hooks
 	instanceID string
@@ -252,15 +252,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			return nil // ctx done
 		}
-		r.m.isLeader.Set(1)
-		if r.hooks.OnLeader != nil {
-			r.hooks.OnLeader(true)
-		}
-		err = r.lead(lctx)
+		var led bool
+		err = r.lead(lctx, &led)
 		cancel()
-		r.m.isLeader.Set(0)
-		if r.hooks.OnLeader != nil {
-			r.hooks.OnLeader(false)
+		if led {
+			r.m.isLeader.Set(0)
+			if r.hooks.OnLeader != nil {
+				r.hooks.OnLeader(false)
+			}
 		}
 		if ctx.Err() != nil {
 			r.log.Info("relay stopped")
@@ -300,7 +299,7 @@ type batch struct {
 // lead is one leader session: fence, load the position, then read and
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
-func (r *Relay) lead(ctx context.Context) error {
+func (r *Relay) lead(ctx context.Context, led *bool) error {
 	txnTimeout := r.cfg.FailoverTimeout.D()
 	if txnTimeout < 10*time.Second {
 		txnTimeout = 10 * time.Second
@@ -336,6 +335,11 @@ func (r *Relay) lead(ctx context.Context) error {
 	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D())
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
 	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
+	*led = true
+	r.m.isLeader.Set(1)
+	if r.hooks.OnLeader != nil {
+		r.hooks.OnLeader(true)
+	}
 
 	rctx, rcancel := context.WithCancel(ctx)
 	batches := make(chan *batch, 1)

@@ -1,0 +1,427 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+// outboxRow is what a test writes into room_outbox.
+type outboxRow struct {
+	eventID   string
+	eventType string
+	roomID    string
+	version   int64
+	payload   []byte
+	occurred  int64
+}
+
+// insertRows writes rows with one multi-row INSERT on q (a *sql.DB or *sql.Tx).
+func insertRows(ctx context.Context, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, rows []outboxRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES ")
+	args := make([]any, 0, len(rows)*9)
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+		p := r.payload
+		if p == nil {
+			p = []byte{}
+		}
+		args = append(args, "hyapp", r.eventID, r.eventType, r.roomID, r.version, p, r.occurred, r.occurred, r.occurred)
+	}
+	_, err := q.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// payloadFor is a deterministic payload of n bytes for an event id, so the
+// oracle can check bytes without storing them.
+func payloadFor(eventID string, n int) []byte {
+	p := make([]byte, n)
+	seed := []byte(eventID)
+	for i := range p {
+		p[i] = seed[i%len(seed)] ^ byte(i)
+	}
+	return p
+}
+
+// writers inserts total rows with nWriters concurrent writers; writer w
+// owns rooms "r<w>-<k>" and bumps each room's version by one per row, the
+// way room-service serialises a room. Each transaction inserts perTxn
+// rows. pace > 0 sleeps between transactions.
+func writers(ctx context.Context, t testing.TB, db *sql.DB, prefix string, total, nWriters, perTxn, payloadBytes int, pace time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, nWriters)
+	per := total / nWriters
+	for w := range nWriters {
+		n := per
+		if w == nWriters-1 {
+			n = total - per*(nWriters-1)
+		}
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			versions := map[string]int64{}
+			for done := 0; done < n; {
+				k := min(perTxn, n-done)
+				rows := make([]outboxRow, k)
+				for i := range rows {
+					room := fmt.Sprintf("%sr%d-%d", prefix, w, rnd.IntN(20))
+					versions[room]++
+					id := fmt.Sprintf("%sw%d-%d", prefix, w, done+i)
+					rows[i] = outboxRow{eventID: id, eventType: "RoomMicChanged", roomID: room, version: versions[room],
+						payload: payloadFor(id, payloadBytes), occurred: time.Now().UnixMilli()}
+				}
+				if err := insertRows(ctx, db, rows); err != nil {
+					errs <- err
+					return
+				}
+				done += k
+				if pace > 0 {
+					time.Sleep(pace)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// relayed is one committed record as a read_committed consumer saw it.
+type relayed struct {
+	topic     string
+	partition int32
+	offset    int64
+	key       string
+	value     []byte
+	ts        time.Time
+	headers   map[string]string
+}
+
+func (r relayed) eventID() string { return r.headers["event_id"] }
+
+func (r relayed) version() int64 {
+	v, _ := strconv.ParseInt(r.headers["room_version"], 10, 64)
+	return v
+}
+
+// drain reads every committed record of topics from the start to the end,
+// read_committed. It must only be called when no transaction is open (the
+// relay stopped): it reads each partition up to its high watermark,
+// counting commit/abort markers, so it knows it has reached the end even
+// when the last transaction was aborted.
+func drain(t testing.TB, k *testenv.Kafka, topics ...string) []relayed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(k.Client(t))
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	want := map[string]map[int32]kgo.Offset{}
+	remaining := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		if o.Offset == 0 {
+			return
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic] = map[int32]kgo.Offset{}
+			remaining[o.Topic] = map[int32]int64{}
+		}
+		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		remaining[o.Topic][o.Partition] = o.Offset - 1
+	})
+	if len(want) == 0 {
+		return nil
+	}
+	cl := k.Client(t, kgo.ConsumePartitions(want), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	var out []relayed
+	left := 0
+	for _, ps := range remaining {
+		left += len(ps)
+	}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("drain: timed out with %d partitions unread: %v", left, remaining)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("drain %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if last, ok := remaining[r.Topic][r.Partition]; ok && r.Offset >= last {
+				delete(remaining[r.Topic], r.Partition)
+				left--
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			out = append(out, relayed{topic: r.Topic, partition: r.Partition, offset: r.Offset, key: string(r.Key),
+				value: r.Value, ts: r.Timestamp, headers: h})
+		})
+	}
+	return out
+}
+
+// oracle is the set of rows in MySQL: what Kafka must hold exactly once.
+type oracleRow struct {
+	id       uint64
+	eventID  string
+	roomID   string
+	version  int64
+	payload  []byte
+	occurred int64
+}
+
+func loadOracle(t testing.TB, db *sql.DB) map[string]oracleRow {
+	t.Helper()
+	rs, err := db.Query("SELECT id, event_id, room_id, room_version, payload, occurred_at_ms FROM room_outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	out := map[string]oracleRow{}
+	for rs.Next() {
+		var r oracleRow
+		if err := rs.Scan(&r.id, &r.eventID, &r.roomID, &r.version, &r.payload, &r.occurred); err != nil {
+			t.Fatal(err)
+		}
+		out[r.eventID] = r
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkExactlyOnce compares the relayed records to the MySQL oracle: every
+// row exactly once, bytes and key as stored, and per room the versions in
+// partition order strictly increasing.
+func checkExactlyOnce(t testing.TB, oracle map[string]oracleRow, got []relayed) {
+	t.Helper()
+	seen := map[string]int{}
+	dups, bad := 0, 0
+	for _, r := range got {
+		id := r.eventID()
+		seen[id]++
+		if seen[id] == 2 {
+			dups++
+			if dups <= 5 {
+				t.Errorf("event %s relayed more than once", id)
+			}
+		}
+		o, ok := oracle[id]
+		if !ok {
+			t.Errorf("event %s in Kafka but not in MySQL", id)
+			continue
+		}
+		if r.key != o.roomID || !bytes.Equal(r.value, o.payload) || r.version() != o.version || r.ts.UnixMilli() != o.occurred {
+			bad++
+			if bad <= 5 {
+				t.Errorf("event %s: record differs from its row (key %q/%q, version %d/%d)", id, r.key, o.roomID, r.version(), o.version)
+			}
+		}
+	}
+	missing := 0
+	for id := range oracle {
+		if seen[id] == 0 {
+			missing++
+			if missing <= 5 {
+				t.Errorf("event %s (id %d) never relayed", id, oracle[id].id)
+			}
+		}
+	}
+	// Per-room order: records of one room share a partition (key room_id);
+	// got is in partition-offset order per partition.
+	last := map[string]int64{}
+	disorder := 0
+	for _, r := range got {
+		if v := r.version(); v <= last[r.key] {
+			disorder++
+			if disorder <= 5 {
+				t.Errorf("room %s: version %d after %d", r.key, v, last[r.key])
+			}
+		} else {
+			last[r.key] = v
+		}
+	}
+	if dups+missing+bad+disorder > 0 {
+		t.Fatalf("exactly-once check failed: %d rows, %d records, %d duplicates, %d missing, %d mismatched, %d out of order",
+			len(oracle), len(got), dups, missing, bad, disorder)
+	}
+	t.Logf("exactly once: %d rows, %d records, per-room order kept", len(oracle), len(got))
+}
+
+// waitRelayed polls read_committed end offsets until count committed
+// records of topic exist (counting with a consumer), or fails after d.
+func waitCount(t testing.TB, k *testenv.Kafka, topic string, count int, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cl := k.Client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	n := 0
+	for n < count {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("waited %s for %d records on %s, saw %d", d, count, topic, n)
+		}
+		n += fs.NumRecords()
+	}
+}
+
+// testConfig is a config on k and m tuned for fast tests.
+func testConfig(t testing.TB, k *testenv.Kafka, m *testenv.MySQL) *config.Config {
+	cfg := testenv.Config(t, k, m)
+	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
+	cfg.Shutdown.Timeout = config.Duration(10 * time.Second)
+	if k.Fake != nil {
+		cfg.Relay.FailoverTimeout = config.Duration(3 * time.Second)
+	} else {
+		cfg.Relay.FailoverTimeout = config.Duration(9 * time.Second) // session 6s: a default broker's minimum
+	}
+	return cfg
+}
+
+// newKafka is a cluster whose group session minimum allows short tests.
+func newKafka(t testing.TB) *testenv.Kafka {
+	return testenv.NewKafka(t, testenv.FakeOpts(kfake.GroupMinSessionTimeout(200*time.Millisecond)))
+}
+
+// running is an in-process relay.
+type running struct {
+	r      *relay.Relay
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error
+}
+
+func (x *running) stop(t testing.TB) {
+	t.Helper()
+	x.cancel()
+	select {
+	case <-x.done:
+		if x.err != nil {
+			t.Fatalf("relay returned %v", x.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay did not stop within 30s")
+	}
+}
+
+func startRelay(t testing.TB, cfg *config.Config, db *sql.DB, log *slog.Logger, opts ...relay.Opt) *running {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	r, err := relay.New(cfg, db, append([]relay.Opt{relay.WithLogger(log), relay.WithRegisterer(reg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &running{r: r, reg: reg, cancel: cancel, done: make(chan struct{})}
+	go func() { x.err = r.Run(ctx); close(x.done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-x.done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	return x
+}
+
+func metric(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("metric %s %v not found", name, labels)
+	return 0
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// lockedBuffer is a concurrency-safe log sink for assertions.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

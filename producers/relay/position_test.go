@@ -1,0 +1,152 @@
+package relay
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func holes(seen int64, ids ...uint64) []Hole {
+	hs := make([]Hole, len(ids))
+	for i, id := range ids {
+		hs[i] = Hole{ID: id, FirstSeenMs: seen}
+	}
+	return hs
+}
+
+func TestTrackerAdvance(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	tests := []struct {
+		name      string
+		start     Position
+		maxHoles  int
+		ids       []uint64
+		want      Position
+		abandoned []Abandoned
+		err       bool
+	}{
+		{name: "contiguous", start: Position{High: 10}, maxHoles: 10, ids: []uint64{11, 12, 13},
+			want: Position{High: 13, Holes: []Hole{}}},
+		{name: "empty scan keeps position", start: Position{High: 10, Holes: holes(5, 3)}, maxHoles: 10,
+			want: Position{High: 10, Holes: holes(5, 3)}},
+		{name: "skipped ids become holes", start: Position{High: 10}, maxHoles: 10, ids: []uint64{12, 13, 16},
+			want: Position{High: 16, Holes: holes(t0.UnixMilli(), 11, 14, 15)}},
+		{name: "new holes append after old", start: Position{High: 10, Holes: holes(5, 4)}, maxHoles: 10, ids: []uint64{12},
+			want: Position{High: 12, Holes: append(holes(5, 4), holes(t0.UnixMilli(), 11)...)}},
+		{name: "bound evicts oldest", start: Position{High: 10, Holes: holes(5, 2, 3)}, maxHoles: 3, ids: []uint64{13},
+			want:      Position{High: 13, Holes: append(holes(5, 3), holes(t0.UnixMilli(), 11, 12)...)},
+			abandoned: []Abandoned{{From: 2, To: 2, Reason: AbandonMaxOpenGaps, FirstSeenMs: 5}}},
+		{name: "huge jump abandons lower part at once", start: Position{High: 0}, maxHoles: 2, ids: []uint64{1_000_001},
+			want:      Position{High: 1_000_001, Holes: holes(t0.UnixMilli(), 999_999, 1_000_000)},
+			abandoned: []Abandoned{{From: 1, To: 999_998, Reason: AbandonMaxOpenGaps, FirstSeenMs: t0.UnixMilli()}}},
+		{name: "id not above high is a bug", start: Position{High: 10}, maxHoles: 3, ids: []uint64{10}, err: true,
+			want: Position{High: 10}},
+		{name: "unsorted is a bug", start: Position{High: 10}, maxHoles: 3, ids: []uint64{12, 11}, err: true,
+			want: Position{High: 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker(tc.start, tc.maxHoles, time.Hour)
+			ab, err := tr.Advance(tc.ids, t0)
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			got := tr.Position()
+			if got.High != tc.want.High || len(got.Holes) != len(tc.want.Holes) ||
+				(len(got.Holes) > 0 && !reflect.DeepEqual(got.Holes, tc.want.Holes)) {
+				t.Fatalf("position = %+v, want %+v", got, tc.want)
+			}
+			if !reflect.DeepEqual(ab, tc.abandoned) {
+				t.Fatalf("abandoned = %+v, want %+v", ab, tc.abandoned)
+			}
+		})
+	}
+}
+
+func TestTrackerFillAndExpire(t *testing.T) {
+	t0 := time.UnixMilli(10_000_000)
+	tr := NewTracker(Position{High: 100, Holes: []Hole{
+		{ID: 3, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+		{ID: 4, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+		{ID: 7, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+		{ID: 50, FirstSeenMs: t0.Add(-time.Minute).UnixMilli()},
+		{ID: 60, FirstSeenMs: t0.UnixMilli()},
+	}}, 100, time.Hour)
+	if n := tr.Fill([]uint64{4, 60, 99}); n != 2 {
+		t.Fatalf("Fill = %d, want 2 (99 is no hole)", n)
+	}
+	if got := tr.HoleIDs(); !reflect.DeepEqual(got, []uint64{3, 7, 50}) {
+		t.Fatalf("holes = %v", got)
+	}
+	ab := tr.Expire(t0)
+	want := []Abandoned{
+		{From: 3, To: 3, Reason: AbandonMaxAge, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+		{From: 7, To: 7, Reason: AbandonMaxAge, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+	}
+	if !reflect.DeepEqual(ab, want) {
+		t.Fatalf("Expire = %+v, want %+v", ab, want)
+	}
+	if got := tr.HoleIDs(); !reflect.DeepEqual(got, []uint64{50}) {
+		t.Fatalf("holes after expire = %v", got)
+	}
+	if ab := tr.Expire(t0); ab != nil {
+		t.Fatalf("second Expire = %+v", ab)
+	}
+	if ab := tr.Expire(t0.Add(time.Hour)); len(ab) != 1 || ab[0].From != 50 {
+		t.Fatalf("late Expire = %+v", ab)
+	}
+	if tr.OpenHoles() != 0 || tr.High() != 100 {
+		t.Fatalf("end state %+v", tr.Position())
+	}
+}
+
+func TestRunsGroupsConsecutive(t *testing.T) {
+	got := runs([]Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge)
+	want := []Abandoned{{From: 1, To: 3, Reason: AbandonMaxAge, FirstSeenMs: 9}, {From: 5, To: 5, Reason: AbandonMaxAge, FirstSeenMs: 7}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("runs = %+v", got)
+	}
+	if got[0].Count() != 3 {
+		t.Fatalf("count = %d", got[0].Count())
+	}
+}
+
+func TestPositionCodec(t *testing.T) {
+	big := Position{High: 10_000_000}
+	for i := uint64(0); i < 100_000; i++ {
+		big.Holes = append(big.Holes, Hole{ID: 1 + i*50, FirstSeenMs: 1_700_000_000_000 + int64(i)})
+	}
+	for _, p := range []Position{
+		{},
+		{High: 42, Holes: []Hole{}},
+		{High: 1 << 62, Holes: []Hole{{ID: 1, FirstSeenMs: -5}, {ID: 1 << 61, FirstSeenMs: 1_700_000_000_000}}},
+		big,
+	} {
+		b := EncodePosition(p)
+		got, err := DecodePosition(b)
+		if err != nil {
+			t.Fatalf("decode %d holes: %v", len(p.Holes), err)
+		}
+		if got.High != p.High || len(got.Holes) != len(p.Holes) || (len(p.Holes) > 0 && !reflect.DeepEqual(got.Holes, p.Holes)) {
+			t.Fatalf("round trip of %d holes differs", len(p.Holes))
+		}
+	}
+	if n := len(EncodePosition(big)); n > 512<<10 {
+		t.Fatalf("100k holes encode to %d bytes, want well under 1 MiB", n)
+	}
+	valid := EncodePosition(Position{High: 9, Holes: holes(1, 3, 5)})
+	for name, b := range map[string][]byte{
+		"empty":           nil,
+		"version":         {9, 1, 0},
+		"truncated":       valid[:len(valid)-1],
+		"trailing":        append(append([]byte(nil), valid...), 0),
+		"hole above high": EncodePosition(Position{High: 2, Holes: holes(1, 3)}),
+		"duplicate hole":  EncodePosition(Position{High: 9, Holes: holes(1, 3, 3)}),
+		"huge count":      {1, 5, 0xff, 0xff, 0xff, 0xff, 0x0f},
+	} {
+		if _, err := DecodePosition(b); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%s: err = %v, want ErrBadPosition", name, err)
+		}
+	}
+}
