@@ -51,6 +51,7 @@ type Runtime struct {
 	killOnce   sync.Once
 	sessReady  chan struct{}
 	sessCloser sync.Once
+	assigned   atomic.Pointer[[]int32]
 }
 
 type partEventKind int
@@ -141,6 +142,23 @@ func (r *Runtime) Ready() error {
 	return errors.New("runtime " + r.name + ": not ready")
 }
 
+// Assigned returns the input partitions whose tasks are restored and
+// running, in no particular order. Safe for concurrent use.
+func (r *Runtime) Assigned() []int32 {
+	if p := r.assigned.Load(); p != nil {
+		return append([]int32(nil), (*p)...)
+	}
+	return nil
+}
+
+func (r *Runtime) publishAssigned() {
+	ps := make([]int32, 0, len(r.tasks))
+	for p := range r.tasks {
+		ps = append(ps, p)
+	}
+	r.assigned.Store(&ps)
+}
+
 // Kill closes the Kafka client at once without ending the open
 // transaction, as a crash would: the broker aborts that transaction when an
 // instance with the same transactional id starts, or after the transaction
@@ -151,9 +169,9 @@ func (r *Runtime) Kill() {
 	r.killOnce.Do(func() {
 		go func() {
 			<-r.sessReady
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = r.sess.Client().LeaveGroupContext(ctx)
+			// Leaving the group (instead of waiting for the session
+			// timeout) only makes the takeover fast; the transaction
+			// is left open, as in a crash.
 			r.sess.Client().Close()
 		}()
 	})
@@ -612,6 +630,9 @@ func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (b
 				cause = "rebalance"
 			}
 			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
+			if err == nil && !r.killed.Load() {
+				r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
+			}
 		}
 	}
 	if hadContent {
@@ -708,6 +729,7 @@ func (r *Runtime) startTask(t *Task) {
 	if t.store != nil {
 		r.updateStateGauges(t)
 	}
+	r.publishAssigned()
 }
 
 func (r *Runtime) dropTask(p int32) {
@@ -716,6 +738,7 @@ func (r *Runtime) dropTask(p int32) {
 		return
 	}
 	delete(r.tasks, p)
+	r.publishAssigned()
 	if t.store != nil {
 		part := strconv.FormatInt(int64(p), 10)
 		r.m.stateKeys.DeleteLabelValues(r.name, part)

@@ -1,0 +1,97 @@
+// Package rttest holds test helpers for processors built on the runtime:
+// a controllable clock and read_committed topic readers. Only tests import
+// it.
+package rttest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Clock is a manually advanced clock, safe for concurrent use. Pass
+// c.Now to runtime.Clock.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// ReadCommitted reads topic from the start with read_committed until it has
+// at least want records and then no new record arrives for settle (so
+// duplicates beyond want are caught), or until timeout. It returns what it
+// read, in per-partition offset order.
+func ReadCommitted(t testing.TB, brokers []string, topic string, want int, settle, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatalf("rttest: client: %v", err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(timeout)
+	lastNew := time.Now()
+	for time.Now().Before(deadline) {
+		if len(out) >= want && time.Since(lastNew) >= settle {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := len(out)
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		if len(out) > n {
+			lastNew = time.Now()
+		}
+	}
+	return out
+}
+
+// Header returns the value of header key of r as a string ("" if absent).
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Produce writes recs synchronously (not transactionally) and fails the
+// test on error.
+func Produce(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
+	t.Helper()
+	const chunk = 5000
+	for len(recs) > 0 {
+		n := min(chunk, len(recs))
+		if err := cl.ProduceSync(context.Background(), recs[:n]...).FirstErr(); err != nil {
+			t.Fatalf("rttest: produce: %v", err)
+		}
+		recs = recs[n:]
+	}
+}

@@ -1,0 +1,399 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+)
+
+// counter is a toy stateful processor: per key it counts records in its
+// store and emits "key|count|input value". Value "poison" is rejected
+// after it already wrote state and emitted, to prove both are discarded.
+type counter struct{ out string }
+
+func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
+	k := string(rec.Key)
+	n := 0
+	if v, ok := t.Store().Get(k); ok {
+		n, _ = strconv.Atoi(string(v))
+	}
+	n++
+	t.Store().Put(k, []byte(strconv.Itoa(n)))
+	t.Emit(&kgo.Record{Topic: c.out, Key: rec.Key, Value: fmt.Appendf(nil, "%s|%d|%s", k, n, rec.Value)})
+	if string(rec.Value) == "poison" {
+		return runtime.Reject("toy_poison", errors.New("value is poison"))
+	}
+	return nil
+}
+
+type harness struct {
+	t   *testing.T
+	k   *testenv.Kafka
+	in  string
+	out string
+	cl  string
+	dlq string
+	grp string
+}
+
+func newHarness(t *testing.T, partitions int32) *harness {
+	k := testenv.NewKafka(t, testenv.Partitions(partitions))
+	tp := k.Config.Topics
+	return &harness{t: t, k: k, in: tp.RoomEvents, out: tp.UserMicEvents, cl: tp.RoomStateChangelog, dlq: tp.DLQ,
+		grp: testenv.UniqueName(t)}
+}
+
+func (h *harness) runtime(txnID string, proc runtime.Processor, extra ...runtime.Option) *runtime.Runtime {
+	h.t.Helper()
+	opts := []runtime.Option{
+		runtime.Input(h.in), runtime.Group(h.grp), runtime.Changelog(h.cl), runtime.DLQ(h.dlq),
+		runtime.TransactionalID(txnID),
+		runtime.ClientOpts(kgo.SeedBrokers(h.k.Brokers...), kgo.RebalanceTimeout(5*time.Second)),
+		runtime.SessionTimeout(6 * time.Second),
+		runtime.CommitInterval(50 * time.Millisecond), runtime.CommitRecords(500),
+		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
+		runtime.LagInterval(200 * time.Millisecond),
+	}
+	rt, err := runtime.New("toy", proc, append(opts, extra...)...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rt
+}
+
+type running struct {
+	rt     *runtime.Runtime
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(rt *runtime.Runtime) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{rt: rt, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- rt.Run(ctx) }()
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func (r *running) kill(t *testing.T) {
+	t.Helper()
+	r.rt.Kill()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after Kill")
+	}
+	r.cancel()
+}
+
+// inputs produces n records over keys keys, value = sequence number, and
+// returns the oracle: per key, the values in production order.
+func (h *harness) inputs(n, keys int, from int) map[string][]string {
+	cl := h.k.Client(h.t)
+	oracle := map[string][]string{}
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		key := "k" + strconv.Itoa(i%keys)
+		v := strconv.Itoa(i)
+		oracle[key] = append(oracle[key], v)
+		recs = append(recs, &kgo.Record{Topic: h.in, Key: []byte(key), Value: []byte(v)})
+	}
+	rttest.Produce(h.t, cl, recs)
+	return oracle
+}
+
+// checkCounts asserts the output holds, per key, exactly "key|i|v_i" for
+// the oracle's values in order: each input exactly once, state continuous.
+func checkCounts(t *testing.T, out []*kgo.Record, oracle map[string][]string) {
+	t.Helper()
+	got := map[string][]string{}
+	total := 0
+	for _, r := range out {
+		parts := strings.Split(string(r.Value), "|")
+		if len(parts) != 3 || parts[0] != string(r.Key) {
+			t.Fatalf("bad output %q", r.Value)
+		}
+		got[parts[0]] = append(got[parts[0]], parts[1]+"|"+parts[2])
+	}
+	for key, vs := range oracle {
+		want := make([]string, len(vs))
+		for i, v := range vs {
+			want[i] = strconv.Itoa(i+1) + "|" + v
+		}
+		if !slices.Equal(got[key], want) {
+			g := got[key]
+			t.Fatalf("key %s: got %d outputs, want %d; first difference near %v", key, len(g), len(want), firstDiff(g, want))
+		}
+		total += len(vs)
+	}
+	if len(out) != total {
+		t.Fatalf("got %d outputs, want %d", len(out), total)
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("index %d: got %s want %s", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStatefulRestoreAfterRestart: a toy counter keeps per-key counts in
+// its store; a second instance started after the first stopped restores
+// the same state from the changelog and continues the counts.
+func TestStatefulRestoreAfterRestart(t *testing.T) {
+	h := newHarness(t, 3)
+	reg := prometheus.NewRegistry()
+	oracle := h.inputs(900, 30, 0)
+	a := start(h.runtime("toy-a", counter{out: h.out}, runtime.Registerer(reg)))
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 900, 0, 30*time.Second)
+	a.stop(t)
+
+	more := h.inputs(300, 30, 900)
+	for k, v := range more {
+		oracle[k] = append(oracle[k], v...)
+	}
+	b := start(h.runtime("toy-b", counter{out: h.out}, runtime.Registerer(reg)))
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1200, 500*time.Millisecond, 30*time.Second)
+	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 30 {
+		t.Fatalf("state keys %v, want 30", n)
+	}
+	b.stop(t)
+	checkCounts(t, out, oracle)
+
+	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 1200 {
+		t.Fatalf("records_in %v, want 1200", n)
+	}
+	if n := metricSum(t, reg, "roomflow_process_restore_duration_seconds"); n < 2 {
+		t.Fatalf("restore durations observed %v, want one per restored partition", n)
+	}
+	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 0 {
+		t.Fatalf("state keys %v after stop, want the gauges dropped", n)
+	}
+}
+
+// metricSum sums every series of the named counter or gauge (histograms:
+// the sample count).
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// killAfter wraps a processor and kills the runtime (closing its client
+// without ending the open transaction, like a crash) once it has processed
+// n records.
+type killAfter struct {
+	proc runtime.Processor
+	n    int
+	seen int
+	rt   *runtime.Runtime
+}
+
+func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
+	k.seen++
+	if k.seen == k.n {
+		k.rt.Kill()
+	}
+	return k.proc.Process(t, rec)
+}
+
+// TestStatefulExactlyOnceAcrossCrashes kills the processor at random
+// points (mid-transaction, after a random number of records), restarts it,
+// and injects broker faults (failed offset commits, a failed changelog
+// produce): every input is counted exactly once, in order, and the state
+// continues across every restart.
+func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
+	h := newHarness(t, 4)
+	const n = 6000
+	oracle := h.inputs(n, 40, 0)
+	reg := prometheus.NewRegistry()
+	if h.k.Fake != nil {
+		h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 2})
+		h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.cl, Err: kerr.InvalidRecord, Count: 1})
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for range 6 {
+		ka := &killAfter{proc: counter{out: h.out}, n: 1 + rng.IntN(1500)}
+		ka.rt = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
+		r := start(ka.rt)
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("instance not killed within 30s")
+		}
+	}
+	final := start(h.runtime("toy-crashy", counter{out: h.out}, runtime.Registerer(reg)))
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, n, time.Second, 60*time.Second)
+	final.stop(t)
+	checkCounts(t, out, oracle)
+	if h.k.Fake != nil {
+		if a := metricSum(t, reg, "roomflow_process_txn_aborts_total"); a < 2 {
+			t.Fatalf("%v aborted transactions, want the injected faults to abort at least 2", a)
+		}
+	}
+}
+
+// TestRebalanceBetweenInstances runs two instances (distinct transactional
+// ids) that split, then hand over, the partitions while records flow.
+func TestRebalanceBetweenInstances(t *testing.T) {
+	h := newHarness(t, 4)
+	oracle := h.inputs(2000, 40, 0)
+	a := start(h.runtime("toy-a", counter{out: h.out}))
+	time.Sleep(300 * time.Millisecond)
+	b := start(h.runtime("toy-b", counter{out: h.out}))
+	var wg sync.WaitGroup
+	var more map[string][]string
+	wg.Go(func() { time.Sleep(200 * time.Millisecond); more = h.inputs(2000, 40, 2000) })
+	time.Sleep(time.Second)
+	a.stop(t) // graceful: commits or aborts, B takes every partition over
+	wg.Wait()
+	for k, v := range more {
+		oracle[k] = append(oracle[k], v...)
+	}
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 4000, time.Second, 60*time.Second)
+	b.stop(t)
+	checkCounts(t, out, oracle)
+}
+
+// TestTimerFiresOnIdlePartition: punctuations run per owned partition on
+// the injected clock even though no record ever arrives.
+func TestTimerFiresOnIdlePartition(t *testing.T) {
+	h := newHarness(t, 3)
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tick := func(task *runtime.Task, now time.Time) error {
+		task.Store().Put("ticks", []byte(now.Format(time.RFC3339)))
+		task.Emit(&kgo.Record{Topic: h.out, Key: []byte(strconv.Itoa(int(task.Partition()))), Value: []byte(now.Format(time.RFC3339))})
+		return nil
+	}
+	rt := h.runtime("toy-timer", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick))
+	r := start(rt)
+	waitFor(t, "3 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 3 })
+	clock.Advance(59 * time.Second)
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 500*time.Millisecond, 500*time.Millisecond); len(out) != 0 {
+		t.Fatalf("punctuation fired before its interval: %d records", len(out))
+	}
+	clock.Advance(time.Second)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 3, 500*time.Millisecond, 30*time.Second)
+	if len(out) != 3 {
+		t.Fatalf("got %d ticks after one interval, want one per partition (3)", len(out))
+	}
+	seen := map[string]bool{}
+	for _, rec := range out {
+		seen[string(rec.Key)] = true
+		if string(rec.Value) != "2026-01-01T00:01:00Z" {
+			t.Fatalf("tick at %s, want the injected clock's time", rec.Value)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("ticks for partitions %v, want all 3", seen)
+	}
+	clock.Advance(time.Minute)
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 6, 500*time.Millisecond, 30*time.Second); len(out) != 6 {
+		t.Fatalf("got %d ticks after two intervals, want 6", len(out))
+	}
+	r.stop(t)
+}
+
+// TestRejectGoesToDLQAndPartitionMovesOn: a rejected record lands in the
+// DLQ with its original key, value and headers plus the error headers; its
+// state write and emit are discarded; later records still flow.
+func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
+	h := newHarness(t, 1)
+	reg := prometheus.NewRegistry()
+	cl := h.k.Client(t)
+	recs := []*kgo.Record{
+		{Topic: h.in, Key: []byte("a"), Value: []byte("1")},
+		{Topic: h.in, Key: []byte("a"), Value: []byte("poison"), Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte("E-poison")}}},
+		{Topic: h.in, Key: []byte("a"), Value: []byte("2")},
+	}
+	rttest.Produce(t, cl, recs)
+	r := start(h.runtime("toy-dlq", counter{out: h.out}, runtime.Registerer(reg)))
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 300*time.Millisecond, 30*time.Second)
+	dlq := rttest.ReadCommitted(t, h.k.Brokers, h.dlq, 1, 300*time.Millisecond, 30*time.Second)
+	r.stop(t)
+	checkCounts(t, out, map[string][]string{"a": {"1", "2"}})
+	if len(dlq) != 1 {
+		t.Fatalf("dlq has %d records, want 1", len(dlq))
+	}
+	d := dlq[0]
+	for key, want := range map[string]string{
+		"event_id": "E-poison", "error_reason": "toy_poison", "error": "toy_poison: value is poison",
+		"source_topic": h.in, "source_partition": "0", "source_offset": "1",
+	} {
+		if got := rttest.Header(d, key); got != want {
+			t.Errorf("dlq header %s = %q, want %q", key, got, want)
+		}
+	}
+	if string(d.Key) != "a" || string(d.Value) != "poison" {
+		t.Errorf("dlq record %q=%q, want the original", d.Key, d.Value)
+	}
+	mfs, _ := reg.Gather()
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "roomflow_process_dlq_total" {
+			for _, m := range mf.GetMetric() {
+				found = found || m.GetCounter().GetValue() == 1
+			}
+		}
+	}
+	if !found {
+		t.Error("roomflow_process_dlq_total{reason=toy_poison} != 1")
+	}
+}
