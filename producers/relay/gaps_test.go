@@ -1,0 +1,121 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+func seq(prefix string, from, n int, room string) []outboxRow {
+	rows := make([]outboxRow, n)
+	for i := range rows {
+		id := fmt.Sprintf("%s%d", prefix, from+i)
+		rows[i] = outboxRow{eventID: id, eventType: "RoomGiftSent", roomID: room, version: int64(from + i),
+			payload: payloadFor(id, 32), occurred: time.Now().UnixMilli()}
+	}
+	return rows
+}
+
+// TestOutOfOrderCommit: id N is held by an open transaction while
+// N+1..N+1000 commit; the relay moves past N, relays N when it commits 5s
+// later, and gives up a rolled-back id after gap_max_age without ever
+// blocking progress.
+func TestOutOfOrderCommit(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.GapMaxAge = config.Duration(7 * time.Second)
+	logs := &lockedBuffer{}
+	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	ctx := context.Background()
+	topic := cfg.Kafka.Topics.RoomEvents
+
+	if err := insertRows(ctx, m.DB, seq("a", 1, 10, "room-a")); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 10, 30*time.Second)
+
+	held, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
+		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	heldAt := time.Now()
+	var heldID uint64
+	if err := held.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&heldID); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, rb, []outboxRow{{eventID: "rolled-back", eventType: "RoomGiftSent", roomID: "room-rb", version: 1,
+		payload: []byte("never"), occurred: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	var rbID uint64
+	if err := rb.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&rbID); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("b", 1, 1000, "room-b")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held id %d, rolled-back id %d", heldID, rbID)
+
+	// The 1000 later rows are relayed while N is still invisible.
+	waitCount(t, k, topic, 1010, 30*time.Second)
+	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 2 {
+		t.Errorf("open gaps = %v while N is held and the rollback is fresh, want 2", got)
+	}
+
+	time.Sleep(time.Until(heldAt.Add(5 * time.Second)))
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 1011, 30*time.Second)
+
+	// The rolled-back id is abandoned once older than gap_max_age.
+	deadline := time.Now().Add(20 * time.Second)
+	for metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rolled-back id %d not abandoned within gap_max_age", rbID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 1 {
+		t.Errorf("abandoned = %v, want exactly 1 (only the rolled-back id)", got)
+	}
+	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 0 {
+		t.Errorf("open gaps = %v after abandoning, want 0", got)
+	}
+	if err := insertRows(ctx, m.DB, seq("c", 1, 5, "room-c")); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 1016, 30*time.Second)
+	x.stop(t)
+
+	log := logs.String()
+	if !strings.Contains(log, "level=WARN msg=\"outbox gap abandoned\"") || !strings.Contains(log, fmt.Sprintf("from_id=%d to_id=%d", rbID, rbID)) {
+		t.Errorf("no warn log for the abandoned id %d:\n%s", rbID, log)
+	}
+	got := drain(t, k, topic)
+	checkExactlyOnce(t, loadOracle(t, m.DB), got)
+	for _, r := range got {
+		if r.eventID() == "held" && string(r.value) != "late" {
+			t.Errorf("held row value %q", r.value)
+		}
+	}
+}
