@@ -1,0 +1,119 @@
+package lucky
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrUnknownRule is a (gift_id, rule_version) with no lucky_gift_rules row.
+var ErrUnknownRule = errors.New("lucky: unknown rule version")
+
+// Loader reads rule versions from MySQL (lucky_gift_rules and
+// lucky_reward_tiers) and caches them. Versions are immutable once
+// published, so a loaded version, valid or invalid, is cached until
+// evicted by size; a missing version is remembered only for MissTTL, so a
+// version published moments later is found.
+//
+// Get is safe for concurrent use.
+type Loader struct {
+	db      *sql.DB
+	max     int
+	missTTL time.Duration
+	now     func() time.Time
+
+	mu    sync.Mutex
+	cache map[ruleKey]cached
+}
+
+type ruleKey struct{ gift, version string }
+
+type cached struct {
+	rule      *Rule
+	err       error     // ErrInvalidRule (wrapped) or ErrUnknownRule
+	expiresAt time.Time // zero: never (found versions)
+}
+
+// NewLoader returns a loader on db caching up to maxEntries versions
+// (process.rule_cache_size; <= 0 means 10,000).
+func NewLoader(db *sql.DB, maxEntries int) *Loader {
+	if maxEntries <= 0 {
+		maxEntries = 10000
+	}
+	return &Loader{db: db, max: maxEntries, missTTL: 5 * time.Second, now: time.Now, cache: map[ruleKey]cached{}}
+}
+
+// Get returns the validated rule version. Errors: ErrUnknownRule (no such
+// version), an error wrapping ErrInvalidRule (the version fails Validate),
+// or a database error (transient; retry).
+func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error) {
+	k := ruleKey{giftID, version}
+	l.mu.Lock()
+	c, ok := l.cache[k]
+	l.mu.Unlock()
+	if ok && (c.expiresAt.IsZero() || l.now().Before(c.expiresAt)) {
+		return c.rule, c.err
+	}
+	r, err := l.load(ctx, giftID, version)
+	switch {
+	case errors.Is(err, ErrUnknownRule):
+		c = cached{err: err, expiresAt: l.now().Add(l.missTTL)}
+	case errors.Is(err, ErrInvalidRule):
+		c = cached{err: err}
+	case err != nil:
+		return nil, err // not cached
+	default:
+		c = cached{rule: r}
+	}
+	l.mu.Lock()
+	if len(l.cache) >= l.max {
+		for ek := range l.cache { // evict an arbitrary entry
+			delete(l.cache, ek)
+			break
+		}
+	}
+	l.cache[k] = c
+	l.mu.Unlock()
+	return c.rule, c.err
+}
+
+func (l *Loader) load(ctx context.Context, giftID, version string) (*Rule, error) {
+	r := &Rule{}
+	err := l.db.QueryRowContext(ctx, `SELECT gift_id, rule_version, gift_price, pool_rate_ppm,
+	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout,
+	max_user_daily_payout, max_room_hourly_payout, status, effective_at_ms
+FROM lucky_gift_rules WHERE gift_id = ? AND rule_version = ?`, giftID, version).Scan(
+		&r.GiftID, &r.RuleVersion, &r.GiftPrice, &r.PoolRatePPM, &r.TargetPayoutRatePPM,
+		&r.PlatformWeightPPM, &r.RoomWeightPPM, &r.MaxSinglePayout, &r.MaxUserDailyPayout,
+		&r.MaxRoomHourlyPayout, &r.Status, &r.EffectiveAtMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: gift %q version %q", ErrUnknownRule, giftID, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lucky: load rule %s/%s: %w", giftID, version, err)
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT tier_id, reward_type, reward_value, probability_ppm,
+	min_pool_balance, enabled
+FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`, giftID, version)
+	if err != nil {
+		return nil, fmt.Errorf("lucky: load tiers %s/%s: %w", giftID, version, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t Tier
+		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled); err != nil {
+			return nil, fmt.Errorf("lucky: scan tier %s/%s: %w", giftID, version, err)
+		}
+		r.Tiers = append(r.Tiers, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lucky: load tiers %s/%s: %w", giftID, version, err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

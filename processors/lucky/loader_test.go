@@ -1,0 +1,78 @@
+package lucky_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/lucky"
+)
+
+// InsertRule writes a rule version and its tiers (test helper).
+func insertRule(t *testing.T, db *sql.DB, r *lucky.Rule) {
+	t.Helper()
+	_, err := db.Exec(`INSERT INTO lucky_gift_rules (gift_id, rule_version, gift_price, pool_rate_ppm,
+	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout, status)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.GiftID, r.RuleVersion, r.GiftPrice, r.PoolRatePPM,
+		r.TargetPayoutRatePPM, r.PlatformWeightPPM, r.RoomWeightPPM, r.MaxSinglePayout, r.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range r.Tiers {
+		if _, err := db.Exec(`INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type,
+		reward_value, probability_ppm, min_pool_balance, enabled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.GiftID, r.RuleVersion, tr.TierID, tr.RewardType, tr.RewardValue, tr.ProbabilityPPM, tr.MinPoolBalance, tr.Enabled); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLoaderMariaDB(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	good := &lucky.Rule{GiftID: "rose", RuleVersion: "2026-01", GiftPrice: 10, PoolRatePPM: 50000, TargetPayoutRatePPM: 900000,
+		PlatformWeightPPM: 200000, RoomWeightPPM: 300000, MaxSinglePayout: 5000, Status: "active",
+		Tiers: []lucky.Tier{
+			{TierID: "none", RewardType: "none", ProbabilityPPM: 950000, Enabled: true},
+			{TierID: "small_1x", RewardType: "multiplier", RewardValue: 1, ProbabilityPPM: 50000, Enabled: false},
+		}}
+	insertRule(t, m.DB, good)
+	bad := &lucky.Rule{GiftID: "rose", RuleVersion: "broken", PoolRatePPM: 50000, PlatformWeightPPM: 200000, RoomWeightPPM: 300000, Status: "active",
+		Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 999999, Enabled: true}}}
+	insertRule(t, m.DB, bad)
+
+	l := lucky.NewLoader(m.DB, 100)
+	r, err := l.Get(ctx, "rose", "2026-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PoolRatePPM != 50000 || r.PlatformWeightPPM != 200000 || r.RoomWeightPPM != 300000 || len(r.Tiers) != 2 ||
+		r.Tiers[1].TierID != "small_1x" || r.Tiers[1].Enabled || r.Tiers[1].ProbabilityPPM != 50000 {
+		t.Fatalf("loaded %+v", r)
+	}
+	if _, err := l.Get(ctx, "rose", "broken"); !errors.Is(err, lucky.ErrInvalidRule) {
+		t.Fatalf("invalid tier table loaded: %v", err)
+	}
+	if _, err := l.Get(ctx, "rose", "missing"); !errors.Is(err, lucky.ErrUnknownRule) {
+		t.Fatalf("missing version: %v", err)
+	}
+	if _, err := l.Get(ctx, "tulip", "2026-01"); !errors.Is(err, lucky.ErrUnknownRule) {
+		t.Fatalf("version of another gift used: %v", err)
+	}
+
+	// Versions are immutable: once loaded, the cache answers without MySQL.
+	if _, err := m.DB.Exec(`DELETE FROM lucky_gift_rules`); err != nil {
+		t.Fatal(err)
+	}
+	if r2, err := l.Get(ctx, "rose", "2026-01"); err != nil || r2 != r {
+		t.Fatalf("cached version not served: %v", err)
+	}
+	// A database failure is an error that is neither unknown nor invalid.
+	m.DB.Close()
+	if _, err := lucky.NewLoader(m.DB, 10).Get(ctx, "rose", "2026-01"); err == nil ||
+		errors.Is(err, lucky.ErrUnknownRule) || errors.Is(err, lucky.ErrInvalidRule) {
+		t.Fatalf("closed database: %v", err)
+	}
+}
