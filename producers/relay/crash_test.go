@@ -1,0 +1,129 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+// TestCrashExactlyOnce stops the relay without committing at 20 random
+// points while 100k rows are written: half in-process (context cancelled
+// inside an open transaction, or at a random instant), half child processes
+// killed with SIGKILL (by themselves inside an open transaction, or by the
+// test at a random instant). Each stop is followed by a restart from the
+// position in Kafka. A read_committed consumer then sees every row exactly
+// once.
+func TestCrashExactlyOnce(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.BatchSize = 500
+	const total = 100_000
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	seed := rnd.Uint64()
+	t.Logf("seed %d", seed)
+	rnd = rand.New(rand.NewPCG(seed, 3))
+
+	ctx := context.Background()
+	writeErr := make(chan error, 1)
+	go func() { writeErr <- writers(ctx, t, m.DB, "cr-", total, 4, 500, 48, 120*time.Millisecond) }()
+
+	const instance = "crash-test"
+	var commits atomic.Int64
+	for i := range 20 {
+		mode := i % 4
+		switch mode {
+		case 0, 1: // in-process: cancel inside a transaction, or at a random instant
+			rctx, cancel := context.WithCancel(ctx)
+			after := int64(rnd.IntN(8))
+			var mine atomic.Int64
+			leader := make(chan struct{}, 1)
+			hooks := relay.Hooks{
+				OnLeader: func(l bool) {
+					if l {
+						leader <- struct{}{}
+					}
+				},
+				BeforeCommit: func(_ context.Context, _ relay.BatchInfo) {
+					if mode == 0 && mine.Load() >= after {
+						cancel() // the relay must abort this open transaction
+					}
+				},
+				AfterCommit: func(_ relay.BatchInfo, err error) {
+					if err == nil {
+						mine.Add(1)
+						commits.Add(1)
+					}
+				},
+			}
+			r, err := relay.New(cfg, m.DB, relay.WithHooks(hooks), relay.WithInstanceID(instance),
+				relay.WithLogger(quietLogger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- r.Run(rctx) }()
+			select {
+			case <-leader:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("crash %d: in-process relay never led", i)
+			}
+			if mode == 1 {
+				time.Sleep(time.Duration(rnd.IntN(400)) * time.Millisecond)
+				cancel()
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("crash %d: relay returned %v", i, err)
+				}
+			case <-time.After(40 * time.Second):
+				t.Fatalf("crash %d: relay did not stop", i)
+			}
+			cancel()
+			t.Logf("crash %d: in-process mode %d after %d commits", i, mode, mine.Load())
+		case 2, 3: // child process killed with SIGKILL
+			env := []string{envInstance + "=" + instance}
+			if mode == 2 {
+				env = append(env, fmt.Sprintf("%s=%d", envKillAfter, rnd.IntN(8)))
+			}
+			c := startChild(t, fmt.Sprintf("crash-%d", i), cfg, env...)
+			if idx, _ := c.waitLine(0, "LEADER", 20*time.Second); idx < 0 {
+				t.Fatalf("crash %d: child never led: %q", i, c.snapshot())
+			}
+			if mode == 3 {
+				time.Sleep(time.Duration(rnd.IntN(400)) * time.Millisecond)
+				c.kill(t)
+			} else {
+				if idx, _ := c.waitLine(0, "KILLING", 20*time.Second); idx < 0 {
+					t.Fatalf("crash %d: child did not kill itself: %q", i, c.snapshot())
+				}
+				<-c.exited
+			}
+			n := c.count("COMMITTED")
+			commits.Add(int64(n))
+			t.Logf("crash %d: child mode %d killed after %d commits", i, mode, n)
+		}
+	}
+	if err := <-writeErr; err != nil {
+		t.Fatal(err)
+	}
+	if commits.Load() == 0 {
+		t.Fatal("no incarnation committed anything: the crashes did not happen during the run")
+	}
+	x := startRelay(t, cfg, m.DB, quietLogger(t), relay.WithInstanceID(instance))
+	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, total, 120*time.Second)
+	x.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Kafka.Topics.RoomEvents))
+	if a := metric(t, x.reg, "roomflow_relay_batches_total", "result", "committed"); a == 0 && commits.Load()*500 < total {
+		t.Errorf("final relay committed nothing yet rows remained")
+	}
+	_ = os.Getpid
+}

@@ -1,0 +1,244 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+// Child relay processes: the test binary re-executes itself running only
+// TestHelperRelayProcess, which runs a real relay against the parent's
+// brokers and database, reports what it does on stdout, and can be killed
+// with SIGKILL or frozen with SIGSTOP like any process.
+const (
+	envHelper     = "ROOMFLOW_RELAY_HELPER"             // "1" in a child
+	envConfig     = "ROOMFLOW_RELAY_HELPER_CONFIG"      // config.Config as JSON
+	envInstance   = "ROOMFLOW_RELAY_HELPER_INSTANCE"    // static member id, optional
+	envKillAfter  = "ROOMFLOW_RELAY_HELPER_KILL_AFTER"  // SIGKILL self before the commit after N commits
+	envFreezeFile = "ROOMFLOW_RELAY_HELPER_FREEZE_FILE" // when this file exists: SIGSTOP self before a commit
+	helperPrefix  = "RELAYHELPER "
+)
+
+// TestHelperRelayProcess is not a test: it is the body of a child relay
+// process and returns at once unless ROOMFLOW_RELAY_HELPER=1.
+func TestHelperRelayProcess(t *testing.T) {
+	if os.Getenv(envHelper) != "1" {
+		return
+	}
+	say := func(format string, args ...any) { fmt.Printf(helperPrefix+format+"\n", args...) }
+	var cfg config.Config
+	if err := json.Unmarshal([]byte(os.Getenv(envConfig)), &cfg); err != nil {
+		say("ERROR config: %v", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	if err != nil {
+		say("ERROR mysql: %v", err)
+		os.Exit(2)
+	}
+	defer db.Close()
+	killAfter := -1
+	if v := os.Getenv(envKillAfter); v != "" {
+		killAfter, _ = strconv.Atoi(v)
+	}
+	freezeFile := os.Getenv(envFreezeFile)
+	var commits atomic.Int64
+	hooks := relay.Hooks{
+		OnLeader: func(leading bool) {
+			if leading {
+				say("LEADER")
+			} else {
+				say("STANDBY")
+			}
+		},
+		BeforeCommit: func(_ context.Context, b relay.BatchInfo) {
+			if killAfter >= 0 && commits.Load() >= int64(killAfter) {
+				say("KILLING in transaction at id %d", b.LastID)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				time.Sleep(time.Hour)
+			}
+			if freezeFile != "" {
+				if _, err := os.Stat(freezeFile); err == nil {
+					_ = os.Remove(freezeFile)
+					say("FROZEN %d", b.LastID)
+					_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+					say("RESUMED %d", b.LastID)
+				}
+			}
+		},
+		AfterCommit: func(b relay.BatchInfo, err error) {
+			if err != nil {
+				say("COMMIT_FAILED %d %v", b.LastID, err)
+				return
+			}
+			commits.Add(1)
+			say("COMMITTED %d", b.LastID)
+		},
+	}
+	opts := []relay.Opt{relay.WithHooks(hooks),
+		relay.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
+	if id := os.Getenv(envInstance); id != "" {
+		opts = append(opts, relay.WithInstanceID(id))
+	}
+	r, err := relay.New(&cfg, db, opts...)
+	if err != nil {
+		say("ERROR new: %v", err)
+		os.Exit(2)
+	}
+	if err := r.Run(ctx); err != nil {
+		say("ERROR run: %v", err)
+		os.Exit(1)
+	}
+	say("EXITED")
+}
+
+// child is a relay process started by a test.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+
+	mu     sync.Mutex
+	lines  []string
+	notify chan struct{} // closed and replaced on every new line
+	exited chan struct{}
+	stderr *lockedBuffer
+}
+
+func startChild(t testing.TB, name string, cfg *config.Config, env ...string) *child {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRelayProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envHelper+"=1", envConfig+"="+string(raw))
+	cmd.Env = append(cmd.Env, env...)
+	c := &child{name: name, cmd: cmd, notify: make(chan struct{}), exited: make(chan struct{}), stderr: &lockedBuffer{}}
+	cmd.Stderr = c.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, helperPrefix) {
+				continue
+			}
+			c.mu.Lock()
+			c.lines = append(c.lines, strings.TrimPrefix(line, helperPrefix))
+			close(c.notify)
+			c.notify = make(chan struct{})
+			c.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-c.exited
+		if t.Failed() {
+			t.Logf("child %s stdout: %q", c.name, c.snapshot())
+			t.Logf("child %s stderr (tail): %s", c.name, tail(c.stderr.String(), 3000))
+		}
+	})
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (c *child) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
+}
+
+// waitLine waits until a line after index from starts with prefix and
+// returns its index, or -1 on timeout or exit.
+func (c *child) waitLine(from int, prefix string, d time.Duration) (int, string) {
+	deadline := time.After(d)
+	for {
+		c.mu.Lock()
+		for i := from; i < len(c.lines); i++ {
+			if strings.HasPrefix(c.lines[i], prefix) {
+				l := c.lines[i]
+				c.mu.Unlock()
+				return i, l
+			}
+		}
+		ch := c.notify
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.exited:
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for i := from; i < len(c.lines); i++ {
+				if strings.HasPrefix(c.lines[i], prefix) {
+					return i, c.lines[i]
+				}
+			}
+			return -1, ""
+		case <-deadline:
+			return -1, ""
+		}
+	}
+}
+
+func (c *child) kill(t testing.TB) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("child %s did not die", c.name)
+	}
+}
+
+func (c *child) terminate(t testing.TB) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child %s did not stop on SIGTERM", c.name)
+	}
+}
+
+func (c *child) count(prefix string) int {
+	n := 0
+	for _, l := range c.snapshot() {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
