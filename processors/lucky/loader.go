@@ -81,6 +81,8 @@ func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error)
 }
 
 func (l *Loader) load(ctx context.Context, giftID, version string) (*Rule, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	r := &Rule{}
 	err := l.db.QueryRowContext(ctx, `SELECT gift_id, rule_version, gift_price, pool_rate_ppm,
 	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout,

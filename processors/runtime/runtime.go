@@ -52,6 +52,7 @@ type Runtime struct {
 	sessReady  chan struct{}
 	sessCloser sync.Once
 	assigned   atomic.Pointer[[]int32]
+	runCtx     context.Context
 }
 
 type partEventKind int
@@ -183,6 +184,7 @@ func (r *Runtime) Kill() {
 // *RestoreError, ErrKilled, a configuration mismatch such as a changelog
 // with fewer partitions than the input).
 func (r *Runtime) Run(ctx context.Context) error {
+	r.runCtx = ctx
 	if err := r.start(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -35,6 +36,11 @@ func (t *Task) Partition() int32 { return t.partition }
 
 // Now is the runtime clock's current time (see Clock).
 func (t *Task) Now() time.Time { return t.rt.o.clock() }
+
+// Context is Run's context: cancelled at shutdown. Use it to bound calls
+// a processor makes (e.g. a MySQL lookup); a call failing because of it
+// aborts the transaction, which is what shutdown does anyway.
+func (t *Task) Context() context.Context { return t.rt.runCtx }
 
 // Log is the runtime logger with processor, topic and partition fields.
 func (t *Task) Log() *slog.Logger { return t.log }

@@ -1,0 +1,211 @@
+// Package room is the room processor: it reads hyapp.room.events.v1 (keyed
+// by room_id) exactly once through processors/runtime and
+//
+//   - re-keys every RoomMicChanged by user_id (decimal string) and emits the
+//     envelope bytes unchanged to hyapp.user.mic-events.v1, so that all of
+//     one user's mic events meet in one partition of the mic processor,
+//     still in room order (hence in mic-session order);
+//   - turns every RoomGiftSent with lucky=true into a LuckyPoolInflow (seed
+//     003, integer ppm, the rule version the event names) keyed by room_id
+//     on hyapp.activity.lucky-pool-inflow.v1;
+//   - lets the other known room event types pass by (the IM publisher reads
+//     them from the room topic directly);
+//   - rejects to the DLQ, with a reason, what it cannot use: undecodable
+//     envelope or payload, unknown event_type, empty event_id, a lucky gift
+//     with negative heat, an unknown or invalid rule version, or an inflow
+//     that overflows.
+//
+// The processor is stateless; rules come from MySQL through a cache
+// (lucky.Loader). A MySQL failure is not a reject: the transaction aborts
+// and the records are retried.
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+// Event types the processor knows.
+const (
+	EventRoomMicChanged  = "RoomMicChanged"
+	EventRoomGiftSent    = "RoomGiftSent"
+	EventLuckyPoolInflow = "LuckyPoolInflow"
+)
+
+// passBy are the other room event types of the design: not the room
+// processor's business, not an error.
+var passBy = map[string]bool{
+	"RoomUserJoined": true, "RoomUserLeft": true, "RoomUserKicked": true, "RoomClosed": true,
+	"RoomCreated": true, "RoomHeatChanged": true, "RoomRankChanged": true,
+}
+
+// DLQ reasons (the error_reason header and the metric label).
+const (
+	ReasonDecodeEnvelope     = "decode_envelope"
+	ReasonInvalidEnvelope    = "invalid_envelope"
+	ReasonUnknownEventType   = "unknown_event_type"
+	ReasonDecodePayload      = "decode_payload"
+	ReasonNegativeHeat       = "negative_heat"
+	ReasonUnknownRuleVersion = "unknown_rule_version"
+	ReasonInvalidRule        = "invalid_rule"
+	ReasonOverflow           = "overflow"
+)
+
+// RuleSource returns validated lucky rule versions; lucky.Loader is one.
+// Errors wrapping lucky.ErrUnknownRule or lucky.ErrInvalidRule are
+// rejects; any other error is transient.
+type RuleSource interface {
+	Get(ctx context.Context, giftID, version string) (*lucky.Rule, error)
+}
+
+// Processor is the room processor's runtime.Processor.
+type Processor struct {
+	micTopic    string
+	inflowTopic string
+	rules       RuleSource
+
+	// reused decode targets (Process runs on one goroutine)
+	env  roomv1.EventEnvelope
+	mic  roomv1.RoomMicChanged
+	gift roomv1.RoomGiftSent
+}
+
+// NewProcessor returns the processor emitting to topics' UserMicEvents and
+// LuckyPoolInflow.
+func NewProcessor(topics config.Topics, rules RuleSource) *Processor {
+	return &Processor{micTopic: topics.UserMicEvents, inflowTopic: topics.LuckyPoolInflow, rules: rules}
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// Process handles one room event.
+func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+	env := &p.env
+	if err := proto.Unmarshal(rec.Value, env); err != nil {
+		return runtime.Reject(ReasonDecodeEnvelope, err)
+	}
+	if env.EventId == "" {
+		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
+	}
+	switch env.EventType {
+	case EventRoomMicChanged:
+		if err := proto.Unmarshal(env.Payload, &p.mic); err != nil {
+			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
+		}
+		t.Emit(&kgo.Record{
+			Topic:   p.micTopic,
+			Key:     strconv.AppendInt(make([]byte, 0, 20), p.mic.UserId, 10),
+			Value:   rec.Value,
+			Headers: runtime.StandardHeaders(env.EventId, env.EventType, env.AppCode),
+		})
+		return nil
+	case EventRoomGiftSent:
+		return p.gifted(t, env)
+	default:
+		if passBy[env.EventType] {
+			return nil
+		}
+		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.EventType))
+	}
+}
+
+func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
+	g := &p.gift
+	if err := proto.Unmarshal(env.Payload, g); err != nil {
+		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
+	}
+	if !g.Lucky {
+		return nil
+	}
+	if g.HeatValue < 0 {
+		return runtime.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
+	}
+	if env.RoomId == "" {
+		return runtime.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
+	}
+	if g.LuckyRuleVersion == "" {
+		return runtime.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftId))
+	}
+	rule, err := p.rules.Get(t.Context(), g.GiftId, g.LuckyRuleVersion)
+	switch {
+	case errors.Is(err, lucky.ErrUnknownRule):
+		return runtime.Reject(ReasonUnknownRuleVersion, err)
+	case errors.Is(err, lucky.ErrInvalidRule):
+		return runtime.Reject(ReasonInvalidRule, err)
+	case err != nil:
+		return err // transient: abort and retry
+	}
+	in, err := lucky.ComputeInflow(g.HeatValue, rule)
+	switch {
+	case errors.Is(err, lucky.ErrOverflow):
+		return runtime.Reject(ReasonOverflow, err)
+	case errors.Is(err, lucky.ErrNegativeHeat):
+		return runtime.Reject(ReasonNegativeHeat, err)
+	case err != nil:
+		return runtime.Reject(ReasonInvalidRule, err)
+	}
+	id := EventLuckyPoolInflow + ":" + env.EventId
+	b, err := marshal.Marshal(&activityv1.LuckyPoolInflow{
+		EventId:       id,
+		AppCode:       env.AppCode,
+		RoomId:        env.RoomId,
+		GiftId:        g.GiftId,
+		RuleVersion:   g.LuckyRuleVersion,
+		HeatValue:     g.HeatValue,
+		PoolIn:        in.PoolIn,
+		PlatformIn:    in.PlatformIn,
+		RoomIn:        in.RoomIn,
+		GiftIn:        in.GiftIn,
+		OccurredAtMs:  env.OccurredAtMs,
+		SourceEventId: env.EventId,
+	})
+	if err != nil {
+		return fmt.Errorf("marshal LuckyPoolInflow: %w", err)
+	}
+	t.Emit(&kgo.Record{
+		Topic:   p.inflowTopic,
+		Key:     []byte(env.RoomId),
+		Value:   b,
+		Headers: runtime.StandardHeaders(id, EventLuckyPoolInflow, env.AppCode),
+	})
+	return nil
+}
+
+// New builds the room processor's runtime on cfg: input
+// kafka.topics.room_events, group process.room_group, DLQ
+// kafka.topics.dlq, commit every process.commit_interval or
+// process.commit_records, rules from rules. extra options come last
+// (tests pass TransactionalID, Clock, ...).
+func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := []runtime.Option{
+		runtime.Input(cfg.Kafka.Topics.RoomEvents),
+		runtime.Group(cfg.Process.RoomGroup),
+		runtime.DLQ(cfg.Kafka.Topics.DLQ),
+		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
+		runtime.CommitRecords(cfg.Process.CommitRecords),
+		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
+		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", reg, log)...),
+		runtime.Logger(log),
+	}
+	if reg != nil {
+		opts = append(opts, runtime.Registerer(reg))
+	}
+	return runtime.New("room", NewProcessor(cfg.Kafka.Topics, rules), append(opts, extra...)...)
+}
