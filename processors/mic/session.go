@@ -463,3 +463,49 @@ func UnmarshalDayRooms(b []byte) (DayRooms, error) {
 	}
 	return d, nil
 }
+
+// PeekTimer decodes only what the timers need from a session state value
+// (status, seat and publishing start), skipping strings without copying
+// them: the compensation scan runs it over every session of a partition.
+func PeekTimer(b []byte) (Session, error) {
+	var s Session
+	for len(b) > 0 {
+		f, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return s, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if f > fEnded {
+			return s, nil // AppendBinary writes fields in order; the rest is not needed
+		}
+		if t != protowire.VarintType {
+			n = protowire.ConsumeFieldValue(f, t, b)
+			if n < 0 {
+				return s, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+			}
+			b = b[n:]
+			continue
+		}
+		u, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return s, fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+		v := protowire.DecodeZigZag(u)
+		switch f {
+		case fStatus:
+			if v < 0 || v > int64(StatusEnded) {
+				return s, fmt.Errorf("%w: status %d", ErrCorruptState, v)
+			}
+			s.Status = Status(v)
+			if s.Status == StatusEnded {
+				return s, nil // tombstone: nothing else matters to timers
+			}
+		case fSeatStarted:
+			s.SeatStartedAtMs = v
+		case fPublishStarted:
+			s.PublishingStartedAtMs = v
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,270 @@
+package micproc_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/processors/mic/micproc"
+	"github.com/hyapp/roomflow/processors/mic/mictest"
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/schemas/userv1"
+)
+
+// env is one Kafka cluster with the mic topics and a config on it.
+type env struct {
+	t     *testing.T
+	k     *testenv.Kafka
+	cfg   *config.Config
+	clock *rttest.Clock
+	reg   *prometheus.Registry
+	txnID string
+}
+
+func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
+	t.Helper()
+	k := testenv.NewKafka(t, testenv.Partitions(partitions))
+	cfg := testenv.Config(t, k, nil)
+	cfg.Process.CommitInterval = config.Duration(50 * time.Millisecond)
+	cfg.Process.CommitRecords = 1000
+	cfg.Shutdown.Timeout = config.Duration(10 * time.Second)
+	return &env{t: t, k: k, cfg: cfg, clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
+		txnID: testenv.UniqueName(t) + "-mic"}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ROOMFLOW_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type running struct {
+	rt     *runtime.Runtime
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error
+}
+
+// start runs a mic processor instance (same transactional id every time,
+// so a restart fences its predecessor like a restarted pod).
+func (e *env) start() *running {
+	e.t.Helper()
+	rt, _, err := micproc.NewRuntime(e.cfg, e.reg, testLogger(),
+		runtime.Clock(e.clock.Now),
+		runtime.TransactionalID(e.txnID),
+		runtime.ClientOpts(kgo.RebalanceTimeout(5*time.Second)),
+		runtime.SessionTimeout(6*time.Second),
+		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
+		runtime.LagInterval(0),
+	)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
+	go func() { r.err = rt.Run(ctx); close(r.done) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(20 * time.Second):
+		}
+	})
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		if r.err != nil {
+			t.Fatalf("Run after cancel: %v", r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func (r *running) kill(t *testing.T) {
+	t.Helper()
+	r.rt.Kill()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after Kill")
+	}
+	r.cancel()
+}
+
+// waitAssigned waits until the instance owns n partitions.
+func (r *running) waitAssigned(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.rt.Assigned()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance owns %d partitions, want %d", len(r.rt.Assigned()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// produce writes events to the mic events topic keyed by user_id, as the
+// room processor does.
+func (e *env) produce(evs []mic.Event) {
+	e.t.Helper()
+	recs := make([]*kgo.Record, 0, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)),
+			Value: ev.Encode(), Headers: runtime.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)})
+	}
+	e.produceRaw(recs)
+}
+
+func (e *env) produceRaw(recs []*kgo.Record) {
+	e.t.Helper()
+	rttest.Produce(e.t, e.k.Client(e.t), recs)
+}
+
+// outputs is everything the processor committed.
+type outputs struct {
+	ledger   []*userv1.MicLedgerEntry
+	closed   []*userv1.UserMicSessionClosed
+	daily    []*userv1.UserMicDailyStatsUpdated
+	lifetime []*userv1.UserMicLifetimeStatsUpdated
+	dlq      []*kgo.Record
+}
+
+// collect reads the committed outputs once the ledger holds wantLedger
+// entries (and nothing more arrives for a moment), checking each record's
+// key and headers against its payload.
+func (e *env) collect(wantLedger int, timeout time.Duration) *outputs {
+	e.t.Helper()
+	tp := e.cfg.Kafka.Topics
+	b := e.k.Brokers
+	o := &outputs{}
+	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicLedger, wantLedger, 300*time.Millisecond, timeout) {
+		m := &userv1.MicLedgerEntry{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, m.EventType, m.AppCode, m.UserId
+		})
+		o.ledger = append(o.ledger, m)
+	}
+	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicSessionClosed, 0, 300*time.Millisecond, timeout) {
+		m := &userv1.UserMicSessionClosed{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
+		})
+		o.closed = append(o.closed, m)
+	}
+	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicDailyStats, 0, 300*time.Millisecond, timeout) {
+		m := &userv1.UserMicDailyStatsUpdated{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
+		})
+		o.daily = append(o.daily, m)
+	}
+	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicLifetimeStats, 0, 300*time.Millisecond, timeout) {
+		m := &userv1.UserMicLifetimeStatsUpdated{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
+		})
+		o.lifetime = append(o.lifetime, m)
+	}
+	o.dlq = rttest.ReadCommitted(e.t, b, tp.DLQ, 0, 100*time.Millisecond, timeout)
+	if len(o.ledger) != wantLedger {
+		e.t.Fatalf("ledger has %d entries, want %d", len(o.ledger), wantLedger)
+	}
+	return o
+}
+
+func (e *env) decode(r *kgo.Record, m proto.Message, ids func() (string, string, string, int64)) {
+	e.t.Helper()
+	if err := proto.Unmarshal(r.Value, m); err != nil {
+		e.t.Fatalf("%s@%d: %v", r.Topic, r.Offset, err)
+	}
+	id, typ, app, user := ids()
+	if string(r.Key) != strconv.FormatInt(user, 10) || rttest.Header(r, "event_id") != id ||
+		rttest.Header(r, "event_type") != typ || rttest.Header(r, "app_code") != app ||
+		rttest.Header(r, "content-type") != "application/x-protobuf" {
+		e.t.Fatalf("%s@%d: key %q headers %v do not match payload %v", r.Topic, r.Offset, r.Key, r.Headers, m)
+	}
+}
+
+// forUser filters the outputs of one user.
+func (o *outputs) forUser(u int64) *outputs {
+	f := &outputs{}
+	for _, m := range o.ledger {
+		if m.UserId == u {
+			f.ledger = append(f.ledger, m)
+		}
+	}
+	for _, m := range o.closed {
+		if m.UserId == u {
+			f.closed = append(f.closed, m)
+		}
+	}
+	for _, m := range o.daily {
+		if m.UserId == u {
+			f.daily = append(f.daily, m)
+		}
+	}
+	for _, m := range o.lifetime {
+		if m.UserId == u {
+			f.lifetime = append(f.lifetime, m)
+		}
+	}
+	return f
+}
+
+// tally applies the ledger like the sink.
+func (o *outputs) tally() *mictest.Tally {
+	t := mictest.NewTally()
+	for _, m := range o.ledger {
+		t.Apply(m)
+	}
+	return t
+}
+
+// expectedLedger runs the pure engine over the stream: the processor must
+// emit exactly these entries (by event_id), whatever crashed in between.
+func expectedLedger(evs []mic.Event) map[string]*userv1.MicLedgerEntry {
+	st := mic.NewMapState()
+	out := map[string]*userv1.MicLedgerEntry{}
+	for i := range evs {
+		o := mic.Handle(st, &evs[i])
+		if o.Ledger != nil {
+			if prev, ok := out[o.Ledger.EventId]; ok && prev.Status == mic.StatusConsumed {
+				continue // a skipped repeat of an applied id: the sink keeps the first
+			}
+			out[o.Ledger.EventId] = o.Ledger
+		}
+	}
+	return out
+}
+
+// countLedger is how many entries the pure engine emits for the stream.
+func countLedger(evs []mic.Event) int {
+	st := mic.NewMapState()
+	n := 0
+	for i := range evs {
+		if o := mic.Handle(st, &evs[i]); o.Ledger != nil {
+			n++
+		}
+	}
+	return n
+}

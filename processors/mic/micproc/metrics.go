@@ -1,0 +1,152 @@
+package micproc
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/processors/mic"
+)
+
+type openCounts struct{ pending, publishing int }
+
+type partitionGauge struct {
+	counts  openCounts
+	overdue int
+	at      time.Time
+}
+
+type metrics struct {
+	events   *prometheus.CounterVec
+	late     *prometheus.CounterVec
+	timer    *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	mu       sync.Mutex
+	parts    map[int32]partitionGauge
+	open     *prometheus.Desc
+	overdueD *prometheus.Desc
+	stale    time.Duration
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_events_total",
+			Help: "Mic input events by action and outcome (consumed, skipped, duplicate) and skip reason.",
+		}, []string{"action", "outcome", "reason"}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_late_events_total",
+			Help: "Mic events that arrived too late to apply: session_already_closed or stale_event.",
+		}, []string{"reason"}),
+		timer: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_timer_closes_total",
+			Help: "Open mic sessions closed by the compensation timer, by end reason.",
+		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_rejected_events_total",
+			Help: "Mic input records sent to the DLQ because they could not be decoded, by reason.",
+		}, []string{"reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_mic_session_duration_seconds",
+			Help:    "Closed mic sessions' seat_occupied and mic_online time.",
+			Buckets: []float64{1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400},
+		}, []string{"measure"}),
+		parts: map[int32]partitionGauge{},
+		open: prometheus.NewDesc("roomflow_mic_open_sessions",
+			"Open mic sessions by status, as of the last compensation scan of each owned partition.", []string{"status"}, nil),
+		overdueD: prometheus.NewDesc("roomflow_mic_overdue_sessions",
+			"Open mic sessions due for a timer close but left for a later tick (batch size reached).", nil, nil),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	register := func(c prometheus.Collector) (prometheus.Collector, error) {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return are.ExistingCollector, nil // share the first processor's series
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	for _, cv := range []**prometheus.CounterVec{&m.events, &m.late, &m.timer, &m.rejected} {
+		c, err := register(*cv)
+		if err != nil {
+			return nil, err
+		}
+		*cv = c.(*prometheus.CounterVec)
+	}
+	c, err := register(m.duration)
+	if err != nil {
+		return nil, err
+	}
+	m.duration = c.(*prometheus.HistogramVec)
+	if _, err := register((*openCollector)(m)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+var actions = map[string]bool{mic.ActionUp: true, mic.ActionPublishConfirmed: true, mic.ActionChange: true, mic.ActionDown: true}
+
+func (m *metrics) observe(action string, out *mic.Output) {
+	if !actions[action] {
+		action = "other" // bounded label values
+	}
+	m.events.WithLabelValues(action, out.Outcome.String(), out.SkipReason).Inc()
+	if out.SkipReason == mic.SkipAlreadyClosed || out.SkipReason == mic.SkipStale {
+		m.late.WithLabelValues(out.SkipReason).Inc()
+	}
+	m.closed(out)
+}
+
+func (m *metrics) observeTimer(out *mic.Output) {
+	m.timer.WithLabelValues(out.Closed.EndReason).Inc()
+	m.closed(out)
+}
+
+func (m *metrics) closed(out *mic.Output) {
+	if out.Closed == nil {
+		return
+	}
+	m.duration.WithLabelValues("seat_occupied").Observe(float64(out.Closed.SeatOccupiedMs) / 1000)
+	m.duration.WithLabelValues("mic_online").Observe(float64(out.Closed.MicOnlineMs) / 1000)
+}
+
+// setOpen records a partition's scan; partitions not scanned for three
+// intervals (revoked) stop counting.
+func (m *metrics) setOpen(part int32, c openCounts, overdue int, now time.Time, interval time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stale = 3 * interval
+	m.parts[part] = partitionGauge{counts: c, overdue: overdue, at: now}
+	for p, g := range m.parts {
+		if now.Sub(g.at) > m.stale {
+			delete(m.parts, p)
+		}
+	}
+}
+
+// openCollector exposes the open-session gauges summed over partitions.
+type openCollector metrics
+
+func (o *openCollector) Describe(ch chan<- *prometheus.Desc) { ch <- o.open; ch <- o.overdueD }
+
+func (o *openCollector) Collect(ch chan<- prometheus.Metric) {
+	o.mu.Lock()
+	var c openCounts
+	overdue := 0
+	for _, g := range o.parts {
+		c.pending += g.counts.pending
+		c.publishing += g.counts.publishing
+		overdue += g.overdue
+	}
+	o.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(o.open, prometheus.GaugeValue, float64(c.pending), mic.StatusPendingPublish.String())
+	ch <- prometheus.MustNewConstMetric(o.open, prometheus.GaugeValue, float64(c.publishing), mic.StatusPublishing.String())
+	ch <- prometheus.MustNewConstMetric(o.overdueD, prometheus.GaugeValue, float64(overdue))
+}

@@ -1,0 +1,360 @@
+// Package micproc runs the mic domain (package mic) as a processor on the
+// exactly-once runtime (processors/runtime): input hyapp.user.mic-events.v1
+// keyed by user_id, state in the runtime's changelog-backed store, outputs
+// the mic ledger and the three public derived topics, and a wall-clock
+// punctuation for the timer closes of seed 001's open session compensation.
+//
+// Every input record yields, inside the input's transaction:
+//   - a record it cannot decode: the DLQ (reason from mic.DecodeError);
+//   - a duplicate event_id of its session: nothing;
+//   - anything else: exactly one MicLedgerEntry on the ledger topic, plus on
+//     a close one UserMicSessionClosed, one UserMicDailyStatsUpdated per
+//     touched UTC day and one UserMicLifetimeStatsUpdated.
+//
+// All records are keyed by user_id (decimal) and carry the headers
+// event_id, event_type, app_code and content-type application/x-protobuf.
+//
+// State keys (see mic.SessionID.Key and mic.DayRoomsKey): one per session —
+// open sessions without expiry, closed ones as tombstones with a TTL of
+// mic.closed_session_retention — and one per user and UTC day listing the
+// rooms already counted in room_count, kept at least mic.day_room_retention
+// past the end of that day.
+//
+// The timers need every open session of a partition. The runtime offers no
+// restore hook, and an in-memory index kept beside the store would diverge
+// from it when a transaction aborts (the store rolls back, the index would
+// not). So each tick scans the partition's store with Range, decoding only
+// status and start times (mic.PeekTimer), and closes the longest overdue
+// sessions, at most mic.compensation_batch_size per partition per tick. The
+// scan also feeds the open-sessions gauge.
+package micproc
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/processors/runtime"
+)
+
+// Name is the processor's name in metrics and logs.
+const Name = "mic"
+
+// Topics are the output topics.
+type Topics struct {
+	Ledger           string // kafka.topics.mic_ledger
+	SessionClosed    string // kafka.topics.mic_session_closed
+	DailyStats       string // kafka.topics.mic_daily_stats
+	LifetimeStats    string // kafka.topics.mic_lifetime_stats
+	StateChangelog   string // kafka.topics.mic_state_changelog
+	Input            string // kafka.topics.user_mic_events
+	DeadLetter       string // kafka.topics.dlq
+	ConsumerGroupID  string // process.mic_group
+	TransactionalID  string // empty: the runtime's default
+	CompensationName string // punctuation name; empty: "mic-compensation"
+}
+
+// Settings are the processor's knobs (config keys mic.*).
+type Settings struct {
+	Policy                 mic.Policy
+	CompensationInterval   time.Duration
+	CompensationBatchSize  int
+	ClosedSessionRetention time.Duration
+	DayRoomRetention       time.Duration
+}
+
+// Config is everything New needs.
+type Config struct {
+	Topics   Topics
+	Settings Settings
+}
+
+// ConfigFrom maps the process configuration.
+func ConfigFrom(cfg *config.Config) Config {
+	t := cfg.Kafka.Topics
+	return Config{
+		Topics: Topics{
+			Ledger:          t.MicLedger,
+			SessionClosed:   t.MicSessionClosed,
+			DailyStats:      t.MicDailyStats,
+			LifetimeStats:   t.MicLifetimeStats,
+			StateChangelog:  t.MicStateChangelog,
+			Input:           t.UserMicEvents,
+			DeadLetter:      t.DLQ,
+			ConsumerGroupID: cfg.Process.MicGroup,
+		},
+		Settings: Settings{
+			Policy: mic.Policy{
+				PendingPublishMaxAge:    cfg.Mic.PendingPublishMaxAge.D(),
+				PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D(),
+			},
+			CompensationInterval:   cfg.Mic.CompensationInterval.D(),
+			CompensationBatchSize:  cfg.Mic.CompensationBatchSize,
+			ClosedSessionRetention: cfg.Mic.ClosedSessionRetention.D(),
+			DayRoomRetention:       cfg.Mic.DayRoomRetention.D(),
+		},
+	}
+}
+
+// Processor is the mic processor: a runtime.Processor plus its timer.
+type Processor struct {
+	cfg Config
+	m   *metrics
+	log *slog.Logger
+}
+
+// New validates c and registers the processor's metrics on reg (nil: none).
+func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, error) {
+	t, s := c.Topics, c.Settings
+	switch {
+	case t.Ledger == "" || t.SessionClosed == "" || t.DailyStats == "" || t.LifetimeStats == "":
+		return nil, errors.New("micproc: every output topic must be set")
+	case s.Policy.PendingPublishMaxAge <= 0 || s.Policy.PublishingSessionMaxAge <= 0:
+		return nil, errors.New("micproc: mic max ages must be positive")
+	case s.CompensationInterval <= 0 || s.CompensationBatchSize <= 0:
+		return nil, errors.New("micproc: compensation interval and batch size must be positive")
+	case s.ClosedSessionRetention <= 0 || s.DayRoomRetention <= 0:
+		return nil, errors.New("micproc: retentions must be positive")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: c, m: m, log: log.With("component", "mic-processor")}, nil
+}
+
+// RuntimeOptions are the runtime options of the processor: input, group,
+// changelog, DLQ and the compensation punctuation. Add client options,
+// commit tuning, clock, registerer and logger.
+func (p *Processor) RuntimeOptions() []runtime.Option {
+	t := p.cfg.Topics
+	name := t.CompensationName
+	if name == "" {
+		name = "mic-compensation"
+	}
+	opts := []runtime.Option{
+		runtime.Input(t.Input),
+		runtime.Group(t.ConsumerGroupID),
+		runtime.Changelog(t.StateChangelog),
+		runtime.DLQ(t.DeadLetter),
+		runtime.Punctuate(name, p.cfg.Settings.CompensationInterval, p.Compensate),
+	}
+	if t.TransactionalID != "" {
+		opts = append(opts, runtime.TransactionalID(t.TransactionalID))
+	}
+	return opts
+}
+
+// NewRuntime builds the mic processor and its runtime from the process
+// configuration, with metrics on reg and franz-go client metrics through
+// kafkax when reg is a *prometheus.Registry. extra options come last (tests
+// pass runtime.Clock, runtime.TransactionalID, ...).
+func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
+	p, err := New(ConfigFrom(cfg), reg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	kreg, _ := reg.(*prometheus.Registry)
+	opts := append(p.RuntimeOptions(),
+		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", kreg, log)...),
+		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
+		runtime.CommitRecords(cfg.Process.CommitRecords),
+		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
+		runtime.Registerer(reg),
+	)
+	if log != nil {
+		opts = append(opts, runtime.Logger(log))
+	}
+	rt, err := runtime.New(Name, p, append(opts, extra...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, p, nil
+}
+
+// Process handles one hyapp.user.mic-events.v1 record (runtime.Processor).
+// An undecodable record is rejected to the DLQ; a corrupt state value is a
+// returned error (the transaction aborts and the partition stalls rather
+// than write wrong facts).
+func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+	ev, err := mic.Decode(rec.Value)
+	if err != nil {
+		var de *mic.DecodeError
+		if errors.As(err, &de) {
+			p.m.rejected.WithLabelValues(de.Reason).Inc()
+			return runtime.Reject(de.Reason, err)
+		}
+		return err
+	}
+	st := p.state(t)
+	out := mic.Handle(st, &ev)
+	if st.err != nil {
+		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
+	}
+	p.emit(t, ev.AppCode, ev.UserID, &out)
+	p.m.observe(ev.Action, &out)
+	switch {
+	case out.Outcome == mic.OutcomeSkipped && out.SkipReason == mic.SkipIncomplete:
+		t.Log().Warn("incomplete mic event skipped", "event_id", ev.EventID, "event_type", ev.EventType,
+			"room_id", ev.RoomID, "user_id", ev.UserID, "action", ev.Action)
+	case out.Outcome == mic.OutcomeSkipped:
+		t.Log().Debug("mic event skipped", "event_id", ev.EventID, "room_id", ev.RoomID,
+			"mic_session_id", ev.MicSessionID, "action", ev.Action, "skip_reason", out.SkipReason)
+	}
+	return nil
+}
+
+// Compensate is the timer (runtime.PunctuateFunc): it closes the open
+// sessions of t's partition that are due at now, the longest overdue
+// first, at most mic.compensation_batch_size of them.
+func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
+	nowMs := now.UnixMilli()
+	pol := p.cfg.Settings.Policy
+	var counts openCounts
+	var due []mic.Candidate
+	var scanErr error
+	t.Store().Range(func(key string, value []byte) bool {
+		if mic.KeyKind(key) != 's' {
+			return true
+		}
+		s, err := mic.PeekTimer(value)
+		if err != nil {
+			scanErr = fmt.Errorf("micproc: state key %q: %w", key, err)
+			return false
+		}
+		switch s.Status {
+		case mic.StatusPendingPublish:
+			counts.pending++
+		case mic.StatusPublishing:
+			counts.publishing++
+		default:
+			return true
+		}
+		if at := pol.DueAtMs(&s); at < nowMs {
+			due = append(due, mic.Candidate{Key: key, DueAtMs: at})
+		}
+		return true
+	})
+	if scanErr != nil {
+		return scanErr
+	}
+	batch := mic.SelectDue(due, nowMs, p.cfg.Settings.CompensationBatchSize)
+	st := p.state(t)
+	for _, c := range batch {
+		id, err := mic.ParseSessionKey(c.Key)
+		if err != nil {
+			return fmt.Errorf("micproc: state key %q: %w", c.Key, err)
+		}
+		out, ok := mic.Compensate(st, pol, id, nowMs)
+		if st.err != nil {
+			return fmt.Errorf("micproc: timer close %s: %w", id.MicSessionID, st.err)
+		}
+		if !ok {
+			continue
+		}
+		p.emit(t, id.AppCode, id.UserID, &out)
+		p.m.observeTimer(&out)
+		if out.Before == mic.StatusPendingPublish {
+			counts.pending--
+		} else {
+			counts.publishing--
+		}
+		t.Log().Debug("timer closed a mic session", "event_id", out.Ledger.EventId, "mic_session_id", id.MicSessionID,
+			"user_id", id.UserID, "room_id", out.Ledger.RoomId, "end_reason", out.Closed.EndReason)
+	}
+	p.m.setOpen(t.Partition(), counts, len(due)-len(batch), now, p.cfg.Settings.CompensationInterval)
+	return nil
+}
+
+// emit writes the ledger entry and derived events of out.
+func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic.Output) {
+	if out.Ledger == nil {
+		return
+	}
+	key := []byte(strconv.FormatInt(userID, 10))
+	put := func(topic, eventID, eventType string, m proto.Message) {
+		v, err := proto.Marshal(m)
+		if err != nil { // generated messages always marshal
+			panic(err)
+		}
+		t.Emit(&kgo.Record{Topic: topic, Key: key, Value: v,
+			Headers: runtime.StandardHeaders(eventID, eventType, appCode)})
+	}
+	tp := p.cfg.Topics
+	put(tp.Ledger, out.Ledger.EventId, out.Ledger.EventType, out.Ledger)
+	if out.Closed != nil {
+		put(tp.SessionClosed, out.Closed.EventId, mic.EventTypeSessionClosed, out.Closed)
+	}
+	for _, d := range out.Daily {
+		put(tp.DailyStats, d.EventId, mic.EventTypeDailyStatsUpdated, d)
+	}
+	if out.Lifetime != nil {
+		put(tp.LifetimeStats, out.Lifetime.EventId, mic.EventTypeLifetimeStatsUpdated, out.Lifetime)
+	}
+}
+
+// storeState is mic.State over the task's runtime store.
+type storeState struct {
+	store                *runtime.Store
+	now                  time.Time
+	retention, dayRetain time.Duration
+	err                  error
+}
+
+func (p *Processor) state(t *runtime.Task) *storeState {
+	return &storeState{store: t.Store(), now: t.Now(), retention: p.cfg.Settings.ClosedSessionRetention,
+		dayRetain: p.cfg.Settings.DayRoomRetention}
+}
+
+func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
+	b, ok := s.store.Get(id.Key())
+	if !ok {
+		return mic.Session{}, false
+	}
+	var v mic.Session
+	if err := v.UnmarshalBinary(b); err != nil {
+		s.err = err
+		return mic.Session{}, false
+	}
+	return v, true
+}
+
+func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
+	if v.Status == mic.StatusEnded {
+		s.store.PutTTL(id.Key(), v.AppendBinary(nil), s.retention)
+		return
+	}
+	s.store.Put(id.Key(), v.AppendBinary(nil))
+}
+
+func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
+	b, ok := s.store.Get(mic.DayRoomsKey(appCode, userID, day))
+	if !ok {
+		return nil
+	}
+	d, err := mic.UnmarshalDayRooms(b)
+	if err != nil {
+		s.err = err
+	}
+	return d
+}
+
+// PutDayRooms keeps the day's rooms until day_room_retention after the end
+// of the day, and at least day_room_retention from now.
+func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
+	endOfDay := time.UnixMilli((day + 1) * mic.DayMs)
+	ttl := max(endOfDay.Add(s.dayRetain).Sub(s.now), s.dayRetain)
+	s.store.PutTTL(mic.DayRoomsKey(appCode, userID, day), rooms.AppendBinary(nil), ttl)
+}
