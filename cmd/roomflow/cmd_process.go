@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/runtime"
 )
@@ -66,11 +67,18 @@ restarted replica fences its predecessor at once.`,
 				rts = append(rts, rt)
 			}
 			// ---- mic processor (processors/mic, its own issue): add it here ----
-			// if sel == "" || sel == "mic" {
-			//	build its *runtime.Runtime (TransactionalID from instanceID as above),
-			//	d.Health.AddReadiness("mic-processor", rt.Ready)
-			//	rts = append(rts, rt)
-			// }
+			if sel == "" || sel == "mic" {
+				var extra []runtime.Option
+				if instanceID != "" {
+					extra = append(extra, runtime.TransactionalID(d.Config.Process.MicGroup+"-"+instanceID))
+				}
+				rt, _, err := micproc.NewRuntime(d.Config, d.Registry, d.Log, extra...)
+				if err != nil {
+					return nil, fmt.Errorf("mic processor: %w", err)
+				}
+				d.Health.AddReadiness("mic-processor", rt.Ready)
+				rts = append(rts, rt)
+			}
 			// ---- end mic processor ----
 			if len(rts) == 0 {
 				return nil, fmt.Errorf("process: no processor selected (only=%q)", sel)
