@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,5 +124,4 @@ func TestCrashExactlyOnce(t *testing.T) {
 	if a := metric(t, x.reg, "roomflow_relay_batches_total", "result", "committed"); a == 0 && commits.Load()*500 < total {
 		t.Errorf("final relay committed nothing yet rows remained")
 	}
-	_ = os.Getpid
 }

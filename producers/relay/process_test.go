@@ -242,3 +242,5 @@ func (c *child) count(prefix string) int {
 	}
 	return n
 }
+
+var sigCont = syscall.SIGCONT
