@@ -150,42 +150,55 @@ type outputs struct {
 }
 
 // collect reads the committed outputs once the ledger holds wantLedger
-// entries (and nothing more arrives for a moment), checking each record's
-// key and headers against its payload.
+// entries and nothing more arrives for a moment (so extra entries are
+// caught), checking each record's key and headers against its payload.
 func (e *env) collect(wantLedger int, timeout time.Duration) *outputs {
 	e.t.Helper()
 	tp := e.cfg.Kafka.Topics
-	b := e.k.Brokers
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...),
+		kgo.ConsumeTopics(tp.MicLedger, tp.MicSessionClosed, tp.MicDailyStats, tp.MicLifetimeStats, tp.DLQ),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
 	o := &outputs{}
-	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicLedger, wantLedger, 300*time.Millisecond, timeout) {
-		m := &userv1.MicLedgerEntry{}
-		e.decode(r, m, func() (string, string, string, int64) {
-			return m.EventId, m.EventType, m.AppCode, m.UserId
+	deadline, lastNew := time.Now().Add(timeout), time.Now()
+	for time.Now().Before(deadline) && (len(o.ledger) < wantLedger || time.Since(lastNew) < 250*time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			lastNew = time.Now()
+			switch r.Topic {
+			case tp.MicLedger:
+				m := &userv1.MicLedgerEntry{}
+				e.decode(r, m, func() (string, string, string, int64) { return m.EventId, m.EventType, m.AppCode, m.UserId })
+				o.ledger = append(o.ledger, m)
+			case tp.MicSessionClosed:
+				m := &userv1.UserMicSessionClosed{}
+				e.decode(r, m, func() (string, string, string, int64) {
+					return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
+				})
+				o.closed = append(o.closed, m)
+			case tp.MicDailyStats:
+				m := &userv1.UserMicDailyStatsUpdated{}
+				e.decode(r, m, func() (string, string, string, int64) {
+					return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
+				})
+				o.daily = append(o.daily, m)
+			case tp.MicLifetimeStats:
+				m := &userv1.UserMicLifetimeStatsUpdated{}
+				e.decode(r, m, func() (string, string, string, int64) {
+					return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
+				})
+				o.lifetime = append(o.lifetime, m)
+			case tp.DLQ:
+				o.dlq = append(o.dlq, r)
+			}
 		})
-		o.ledger = append(o.ledger, m)
 	}
-	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicSessionClosed, 0, 300*time.Millisecond, timeout) {
-		m := &userv1.UserMicSessionClosed{}
-		e.decode(r, m, func() (string, string, string, int64) {
-			return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
-		})
-		o.closed = append(o.closed, m)
-	}
-	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicDailyStats, 0, 300*time.Millisecond, timeout) {
-		m := &userv1.UserMicDailyStatsUpdated{}
-		e.decode(r, m, func() (string, string, string, int64) {
-			return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
-		})
-		o.daily = append(o.daily, m)
-	}
-	for _, r := range rttest.ReadCommitted(e.t, b, tp.MicLifetimeStats, 0, 300*time.Millisecond, timeout) {
-		m := &userv1.UserMicLifetimeStatsUpdated{}
-		e.decode(r, m, func() (string, string, string, int64) {
-			return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
-		})
-		o.lifetime = append(o.lifetime, m)
-	}
-	o.dlq = rttest.ReadCommitted(e.t, b, tp.DLQ, 0, 100*time.Millisecond, timeout)
 	if len(o.ledger) != wantLedger {
 		e.t.Fatalf("ledger has %d entries, want %d", len(o.ledger), wantLedger)
 	}
@@ -268,3 +281,5 @@ func countLedger(evs []mic.Event) int {
 	}
 	return n
 }
+
+func mictestUser(u int64) mictest.UserKey { return mictest.UserKey{AppCode: "hy", UserID: u} }

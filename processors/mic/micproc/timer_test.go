@@ -1,0 +1,151 @@
+package micproc_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/schemas/userv1"
+)
+
+// waitPunctuations waits until the compensation punctuation committed at
+// least n times in total.
+func waitPunctuations(t *testing.T, e *env, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for metricSum(t, e, "roomflow_process_punctuations_total", map[string]string{"processor": "mic"}) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("compensation punctuation ran %v times, want %v",
+				metricSum(t, e, "roomflow_process_punctuations_total", map[string]string{"processor": "mic"}), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func compensated(o *outputs) []*userv1.MicLedgerEntry {
+	var out []*userv1.MicLedgerEntry
+	for _, l := range o.ledger {
+		if l.EventType == mic.EventTypeMicSessionCompensated {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestTimerCloses drives the compensation timer with a controllable clock
+// and short max ages: nothing closes before the max age, pending sessions
+// close at seat start + max age with no online time, at most batch_size per
+// partition per tick (the longest overdue first, the rest on later ticks),
+// publishing sessions close at publish start + max window, a late down is
+// skipped as session_already_closed, and once the tombstone's retention
+// has passed the session is unknown.
+func TestTimerCloses(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, 1, now) // one partition: the batch limit is per partition
+	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
+	e.cfg.Mic.PublishingSessionMaxAge = config.Duration(time.Hour)
+	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
+	e.cfg.Mic.CompensationBatchSize = 2
+	e.cfg.Mic.ClosedSessionRetention = config.Duration(30 * time.Minute)
+	c := now.UnixMilli()
+
+	var evs []mic.Event
+	ss := map[int64]*sess{}
+	for u := int64(1); u <= 5; u++ { // pending, opened 50s..10s ago
+		ss[u] = &sess{u: u, room: "r", id: fmt.Sprintf("ms-%d", u)}
+		evs = append(evs, ss[u].ev("up", c-60*sec+u*10*sec))
+	}
+	ss[6] = &sess{u: 6, room: "r", id: "ms-6"} // publishing
+	evs = append(evs, ss[6].ev("up", c-30*sec), ss[6].ev("publish_confirmed", c-20*sec))
+	ss[7] = &sess{u: 7, room: "r", id: "ms-7"} // closed normally
+	evs = append(evs, ss[7].ev("up", c-30*sec), ss[7].ev("down", c-10*sec, withReason("leave")))
+	e.produce(evs)
+	r := e.start()
+	e.collect(9, 30*time.Second)
+
+	// First tick, 10 s later: nobody is due yet (the oldest is 60 s old).
+	e.clock.Advance(10 * time.Second)
+	waitPunctuations(t, e, 1)
+	if o := e.collect(9, 10*time.Second); len(compensated(o)) != 0 {
+		t.Fatalf("closed before the max age: %v", compensated(o))
+	}
+	if p := metricSum(t, e, "roomflow_mic_open_sessions", map[string]string{"status": "pending_publish"}); p != 5 {
+		t.Fatalf("open pending sessions gauge %v, want 5", p)
+	}
+	if p := metricSum(t, e, "roomflow_mic_open_sessions", map[string]string{"status": "publishing"}); p != 1 {
+		t.Fatalf("open publishing sessions gauge %v, want 1", p)
+	}
+
+	// Two minutes on, all five pending sessions are due: 2 + 2 + 1 over
+	// three ticks, oldest first.
+	e.clock.Advance(2 * time.Minute)
+	waitPunctuations(t, e, 2)
+	o := e.collect(11, 10*time.Second)
+	if got := metricSum(t, e, "roomflow_mic_overdue_sessions", nil); got != 3 {
+		t.Fatalf("overdue gauge %v after the first batch, want 3", got)
+	}
+	e.clock.Advance(10 * time.Second)
+	waitPunctuations(t, e, 3)
+	e.clock.Advance(10 * time.Second)
+	waitPunctuations(t, e, 4)
+	o = e.collect(14, 10*time.Second)
+	comp := compensated(o)
+	if len(comp) != 5 {
+		t.Fatalf("%d timer closes, want 5", len(comp))
+	}
+	tick1 := now.Add(10*time.Second + 2*time.Minute).UnixMilli()
+	for i, l := range comp {
+		u := int64(i + 1) // oldest first
+		s := l.Session
+		up := c - 60*sec + u*10*sec
+		wantAt := tick1 + int64(i/2)*10*sec // two per tick
+		if l.UserId != u || l.EventId != "MicSessionCompensated:"+s.MicSessionId || l.Status != "consumed" ||
+			l.Action != "compensate" || l.OccurredAtMs != wantAt || s.Status != "ended" ||
+			s.EndReason != "compensated_publish_timeout" || s.EndedAtMs != up+2*mins || s.SeatOccupiedMs != 2*mins ||
+			s.MicOnlineMs != 0 || s.ClosedEventId != l.EventId || l.Lifetime == nil || len(l.Daily) != 1 {
+			t.Fatalf("timer close %d: %v", i, l)
+		}
+	}
+	uo := o.forUser(3)
+	if len(uo.closed) != 1 || uo.closed[0].EndReason != "compensated_publish_timeout" ||
+		uo.closed[0].ClosedEventId != "MicSessionCompensated:ms-3" || len(uo.daily) != 1 || len(uo.lifetime) != 1 {
+		t.Fatalf("derived events of a timer close: %v %v %v", uo.closed, uo.daily, uo.lifetime)
+	}
+	if got := metricSum(t, e, "roomflow_mic_timer_closes_total", map[string]string{"reason": "compensated_publish_timeout"}); got != 5 {
+		t.Fatalf("timer closes metric %v", got)
+	}
+
+	// The real down arrives late: skipped, never counted twice.
+	e.produce([]mic.Event{ss[1].ev("down", c+5*mins, withReason("leave"))})
+	o = e.collect(15, 10*time.Second)
+	if l := o.ledger[14]; l.UserId != 1 || l.Status != "skipped" || l.SkipReason != "session_already_closed" {
+		t.Fatalf("late down: %v", l)
+	}
+
+	// The publishing session closes at publish start + 1 h.
+	e.clock.Advance(time.Hour)
+	waitPunctuations(t, e, 5)
+	o = e.collect(16, 10*time.Second)
+	l := o.ledger[15]
+	if s := l.Session; l.UserId != 6 || s.EndReason != "compensated_publishing_max_window" ||
+		s.EndedAtMs != c-20*sec+hour || s.MicOnlineMs != hour || s.SeatOccupiedMs != hour+10*sec {
+		t.Fatalf("publishing timer close: %v", l)
+	}
+	if tl := o.tally(); tl.Err != nil || tl.Lifetime[mictestUser(6)].OnlineMs != hour {
+		t.Fatalf("tally %v %+v", tl.Err, tl.Lifetime[mictestUser(6)])
+	}
+
+	// More than closed_session_retention later the tombstone is gone: a
+	// very late down is an unknown session.
+	e.produce([]mic.Event{ss[2].ev("down", c+2*hour, withReason("leave"))})
+	o = e.collect(17, 10*time.Second)
+	if l := o.ledger[16]; l.UserId != 2 || l.SkipReason != "unknown_session" {
+		t.Fatalf("down after retention: %v", l)
+	}
+	if p := metricSum(t, e, "roomflow_mic_open_sessions", nil); p != 0 {
+		t.Fatalf("open sessions gauge %v after every close", p)
+	}
+	r.stop(t)
+}
