@@ -2,6 +2,8 @@ package mysqlsink_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -44,7 +46,11 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	if cfg == nil {
 		cfg = e.cfg
 	}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(e.m.DB, cfg.Sink.Group), append([]mysqlsink.Option{mysqlsink.WithRegisterer(prometheus.NewRegistry())}, opts...)...)
+	base := []mysqlsink.Option{mysqlsink.WithRegisterer(prometheus.NewRegistry())}
+	if os.Getenv("SINK_TEST_LOG") != "" {
+		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(e.m.DB, cfg.Sink.Group), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ import (
 type Hooks struct {
 	// BeforeApply runs before each transaction attempt.
 	BeforeApply func(ctx context.Context, records int) error
+	// InTxn runs inside each transaction after the facts are written and
+	// before the offsets are; an error rolls the transaction back.
+	InTxn func(ctx context.Context) error
 	// AfterApply runs after the MySQL commit and before the (informational)
 	// Kafka offset commit.
 	AfterApply func(ctx context.Context, res Result) error
@@ -42,7 +45,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
 func WithRegisterer(reg prometheus.Registerer) Option { return func(s *Sink) { s.reg = reg } }
 
 // WithKafkaMetrics hooks the Kafka client's kprom metrics on reg.
-func WithKafkaMetrics(reg *prometheus.Registry) Option { return func(s *Sink) { s.kreg = reg } }
+func WithKafkaMetrics(reg prometheus.Registerer) Option { return func(s *Sink) { s.kreg = reg } }
 
 // WithHealth registers a readiness check named "sink" on h.
 func WithHealth(h *obs.Health) Option { return func(s *Sink) { s.health = h } }
@@ -69,7 +72,7 @@ type Sink struct {
 	store  *Store
 	log    *slog.Logger
 	reg    prometheus.Registerer
-	kreg   *prometheus.Registry
+	kreg   prometheus.Registerer
 	health *obs.Health
 	owner  string
 	hooks  Hooks
@@ -103,6 +106,9 @@ func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
 		return nil, fmt.Errorf("mysql sink: owner id longer than 128 bytes")
 	}
 	s.m = NewMetrics(s.reg)
+	if s.hooks.InTxn != nil {
+		store.inTxn = s.hooks.InTxn
+	}
 	if s.health != nil {
 		s.health.AddReadiness("sink", func() error {
 			s.mu.Lock()
@@ -135,6 +141,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.log.Info("partitions assigned", "partitions", fmt.Sprint(m))
+		}),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
 	}, s.kopts...)
@@ -195,7 +204,11 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 				out = append(out, p.Records...)
 			}
 		})
-		if len(out) > 0 && deadline.IsZero() {
+		if len(out) == 0 {
+			// A poll that returned only errors still blocks rebalancing
+			// (BlockRebalanceOnPoll); nothing is in flight, so allow it.
+			cl.AllowRebalance()
+		} else if deadline.IsZero() {
 			deadline = time.Now().Add(s.cfg.Sink.FlushInterval.D())
 		}
 		if ctx.Err() != nil {
@@ -256,6 +269,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 
 // revoked forgets the claims of partitions this instance no longer owns.
 func (s *Sink) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.log.Info("partitions revoked or lost", "partitions", fmt.Sprint(m))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, ps := range m {
@@ -286,11 +300,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // batch with whole-batch retries. After ctx is cancelled the batch still
 // gets shutdown.timeout to commit.
 func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record, hw map[TP]int64) error {
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Shutdown.Timeout.D())
-		defer cancel()
-	}
+	ctx, done := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
+	defer done()
 	s.mu.Lock()
 	claims := make(map[TP]int64, len(s.claims))
 	for tp, g := range s.claims {
@@ -347,7 +358,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 				delete(last, tp)
 			}
 			continue
-		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries && ctx.Err() == nil:
+		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries:
 			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
 			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
 			s.setErr(err)
@@ -394,6 +405,14 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 		}
 	})
 	return nil
+}
+
+// drainContext returns a context that outlives ctx by grace: the batch in
+// flight when shutdown starts still gets grace to commit.
+func drainContext(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return dctx, func() { stop(); cancel() }
 }
 
 // fence drops the records of partitions another instance claimed and

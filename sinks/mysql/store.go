@@ -104,6 +104,9 @@ type Store struct {
 	group string
 	// chunk caps the rows of one multi-row statement.
 	chunk int
+	// inTxn, when set, runs after the facts are written and before the
+	// offsets are (tests: a crash inside the transaction).
+	inTxn func(ctx context.Context) error
 }
 
 // NewStore returns a Store for consumer group group on db.
@@ -331,6 +334,12 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 	res.Facts = BuildFacts(newLedger, newInflows)
 	if err := s.writeFacts(ctx, tx, res.Facts); err != nil {
 		return res, err
+	}
+
+	if s.inTxn != nil {
+		if err := s.inTxn(ctx); err != nil {
+			return res, err
+		}
 	}
 
 	// 5. Offsets.

@@ -1,0 +1,125 @@
+package mysqlsink_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+)
+
+var errKilled = errors.New("killed by test")
+
+// TestKilledTwentyTimes runs a 100k-entry ledger (plus lucky pool inflows
+// and producer-style duplicates) through the sink while it is killed at 20
+// random points: before a transaction, inside it after the facts are
+// written, and between the MySQL commit and the Kafka commit. Each kill
+// is followed by a fresh instance. The tables must equal the oracle.
+func TestKilledTwentyTimes(t *testing.T) {
+	e := newEnv(t, 6)
+	e.cfg.Sink.BatchSize = 500
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 11))
+
+	gen := sinktest.NewLedgerGen(3, "hyapp", 2000)
+	gen.SkipPct = 0.02
+	ledger := gen.Next(100_000)
+	inflows := sinktest.NewInflowGen(4, "hyapp", 50, 10).Next(10_000)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	// Producer retries and upstream replays: 2% of the entries twice.
+	var dups []*kgo.Record
+	for _, en := range ledger {
+		if rng.IntN(50) == 0 {
+			dups = append(dups, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, []*userv1.MicLedgerEntry{en})...)
+		}
+	}
+
+	// Produce while the sink runs, in chunks.
+	pcl := e.k.Client(t)
+	all := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	all = append(all, dups...)
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	// The shuffle also puts each user's entries out of order: snapshots
+	// carry versions and deltas commute, so the result must not depend on
+	// order, which the oracle comparison proves as well.
+	produced := make(chan error, 1)
+	go func() {
+		for lo := 0; lo < len(all); lo += 10_000 {
+			if err := sinktest.Produce(ctx, pcl, all[lo:min(len(all), lo+10_000)]); err != nil {
+				produced <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		produced <- nil
+	}()
+
+	stages := []string{"before_apply", "in_txn", "after_mysql_commit"}
+	kills := map[string]int{}
+	for kill := range 20 {
+		stage := stages[rng.IntN(len(stages))]
+		after := int64(rng.IntN(6)) // batches applied by this instance before the kill
+		var applied atomic.Int64
+		hooks := mysqlsink.Hooks{}
+		switch stage {
+		case "before_apply":
+			hooks.BeforeApply = func(context.Context, int) error {
+				if applied.Load() >= after {
+					return errKilled
+				}
+				return nil
+			}
+			hooks.AfterApply = func(context.Context, mysqlsink.Result) error { applied.Add(1); return nil }
+		case "in_txn":
+			hooks.InTxn = func(context.Context) error {
+				if applied.Load() >= after {
+					return errKilled
+				}
+				return nil
+			}
+			hooks.AfterApply = func(context.Context, mysqlsink.Result) error { applied.Add(1); return nil }
+		case "after_mysql_commit":
+			hooks.AfterApply = func(context.Context, mysqlsink.Result) error {
+				if applied.Add(1) > after {
+					return errKilled
+				}
+				return nil
+			}
+		}
+		r := e.start(t, nil, mysqlsink.WithHooks(hooks))
+		select {
+		case err := <-r.done:
+			if !errors.Is(err, errKilled) {
+				t.Fatalf("kill %d (%s): sink returned %v, want the kill", kill, stage, err)
+			}
+			r.cancel = nil
+			kills[stage]++
+		case <-time.After(60 * time.Second):
+			t.Fatalf("kill %d (%s after %d batches) never happened", kill, stage, after)
+		}
+	}
+	t.Logf("kills by stage: %v", kills)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, nil)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 90*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"); n != int64(len(o.Consumed)) {
+		t.Fatalf("consumption rows %d, want %d", n, len(o.Consumed))
+	}
+}

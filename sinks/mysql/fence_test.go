@@ -1,0 +1,186 @@
+package mysqlsink_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+)
+
+// TestStoreFencesRevokedOwner: once B claimed a partition, A's commit for
+// it is rejected and writes nothing, while B's goes through; a claim reads
+// the offsets committed before it.
+func TestStoreFencesRevokedOwner(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	st := mysqlsink.NewStore(m.DB, "g")
+	tp := mysqlsink.TP{Topic: "ledger", Partition: 3}
+	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(20)
+	recs := func(from int64, es int) []mysqlsink.Record {
+		var out []mysqlsink.Record
+		for i := range es {
+			out = append(out, mysqlsink.Record{TP: tp, Offset: from + int64(i), Ledger: ledger[int(from)+i]})
+		}
+		return out
+	}
+
+	a, err := st.Claim(ctx, "A", []mysqlsink.TP{tp}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[tp].NextOffset != -1 || a[tp].Generation != 1 {
+		t.Fatalf("first claim = %+v, want next -1 generation 1", a[tp])
+	}
+	if _, err := st.Apply(ctx, "A", map[mysqlsink.TP]int64{tp: 1}, recs(0, 10), 2); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Claim(ctx, "B", []mysqlsink.TP{tp}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[tp].NextOffset != 10 || b[tp].Generation != 2 {
+		t.Fatalf("B's claim = %+v, want next 10 generation 2", b[tp])
+	}
+	before := count(t, m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption")
+
+	// A's late commit (a zombie that missed the revoke).
+	_, err = st.Apply(ctx, "A", map[mysqlsink.TP]int64{tp: 1}, recs(10, 10), 4)
+	var fe *mysqlsink.FencedError
+	if !errors.As(err, &fe) || len(fe.Partitions) != 1 || fe.Partitions[0] != tp {
+		t.Fatalf("A's late commit: %v, want FencedError on %v", err, tp)
+	}
+	// The same owner id with a stale generation is fenced too.
+	if _, err := st.Apply(ctx, "B", map[mysqlsink.TP]int64{tp: 1}, recs(10, 10), 4); !errors.As(err, &fe) {
+		t.Fatalf("stale generation: %v, want FencedError", err)
+	}
+	if n := count(t, m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"); n != before {
+		t.Fatalf("fenced commits wrote %d consumption rows", n-before)
+	}
+	res, err := st.Apply(ctx, "B", map[mysqlsink.TP]int64{tp: 2}, recs(10, 10), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LedgerApplied != 10 || res.Offsets[tp] != 20 {
+		t.Fatalf("B's commit = %+v", res)
+	}
+	// Records below the stored offset are skipped, not re-applied.
+	res, err = st.Apply(ctx, "B", map[mysqlsink.TP]int64{tp: 2}, recs(5, 10), 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Behind != 10 || res.LedgerApplied != 0 || res.Offsets[tp] != 20 {
+		t.Fatalf("replayed records: %+v, want 10 behind, nothing applied, offset kept at 20", res)
+	}
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTwoInstancesRebalanceAndZombie runs two sinks in one group with a
+// rebalance mid-run. Instance A is held inside a batch (after polling,
+// before its transaction) until the group has evicted it and B has claimed
+// every partition; A's late commit must then be rejected, and after A
+// rejoins and B leaves, the tables still equal the oracle exactly.
+func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	gen := sinktest.NewLedgerGen(9, "hyapp", 500)
+	igen := sinktest.NewInflowGen(10, "hyapp", 10, 4)
+	o := sinktest.NewOracle()
+	pcl := e.k.Client(t)
+	produce := func(n int) {
+		t.Helper()
+		l := gen.Next(n)
+		in := igen.Next(n / 10)
+		o.AddLedger(l...)
+		o.AddInflows(in...)
+		recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, l), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, in)...)
+		if err := sinktest.Produce(ctx, pcl, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast := mysqlsink.WithKafkaOpts(kgo.RebalanceTimeout(2*time.Second), kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))
+
+	var hold atomic.Bool
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	a := e.start(t, nil, fast, mysqlsink.WithOwnerID("instance-a"), mysqlsink.WithHooks(mysqlsink.Hooks{
+		BeforeApply: func(ctx context.Context, _ int) error {
+			if hold.CompareAndSwap(true, false) {
+				held <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		},
+	}))
+	produce(3000)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, a)
+
+	// A polls the next records and stalls before its transaction.
+	hold.Store(true)
+	produce(2000)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A never picked up the second batch")
+	}
+	b := e.start(t, nil, fast, mysqlsink.WithOwnerID("instance-b"))
+	deadline := time.Now().Add(45 * time.Second)
+	for count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Sink.Group) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("B never claimed every partition while A stalled")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, b)
+
+	// A wakes up: its commit must be fenced.
+	close(release)
+	deadline = time.Now().Add(30 * time.Second)
+	for counterValue(a.sink.Metrics().Fenced) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("A's late commit was not fenced")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Both run; more load; then B leaves mid-run.
+	produce(3000)
+	time.Sleep(300 * time.Millisecond)
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	produce(2000)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, a)
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", e.cfg.Sink.Group); n == 0 {
+		t.Fatal("A never owned a partition again after B left")
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
