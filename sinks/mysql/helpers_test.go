@@ -2,10 +2,10 @@ package mysqlsink_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"database/sql"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
