@@ -1,0 +1,456 @@
+// Command relay benchmarks `roomflow relay` against its raw limit.
+//
+//	go run ./benchmarks/relay                # 1M rows, 300-byte payloads, in-process kfake
+//	go run ./benchmarks/relay -rows 200000   # quicker
+//
+// Throughput: room_outbox is pre-filled with -rows rows, then
+//   - raw: a plain `SELECT ... WHERE id > ? ORDER BY id LIMIT n` scan
+//     producing the same records (same Router) without transactions
+//     (idempotent producer, asynchronous, one Flush at the end), into its
+//     own topic;
+//   - relay: the real relay (leader group, fencing, position, one Kafka
+//     transaction per batch) from an empty position,
+//
+// both in the same run on the same database and cluster, reported as
+// events/s and relay/raw.
+//
+// Latency: the relay then keeps running while rows are inserted at -rate
+// events/s (in transactions of -txn-rows rows); the time from each
+// insert's commit to its record being visible to a read_committed consumer
+// is reported as p50/p99.
+//
+// The benchmark creates and drops its own database (mysql server from
+// -mysql) and uses an in-process kfake of 3 brokers unless -brokers is set.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+func main() {
+	var (
+		rows      = flag.Int("rows", 1_000_000, "rows to pre-fill for the throughput run")
+		payload   = flag.Int("payload", 300, "payload bytes per row")
+		batch     = flag.Int("batch", 1000, "relay.batch_size (and the raw scan's LIMIT)")
+		mysqlDSN  = flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN (a database is created and dropped)")
+		brokers   = flag.String("brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
+		rate      = flag.Int("rate", 5000, "events/s for the latency run (0 skips it)")
+		txnRows   = flag.Int("txn-rows", 10, "rows per insert transaction in the latency run")
+		latDur    = flag.Duration("latency-duration", 20*time.Second, "length of the latency run")
+		pollIvl   = flag.Duration("poll", 100*time.Millisecond, "relay.poll_interval")
+		keepDB    = flag.Bool("keep-db", false, "do not drop the database")
+		partition = flag.Int("partitions", 12, "partitions per topic")
+	)
+	flag.Parse()
+	if err := run(*rows, *payload, *batch, *mysqlDSN, *brokers, *rate, *txnRows, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
+		fmt.Fprintln(os.Stderr, "benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// Kafka.
+	kcfg := config.Default().Kafka
+	kcfg.Partitions = partitions
+	if brokers == "" {
+		c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		kcfg.Brokers = c.ListenAddrs()
+	} else {
+		kcfg.Brokers = strings.Split(brokers, ",")
+	}
+	prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
+	kcfg.Topics = kcfg.Topics.WithPrefix(prefix)
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...))
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg); err != nil {
+		return err
+	}
+	rawTopic := prefix + "raw"
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, rawTopic); err != nil {
+		return err
+	}
+
+	// MySQL.
+	db, dsn, drop, err := freshDB(ctx, serverDSN)
+	if err != nil {
+		return err
+	}
+	if !keepDB {
+		defer drop()
+	}
+	defer db.Close()
+
+	cfg := config.Default()
+	cfg.Kafka = kcfg
+	cfg.MySQL.DSN = dsn
+	cfg.Metrics.Addr = ""
+	cfg.Relay.BatchSize = batch
+	cfg.Relay.PollInterval = config.Duration(poll)
+	cfg.Relay.FailoverTimeout = config.Duration(3 * time.Second)
+	cfg.Relay.TransactionalID = prefix + "relay"
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	fmt.Printf("filling room_outbox with %d rows of %d-byte payloads...\n", rows, payload)
+	t0 := time.Now()
+	if err := fill(ctx, db, rows, payload); err != nil {
+		return err
+	}
+	var maxID uint64
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id),0) FROM room_outbox").Scan(&maxID); err != nil {
+		return err
+	}
+	fmt.Printf("filled in %s (%.0f rows/s)\n", time.Since(t0).Round(time.Millisecond), float64(rows)/time.Since(t0).Seconds())
+
+	router := relay.Router{Default: rawTopic, DLQ: kcfg.Topics.DLQ, MaxRecordBytes: cfg.Relay.MaxRecordBytes}
+	rawDur, rawN, err := rawScan(ctx, db, kcfg, router, batch)
+	if err != nil {
+		return err
+	}
+	rawRate := float64(rawN) / rawDur.Seconds()
+	fmt.Printf("raw   : %d events in %s = %.0f events/s (scan + non-transactional produce)\n", rawN, rawDur.Round(time.Millisecond), rawRate)
+
+	relDur, lead, err := relayRun(ctx, cfg, db, log, maxID)
+	if err != nil {
+		return err
+	}
+	relRate := float64(rows) / relDur.Seconds()
+	fmt.Printf("relay : %d events in %s = %.0f events/s (transactional, position per batch; leader after %s, not counted)\n",
+		rows, relDur.Round(time.Millisecond), relRate, lead.Round(time.Millisecond))
+	fmt.Printf("ratio : relay/raw = %.1f%%  (target >= 70%%, and >= 50000 events/s)\n", 100*relRate/rawRate)
+
+	if rate > 0 {
+		return latency(ctx, cfg, db, log, rate, txnRows, payload, latDur)
+	}
+	return nil
+}
+
+func freshDB(ctx context.Context, serverDSN string) (*sql.DB, string, func(), error) {
+	base, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	base.DBName = ""
+	mysqlx.Tune(base)
+	admin, err := sql.Open("mysql", base.FormatDSN())
+	if err != nil {
+		return nil, "", nil, err
+	}
+	name := fmt.Sprintf("relay_bench_%d", time.Now().UnixNano())
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		return nil, "", nil, err
+	}
+	dc := base.Clone()
+	dc.DBName = name
+	dsn := dc.FormatDSN()
+	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ms, err := migrate.Load()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if _, err := migrate.Up(ctx, db, ms, 30*time.Second, nil); err != nil {
+		return nil, "", nil, err
+	}
+	drop := func() {
+		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
+		admin.Close()
+	}
+	return db, dsn, drop, nil
+}
+
+func payloadOf(i, n int) []byte {
+	p := make([]byte, n)
+	for j := range p {
+		p[j] = byte(i + j*31)
+	}
+	return p
+}
+
+// fill inserts rows with 4 concurrent writers in multi-row INSERTs.
+func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
+	const perStmt = 500
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	now := time.Now().UnixMilli()
+	for range 4 {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(perStmt)) - perStmt
+				if start >= rows {
+					return
+				}
+				n := min(perStmt, rows-start)
+				if err := insert(ctx, db, start, n, payload, now); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+const insertHead = "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES "
+
+func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int64) error {
+	var b strings.Builder
+	b.WriteString(insertHead)
+	args := make([]any, 0, n*9)
+	for i := start; i < start+n; i++ {
+		if i > start {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+		args = append(args, "hyapp", fmt.Sprintf("bench-%d", i), "RoomGiftSent", fmt.Sprintf("room-%d", i%5000),
+			int64(i/5000+1), payloadOf(i, payload), occurred, occurred, occurred)
+	}
+	_, err := db.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// rawScan is the raw limit: the relay's read query, the same record
+// building, a plain idempotent producer, no transactions, no position.
+func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router relay.Router, batch int) (time.Duration, int, error) {
+	cl, err := kafkax.NewClient(kcfg, "bench-raw", nil, nil, kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	src := relay.NewSource(db, "room_outbox")
+	var after uint64
+	n := 0
+	var perr atomic.Value
+	start := time.Now()
+	for {
+		rows, err := src.After(ctx, after, batch)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for i := range rows {
+			rec, _ := router.Record(&rows[i], "")
+			cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				if err != nil {
+					perr.Store(err)
+				}
+			})
+		}
+		n += len(rows)
+		after = rows[len(rows)-1].ID
+	}
+	// Records are produced asynchronously (bounded by the client's buffer)
+	// and flushed once: the fastest a scan can feed Kafka.
+	if err := cl.Flush(ctx); err != nil {
+		return 0, 0, err
+	}
+	if e := perr.Load(); e != nil {
+		return 0, 0, e.(error)
+	}
+	return time.Since(start), n, nil
+}
+
+// relayRun runs the relay until it has committed maxID and returns the
+// time from leadership to that commit.
+func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, maxID uint64) (time.Duration, time.Duration, error) {
+	var leadAt time.Time
+	done := make(chan struct{})
+	var once sync.Once
+	start := time.Now()
+	r, err := relay.New(&cfg, db, relay.WithLogger(log), relay.WithHooks(relay.Hooks{
+		OnLeader: func(l bool) {
+			if l && leadAt.IsZero() {
+				leadAt = time.Now()
+			}
+		},
+		AfterCommit: func(b relay.BatchInfo, err error) {
+			if err == nil && b.High >= maxID {
+				once.Do(func() { close(done) })
+			}
+		},
+	}))
+	if err != nil {
+		return 0, 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(rctx) }()
+	select {
+	case <-done:
+	case err := <-errc:
+		cancel()
+		return 0, 0, fmt.Errorf("relay stopped: %v", err)
+	}
+	end := time.Now()
+	cancel()
+	<-errc
+	return end.Sub(leadAt), leadAt.Sub(start), nil
+}
+
+// latency inserts at rate events/s while a relay runs and measures
+// insert commit -> visible to a read_committed consumer.
+func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, rate, txnRows, payload int, d time.Duration) error {
+	// The throughput run left everything relayed; a new relay resumes.
+	var committed sync.Map // event id -> commit time
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Make the consumer's start position (AtEnd) resolve before inserting.
+	poll(ctx, cl, 300*time.Millisecond)
+
+	r, err := relay.New(&cfg, db, relay.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(rctx) }()
+	time.Sleep(2 * time.Second) // leadership, position
+
+	var lats []time.Duration
+	var mu sync.Mutex
+	expect := 0
+	consumed := make(chan struct{})
+	var stopConsume atomic.Bool
+	go func() {
+		defer close(consumed)
+		for !stopConsume.Load() {
+			fs := poll(ctx, cl, 200*time.Millisecond)
+			now := time.Now()
+			fs.EachRecord(func(rec *kgo.Record) {
+				for _, h := range rec.Headers {
+					if h.Key == "event_id" {
+						if v, ok := committed.Load(string(h.Value)); ok {
+							mu.Lock()
+							lats = append(lats, now.Sub(v.(time.Time)))
+							mu.Unlock()
+						}
+					}
+				}
+			})
+		}
+	}()
+
+	interval := time.Duration(float64(time.Second) * float64(txnRows) / float64(rate))
+	fmt.Printf("latency: inserting %d events/s in transactions of %d rows (one every %s) for %s, poll_interval %s...\n",
+		rate, txnRows, interval, d, cfg.Relay.PollInterval)
+	begin := time.Now()
+	end := begin.Add(d)
+	i := 10_000_000
+	behind := 0
+	for k := 0; ; k++ {
+		next := begin.Add(time.Duration(k) * interval)
+		if !next.Before(end) {
+			break
+		}
+		if w := time.Until(next); w > 0 {
+			time.Sleep(w)
+		} else if w < -interval {
+			behind++
+		}
+		var b strings.Builder
+		b.WriteString(insertHead)
+		args := make([]any, 0, txnRows*9)
+		ids := make([]string, txnRows)
+		now := time.Now().UnixMilli()
+		for j := range txnRows {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?,?,?,?,?,?,?,?,?)")
+			ids[j] = fmt.Sprintf("lat-%d", i)
+			args = append(args, "hyapp", ids[j], "RoomGiftSent", fmt.Sprintf("lroom-%d", i%5000), int64(i), payloadOf(i, payload), now, now, now)
+			i++
+		}
+		// Record the commit time before the commit can be relayed: the
+		// store happens right after Exec returns, and the relay polls at
+		// most every poll_interval, so the error is the Exec return path.
+		if _, err := db.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+		at := time.Now()
+		for _, id := range ids {
+			committed.Store(id, at)
+		}
+		expect += txnRows
+	}
+	sent := time.Since(begin)
+	// Let the tail arrive.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(lats)
+		mu.Unlock()
+		if n >= expect {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopConsume.Store(true)
+	<-consumed
+	cancel()
+	<-errc
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lats) == 0 {
+		return fmt.Errorf("latency: no record seen")
+	}
+	sort.Slice(lats, func(a, b int) bool { return lats[a] < lats[b] })
+	q := func(p float64) time.Duration { return lats[int(p*float64(len(lats)-1))] }
+	achieved := float64(expect) / sent.Seconds()
+	fmt.Printf("latency: %d/%d events seen, offered %.0f events/s (inserts late by more than one interval: %d): p50 %s  p99 %s  max %s\n",
+		len(lats), expect, achieved, behind, q(0.50).Round(100*time.Microsecond), q(0.99).Round(100*time.Microsecond),
+		lats[len(lats)-1].Round(100*time.Microsecond))
+	return nil
+}
+
+func poll(ctx context.Context, cl *kgo.Client, d time.Duration) kgo.Fetches {
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return cl.PollFetches(c)
+}
