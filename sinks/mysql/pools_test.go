@@ -1,0 +1,137 @@
+package mysqlsink_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+)
+
+// TestLuckyPoolsFourConcurrentPartitions runs four sink instances, one per
+// partition, whose small batches all add to the same (platform, global)
+// row and a handful of shared gift and room rows at the same time. Totals
+// must be exact and no instance may fail: lock waits and deadlocks are
+// absorbed by whole-batch retries.
+func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
+	e := newEnv(t, 4)
+	e.cfg.Sink.BatchSize = 100
+	ctx := context.Background()
+
+	var rs []*running
+	for i := range 4 {
+		rs = append(rs, e.start(t, nil, mysqlsink.WithOwnerID(fmt.Sprintf("pool-%d", i))))
+	}
+	// Wait until every instance owns a partition of the inflow topic.
+	deadline := time.Now().Add(45 * time.Second)
+	for count(t, e.m.DB, "SELECT COUNT(DISTINCT owner_id) FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", e.cfg.Sink.Group, e.cfg.Kafka.Topics.LuckyPoolInflow) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("the four instances never each owned a partition")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	inflows := sinktest.NewInflowGen(12, "hyapp", 8, 3).Next(20_000)
+	o := sinktest.NewOracle()
+	o.AddInflows(inflows...)
+	pcl := e.k.Client(t)
+	if err := sinktest.Produce(ctx, pcl, sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 90*time.Second, rs...)
+	var retries, batches float64
+	for _, r := range rs {
+		if err := r.stop(t); err != nil {
+			t.Fatalf("%s: %v", r.sink.Owner(), err)
+		}
+		retries += sum(r.sink.Metrics().Retries)
+		batches += histCount(r.sink.Metrics().TxnSeconds)
+	}
+	t.Logf("%v transactions, %v retried", batches, retries)
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	var balance, totalIn, version int64
+	if err := e.m.DB.QueryRow("SELECT balance, total_in, version FROM lucky_pools WHERE app_code = 'hyapp' AND scope_type = 'platform' AND scope_id = 'global'").Scan(&balance, &totalIn, &version); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for _, in := range inflows {
+		want += in.PlatformIn
+	}
+	if balance != want || totalIn != want {
+		t.Fatalf("global pool balance %d total_in %d, want %d", balance, totalIn, want)
+	}
+	// One version step per applied batch touching the row: far fewer than
+	// the inflows (pre-aggregation), at least one per instance.
+	if version < 4 || version >= int64(len(inflows)/10) {
+		t.Fatalf("global pool version %d: want one step per batch (4 .. %d)", version, len(inflows)/10)
+	}
+}
+
+func sum(c *prometheus.CounterVec) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var total float64
+	for m := range ch {
+		var d dto.Metric
+		_ = m.Write(&d)
+		total += d.GetCounter().GetValue()
+	}
+	return total
+}
+
+func histCount(h *prometheus.HistogramVec) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { h.Collect(ch); close(ch) }()
+	var total float64
+	for m := range ch {
+		var d dto.Metric
+		_ = m.Write(&d)
+		total += float64(d.GetHistogram().GetSampleCount())
+	}
+	return total
+}
+
+// TestDeadlockRetriesWholeBatch makes every third transaction fail inside,
+// after its facts were written, with MySQL's deadlock error: the batch is
+// rolled back and retried whole, and nothing is half-applied or doubled.
+func TestDeadlockRetriesWholeBatch(t *testing.T) {
+	e := newEnv(t, 3)
+	e.cfg.Sink.BatchSize = 200
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(21, "hyapp", 200).Next(4000)
+	inflows := sinktest.NewInflowGen(22, "hyapp", 5, 2).Next(1000)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	pcl := e.k.Client(t)
+	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	r := e.start(t, nil, mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(context.Context) error {
+		if n.Add(1)%3 == 0 {
+			return &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+		}
+		return nil
+	}}))
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(r.sink.Metrics().Retries); got < 3 {
+		t.Fatalf("retries = %v, want the injected deadlocks retried", got)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+}
