@@ -79,7 +79,7 @@ func TestBuildFactsAggregates(t *testing.T) {
 	}
 	ledger := []*userv1.MicLedgerEntry{
 		{EventId: "a", AppCode: "x", UserId: 1, Status: "consumed", OccurredAtMs: 100, Session: snap("s1", 2),
-			Daily: []*userv1.MicDailyDelta{{StatDate: "2026-03-01", SeatOccupiedDeltaMs: 10, MicOnlineDeltaMs: 5, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: 50, LastMicAtMs: 60}},
+			Daily:    []*userv1.MicDailyDelta{{StatDate: "2026-03-01", SeatOccupiedDeltaMs: 10, MicOnlineDeltaMs: 5, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: 50, LastMicAtMs: 60}},
 			Lifetime: &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: 10, MicOnlineDeltaMs: 5, SessionCountDelta: 1, FirstMicAtMs: 50, LastMicAtMs: 60}},
 		// An older snapshot of s1 arrives later: it must not win.
 		{EventId: "b", AppCode: "x", UserId: 1, Status: "consumed", OccurredAtMs: 90, Session: snap("s1", 1)},
