@@ -185,14 +185,18 @@ func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
 	return nil
 }
 
-// New builds the room processor's runtime on cfg: input
-// kafka.topics.room_events, group process.room_group, DLQ
-// kafka.topics.dlq, commit every process.commit_interval or
-// process.commit_records, rules from rules. extra options come last
-// (tests pass TransactionalID, Clock, ...).
-func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, error) {
+// Options are the runtime options of the room processor on cfg: input
+// kafka.topics.room_events, group process.room_group, DLQ kafka.topics.dlq,
+// commit every process.commit_interval or process.commit_records records,
+// shutdown.timeout for the final commit, Kafka client from kafkax (kprom
+// metrics on reg when non-nil).
+func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []runtime.Option {
 	if log == nil {
 		log = slog.Default()
+	}
+	var preg prometheus.Registerer // a nil *Registry must stay a nil interface
+	if reg != nil {
+		preg = reg
 	}
 	opts := []runtime.Option{
 		runtime.Input(cfg.Kafka.Topics.RoomEvents),
@@ -201,11 +205,17 @@ func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *sl
 		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
 		runtime.CommitRecords(cfg.Process.CommitRecords),
 		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", reg, log)...),
+		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", preg, log)...),
 		runtime.Logger(log),
 	}
-	if reg != nil {
-		opts = append(opts, runtime.Registerer(reg))
+	if preg != nil {
+		opts = append(opts, runtime.Registerer(preg))
 	}
-	return runtime.New("room", NewProcessor(cfg.Kafka.Topics, rules), append(opts, extra...)...)
+	return opts
+}
+
+// New builds the room processor's runtime: NewProcessor over Options, then
+// extra (tests pass TransactionalID, shorter timeouts, ...).
+func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, error) {
+	return runtime.New("room", NewProcessor(cfg.Kafka.Topics, rules), append(Options(cfg, reg, log), extra...)...)
 }

@@ -77,7 +77,7 @@ func (r *Runtime) restore(ctx context.Context, parts []int32) error {
 }
 
 func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, targets map[int32]int64, consume map[int32]kgo.Offset) (int, error) {
-	opts := append([]kgo.Opt{}, r.o.clientOpts...)
+	opts := append([]kgo.Opt{}, r.restoreOpts...)
 	opts = append(opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.o.changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Runtime runs one Processor over a consumer group with Kafka transactions.
@@ -53,6 +56,9 @@ type Runtime struct {
 	sessCloser sync.Once
 	assigned   atomic.Pointer[[]int32]
 	runCtx     context.Context
+	// restoreOpts connect a changelog reader like the session client, but
+	// without its hooks (metrics plugins register per client).
+	restoreOpts []kgo.Opt
 }
 
 type partEventKind int
@@ -235,6 +241,7 @@ func (r *Runtime) start() error {
 	}
 	r.sess = sess
 	r.adm = kadm.NewClient(sess.Client())
+	r.restoreOpts = restoreOpts(sess.Client())
 	close(r.sessReady)
 	if r.killed.Load() {
 		return ErrKilled
@@ -585,7 +592,9 @@ func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (b
 		}
 		r.prodMu.Lock()
 		if r.prodErr != nil {
-			r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
+			if !r.killed.Load() {
+				r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
+			}
 			commit = false
 			abortCause = "produce"
 		}
@@ -797,4 +806,31 @@ func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 		return kgo.ManualPartitioner().ForTopic(topic)
 	}
 	return p.def.ForTopic(topic)
+}
+
+// restoreOpts copies the connection options of cl (brokers, client id,
+// TLS, SASL, dialer, logger) for a short-lived changelog reader. Hooks are
+// left out on purpose: a metrics hook such as kprom registers collectors
+// per client and would collide with the session client's.
+func restoreOpts(cl *kgo.Client) []kgo.Opt {
+	var o []kgo.Opt
+	if v, ok := cl.OptValue(kgo.SeedBrokers).([]string); ok {
+		o = append(o, kgo.SeedBrokers(v...))
+	}
+	if v, ok := cl.OptValue(kgo.ClientID).(string); ok && v != "" {
+		o = append(o, kgo.ClientID(v+"-restore"))
+	}
+	if v, ok := cl.OptValue(kgo.DialTLSConfig).(*tls.Config); ok && v != nil {
+		o = append(o, kgo.DialTLSConfig(v))
+	}
+	if v, ok := cl.OptValue(kgo.SASL).([]sasl.Mechanism); ok && len(v) > 0 {
+		o = append(o, kgo.SASL(v...))
+	}
+	if v, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && v != nil {
+		o = append(o, kgo.Dialer(v))
+	}
+	if v, ok := cl.OptValue(kgo.WithLogger).(kgo.Logger); ok && v != nil {
+		o = append(o, kgo.WithLogger(v))
+	}
+	return o
 }

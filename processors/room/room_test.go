@@ -1,0 +1,490 @@
+package room_test
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/processors/room"
+	"github.com/hyapp/roomflow/processors/room/roomtest"
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+type env struct {
+	t      *testing.T
+	k      *testenv.Kafka
+	m      *testenv.MySQL
+	cfg    *config.Config
+	rules  *lucky.Loader
+	topics config.Topics
+}
+
+func newEnv(t *testing.T) *env {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, k, m)
+	cfg.Process.CommitInterval = config.Duration(50 * time.Millisecond)
+	return &env{t: t, k: k, m: m, cfg: cfg, rules: lucky.NewLoader(m.DB, 100), topics: cfg.Kafka.Topics}
+}
+
+// testOpts make takeovers fast in tests.
+func testOpts(txnID string) []runtime.Option {
+	return []runtime.Option{
+		runtime.TransactionalID(txnID),
+		runtime.ClientOpts(kgo.RebalanceTimeout(5 * time.Second)),
+		runtime.SessionTimeout(6 * time.Second),
+		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
+		runtime.LagInterval(0),
+	}
+}
+
+type running struct {
+	rt     *runtime.Runtime
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(rt *runtime.Runtime) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{rt: rt, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- rt.Run(ctx) }()
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+}
+
+func (e *env) produce(recs []*kgo.Record) { rttest.Produce(e.t, e.k.Client(e.t), recs) }
+
+func (e *env) read(topic string, want int) []*kgo.Record {
+	return rttest.ReadCommitted(e.t, e.k.Brokers, topic, want, time.Second, 90*time.Second)
+}
+
+// TestRepartitionMicEvents: 20k mic events over 200 rooms and 1,000 users
+// arrive in the user topic exactly once, unchanged, keyed by user_id, each
+// user in one partition, each session in order. Other event types pass by.
+func TestRepartitionMicEvents(t *testing.T) {
+	e := newEnv(t)
+	w := roomtest.Mic(20000, 200, 1000, 42)
+	recs := w.Records(e.topics.RoomEvents)
+	// Pass-by traffic interleaved: joins and non-lucky gifts produce nothing.
+	for i := range 500 {
+		roomID := "room-" + strconv.Itoa(1+i%200)
+		v := roomtest.Envelope(fmt.Sprintf("evt-join-%d", i), "RoomUserJoined", roomID, 0, 0, &roomv1.RoomUserJoined{UserId: int64(i)})
+		if i%2 == 1 {
+			v = roomtest.Gift(fmt.Sprintf("evt-gift-%d", i), roomID, 0, &roomv1.RoomGiftSent{GiftId: "rose", HeatValue: 100})
+		}
+		pos := i * len(recs) / 500
+		recs = slices.Insert(recs, pos, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte(roomID), Value: v})
+	}
+	e.produce(recs)
+
+	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	out := e.read(e.topics.UserMicEvents, len(w.Events))
+	r.stop(t)
+
+	byID := map[string]roomtest.MicEvent{}
+	for _, ev := range w.Events {
+		byID[ev.EventID] = ev
+	}
+	seen := map[string]bool{}
+	userPartition := map[string]int32{}
+	order := map[string][]string{} // session -> event ids in output order
+	for _, rec := range out {
+		id := rttest.Header(rec, "event_id")
+		ev, ok := byID[id]
+		if !ok {
+			t.Fatalf("unexpected output event %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("event %s emitted twice", id)
+		}
+		seen[id] = true
+		if string(rec.Key) != strconv.FormatInt(ev.UserID, 10) {
+			t.Fatalf("event %s keyed %q, want user %d", id, rec.Key, ev.UserID)
+		}
+		if !slices.Equal(rec.Value, ev.Value) {
+			t.Fatalf("event %s value changed", id)
+		}
+		if rttest.Header(rec, "event_type") != "RoomMicChanged" || rttest.Header(rec, "app_code") != roomtest.AppCode ||
+			rttest.Header(rec, "content-type") != "application/x-protobuf" {
+			t.Fatalf("event %s headers %v", id, rec.Headers)
+		}
+		if p, ok := userPartition[string(rec.Key)]; ok && p != rec.Partition {
+			t.Fatalf("user %s in partitions %d and %d", rec.Key, p, rec.Partition)
+		}
+		userPartition[string(rec.Key)] = rec.Partition
+		order[ev.SessionID] = append(order[ev.SessionID], id)
+	}
+	if len(seen) != len(w.Events) || len(out) != len(w.Events) {
+		t.Fatalf("%d outputs (%d distinct), want %d", len(out), len(seen), len(w.Events))
+	}
+	for sid, want := range w.Sessions {
+		if !slices.Equal(order[sid], want) {
+			t.Fatalf("session %s out of order: got %v want %v", sid, order[sid], want)
+		}
+	}
+	if len(userPartition) < 900 {
+		t.Fatalf("only %d users seen; the workload should cover most of 1000", len(userPartition))
+	}
+	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.LuckyPoolInflow, 0, 200*time.Millisecond, time.Second)); n != 0 {
+		t.Fatalf("%d inflow records from non-lucky traffic", n)
+	}
+	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.DLQ, 0, 200*time.Millisecond, time.Second)); n != 0 {
+		t.Fatalf("%d DLQ records from valid traffic", n)
+	}
+}
+
+// floorPPM is the test's own oracle for seed 003: floor(x*ppm/1e6) in
+// arbitrary precision.
+func floorPPM(x, ppm int64) int64 {
+	p := new(big.Int).Mul(big.NewInt(x), big.NewInt(ppm))
+	return p.Quo(p, big.NewInt(1_000_000)).Int64()
+}
+
+type luckyCase struct {
+	eventID, roomID, gift, version string
+	heat                           int64
+}
+
+func expectInflow(c luckyCase, r *lucky.Rule) *activityv1.LuckyPoolInflow {
+	pool := floorPPM(c.heat, r.PoolRatePPM)
+	pl, rm := floorPPM(pool, r.PlatformWeightPPM), floorPPM(pool, r.RoomWeightPPM)
+	return &activityv1.LuckyPoolInflow{EventId: "LuckyPoolInflow:" + c.eventID, AppCode: roomtest.AppCode, RoomId: c.roomID,
+		GiftId: c.gift, RuleVersion: c.version, HeatValue: c.heat, PoolIn: pool, PlatformIn: pl, RoomIn: rm,
+		GiftIn: pool - pl - rm, SourceEventId: c.eventID}
+}
+
+func luckyRecord(topic string, c luckyCase, version int64) *kgo.Record {
+	v := roomtest.Gift(c.eventID, c.roomID, version, &roomv1.RoomGiftSent{GiftId: c.gift, HeatValue: c.heat, Lucky: true,
+		LuckyRuleVersion: c.version, GiftCount: 1, SenderUserId: 7, TargetUserId: 8})
+	return &kgo.Record{Topic: topic, Key: []byte(c.roomID), Value: v}
+}
+
+// checkInflow asserts out holds exactly the expected inflows, once each.
+func checkInflow(t *testing.T, out []*kgo.Record, want map[string]*activityv1.LuckyPoolInflow) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, rec := range out {
+		var got activityv1.LuckyPoolInflow
+		if err := proto.Unmarshal(rec.Value, &got); err != nil {
+			t.Fatal(err)
+		}
+		exp, ok := want[got.EventId]
+		if !ok || seen[got.EventId] {
+			t.Fatalf("unexpected or repeated inflow %s", got.EventId)
+		}
+		seen[got.EventId] = true
+		exp.OccurredAtMs = got.OccurredAtMs // envelope time, checked below
+		if !proto.Equal(&got, exp) || got.OccurredAtMs == 0 {
+			t.Fatalf("inflow %s:\n got %v\nwant %v", got.EventId, &got, exp)
+		}
+		if string(rec.Key) != got.RoomId || rttest.Header(rec, "event_id") != got.EventId ||
+			rttest.Header(rec, "event_type") != "LuckyPoolInflow" || rttest.Header(rec, "app_code") != roomtest.AppCode {
+			t.Fatalf("inflow %s key %q headers %v", got.EventId, rec.Key, rec.Headers)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("%d inflows, want %d", len(seen), len(want))
+	}
+}
+
+// TestLuckyPoolInflow: lucky gifts produce seed 003's inflow with the
+// rule version they name (two versions of one gift differ), keyed by room.
+func TestLuckyPoolInflow(t *testing.T) {
+	e := newEnv(t)
+	rules := map[string]*lucky.Rule{
+		"rose/v1":   roomtest.Rule("rose", "v1", 50000, 200000, 300000),
+		"rose/v2":   roomtest.Rule("rose", "v2", 80000, 100000, 100000),
+		"castle/v1": roomtest.Rule("castle", "v1", 1_000_000, 333333, 333333),
+		"zero/v1":   roomtest.Rule("zero", "v1", 0, 200000, 300000),
+	}
+	for _, r := range rules {
+		roomtest.InsertRule(t, e.m.DB, r)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	want := map[string]*activityv1.LuckyPoolInflow{}
+	var recs []*kgo.Record
+	keys := []string{"rose/v1", "rose/v2", "castle/v1", "zero/v1"}
+	for i := range 400 {
+		rk := keys[i%len(keys)]
+		r := rules[rk]
+		heat := rng.Int64N(1_000_000)
+		switch i % 7 {
+		case 0:
+			heat = 0
+		case 1:
+			heat = 9223372036854775807
+		case 2:
+			heat = 1 + rng.Int64N(30)
+		}
+		c := luckyCase{eventID: fmt.Sprintf("evt-lucky-%d", i), roomID: "room-" + strconv.Itoa(i%13), gift: r.GiftID, version: r.RuleVersion, heat: heat}
+		want["LuckyPoolInflow:"+c.eventID] = expectInflow(c, r)
+		recs = append(recs, luckyRecord(e.topics.RoomEvents, c, int64(i+1)))
+	}
+	e.produce(recs)
+	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	out := e.read(e.topics.LuckyPoolInflow, len(want))
+	r.stop(t)
+	checkInflow(t, out, want)
+}
+
+// TestDLQCases: garbage bytes, an unknown event_type, a truncated
+// protobuf, an unknown rule version, a negative heat and an invalid rule
+// each land in the DLQ with their reason and source coordinates, while the
+// good records after each of them still flow (all in one partition).
+func TestDLQCases(t *testing.T) {
+	e := newEnv(t)
+	roomtest.InsertRule(t, e.m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000))
+	broken := roomtest.Rule("rose", "broken", 50000, 200000, 300000)
+	broken.Tiers[0].ProbabilityPPM-- // tiers sum to 999,999
+	roomtest.InsertRule(t, e.m.DB, broken)
+
+	const roomID = "room-dlq"
+	mic := func(i int) []byte {
+		return roomtest.Envelope(fmt.Sprintf("evt-good-%d", i), "RoomMicChanged", roomID, int64(i), 1,
+			&roomv1.RoomMicChanged{UserId: int64(100 + i), Action: "up", MicSessionId: fmt.Sprintf("s-%d", i)})
+	}
+	garbage := []byte{0xff, 0xff, 0xff, 0xff}
+	truncated := mic(99)
+	truncated = truncated[:len(truncated)-3]
+	for _, b := range [][]byte{garbage, truncated} {
+		if proto.Unmarshal(b, &roomv1.EventEnvelope{}) == nil {
+			t.Fatalf("precondition: %x decodes", b)
+		}
+	}
+	gift := func(id, version string, heat int64) []byte {
+		return roomtest.Gift(id, roomID, 1, &roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: version, HeatValue: heat})
+	}
+	type in struct {
+		value  []byte
+		reason string // "" = good
+	}
+	inputs := []in{
+		{mic(0), ""},
+		{garbage, room.ReasonDecodeEnvelope},
+		{mic(1), ""},
+		{roomtest.Envelope("evt-unknown", "RoomTeleported", roomID, 1, 1, nil), room.ReasonUnknownEventType},
+		{mic(2), ""},
+		{truncated, room.ReasonDecodeEnvelope},
+		{mic(3), ""},
+		{gift("evt-norule", "v404", 1000), room.ReasonUnknownRuleVersion},
+		{gift("evt-lucky-ok", "v1", 1000), ""},
+		{gift("evt-negative", "v1", -5), room.ReasonNegativeHeat},
+		{gift("evt-broken", "broken", 1000), room.ReasonInvalidRule},
+		{roomtest.Envelope("evt-badmic", "RoomMicChanged", roomID, 1, 1, nil), ""}, // empty payload decodes: user 0 goes on to the mic processor
+		{mic(4), ""},
+	}
+	// A payload that does not decode as its event_type.
+	badPayload, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-badpayload", EventType: "RoomMicChanged", RoomId: roomID, Payload: []byte{0x0a}})
+	inputs = append(inputs, in{badPayload, room.ReasonDecodePayload}, in{mic(5), ""})
+	var recs []*kgo.Record
+	var wantReasons []string
+	for _, i := range inputs {
+		recs = append(recs, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte(roomID), Value: i.value,
+			Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}}})
+		if i.reason != "" {
+			wantReasons = append(wantReasons, i.reason)
+		}
+	}
+	e.produce(recs)
+	reg := prometheus.NewRegistry()
+	rt, err := room.New(e.cfg, e.rules, reg, nil, testOpts(testenv.UniqueName(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	dlq := e.read(e.topics.DLQ, len(wantReasons))
+	mics := e.read(e.topics.UserMicEvents, 7)
+	inflow := e.read(e.topics.LuckyPoolInflow, 1)
+	r.stop(t)
+
+	if len(dlq) != len(wantReasons) {
+		t.Fatalf("%d DLQ records, want %d", len(dlq), len(wantReasons))
+	}
+	for i, d := range dlq {
+		off, _ := strconv.Atoi(rttest.Header(d, "source_offset"))
+		if got := rttest.Header(d, "error_reason"); got != wantReasons[i] {
+			t.Errorf("DLQ[%d] reason %q, want %q", i, got, wantReasons[i])
+		}
+		if rttest.Header(d, "error") == "" || rttest.Header(d, "source_topic") != e.topics.RoomEvents ||
+			rttest.Header(d, "source_partition") != strconv.Itoa(int(recs[off].Partition)) || rttest.Header(d, "trace") != "t1" {
+			t.Errorf("DLQ[%d] headers %v", i, d.Headers)
+		}
+		if !slices.Equal(d.Value, recs[off].Value) || string(d.Key) != roomID {
+			t.Errorf("DLQ[%d] is not the original record at offset %d", i, off)
+		}
+	}
+	if len(mics) != 7 {
+		t.Fatalf("%d mic events passed, want 7 (6 good + the user-0 one)", len(mics))
+	}
+	if len(inflow) != 1 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" {
+		t.Fatalf("inflow %v", inflow)
+	}
+	mfs, _ := reg.Gather()
+	reasons := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "roomflow_process_dlq_total" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" {
+						reasons[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if reasons[room.ReasonDecodeEnvelope] != 2 || reasons[room.ReasonUnknownRuleVersion] != 1 || reasons[room.ReasonInvalidRule] != 1 {
+		t.Fatalf("dlq metric by reason %v", reasons)
+	}
+}
+
+// killAfter kills the runtime (client closed, transaction left open, as in
+// a crash) once it has been handed n records.
+type killAfter struct {
+	proc runtime.Processor
+	n    int
+	seen int
+	rt   *runtime.Runtime
+}
+
+func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
+	k.seen++
+	if k.seen == k.n {
+		k.rt.Kill()
+	}
+	return k.proc.Process(t, rec)
+}
+
+// TestCrashExactlyOnce kills the room processor at 20 random points while
+// it works through mic events, lucky gifts and poison records, and injects
+// broker faults (a failed EndTxn, a failed output produce, failed offset
+// commits): every output and every DLQ record exists exactly once, equal
+// to the oracle.
+func TestCrashExactlyOnce(t *testing.T) {
+	e := newEnv(t)
+	rule := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
+	roomtest.InsertRule(t, e.m.DB, rule)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+
+	w := roomtest.Mic(8000, 100, 500, seed)
+	recs := w.Records(e.topics.RoomEvents)
+	want := map[string]*activityv1.LuckyPoolInflow{}
+	poison := 0
+	for i := range 1000 {
+		c := luckyCase{eventID: fmt.Sprintf("evt-lucky-%d", i), roomID: "room-" + strconv.Itoa(1+i%100), gift: "rose", version: "v1", heat: rng.Int64N(100000)}
+		want["LuckyPoolInflow:"+c.eventID] = expectInflow(c, rule)
+		pos := rng.IntN(len(recs) + 1)
+		recs = slices.Insert(recs, pos, luckyRecord(e.topics.RoomEvents, c, 0))
+		if i%50 == 0 {
+			recs = slices.Insert(recs, pos, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte(c.roomID), Value: []byte("poison-" + strconv.Itoa(i))})
+			poison++
+		}
+	}
+	e.produce(recs)
+
+	txnID := testenv.UniqueName(t)
+	for i := range 20 {
+		if e.k.Fake != nil {
+			switch i {
+			case 3:
+				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, Count: 1})
+			case 7:
+				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.topics.UserMicEvents, Err: kerr.InvalidRecord, Count: 1})
+			case 11:
+				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 2})
+			}
+		}
+		ka := &killAfter{proc: room.NewProcessor(e.topics, e.rules), n: 1 + rng.IntN(1200)}
+		opts := append(room.Options(e.cfg, nil, nil), testOpts(txnID)...)
+		opts = append(opts, runtime.CommitRecords(50+rng.IntN(400)))
+		rt, err := runtime.New("room", ka, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ka.rt = rt
+		r := start(rt)
+		select {
+		case err := <-r.done: // killed, or a fatal transaction error from a fault
+			t.Logf("crash %d after %d records: %v", i, ka.seen, err)
+		case <-time.After(3 * time.Second):
+			t.Logf("crash %d: idle after %d records", i, ka.seen)
+			// Fewer than n records were left: kill it idle.
+			rt.Kill()
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("crash %d: Run did not return after Kill", i)
+			}
+		}
+		r.cancel()
+	}
+	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	mics := e.read(e.topics.UserMicEvents, len(w.Events))
+	inflow := e.read(e.topics.LuckyPoolInflow, len(want))
+	dlq := e.read(e.topics.DLQ, poison)
+	r.stop(t)
+
+	seen := map[string]int{}
+	for _, rec := range mics {
+		seen[rttest.Header(rec, "event_id")]++
+	}
+	for _, ev := range w.Events {
+		if seen[ev.EventID] != 1 {
+			t.Fatalf("mic event %s emitted %d times", ev.EventID, seen[ev.EventID])
+		}
+	}
+	if len(mics) != len(w.Events) {
+		t.Fatalf("%d mic outputs, want %d", len(mics), len(w.Events))
+	}
+	checkInflow(t, inflow, want)
+	dlqSeen := map[string]int{}
+	for _, d := range dlq {
+		dlqSeen[string(d.Value)]++
+	}
+	if len(dlq) != poison || len(dlqSeen) != poison {
+		t.Fatalf("%d DLQ records (%d distinct), want %d", len(dlq), len(dlqSeen), poison)
+	}
+}
