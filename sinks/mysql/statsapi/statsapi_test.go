@@ -1,0 +1,232 @@
+package statsapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+)
+
+func ms(s string) int64 {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMilli()
+}
+
+const minute = 60_000
+
+// seed applies, through the sink's own store, user 42's two sessions:
+// A from 2026-03-01T23:30 to 03-02T01:10 publishing from 23:40 (crosses
+// midnight), and B on 03-05 10:00-11:00 that never published.
+func seed(t *testing.T) *testenv.MySQL {
+	t.Helper()
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	st := mysqlsink.NewStore(m.DB, "api-test")
+	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
+	claims, err := st.Claim(ctx, "seed", []mysqlsink.TP{tp}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aStart, aPub, aEnd := ms("2026-03-01T23:30:00Z"), ms("2026-03-01T23:40:00Z"), ms("2026-03-02T01:10:00Z")
+	bStart, bEnd := ms("2026-03-05T10:00:00Z"), ms("2026-03-05T11:00:00Z")
+	mid := ms("2026-03-02T00:00:00Z")
+	entries := []*userv1.MicLedgerEntry{
+		{EventId: "a-up", AppCode: "hyapp", UserId: 42, MicSessionId: "A", Action: "up", Status: "consumed", OccurredAtMs: aStart,
+			Session: &userv1.MicSession{MicSessionId: "A", UserId: 42, RoomId: "r1", Status: "pending_publish", SeatStartedAtMs: aStart, Version: 1, OpenedEventId: "a-up", LastEventId: "a-up", CreatedAtMs: aStart, UpdatedAtMs: aStart}},
+		{EventId: "a-down", AppCode: "hyapp", UserId: 42, MicSessionId: "A", Action: "down", Status: "consumed", OccurredAtMs: aEnd,
+			Session: &userv1.MicSession{MicSessionId: "A", UserId: 42, RoomId: "r1", Status: "ended", SeatStartedAtMs: aStart, PublishingStartedAtMs: aPub, EndedAtMs: aEnd,
+				EndReason: "leave", SeatOccupiedMs: 100 * minute, MicOnlineMs: 90 * minute, Version: 3, OpenedEventId: "a-up", ClosedEventId: "a-down", LastEventId: "a-down", CreatedAtMs: aStart, UpdatedAtMs: aEnd},
+			Daily: []*userv1.MicDailyDelta{
+				{StatDate: "2026-03-01", SeatOccupiedDeltaMs: 30 * minute, MicOnlineDeltaMs: 20 * minute, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: aStart, LastMicAtMs: mid},
+				{StatDate: "2026-03-02", SeatOccupiedDeltaMs: 70 * minute, MicOnlineDeltaMs: 70 * minute, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: mid, LastMicAtMs: aEnd},
+			},
+			Lifetime: &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: 100 * minute, MicOnlineDeltaMs: 90 * minute, SessionCountDelta: 1, FirstMicAtMs: aStart, LastMicAtMs: aEnd}},
+		{EventId: "b-down", AppCode: "hyapp", UserId: 42, MicSessionId: "B", Action: "down", Status: "consumed", OccurredAtMs: bEnd,
+			Session: &userv1.MicSession{MicSessionId: "B", UserId: 42, RoomId: "r2", Status: "ended", SeatStartedAtMs: bStart, EndedAtMs: bEnd, EndReason: "kick",
+				SeatOccupiedMs: 60 * minute, Version: 2, OpenedEventId: "b-up", ClosedEventId: "b-down", LastEventId: "b-down", CreatedAtMs: bStart, UpdatedAtMs: bEnd},
+			Daily:    []*userv1.MicDailyDelta{{StatDate: "2026-03-05", SeatOccupiedDeltaMs: 60 * minute, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: bStart, LastMicAtMs: bEnd}},
+			Lifetime: &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: 60 * minute, SessionCountDelta: 1, FirstMicAtMs: bStart, LastMicAtMs: bEnd}},
+	}
+	var recs []mysqlsink.Record
+	for i, e := range entries {
+		recs = append(recs, mysqlsink.Record{TP: tp, Offset: int64(i), Ledger: e})
+	}
+	if _, err := st.Apply(ctx, "seed", map[mysqlsink.TP]int64{tp: claims[tp].Generation}, recs, 1); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func get(t *testing.T, srv *httptest.Server, path string, into any) int {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s: content type %q", path, ct)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, body)
+	}
+	return resp.StatusCode
+}
+
+func TestMicStats(t *testing.T) {
+	m := seed(t)
+	api := statsapi.New(m.DB, "hyapp", statsapi.WithRegisterer(prometheus.NewRegistry()))
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+
+	aStart, aEnd, bEnd := ms("2026-03-01T23:30:00Z"), ms("2026-03-02T01:10:00Z"), ms("2026-03-05T11:00:00Z")
+	mid := ms("2026-03-02T00:00:00Z")
+	for _, tc := range []struct {
+		path string
+		want statsapi.Stats
+	}{
+		{"/api/v1/users/42/mic-stats?range=lifetime", statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
+		// Days 03-01 and 03-02: session A counts on both days.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-03-03T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 100 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: aEnd}},
+		// to_ms is exclusive: one millisecond into 03-02 is day 03-02 only.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", mid, mid+1), statsapi.Stats{SeatOccupiedMs: 70 * minute, MicOnlineMs: 70 * minute, SessionCount: 1, FirstMicAtMs: mid, LastMicAtMs: aEnd}},
+		// Ending exactly at midnight does not include the next day.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T12:00:00Z"), mid), statsapi.Stats{SeatOccupiedMs: 30 * minute, MicOnlineMs: 20 * minute, SessionCount: 1, FirstMicAtMs: aStart, LastMicAtMs: mid}},
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-04-01T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 3, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-03T00:00:00Z"), ms("2026-03-05T00:00:00Z")), statsapi.Stats{}},
+		// Unknown user, other app: zeros, not 404.
+		{"/api/v1/users/999/mic-stats?range=lifetime", statsapi.Stats{}},
+		{fmt.Sprintf("/api/v1/users/999/mic-stats?from_ms=0&to_ms=%d", ms("2026-03-03T00:00:00Z")-ms("2025-03-03T00:00:00Z")), statsapi.Stats{}},
+		{"/api/v1/users/42/mic-stats?range=lifetime&app_code=other", statsapi.Stats{}},
+		{"/api/v1/users/42/mic-stats?range=lifetime&app_code=hyapp", statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
+	} {
+		var got statsapi.Stats
+		if code := get(t, srv, tc.path, &got); code != http.StatusOK {
+			t.Fatalf("%s: status %d", tc.path, code)
+		}
+		if got != tc.want {
+			t.Fatalf("%s:\n got %+v\nwant %+v", tc.path, got, tc.want)
+		}
+	}
+
+	// The exact JSON field names of seed 001.
+	var raw map[string]any
+	get(t, srv, "/api/v1/users/42/mic-stats?range=lifetime", &raw)
+	for _, k := range []string{"seat_occupied_ms", "mic_online_ms", "session_count", "first_mic_at_ms", "last_mic_at_ms"} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("response lacks %s: %v", k, raw)
+		}
+	}
+	if len(raw) != 5 {
+		t.Fatalf("response has extra fields: %v", raw)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	m := seed(t)
+	srv := httptest.NewServer(statsapi.New(m.DB, "hyapp").Handler())
+	defer srv.Close()
+	for _, path := range []string{
+		"/api/v1/users/abc/mic-stats?range=lifetime",
+		"/api/v1/users/0/mic-stats?range=lifetime",
+		"/api/v1/users/-3/mic-stats?range=lifetime",
+		"/api/v1/users/42/mic-stats",
+		"/api/v1/users/42/mic-stats?range=weekly",
+		"/api/v1/users/42/mic-stats?range=lifetime&from_ms=1&to_ms=2",
+		"/api/v1/users/42/mic-stats?from_ms=1000",
+		"/api/v1/users/42/mic-stats?to_ms=1000",
+		"/api/v1/users/42/mic-stats?from_ms=2000&to_ms=1000",
+		"/api/v1/users/42/mic-stats?from_ms=1000&to_ms=1000",
+		"/api/v1/users/42/mic-stats?from_ms=-5&to_ms=1000",
+		"/api/v1/users/42/mic-stats?from_ms=1.5&to_ms=1000",
+		"/api/v1/users/42/mic-stats?from_ms=x&to_ms=1000",
+		fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=0&to_ms=%d", int64(400*24*3600*1000)),
+		"/api/v1/users/42/mic-sessions?limit=0",
+		"/api/v1/users/42/mic-sessions?limit=101",
+		"/api/v1/users/42/mic-sessions?limit=ten",
+		"/api/v1/users/42/mic-stats?range=lifetime&app_code=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	} {
+		var got struct {
+			Error struct{ Code, Message string }
+		}
+		if code := get(t, srv, path, &got); code != http.StatusBadRequest {
+			t.Fatalf("%s: status %d, want 400", path, code)
+		}
+		if got.Error.Code == "" || got.Error.Message == "" {
+			t.Fatalf("%s: error body %+v", path, got)
+		}
+	}
+	// A range of exactly MaxRangeDays days is accepted.
+	var ok statsapi.Stats
+	if code := get(t, srv, fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=0&to_ms=%d", int64(statsapi.MaxRangeDays*24*3600*1000)), &ok); code != http.StatusOK {
+		t.Fatalf("366-day range: status %d", code)
+	}
+}
+
+func TestMicSessions(t *testing.T) {
+	m := seed(t)
+	srv := httptest.NewServer(statsapi.New(m.DB, "hyapp").Handler())
+	defer srv.Close()
+	var got statsapi.SessionList
+	if code := get(t, srv, "/api/v1/users/42/mic-sessions", &got); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if len(got.Sessions) != 2 || got.Sessions[0].MicSessionID != "B" || got.Sessions[1].MicSessionID != "A" {
+		t.Fatalf("sessions = %+v, want B then A", got.Sessions)
+	}
+	a := got.Sessions[1]
+	if a.Status != "ended" || a.SeatOccupiedMs != 100*minute || a.MicOnlineMs != 90*minute || a.PublishingStartedAtMs != ms("2026-03-01T23:40:00Z") || a.EndReason != "leave" {
+		t.Fatalf("session A = %+v", a)
+	}
+	if got.Sessions[0].PublishingStartedAtMs != 0 {
+		t.Fatalf("B never published: %+v", got.Sessions[0])
+	}
+	if code := get(t, srv, "/api/v1/users/42/mic-sessions?limit=1", &got); code != http.StatusOK || len(got.Sessions) != 1 || got.Sessions[0].MicSessionID != "B" {
+		t.Fatalf("limit=1: %d %+v", code, got)
+	}
+	var raw map[string]any
+	if code := get(t, srv, "/api/v1/users/777/mic-sessions", &raw); code != http.StatusOK {
+		t.Fatalf("unknown user: status %d", code)
+	}
+	if s, ok := raw["sessions"].([]any); !ok || len(s) != 0 {
+		t.Fatalf("unknown user: %v, want an empty list", raw)
+	}
+}
+
+func TestParseRange(t *testing.T) {
+	day := int64(24 * 3600 * 1000)
+	for _, tc := range []struct {
+		from, to string
+		want     statsapi.DayRange
+		bad      bool
+	}{
+		{"0", "1", statsapi.DayRange{From: "1970-01-01", To: "1970-01-01"}, false},
+		{"0", fmt.Sprint(day), statsapi.DayRange{From: "1970-01-01", To: "1970-01-01"}, false},
+		{"0", fmt.Sprint(day + 1), statsapi.DayRange{From: "1970-01-01", To: "1970-01-02"}, false},
+		{fmt.Sprint(day - 1), fmt.Sprint(day + 1), statsapi.DayRange{From: "1970-01-01", To: "1970-01-02"}, false},
+		{"0", fmt.Sprint(366 * day), statsapi.DayRange{From: "1970-01-01", To: "1971-01-01"}, false},
+		{"0", fmt.Sprint(366*day + 1), statsapi.DayRange{}, true},
+		{"5", "5", statsapi.DayRange{}, true},
+		{"", "5", statsapi.DayRange{}, true},
+	} {
+		got, err := statsapi.ParseRange(tc.from, tc.to)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Fatalf("ParseRange(%s, %s) = %+v, %v", tc.from, tc.to, got, err)
+		}
+	}
+}
