@@ -155,11 +155,14 @@ type SessionID struct {
 
 // State key layout (binary, stable: it is the changelog key):
 //
-//	session:  's' len(app) app user_id(8, big endian) mic_session_id
+//	session:   's' len(app) app user_id(8, big endian) mic_session_id
 //	day rooms: 'd' len(app) app user_id(8) day(4, big endian days since epoch)
+//	watermark: 'w' (one per partition)
 const (
 	keySession  = 's'
 	keyDayRooms = 'd'
+	// KeyWatermark is the state key of a partition's event-time watermark.
+	KeyWatermark = "w"
 )
 
 // ErrBadKey is returned for a state key this package did not write.
@@ -175,9 +178,17 @@ func (id SessionID) Key() string {
 	return string(b)
 }
 
-// KeyKind tells a session key ('s') from a day-rooms key ('d'); 0 if neither.
+// Key kinds returned by KeyKind.
+const (
+	KindSession   = keySession
+	KindDayRooms  = keyDayRooms
+	KindWatermark = 'w'
+)
+
+// KeyKind tells a session key ('s') from a day-rooms key ('d') and the
+// watermark key ('w'); 0 if none of them.
 func KeyKind(key string) byte {
-	if len(key) > 0 && (key[0] == keySession || key[0] == keyDayRooms) {
+	if len(key) > 0 && (key[0] == keySession || key[0] == keyDayRooms || key[0] == KindWatermark) {
 		return key[0]
 	}
 	return 0
@@ -464,9 +475,10 @@ func UnmarshalDayRooms(b []byte) (DayRooms, error) {
 	return d, nil
 }
 
-// PeekTimer decodes only what the timers need from a session state value
-// (status, seat and publishing start), skipping strings without copying
-// them: the compensation scan runs it over every session of a partition.
+// PeekTimer decodes only what the timers and the retention need from a
+// session state value (status, seat and publishing start, end), skipping
+// strings without copying them: the compensation scan runs it over every
+// session of a partition.
 func PeekTimer(b []byte) (Session, error) {
 	var s Session
 	for len(b) > 0 {
@@ -498,13 +510,12 @@ func PeekTimer(b []byte) (Session, error) {
 				return s, fmt.Errorf("%w: status %d", ErrCorruptState, v)
 			}
 			s.Status = Status(v)
-			if s.Status == StatusEnded {
-				return s, nil // tombstone: nothing else matters to timers
-			}
 		case fSeatStarted:
 			s.SeatStartedAtMs = v
 		case fPublishStarted:
 			s.PublishingStartedAtMs = v
+		case fEnded:
+			s.EndedAtMs = v
 		}
 	}
 	return s, nil

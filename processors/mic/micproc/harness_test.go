@@ -154,6 +154,16 @@ type outputs struct {
 // caught), checking each record's key and headers against its payload.
 func (e *env) collect(wantLedger int, timeout time.Duration) *outputs {
 	e.t.Helper()
+	o := e.read(wantLedger, timeout)
+	if len(o.ledger) != wantLedger {
+		e.t.Fatalf("ledger has %d entries, want %d", len(o.ledger), wantLedger)
+	}
+	return o
+}
+
+// read is collect without the count check.
+func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
+	e.t.Helper()
 	tp := e.cfg.Kafka.Topics
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...),
 		kgo.ConsumeTopics(tp.MicLedger, tp.MicSessionClosed, tp.MicDailyStats, tp.MicLifetimeStats, tp.DLQ),
@@ -198,9 +208,6 @@ func (e *env) collect(wantLedger int, timeout time.Duration) *outputs {
 				o.dlq = append(o.dlq, r)
 			}
 		})
-	}
-	if len(o.ledger) != wantLedger {
-		e.t.Fatalf("ledger has %d entries, want %d", len(o.ledger), wantLedger)
 	}
 	return o
 }

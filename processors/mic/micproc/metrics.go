@@ -23,6 +23,7 @@ type metrics struct {
 	late     *prometheus.CounterVec
 	timer    *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	pruned   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	mu       sync.Mutex
 	parts    map[int32]partitionGauge
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "roomflow_mic_rejected_events_total",
 			Help: "Mic input records sent to the DLQ because they could not be decoded, by reason.",
 		}, []string{"reason"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_state_pruned_total",
+			Help: "Mic state keys dropped after their event-time retention, by kind (closed_session, day_rooms).",
+		}, []string{"kind"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_mic_session_duration_seconds",
 			Help:    "Closed mic sessions' seat_occupied and mic_online time.",
@@ -73,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 		return c, nil
 	}
-	for _, cv := range []**prometheus.CounterVec{&m.events, &m.late, &m.timer, &m.rejected} {
+	for _, cv := range []**prometheus.CounterVec{&m.events, &m.late, &m.timer, &m.rejected, &m.pruned} {
 		c, err := register(*cv)
 		if err != nil {
 			return nil, err

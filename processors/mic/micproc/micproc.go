@@ -14,11 +14,14 @@
 // All records are keyed by user_id (decimal) and carry the headers
 // event_id, event_type, app_code and content-type application/x-protobuf.
 //
-// State keys (see mic.SessionID.Key and mic.DayRoomsKey): one per session —
-// open sessions without expiry, closed ones as tombstones with a TTL of
-// mic.closed_session_retention — and one per user and UTC day listing the
-// rooms already counted in room_count, kept at least mic.day_room_retention
-// past the end of that day.
+// State keys (see mic.SessionID.Key, mic.DayRoomsKey, mic.KeyWatermark):
+// one per session (open, or closed as a compact tombstone), one per user
+// and UTC day listing the rooms already counted in room_count, and the
+// partition's event-time watermark. Tombstones and day-room sets are
+// dropped by the timer scan once they fall out of mic.closed_session_retention
+// and mic.day_room_retention measured in event time (see mic.Retention), not
+// with the runtime's wall-clock TTL: an outage longer than a retention must
+// not make the catch-up count rooms twice or forget closed sessions.
 //
 // The timers need every open session of a partition. The runtime offers no
 // restore hook, and an in-memory index kept beside the store would diverge
@@ -33,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -158,17 +162,20 @@ func (p *Processor) RuntimeOptions() []runtime.Option {
 }
 
 // NewRuntime builds the mic processor and its runtime from the process
-// configuration, with metrics on reg and franz-go client metrics through
-// kafkax when reg is a *prometheus.Registry. extra options come last (tests
-// pass runtime.Clock, runtime.TransactionalID, ...).
+// configuration, with the processor's and the runtime's metrics on reg.
+// extra options come last (tests pass runtime.Clock, runtime.TransactionalID, ...).
 func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
 	p, err := New(ConfigFrom(cfg), reg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	kreg, _ := reg.(*prometheus.Registry)
+	// No kprom hooks (nil registerer): the runtime builds its changelog
+	// restore client from the same options while the main client is open,
+	// and one kprom.Metrics registers its collectors again for the second
+	// client under the same client id, which panics. The runtime's own
+	// roomflow_process_* metrics cover the processor.
 	opts := append(p.RuntimeOptions(),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", kreg, log)...),
+		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", nil, log)...),
 		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
 		runtime.CommitRecords(cfg.Process.CommitRecords),
 		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
@@ -203,6 +210,7 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	if st.err != nil {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
 	}
+	p.advanceWatermark(t, ev.OccurredAtMs)
 	p.emit(t, ev.AppCode, ev.UserID, &out)
 	p.m.observe(ev.Action, &out)
 	switch {
@@ -216,17 +224,55 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	return nil
 }
 
+// pruneLimit bounds the state keys one tick drops per partition (each is a
+// changelog tombstone in the tick's transaction); the rest go next tick.
+const pruneLimit = 10000
+
+func (p *Processor) watermark(t *runtime.Task) int64 {
+	b, _ := t.Store().Get(mic.KeyWatermark)
+	return mic.DecodeWatermark(b)
+}
+
+func (p *Processor) advanceWatermark(t *runtime.Task, occurredAtMs int64) {
+	wm := p.watermark(t)
+	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n > wm {
+		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
+	}
+}
+
 // Compensate is the timer (runtime.PunctuateFunc): it closes the open
 // sessions of t's partition that are due at now, the longest overdue
-// first, at most mic.compensation_batch_size of them.
+// first, at most mic.compensation_batch_size of them, then drops the
+// tombstones and day-room sets that fell out of their retention.
 func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
+	ret := mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
+	wm := p.watermark(t)
 	var counts openCounts
 	var due []mic.Candidate
+	var expired []string // tombstones out of retention
+	type dayKey struct {
+		key string
+		day int64
+	}
+	var days []dayKey // day-room sets past their window, if no older session is open
+	oldestOpenDay := int64(math.MaxInt64)
 	var scanErr error
 	t.Store().Range(func(key string, value []byte) bool {
-		if mic.KeyKind(key) != 's' {
+		switch mic.KeyKind(key) {
+		case mic.KindDayRooms:
+			day, err := mic.ParseDayRoomsKey(key)
+			if err != nil {
+				scanErr = fmt.Errorf("micproc: state key %q: %w", key, err)
+				return false
+			}
+			if len(days) < pruneLimit && ret.DayRoomsExpired(day, math.MaxInt64, wm) {
+				days = append(days, dayKey{key, day})
+			}
+			return true
+		case mic.KindSession:
+		default:
 			return true
 		}
 		s, err := mic.PeekTimer(value)
@@ -240,8 +286,12 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 		case mic.StatusPublishing:
 			counts.publishing++
 		default:
+			if len(expired) < pruneLimit && ret.TombstoneExpired(&s, wm) {
+				expired = append(expired, key)
+			}
 			return true
 		}
+		oldestOpenDay = min(oldestOpenDay, mic.DayOf(s.SeatStartedAtMs))
 		if at := pol.DueAtMs(&s); at < nowMs {
 			due = append(due, mic.Candidate{Key: key, DueAtMs: at})
 		}
@@ -274,6 +324,18 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 		t.Log().Debug("timer closed a mic session", "event_id", out.Ledger.EventId, "mic_session_id", id.MicSessionID,
 			"user_id", id.UserID, "room_id", out.Ledger.RoomId, "end_reason", out.Closed.EndReason)
 	}
+	for _, k := range expired {
+		t.Store().Delete(k)
+	}
+	prunedDays := 0
+	for _, d := range days {
+		if ret.DayRoomsExpired(d.day, oldestOpenDay, wm) {
+			t.Store().Delete(d.key)
+			prunedDays++
+		}
+	}
+	p.m.pruned.WithLabelValues("closed_session").Add(float64(len(expired)))
+	p.m.pruned.WithLabelValues("day_rooms").Add(float64(prunedDays))
 	p.m.setOpen(t.Partition(), counts, len(due)-len(batch), now, p.cfg.Settings.CompensationInterval)
 	return nil
 }
@@ -307,16 +369,11 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 
 // storeState is mic.State over the task's runtime store.
 type storeState struct {
-	store                *runtime.Store
-	now                  time.Time
-	retention, dayRetain time.Duration
-	err                  error
+	store *runtime.Store
+	err   error
 }
 
-func (p *Processor) state(t *runtime.Task) *storeState {
-	return &storeState{store: t.Store(), now: t.Now(), retention: p.cfg.Settings.ClosedSessionRetention,
-		dayRetain: p.cfg.Settings.DayRoomRetention}
-}
+func (p *Processor) state(t *runtime.Task) *storeState { return &storeState{store: t.Store()} }
 
 func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	b, ok := s.store.Get(id.Key())
@@ -332,10 +389,6 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
-	if v.Status == mic.StatusEnded {
-		s.store.PutTTL(id.Key(), v.AppendBinary(nil), s.retention)
-		return
-	}
 	s.store.Put(id.Key(), v.AppendBinary(nil))
 }
 
@@ -351,10 +404,6 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 	return d
 }
 
-// PutDayRooms keeps the day's rooms until day_room_retention after the end
-// of the day, and at least day_room_retention from now.
 func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
-	endOfDay := time.UnixMilli((day + 1) * mic.DayMs)
-	ttl := max(endOfDay.Add(s.dayRetain).Sub(s.now), s.dayRetain)
-	s.store.PutTTL(mic.DayRoomsKey(appCode, userID, day), rooms.AppendBinary(nil), ttl)
+	s.store.Put(mic.DayRoomsKey(appCode, userID, day), rooms.AppendBinary(nil))
 }

@@ -40,7 +40,7 @@ func compensated(o *outputs) []*userv1.MicLedgerEntry {
 // partition per tick (the longest overdue first, the rest on later ticks),
 // publishing sessions close at publish start + max window, a late down is
 // skipped as session_already_closed, and once the tombstone's retention
-// has passed the session is unknown.
+// has passed in event time the session is unknown.
 func TestTimerCloses(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, 1, now) // one partition: the batch limit is per partition
@@ -137,11 +137,20 @@ func TestTimerCloses(t *testing.T) {
 		t.Fatalf("tally %v %+v", tl.Err, tl.Lifetime[mictestUser(6)])
 	}
 
-	// More than closed_session_retention later the tombstone is gone: a
-	// very late down is an unknown session.
+	// Once the partition's event time is more than closed_session_retention
+	// past the close, a tick drops the tombstone: a very late down is then
+	// an unknown session (still never counted).
+	ss[8] = &sess{u: 8, room: "r2", id: "ms-8"}
+	e.produce([]mic.Event{ss[8].ev("up", c+2*hour), ss[8].ev("down", c+2*hour+sec)})
+	e.collect(18, 10*time.Second)
+	e.clock.Advance(10 * time.Second)
+	waitPunctuations(t, e, 6)
+	if got := metricSum(t, e, "roomflow_mic_state_pruned_total", map[string]string{"kind": "closed_session"}); got != 7 {
+		t.Fatalf("pruned tombstones %v, want the 7 closed before the watermark moved", got)
+	}
 	e.produce([]mic.Event{ss[2].ev("down", c+2*hour, withReason("leave"))})
-	o = e.collect(17, 10*time.Second)
-	if l := o.ledger[16]; l.UserId != 2 || l.SkipReason != "unknown_session" {
+	o = e.collect(19, 10*time.Second)
+	if l := o.ledger[18]; l.UserId != 2 || l.SkipReason != "unknown_session" {
 		t.Fatalf("down after retention: %v", l)
 	}
 	if p := metricSum(t, e, "roomflow_mic_open_sessions", nil); p != 0 {
