@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -75,5 +77,52 @@ func TestDeadLetters(t *testing.T) {
 	}
 	if got := metric(t, x.reg, "roomflow_relay_events_total", "result", "relayed"); got != 4 {
 		t.Errorf("relayed = %v, want 4", got)
+	}
+}
+
+// TestBrokerRefusal: a record within relay.max_record_bytes that the topic
+// still refuses (its max.message.bytes is smaller) aborts that transaction
+// once; the retry dead-letters the row and relays the rest exactly once.
+func TestBrokerRefusal(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	small := cfg.Kafka.Topics.RoomEvents + ".small"
+	adm := k.Admin(t)
+	resp, err := adm.CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("1500")}, small)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Relay.Routes = map[string]string{"RoomUserJoined": small}
+	x := startRelay(t, cfg, m.DB, nil)
+
+	now := time.Now().UnixMilli()
+	rows := []outboxRow{
+		{eventID: "j-1", eventType: "RoomUserJoined", roomID: "r1", version: 1, payload: payloadFor("j-1", 100), occurred: now},
+		{eventID: "j-big", eventType: "RoomUserJoined", roomID: "r1", version: 2, payload: payloadFor("j-big", 5000), occurred: now},
+		{eventID: "j-3", eventType: "RoomUserJoined", roomID: "r1", version: 3, payload: payloadFor("j-3", 100), occurred: now},
+		{eventID: "m-1", eventType: "RoomMicChanged", roomID: "r2", version: 1, payload: payloadFor("m-1", 100), occurred: now},
+	}
+	if err := insertRows(context.Background(), m.DB, rows); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, cfg.Kafka.Topics.DLQ, 1, 60*time.Second)
+	waitCount(t, k, small, 2, 30*time.Second)
+	x.stop(t)
+
+	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	if len(dlq) != 1 || dlq[0].eventID() != "j-big" || dlq[0].headers["error"] != "rejected_by_broker" ||
+		dlq[0].headers["payload_bytes"] != "5000" || dlq[0].headers["source_topic"] != small {
+		t.Fatalf("dlq = %+v", dlq)
+	}
+	got := append(drain(t, k, small), drain(t, k, cfg.Kafka.Topics.RoomEvents)...)
+	oracle := loadOracle(t, m.DB)
+	delete(oracle, "j-big")
+	checkExactlyOnce(t, oracle, got)
+	if a := metric(t, x.reg, "roomflow_relay_batches_total", "result", "aborted"); a < 1 {
+		t.Errorf("aborted batches = %v, want the refused transaction counted", a)
 	}
 }

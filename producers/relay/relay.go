@@ -162,8 +162,13 @@ type Relay struct {
 
 	started atomic.Bool
 
+	// Rows the broker refused. A refusal fails a whole produce batch, so
+	// every row in it becomes a suspect; the retry produces each suspect
+	// alone, and the one refused alone is dead-lettered (forced) on the
+	// next retry. Entries go once their batch commits.
 	forcedMu sync.Mutex
-	forced   map[uint64]DLQReason // rows the broker refused: dead-letter on retry
+	forced   map[uint64]DLQReason
+	suspect  map[uint64]bool
 }
 
 // New builds a relay on cfg reading db. It fails on a config that does not
@@ -184,6 +189,7 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 		log:      slog.Default(),
 		now:      time.Now,
 		forced:   map[uint64]DLQReason{},
+		suspect:  map[uint64]bool{},
 	}
 	for _, o := range opts {
 		o(r)
@@ -439,10 +445,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (r *Relay) forcedReason(id uint64) DLQReason {
+func (r *Relay) forcedReason(id uint64) (DLQReason, bool) {
 	r.forcedMu.Lock()
 	defer r.forcedMu.Unlock()
-	return r.forced[id]
+	return r.forced[id], r.suspect[id]
+}
+
+// refused reports whether a produce error means the broker will never take
+// the record (as opposed to a transient or fencing error).
+func refused(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
 }
 
 // commit writes b and its position in one transaction. Any error leaves
@@ -455,13 +468,21 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	var (
 		mu       sync.Mutex
 		firstErr error
-		refused  []uint64
+		suspects []uint64 // rows of produce batches the broker refused
 		dlq      int
 		newest   int64
 	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	for i := range b.rows {
 		row := &b.rows[i]
-		rec, reason := r.router.Record(row, r.forcedReason(row.ID))
+		forced, suspect := r.forcedReason(row.ID)
+		rec, reason := r.router.Record(row, forced)
 		if reason != "" {
 			dlq++
 		}
@@ -469,28 +490,42 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			newest = row.OccurredAtMs
 		}
 		id := row.ID
+		if suspect && reason == "" {
+			// Isolate the suspect in a produce batch of its own, keeping
+			// id order: flush what is before it, then wait for it alone.
+			if err := txn.Flush(ctx); err != nil {
+				r.abort(txn)
+				return fmt.Errorf("relay: flush: %w", err)
+			}
+			err := txn.ProduceSync(ctx, rec).FirstErr()
+			r.forcedMu.Lock()
+			delete(r.suspect, id)
+			if err != nil && refused(err) {
+				r.forced[id] = DLQRejected
+			}
+			r.forcedMu.Unlock()
+			if err != nil {
+				fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+				break
+			}
+			continue
+		}
 		txn.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err == nil {
 				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if firstErr == nil {
-				firstErr = fmt.Errorf("relay: produce outbox id %d: %w", id, err)
-			}
-			if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord) {
-				refused = append(refused, id)
+			fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+			if refused(err) {
+				mu.Lock()
+				suspects = append(suspects, id)
+				mu.Unlock()
 			}
 		})
 	}
 	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
 	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
 		if err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			if firstErr == nil {
-				firstErr = fmt.Errorf("relay: produce position: %w", err)
-			}
+			fail(fmt.Errorf("relay: produce position: %w", err))
 		}
 	})
 
@@ -501,10 +536,10 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	}
 	mu.Lock()
 	perr := firstErr
-	if len(refused) > 0 {
+	if len(suspects) > 0 {
 		r.forcedMu.Lock()
-		for _, id := range refused {
-			r.forced[id] = DLQRejected
+		for _, id := range suspects {
+			r.suspect[id] = true
 		}
 		r.forcedMu.Unlock()
 	}
@@ -550,16 +585,31 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	if dlq > 0 {
 		for i := range b.rows {
 			row := &b.rows[i]
-			if _, reason := r.router.Record(row, r.forcedReason(row.ID)); reason != "" {
+			forced, _ := r.forcedReason(row.ID)
+			if _, reason := r.router.Record(row, forced); reason != "" {
 				r.log.Warn("outbox row dead-lettered", "outbox_id", row.ID, "event_id", row.EventID,
 					"event_type", row.EventType, "room_id", row.RoomID, "reason", string(reason), "payload_bytes", len(row.Payload))
 			}
 		}
 	}
+	r.forget(b)
 	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", dlq, "first_id", b.info.FirstID,
 		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
 		"duration", now.Sub(b.started).String())
 	return nil
+}
+
+// forget drops the refusal bookkeeping of a committed batch's rows.
+func (r *Relay) forget(b *batch) {
+	r.forcedMu.Lock()
+	defer r.forcedMu.Unlock()
+	if len(r.forced) == 0 && len(r.suspect) == 0 {
+		return
+	}
+	for i := range b.rows {
+		delete(r.forced, b.rows[i].ID)
+		delete(r.suspect, b.rows[i].ID)
+	}
 }
 
 // abort ends the open transaction with an abort, best effort, within
