@@ -142,7 +142,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			s.log.Info("partitions assigned", "partitions", fmt.Sprint(m))
+			s.log.Debug("partitions assigned", "partitions", fmt.Sprint(m))
 		}),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
@@ -253,10 +253,11 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 			at = kgo.NewOffset().At(c.NextOffset)
 		}
 		offsets[tp.Topic][tp.Partition] = at
-		s.log.Info("partition claimed", "topic", tp.Topic, "partition", tp.Partition, "generation", c.Generation, "next_offset", c.NextOffset)
+		s.log.Debug("partition claimed", "topic", tp.Topic, "partition", tp.Partition, "generation", c.Generation, "next_offset", c.NextOffset)
 	}
 	s.mu.Unlock()
 	s.m.Claims.Add(float64(len(claimed)))
+	s.log.Info("partitions claimed in MySQL", "owner", s.owner, "partitions", len(claimed))
 	// A partition fenced earlier was paused; it is ours again now.
 	s.mu.Lock()
 	cl := s.cl
@@ -269,7 +270,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 
 // revoked forgets the claims of partitions this instance no longer owns.
 func (s *Sink) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	s.log.Info("partitions revoked or lost", "partitions", fmt.Sprint(m))
+	s.log.Debug("partitions revoked or lost", "partitions", fmt.Sprint(m))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, ps := range m {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hyapp/roomflow/internal/app"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+)
+
+func init() {
+	var ownerID string
+	app.Register(app.Spec{
+		Name:  "sink",
+		Short: "Apply the mic ledger and lucky pool inflow to MySQL exactly once; serve the stats API",
+		Long: `sink consumes kafka.topics.mic_ledger and kafka.topics.lucky_pool_inflow in
+consumer group sink.group and applies them to MySQL exactly once: each batch
+(up to sink.batch_size records or sink.flush_interval) is one transaction
+that records every new event_id in user_mic_event_consumption or
+lucky_pool_inflow_consumption (repeats change nothing), applies the
+pre-aggregated facts (user_mic_sessions never regressing, daily and
+lifetime deltas, lucky_pools), and stores the consumed offsets in
+roomflow_sink_offsets. On assignment each partition is claimed in MySQL
+(owner and generation) and consumption starts at the offset stored there;
+an instance whose partitions were claimed by another cannot commit.
+Deadlocks, lock wait timeouts and lost connections retry the whole batch
+(sink.max_retries). Kafka offset commits are informational only.
+
+When api.addr is set, the stats query API is served there as well
+(see 'roomflow api').`,
+		Order: 30,
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&ownerID, "owner-id", "", "instance id written to roomflow_sink_offsets (default hostname-pid-random; must be unique per replica)")
+		},
+		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			db, err := d.DB(ctx)
+			if err != nil {
+				return nil, err
+			}
+			s, err := mysqlsink.New(d.Config, mysqlsink.NewStore(db, d.Config.Sink.Group),
+				mysqlsink.WithLogger(d.Log),
+				mysqlsink.WithRegisterer(d.Registry),
+				mysqlsink.WithKafkaMetrics(d.Registry),
+				mysqlsink.WithHealth(d.Health),
+				mysqlsink.WithOwnerID(ownerID),
+			)
+			if err != nil {
+				return nil, err
+			}
+			if d.Config.API.Addr == "" {
+				return s, nil
+			}
+			api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
+			return both(s, app.ComponentFunc(func(ctx context.Context) error {
+				return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
+			})), nil
+		},
+	})
+	extraCommands = append(extraCommands, apiCmd)
+}
+
+// both runs a and b until ctx ends or either fails; a failure stops the
+// other.
+func both(a, b app.Component) app.Component {
+	return app.ComponentFunc(func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, c := range []app.Component{a, b} {
+			wg.Go(func() {
+				if errs[i] = c.Run(ctx); errs[i] != nil {
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+// apiCmd is `roomflow api`: the stats API alone. It is not a registered
+// component, so `roomflow run` serves the API only through the sink.
+func apiCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "api",
+		Short: "Serve the mic stats query API on api.addr (read-only MySQL)",
+		Long: `api serves, on api.addr, the read-only stats API over the sink's tables:
+
+  GET /api/v1/users/{user_id}/mic-stats?range=lifetime
+  GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
+      seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms and
+      last_mic_at_ms; a range sums user_mic_daily_stats over the UTC days
+      from day(from_ms) to day(to_ms - 1) (to_ms is exclusive, at most 366
+      days); bad ranges get 400 with a JSON error
+  GET /api/v1/users/{user_id}/mic-sessions?limit=N
+      the user's most recent sessions (default 20, at most 100)
+
+Every route takes app_code (default: the configured app_code). Users
+without rows get zeros, never 404. 'roomflow sink' serves the same API
+when api.addr is set.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.deps()
+			if err != nil {
+				return err
+			}
+			if d.Config.API.Addr == "" {
+				return fmt.Errorf("api.addr is empty: nothing to serve")
+			}
+			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+				db, err := d.DB(ctx)
+				if err != nil {
+					return nil, err
+				}
+				api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
+				return app.ComponentFunc(func(ctx context.Context) error {
+					return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
+				}), nil
+			}}
+			return app.Run(cmd.Context(), d, []app.Spec{spec})
+		},
+	}
+}
