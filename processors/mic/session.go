@@ -297,8 +297,9 @@ func (s *Session) AppendBinary(b []byte) []byte {
 		str(fLastEventID, s.LastEventID)
 	}
 	num(fLastRoomVersion, s.LastRoomVersion)
-	if s.CreatedAtMs != s.SeatStartedAtMs {
-		num(fCreatedAt, s.CreatedAtMs)
+	if s.CreatedAtMs != s.SeatStartedAtMs { // written even when 0
+		b = protowire.AppendTag(b, fCreatedAt, protowire.VarintType)
+		b = protowire.AppendVarint(b, protowire.EncodeZigZag(s.CreatedAtMs))
 	}
 	num(fUpdatedAt, s.UpdatedAtMs)
 	num(fVersion, s.Version)
