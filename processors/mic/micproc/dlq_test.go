@@ -1,0 +1,46 @@
+package micproc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+)
+
+// TestPoisonRecordsGoToDLQ: records that are not RoomMicChanged envelopes
+// land in the DLQ with their reason and source, and the user's later
+// events still flow.
+func TestPoisonRecordsGoToDLQ(t *testing.T) {
+	e := newEnv(t, 1, matrixClock)
+	topic := e.cfg.Kafka.Topics.UserMicEvents
+	gift := mic.Event{EventID: "gift-1", EventType: "RoomGiftSent", AppCode: "hy", RoomID: "r", OccurredAtMs: base, UserID: 5}
+	noID := mic.Event{EventType: mic.EventTypeRoomMicChanged, AppCode: "hy", RoomID: "r", OccurredAtMs: base, UserID: 5, Action: "up", MicSessionID: "m"}
+	e.produceRaw([]*kgo.Record{
+		{Topic: topic, Key: []byte("5"), Value: []byte("\xff\x01 not protobuf")},
+		{Topic: topic, Key: []byte("5"), Value: gift.Encode()},
+		{Topic: topic, Key: []byte("5"), Value: noID.Encode()},
+	})
+	s := &sess{u: 5, room: "r", id: "ms-5"}
+	e.produce([]mic.Event{s.ev("up", base), s.ev("down", base+mins)})
+	r := e.start()
+	o := e.collect(2, 30*time.Second)
+	r.stop(t)
+	if len(o.closed) != 1 || o.closed[0].SeatOccupiedMs != mins {
+		t.Fatalf("good events after the poison ones: %v", o.closed)
+	}
+	want := []string{"bad_envelope", "wrong_event_type", "missing_event_id"}
+	if len(o.dlq) != len(want) {
+		t.Fatalf("%d DLQ records, want %d", len(o.dlq), len(want))
+	}
+	for i, d := range o.dlq {
+		if rttest.Header(d, "error_reason") != want[i] || rttest.Header(d, "source_topic") != topic || string(d.Key) != "5" {
+			t.Fatalf("DLQ record %d: key %q headers %v", i, d.Key, d.Headers)
+		}
+	}
+	if got := metricSum(t, e, "roomflow_mic_rejected_events_total", nil); got != 3 {
+		t.Fatalf("rejected metric %v", got)
+	}
+}
