@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/loadgen"
+)
+
+// TestPipelineEndToEnd runs every component together (as `roomflow run` and
+// the demo do) on kfake, MariaDB and the fake Tencent IM, feeds a loadgen
+// scenario through room_outbox, and requires every fact in MySQL to equal
+// the independent oracle and every IM message to be delivered.
+func TestPipelineEndToEnd(t *testing.T) {
+	sc := loadgen.DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 400, 400, 80, 20
+	sc.EventIDPrefix = testenv.UniqueName(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := runDemo(ctx, demoOptions{
+		Scenario: sc, ServerDSN: testenv.ServerDSN(), Database: testenv.UniqueName(t),
+		Timeout: 90 * time.Second, LogLevel: "error", Out: &out,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !res.Report.OK() || res.Report.LifetimeRows == 0 || res.Report.DailyRows == 0 || res.Report.PoolRows == 0 {
+		t.Fatalf("facts: %+v", res.Report)
+	}
+	if res.IMAccepted != res.IMExpected || res.Delivered != res.Events {
+		t.Fatalf("IM: %d/%d accepted, %d/%d delivered", res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
+	}
+}
