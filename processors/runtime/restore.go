@@ -159,6 +159,9 @@ func (r *Runtime) waitStable(ctx context.Context, parts []int32) error {
 		if !unstable {
 			return nil
 		}
+		if r.killed.Load() {
+			return ErrKilled
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -297,6 +297,9 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 			}
 			err = fmt.Errorf("topics %s or %s missing", r.o.input, r.o.changelog)
 		}
+		if r.killed.Load() {
+			return ErrKilled
+		}
 		r.log.Warn("checking topics", "error", err)
 		select {
 		case <-ctx.Done():

@@ -200,6 +200,9 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 30 {
 		t.Fatalf("state keys %v, want 30", n)
 	}
+	waitFor(t, "consumer lag 0 on 3 partitions", 10*time.Second, func() bool {
+		return metricCount(t, reg, "roomflow_process_consumer_lag") == 3 && metricSum(t, reg, "roomflow_process_consumer_lag") == 0
+	})
 	b.stop(t)
 	checkCounts(t, out, oracle)
 
@@ -212,6 +215,21 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 0 {
 		t.Fatalf("state keys %v after stop, want the gauges dropped", n)
 	}
+}
+
+// metricCount counts the series of the named metric.
+func metricCount(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
 }
 
 // metricSum sums every series of the named counter or gauge (histograms:
@@ -395,5 +413,92 @@ func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
 	}
 	if !found {
 		t.Error("roomflow_process_dlq_total{reason=toy_poison} != 1")
+	}
+}
+
+// blocker stalls Process on the record whose value is at, until released:
+// an instance hung mid-transaction (GC pause, stuck I/O) that later wakes
+// up as a zombie.
+type blocker struct {
+	proc             runtime.Processor
+	at               string
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func (b *blocker) Process(t *runtime.Task, rec *kgo.Record) error {
+	if string(rec.Value) == b.at {
+		b.once.Do(func() { close(b.reached); <-b.release })
+	}
+	return b.proc.Process(t, rec)
+}
+
+// TestZombieIsFenced: instance A hangs in the middle of a transaction and
+// its heartbeats stop reaching the broker (kfake drops them), so the group
+// expires it while A itself notices nothing; B takes the partition over,
+// with A's transactional id (a restarted pod) or its own (another
+// replica). When A wakes up and tries to commit, it is fenced by the
+// producer epoch or by the group generation in TxnOffsetCommit (KIP-447):
+// nothing it did after hanging becomes visible, and every input is counted
+// exactly once.
+func TestZombieIsFenced(t *testing.T) {
+	for _, sameID := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same_transactional_id=%v", sameID), func(t *testing.T) {
+			h := newHarness(t, 1)
+			if h.k.Fake == nil {
+				t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+			}
+			oracle := h.inputs(1000, 10, 0)
+			bl := &blocker{proc: counter{out: h.out}, at: "500", reached: make(chan struct{}), release: make(chan struct{})}
+			a := start(h.runtime("zombie-a", bl, runtime.CommitRecords(100),
+				runtime.ClientOpts(kgo.ClientID("zombie-a-client"))))
+			select {
+			case <-bl.reached:
+			case <-time.After(30 * time.Second):
+				t.Fatal("A never reached the hang point")
+			}
+			// A is hung: its heartbeats no longer count.
+			described, err := h.k.Admin(t).DescribeGroups(context.Background(), h.grp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			memberA := ""
+			for _, m := range described[h.grp].Members {
+				if m.ClientID == "zombie-a-client" {
+					memberA = m.MemberID
+				}
+			}
+			if memberA == "" {
+				t.Fatalf("member of A not found in %+v", described[h.grp].Members)
+			}
+			h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.CoordinatorNotAvailable, Count: -1,
+				When: func(req kmsg.Request) bool {
+					hb, ok := req.(*kmsg.HeartbeatRequest)
+					return ok && hb.MemberID == memberA
+				}})
+			idB := "zombie-b"
+			if sameID {
+				idB = "zombie-a"
+			}
+			bRT := h.runtime(idB, counter{out: h.out})
+			b := start(bRT)
+			waitFor(t, "B to own the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })
+			time.Sleep(500 * time.Millisecond)
+			close(bl.release) // A wakes up inside its old transaction
+			more := h.inputs(500, 10, 1000)
+			for k, v := range more {
+				oracle[k] = append(oracle[k], v...)
+			}
+			out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1500, 2*time.Second, 60*time.Second)
+			a.cancel()
+			select {
+			case err := <-a.done:
+				t.Logf("zombie A returned %v", err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("A did not stop")
+			}
+			b.stop(t)
+			checkCounts(t, out, oracle)
+		})
 	}
 }
