@@ -301,7 +301,7 @@ func (s *Service) RunOutboxWorker(ctx context.Context) {
 	tick := time.NewTicker(s.opt.PollInterval)
 	defer tick.Stop()
 	for {
-		if err := s.ProcessPendingOutbox(ctx); err != nil {
+		if err := s.ProcessPendingOutbox(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("outbox compensation round failed", "error", err.Error())
 		}
 		select {

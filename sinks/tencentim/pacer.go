@@ -13,9 +13,10 @@ import (
 //
 // It keeps the start times of the last N grants (a sliding-window log), so
 // bursts up to the limit go out at once and latency stays low below the
-// limit. Grants are reserved under one lock, so concurrent callers get
-// distinct slots. A granted slot that the caller abandons (context done)
-// is simply lost, which only ever errs on the slow side.
+// limit. A grant is taken at the instant the call starts, never booked in
+// the future: a caller held back by its own busy group never holds an app
+// slot that other groups could use, and a caller delayed by the scheduler
+// is accounted at its real start.
 type Pacer struct {
 	mu       sync.Mutex
 	window   time.Duration
@@ -30,26 +31,18 @@ type Pacer struct {
 type ring struct {
 	at   []time.Time
 	next int
-	last time.Time
 }
 
 func newRing(n int) ring { return ring{at: make([]time.Time, n)} }
 
-// earliest is the first instant >= t at which one more grant fits.
-func (r *ring) earliest(t time.Time, window time.Duration) time.Time {
-	if oldest := r.at[r.next].Add(window); oldest.After(t) {
-		t = oldest
-	}
-	if r.last.After(t) {
-		t = r.last
-	}
-	return t
-}
+// free is when one more grant fits: the oldest of the last N plus window.
+func (r *ring) free(window time.Duration) time.Time { return r.at[r.next].Add(window) }
+
+func (r *ring) newest() time.Time { return r.at[(r.next+len(r.at)-1)%len(r.at)] }
 
 func (r *ring) take(t time.Time) {
 	r.at[r.next] = t
 	r.next = (r.next + 1) % len(r.at)
-	r.last = t
 }
 
 // NewPacer returns a pacer allowing appLimit calls and groupLimit calls per
@@ -60,8 +53,13 @@ func NewPacer(appLimit, groupLimit int, window time.Duration) *Pacer {
 		app: newRing(appLimit), groups: map[string]*ring{}, now: time.Now}
 }
 
-// Reserve books the next slot for group and returns when it starts.
-func (p *Pacer) Reserve(group string) time.Time {
+// Reserve books a grant for group. When the group has room now, it books
+// the next free app slot (at or after now) for both logs and returns it
+// with ok; the caller starts its call at that instant. When the group is
+// full it books nothing and returns when to ask again: a caller held back
+// by its own busy group never holds an app slot other groups could use,
+// and app slots are handed out in order, so waiters wake one at a time.
+func (p *Pacer) Reserve(group string) (at time.Time, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -71,36 +69,60 @@ func (p *Pacer) Reserve(group string) time.Time {
 		g = &r
 		p.groups[group] = g
 	}
-	t := g.earliest(now, p.window)
-	t = p.app.earliest(t, p.window)
+	if gf := g.free(p.window); gf.After(now) {
+		return gf, false
+	}
+	t := now
+	if a := p.app.free(p.window); a.After(t) {
+		t = a
+	}
+	if l := p.app.newest(); l.After(t) {
+		t = l
+	}
 	g.take(t)
 	p.app.take(t)
 	if now.After(p.sweepAt) {
 		// Forget groups idle for a whole window: their log no longer
 		// constrains anything.
 		for k, r := range p.groups {
-			if now.Sub(r.last) > p.window {
+			if now.Sub(r.newest()) > p.window {
 				delete(p.groups, k)
 			}
 		}
 		p.sweepAt = now.Add(10 * time.Second)
 	}
-	return t
+	return t, true
 }
 
-// Wait blocks until a slot for group starts, or ctx is done.
+// Wait blocks until a grant for group starts, or ctx is done (a booked
+// slot is then lost, which only ever errs on the slow side). It returns
+// the time spent waiting.
 func (p *Pacer) Wait(ctx context.Context, group string) (time.Duration, error) {
-	t := p.Reserve(group)
-	d := time.Until(t)
-	if d <= 0 {
-		return 0, ctx.Err()
+	start := time.Now()
+	for {
+		at, ok := p.Reserve(group)
+		d := time.Until(at)
+		if d <= 0 && ok {
+			return time.Since(start), nil
+		}
+		if d > 0 {
+			tm := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				tm.Stop()
+				return time.Since(start), ctx.Err()
+			case <-tm.C:
+			}
+		}
+		if ok {
+			return time.Since(start), nil
+		}
 	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return d, ctx.Err()
-	case <-tm.C:
-		return d, nil
-	}
+}
+
+// SetClock replaces the clock (tests).
+func (p *Pacer) SetClock(now func() time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.now = now
 }

@@ -176,20 +176,42 @@ func TestBuildMessage(t *testing.T) {
 
 func TestPacerWindow(t *testing.T) {
 	p := tencentim.NewPacer(5, 2, time.Second)
+	clock := time.Unix(1000, 0)
+	p.SetClock(func() time.Time { return clock })
 	var grants []time.Time
-	for i := 0; i < 20; i++ {
-		grants = append(grants, p.Reserve([]string{"a", "b", "c"}[i%3]))
+	perGroup := map[string][]time.Time{}
+	for i := 0; len(grants) < 40; i++ {
+		g := []string{"a", "b", "c", "d"}[i%4]
+		at, ok := p.Reserve(g)
+		if at.After(clock) {
+			clock = at
+		}
+		if !ok {
+			continue
+		}
+		grants = append(grants, at)
+		perGroup[g] = append(perGroup[g], at)
 	}
-	for i := range grants {
-		n := 0
-		for j := range grants {
-			if !grants[j].Before(grants[i]) && grants[j].Before(grants[i].Add(time.Second)) {
-				n++
+	check := func(name string, ts []time.Time, limit int) {
+		for i := range ts {
+			n := 0
+			for j := range ts {
+				if !ts[j].Before(ts[i]) && ts[j].Before(ts[i].Add(time.Second)) {
+					n++
+				}
+			}
+			if n > limit {
+				t.Fatalf("%s: %d grants in the window from %s", name, n, ts[i])
 			}
 		}
-		if n > 5 {
-			t.Fatalf("%d grants in one window from %d", n, i)
-		}
+	}
+	check("app", grants, 5)
+	for g, ts := range perGroup {
+		check(g, ts, 2)
+	}
+	// 40 grants at 5 per window: about 7 windows, not more (no wasted slots).
+	if el := grants[len(grants)-1].Sub(grants[0]); el > 8*time.Second {
+		t.Fatalf("40 grants took %s", el)
 	}
 }
 
