@@ -16,6 +16,7 @@ import (
 
 func init() {
 	var ownerID string
+	var parallelism int
 	app.Register(app.Spec{
 		Name:  "sink",
 		Short: "Apply the mic ledger and lucky pool inflow to MySQL exactly once; serve the stats API",
@@ -37,6 +38,7 @@ When api.addr is set, the stats query API is served there as well
 		Order: 30,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&ownerID, "owner-id", "", "instance id written to roomflow_sink_offsets (default hostname-pid-random; must be unique per replica)")
+			fs.IntVar(&parallelism, "parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			db, err := d.DB(ctx)
@@ -49,6 +51,7 @@ When api.addr is set, the stats query API is served there as well
 				mysqlsink.WithKafkaMetrics(d.Registry),
 				mysqlsink.WithHealth(d.Health),
 				mysqlsink.WithOwnerID(ownerID),
+				mysqlsink.WithParallelism(parallelism),
 			)
 			if err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package mysqlsink_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
@@ -131,6 +133,67 @@ func TestDeadlockRetriesWholeBatch(t *testing.T) {
 	if got := sum(r.sink.Metrics().Retries); got < 3 {
 		t.Fatalf("retries = %v, want the injected deadlocks retried", got)
 	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostConnectionRetriesWholeBatch kills the sink's MySQL connections
+// (KILL from another session) in the middle of every fourth transaction:
+// the server rolls the transaction back, the sink sees a lost connection
+// and retries the whole batch on a new one, and the tables stay exact.
+func TestLostConnectionRetriesWholeBatch(t *testing.T) {
+	e := newEnv(t, 3)
+	e.cfg.Sink.BatchSize = 300
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(31, "hyapp", 200).Next(3000)
+	inflows := sinktest.NewInflowGen(32, "hyapp", 5, 2).Next(500)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	pcl := e.k.Client(t)
+	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", testenv.ServerDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var n, killed atomic.Int64
+	r := e.start(t, nil, mysqlsink.WithParallelism(1), mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(ctx context.Context) error {
+		if n.Add(1)%4 != 0 {
+			return nil
+		}
+		rows, err := admin.QueryContext(ctx, "SELECT id FROM information_schema.processlist WHERE db = ?", e.m.Name)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		for _, id := range ids {
+			if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err == nil {
+				killed.Add(1)
+			}
+		}
+		return nil
+	}}))
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if killed.Load() == 0 || sum(r.sink.Metrics().Retries) == 0 {
+		t.Fatalf("killed %d connections, %v retries: the test did not exercise lost connections", killed.Load(), sum(r.sink.Metrics().Retries))
+	}
+	t.Logf("killed %d connections, %v whole-batch retries", killed.Load(), sum(r.sink.Metrics().Retries))
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}

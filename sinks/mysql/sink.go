@@ -54,6 +54,10 @@ func WithHealth(h *obs.Health) Option { return func(s *Sink) { s.health = h } }
 // (default: hostname-pid-random). It must be unique per running instance.
 func WithOwnerID(id string) Option { return func(s *Sink) { s.owner = id } }
 
+// WithParallelism sets how many transactions one batch may be split into,
+// by partition (default 2; 1 applies each batch in one transaction).
+func WithParallelism(n int) Option { return func(s *Sink) { s.parallelism = max(1, n) } }
+
 // WithHooks installs crash hooks (tests).
 func WithHooks(h Hooks) Option { return func(s *Sink) { s.hooks = h } }
 
@@ -79,6 +83,8 @@ type Sink struct {
 	kopts  []kgo.Opt
 	m      *Metrics
 
+	parallelism int
+
 	mu      sync.Mutex
 	claims  map[TP]int64 // generation claimed per owned partition
 	cl      *kgo.Client
@@ -88,7 +94,7 @@ type Sink struct {
 // New returns a sink writing to store's database. It fails on an invalid
 // owner id; Kafka is only contacted by Run.
 func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
-	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}}
+	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, parallelism: 2}
 	for _, o := range opts {
 		o(s)
 	}
@@ -335,58 +341,40 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	}
 	s.m.BatchRecords.WithLabelValues().Observe(float64(len(recs)))
 
-	var res Result
-	for attempt := 0; len(recs) > 0; {
-		if h := s.hooks.BeforeApply; h != nil {
-			if err := h(ctx, len(recs)); err != nil {
+	// Partitions never share a consumption key, a session, a daily or a
+	// lifetime row (the ledger is keyed by user_id), so disjoint partition
+	// groups commit in concurrent transactions; each carries the offsets
+	// of its own partitions, so each is exactly once on its own.
+	groups := splitByPartition(recs, s.parallelism)
+	results := make([]Result, len(groups))
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		gclaims := make(map[TP]int64, len(claims))
+		for tp, gen := range claims {
+			gclaims[tp] = gen
+		}
+		wg.Go(func() { results[i], errs[i] = s.applyGroup(ctx, cl, gclaims, g) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var offsets []map[TP]int64
+	for _, res := range results {
+		if res.Offsets == nil {
+			continue // fenced as a whole
+		}
+		s.m.observe(res)
+		if h := s.hooks.AfterApply; h != nil {
+			if err := h(ctx, res); err != nil {
 				return err
 			}
 		}
-		t0 := time.Now()
-		var err error
-		res, err = s.store.Apply(ctx, s.owner, claims, recs, nowMs())
-		var fe *FencedError
-		switch {
-		case err == nil:
-			s.m.TxnSeconds.WithLabelValues("committed").Observe(time.Since(t0).Seconds())
-			s.setErr(nil)
-		case errors.As(err, &fe):
-			s.m.TxnSeconds.WithLabelValues("fenced").Observe(time.Since(t0).Seconds())
-			s.m.Fenced.Inc()
-			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
-			recs = s.fence(cl, fe.Partitions, claims, recs)
-			for _, tp := range fe.Partitions {
-				delete(last, tp)
-			}
-			continue
-		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries:
-			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
-			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
-			s.setErr(err)
-			s.log.Warn("batch failed, retrying the whole batch", "attempt", attempt+1, "error", err)
-			if !sleepCtx(ctx, backoff(attempt)) {
-				return fmt.Errorf("mysql sink: batch not applied before shutdown: %w", err)
-			}
-			attempt++
-			continue
-		default:
-			s.m.TxnSeconds.WithLabelValues("failed").Observe(time.Since(t0).Seconds())
-			s.setErr(err)
-			return fmt.Errorf("mysql sink: apply batch: %w", err)
-		}
-		break
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	s.m.observe(res)
-	if h := s.hooks.AfterApply; h != nil {
-		if err := h(ctx, res); err != nil {
-			return err
-		}
+		offsets = append(offsets, res.Offsets)
 	}
 	commit := map[string]map[int32]kgo.EpochOffset{}
-	for tp, next := range res.Offsets {
+	for tp, next := range mergeOffsets(offsets) {
 		if h, ok := hw[tp]; ok {
 			s.m.setLag(tp, h-next)
 		}
@@ -406,6 +394,85 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 		}
 	})
 	return nil
+}
+
+// applyGroup applies one group of records with whole-batch retries. Records
+// of partitions found fenced are dropped and the rest retried; a group
+// left empty returns a zero Result.
+func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int64, recs []Record) (Result, error) {
+	for attempt := 0; len(recs) > 0; {
+		if h := s.hooks.BeforeApply; h != nil {
+			if err := h(ctx, len(recs)); err != nil {
+				return Result{}, err
+			}
+		}
+		t0 := time.Now()
+		res, err := s.store.Apply(ctx, s.owner, claims, recs, nowMs())
+		var fe *FencedError
+		switch {
+		case err == nil:
+			s.m.TxnSeconds.WithLabelValues("committed").Observe(time.Since(t0).Seconds())
+			s.setErr(nil)
+			return res, nil
+		case errors.As(err, &fe):
+			s.m.TxnSeconds.WithLabelValues("fenced").Observe(time.Since(t0).Seconds())
+			s.m.Fenced.Inc()
+			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
+			recs = s.fence(cl, fe.Partitions, claims, recs)
+		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries:
+			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
+			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
+			s.setErr(err)
+			s.log.Warn("batch failed, retrying the whole batch", "attempt", attempt+1, "records", len(recs), "error", err)
+			if !sleepCtx(ctx, backoff(attempt)) {
+				return Result{}, fmt.Errorf("mysql sink: batch not applied before shutdown: %w", err)
+			}
+			attempt++
+		default:
+			s.m.TxnSeconds.WithLabelValues("failed").Observe(time.Since(t0).Seconds())
+			s.setErr(err)
+			return Result{}, fmt.Errorf("mysql sink: apply batch: %w", err)
+		}
+	}
+	return Result{}, nil
+}
+
+// splitByPartition deals the records' partitions round-robin (in sorted
+// order) into at most n groups, keeping each partition's records together
+// and in order.
+func splitByPartition(recs []Record, n int) [][]Record {
+	idx := map[TP]int{}
+	var tps []TP
+	for _, r := range recs {
+		if _, ok := idx[r.TP]; !ok {
+			idx[r.TP] = 0
+			tps = append(tps, r.TP)
+		}
+	}
+	sortTPs(tps)
+	n = max(1, min(n, len(tps)))
+	if n == 1 {
+		return [][]Record{recs}
+	}
+	for i, tp := range tps {
+		idx[tp] = i % n
+	}
+	groups := make([][]Record, n)
+	for _, r := range recs {
+		g := idx[r.TP]
+		groups[g] = append(groups[g], r)
+	}
+	return groups
+}
+
+func mergeOffsets(ms []map[TP]int64) map[TP]int64 {
+	out := map[TP]int64{}
+	for _, m := range ms {
+		for tp, n := range m {
+			out[tp] = n
+		}
+	}
+	return out
 }
 
 // drainContext returns a context that outlives ctx by grace: the batch in

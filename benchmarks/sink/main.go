@@ -1,0 +1,508 @@
+// Command sink benchmarks the MySQL fact sink against its raw limit and a
+// naive consumer, in one run on the same MariaDB and the same ledger.
+//
+//	go run ./benchmarks/sink                     # 200k entries, in-process kfake
+//	go run ./benchmarks/sink -entries 50000      # quicker
+//
+// The ledger is sinktest.LedgerGen's: each session is an "up", for half of
+// them a "publish_confirmed", and a "down" that closes it with one daily
+// delta (two when it crosses 00:00 UTC) and a lifetime delta, so 60% of
+// the entries are session updates and 40% are closes. Every mode starts on
+// a fresh, migrated database:
+//
+//   - sink: the real `roomflow sink` (mysqlsink.Sink) consuming the
+//     pre-produced ledger from Kafka (kfake in-process unless -brokers),
+//     timed from start until roomflow_sink_offsets reaches the end of every
+//     partition: dedupe, pre-aggregation, facts and offsets in one
+//     transaction per batch;
+//   - store: the sink's transaction alone (Store.Apply on batches read from
+//     memory), to separate the Kafka cost from the MySQL cost;
+//   - raw (a): the same fact rows (sessions, daily, lifetime, pre-aggregated
+//     per batch) written with plain batched multi-row upserts, one
+//     transaction per batch, without consumption rows, version checks or
+//     offsets: the limit of the database for these rows;
+//   - naive (b): one transaction per ledger entry, as a straightforward
+//     consumer would do it: check the event id, insert it, upsert the
+//     session, daily and lifetime rows one statement each, update the
+//     offset, commit. It runs on the first -naive entries only.
+//
+// Reported as entries/s and the ratios sink/raw, store/raw, sink/naive.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+)
+
+type opts struct {
+	entries, naive, batch, users int
+	rounds, parallelism          int
+	partitions                   int32
+	serverDSN, brokers           string
+	flush                        time.Duration
+	keepDB                       bool
+}
+
+func main() {
+	var o opts
+	flag.IntVar(&o.entries, "entries", 200_000, "ledger entries for the sink, store and raw runs")
+	flag.IntVar(&o.naive, "naive", 5_000, "ledger entries for the naive run (one transaction each)")
+	flag.IntVar(&o.batch, "batch", 2000, "sink.batch_size (and the raw/store batch)")
+	flag.IntVar(&o.users, "users", 5_000, "distinct users (few enough that most sessions close within the run)")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of raw, store and sink (medians are reported)")
+	flag.IntVar(&o.parallelism, "parallelism", 2, "sink transactions per batch (split by partition)")
+	partitions := flag.Int("partitions", 6, "partitions of the ledger topic")
+	flag.StringVar(&o.serverDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN (databases are created and dropped)")
+	flag.StringVar(&o.brokers, "brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
+	flag.DurationVar(&o.flush, "flush", 50*time.Millisecond, "sink.flush_interval")
+	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchmark:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	o.partitions = int32(*partitions)
+	if err := run(o); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+type database struct {
+	db   *sql.DB
+	dsn  string
+	name string
+}
+
+func newDatabase(ctx context.Context, o opts, admin *sql.DB, suffix string) (*database, error) {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := "sinkbench_" + hex.EncodeToString(b[:]) + "_" + suffix
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		return nil, err
+	}
+	dc, err := mysql.ParseDSN(o.serverDSN)
+	if err != nil {
+		return nil, err
+	}
+	dc.DBName = name
+	cfg := config.Default().MySQL
+	cfg.DSN = dc.FormatDSN()
+	db, err := mysqlx.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := migrate.Load()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrate.Up(ctx, db, ms, time.Minute, nil); err != nil {
+		return nil, err
+	}
+	return &database{db: db, dsn: cfg.DSN, name: name}, nil
+}
+
+type result struct {
+	name    string
+	entries int
+	elapsed time.Duration
+}
+
+func (r result) rate() float64 { return float64(r.entries) / r.elapsed.Seconds() }
+
+func run(o opts) error {
+	ctx := context.Background()
+	gen := sinktest.NewLedgerGen(42, "hyapp", o.users)
+	ledger := gen.Next(o.entries)
+	var closes, dailies int
+	for _, e := range ledger {
+		if e.Action == "down" {
+			closes++
+			dailies += len(e.Daily)
+		}
+	}
+	fmt.Printf("ledger: %d entries, %d users: %.1f%% session updates, %.1f%% closes (%.2f daily deltas per close)\n",
+		len(ledger), o.users, 100*float64(len(ledger)-closes)/float64(len(ledger)), 100*float64(closes)/float64(len(ledger)), float64(dailies)/float64(closes))
+
+	adc, err := mysql.ParseDSN(o.serverDSN)
+	if err != nil {
+		return err
+	}
+	adc.DBName = ""
+	mysqlx.Tune(adc)
+	admin, err := sql.Open("mysql", adc.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var dbs []*database
+	defer func() {
+		for _, d := range dbs {
+			d.db.Close()
+			if !o.keepDB {
+				_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+d.name+"`")
+			}
+		}
+	}()
+	// Kafka: the ledger is produced once; each sink round reads it with a
+	// new consumer group into a new database.
+	kcfg := config.Default().Kafka
+	kcfg.Partitions = o.partitions
+	kcfg.Topics = kcfg.Topics.WithPrefix(fmt.Sprintf("sinkbench%d.", time.Now().UnixNano()))
+	if o.brokers == "" {
+		c, err := kfake.NewCluster(kfake.NumBrokers(3))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		kcfg.Brokers = c.ListenAddrs()
+	} else {
+		kcfg.Brokers = strings.Split(o.brokers, ",")
+	}
+	cl, err := kafkax.NewClient(kcfg, "bench", nil, nil, kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg); err != nil {
+		return err
+	}
+	if err := sinktest.Produce(ctx, cl, sinktest.LedgerRecords(kcfg.Topics.MicLedger, ledger)); err != nil {
+		return err
+	}
+	ends, err := adm.ListEndOffsets(ctx, kcfg.Topics.MicLedger)
+	if err != nil {
+		return err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(l kadm.ListedOffset) { want[l.Partition] = l.Offset })
+
+	fresh := func(s string) (*database, error) {
+		d, err := newDatabase(ctx, o, admin, s)
+		if err == nil {
+			dbs = append(dbs, d)
+		}
+		return d, err
+	}
+	modes := []struct {
+		name string
+		run  func(d *database) (result, error)
+	}{
+		{"raw", func(d *database) (result, error) { return runRaw(ctx, d.db, ledger, o.batch) }},
+		{"store", func(d *database) (result, error) { return runStore(ctx, d.db, ledger, o) }},
+		{"sink", func(d *database) (result, error) { return runSink(ctx, d, kcfg, want, len(ledger), o) }},
+	}
+	rates := map[string][]float64{}
+	var sinkVsRaw []float64
+	for round := 1; round <= o.rounds; round++ {
+		byMode := map[string]float64{}
+		for _, m := range modes {
+			d, err := fresh(m.name)
+			if err != nil {
+				return err
+			}
+			r, err := m.run(d)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			byMode[m.name] = r.rate()
+			rates[m.name] = append(rates[m.name], r.rate())
+			fmt.Printf("  round %d %-6s %9.0f entries/s (%d in %s)\n", round, m.name, r.rate(), r.entries, r.elapsed.Round(time.Millisecond))
+			d.db.Close()
+			if !o.keepDB {
+				_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+d.name+"`")
+			}
+			dbs = dbs[:len(dbs)-1]
+		}
+		sinkVsRaw = append(sinkVsRaw, byMode["sink"]/byMode["raw"])
+	}
+	d, err := fresh("naive")
+	if err != nil {
+		return err
+	}
+	nr, err := runNaive(ctx, d.db, ledger[:min(o.naive, len(ledger))])
+	if err != nil {
+		return fmt.Errorf("naive: %w", err)
+	}
+	fmt.Printf("  naive        %9.0f entries/s (%d in %s)\n", nr.rate(), nr.entries, nr.elapsed.Round(time.Millisecond))
+	naive := nr.rate()
+
+	raw, store, sink := median(rates["raw"]), median(rates["store"]), median(rates["sink"])
+	fmt.Printf("\nmedians of %d rounds (batch %d, sink parallelism %d, %d partitions):\n\n", o.rounds, o.batch, o.parallelism, o.partitions)
+	fmt.Printf("| mode | entries/s | vs raw (a) | vs naive (b) |\n|---|---:|---:|---:|\n")
+	for _, m := range []struct {
+		n string
+		r float64
+	}{{"sink (Kafka -> MySQL, exactly once)", sink}, {"store (sink transaction only, 1 connection)", store}, {"raw (a): batched upserts, no dedupe/offsets", raw}, {"naive (b): one transaction per entry", naive}} {
+		fmt.Printf("| %s | %.0f | %.0f%% | %.1fx |\n", m.n, m.r, 100*m.r/raw, m.r/naive)
+	}
+	fmt.Printf("\npaired sink/raw per round: %v (median %.0f%%)\n", pct(sinkVsRaw), 100*median(sinkVsRaw))
+	fmt.Printf("targets: sink >= 30000/s: %v (%.0f); sink >= 50%% of raw: %v (%.0f%%); sink >= 20x naive: %v (%.1fx)\n",
+		sink >= 30000, sink, median(sinkVsRaw) >= 0.5, 100*median(sinkVsRaw), sink >= 20*naive, sink/naive)
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func pct(v []float64) string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = fmt.Sprintf("%.0f%%", 100*x)
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// partitionOf spreads users over partitions like the Kafka key hash would.
+func partitionOf(user int64, n int32) int32 { return int32(user % int64(n)) }
+
+func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, o opts) (result, error) {
+	st := mysqlsink.NewStore(db, "bench")
+	var tps []mysqlsink.TP
+	for p := range o.partitions {
+		tps = append(tps, mysqlsink.TP{Topic: "ledger", Partition: p})
+	}
+	claimed, err := st.Claim(ctx, "bench", tps, time.Now().UnixMilli())
+	if err != nil {
+		return result{}, err
+	}
+	claims := map[mysqlsink.TP]int64{}
+	for tp, c := range claimed {
+		claims[tp] = c.Generation
+	}
+	next := map[mysqlsink.TP]int64{}
+	recs := make([]mysqlsink.Record, len(ledger))
+	for i, e := range ledger {
+		tp := mysqlsink.TP{Topic: "ledger", Partition: partitionOf(e.UserId, o.partitions)}
+		recs[i] = mysqlsink.Record{TP: tp, Offset: next[tp], Ledger: e}
+		next[tp]++
+	}
+	t0 := time.Now()
+	for lo := 0; lo < len(recs); lo += o.batch {
+		if _, err := st.Apply(ctx, "bench", claims, recs[lo:min(len(recs), lo+o.batch)], time.Now().UnixMilli()); err != nil {
+			return result{}, err
+		}
+	}
+	return result{"store", len(recs), time.Since(t0)}, nil
+}
+
+func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map[int32]int64, n int, o opts) (result, error) {
+	cfg := config.Default()
+	cfg.Metrics.Addr, cfg.API.Addr = "", ""
+	cfg.MySQL.DSN = d.dsn
+	cfg.Kafka = kcfg
+	cfg.Sink.BatchSize = o.batch
+	cfg.Sink.FlushInterval = config.Duration(o.flush)
+	cfg.Sink.Group = d.name
+	s, err := mysqlsink.New(&cfg, mysqlsink.NewStore(d.db, cfg.Sink.Group),
+		mysqlsink.WithParallelism(o.parallelism),
+		mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		return result{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- s.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for {
+		rows, err := d.db.QueryContext(ctx, "SELECT partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", cfg.Sink.Group, cfg.Kafka.Topics.MicLedger)
+		if err != nil {
+			return result{}, err
+		}
+		caught := 0
+		for rows.Next() {
+			var p int32
+			var next int64
+			if err := rows.Scan(&p, &next); err != nil {
+				rows.Close()
+				return result{}, err
+			}
+			if next >= want[p] {
+				caught++
+			}
+		}
+		rows.Close()
+		if caught == len(want) {
+			return result{"sink", n, time.Since(t0)}, nil
+		}
+		select {
+		case err := <-done:
+			done <- err
+			return result{}, fmt.Errorf("sink stopped: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// --- (a) raw: plain batched multi-row upserts of the same fact rows ---
+
+func placeholders(n, cols int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+}
+
+const (
+	rawSession = "INSERT INTO user_mic_sessions (app_code, mic_session_id, user_id, room_id, first_seat_no, current_seat_no, status, seat_started_at_ms, publishing_started_at_ms, ended_at_ms, end_reason, seat_occupied_ms, mic_online_ms, opened_event_id, publish_event_id, closed_event_id, last_event_id, last_room_version, created_at_ms, updated_at_ms, snapshot_version) VALUES %s ON DUPLICATE KEY UPDATE current_seat_no = VALUES(current_seat_no), status = VALUES(status), publishing_started_at_ms = VALUES(publishing_started_at_ms), ended_at_ms = VALUES(ended_at_ms), end_reason = VALUES(end_reason), seat_occupied_ms = VALUES(seat_occupied_ms), mic_online_ms = VALUES(mic_online_ms), publish_event_id = VALUES(publish_event_id), closed_event_id = VALUES(closed_event_id), last_event_id = VALUES(last_event_id), updated_at_ms = VALUES(updated_at_ms), snapshot_version = VALUES(snapshot_version)"
+	rawDaily   = "INSERT INTO user_mic_daily_stats (app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES %s ON DUPLICATE KEY UPDATE seat_occupied_ms = seat_occupied_ms + VALUES(seat_occupied_ms), mic_online_ms = mic_online_ms + VALUES(mic_online_ms), session_count = session_count + VALUES(session_count), room_count = room_count + VALUES(room_count), first_mic_at_ms = LEAST(first_mic_at_ms, VALUES(first_mic_at_ms)), last_mic_at_ms = GREATEST(last_mic_at_ms, VALUES(last_mic_at_ms)), updated_at_ms = VALUES(updated_at_ms)"
+	rawLife    = "INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES %s ON DUPLICATE KEY UPDATE seat_occupied_ms = seat_occupied_ms + VALUES(seat_occupied_ms), mic_online_ms = mic_online_ms + VALUES(mic_online_ms), session_count = session_count + VALUES(session_count), first_mic_at_ms = LEAST(first_mic_at_ms, VALUES(first_mic_at_ms)), last_mic_at_ms = GREATEST(last_mic_at_ms, VALUES(last_mic_at_ms)), updated_at_ms = VALUES(updated_at_ms)"
+)
+
+func nullable(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func execChunked(ctx context.Context, tx *sql.Tx, tmpl string, cols, n int, row func(i int, a []any) []any) error {
+	const chunk = 500
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(n, lo+chunk)
+		var args []any
+		for i := lo; i < hi; i++ {
+			args = row(i, args)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(tmpl, placeholders(hi-lo, cols)), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runRaw(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, batch int) (result, error) {
+	t0 := time.Now()
+	for lo := 0; lo < len(ledger); lo += batch {
+		f := mysqlsink.BuildFacts(ledger[lo:min(len(ledger), lo+batch)], nil)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return result{}, err
+		}
+		err = execChunked(ctx, tx, rawSession, 21, len(f.Sessions), func(i int, a []any) []any {
+			r := f.Sessions[i]
+			return append(a, r.AppCode, r.MicSessionId, r.UserId, r.RoomId, r.FirstSeatNo, r.CurrentSeatNo, r.Status,
+				r.SeatStartedAtMs, nullable(r.PublishingStartedAtMs), nullable(r.EndedAtMs), r.EndReason, r.SeatOccupiedMs,
+				r.MicOnlineMs, r.OpenedEventId, r.PublishEventId, r.ClosedEventId, r.LastEventId, r.LastRoomVersion, r.CreatedAtMs, r.UpdatedAtMs, r.Version)
+		})
+		if err == nil {
+			err = execChunked(ctx, tx, rawDaily, 10, len(f.Daily), func(i int, a []any) []any {
+				r := f.Daily[i]
+				return append(a, r.AppCode, r.UserID, r.StatDate, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.RoomCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
+			})
+		}
+		if err == nil {
+			err = execChunked(ctx, tx, rawLife, 8, len(f.Lifetime), func(i int, a []any) []any {
+				r := f.Lifetime[i]
+				return append(a, r.AppCode, r.UserID, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
+			})
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+		if err != nil {
+			return result{}, err
+		}
+	}
+	return result{"raw", len(ledger), time.Since(t0)}, nil
+}
+
+// --- (b) naive: one transaction per entry ---
+
+func runNaive(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry) (result, error) {
+	if _, err := db.ExecContext(ctx, "INSERT INTO roomflow_sink_offsets (consumer_group, topic, partition_id, next_offset, owner_id, generation) VALUES ('naive', 'ledger', 0, 0, 'naive', 1)"); err != nil {
+		return result{}, err
+	}
+	sessionSQL := fmt.Sprintf(rawSession, placeholders(1, 21))
+	dailySQL := fmt.Sprintf(rawDaily, placeholders(1, 10))
+	lifeSQL := fmt.Sprintf(rawLife, placeholders(1, 8))
+	t0 := time.Now()
+	for i, e := range ledger {
+		err := func() error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			var seen int
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_mic_event_consumption WHERE app_code = ? AND event_id = ?", e.AppCode, e.EventId).Scan(&seen); err != nil {
+				return err
+			}
+			if seen > 0 {
+				return tx.Commit()
+			}
+			now := time.Now().UnixMilli()
+			if _, err := tx.ExecContext(ctx, "INSERT INTO user_mic_event_consumption (app_code, event_id, event_type, mic_session_id, user_id, action, status, skip_reason, created_at_ms, consumed_at_ms, updated_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+				e.AppCode, e.EventId, e.EventType, e.MicSessionId, e.UserId, e.Action, e.Status, e.SkipReason, e.OccurredAtMs, now, now); err != nil {
+				return err
+			}
+			if s := e.Session; s != nil {
+				if _, err := tx.ExecContext(ctx, sessionSQL, e.AppCode, s.MicSessionId, s.UserId, s.RoomId, s.FirstSeatNo, s.CurrentSeatNo, s.Status,
+					s.SeatStartedAtMs, nullable(s.PublishingStartedAtMs), nullable(s.EndedAtMs), s.EndReason, s.SeatOccupiedMs,
+					s.MicOnlineMs, s.OpenedEventId, s.PublishEventId, s.ClosedEventId, s.LastEventId, s.LastRoomVersion, s.CreatedAtMs, s.UpdatedAtMs, s.Version); err != nil {
+					return err
+				}
+			}
+			for _, d := range e.Daily {
+				if _, err := tx.ExecContext(ctx, dailySQL, e.AppCode, e.UserId, d.StatDate, d.SeatOccupiedDeltaMs, d.MicOnlineDeltaMs, d.SessionCountDelta, d.RoomCountDelta, d.FirstMicAtMs, d.LastMicAtMs, e.OccurredAtMs); err != nil {
+					return err
+				}
+			}
+			if l := e.Lifetime; l != nil {
+				if _, err := tx.ExecContext(ctx, lifeSQL, e.AppCode, e.UserId, l.SeatOccupiedDeltaMs, l.MicOnlineDeltaMs, l.SessionCountDelta, l.FirstMicAtMs, l.LastMicAtMs, e.OccurredAtMs); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE roomflow_sink_offsets SET next_offset = ? WHERE consumer_group = 'naive' AND topic = 'ledger' AND partition_id = 0", strconv.Itoa(i+1)); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}()
+		if err != nil {
+			return result{}, err
+		}
+	}
+	return result{"naive", len(ledger), time.Since(t0)}, nil
+}
