@@ -345,7 +345,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	// lifetime row (the ledger is keyed by user_id), so disjoint partition
 	// groups commit in concurrent transactions; each carries the offsets
 	// of its own partitions, so each is exactly once on its own.
-	groups := splitByPartition(recs, s.parallelism)
+	groups := splitByPartition(recs, s.parallelism, s.cfg.Kafka.Topics.LuckyPoolInflow)
 	results := make([]Result, len(groups))
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
@@ -439,8 +439,10 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 
 // splitByPartition deals the records' partitions round-robin (in sorted
 // order) into at most n groups, keeping each partition's records together
-// and in order.
-func splitByPartition(recs []Record, n int) [][]Record {
+// and in order. Every partition of topic pinned goes to the first group:
+// the lucky pool inflow partitions all write the (platform, global) row,
+// which is then written once per batch instead of once per group.
+func splitByPartition(recs []Record, n int, pinned string) [][]Record {
 	idx := map[TP]int{}
 	var tps []TP
 	for _, r := range recs {
@@ -450,12 +452,29 @@ func splitByPartition(recs []Record, n int) [][]Record {
 		}
 	}
 	sortTPs(tps)
-	n = max(1, min(n, len(tps)))
+	var free []TP
+	hasPinned := false
+	for _, tp := range tps {
+		if tp.Topic == pinned {
+			hasPinned = true
+		} else {
+			free = append(free, tp)
+		}
+	}
+	slots := len(free)
+	if hasPinned {
+		slots++
+	}
+	n = max(1, min(n, slots))
 	if n == 1 {
 		return [][]Record{recs}
 	}
-	for i, tp := range tps {
-		idx[tp] = i % n
+	off := 0
+	if hasPinned {
+		off = 1 // the pinned topic holds group 0's first slot
+	}
+	for i, tp := range free {
+		idx[tp] = (i + off) % n
 	}
 	groups := make([][]Record, n)
 	for _, r := range recs {
