@@ -79,8 +79,7 @@ type Processor struct {
 	rules       RuleSource
 
 	// reused decode targets (Process runs on one goroutine)
-	env  roomv1.EventEnvelope
-	mic  roomv1.RoomMicChanged
+	env  envelopeView
 	gift roomv1.RoomGiftSent
 }
 
@@ -90,42 +89,63 @@ func NewProcessor(topics config.Topics, rules RuleSource) *Processor {
 	return &Processor{micTopic: topics.UserMicEvents, inflowTopic: topics.LuckyPoolInflow, rules: rules}
 }
 
-var marshal = proto.MarshalOptions{Deterministic: true}
+var (
+	marshal     = proto.MarshalOptions{Deterministic: true}
+	contentType = []byte(runtime.ContentTypeProtobuf)
+)
+
+// micOut is one re-keyed mic event: record, headers and key in a single
+// allocation.
+type micOut struct {
+	rec kgo.Record
+	hdr [4]kgo.RecordHeader
+	key [20]byte
+}
 
 // Process handles one room event.
 func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	env := &p.env
-	if err := proto.Unmarshal(rec.Value, env); err != nil {
+	if err := parseEnvelope(rec.Value, env); err != nil {
 		return runtime.Reject(ReasonDecodeEnvelope, err)
 	}
-	if env.EventId == "" {
+	if len(env.eventID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
 	}
-	switch env.EventType {
+	switch string(env.eventType) { // no allocation
 	case EventRoomMicChanged:
-		if err := proto.Unmarshal(env.Payload, &p.mic); err != nil {
+		user, err := micUserID(env.payload)
+		if err != nil {
 			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
 		}
-		t.Emit(&kgo.Record{
+		o := new(micOut)
+		// Header values alias the envelope, which is forwarded unchanged.
+		o.hdr = [4]kgo.RecordHeader{
+			{Key: "event_id", Value: env.eventID},
+			{Key: "event_type", Value: env.eventType},
+			{Key: "app_code", Value: env.appCode},
+			{Key: "content-type", Value: contentType},
+		}
+		o.rec = kgo.Record{
 			Topic:   p.micTopic,
-			Key:     strconv.AppendInt(make([]byte, 0, 20), p.mic.UserId, 10),
+			Key:     strconv.AppendInt(o.key[:0], user, 10),
 			Value:   rec.Value,
-			Headers: runtime.StandardHeaders(env.EventId, env.EventType, env.AppCode),
-		})
+			Headers: o.hdr[:],
+		}
+		t.Emit(&o.rec)
 		return nil
 	case EventRoomGiftSent:
 		return p.gifted(t, env)
 	default:
-		if passBy[env.EventType] {
+		if passBy[string(env.eventType)] {
 			return nil
 		}
-		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.EventType))
+		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.eventType))
 	}
 }
 
-func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
+func (p *Processor) gifted(t *runtime.Task, env *envelopeView) error {
 	g := &p.gift
-	if err := proto.Unmarshal(env.Payload, g); err != nil {
+	if err := proto.Unmarshal(env.payload, g); err != nil {
 		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
 	}
 	if !g.Lucky {
@@ -134,7 +154,7 @@ func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
 	if g.HeatValue < 0 {
 		return runtime.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
 	}
-	if env.RoomId == "" {
+	if len(env.roomID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
 	}
 	if g.LuckyRuleVersion == "" {
@@ -158,11 +178,13 @@ func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
 	case err != nil:
 		return runtime.Reject(ReasonInvalidRule, err)
 	}
-	id := EventLuckyPoolInflow + ":" + env.EventId
+	src := string(env.eventID)
+	id := EventLuckyPoolInflow + ":" + src
+	appCode, roomID := string(env.appCode), string(env.roomID)
 	b, err := marshal.Marshal(&activityv1.LuckyPoolInflow{
 		EventId:       id,
-		AppCode:       env.AppCode,
-		RoomId:        env.RoomId,
+		AppCode:       appCode,
+		RoomId:        roomID,
 		GiftId:        g.GiftId,
 		RuleVersion:   g.LuckyRuleVersion,
 		HeatValue:     g.HeatValue,
@@ -170,17 +192,17 @@ func (p *Processor) gifted(t *runtime.Task, env *roomv1.EventEnvelope) error {
 		PlatformIn:    in.PlatformIn,
 		RoomIn:        in.RoomIn,
 		GiftIn:        in.GiftIn,
-		OccurredAtMs:  env.OccurredAtMs,
-		SourceEventId: env.EventId,
+		OccurredAtMs:  env.occurredAtMs,
+		SourceEventId: src,
 	})
 	if err != nil {
 		return fmt.Errorf("marshal LuckyPoolInflow: %w", err)
 	}
 	t.Emit(&kgo.Record{
 		Topic:   p.inflowTopic,
-		Key:     []byte(env.RoomId),
+		Key:     []byte(roomID),
 		Value:   b,
-		Headers: runtime.StandardHeaders(id, EventLuckyPoolInflow, env.AppCode),
+		Headers: runtime.StandardHeaders(id, EventLuckyPoolInflow, appCode),
 	})
 	return nil
 }
