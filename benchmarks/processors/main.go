@@ -4,12 +4,13 @@
 //	go run ./benchmarks/processors                   # 500k events, kfake in a child process
 //	go run ./benchmarks/processors -events 200000    # quicker
 //
-// The input topic is pre-filled with -events room events keyed by room_id
-// (RoomMicChanged sessions over 2,000 rooms and 20,000 users, plus
-// -lucky of lucky RoomGiftSent), then, alternately for -rounds rounds:
+// The input topic is pre-filled with -events room events as the relay
+// writes them (keyed by room_id, the relay's six headers): RoomMicChanged
+// sessions over 2,000 rooms and 20,000 users, plus -lucky of lucky
+// RoomGiftSent. Then, alternately for -rounds rounds:
 //
 //   - raw: a GroupTransactSession copy loop doing no work — read_committed
-//     consume, produce each record's key and value unchanged, commit every
+//     consume, produce each record's key, value and headers unchanged, commit every
 //     -commit-records records or -commit-interval — the limit of a
 //     transactional consume-produce stage on this cluster;
 //   - room: the room processor (decode, re-key by user_id, lucky inflow
@@ -59,7 +60,10 @@ import (
 
 const childEnv = "ROOMFLOW_BENCH_KFAKE_CHILD"
 
-var profileFile *os.File
+var (
+	profileFile *os.File
+	withHeaders = true
+)
 
 func main() {
 	if os.Getenv(childEnv) != "" {
@@ -75,6 +79,7 @@ func main() {
 		commitIvl   = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
 		mysqlServer = flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN (a database is created and dropped)")
 		inprocess   = flag.Bool("inprocess", false, "run kfake in this process (its CPU then counts)")
+		headers     = flag.Bool("input-headers", true, "give input records the relay's six headers (false: bare records, which the raw copy forwards cheaper)")
 		cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the room runs here")
 	)
 	flag.Parse()
@@ -89,6 +94,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	withHeaders = *headers
 	if err := run(ctx, log, *events, *luckyRatio, int32(*partitions), *rounds, *commitRecs, *commitIvl, *mysqlServer, *inprocess); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
@@ -296,7 +302,7 @@ func rawCopy(ctx context.Context, brokers []string, in, out string, events, comm
 					deadline = time.Now().Add(commitIvl)
 				}
 				n++
-				sess.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value}, promise)
+				sess.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers}, promise)
 			})
 			if done+n >= events {
 				break
@@ -354,7 +360,7 @@ func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *l
 		case <-ctx.Done():
 			cancel()
 			return result{}, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	cancel()
@@ -387,9 +393,16 @@ func prefill(ctx context.Context, cl *kgo.Client, topic string, events int, luck
 	rng := rand.New(rand.NewPCG(2, 2))
 	for i := range nLucky {
 		roomID := "room-" + strconv.Itoa(1+rng.IntN(2000))
+		id := fmt.Sprintf("evt-lucky-%d", i)
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(roomID), Value: roomtest.Gift(
-			fmt.Sprintf("evt-lucky-%d", i), roomID, int64(i), &roomv1.RoomGiftSent{GiftId: "rose", Lucky: true,
-				LuckyRuleVersion: "v1", HeatValue: rng.Int64N(100000), GiftCount: 1, SenderUserId: 1, TargetUserId: 2})})
+			id, roomID, int64(i), &roomv1.RoomGiftSent{GiftId: "rose", Lucky: true,
+				LuckyRuleVersion: "v1", HeatValue: rng.Int64N(100000), GiftCount: 1, SenderUserId: 1, TargetUserId: 2}),
+			Headers: roomtest.RelayHeaders(id, "RoomGiftSent", int64(i), 1_767_225_600_000+int64(i))})
+	}
+	if !withHeaders {
+		for _, r := range recs {
+			r.Headers = nil
+		}
 	}
 	// Lucky gifts spread through the stream (per-room order is irrelevant here).
 	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })

@@ -45,7 +45,21 @@ type MicEvent struct {
 	RoomID    string
 	SessionID string
 	Index     int // position in its session
+	Version   int64
+	At        int64 // occurred_at_ms
 	Value     []byte
+}
+
+// RelayHeaders are the headers the relay puts on room-topic records.
+func RelayHeaders(eventID, eventType string, roomVersion, occurredAtMs int64) []kgo.RecordHeader {
+	return []kgo.RecordHeader{
+		{Key: "event_id", Value: []byte(eventID)},
+		{Key: "event_type", Value: []byte(eventType)},
+		{Key: "app_code", Value: []byte(AppCode)},
+		{Key: "room_version", Value: []byte(strconv.FormatInt(roomVersion, 10))},
+		{Key: "occurred_at_ms", Value: []byte(strconv.FormatInt(occurredAtMs, 10))},
+		{Key: "content-type", Value: []byte("application/x-protobuf")},
+	}
 }
 
 // MicWorkload is a stream of RoomMicChanged events over rooms and users:
@@ -105,7 +119,7 @@ func Mic(n, rooms, users int, seed uint64) *MicWorkload {
 			mc.Reason = "leave"
 		}
 		w.Events = append(w.Events, MicEvent{
-			EventID: id, UserID: s.user, RoomID: s.room, SessionID: s.id, Index: s.steps,
+			EventID: id, UserID: s.user, RoomID: s.room, SessionID: s.id, Index: s.steps, Version: versions[s.room], At: ts,
 			Value: Envelope(id, "RoomMicChanged", s.room, versions[s.room], ts, mc),
 		})
 		w.Sessions[s.id] = append(w.Sessions[s.id], id)
@@ -123,11 +137,13 @@ func Mic(n, rooms, users int, seed uint64) *MicWorkload {
 	return w
 }
 
-// Records returns the events as room-topic records keyed by room_id.
+// Records returns the events as the relay writes them to the room topic:
+// keyed by room_id, with the relay's headers.
 func (w *MicWorkload) Records(topic string) []*kgo.Record {
 	out := make([]*kgo.Record, len(w.Events))
 	for i, e := range w.Events {
-		out[i] = &kgo.Record{Topic: topic, Key: []byte(e.RoomID), Value: e.Value}
+		out[i] = &kgo.Record{Topic: topic, Key: []byte(e.RoomID), Value: e.Value,
+			Headers: RelayHeaders(e.EventID, "RoomMicChanged", e.Version, e.At)}
 	}
 	return out
 }
