@@ -1,9 +1,14 @@
 package mysqlsink_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +26,9 @@ var errKilled = errors.New("killed by test")
 // and producer-style duplicates) through the sink while it is killed at 20
 // random points: before a transaction, inside it after the facts are
 // written, and between the MySQL commit and the Kafka commit. Each kill
-// is followed by a fresh instance. The tables must equal the oracle.
+// is followed by a fresh instance. Then sink processes (this test binary
+// re-executed) are killed with SIGKILL at 8 random times, and a last one
+// finishes the run. The tables must equal the oracle.
 func TestKilledTwentyTimes(t *testing.T) {
 	e := newEnv(t, 6)
 	e.cfg.Sink.BatchSize = 500
@@ -108,13 +115,68 @@ func TestKilledTwentyTimes(t *testing.T) {
 		}
 	}
 	t.Logf("kills by stage: %v", kills)
+
+	// Then real processes killed with SIGKILL at random times: connections
+	// drop mid-transaction, nothing is closed, nothing left cleanly.
+	cfgPath := filepath.Join(t.TempDir(), "sink.yaml")
+	y, err := e.cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "ROOMFLOW_SINK_CHILD="+cfgPath, "ROOMFLOW_MYSQL_DSN="+e.m.DSN)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+	progress := func() (n int64) {
+		for _, o := range stored(t, e.m.DB, e.cfg.Sink.Group) {
+			n += max(o, 0)
+		}
+		return n
+	}
+	before := progress()
+	for range 8 {
+		cmd, _ := child()
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		kills["sigkill"]++
+	}
+	after := progress()
+	t.Logf("kills: %v; the killed processes advanced the stored offsets from %d to %d", kills, before, after)
+	if after <= before {
+		t.Fatal("the SIGKILLed sink processes applied nothing: the kills exercised nothing")
+	}
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 90*time.Second, r)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
+	cmd, out := child()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ends := e.endOffsets(t)
+	deadline := time.Now().Add(90 * time.Second)
+	for !e.caughtUp(t, e.cfg.Sink.Group, ends) {
+		select {
+		case err := <-exited:
+			t.Fatalf("final sink process exited: %v\n%s", err, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("final sink process did not catch up\n%s", out)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Fatalf("final sink process: %v\n%s", err, out)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)

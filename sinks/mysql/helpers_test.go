@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"testing"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -192,4 +196,42 @@ func count(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMain doubles as a sink process for the SIGKILL test: with
+// ROOMFLOW_SINK_CHILD set to a config file it runs one sink (static group
+// member "sink-child", so a restarted child takes over at once) until it
+// is killed.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("ROOMFLOW_SINK_CHILD"); path != "" {
+		os.Exit(runChild(path))
+	}
+	os.Exit(m.Run())
+}
+
+func runChild(path string) int {
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(db, cfg.Sink.Group),
+		mysqlsink.WithOwnerID(fmt.Sprintf("child-%d", os.Getpid())),
+		mysqlsink.WithKafkaOpts(kgo.InstanceID("sink-child"), kgo.SessionTimeout(10*time.Second)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	if err := s.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
 }
