@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 

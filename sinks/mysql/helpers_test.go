@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"testing"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
