@@ -97,35 +97,78 @@ func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 // bytes are not such an envelope, the event type differs, the event has no
 // event_id or app_code, a field exceeds its column, or a time is out of
 // range. It never panics, whatever the input.
+//
+// The Event's strings alias value (no copies): value must stay unchanged
+// while the Event is in use. Every output of the engine copies what it keeps.
 func Decode(value []byte) (Event, error) {
-	var env roomv1.EventEnvelope
-	if err := proto.Unmarshal(value, &env); err != nil {
-		return Event{}, &DecodeError{Reason: "bad_envelope", Err: err}
+	var ev Event
+	var payload []byte
+	r := wireReader{b: value}
+	for {
+		f, t, ok := r.next()
+		if !ok {
+			break
+		}
+		switch f {
+		case 1:
+			ev.EventID = r.str(f, t)
+		case 2:
+			ev.EventType = r.str(f, t)
+		case 3:
+			ev.AppCode = r.str(f, t)
+		case 4:
+			ev.RoomID = r.str(f, t)
+		case 5:
+			ev.RoomVersion = r.varint(f, t)
+		case 6:
+			ev.OccurredAtMs = r.varint(f, t)
+		case 7, 8: // request_id, command_id: tracing only, still proto3 strings
+			r.str(f, t)
+		case 9:
+			payload = r.bytes(f, t)
+		default:
+			r.skip(f, t)
+		}
 	}
-	if env.EventType != EventTypeRoomMicChanged {
-		return Event{}, decodeErr("wrong_event_type", "event_type %q", clip(env.EventType))
+	if r.err != nil {
+		return Event{}, &DecodeError{Reason: "bad_envelope", Err: r.err}
 	}
-	var p roomv1.RoomMicChanged
-	if err := proto.Unmarshal(env.Payload, &p); err != nil {
-		return Event{}, &DecodeError{Reason: "bad_payload", Err: err}
+	if ev.EventType != EventTypeRoomMicChanged {
+		return Event{}, decodeErr("wrong_event_type", "event_type %q", clip(ev.EventType))
 	}
-	ev := Event{
-		EventID:            env.EventId,
-		EventType:          env.EventType,
-		AppCode:            env.AppCode,
-		RoomID:             env.RoomId,
-		RoomVersion:        env.RoomVersion,
-		OccurredAtMs:       env.OccurredAtMs,
-		UserID:             p.UserId,
-		SeatNo:             p.SeatNo,
-		PreviousSeatNo:     p.PreviousSeatNo,
-		Action:             p.Action,
-		MicSessionID:       p.MicSessionId,
-		PublishState:       p.PublishState,
-		Reason:             p.Reason,
-		PublishDeadlineMs:  p.PublishDeadlineMs,
-		PublishEventTimeMs: p.PublishEventTimeMs,
-		RTCStoppedAtMs:     p.RtcStoppedAtMs,
+	r = wireReader{b: payload}
+	for {
+		f, t, ok := r.next()
+		if !ok {
+			break
+		}
+		switch f {
+		case 1:
+			ev.UserID = r.varint(f, t)
+		case 2:
+			ev.SeatNo = int32(r.varint(f, t))
+		case 3:
+			ev.Action = r.str(f, t)
+		case 4:
+			ev.MicSessionID = r.str(f, t)
+		case 5:
+			ev.PublishState = r.str(f, t)
+		case 6:
+			ev.Reason = r.str(f, t)
+		case 7:
+			ev.PublishDeadlineMs = r.varint(f, t)
+		case 8:
+			ev.PublishEventTimeMs = r.varint(f, t)
+		case 9:
+			ev.PreviousSeatNo = int32(r.varint(f, t))
+		case 10:
+			ev.RTCStoppedAtMs = r.varint(f, t)
+		default:
+			r.skip(f, t)
+		}
+	}
+	if r.err != nil {
+		return Event{}, &DecodeError{Reason: "bad_payload", Err: r.err}
 	}
 	return ev, ev.Validate()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -328,10 +329,22 @@ func (s *Session) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil), 
 var ErrCorruptState = errors.New("mic: corrupt state value")
 
 // UnmarshalBinary decodes a state value written by AppendBinary. Unknown
-// fields are skipped (forward compatibility). Strings alias nothing: they
-// are copied out of b.
-func (s *Session) UnmarshalBinary(b []byte) error {
+// fields are skipped (forward compatibility). Strings are copied out of b.
+func (s *Session) UnmarshalBinary(b []byte) error { return s.unmarshal(b, false) }
+
+// UnmarshalBinaryAlias is UnmarshalBinary with strings aliasing b instead
+// of copies: b must never change afterwards (the runtime store's values
+// never do). It saves the allocations of the hot path.
+func (s *Session) UnmarshalBinaryAlias(b []byte) error { return s.unmarshal(b, true) }
+
+func (s *Session) unmarshal(b []byte, alias bool) error {
 	*s = Session{}
+	str := func(v []byte) string {
+		if alias && len(v) > 0 {
+			return unsafe.String(&v[0], len(v))
+		}
+		return string(v)
+	}
 	created := false
 	lastIs := int64(0)
 	for len(b) > 0 {
@@ -387,17 +400,17 @@ func (s *Session) UnmarshalBinary(b []byte) error {
 			b = b[n:]
 			switch f {
 			case fRoomID:
-				s.RoomID = string(v)
+				s.RoomID = str(v)
 			case fEndReason:
-				s.EndReason = string(v)
+				s.EndReason = str(v)
 			case fOpenedEventID:
-				s.OpenedEventID = string(v)
+				s.OpenedEventID = str(v)
 			case fPublishEventID:
-				s.PublishEventID = string(v)
+				s.PublishEventID = str(v)
 			case fClosedEventID:
-				s.ClosedEventID = string(v)
+				s.ClosedEventID = str(v)
 			case fLastEventID:
-				s.LastEventID = string(v)
+				s.LastEventID = str(v)
 			case fRecent:
 				for i := 0; i < recentIDs && len(v) >= 8; i++ {
 					s.Recent[i] = binary.LittleEndian.Uint64(v)

@@ -42,7 +42,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
@@ -233,9 +232,14 @@ func (p *Processor) watermark(t *runtime.Task) int64 {
 	return mic.DecodeWatermark(b)
 }
 
+// watermarkStep: the stored watermark moves in steps of at least a second
+// (it may lag the true one by less than that, which retention does not
+// notice), so most events do not write it.
+const watermarkStepMs = 1000
+
 func (p *Processor) advanceWatermark(t *runtime.Task, occurredAtMs int64) {
 	wm := p.watermark(t)
-	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n > wm {
+	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
 }
@@ -345,43 +349,68 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	if out.Ledger == nil {
 		return
 	}
-	key := []byte(strconv.FormatInt(userID, 10))
-	put := func(topic, eventID, eventType string, m proto.Message) {
-		v, err := proto.Marshal(m)
-		if err != nil { // generated messages always marshal
-			panic(err)
-		}
-		t.Emit(&kgo.Record{Topic: topic, Key: key, Value: v,
-			Headers: runtime.StandardHeaders(eventID, eventType, appCode)})
+	key := strconv.AppendInt(make([]byte, 0, 20), userID, 10)
+	app := []byte(appCode)
+	// Header values are shared between the records (kgo never modifies
+	// them); only event_id differs per record.
+	put := func(topic, eventID string, eventType []byte, value []byte) {
+		t.Emit(&kgo.Record{Topic: topic, Key: key, Value: value, Headers: []kgo.RecordHeader{
+			{Key: "event_id", Value: []byte(eventID)},
+			{Key: "event_type", Value: eventType},
+			{Key: "app_code", Value: app},
+			{Key: "content-type", Value: contentType},
+		}})
 	}
 	tp := p.cfg.Topics
-	put(tp.Ledger, out.Ledger.EventId, out.Ledger.EventType, out.Ledger)
-	if out.Closed != nil {
-		put(tp.SessionClosed, out.Closed.EventId, mic.EventTypeSessionClosed, out.Closed)
+	ledgerType := typeLedgerCompensated
+	if out.Ledger.EventType != mic.EventTypeMicSessionCompensated {
+		ledgerType = []byte(out.Ledger.EventType)
+	}
+	put(tp.Ledger, out.Ledger.EventId, ledgerType, mic.AppendLedgerEntry(make([]byte, 0, 384), out.Ledger))
+	if c := out.Closed; c != nil {
+		put(tp.SessionClosed, c.EventId, typeClosed, mic.AppendSessionClosed(make([]byte, 0, 192), c))
 	}
 	for _, d := range out.Daily {
-		put(tp.DailyStats, d.EventId, mic.EventTypeDailyStatsUpdated, d)
+		put(tp.DailyStats, d.EventId, typeDaily, mic.AppendDailyStatsUpdated(make([]byte, 0, 128), d))
 	}
-	if out.Lifetime != nil {
-		put(tp.LifetimeStats, out.Lifetime.EventId, mic.EventTypeLifetimeStatsUpdated, out.Lifetime)
+	if l := out.Lifetime; l != nil {
+		put(tp.LifetimeStats, l.EventId, typeLifetime, mic.AppendLifetimeStatsUpdated(make([]byte, 0, 128), l))
 	}
 }
+
+var (
+	contentType           = []byte(runtime.ContentTypeProtobuf)
+	typeLedgerCompensated = []byte(mic.EventTypeMicSessionCompensated)
+	typeClosed            = []byte(mic.EventTypeSessionClosed)
+	typeDaily             = []byte(mic.EventTypeDailyStatsUpdated)
+	typeLifetime          = []byte(mic.EventTypeLifetimeStatsUpdated)
+)
 
 // storeState is mic.State over the task's runtime store.
 type storeState struct {
 	store *runtime.Store
 	err   error
+	// the last session key built: Handle reads and writes the same one
+	lastID  mic.SessionID
+	lastKey string
+}
+
+func (s *storeState) key(id mic.SessionID) string {
+	if s.lastKey == "" || id != s.lastID {
+		s.lastID, s.lastKey = id, id.Key()
+	}
+	return s.lastKey
 }
 
 func (p *Processor) state(t *runtime.Task) *storeState { return &storeState{store: t.Store()} }
 
 func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
-	b, ok := s.store.Get(id.Key())
+	b, ok := s.store.Get(s.key(id))
 	if !ok {
 		return mic.Session{}, false
 	}
 	var v mic.Session
-	if err := v.UnmarshalBinary(b); err != nil {
+	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
 		s.err = err
 		return mic.Session{}, false
 	}
@@ -389,7 +418,7 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
-	s.store.Put(id.Key(), v.AppendBinary(nil))
+	s.store.Put(s.key(id), v.AppendBinary(make([]byte, 0, 192)))
 }
 
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {

@@ -1,0 +1,408 @@
+// Command mic benchmarks the mic processor (processors/mic/micproc) against
+// its raw limit, and measures its state's memory and restore time.
+//
+//	go run ./benchmarks/mic                       # defaults below
+//	go run ./benchmarks/mic -events 200000 -open 200000   # quicker
+//
+// Kafka is kfake (3 brokers) in a child process (this binary re-executed),
+// so the measured process holds only the processor: its CPU time and heap
+// are the processor's. -brokers uses a real cluster instead.
+//
+// Throughput (-events): the input topic is pre-filled with a realistic mix
+// of RoomMicChanged events (sessions of up, publish_confirmed, a few
+// change, down; 1% duplicates; some across midnight). Then, in the same
+// run on the same input:
+//   - raw: the runtime running a processor that copies each record to an
+//     output topic and does nothing else (same transactions, commit
+//     interval and batch, read_committed) — the runtime's raw
+//     transactional copy;
+//   - mic: the mic processor (decode, state machine, state store +
+//     changelog, ledger and derived events).
+//
+// Each is reported as events/s of wall time and events per CPU-second of
+// this process (the per-core figure), and mic/raw.
+//
+// Memory and restore (-open): -open `up` events open as many sessions;
+// the processor consumes them (all sessions open at once in its store)
+// and stops; a new instance then restores the changelog. Reported: the
+// restore time (until every partition is restored and processing could
+// start) and the heap per open session after restore (HeapAlloc after GC,
+// minus the heap before the instance started, divided by -open).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/processors/mic/micproc"
+	"github.com/hyapp/roomflow/processors/mic/mictest"
+	rt "github.com/hyapp/roomflow/processors/runtime"
+)
+
+const childEnv = "ROOMFLOW_MICBENCH_KFAKE"
+
+func main() {
+	if addr := os.Getenv(childEnv); addr != "" {
+		runKfake(addr)
+		return
+	}
+	var (
+		events     = flag.Int("events", 600_000, "events for the throughput runs (0 skips them)")
+		open       = flag.Int("open", 1_000_000, "open sessions for the memory and restore run (0 skips it)")
+		partitions = flag.Int("partitions", 6, "partitions per topic")
+		brokers    = flag.String("brokers", "", "Kafka brokers (empty: kfake with 3 brokers in a child process)")
+		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
+		commitIvl  = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
+		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+	)
+	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+// runKfake is the child process: a kfake cluster until killed.
+func runKfake(addr string) {
+	host, p, _ := strings.Cut(addr, ":")
+	port, _ := strconv.Atoi(p)
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.Ports(port, port+1, port+2),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kfake:", err)
+		os.Exit(1)
+	}
+	_ = host
+	fmt.Println("ready")
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+	<-ch
+	c.Close()
+}
+
+func startKfake() (addr string, stop func(), err error) {
+	for try := 0; try < 10; try++ {
+		port := 20000 + rand.IntN(20000)
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), childEnv+"="+addr)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return "", nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return "", nil, err
+		}
+		buf := make([]byte, 6)
+		if _, err := out.Read(buf); err != nil {
+			_ = cmd.Wait()
+			continue // a port was taken: try others
+		}
+		return addr, func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }, nil
+	}
+	return "", nil, fmt.Errorf("kfake child did not start")
+}
+
+func run(events, open int, partitions int32, brokers string, commitRecs int, commitIvl time.Duration) error {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if brokers == "" {
+		addr, stop, err := startKfake()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		brokers = addr
+	}
+	fmt.Printf("mic processor benchmark: GOMAXPROCS=%d, NumCPU=%d, partitions=%d, commit %d records / %s, brokers %s\n",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), partitions, commitRecs, commitIvl, brokers)
+
+	newCfg := func(prefix string) (*config.Config, error) {
+		cfg := config.Default()
+		cfg.Metrics.Addr = ""
+		cfg.Kafka.Brokers = strings.Split(brokers, ",")
+		cfg.Kafka.Partitions = partitions
+		cfg.Kafka.ReplicationFactor = -1
+		cfg.Kafka.Topics = cfg.Kafka.Topics.WithPrefix(prefix)
+		cfg.Process.CommitRecords = commitRecs
+		cfg.Process.CommitInterval = config.Duration(commitIvl)
+		cfg.Process.MicGroup = prefix + "mic"
+		cl, err := kafkax.NewClient(cfg.Kafka, "bench-admin", nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		if _, err := kafkax.EnsureTopics(ctx, adm, cfg.Kafka); err != nil {
+			return nil, err
+		}
+		if _, err := adm.CreateTopic(ctx, partitions, -1, nil, prefix+"raw-out"); err != nil {
+			return nil, err
+		}
+		return &cfg, nil
+	}
+
+	if events > 0 {
+		cfg, err := newCfg(fmt.Sprintf("bench%d.", time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		n, err := fillMixed(ctx, cfg, events)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nthroughput: %d input events pre-filled\n", n)
+		raw, err := measure(ctx, cfg, "raw", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			out := strings.TrimSuffix(cfg.Kafka.Topics.DLQ, "hyapp.room.events.dlq.v1") + "raw-out"
+			return rt.New("raw", rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
+				t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
+				return nil
+			}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(cfg.Process.MicGroup+"-raw"), rt.DLQ(cfg.Kafka.Topics.DLQ),
+				rt.ClientOpts(kafkax.Opts(cfg.Kafka, "raw", nil, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
+				rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
+		})
+		if err != nil {
+			return err
+		}
+		micRes, err := measure(ctx, cfg, "mic", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
+			return r, err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-4s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s)\n", "raw", raw.wallRate(), raw.cpuRate(), raw.cpu.Seconds(), raw.wall.Seconds())
+		fmt.Printf("  %-4s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s)  outputs %d records\n", "mic", micRes.wallRate(), micRes.cpuRate(), micRes.cpu.Seconds(), micRes.wall.Seconds(), micRes.out)
+		fmt.Printf("  mic/raw: %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
+	}
+
+	if open > 0 {
+		cfg, err := newCfg(fmt.Sprintf("open%d.", time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		if err := fillOpen(ctx, cfg, open); err != nil {
+			return err
+		}
+		fmt.Printf("\nmemory and restore: %d open sessions\n", open)
+		first, err := measure(ctx, cfg, "mic", open, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
+			return r, err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  opening: %9.0f events/s wall, %9.0f per CPU-second; state %d keys, %.0f bytes of keys+values per key\n",
+			first.wallRate(), first.cpuRate(), int64(first.keys), first.stateBytes/first.keys)
+		if err := restoreRun(ctx, cfg, open, partitions, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type result struct {
+	wall, cpu        time.Duration
+	n, out           int
+	keys, stateBytes float64
+}
+
+func (r result) wallRate() float64 { return float64(r.n) / r.wall.Seconds() }
+func (r result) cpuRate() float64  { return float64(r.n) / r.cpu.Seconds() }
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measure runs a runtime until it committed n input records, then stops it.
+func measure(ctx context.Context, cfg *config.Config, name string, n int, log *slog.Logger,
+	build func(*prometheus.Registry) (*rt.Runtime, error)) (result, error) {
+	reg := prometheus.NewRegistry()
+	r, err := build(reg)
+	if err != nil {
+		return result{}, err
+	}
+	runtime.GC()
+	c0, t0 := cpuTime(), time.Now()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	var res result
+	for {
+		in, out, keys, bytes := gather(reg)
+		if in >= float64(n) {
+			res = result{wall: time.Since(t0), cpu: cpuTime() - c0, n: n, out: int(out), keys: keys, stateBytes: bytes}
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			return result{}, fmt.Errorf("%s stopped early: %v", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return result{}, err
+	}
+	return res, nil
+}
+
+func gather(reg *prometheus.Registry) (in, out, keys, bytes float64) {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			switch mf.GetName() {
+			case "roomflow_process_records_in_total":
+				in += v
+			case "roomflow_process_records_out_total":
+				out += v
+			case "roomflow_process_state_keys":
+				keys += v
+			case "roomflow_process_state_bytes":
+				bytes += v
+			}
+		}
+	}
+	return
+}
+
+// restoreRun starts a fresh instance on the committed changelog of -open
+// sessions and measures restore time and heap per open session.
+func restoreRun(ctx context.Context, cfg *config.Config, open int, partitions int32, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
+	if err != nil {
+		return err
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- r.Run(rctx) }()
+	for len(r.Assigned()) < int(partitions) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("restore instance stopped: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	took := time.Since(t0)
+	_, _, keys, bytes := gather(reg)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	after := ms.HeapAlloc
+	per := float64(int64(after)-int64(before)) / float64(open)
+	fmt.Printf("  restore: %d keys (%.0f MB of keys+values) in %.2f s (start to all %d partitions restored; limit 10 s)\n",
+		int64(keys), bytes/1e6, took.Seconds(), partitions)
+	fmt.Printf("  heap per open session after restore: %.0f bytes (heap %.0f MB -> %.0f MB; limit 400 bytes)\n",
+		per, float64(before)/1e6, float64(after)/1e6)
+	cancel()
+	return <-done
+}
+
+// fillMixed pre-fills the input with realistic sessions; it returns the
+// number of records.
+func fillMixed(ctx context.Context, cfg *config.Config, events int) (int, error) {
+	r := rand.New(rand.NewPCG(1, 2))
+	start := time.Now().Add(-48 * time.Hour).UnixMilli()
+	st := mictest.Generate(r, mictest.Gen{AppCode: "hyapp", Users: 50_000, Sessions: events * 10 / 37, StartMs: start,
+		SpreadMs: 36 * 3600 * 1000, MaxLen: 3 * time.Hour, DupRate: 0.01, OpenRate: 0.02})
+	for i := range st.Events {
+		st.Events[i].EventID = uuidLike(r)
+	}
+	return len(st.Events), produce(ctx, cfg, st.Events)
+}
+
+// fillOpen pre-fills -open `up` events of distinct sessions with realistic
+// id sizes (UUID event ids, 29-byte session ids).
+func fillOpen(ctx context.Context, cfg *config.Config, open int) error {
+	r := rand.New(rand.NewPCG(3, 4))
+	now := time.Now().UnixMilli()
+	evs := make([]mic.Event, 0, 100_000)
+	for i := 0; i < open; i++ {
+		evs = append(evs, mic.Event{EventID: uuidLike(r), EventType: mic.EventTypeRoomMicChanged, AppCode: "hyapp",
+			RoomID: fmt.Sprintf("room_%07d", r.IntN(200_000)), RoomVersion: int64(1 + r.IntN(1_000_000)),
+			OccurredAtMs: now - int64(r.IntN(60_000)), UserID: int64(10_000_000 + i), SeatNo: int32(1 + r.IntN(8)),
+			Action: mic.ActionUp, MicSessionID: fmt.Sprintf("ms_%026d", r.Int64()), PublishState: "pending_publish"})
+		if len(evs) == cap(evs) {
+			if err := produce(ctx, cfg, evs); err != nil {
+				return err
+			}
+			evs = evs[:0]
+		}
+	}
+	return produce(ctx, cfg, evs)
+}
+
+func uuidLike(r *rand.Rand) string {
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", r.Uint32(), r.Uint32()&0xffff, r.Uint32()&0xffff, r.Uint32()&0xffff, r.Uint64()&0xffffffffffff)
+}
+
+func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
+	cl, err := kafkax.NewClient(cfg.Kafka, "bench-producer", nil, nil, kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(200_000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	errc := make(chan error, 1)
+	for i := range evs {
+		ev := &evs[i]
+		rec := &kgo.Record{Topic: cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode(),
+			Headers: rt.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)}
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,239 @@
+package mic
+
+import (
+	"unicode/utf8"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/hyapp/roomflow/schemas/userv1"
+)
+
+// Hand-written protobuf encoders of the output messages and decoder of the
+// input: the wire format of schemas/proto/hyapp/{room,user}/v1 exactly
+// (field numbers, proto3 zero-omission, two's-complement varints for
+// int32/int64), without reflection — the generated code spent most of the
+// processor's time here. Tests check every encoder against proto.Unmarshal
+// of the generated types and the decoder against proto.Marshal.
+//
+// Strings are written without UTF-8 validation: every string comes from a
+// decoded input event, which Decode validated, or from this package.
+
+func appendStr(b []byte, f protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, f, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+func appendInt(b []byte, f protowire.Number, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, f, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+// beginMsg starts a length-delimited sub-message; endMsg completes it.
+func beginMsg(b []byte, f protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, f, protowire.BytesType)
+	return append(b, 0), len(b) // one length byte, widened by endMsg when needed
+}
+
+func endMsg(b []byte, at int) []byte {
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	w := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, w-1)...)
+	copy(b[at+w:], b[at+1:at+1+n])
+	protowire.AppendVarint(b[:at], uint64(n))
+	return b
+}
+
+// AppendLedgerEntry appends the wire form of e (hyapp.user.v1.MicLedgerEntry).
+func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
+	b = appendStr(b, 1, e.EventId)
+	b = appendStr(b, 2, e.AppCode)
+	b = appendStr(b, 3, e.EventType)
+	b = appendInt(b, 4, e.UserId)
+	b = appendStr(b, 5, e.MicSessionId)
+	b = appendStr(b, 6, e.Action)
+	b = appendStr(b, 7, e.RoomId)
+	b = appendStr(b, 8, e.Status)
+	b = appendStr(b, 9, e.SkipReason)
+	b = appendInt(b, 10, e.OccurredAtMs)
+	var at int
+	if s := e.Session; s != nil {
+		b, at = beginMsg(b, 11)
+		b = endMsg(appendSession(b, s), at)
+	}
+	for _, d := range e.Daily {
+		b, at = beginMsg(b, 12)
+		b = appendStr(b, 1, d.StatDate)
+		b = appendInt(b, 2, d.SeatOccupiedDeltaMs)
+		b = appendInt(b, 3, d.MicOnlineDeltaMs)
+		b = appendInt(b, 4, d.SessionCountDelta)
+		b = appendInt(b, 5, d.RoomCountDelta)
+		b = appendInt(b, 6, d.FirstMicAtMs)
+		b = endMsg(appendInt(b, 7, d.LastMicAtMs), at)
+	}
+	if l := e.Lifetime; l != nil {
+		b, at = beginMsg(b, 13)
+		b = appendInt(b, 1, l.SeatOccupiedDeltaMs)
+		b = appendInt(b, 2, l.MicOnlineDeltaMs)
+		b = appendInt(b, 3, l.SessionCountDelta)
+		b = appendInt(b, 4, l.FirstMicAtMs)
+		b = endMsg(appendInt(b, 5, l.LastMicAtMs), at)
+	}
+	return b
+}
+
+func appendSession(b []byte, s *userv1.MicSession) []byte {
+	b = appendStr(b, 1, s.AppCode)
+	b = appendStr(b, 2, s.MicSessionId)
+	b = appendInt(b, 3, s.UserId)
+	b = appendStr(b, 4, s.RoomId)
+	b = appendInt(b, 5, int64(s.FirstSeatNo))
+	b = appendInt(b, 6, int64(s.CurrentSeatNo))
+	b = appendStr(b, 7, s.Status)
+	b = appendInt(b, 8, s.SeatStartedAtMs)
+	b = appendInt(b, 9, s.PublishingStartedAtMs)
+	b = appendInt(b, 10, s.EndedAtMs)
+	b = appendStr(b, 11, s.EndReason)
+	b = appendInt(b, 12, s.SeatOccupiedMs)
+	b = appendInt(b, 13, s.MicOnlineMs)
+	b = appendStr(b, 14, s.OpenedEventId)
+	b = appendStr(b, 15, s.PublishEventId)
+	b = appendStr(b, 16, s.ClosedEventId)
+	b = appendStr(b, 17, s.LastEventId)
+	b = appendInt(b, 18, s.LastRoomVersion)
+	b = appendInt(b, 19, s.CreatedAtMs)
+	b = appendInt(b, 20, s.UpdatedAtMs)
+	return appendInt(b, 21, s.Version)
+}
+
+// AppendSessionClosed appends the wire form of UserMicSessionClosed.
+func AppendSessionClosed(b []byte, c *userv1.UserMicSessionClosed) []byte {
+	b = appendStr(b, 1, c.EventId)
+	b = appendStr(b, 2, c.AppCode)
+	b = appendInt(b, 3, c.UserId)
+	b = appendStr(b, 4, c.RoomId)
+	b = appendStr(b, 5, c.MicSessionId)
+	b = appendInt(b, 6, c.SeatOccupiedMs)
+	b = appendInt(b, 7, c.MicOnlineMs)
+	b = appendInt(b, 8, c.SeatStartedAtMs)
+	b = appendInt(b, 9, c.EndedAtMs)
+	b = appendStr(b, 10, c.EndReason)
+	b = appendStr(b, 11, c.ClosedEventId)
+	return appendInt(b, 12, c.PublishingStartedAtMs)
+}
+
+// AppendDailyStatsUpdated appends the wire form of UserMicDailyStatsUpdated.
+func AppendDailyStatsUpdated(b []byte, d *userv1.UserMicDailyStatsUpdated) []byte {
+	b = appendStr(b, 1, d.EventId)
+	b = appendStr(b, 2, d.AppCode)
+	b = appendInt(b, 3, d.UserId)
+	b = appendStr(b, 4, d.StatDate)
+	b = appendInt(b, 5, d.SeatOccupiedDeltaMs)
+	b = appendInt(b, 6, d.MicOnlineDeltaMs)
+	b = appendInt(b, 7, d.SessionCountDelta)
+	b = appendInt(b, 8, d.RoomCountDelta)
+	b = appendInt(b, 9, d.UpdatedAtMs)
+	b = appendStr(b, 10, d.MicSessionId)
+	b = appendInt(b, 11, d.FirstMicAtMs)
+	return appendInt(b, 12, d.LastMicAtMs)
+}
+
+// AppendLifetimeStatsUpdated appends the wire form of UserMicLifetimeStatsUpdated.
+func AppendLifetimeStatsUpdated(b []byte, l *userv1.UserMicLifetimeStatsUpdated) []byte {
+	b = appendStr(b, 1, l.EventId)
+	b = appendStr(b, 2, l.AppCode)
+	b = appendInt(b, 3, l.UserId)
+	b = appendInt(b, 4, l.SeatOccupiedDeltaMs)
+	b = appendInt(b, 5, l.MicOnlineDeltaMs)
+	b = appendInt(b, 6, l.SessionCountDelta)
+	b = appendInt(b, 7, l.UpdatedAtMs)
+	b = appendStr(b, 8, l.MicSessionId)
+	b = appendInt(b, 9, l.FirstMicAtMs)
+	return appendInt(b, 10, l.LastMicAtMs)
+}
+
+// wireReader walks protobuf fields; the first malformed field stops it.
+type wireReader struct {
+	b   []byte
+	err error
+}
+
+func (r *wireReader) next() (protowire.Number, protowire.Type, bool) {
+	if len(r.b) == 0 || r.err != nil {
+		return 0, 0, false
+	}
+	f, t, n := protowire.ConsumeTag(r.b)
+	if n < 0 {
+		r.err = protowire.ParseError(n)
+		return 0, 0, false
+	}
+	r.b = r.b[n:]
+	return f, t, true
+}
+
+func (r *wireReader) varint(f protowire.Number, t protowire.Type) int64 {
+	if t != protowire.VarintType {
+		r.skip(f, t)
+		return 0
+	}
+	v, n := protowire.ConsumeVarint(r.b)
+	if n < 0 {
+		r.err = protowire.ParseError(n)
+		return 0
+	}
+	r.b = r.b[n:]
+	return int64(v)
+}
+
+func (r *wireReader) bytes(f protowire.Number, t protowire.Type) []byte {
+	if t != protowire.BytesType {
+		r.skip(f, t)
+		return nil
+	}
+	v, n := protowire.ConsumeBytes(r.b)
+	if n < 0 {
+		r.err = protowire.ParseError(n)
+		return nil
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// str returns a string field aliasing the input (valid only while the
+// input is), checking UTF-8 like proto3 decoding does.
+func (r *wireReader) str(f protowire.Number, t protowire.Type) string {
+	v := r.bytes(f, t)
+	if len(v) == 0 {
+		return ""
+	}
+	if !utf8.Valid(v) {
+		r.err = errInvalidUTF8
+		return ""
+	}
+	return unsafe.String(&v[0], len(v))
+}
+
+func (r *wireReader) skip(f protowire.Number, t protowire.Type) {
+	n := protowire.ConsumeFieldValue(f, t, r.b)
+	if n < 0 {
+		r.err = protowire.ParseError(n)
+		return
+	}
+	r.b = r.b[n:]
+}
+
+type wireErr string
+
+func (e wireErr) Error() string { return string(e) }
+
+const errInvalidUTF8 = wireErr("string field contains invalid UTF-8")
