@@ -223,6 +223,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		}
 		fmt.Printf("  opening: %9.0f events/s wall, %9.0f per CPU-second; state %d keys, %.0f bytes of keys+values per key\n",
 			first.wallRate(), first.cpuRate(), int64(first.keys), first.stateBytes/first.keys)
+		fmt.Printf("  heap per open session while processing (after the last commit): %.0f bytes\n", float64(first.heapDelta)/float64(open))
 		if err := restoreRun(ctx, cfg, open, partitions, log); err != nil {
 			return err
 		}
@@ -234,6 +235,7 @@ type result struct {
 	wall, cpu        time.Duration
 	n, out           int
 	keys, stateBytes float64
+	heapDelta        int64 // HeapAlloc after GC at the end minus before the run
 }
 
 func (r result) wallRate() float64 { return float64(r.n) / r.wall.Seconds() }
@@ -253,7 +255,10 @@ func measure(ctx context.Context, cfg *config.Config, name string, n int, log *s
 	if err != nil {
 		return result{}, err
 	}
+	var ms runtime.MemStats
 	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap0 := ms.HeapAlloc
 	c0, t0 := cpuTime(), time.Now()
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -263,6 +268,9 @@ func measure(ctx context.Context, cfg *config.Config, name string, n int, log *s
 		in, out, keys, bytes := gather(reg)
 		if in >= float64(n) {
 			res = result{wall: time.Since(t0), cpu: cpuTime() - c0, n: n, out: int(out), keys: keys, stateBytes: bytes}
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			res.heapDelta = int64(ms.HeapAlloc) - int64(heap0)
 			break
 		}
 		select {
