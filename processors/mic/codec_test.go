@@ -28,6 +28,7 @@ func TestDecode(t *testing.T) {
 		return b
 	}
 	payload, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"})
+	longSession, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: strings.Repeat("s", 107)})
 	cases := []struct {
 		name   string
 		value  []byte
@@ -40,6 +41,7 @@ func TestDecode(t *testing.T) {
 		{"no event id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.EventId = "" }), "missing_event_id"},
 		{"no app code", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.AppCode = "" }), "missing_app_code"},
 		{"long event id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.EventId = strings.Repeat("x", 129) }), "field_too_long"},
+		{"long mic_session_id", envelope("RoomMicChanged", longSession, nil), "field_too_long"},
 		{"long room id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.RoomId = strings.Repeat("x", 65) }), "field_too_long"},
 		{"no time", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.OccurredAtMs = 0 }), "bad_time"},
 		{"year 10000", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.OccurredAtMs = mic.MaxTimeMs + 1 }), "bad_time"},
@@ -102,6 +104,10 @@ func TestSessionEncodingRoundTrip(t *testing.T) {
 		if err != nil || p.Status != s.Status || p.SeatStartedAtMs != s.SeatStartedAtMs ||
 			p.PublishingStartedAtMs != s.PublishingStartedAtMs || p.EndedAtMs != s.EndedAtMs {
 			t.Fatalf("peek: %v %+v of %+v", err, p, s)
+		}
+		var aliased mic.Session
+		if err := aliased.UnmarshalBinaryAlias(s.AppendBinary(nil)); err != nil || aliased != s {
+			t.Fatalf("aliased round trip: %v", err)
 		}
 		tomb := s.Tombstone()
 		if err := got.UnmarshalBinary(tomb.AppendBinary(nil)); err != nil || got != tomb {

@@ -35,7 +35,10 @@ const (
 	MaxEventIDLen      = 128
 	MaxAppCodeLen      = 32
 	MaxRoomIDLen       = 64
-	MaxMicSessionIDLen = 128
+	// MaxMicSessionIDLen keeps the timer close's ledger event id
+	// "MicSessionCompensated:{mic_session_id}" within the 128-byte event_id
+	// column of user_mic_event_consumption.
+	MaxMicSessionIDLen = MaxEventIDLen - len(EventTypeMicSessionCompensated) - 1
 	MaxReasonLen       = 64
 	// MaxTimeMs is the latest accepted timestamp (9999-12-31T23:59:59.999Z),
 	// so every date formats as YYYY-MM-DD.
