@@ -32,9 +32,9 @@ const (
 // Column limits of the MySQL contract (design.md); a longer value could not
 // be stored by the sink, so the decoder rejects it.
 const (
-	MaxEventIDLen      = 128
-	MaxAppCodeLen      = 32
-	MaxRoomIDLen       = 64
+	MaxEventIDLen = 128
+	MaxAppCodeLen = 32
+	MaxRoomIDLen  = 64
 	// MaxMicSessionIDLen keeps the timer close's ledger event id
 	// "MicSessionCompensated:{mic_session_id}" within the 128-byte event_id
 	// column of user_mic_event_consumption.
