@@ -19,8 +19,12 @@
 //   - mic: the mic processor (decode, state machine, state store +
 //     changelog, ledger and derived events).
 //
+//   - rawx: the raw copy again, writing as many records per input as mic
+//     wrote (ledger + derived events + changelog), to show how much of the
+//     gap to raw is the output volume itself.
+//
 // Each is reported as events/s of wall time and events per CPU-second of
-// this process (the per-core figure), and mic/raw.
+// this process (the per-core figure), and mic/raw, mic/rawx.
 //
 // Memory and restore (-open): -open `up` events open as many sessions;
 // the processor consumes them (all sessions open at once in its store)
@@ -181,15 +185,23 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 			return err
 		}
 		fmt.Printf("\nthroughput: %d input events pre-filled\n", n)
-		raw, err := measure(ctx, cfg, "raw", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
-			out := strings.TrimSuffix(cfg.Kafka.Topics.DLQ, "hyapp.room.events.dlq.v1") + "raw-out"
-			return rt.New("raw", rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
-				t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
-				return nil
-			}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(cfg.Process.MicGroup+"-raw"), rt.DLQ(cfg.Kafka.Topics.DLQ),
-				rt.ClientOpts(kafkax.Opts(cfg.Kafka, "raw", nil, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
-				rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
-		})
+		out := strings.TrimSuffix(cfg.Kafka.Topics.DLQ, "hyapp.room.events.dlq.v1") + "raw-out"
+		// copies runs the runtime with a processor that writes each input
+		// record `ratio` times (on average) to one topic and does nothing else.
+		copies := func(name string, ratio float64) (result, error) {
+			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+				acc := 0.0
+				return rt.New(name, rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
+					for acc += ratio; acc >= 1; acc-- {
+						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
+					}
+					return nil
+				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(cfg.Process.MicGroup+"-"+name), rt.DLQ(cfg.Kafka.Topics.DLQ),
+					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, nil, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
+					rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
+			})
+		}
+		raw, err := copies("raw", 1)
 		if err != nil {
 			return err
 		}
@@ -200,9 +212,21 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %-4s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s)\n", "raw", raw.wallRate(), raw.cpuRate(), raw.cpu.Seconds(), raw.wall.Seconds())
-		fmt.Printf("  %-4s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s)  outputs %d records\n", "mic", micRes.wallRate(), micRes.cpuRate(), micRes.cpu.Seconds(), micRes.wall.Seconds(), micRes.out)
-		fmt.Printf("  mic/raw: %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
+		amp := float64(micRes.out) / float64(n)
+		rawAmp, err := copies("rawx", amp)
+		if err != nil {
+			return err
+		}
+		line := func(name string, r result) {
+			fmt.Printf("  %-5s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s wall, %d records out)\n",
+				name, r.wallRate(), r.cpuRate(), r.cpu.Seconds(), r.wall.Seconds(), r.out)
+		}
+		line("raw", raw)
+		line("mic", micRes)
+		line("rawx", rawAmp)
+		fmt.Printf("  mic/raw:  %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
+		fmt.Printf("  mic/rawx: %.2f (wall), %.2f (per CPU-second)   rawx = raw copy writing %.2f records per input, as many as mic writes (ledger, derived events, changelog)\n",
+			micRes.wallRate()/rawAmp.wallRate(), micRes.cpuRate()/rawAmp.cpuRate(), amp)
 	}
 
 	if open > 0 {
