@@ -11,6 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// restoreQuiet is how long a restore waits without any changelog record
+// before it concludes that the rest of the partition was compacted away.
+const restoreQuiet = 10 * time.Second
+
 // restore builds the tasks of newly assigned partitions. With a changelog,
 // it first waits until the partitions' committed input offsets are stable
 // (the previous owner's last transaction is resolved, KIP-447), then reads
@@ -90,17 +94,31 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, targ
 	defer cl.Close()
 	nowMs := r.o.clock().UnixMilli()
 	n := 0
+	lastProgress := time.Now()
 	for len(targets) > 0 {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil {
 			return n, ctx.Err()
 		}
 		if r.killed.Load() {
 			return n, ErrKilled
 		}
+		if fs.NumRecords() > 0 {
+			lastProgress = time.Now()
+		} else if time.Since(lastProgress) > restoreQuiet {
+			// The tail below the last stable offset can be gone
+			// (compacted tombstones and transaction markers of an idle
+			// partition). A fetch answers as soon as any record is
+			// readable, so a long silence means nothing is left.
+			r.log.Warn("changelog ends before its last stable offset (compacted tail); restore complete",
+				"topic", r.o.changelog, "partitions", len(targets))
+			break
+		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				ferr = &RestoreError{Topic: t, Partition: p, Err: err}
 			}
 		})
