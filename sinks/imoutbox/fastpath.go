@@ -4,53 +4,129 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
 // FastPath consumes room events from Kafka (a consumer group; records are
 // keyed by room_id, so one room's events arrive in order on one partition)
-// and delivers each poll's events with one batched claim, parallel rooms,
-// per-room order, and batched marks. Offsets are committed after the
-// results are recorded; a rebalance waits for the batch in hand.
+// and delivers them as a pipeline: each poll is claimed in one batched
+// transaction and its rooms are handed to per-room chains that run
+// concurrently (at most Lanes rooms sending at once) while the next poll is
+// claimed. A room's chain waits for that room's previous chain, so one
+// room's events are sent in order across polls, and a busy room (paced at
+// 40/s) never holds up the others.
+//
+// A poll's results are recorded in batched statements when all its rooms
+// are done; its offsets are marked for commit only when every earlier poll
+// is recorded too, and committed every second, on rebalance (after the
+// work in flight drains) and on shutdown. Claimed-but-unsent work is
+// bounded (MaxInFlight) so that it always drains well within lock_ttl.
 type FastPath struct {
-	svc     *Service
-	cl      *kgo.Client
-	maxPoll int
-	backoff time.Duration
+	svc         *Service
+	cl          *kgo.Client
+	maxPoll     int
+	maxInFlight int
+	backoff     time.Duration
+
+	tokens chan struct{} // one per claimed job in flight
+
+	mu    sync.Mutex
+	tails map[string]chan struct{} // room -> done of its latest chain
+	queue []*pollBatch             // polls in order, until marked
+	idle  *sync.Cond               // signalled when queue shrinks
 }
 
-// FastPathOpts are the kgo options the fast path needs on top of the base
-// client options: the topic, the group, read_committed (the relay writes
-// transactionally), manual commits after delivery, and rebalances blocked
-// while a batch is in flight.
-func FastPathOpts(topic, group string) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.ConsumeTopics(topic),
+type pollBatch struct {
+	recs  []*kgo.Record
+	mu    sync.Mutex
+	out   outcome
+	rooms int  // chains still running
+	done  bool // results recorded
+}
+
+// NewFastPath creates the fast path and its Kafka client on kcfg: topic
+// room events, consumer group group, read_committed (the relay writes
+// transactionally), marked-offset autocommit every second, rebalances held
+// while a poll is being claimed and drained before partitions are revoked.
+// appRate is im.max_calls_per_second, used to bound claimed work so that
+// it drains within a third of lock_ttl.
+func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg *prometheus.Registry, log *slog.Logger, appRate int, extra ...kgo.Opt) (*FastPath, error) {
+	inflight := int(float64(appRate) * svc.opt.LockTTL.Seconds() / 3)
+	inflight = max(100, min(inflight, 10000))
+	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
+		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}}
+	f.idle = sync.NewCond(&f.mu)
+	opts := append([]kgo.Opt{
+		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
 		kgo.ConsumerGroup(group),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DisableAutoCommit(),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.OnPartitionsRevoked(f.onRevoked),
+	}, extra...)
+	cl, err := kafkax.NewClient(kcfg, "publish-im", reg, log, opts...)
+	if err != nil {
+		return nil, err
+	}
+	f.cl = cl
+	return f, nil
+}
+
+// onRevoked drains the work in flight (bounded by DrainTimeout), so the
+// next owner of a partition starts after our last recorded event, and
+// commits the marked offsets.
+func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+	f.drain(f.svc.opt.DrainTimeout)
+	cctx, cancel := context.WithTimeout(ctx, f.svc.opt.DrainTimeout)
+	defer cancel()
+	if err := cl.CommitMarkedOffsets(cctx); err != nil {
+		f.svc.m.batchErrors.WithLabelValues("commit").Inc()
+		f.svc.log.Warn("offset commit on revoke failed; events will be seen again and skipped as delivered", "error", err.Error())
 	}
 }
 
-// NewFastPath returns a fast path on cl (built with FastPathOpts). Run
-// closes cl.
-func NewFastPath(svc *Service, cl *kgo.Client) *FastPath {
-	return &FastPath{svc: svc, cl: cl, maxPoll: 1000, backoff: 500 * time.Millisecond}
+// drain waits until every poll handed out has its results recorded.
+func (f *FastPath) drain(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() { f.mu.Lock(); f.idle.Broadcast(); f.mu.Unlock() })
+	defer stop.Stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.queue) > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		f.idle.Wait()
+	}
+	return true
 }
 
-// Run consumes until ctx ends: it then stops polling, lets the batch in
-// hand finish (sends bounded by publish_timeout, unsent rows released),
-// records results, commits, and closes the Kafka client. MySQL is not
-// touched after Run returns.
+// Run consumes until ctx ends: it then stops polling and claiming, lets
+// the work in flight finish (sends bounded by publish_timeout, unsent rows
+// released), records results, commits, and closes the Kafka client. MySQL
+// is not touched after Run returns.
 func (f *FastPath) Run(ctx context.Context) error {
-	defer f.cl.Close()
+	defer func() {
+		f.drain(f.svc.opt.DrainTimeout + f.svc.opt.PublishTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.svc.opt.DrainTimeout)
+		if err := f.cl.CommitMarkedOffsets(cctx); err != nil {
+			f.svc.log.Warn("final offset commit failed", "error", err.Error())
+		}
+		cancel()
+		f.cl.CloseAllowingRebalance()
+	}()
 	for {
 		fetches := f.cl.PollRecords(ctx, f.maxPoll)
 		if ctx.Err() != nil {
@@ -65,30 +141,22 @@ func (f *FastPath) Run(ctx context.Context) error {
 				f.svc.log.Warn("fetch error", "topic", topic, "partition", p, "error", err.Error())
 			}
 		})
-		recs := fetches.Records()
-		if len(recs) > 0 {
-			if done := f.batch(ctx, recs); done {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.svc.opt.DrainTimeout)
-				if err := f.cl.CommitRecords(cctx, recs...); err != nil {
-					f.svc.m.batchErrors.WithLabelValues("commit").Inc()
-					f.svc.log.Warn("offset commit failed; events will be seen again and skipped as delivered", "error", err.Error())
-				}
-				cancel()
+		if recs := fetches.Records(); len(recs) > 0 {
+			if !f.dispatch(ctx, recs) {
+				f.cl.AllowRebalance()
+				return nil
 			}
 		}
 		f.cl.AllowRebalance()
 	}
 }
 
-// batch claims and delivers recs. It reports false when the claim never
-// succeeded before ctx ended (offsets are then not committed).
-func (f *FastPath) batch(ctx context.Context, recs []*kgo.Record) bool {
-	type item struct {
-		raw []byte
-		env *roomv1.EventEnvelope
-	}
+// dispatch claims recs and starts their room chains. It reports false when
+// ctx ended before the claim (nothing claimed, offsets not marked).
+func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 	var ids []string
-	items := map[string]item{}
+	raws := map[string][]byte{}
+	envs := map[string]*roomv1.EventEnvelope{}
 	for _, r := range recs {
 		var env roomv1.EventEnvelope
 		if err := proto.Unmarshal(r.Value, &env); err != nil || env.GetEventId() == "" {
@@ -99,13 +167,21 @@ func (f *FastPath) batch(ctx context.Context, recs []*kgo.Record) bool {
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", fmt.Sprint(err))
 			continue
 		}
-		if _, dup := items[env.EventId]; !dup {
+		if _, dup := raws[env.EventId]; !dup {
 			ids = append(ids, env.EventId)
 		}
-		items[env.EventId] = item{raw: r.Value, env: &env}
+		raws[env.EventId] = r.Value
+		envs[env.EventId] = &env
 	}
-	if len(ids) == 0 {
-		return true
+	// Reserve in-flight room before claiming, so claimed rows never wait
+	// for capacity while their locks run.
+	for i := range ids {
+		select {
+		case f.tokens <- struct{}{}:
+		case <-ctx.Done():
+			f.releaseTokens(i)
+			return false
+		}
 	}
 	var claims EventClaims
 	for {
@@ -118,32 +194,107 @@ func (f *FastPath) batch(ctx context.Context, recs []*kgo.Record) bool {
 		f.svc.log.Error("fast path claim failed; retrying", "events", len(ids), "error", err.Error())
 		select {
 		case <-ctx.Done():
+			f.releaseTokens(len(ids))
 			return false
 		case <-time.After(f.backoff):
 		}
 	}
+	f.releaseTokens(len(ids) - len(claims.Claimed))
 	m := f.svc.m.claims
 	m.WithLabelValues("fast", "claimed").Add(float64(len(claims.Claimed)))
 	m.WithLabelValues("fast", "done").Add(float64(len(claims.Done)))
 	m.WithLabelValues("fast", "busy").Add(float64(len(claims.Busy)))
 	m.WithLabelValues("fast", "missing").Add(float64(len(claims.Missing)))
 	for _, id := range claims.Missing {
-		it := items[id]
 		f.svc.log.Warn("room event has no room_outbox row; not published", "event_id", id,
-			"event_type", it.env.GetEventType(), "room_id", it.env.GetRoomId())
+			"event_type", envs[id].GetEventType(), "room_id", envs[id].GetRoomId())
 	}
-	jobs := make([]job, 0, len(claims.Claimed))
+
+	var order []string
+	byRoom := map[string][]job{}
 	for _, id := range ids { // record order = per-room order
 		row, ok := claims.Claimed[id]
 		if !ok {
 			continue
 		}
-		jobs = append(jobs, job{row: row, raw: items[id].raw})
+		if _, seen := byRoom[row.RoomID]; !seen {
+			order = append(order, row.RoomID)
+		}
+		byRoom[row.RoomID] = append(byRoom[row.RoomID], job{row: row, raw: raws[id]})
 	}
-	if err := f.svc.deliver(ctx, "fast", jobs); err != nil {
-		f.svc.log.Error("fast path batch had errors", "error", err.Error())
+	b := &pollBatch{recs: recs, rooms: len(order)}
+	f.mu.Lock()
+	f.queue = append(f.queue, b)
+	f.mu.Unlock()
+	if len(order) == 0 {
+		f.finish(ctx, b)
+		return true
+	}
+	for _, room := range order {
+		f.mu.Lock()
+		prev := f.tails[room]
+		done := make(chan struct{})
+		f.tails[room] = done
+		f.mu.Unlock()
+		jobs := byRoom[room]
+		go func() {
+			defer func() {
+				f.mu.Lock()
+				if f.tails[room] == done {
+					delete(f.tails, room)
+				}
+				f.mu.Unlock()
+				close(done)
+			}()
+			if prev != nil {
+				<-prev
+			}
+			f.svc.lanes <- struct{}{}
+			for _, j := range jobs {
+				f.svc.one(ctx, "fast", j, &b.mu, &b.out)
+				<-f.tokens
+			}
+			<-f.svc.lanes
+			b.mu.Lock()
+			b.rooms--
+			last := b.rooms == 0
+			b.mu.Unlock()
+			if last {
+				f.finish(ctx, b)
+			}
+		}()
 	}
 	return true
+}
+
+func (f *FastPath) releaseTokens(n int) {
+	for i := 0; i < n; i++ {
+		select {
+		case <-f.tokens:
+		default:
+			return
+		}
+	}
+}
+
+// finish records b's results and marks for commit every leading poll
+// whose results are recorded, in order.
+func (f *FastPath) finish(ctx context.Context, b *pollBatch) {
+	if err := f.svc.record(ctx, "fast", &b.out); err != nil {
+		f.svc.log.Error("fast path batch had errors", "error", err.Error())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b.done = true
+	n := 0
+	for n < len(f.queue) && f.queue[n].done {
+		f.cl.MarkCommitRecords(f.queue[n].recs...)
+		n++
+	}
+	if n > 0 {
+		f.queue = append(f.queue[:0], f.queue[n:]...)
+		f.idle.Broadcast()
+	}
 }
 
 func header(r *kgo.Record, key string) string {

@@ -80,7 +80,29 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &syncBuffer{}}
+	e := &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		rows, err := m.DB.Query("SELECT status, COUNT(*), MAX(retry_count) FROM room_outbox GROUP BY status")
+		if err == nil {
+			for rows.Next() {
+				var st string
+				var n, rc int
+				_ = rows.Scan(&st, &n, &rc)
+				t.Logf("room_outbox: %s=%d (max retry_count %d)", st, n, rc)
+			}
+			rows.Close()
+		}
+		t.Logf("fake IM: %+v", fake.Stats())
+		l := e.logs.String()
+		if len(l) > 8000 {
+			l = l[len(l)-8000:]
+		}
+		t.Logf("logs:\n%s", l)
+	})
+	return e
 }
 
 func (e *env) logger() *slog.Logger {
@@ -213,6 +235,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

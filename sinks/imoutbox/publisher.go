@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
@@ -56,11 +55,11 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kafkax.NewClient(cfg.Kafka, "publish-im", reg, log, FastPathOpts(cfg.Kafka.Topics.RoomEvents, cfg.OutboxWorker.Group)...)
+	fast, err := NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, log, cfg.IM.MaxCallsPerSecond)
 	if err != nil {
 		return nil, fmt.Errorf("publish-im: kafka: %w", err)
 	}
-	return &Publisher{Service: svc, Client: client, fast: NewFastPath(svc, cl), enabled: cfg.OutboxWorker.Enabled,
+	return &Publisher{Service: svc, Client: client, fast: fast, enabled: cfg.OutboxWorker.Enabled,
 		interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}, nil
 }
 

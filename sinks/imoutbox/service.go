@@ -88,6 +88,7 @@ type Service struct {
 	log    *slog.Logger
 	m      *metrics
 	worker string
+	lanes  chan struct{} // rooms sending at once, shared by both paths
 
 	// afterSend, when set (tests), runs after a successful send and before
 	// the result is recorded; an error simulates a crash in between.
@@ -113,7 +114,8 @@ func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, l
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:])}
+	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:]),
+		lanes: make(chan struct{}, opt.Lanes)}
 	s.log = log.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
 	return s, nil
 }
@@ -154,12 +156,11 @@ func (s *Service) deliver(runCtx context.Context, source string, jobs []job) err
 	}
 	var mu sync.Mutex
 	var out outcome
-	sem := make(chan struct{}, s.opt.Lanes)
 	var wg sync.WaitGroup
 	for _, room := range order {
-		sem <- struct{}{}
+		s.lanes <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-s.lanes }()
 			for _, j := range byRoom[room] {
 				s.one(runCtx, source, j, &mu, &out)
 			}
