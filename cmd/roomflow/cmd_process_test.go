@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/room/roomtest"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+)
+
+// TestProcessCommand runs `roomflow process --only room` in-process: mic
+// events are re-keyed into the user topic, and cancelling the context
+// (SIGTERM) stops it cleanly. An unknown --only value is refused.
+func TestProcessCommand(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	var b strings.Builder
+	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\n")
+	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
+	b.WriteString("kafka:\n  brokers: [\"" + strings.Join(k.Brokers, "\",\"") + "\"]\n  partitions: 3\n  topics:\n")
+	for _, s := range k.Config.Topics.List() {
+		b.WriteString("    " + s.Key + ": " + s.Name + "\n")
+	}
+	b.WriteString("process:\n  room_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
+	p := filepath.Join(t.TempDir(), "roomflow.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"--config", p, "process", "--only", "bogus"})
+	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--only") {
+		t.Fatalf("--only bogus: %v", err)
+	}
+
+	w := roomtest.Mic(300, 10, 50, 5)
+	rttest.Produce(t, k.Client(t), w.Records(k.Config.Topics.RoomEvents))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"--config", p, "process", "--only", "room", "--instance-id", "test-1"})
+		done <- root.ExecuteContext(ctx)
+	}()
+	got := rttest.ReadCommitted(t, k.Brokers, k.Config.Topics.UserMicEvents, len(w.Events), 500*time.Millisecond, 60*time.Second)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("process after cancel: %v (%s)", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("process did not stop on cancel")
+	}
+	if len(got) != len(w.Events) {
+		t.Fatalf("%d mic events re-keyed, want %d", len(got), len(w.Events))
+	}
+}
