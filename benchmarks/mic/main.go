@@ -12,10 +12,12 @@
 // of RoomMicChanged events (sessions of up, publish_confirmed, a few
 // change, down; 1% duplicates; some across midnight). Then, in the same
 // run on the same input:
+//
 //   - raw: the runtime running a processor that copies each record to an
 //     output topic and does nothing else (same transactions, commit
 //     interval and batch, read_committed) — the runtime's raw
 //     transactional copy;
+//
 //   - mic: the mic processor (decode, state machine, state store +
 //     changelog, ledger and derived events).
 //
