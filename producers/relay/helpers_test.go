@@ -430,3 +430,48 @@ func (l *lockedBuffer) String() string {
 func quietLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// streamWriters inserts rows like writers, without a total, until stop is
+// closed; it returns the first error.
+func streamWriters(ctx context.Context, db *sql.DB, prefix string, nWriters, perTxn, payloadBytes int, pace time.Duration, stop <-chan struct{}) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, nWriters)
+	for w := range nWriters {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 11))
+			versions := map[string]int64{}
+			for n := 0; ; n += perTxn {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rows := make([]outboxRow, perTxn)
+				for i := range rows {
+					room := fmt.Sprintf("%sr%d-%d", prefix, w, rnd.IntN(20))
+					versions[room]++
+					id := fmt.Sprintf("%sw%d-%d", prefix, w, n+i)
+					rows[i] = outboxRow{eventID: id, eventType: "RoomMicChanged", roomID: room, version: versions[room],
+						payload: payloadFor(id, payloadBytes), occurred: time.Now().UnixMilli()}
+				}
+				if err := insertRows(ctx, db, rows); err != nil {
+					errs <- err
+					return
+				}
+				time.Sleep(pace)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func countRows(t testing.TB, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM room_outbox").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

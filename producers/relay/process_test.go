@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -26,12 +30,16 @@ import (
 // TestHelperRelayProcess, which runs a real relay against the parent's
 // brokers and database, reports what it does on stdout, and can be killed
 // with SIGKILL or frozen with SIGSTOP like any process.
+//
+// The kgo debug log and a copy of each child's stderr are available for
+// debugging with ROOMFLOW_RELAY_HELPER_KGO_DEBUG=1 and
+// ROOMFLOW_RELAY_HELPER_STDERR_DIR=<dir>.
 const (
 	envHelper     = "ROOMFLOW_RELAY_HELPER"             // "1" in a child
 	envConfig     = "ROOMFLOW_RELAY_HELPER_CONFIG"      // config.Config as JSON
 	envInstance   = "ROOMFLOW_RELAY_HELPER_INSTANCE"    // static member id, optional
 	envKillAfter  = "ROOMFLOW_RELAY_HELPER_KILL_AFTER"  // SIGKILL self before the commit after N commits
-	envFreezeFile = "ROOMFLOW_RELAY_HELPER_FREEZE_FILE" // when this file exists: SIGSTOP self before a commit
+	envFreezeFile = "ROOMFLOW_RELAY_HELPER_FREEZE_FILE" // when this file exists: park before a commit until <file>.continue exists
 	helperPrefix  = "RELAYHELPER "
 )
 
@@ -77,9 +85,17 @@ func TestHelperRelayProcess(t *testing.T) {
 			}
 			if freezeFile != "" {
 				if _, err := os.Stat(freezeFile); err == nil {
+					// Park inside the open transaction; the parent stops the
+					// process with SIGSTOP, and writes the .continue file
+					// before its SIGCONT, so nothing here runs in between.
 					_ = os.Remove(freezeFile)
-					say("FROZEN %d", b.LastID)
-					_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+					say("PAUSED %d", b.LastID)
+					for {
+						if _, err := os.Stat(freezeFile + ".continue"); err == nil {
+							break
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
 					say("RESUMED %d", b.LastID)
 				}
 			}
@@ -95,6 +111,9 @@ func TestHelperRelayProcess(t *testing.T) {
 	}
 	opts := []relay.Opt{relay.WithHooks(hooks),
 		relay.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
+	if os.Getenv("ROOMFLOW_RELAY_HELPER_KGO_DEBUG") == "1" {
+		opts = append(opts, relay.WithKafkaOpts(kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil))))
+	}
 	if id := os.Getenv(envInstance); id != "" {
 		opts = append(opts, relay.WithInstanceID(id))
 	}
@@ -133,6 +152,12 @@ func startChild(t testing.TB, name string, cfg *config.Config, env ...string) *c
 	cmd.Env = append(cmd.Env, env...)
 	c := &child{name: name, cmd: cmd, notify: make(chan struct{}), exited: make(chan struct{}), stderr: &lockedBuffer{}}
 	cmd.Stderr = c.stderr
+	if dir := os.Getenv("ROOMFLOW_RELAY_HELPER_STDERR_DIR"); dir != "" {
+		if f, err := os.Create(filepath.Join(dir, name+".stderr")); err == nil {
+			cmd.Stderr = io.MultiWriter(c.stderr, f)
+			t.Cleanup(func() { f.Close() })
+		}
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -181,14 +206,24 @@ func (c *child) snapshot() []string {
 	return append([]string(nil), c.lines...)
 }
 
-// waitLine waits until a line after index from starts with prefix and
-// returns its index, or -1 on timeout or exit.
+// waitLine waits until a line at index from or later starts with prefix
+// (alternatives separated by "|") and returns its index and text, or -1 on
+// timeout or exit.
 func (c *child) waitLine(from int, prefix string, d time.Duration) (int, string) {
+	alts := strings.Split(prefix, "|")
+	match := func(l string) bool {
+		for _, a := range alts {
+			if strings.HasPrefix(l, a) {
+				return true
+			}
+		}
+		return false
+	}
 	deadline := time.After(d)
 	for {
 		c.mu.Lock()
 		for i := from; i < len(c.lines); i++ {
-			if strings.HasPrefix(c.lines[i], prefix) {
+			if match(c.lines[i]) {
 				l := c.lines[i]
 				c.mu.Unlock()
 				return i, l
@@ -202,7 +237,7 @@ func (c *child) waitLine(from int, prefix string, d time.Duration) (int, string)
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for i := from; i < len(c.lines); i++ {
-				if strings.HasPrefix(c.lines[i], prefix) {
+				if match(c.lines[i]) {
 					return i, c.lines[i]
 				}
 			}
@@ -243,4 +278,4 @@ func (c *child) count(prefix string) int {
 	return n
 }
 
-var sigCont = syscall.SIGCONT
+var sigCont, sigStop = syscall.SIGCONT, syscall.SIGSTOP

@@ -127,6 +127,14 @@ func WithRegisterer(reg prometheus.Registerer) Opt { return func(r *Relay) { r.r
 // WithKafkaMetrics adds the roomflow_kafka_* client metrics on reg.
 func WithKafkaMetrics(reg prometheus.Registerer) Opt { return func(r *Relay) { r.kafkaReg = reg } }
 
+// WithKafkaOpts appends franz-go options to every client the relay
+// creates (for example TLS or SASL, or a more verbose logger); options that
+// the relay's correctness depends on (transactional id, partitioner,
+// isolation level, group settings) are applied after them and win.
+func WithKafkaOpts(opts ...kgo.Opt) Opt {
+	return func(r *Relay) { r.kopts = append(r.kopts, opts...) }
+}
+
 // WithHooks installs hooks.
 func WithHooks(h Hooks) Opt { return func(r *Relay) { r.hooks = h } }
 
@@ -159,6 +167,7 @@ type Relay struct {
 	hooks      Hooks
 	instanceID string
 	now        func() time.Time
+	kopts      []kgo.Opt
 
 	started atomic.Bool
 
@@ -236,7 +245,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	el := newElector()
 	group := r.cfg.TransactionalID + ".leader"
 	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.log,
-		el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)
+		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
 	if err != nil {
 		return fmt.Errorf("relay: leader group client: %w", err)
 	}
@@ -314,14 +323,14 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if r.cfg.MaxRecordBytes > int(maxBytes) {
 		maxBytes = int32(r.cfg.MaxRecordBytes)
 	}
-	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.log,
+	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.log, append(append([]kgo.Opt(nil), r.kopts...),
 		kgo.TransactionalID(r.cfg.TransactionalID),
 		kgo.TransactionTimeout(txnTimeout),
 		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
 		kgo.ProducerBatchMaxBytes(maxBytes),
 		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
 		kgo.ProducerLinger(0),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("relay: transactional client: %w", err)
 	}
@@ -333,7 +342,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if _, _, err := txn.ProducerID(ctx); err != nil {
 		return fmt.Errorf("relay: init producer id: %w", err)
 	}
-	pos, found, err := loadPosition(ctx, txn, kafkax.Opts(r.kcfg, Component+"-position", nil, r.log),
+	pos, found, err := loadPosition(ctx, txn, append(kafkax.Opts(r.kcfg, Component+"-position", nil, r.log), r.kopts...),
 		r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID)
 	if err != nil {
 		return err
