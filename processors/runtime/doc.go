@@ -62,10 +62,13 @@
 // transactional id with its replacement (TransactionalID defaults to
 // "<group>-<hostname>"), by the producer epoch.
 //
-// Known limit: a transaction that carries only punctuation output and no
-// consumed input offsets has no group generation to check; a true zombie
-// (kicked from the group by session timeout without having seen it) could
-// still commit one such transaction. Punctuation output must therefore use
+// A transaction that carries punctuation output but no consumed input
+// offsets has no TxnOffsetCommit for the broker to check; before committing
+// one, the runtime confirms its membership and generation with a Heartbeat
+// and aborts if the coordinator does not (ILLEGAL_GENERATION,
+// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, no answer). As with franz-go's
+// own heartbeat before EndTxn, the rebalance timeout covers the moment
+// between that check and the commit. Punctuation output should still use
 // deterministic event ids, which the MySQL sinks dedupe.
 //
 // # Time

@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 )
 
@@ -593,6 +595,17 @@ func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (b
 			commit = false
 			abortCause = "flush"
 		}
+		if commit && r.txnIn == 0 && len(r.txnOut) > 0 {
+			// Punctuation output only: no offsets, so the broker's
+			// generation check on TxnOffsetCommit does not apply.
+			if err := r.checkMembership(ctx); err != nil {
+				if !r.killed.Load() {
+					r.log.Warn("not a confirmed group member; aborting punctuation output", "error", err)
+				}
+				commit = false
+				abortCause = "membership"
+			}
+		}
 		r.prodMu.Lock()
 		if r.prodErr != nil {
 			if !r.killed.Load() {
@@ -661,6 +674,29 @@ func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (b
 		return false, &TxnError{Processor: r.name, Err: err}
 	}
 	return committed, nil
+}
+
+// checkMembership asks the group coordinator whether this member and
+// generation are still current (a Heartbeat), so a zombie — expired from
+// the group without having noticed — cannot commit a transaction that
+// carries punctuation output but no input offsets. Any error, including a
+// rebalance in progress, means "do not commit".
+func (r *Runtime) checkMembership(ctx context.Context) error {
+	member, gen := r.sess.Client().GroupMetadata()
+	if member == "" || gen < 0 {
+		return errors.New("not in the group")
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group = r.o.group
+	req.MemberID = member
+	req.Generation = gen
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(hctx, r.sess.Client())
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.ErrorCode)
 }
 
 // handleEvents applies assignment changes: a revoke or loss aborts the open

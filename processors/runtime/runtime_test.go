@@ -502,3 +502,67 @@ func TestZombieIsFenced(t *testing.T) {
 		})
 	}
 }
+
+// TestZombiePunctuationIsFenced: A hangs inside a punctuation (output but
+// no input offsets in its transaction) while the group expires it; B takes
+// over. A's punctuation output never becomes visible, and the timer keeps
+// running at B.
+func TestZombiePunctuationIsFenced(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tick := func(who string) runtime.PunctuateFunc {
+		return func(task *runtime.Task, now time.Time) error {
+			if who == "a" {
+				once.Do(func() { close(reached); <-release })
+			}
+			task.Store().Put("last-tick", []byte(who))
+			task.Emit(&kgo.Record{Topic: h.out, Key: []byte("tick"), Value: []byte(who + "-tick")})
+			return nil
+		}
+	}
+	aRT := h.runtime("zp-a", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("a")),
+		runtime.ClientOpts(kgo.ClientID("zp-a-client")))
+	a := start(aRT)
+	waitFor(t, "A owns the partition", 30*time.Second, func() bool { return len(aRT.Assigned()) == 1 })
+	clock.Advance(time.Minute)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's punctuation never ran")
+	}
+	described, err := h.k.Admin(t).DescribeGroups(context.Background(), h.grp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberA := ""
+	for _, m := range described[h.grp].Members {
+		if m.ClientID == "zp-a-client" {
+			memberA = m.MemberID
+		}
+	}
+	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.CoordinatorNotAvailable, Count: -1,
+		When: func(req kmsg.Request) bool {
+			hb, ok := req.(*kmsg.HeartbeatRequest)
+			return ok && hb.MemberID == memberA
+		}})
+	bRT := h.runtime("zp-b", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("b")))
+	b := start(bRT)
+	waitFor(t, "B owns the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })
+	close(release)
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 2*time.Second, 10*time.Second); len(out) != 0 {
+		t.Fatalf("zombie punctuation output visible: %q", out[0].Value)
+	}
+	clock.Advance(time.Minute)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, time.Second, 30*time.Second)
+	if len(out) != 1 || string(out[0].Value) != "b-tick" {
+		t.Fatalf("after takeover got %d ticks (%v), want B's only", len(out), out)
+	}
+	a.cancel()
+	<-a.done
+	b.stop(t)
+}
