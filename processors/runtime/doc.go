@@ -71,6 +71,17 @@
 // between that check and the commit. Punctuation output should still use
 // deterministic event ids, which the MySQL sinks dedupe.
 //
+// # Metrics
+//
+// Registered on Registerer, labelled by processor: roomflow_process_
+// records_in_total and records_out_total (per topic, committed
+// transactions only; out includes changelog and DLQ records), dlq_total
+// (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
+// (per cause: rebalance, produce, processor, punctuation, membership,
+// shutdown), restore_duration_seconds, restore_records_total, state_keys
+// and state_bytes (per partition), consumer_lag (per partition, kadm, every
+// LagInterval), punctuations_total (per name).
+//
 // # Time
 //
 // Task.Now and punctuations read the injected Clock (time.Now by default),
