@@ -11,8 +11,9 @@
 //   - relay: the real relay (leader group, fencing, position, one Kafka
 //     transaction per batch) from an empty position,
 //
-// both in the same run on the same database and cluster, reported as
-// events/s and relay/raw.
+// all in the same run on the same database and cluster (raw, relay, raw
+// again; the ratio is against the better raw run), reported as events/s and
+// relay/raw.
 //
 // Latency: the relay then keeps running while rows are inserted at -rate
 // events/s (in transactions of -txn-rows rows); the time from each
@@ -57,19 +58,20 @@ func main() {
 		brokers   = flag.String("brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
 		rate      = flag.Int("rate", 5000, "events/s for the latency run (0 skips it)")
 		txnRows   = flag.Int("txn-rows", 10, "rows per insert transaction in the latency run")
+		nWriters  = flag.Int("writers", 16, "concurrent writers in the latency run")
 		latDur    = flag.Duration("latency-duration", 20*time.Second, "length of the latency run")
 		pollIvl   = flag.Duration("poll", 100*time.Millisecond, "relay.poll_interval")
 		keepDB    = flag.Bool("keep-db", false, "do not drop the database")
 		partition = flag.Int("partitions", 12, "partitions per topic")
 	)
 	flag.Parse()
-	if err := run(*rows, *payload, *batch, *mysqlDSN, *brokers, *rate, *txnRows, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
+	if err := run(*rows, *payload, *batch, *mysqlDSN, *brokers, *rate, *txnRows, *nWriters, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
+func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, writers int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -135,14 +137,23 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows int,
 	}
 	fmt.Printf("filled in %s (%.0f rows/s)\n", time.Since(t0).Round(time.Millisecond), float64(rows)/time.Since(t0).Seconds())
 
+	// raw, relay, raw again: the raw limit is the better of the two, so
+	// cache warm-up cannot flatter the relay.
 	router := relay.Router{Default: rawTopic, DLQ: kcfg.Topics.DLQ, MaxRecordBytes: cfg.Relay.MaxRecordBytes}
-	rawDur, rawN, err := rawScan(ctx, db, kcfg, router, batch)
-	if err != nil {
+	rawRate := 0.0
+	rawOnce := func(label string) error {
+		dur, n, err := rawScan(ctx, db, kcfg, router, batch)
+		if err != nil {
+			return err
+		}
+		rate := float64(n) / dur.Seconds()
+		rawRate = max(rawRate, rate)
+		fmt.Printf("%-6s: %d events in %s = %.0f events/s (scan + non-transactional produce)\n", label, n, dur.Round(time.Millisecond), rate)
+		return nil
+	}
+	if err := rawOnce("raw"); err != nil {
 		return err
 	}
-	rawRate := float64(rawN) / rawDur.Seconds()
-	fmt.Printf("raw   : %d events in %s = %.0f events/s (scan + non-transactional produce)\n", rawN, rawDur.Round(time.Millisecond), rawRate)
-
 	relDur, lead, err := relayRun(ctx, cfg, db, log, maxID)
 	if err != nil {
 		return err
@@ -150,10 +161,13 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows int,
 	relRate := float64(rows) / relDur.Seconds()
 	fmt.Printf("relay : %d events in %s = %.0f events/s (transactional, position per batch; leader after %s, not counted)\n",
 		rows, relDur.Round(time.Millisecond), relRate, lead.Round(time.Millisecond))
-	fmt.Printf("ratio : relay/raw = %.1f%%  (target >= 70%%, and >= 50000 events/s)\n", 100*relRate/rawRate)
+	if err := rawOnce("raw"); err != nil {
+		return err
+	}
+	fmt.Printf("ratio : relay/raw = %.1f%% of the better raw run (target >= 70%%, and >= 50000 events/s)\n", 100*relRate/rawRate)
 
 	if rate > 0 {
-		return latency(ctx, cfg, db, log, rate, txnRows, payload, latDur)
+		return latency(ctx, cfg, db, log, rate, txnRows, writers, payload, latDur)
 	}
 	return nil
 }
@@ -327,11 +341,12 @@ func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logg
 	return end.Sub(leadAt), leadAt.Sub(start), nil
 }
 
-// latency inserts at rate events/s while a relay runs and measures
-// insert commit -> visible to a read_committed consumer.
-func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, rate, txnRows, payload int, d time.Duration) error {
-	// The throughput run left everything relayed; a new relay resumes.
-	var committed sync.Map // event id -> commit time
+// latency inserts at rate events/s with writers concurrent writers (each
+// paced to its share, transactions of txnRows rows, like room-service's
+// concurrent requests) while a relay runs, and measures insert commit (the
+// moment the INSERT's autocommit returns) to the record being received by
+// a read_committed consumer.
+func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, rate, txnRows, writers, payload int, d time.Duration) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.FetchMaxWait(50*time.Millisecond))
@@ -339,9 +354,10 @@ func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logge
 		return err
 	}
 	defer cl.Close()
-	// Make the consumer's start position (AtEnd) resolve before inserting.
+	// Resolve the consumer's start (the end) before inserting.
 	poll(ctx, cl, 300*time.Millisecond)
 
+	// The throughput run left everything relayed; a new relay resumes.
 	r, err := relay.New(&cfg, db, relay.WithLogger(log))
 	if err != nil {
 		return err
@@ -352,9 +368,11 @@ func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logge
 	go func() { errc <- r.Run(rctx) }()
 	time.Sleep(2 * time.Second) // leadership, position
 
-	var lats []time.Duration
-	var mu sync.Mutex
-	expect := 0
+	var (
+		mu        sync.Mutex
+		received  = map[string]time.Time{}
+		committed = map[string]time.Time{}
+	)
 	consumed := make(chan struct{})
 	var stopConsume atomic.Bool
 	go func() {
@@ -362,74 +380,88 @@ func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logge
 		for !stopConsume.Load() {
 			fs := poll(ctx, cl, 200*time.Millisecond)
 			now := time.Now()
+			mu.Lock()
 			fs.EachRecord(func(rec *kgo.Record) {
 				for _, h := range rec.Headers {
 					if h.Key == "event_id" {
-						if v, ok := committed.Load(string(h.Value)); ok {
-							mu.Lock()
-							lats = append(lats, now.Sub(v.(time.Time)))
-							mu.Unlock()
-						}
+						received[string(h.Value)] = now
 					}
 				}
 			})
+			mu.Unlock()
 		}
 	}()
 
-	interval := time.Duration(float64(time.Second) * float64(txnRows) / float64(rate))
-	fmt.Printf("latency: inserting %d events/s in transactions of %d rows (one every %s) for %s, poll_interval %s...\n",
-		rate, txnRows, interval, d, cfg.Relay.PollInterval)
+	interval := time.Duration(float64(time.Second) * float64(txnRows*writers) / float64(rate))
+	fmt.Printf("latency: %d writers inserting %d events/s in transactions of %d rows (each writer one every %s) for %s, poll_interval %s...\n",
+		writers, rate, txnRows, interval, d, cfg.Relay.PollInterval)
 	begin := time.Now()
 	end := begin.Add(d)
-	i := 10_000_000
-	behind := 0
-	for k := 0; ; k++ {
-		next := begin.Add(time.Duration(k) * interval)
-		if !next.Before(end) {
-			break
-		}
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		} else if w < -interval {
-			behind++
-		}
-		var b strings.Builder
-		b.WriteString(insertHead)
-		args := make([]any, 0, txnRows*9)
-		ids := make([]string, txnRows)
-		now := time.Now().UnixMilli()
-		for j := range txnRows {
-			if j > 0 {
-				b.WriteByte(',')
+	var late atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			i := 10_000_000 + w*1_000_000
+			for k := 0; ; k++ {
+				next := begin.Add(time.Duration(k)*interval + time.Duration(w)*interval/time.Duration(writers))
+				if !next.Before(end) {
+					return
+				}
+				if wait := time.Until(next); wait > 0 {
+					time.Sleep(wait)
+				} else if wait < -interval {
+					late.Add(1)
+				}
+				var b strings.Builder
+				b.WriteString(insertHead)
+				args := make([]any, 0, txnRows*9)
+				ids := make([]string, txnRows)
+				now := time.Now().UnixMilli()
+				for j := range txnRows {
+					if j > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString("(?,?,?,?,?,?,?,?,?)")
+					ids[j] = fmt.Sprintf("lat-%d", i)
+					args = append(args, "hyapp", ids[j], "RoomGiftSent", fmt.Sprintf("lroom-%d-%d", w, i%500), int64(i), payloadOf(i, payload), now, now, now)
+					i++
+				}
+				if _, err := db.ExecContext(ctx, b.String(), args...); err != nil {
+					errs <- err
+					return
+				}
+				at := time.Now()
+				mu.Lock()
+				for _, id := range ids {
+					committed[id] = at
+				}
+				mu.Unlock()
 			}
-			b.WriteString("(?,?,?,?,?,?,?,?,?)")
-			ids[j] = fmt.Sprintf("lat-%d", i)
-			args = append(args, "hyapp", ids[j], "RoomGiftSent", fmt.Sprintf("lroom-%d", i%5000), int64(i), payloadOf(i, payload), now, now, now)
-			i++
-		}
-		// Record the commit time before the commit can be relayed: the
-		// store happens right after Exec returns, and the relay polls at
-		// most every poll_interval, so the error is the Exec return path.
-		if _, err := db.ExecContext(ctx, b.String(), args...); err != nil {
-			return err
-		}
-		at := time.Now()
-		for _, id := range ids {
-			committed.Store(id, at)
-		}
-		expect += txnRows
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
 	}
 	sent := time.Since(begin)
 	// Let the tail arrive.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		mu.Lock()
-		n := len(lats)
+		n := 0
+		for id := range committed {
+			if _, ok := received[id]; ok {
+				n++
+			}
+		}
+		all := n == len(committed)
 		mu.Unlock()
-		if n >= expect {
+		if all {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	stopConsume.Store(true)
 	<-consumed
@@ -437,15 +469,22 @@ func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logge
 	<-errc
 	mu.Lock()
 	defer mu.Unlock()
+	var lats []time.Duration
+	for id, at := range committed {
+		if got, ok := received[id]; ok {
+			// The consumer can beat the writer's bookkeeping by a hair;
+			// that is a latency of about zero.
+			lats = append(lats, max(0, got.Sub(at)))
+		}
+	}
 	if len(lats) == 0 {
 		return fmt.Errorf("latency: no record seen")
 	}
 	sort.Slice(lats, func(a, b int) bool { return lats[a] < lats[b] })
 	q := func(p float64) time.Duration { return lats[int(p*float64(len(lats)-1))] }
-	achieved := float64(expect) / sent.Seconds()
-	fmt.Printf("latency: %d/%d events seen, offered %.0f events/s (inserts late by more than one interval: %d): p50 %s  p99 %s  max %s\n",
-		len(lats), expect, achieved, behind, q(0.50).Round(100*time.Microsecond), q(0.99).Round(100*time.Microsecond),
-		lats[len(lats)-1].Round(100*time.Microsecond))
+	fmt.Printf("latency: %d/%d events seen, achieved %.0f events/s (writer transactions late by more than one interval: %d): p50 %s  p99 %s  max %s\n",
+		len(lats), len(committed), float64(len(committed))/sent.Seconds(), late.Load(),
+		q(0.50).Round(100*time.Microsecond), q(0.99).Round(100*time.Microsecond), lats[len(lats)-1].Round(100*time.Microsecond))
 	return nil
 }
 
