@@ -25,7 +25,20 @@
 //   - A session of zero seat time counts (session_count, room_count) on the
 //     UTC day it started, so daily session counts cover every session.
 //   - A day's last_mic_at_ms is min(ended_at, end of day - 1ms): inside the day.
-//   - A session's accountable window is capped at MaxSessionSpan (400 days)
-//     as a guard against corrupt timestamps; the timers close real sessions
-//     long before that.
+//   - A session's accountable window is capped at MaxSessionSpanMs (400
+//     days) as a guard against corrupt timestamps; the timers close real
+//     sessions long before that.
+//   - Timer closes stamp the ledger entry's occurred_at_ms and the rows'
+//     updated_at_ms with the tick's wall-clock time; the close itself (end
+//     time, durations) depends only on the session. The ledger action of a
+//     timer close is "compensate".
+//   - Closed-session tombstones and the per user-day room sets are retained
+//     by event time (a partition watermark), not wall-clock time: see
+//     Retention. A duplicate arriving later than mic.closed_session_retention
+//     (in event time) after its session closed is no longer recognised: a
+//     late down is then unknown_session (never counted), but a replayed up
+//     would open the session again.
+//   - mic_session_id is limited to 106 bytes so that the timer close's
+//     event id "MicSessionCompensated:{mic_session_id}" fits the 128-byte
+//     event_id column; longer ids are rejected to the DLQ.
 package mic
