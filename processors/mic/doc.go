@@ -35,9 +35,9 @@
 //   - Closed-session tombstones and the per user-day room sets are retained
 //     by event time (a partition watermark), not wall-clock time: see
 //     Retention. A duplicate arriving later than mic.closed_session_retention
-//     (in event time) after its session closed is no longer recognised: a
-//     late down is then unknown_session (never counted), but a replayed up
-//     would open the session again.
+//     (in event time) after its session closed is no longer recognised as a
+//     duplicate: a late down is then unknown_session, and an up that old is
+//     refused as stale_event (Retention.TooOld), so neither counts twice.
 //   - mic_session_id is limited to 106 bytes so that the timer close's
 //     event id "MicSessionCompensated:{mic_session_id}" fits the 128-byte
 //     event_id column; longer ids are rejected to the DLQ.

@@ -169,6 +169,19 @@ func Handle(st State, ev *Event) Output {
 	return Output{Outcome: OutcomeConsumed, Ledger: l, Before: before, After: s.Status}
 }
 
+// TooOld reports whether an event is too old to open a session: its time
+// is more than the tombstone retention behind the partition's watermark,
+// so a session it names may have closed and been forgotten. Opening it
+// again could count it twice (a replayed up); the adapter skips such an up
+// as stale_event with SkipTooOld.
+func (r Retention) TooOld(ev *Event, watermarkMs int64) bool {
+	return ev.Action == ActionUp && ev.UserID != 0 && ev.MicSessionID != "" &&
+		ev.OccurredAtMs+r.ClosedSession.Milliseconds() < watermarkMs
+}
+
+// SkipTooOld is the Output of an up refused by Retention.TooOld.
+func SkipTooOld(ev *Event) Output { return skip(ev, SkipStale, StatusNone) }
+
 func skip(ev *Event, reason string, before Status) Output {
 	return Output{Outcome: OutcomeSkipped, SkipReason: reason, Ledger: ledger(ev, StatusSkipped, reason),
 		Before: before, After: before}

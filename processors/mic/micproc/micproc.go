@@ -205,7 +205,12 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 		return err
 	}
 	st := p.state(t)
-	out := mic.Handle(st, &ev)
+	var out mic.Output
+	if ret := p.retention(); ret.TooOld(&ev, p.watermark(t)) {
+		out = mic.SkipTooOld(&ev) // may replay a session already closed and forgotten
+	} else {
+		out = mic.Handle(st, &ev)
+	}
 	if st.err != nil {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
 	}
@@ -226,6 +231,10 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 // pruneLimit bounds the state keys one tick drops per partition (each is a
 // changelog tombstone in the tick's transaction); the rest go next tick.
 const pruneLimit = 10000
+
+func (p *Processor) retention() mic.Retention {
+	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
+}
 
 func (p *Processor) watermark(t *runtime.Task) int64 {
 	b, _ := t.Store().Get(mic.KeyWatermark)
@@ -251,7 +260,7 @@ func (p *Processor) advanceWatermark(t *runtime.Task, occurredAtMs int64) {
 func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
-	ret := mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
+	ret := p.retention()
 	wm := p.watermark(t)
 	var counts openCounts
 	var due []mic.Candidate

@@ -153,6 +153,13 @@ func TestTimerCloses(t *testing.T) {
 	if l := o.ledger[18]; l.UserId != 2 || l.SkipReason != "unknown_session" {
 		t.Fatalf("down after retention: %v", l)
 	}
+	// A replay of that session's up is refused (it is older than the
+	// retention behind the watermark), so it cannot open and count twice.
+	e.produce([]mic.Event{evs[1]})
+	o = e.collect(20, 10*time.Second)
+	if l := o.ledger[19]; l.EventId != evs[1].EventID || l.Status != "skipped" || l.SkipReason != "stale_event" {
+		t.Fatalf("replayed up after retention: %v", l)
+	}
 	if p := metricSum(t, e, "roomflow_mic_open_sessions", nil); p != 0 {
 		t.Fatalf("open sessions gauge %v after every close", p)
 	}
