@@ -95,8 +95,9 @@ func (e *elector) state() (bool, <-chan struct{}) {
 	return e.leading, e.changed
 }
 
-// run polls the group client so it keeps fetching metadata and its
-// callbacks fire; the records themselves (positions) are not needed here.
+// run polls the group client (its fetches are paused: positions are not
+// needed here) so that group errors surface and the client's poll-driven
+// bookkeeping runs; membership callbacks fire from the group goroutine.
 func (e *elector) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		fs := e.cl.PollRecords(ctx, 1000)

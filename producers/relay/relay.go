@@ -250,6 +250,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("relay: leader group client: %w", err)
 	}
 	el.cl = gcl
+	// Membership is all the elector needs; the positions themselves are
+	// read by the leader alone (loadPosition).
+	gcl.PauseFetchTopics(r.kcfg.Topics.RelayOffsets)
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { el.run(pctx) })
