@@ -488,3 +488,55 @@ func TestCrashExactlyOnce(t *testing.T) {
 		t.Fatalf("%d DLQ records (%d distinct), want %d", len(dlq), len(dlqSeen), poison)
 	}
 }
+
+// TestRuleStoreOutageRetries: while the rule table is unavailable, lucky
+// gifts are neither dropped nor dead-lettered: the transaction aborts and
+// is retried until MySQL answers again; then every inflow is emitted
+// exactly once.
+func TestRuleStoreOutageRetries(t *testing.T) {
+	e := newEnv(t)
+	rule := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
+	roomtest.InsertRule(t, e.m.DB, rule)
+	if _, err := e.m.DB.Exec("RENAME TABLE lucky_gift_rules TO lucky_gift_rules_offline"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*activityv1.LuckyPoolInflow{}
+	var recs []*kgo.Record
+	for i := range 50 {
+		c := luckyCase{eventID: fmt.Sprintf("evt-outage-%d", i), roomID: "room-" + strconv.Itoa(i%5), gift: "rose", version: "v1", heat: int64(1000 * (i + 1))}
+		want["LuckyPoolInflow:"+c.eventID] = expectInflow(c, rule)
+		recs = append(recs, luckyRecord(e.topics.RoomEvents, c, int64(i+1)))
+	}
+	e.produce(recs)
+	reg := prometheus.NewRegistry()
+	rt, err := room.New(e.cfg, e.rules, reg, nil, testOpts(testenv.UniqueName(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.LuckyPoolInflow, 0, 200*time.Millisecond, time.Second)); n != 0 {
+		t.Fatalf("%d inflows emitted without rules", n)
+	}
+	if _, err := e.m.DB.Exec("RENAME TABLE lucky_gift_rules_offline TO lucky_gift_rules"); err != nil {
+		t.Fatal(err)
+	}
+	out := e.read(e.topics.LuckyPoolInflow, len(want))
+	r.stop(t)
+	checkInflow(t, out, want)
+	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.DLQ, 0, 200*time.Millisecond, time.Second)); n != 0 {
+		t.Fatalf("%d records dead-lettered during the outage", n)
+	}
+	mfs, _ := reg.Gather()
+	aborts := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "roomflow_process_txn_aborts_total" {
+			for _, m := range mf.GetMetric() {
+				aborts += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if aborts < 1 {
+		t.Fatal("no aborted transaction recorded during the outage")
+	}
+}

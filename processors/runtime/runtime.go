@@ -657,7 +657,7 @@ func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (b
 				cause = "rebalance"
 			}
 			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
-			if err == nil && !r.killed.Load() {
+			if err == nil && !r.killed.Load() && cause != "processor" && cause != "punctuation" { // those log in retry
 				r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
 			}
 		}
