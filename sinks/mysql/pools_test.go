@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -29,7 +30,9 @@ func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 
 	var rs []*running
 	for i := range 4 {
-		rs = append(rs, e.start(t, nil, mysqlsink.WithOwnerID(fmt.Sprintf("pool-%d", i))))
+		// Round robin deals the sorted inflow partitions one per member
+		// (the default sticky balancer only balances the total count).
+		rs = append(rs, e.start(t, nil, mysqlsink.WithOwnerID(fmt.Sprintf("pool-%d", i)), mysqlsink.WithKafkaOpts(kgo.Balancers(kgo.RoundRobinBalancer()))))
 	}
 	// Wait until every instance owns a partition of the inflow topic.
 	deadline := time.Now().Add(45 * time.Second)

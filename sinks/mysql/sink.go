@@ -165,6 +165,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		recs, hw, closed := s.collect(ctx, cl)
 		if len(recs) > 0 {
 			err := s.process(ctx, cl, recs, hw)
+			if err != nil && ctx.Err() != nil {
+				// Shutting down: the batch is abandoned, not half-applied;
+				// the next owner re-reads it from the stored offsets.
+				s.log.Warn("in-flight batch abandoned at shutdown", "records", len(recs), "error", err)
+				break
+			}
 			if err != nil {
 				cl.CloseAllowingRebalance()
 				return err
@@ -510,14 +516,19 @@ func (s *Sink) fence(cl *kgo.Client, tps []TP, claims map[TP]int64, recs []Recor
 	s.mu.Lock()
 	for _, tp := range tps {
 		drop[tp] = true
-		if s.claims[tp] == claims[tp] {
-			delete(s.claims, tp)
-		}
+		gen, ok := s.claims[tp]
+		stale := claims[tp]
 		delete(claims, tp)
+		if ok && gen != stale {
+			continue // claimed again meanwhile: ours, at a newer generation
+		}
+		delete(s.claims, tp)
 		pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
 	}
 	s.mu.Unlock()
-	cl.PauseFetchPartitions(pause)
+	if len(pause) > 0 {
+		cl.PauseFetchPartitions(pause)
+	}
 	out := recs[:0]
 	for _, r := range recs {
 		if !drop[r.TP] {
