@@ -119,3 +119,30 @@ func TestOutOfOrderCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStartBelowLowestID: a relay with no position starts just below
+// the lowest id present (less one batch), so purged early rows do not turn
+// into a hundred thousand holes, and everything present is relayed.
+func TestFirstStartBelowLowestID(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.BatchSize = 100
+	ctx := context.Background()
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox AUTO_INCREMENT = 500000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("late-table-", 1, 250, "room-l")); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, 250, 30*time.Second)
+	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got > float64(cfg.Relay.BatchSize) {
+		t.Errorf("open gaps = %v after a first start on a table starting at id 500000, want at most one batch (%d)", got, cfg.Relay.BatchSize)
+	}
+	if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_open_gaps"); got != 0 {
+		t.Errorf("abandoned %v ids at first start", got)
+	}
+	x.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Kafka.Topics.RoomEvents))
+}

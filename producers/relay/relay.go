@@ -23,7 +23,9 @@
 // log); at most relay.max_open_gaps holes are remembered, the oldest being
 // given up first when the bound is reached. Consequently an insert
 // transaction that stays open longer than gap_max_age is not relayed: that
-// is the trade the bound buys.
+// is the trade the bound buys. A relay with no committed position starts
+// one batch below the lowest id present, so purged early rows are not
+// mistaken for holes.
 //
 // # Exactly once
 //
@@ -350,6 +352,11 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if err != nil {
 		return err
 	}
+	if !found {
+		if pos, err = r.firstPosition(ctx); err != nil {
+			return err
+		}
+	}
 	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D())
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
 	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
@@ -380,6 +387,25 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 		return rerr
 	}
 	return ctx.Err()
+}
+
+// firstPosition is where a relay with no committed position starts: just
+// below the lowest id in the table, less one batch. Ids below the lowest
+// present row are purged rows, not holes; without this, a table whose
+// early rows were deleted would open (and then probe for gap_max_age)
+// up to max_open_gaps holes. The window of batch_size ids below the lowest
+// row still catches inserts in flight at the very first start, whose ids
+// are allocated just below the visible ones.
+func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
+	minID, err := r.src.MinID(ctx)
+	if err != nil {
+		return Position{}, err
+	}
+	window := uint64(r.cfg.BatchSize) + 1
+	if minID <= window {
+		return Position{}, nil
+	}
+	return Position{High: minID - window}, nil
 }
 
 // read produces batches from MySQL into out until ctx ends or a read fails.

@@ -29,6 +29,15 @@ func (s *Source) After(ctx context.Context, after uint64, limit int) ([]Row, err
 	return s.query(ctx, q, after, limit)
 }
 
+// MinID returns the lowest id in the table, 0 when it is empty.
+func (s *Source) MinID(ctx context.Context) (uint64, error) {
+	var id sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT MIN(id) FROM "+s.table).Scan(&id); err != nil {
+		return 0, fmt.Errorf("relay: read %s: %w", s.table, err)
+	}
+	return uint64(id.Int64), nil
+}
+
 // maxInList bounds one hole query; more holes take several queries.
 const maxInList = 1000
 
