@@ -80,8 +80,18 @@ func main() {
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
 		commitIvl  = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
 		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 	)
 	flag.Parse()
+	if *memProf != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			if f, err := os.Create(*memProf); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err == nil {
