@@ -203,7 +203,7 @@ func TestWorkerCancel(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("worker did not stop")
 	}
-	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+time.Second {
+	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+2*time.Second {
 		t.Fatalf("stopped after %s, publish_timeout is %s", el, e.cfg.OutboxWorker.PublishTimeout)
 	}
 	if r := e.row("slow"); r.Status != "retryable" || r.RetryCount != 1 || !strings.Contains(r.LastError.String, "timeout") {
@@ -219,6 +219,7 @@ func TestWorkerCancel(t *testing.T) {
 // resent with the same Random and body, which the IM dedup absorbs.
 func TestCrashBetweenSendAndMark(t *testing.T) {
 	e := newEnv(t, false)
+	e.cfg.OutboxWorker.LockTTL = config.Duration(3 * time.Second) // outlives the crashed round even on a loaded machine
 	const n = 40
 	var evs []event
 	for i, id := range ids("crash", n) {
@@ -241,7 +242,11 @@ func TestCrashBetweenSendAndMark(t *testing.T) {
 	if got := e.countStatus("delivering"); got != n {
 		t.Fatalf("live claims stolen: %d delivering", got)
 	}
-	time.Sleep(e.cfg.OutboxWorker.LockTTL.D() + 100*time.Millisecond)
+	var lockUntil int64
+	if err := e.db.QueryRow(`SELECT MAX(lock_until_ms) FROM room_outbox`).Scan(&lockUntil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(time.UnixMilli(lockUntil)) + 50*time.Millisecond)
 	if err := s.ProcessPendingOutbox(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
 	}
 	wg.Go(func() { p.Service.RunGauges(ctx, p.interval) })
+	wg.Go(func() { p.Service.RunLockRenewer(ctx) })
 	wg.Wait()
 	return ferr
 }

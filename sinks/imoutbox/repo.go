@@ -374,3 +374,17 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// RenewLocks extends every claim worker still holds (status delivering
+// under its worker_id) to now+lockTTL, in one statement. A live worker
+// renews well before expiry, so only a crashed (or stalled) worker's
+// claims ever expire and get taken over.
+func (r *Repo) RenewLocks(ctx context.Context, worker string, lockTTL time.Duration) (int64, error) {
+	now := r.now().UnixMilli()
+	res, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET lock_until_ms = ?
+		WHERE status = 'delivering' AND worker_id = ?`, now+lockTTL.Milliseconds(), worker)
+	if err != nil {
+		return 0, fmt.Errorf("imoutbox: renew locks: %w", err)
+	}
+	return res.RowsAffected()
+}

@@ -313,6 +313,25 @@ func (s *Service) RunOutboxWorker(ctx context.Context) {
 	}
 }
 
+// RunLockRenewer extends this worker's claims every lock_ttl/3 until ctx
+// ends, so work that waits long for pacing (a busy room, a backlog) is not
+// taken over and sent twice while this process is alive.
+func (s *Service) RunLockRenewer(ctx context.Context) {
+	tick := time.NewTicker(s.opt.LockTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := s.repo.RenewLocks(ctx, s.worker, s.opt.LockTTL); err != nil && ctx.Err() == nil {
+			s.m.batchErrors.WithLabelValues("renew").Inc()
+			s.log.Warn("claim renewal failed", "error", err.Error())
+		}
+	}
+}
+
 // RunGauges refreshes the backlog gauges every interval until ctx ends.
 func (s *Service) RunGauges(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)

@@ -24,8 +24,13 @@ type Pacer struct {
 	grpLimit int
 	app      ring
 	groups   map[string]*ring
-	now      func() time.Time
-	sweepAt  time.Time
+	// sent logs the instants grants were actually used: a caller woken
+	// late (scheduler, GC) must not push more calls into a window than the
+	// limit, which booking alone cannot see.
+	sent    ring
+	grpSent map[string]*ring
+	now     func() time.Time
+	sweepAt time.Time
 }
 
 type ring struct {
@@ -50,7 +55,8 @@ func (r *ring) take(t time.Time) {
 // jitter reordering arrivals at the server).
 func NewPacer(appLimit, groupLimit int, window time.Duration) *Pacer {
 	return &Pacer{window: window, appLimit: appLimit, grpLimit: groupLimit,
-		app: newRing(appLimit), groups: map[string]*ring{}, now: time.Now}
+		app: newRing(appLimit), groups: map[string]*ring{}, now: time.Now,
+		sent: newRing(appLimit), grpSent: map[string]*ring{}}
 }
 
 // Reserve books a grant for group. When the group has room now, it books
@@ -89,9 +95,39 @@ func (p *Pacer) Reserve(group string) (at time.Time, ok bool) {
 				delete(p.groups, k)
 			}
 		}
+		for k, r := range p.grpSent {
+			if now.Sub(r.newest()) > p.window {
+				delete(p.grpSent, k)
+			}
+		}
 		p.sweepAt = now.Add(10 * time.Second)
 	}
 	return t, true
+}
+
+// confirm records that a booked grant for group is used now, or returns
+// how long to wait when the calls actually started in the last window
+// already reach a limit (the caller woke late and others went on time).
+func (p *Pacer) confirm(group string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	g := p.grpSent[group]
+	if g == nil {
+		r := newRing(p.grpLimit)
+		g = &r
+		p.grpSent[group] = g
+	}
+	t := g.free(p.window)
+	if a := p.sent.free(p.window); a.After(t) {
+		t = a
+	}
+	if t.After(now) {
+		return t.Sub(now)
+	}
+	g.take(now)
+	p.sent.take(now)
+	return 0
 }
 
 // Wait blocks until a grant for group starts, or ctx is done (a booked
@@ -99,23 +135,34 @@ func (p *Pacer) Reserve(group string) (at time.Time, ok bool) {
 // the time spent waiting.
 func (p *Pacer) Wait(ctx context.Context, group string) (time.Duration, error) {
 	start := time.Now()
+	sleep := func(d time.Duration) error {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tm.C:
+			return nil
+		}
+	}
 	for {
 		at, ok := p.Reserve(group)
-		d := time.Until(at)
-		if d <= 0 && ok {
-			return time.Since(start), nil
-		}
-		if d > 0 {
-			tm := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				tm.Stop()
-				return time.Since(start), ctx.Err()
-			case <-tm.C:
+		if d := time.Until(at); d > 0 {
+			if err := sleep(d); err != nil {
+				return time.Since(start), err
 			}
 		}
-		if ok {
-			return time.Since(start), nil
+		if !ok {
+			continue
+		}
+		for {
+			d := p.confirm(group)
+			if d <= 0 {
+				return time.Since(start), nil
+			}
+			if err := sleep(d); err != nil {
+				return time.Since(start), err
+			}
 		}
 	}
 }

@@ -279,6 +279,7 @@ type wireResp struct {
 
 // ServeHTTP implements send_group_msg.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := s.cfg.Now()
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	var req wireReq
 	parseErr := json.Unmarshal(body, &req)
@@ -286,7 +287,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if parseErr == nil && len(req.MsgBody) > 0 {
 		_ = json.Unmarshal(req.MsgBody, &elems)
 	}
-	rec := Request{BodySHA: sha256.Sum256(body), At: s.cfg.Now()}
+	rec := Request{BodySHA: sha256.Sum256(body), At: arrived}
 	if req.GroupID != nil {
 		rec.GroupID = *req.GroupID
 	}

@@ -1,0 +1,70 @@
+package imoutbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/sinks/imoutbox"
+	"github.com/hyapp/roomflow/sinks/tencentim"
+)
+
+// Claims: batched fast-path claims report done/busy/missing; renewals
+// extend only the holder's live claims; the backlog gauges count rows.
+func TestClaimsRenewAndGauges(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(10*time.Second, gift("a", "r1", 1), gift("b", "r1", 2), gift("c", "r2", 1), gift("d", "r3", 1))
+	if _, err := e.db.Exec(`UPDATE room_outbox SET status='delivered' WHERE event_id='d'`); err != nil {
+		t.Fatal(err)
+	}
+	repo := imoutbox.NewRepo(e.db)
+	ctx := context.Background()
+	cl, err := repo.ClaimEvents(ctx, "w1", []string{"a", "b", "d", "zz"}, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.Claimed) != 2 || len(cl.Done) != 1 || cl.Done[0] != "d" || len(cl.Missing) != 1 || cl.Missing[0] != "zz" {
+		t.Fatalf("claims %+v", cl)
+	}
+	// A live claim is busy for everyone else, on both paths.
+	cl2, err := repo.ClaimEvents(ctx, "w2", []string{"a", "c"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl2.Claimed) != 1 || cl2.Claimed["c"].EventID != "c" || len(cl2.Busy) != 1 || cl2.Busy[0] != "a" {
+		t.Fatalf("second claim %+v", cl2)
+	}
+	if rows, _ := repo.ClaimPending(ctx, "w3", 10, 0, time.Second); len(rows) != 0 {
+		t.Fatalf("scan took live claims: %+v", rows)
+	}
+	// w1 renews: its claims outlive their first deadline.
+	if n, err := repo.RenewLocks(ctx, "w1", 5*time.Second); err != nil || n != 2 {
+		t.Fatalf("renewed %d: %v", n, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if rows, _ := repo.ClaimPending(ctx, "w3", 10, 0, time.Second); len(rows) != 0 {
+		t.Fatalf("renewed claims taken over: %+v", rows)
+	}
+	if r := e.row("a"); r.WorkerID != "w1" || r.LockUntil < time.Now().Add(4*time.Second).UnixMilli() {
+		t.Fatalf("renewal: %+v", r)
+	}
+
+	c, _ := tencentim.New(e.cfg.IM)
+	reg := prometheus.NewRegistry()
+	s, err := imoutbox.NewService(repo, c, imoutbox.OptionsFrom(e.cfg), reg, e.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.RunGauges(gctx, 50*time.Millisecond)
+	eventually(t, 5*time.Second, "pending{delivering} = 3", func() bool {
+		return metric(t, reg, "roomflow_im_outbox_pending", map[string]string{"status": "delivering"}) == 3
+	})
+	if v := metric(t, reg, "roomflow_im_outbox_oldest_pending_age_seconds", nil); v < 9 || v > 60 {
+		t.Fatalf("oldest age %v", v)
+	}
+}
+
