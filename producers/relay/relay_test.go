@@ -26,7 +26,20 @@ func TestConcurrentWriters(t *testing.T) {
 	t.Logf("inserted %d rows in %s", total, time.Since(start))
 	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, total, 90*time.Second)
 	t.Logf("counted at %s", time.Since(start))
+	if got := metric(t, x.reg, "roomflow_relay_is_leader"); got != 1 {
+		t.Errorf("is_leader = %v while relaying alone, want 1", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for metric(t, x.reg, "roomflow_relay_lag_seconds") != 0 || metric(t, x.reg, "roomflow_relay_open_gaps") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("caught up, yet lag %v s and %v open gaps", metric(t, x.reg, "roomflow_relay_lag_seconds"), metric(t, x.reg, "roomflow_relay_open_gaps"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	x.stop(t)
+	if got := metric(t, x.reg, "roomflow_relay_is_leader"); got != 0 {
+		t.Errorf("is_leader = %v after stop, want 0", got)
+	}
 	t.Logf("stopped at %s", time.Since(start))
 	got := drain(t, k, cfg.Kafka.Topics.RoomEvents)
 	t.Logf("drained at %s", time.Since(start))
