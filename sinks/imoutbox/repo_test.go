@@ -67,4 +67,3 @@ func TestClaimsRenewAndGauges(t *testing.T) {
 		t.Fatalf("oldest age %v", v)
 	}
 }
-
