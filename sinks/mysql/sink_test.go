@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/userv1"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -66,5 +67,51 @@ func TestReplayChangesNothing(t *testing.T) {
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatalf("after replays: %v", err)
+	}
+}
+
+// TestInvalidRecordsGoToDLQ: undecodable bytes and an entry without an
+// event id are sent to the DLQ with their source position and never block
+// the partition; the valid records around them are applied.
+func TestInvalidRecordsGoToDLQ(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(41, "hyapp", 20).Next(100)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	recs := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[:50])
+	bad := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, []*userv1.MicLedgerEntry{{AppCode: "hyapp", Status: "consumed"}})[0]
+	recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.MicLedger, Key: []byte("1"), Value: []byte{0xff, 0x01, 0x02}}, bad)
+	recs = append(recs, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[50:])...)
+	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, nil)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	cl := e.k.Client(t, kgo.ConsumeTopics(e.cfg.Kafka.Topics.DLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []*kgo.Record
+	deadline := time.Now().Add(15 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		got = append(got, cl.PollFetches(pctx).Records()...)
+		cancel()
+	}
+	if len(got) != 2 {
+		t.Fatalf("DLQ holds %d records, want 2", len(got))
+	}
+	for i, want := range []struct{ reason, offset string }{{"decode", "50"}, {"missing_event_id", "51"}} {
+		h := map[string]string{}
+		for _, kv := range got[i].Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		if h["error_reason"] != want.reason || h["source_offset"] != want.offset || h["source_topic"] != e.cfg.Kafka.Topics.MicLedger || h["error"] == "" {
+			t.Fatalf("DLQ record %d headers %v, want reason %s at offset %s", i, h, want.reason, want.offset)
+		}
 	}
 }
