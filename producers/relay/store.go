@@ -76,7 +76,10 @@ func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, 
 		abortTxn(txn)
 		return Position{}, false, fmt.Errorf("relay: produce probe: %w", perr)
 	}
-	if err := txn.EndTransaction(context.WithoutCancel(ctx), kgo.TryCommit); err != nil {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	err = txn.EndTransaction(ectx, kgo.TryCommit)
+	cancel()
+	if err != nil {
 		abortTxn(txn)
 		return Position{}, false, fmt.Errorf("relay: commit probe: %w", err)
 	}
