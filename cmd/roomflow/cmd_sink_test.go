@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+)
+
+func sinkFreeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// sinkCommand runs `roomflow <args>` in the background until the returned
+// stop is called; stop returns the command's error.
+func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *bytes.Buffer) {
+	t.Helper()
+	out = &bytes.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		root.SetOut(out)
+		root.SetErr(out)
+		root.SetArgs(append([]string{"--config", cfgPath}, args...))
+		done <- root.ExecuteContext(ctx)
+	}()
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("command did not stop on cancel")
+			return nil
+		}
+	}, out
+}
+
+func sinkGetStats(addr, path string) (statsapi.Stats, int, error) {
+	var st statsapi.Stats
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return st, 0, err
+	}
+	defer resp.Body.Close()
+	return st, resp.StatusCode, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// TestSinkCommandServesAPI runs `roomflow sink` with api.addr set: the
+// ledger is applied and the API on api.addr answers from it; then
+// `roomflow api` alone answers the same. `api` is a plain command, not a
+// component, so `roomflow run` starts the API once (through the sink).
+func TestSinkCommandServesAPI(t *testing.T) {
+	for _, s := range app.Specs() {
+		if s.Name == "api" {
+			t.Fatal("api must not be a registered component (roomflow run would serve it twice)")
+		}
+	}
+	k := testenv.NewKafka(t, testenv.Partitions(2))
+	m := testenv.NewMySQL(t)
+	apiAddr := sinkFreeAddr(t)
+	var b strings.Builder
+	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\napp_code: hyapp\n")
+	b.WriteString("api:\n  addr: \"" + apiAddr + "\"\n")
+	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
+	b.WriteString("kafka:\n  brokers: [\"" + strings.Join(k.Brokers, "\",\"") + "\"]\n  partitions: 2\n  topics:\n")
+	for _, s := range k.Config.Topics.List() {
+		b.WriteString("    " + s.Key + ": " + s.Name + "\n")
+	}
+	b.WriteString("sink:\n  group: " + testenv.UniqueName(t) + "\n")
+	p := filepath.Join(t.TempDir(), "roomflow.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(500)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	if err := sinktest.Produce(context.Background(), k.Client(t), sinktest.LedgerRecords(k.Config.Topics.MicLedger, ledger)); err != nil {
+		t.Fatal(err)
+	}
+	user := ledger[0].UserId
+	want := o.Lifetime[fmt.Sprintf("hyapp|%d", user)]
+	if want == nil {
+		t.Fatalf("user %d has no lifetime row in the oracle", user)
+	}
+	path := fmt.Sprintf("/api/v1/users/%d/mic-stats?range=lifetime", user)
+
+	stop, out := sinkCommand(t, p, "sink", "--owner-id", "cmd-test")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, code, err := sinkGetStats(apiAddr, path)
+		if err == nil && code == http.StatusOK && st.SeatOccupiedMs == want[0] && st.SessionCount == want[2] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sink's API never answered the applied lifetime %v: %+v %d %v\n%s", *want, st, code, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("sink: %v\n%s", err, out)
+	}
+	if err := o.Check(context.Background(), m.DB); err != nil {
+		t.Fatal(err)
+	}
+
+	stop, out = sinkCommand(t, p, "api")
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		st, code, err := sinkGetStats(apiAddr, path)
+		if err == nil && code == http.StatusOK {
+			if st.SeatOccupiedMs != want[0] || st.MicOnlineMs != want[1] || st.SessionCount != want[2] || st.FirstMicAtMs != want[3] || st.LastMicAtMs != want[4] {
+				t.Fatalf("roomflow api: %+v, want %v", st, *want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("roomflow api never answered: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, code, _ := sinkGetStats(apiAddr, "/api/v1/users/1/mic-stats?from_ms=9&to_ms=3"); code != http.StatusBadRequest {
+		t.Fatalf("bad range: %d, want 400", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("api: %v\n%s", err, out)
+	}
+}
