@@ -26,10 +26,19 @@ import (
 // counter is a toy stateful processor: per key it counts records in its
 // store and emits "key|count|input value". Value "poison" is rejected
 // after it already wrote state and emitted, to prove both are discarded.
-type counter struct{ out string }
+// Value "dump" emits the task's whole store, sorted, to dump instead.
+type counter struct{ out, dump string }
 
 func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
+	if string(rec.Value) == "dump" {
+		var entries []string
+		t.Store().Range(func(k string, v []byte) bool { entries = append(entries, k+"="+string(v)); return true })
+		slices.Sort(entries)
+		t.Emit(&kgo.Record{Topic: c.dump, Key: []byte(strconv.Itoa(int(t.Partition()))), Value: []byte(strings.Join(entries, ";"))})
+		return nil
+	}
 	k := string(rec.Key)
+	t.Store().PutTTL("seen:"+k, rec.Value, time.Hour) // TTL'd state is restored too
 	n := 0
 	if v, ok := t.Store().Get(k); ok {
 		n, _ = strconv.Atoi(string(v))
@@ -180,25 +189,49 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// TestStatefulRestoreAfterRestart: a toy counter keeps per-key counts in
-// its store; a second instance started after the first stopped restores
-// the same state from the changelog and continues the counts.
+// TestStatefulRestoreAfterRestart: a toy counter keeps per-key counts (and
+// TTL'd last values) in its store; a second instance started after the
+// first stopped restores exactly the same state from the changelog (the
+// dumps of every partition are equal) and continues the counts.
 func TestStatefulRestoreAfterRestart(t *testing.T) {
 	h := newHarness(t, 3)
+	dumpTopic := h.k.Config.Topics.MicLedger
+	toy := counter{out: h.out, dump: dumpTopic}
+	manual := h.k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dumps := func(want int) map[string]string {
+		for p := range int32(3) {
+			rttest.Produce(t, manual, []*kgo.Record{{Topic: h.in, Partition: p, Value: []byte("dump")}})
+		}
+		got := map[string]string{}
+		for _, r := range rttest.ReadCommitted(t, h.k.Brokers, dumpTopic, want, 300*time.Millisecond, 30*time.Second) {
+			got[string(r.Key)] = string(r.Value) // the latest dump per partition
+		}
+		return got
+	}
 	reg := prometheus.NewRegistry()
 	oracle := h.inputs(900, 30, 0)
-	a := start(h.runtime("toy-a", counter{out: h.out}, runtime.Registerer(reg)))
+	a := start(h.runtime("toy-a", toy, runtime.Registerer(reg)))
 	rttest.ReadCommitted(t, h.k.Brokers, h.out, 900, 0, 30*time.Second)
+	before := dumps(3)
 	a.stop(t)
 
+	b := start(h.runtime("toy-b", toy, runtime.Registerer(reg)))
+	after := dumps(6)
+	if len(before) != 3 || len(after) != 3 {
+		t.Fatalf("dumps of %d and %d partitions, want 3", len(before), len(after))
+	}
+	for p, st := range before {
+		if after[p] != st || strings.Count(st, ";") < 5 {
+			t.Fatalf("partition %s state after restart differs:\nbefore %s\nafter  %s", p, st, after[p])
+		}
+	}
 	more := h.inputs(300, 30, 900)
 	for k, v := range more {
 		oracle[k] = append(oracle[k], v...)
 	}
-	b := start(h.runtime("toy-b", counter{out: h.out}, runtime.Registerer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1200, 500*time.Millisecond, 30*time.Second)
-	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 30 {
-		t.Fatalf("state keys %v, want 30", n)
+	if n := metricSum(t, reg, "roomflow_process_state_keys"); n != 60 {
+		t.Fatalf("state keys %v, want 60 (30 counts, 30 TTL'd last values)", n)
 	}
 	waitFor(t, "consumer lag 0 on 3 partitions", 10*time.Second, func() bool {
 		return metricCount(t, reg, "roomflow_process_consumer_lag") == 3 && metricSum(t, reg, "roomflow_process_consumer_lag") == 0
@@ -206,8 +239,8 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	b.stop(t)
 	checkCounts(t, out, oracle)
 
-	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 1200 {
-		t.Fatalf("records_in %v, want 1200", n)
+	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 1206 {
+		t.Fatalf("records_in %v, want 1206 (1200 counted, 6 dumps)", n)
 	}
 	if n := metricSum(t, reg, "roomflow_process_restore_duration_seconds"); n < 2 {
 		t.Fatalf("restore durations observed %v, want one per restored partition", n)
