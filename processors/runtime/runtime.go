@@ -803,7 +803,8 @@ func (r *Runtime) updateStateGauges(t *Task) {
 	r.m.stateBytes.WithLabelValues(r.name, part).Set(float64(t.store.Bytes()))
 }
 
-// lagLoop publishes the group's lag per input partition.
+// lagLoop publishes the group's lag for the input partitions this
+// instance owns.
 func (r *Runtime) lagLoop(ctx context.Context) {
 	tick := time.NewTicker(r.o.lagInterval)
 	defer tick.Stop()
@@ -824,8 +825,14 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 		if !ok || gl.Error() != nil {
 			continue
 		}
+		owned := map[int32]bool{}
+		for _, p := range r.Assigned() {
+			owned[p] = true
+		}
 		for p, ml := range gl.Lag[r.o.input] {
-			if ml.Lag >= 0 {
+			// Each member exports the partitions it owns, so replicas
+			// never report the same partition twice.
+			if ml.Lag >= 0 && owned[p] {
 				r.m.lag.WithLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10)).Set(float64(ml.Lag))
 			}
 		}
