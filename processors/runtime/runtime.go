@@ -832,8 +832,12 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 		for p, ml := range gl.Lag[r.o.input] {
 			// Each member exports the partitions it owns, so replicas
 			// never report the same partition twice.
-			if ml.Lag >= 0 && owned[p] {
-				r.m.lag.WithLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10)).Set(float64(ml.Lag))
+			part := strconv.FormatInt(int64(p), 10)
+			switch {
+			case !owned[p]:
+				r.m.lag.DeleteLabelValues(r.name, r.o.input, part)
+			case ml.Lag >= 0:
+				r.m.lag.WithLabelValues(r.name, r.o.input, part).Set(float64(ml.Lag))
 			}
 		}
 	}
