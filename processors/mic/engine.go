@@ -156,16 +156,14 @@ func Handle(st State, ev *Event) Output {
 			roomVersion: ev.RoomVersion,
 			atMs:        ev.OccurredAtMs,
 		})
-		l := ledger(ev, StatusConsumed, "")
-		l.Session = s.Snapshot(id)
+		l := ledgerWithSession(ev, &s, id)
 		l.Daily, l.Lifetime = out.daily, out.lifetime
 		st.PutSession(id, s.Tombstone())
 		return Output{Outcome: OutcomeConsumed, Ledger: l, Closed: out.Closed,
 			Daily: out.Daily, Lifetime: out.Lifetime, Before: before, After: StatusEnded}
 	}
 	st.PutSession(id, s)
-	l := ledger(ev, StatusConsumed, "")
-	l.Session = s.Snapshot(id)
+	l := ledgerWithSession(ev, &s, id)
 	return Output{Outcome: OutcomeConsumed, Ledger: l, Before: before, After: s.Status}
 }
 
@@ -187,8 +185,27 @@ func skip(ev *Event, reason string, before Status) Output {
 		Before: before, After: before}
 }
 
+// ledgerWithSession is a consumed entry with the snapshot of s, both in
+// one allocation (this is the hot path).
+func ledgerWithSession(ev *Event, s *Session, id SessionID) *userv1.MicLedgerEntry {
+	both := &struct {
+		l userv1.MicLedgerEntry
+		s userv1.MicSession
+	}{}
+	setLedger(&both.l, ev, StatusConsumed, "")
+	s.snapshotInto(id, &both.s)
+	both.l.Session = &both.s
+	return &both.l
+}
+
 func ledger(ev *Event, status, reason string) *userv1.MicLedgerEntry {
-	return &userv1.MicLedgerEntry{
+	l := &userv1.MicLedgerEntry{}
+	setLedger(l, ev, status, reason)
+	return l
+}
+
+func setLedger(l *userv1.MicLedgerEntry, ev *Event, status, reason string) {
+	*l = userv1.MicLedgerEntry{
 		EventId:      ev.EventID,
 		AppCode:      ev.AppCode,
 		EventType:    ev.EventType,

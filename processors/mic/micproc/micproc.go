@@ -113,6 +113,7 @@ type Processor struct {
 	cfg Config
 	m   *metrics
 	log *slog.Logger
+	st  storeState // reused by every call (single processing goroutine)
 }
 
 // New validates c and registers the processor's metrics on reg (nil: none).
@@ -358,26 +359,39 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	if out.Ledger == nil {
 		return
 	}
+	n := 1 + len(out.Daily)
+	if out.Closed != nil {
+		n++
+	}
+	if out.Lifetime != nil {
+		n++
+	}
+	// One allocation each for the records, their headers and the key; the
+	// header values other than event_id are shared (kgo never modifies them).
+	recs := make([]kgo.Record, n)
+	hdrs := make([]kgo.RecordHeader, 4*n)
 	key := strconv.AppendInt(make([]byte, 0, 20), userID, 10)
 	app := []byte(appCode)
-	// Header values are shared between the records (kgo never modifies
-	// them); only event_id differs per record.
+	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
-		t.Emit(&kgo.Record{Topic: topic, Key: key, Value: value, Headers: []kgo.RecordHeader{
-			{Key: "event_id", Value: []byte(eventID)},
-			{Key: "event_type", Value: eventType},
-			{Key: "app_code", Value: app},
-			{Key: "content-type", Value: contentType},
-		}})
+		h := hdrs[4*i : 4*i+4 : 4*i+4]
+		h[0] = kgo.RecordHeader{Key: "event_id", Value: []byte(eventID)}
+		h[1] = kgo.RecordHeader{Key: "event_type", Value: eventType}
+		h[2] = kgo.RecordHeader{Key: "app_code", Value: app}
+		h[3] = kgo.RecordHeader{Key: "content-type", Value: contentType}
+		r := &recs[i]
+		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
+		t.Emit(r)
+		i++
 	}
 	tp := p.cfg.Topics
 	ledgerType := typeLedgerCompensated
 	if out.Ledger.EventType != mic.EventTypeMicSessionCompensated {
 		ledgerType = []byte(out.Ledger.EventType)
 	}
-	put(tp.Ledger, out.Ledger.EventId, ledgerType, mic.AppendLedgerEntry(make([]byte, 0, 384), out.Ledger))
+	put(tp.Ledger, out.Ledger.EventId, ledgerType, mic.AppendLedgerEntry(make([]byte, 0, 320), out.Ledger))
 	if c := out.Closed; c != nil {
-		put(tp.SessionClosed, c.EventId, typeClosed, mic.AppendSessionClosed(make([]byte, 0, 192), c))
+		put(tp.SessionClosed, c.EventId, typeClosed, mic.AppendSessionClosed(make([]byte, 0, 160), c))
 	}
 	for _, d := range out.Daily {
 		put(tp.DailyStats, d.EventId, typeDaily, mic.AppendDailyStatsUpdated(make([]byte, 0, 128), d))
@@ -411,7 +425,16 @@ func (s *storeState) key(id mic.SessionID) string {
 	return s.lastKey
 }
 
-func (p *Processor) state(t *runtime.Task) *storeState { return &storeState{store: t.Store()} }
+// state returns the processor's reusable storeState bound to t's store
+// (Process and punctuations run on one goroutine, one at a time).
+func (p *Processor) state(t *runtime.Task) *storeState {
+	st := &p.st
+	if st.store != t.Store() {
+		*st = storeState{store: t.Store()}
+	}
+	st.err = nil
+	return st
+}
 
 func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	b, ok := s.store.Get(s.key(id))
