@@ -30,6 +30,16 @@
 // status and start times (mic.PeekTimer), and closes the longest overdue
 // sessions, at most mic.compensation_batch_size per partition per tick. The
 // scan also feeds the open-sessions gauge.
+//
+// Metrics (besides the runtime's roomflow_process_*):
+// roomflow_mic_events_total{action,outcome,reason},
+// roomflow_mic_late_events_total{reason}, roomflow_mic_timer_closes_total{reason},
+// roomflow_mic_rejected_events_total{reason},
+// roomflow_mic_session_duration_seconds{measure=seat_occupied|mic_online},
+// roomflow_mic_open_sessions{status}, roomflow_mic_overdue_sessions,
+// roomflow_mic_state_pruned_total{kind}. The counters count processing, so
+// records reprocessed after an aborted transaction count again; the facts
+// themselves are exactly once.
 package micproc
 
 import (
@@ -52,7 +62,7 @@ import (
 // Name is the processor's name in metrics and logs.
 const Name = "mic"
 
-// Topics are the output topics.
+// Topics names the processor's topics, consumer group and ids.
 type Topics struct {
 	Ledger           string // kafka.topics.mic_ledger
 	SessionClosed    string // kafka.topics.mic_session_closed
