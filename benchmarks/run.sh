@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# make bench: every benchmark of roomflow, each side by side with the limit
+# it is compared to, in one run. Not part of `make test`.
+#
+#   ./benchmarks/run.sh            # all, full size
+#   QUICK=1 ./benchmarks/run.sh    # smaller inputs, for a smoke run
+#
+# Needs MariaDB on 127.0.0.1:3306 (ROOMFLOW_TEST_MYSQL_DSN); Kafka is an
+# in-process kfake unless a benchmark is given -brokers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=benchmarks/results
+mkdir -p "$out"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+
+run() {
+  local name=$1; shift
+  echo "== $name: go run ./benchmarks/$name $*"
+  go run "./benchmarks/$name" "$@" 2>&1 | tee "$out/$name-$stamp.txt"
+}
+
+if [ "${QUICK:-}" = 1 ]; then
+  run relay -rows 100000
+  run processors -events 200000
+  run mic -events 200000 -open 200000
+  run sink -entries 50000
+  run im -rate 150 -duration 10s
+else
+  run relay
+  run processors
+  run mic
+  run sink
+  run im -rate 150 -duration 20s          # below the app limit: latency
+  run im -rate 400 -duration 20s -hot 5   # saturation: 200 calls/s, 40/s per group
+fi
