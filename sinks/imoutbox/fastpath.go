@@ -38,7 +38,8 @@ type FastPath struct {
 	maxInFlight int
 	backoff     time.Duration
 
-	tokens chan struct{} // one per claimed job in flight
+	tokens  chan struct{} // one per claimed job in flight
+	results chan chainResult
 
 	mu    sync.Mutex
 	tails map[string]chan struct{} // room -> done of its latest chain
@@ -48,10 +49,14 @@ type FastPath struct {
 
 type pollBatch struct {
 	recs  []*kgo.Record
-	mu    sync.Mutex
-	out   outcome
-	rooms int  // chains still running
-	done  bool // results recorded
+	rooms int  // chains not yet recorded (recorder goroutine only)
+	done  bool // every result recorded
+}
+
+// chainResult is one room chain's results within one poll.
+type chainResult struct {
+	b   *pollBatch
+	out *outcome
 }
 
 // NewFastPath creates the fast path and its Kafka client on kcfg: topic
@@ -64,7 +69,7 @@ func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg *prome
 	inflight := int(float64(appRate) * svc.opt.LockTTL.Seconds() / 3)
 	inflight = max(100, min(inflight, 10000))
 	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
-		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}}
+		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
 	f.idle = sync.NewCond(&f.mu)
 	opts := append([]kgo.Opt{
 		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
@@ -118,8 +123,14 @@ func (f *FastPath) drain(timeout time.Duration) bool {
 // released), records results, commits, and closes the Kafka client. MySQL
 // is not touched after Run returns.
 func (f *FastPath) Run(ctx context.Context) error {
+	recStop, recDone := make(chan struct{}), make(chan struct{})
+	go func() { f.recorder(ctx, recStop); close(recDone) }()
 	defer func() {
-		f.drain(f.svc.opt.DrainTimeout + f.svc.opt.PublishTimeout)
+		if !f.drain(f.svc.opt.DrainTimeout + f.svc.opt.PublishTimeout) {
+			f.svc.log.Warn("fast path work still in flight at shutdown; its rows stay delivering until lock_until_ms")
+		}
+		close(recStop)
+		<-recDone
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.svc.opt.DrainTimeout)
 		if err := f.cl.CommitMarkedOffsets(cctx); err != nil {
 			f.svc.log.Warn("final offset commit failed", "error", err.Error())
@@ -222,12 +233,12 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 		}
 		byRoom[row.RoomID] = append(byRoom[row.RoomID], job{row: row, raw: raws[id]})
 	}
-	b := &pollBatch{recs: recs, rooms: len(order)}
+	b := &pollBatch{recs: recs, rooms: max(1, len(order))}
 	f.mu.Lock()
 	f.queue = append(f.queue, b)
 	f.mu.Unlock()
 	if len(order) == 0 {
-		f.finish(ctx, b)
+		f.results <- chainResult{b: b, out: &outcome{}}
 		return true
 	}
 	for _, room := range order {
@@ -250,18 +261,14 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 				<-prev
 			}
 			f.svc.lanes <- struct{}{}
+			var mu sync.Mutex
+			out := &outcome{}
 			for _, j := range jobs {
-				f.svc.one(ctx, "fast", j, &b.mu, &b.out)
+				f.svc.one(ctx, "fast", j, &mu, out)
 				<-f.tokens
 			}
 			<-f.svc.lanes
-			b.mu.Lock()
-			b.rooms--
-			last := b.rooms == 0
-			b.mu.Unlock()
-			if last {
-				f.finish(ctx, b)
-			}
+			f.results <- chainResult{b: b, out: out}
 		}()
 	}
 	return true
@@ -277,23 +284,57 @@ func (f *FastPath) releaseTokens(n int) {
 	}
 }
 
-// finish records b's results and marks for commit every leading poll
-// whose results are recorded, in order.
-func (f *FastPath) finish(ctx context.Context, b *pollBatch) {
-	if err := f.svc.record(ctx, "fast", &b.out); err != nil {
-		f.svc.log.Error("fast path batch had errors", "error", err.Error())
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b.done = true
-	n := 0
-	for n < len(f.queue) && f.queue[n].done {
-		f.cl.MarkCommitRecords(f.queue[n].recs...)
-		n++
-	}
-	if n > 0 {
-		f.queue = append(f.queue[:0], f.queue[n:]...)
-		f.idle.Broadcast()
+// recorder records room chains' results in batched statements (whatever
+// arrived within a few milliseconds, so a busy room never delays the marks
+// of the others) and marks offsets for commit for every leading poll
+// whose results are all recorded, in order. It returns when stop is
+// closed (after the drain); a chain finishing later only fills the buffer.
+func (f *FastPath) recorder(ctx context.Context, stop <-chan struct{}) {
+	for {
+		var first chainResult
+		select {
+		case first = <-f.results:
+		case <-stop:
+			return
+		}
+		batch := []chainResult{first}
+		timeout := time.After(5 * time.Millisecond)
+	collect:
+		for len(batch) < 1000 {
+			select {
+			case r := <-f.results:
+				batch = append(batch, r)
+			case <-timeout:
+				break collect
+			}
+		}
+		var all outcome
+		for _, r := range batch {
+			all.delivered = append(all.delivered, r.out.delivered...)
+			all.failed = append(all.failed, r.out.failed...)
+			all.released = append(all.released, r.out.released...)
+			all.errs = append(all.errs, r.out.errs...)
+		}
+		if err := f.svc.record(ctx, "fast", &all); err != nil {
+			f.svc.log.Error("fast path results had errors", "error", err.Error())
+		}
+		f.mu.Lock()
+		for _, r := range batch {
+			r.b.rooms--
+			if r.b.rooms == 0 {
+				r.b.done = true
+			}
+		}
+		n := 0
+		for n < len(f.queue) && f.queue[n].done {
+			f.cl.MarkCommitRecords(f.queue[n].recs...)
+			n++
+		}
+		if n > 0 {
+			f.queue = append(f.queue[:0], f.queue[n:]...)
+			f.idle.Broadcast()
+		}
+		f.mu.Unlock()
 	}
 }
 

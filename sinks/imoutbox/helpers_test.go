@@ -110,13 +110,15 @@ func (e *env) logger() *slog.Logger {
 }
 
 // service is a compensation-side service on its own client.
-func (e *env) service() *imoutbox.Service {
+func (e *env) service() *imoutbox.Service { return e.serviceOn(prometheus.NewRegistry()) }
+
+func (e *env) serviceOn(reg *prometheus.Registry) *imoutbox.Service {
 	e.t.Helper()
 	c, err := tencentim.New(e.cfg.IM)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := imoutbox.NewService(imoutbox.NewRepo(e.db), c, imoutbox.OptionsFrom(e.cfg), prometheus.NewRegistry(), e.logger())
+	s, err := imoutbox.NewService(imoutbox.NewRepo(e.db), c, imoutbox.OptionsFrom(e.cfg), reg, e.logger())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,0 +1,88 @@
+package imoutbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+// SIGTERM on publish-im: consuming and claiming stop, the send in flight
+// ends within publish_timeout and its result is recorded, claimed rows not
+// yet sent are handed back (pending, no worker), and a restarted publisher
+// delivers them through the compensation scan.
+func TestPublisherShutdownAndRestart(t *testing.T) {
+	e := newEnv(t, true)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second) // the slow send is in flight at SIGTERM
+	e.cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second)
+	evs := []event{gift("slow", "r1", 1)}
+	for i := 2; i <= 21; i++ {
+		evs = append(evs, gift(fmt.Sprintf("behind-%02d", i), "r1", int64(i)))
+	}
+	for i := 0; i < 10; i++ {
+		evs = append(evs, gift(fmt.Sprintf("other-%02d", i), fmt.Sprintf("o%d", i), 1))
+	}
+	raws := e.insert(0, evs...)
+	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 30 * time.Second, Times: 1})
+	e.produce(raws, evs)
+	_, stop := e.publisher(false)
+	eventually(t, 20*time.Second, "other rooms delivered while r1 is stuck", func() bool {
+		return e.countStatus("delivered") == 10 && e.row("slow").Status == "delivering"
+	})
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	stop()
+	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+3*time.Second {
+		t.Fatalf("shutdown took %s (publish_timeout %s)", el, e.cfg.OutboxWorker.PublishTimeout)
+	}
+	if r := e.row("slow"); r.Status != "retryable" || r.RetryCount != 1 || !strings.Contains(r.LastError.String, "timeout") {
+		t.Fatalf("in-flight result: %+v", r)
+	}
+	for i := 2; i <= 21; i++ {
+		if r := e.row(fmt.Sprintf("behind-%02d", i)); r.Status != "pending" || r.WorkerID != "" || r.RetryCount != 0 {
+			t.Fatalf("unsent row not handed back: %+v", r)
+		}
+	}
+	// Restart: the compensation scan picks the handed-back rows up.
+	_, stop2 := e.publisher(true)
+	eventually(t, 20*time.Second, "everything delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
+	stop2()
+	acc := e.fake.AcceptedByEvent()
+	for _, ev := range evs {
+		if acc[ev.ID] != 1 {
+			t.Fatalf("%s accepted %d times", ev.ID, acc[ev.ID])
+		}
+	}
+}
+
+// Seed 000: an envelope that does not decode stays in the table, the round
+// reports the error and a metric counts it.
+func TestEnvelopeDecodeFailure(t *testing.T) {
+	e := newEnv(t, false)
+	now := time.Now().Add(-time.Second).UnixMilli()
+	if _, err := e.db.Exec(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, payload, occurred_at_ms, created_at_ms, updated_at_ms)
+		VALUES ('hyapp', 'garbage', 'RoomGiftSent', 'r1', x'ffffffff', ?, ?, ?)`, now, now, now); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(time.Second, gift("fine", "r2", 1))
+	reg := prometheus.NewRegistry()
+	err := e.serviceOn(reg).ProcessPendingOutbox(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "decode") {
+		t.Fatalf("round error: %v", err)
+	}
+	if r := e.row("garbage"); r.Status != "retryable" || !strings.Contains(r.LastError.String, "decode") {
+		t.Fatalf("garbage row: %+v", r)
+	}
+	if e.row("fine").Status != "delivered" {
+		t.Fatal("a decode failure must not stop the batch")
+	}
+	if v := metric(t, reg, "roomflow_im_outbox_decode_errors_total", nil); v != 1 {
+		t.Fatalf("decode errors metric %v", v)
+	}
+}
