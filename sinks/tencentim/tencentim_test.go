@@ -409,3 +409,34 @@ func counterValue(c prometheus.Counter) float64 {
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// The cached UserSig is reused, and renewed once three quarters of its
+// lifetime have passed, before Tencent would refuse it.
+func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
+	_, url := fakeServer(t)
+	clock := time.Now()
+	cfg := imCfg(url)
+	cfg.UserSigTTL = config.Duration(time.Hour)
+	c, _ := tencentim.New(cfg, tencentim.WithClock(func() time.Time { return clock }))
+	send := func(id string) {
+		m, _ := tencentim.BuildMessage(giftEnvelope(id, "r"), "")
+		if _, err := c.Send(context.Background(), m); err != nil {
+			t.Fatalf("send %s: %v", id, err)
+		}
+	}
+	send("a")
+	send("b")
+	clock = clock.Add(40 * time.Minute)
+	send("c")
+	if v := counterValue(c.Metrics().SigRenewals("initial")); v != 1 {
+		t.Fatalf("initial %v", v)
+	}
+	if v := counterValue(c.Metrics().SigRenewals("scheduled")); v != 0 {
+		t.Fatalf("renewed too early: %v", v)
+	}
+	clock = clock.Add(6 * time.Minute) // 46 of 60 minutes used
+	send("d")
+	if v := counterValue(c.Metrics().SigRenewals("scheduled")); v != 1 {
+		t.Fatalf("scheduled renewals %v", v)
+	}
+}
