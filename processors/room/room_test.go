@@ -540,3 +540,43 @@ func TestRuleStoreOutageRetries(t *testing.T) {
 		t.Fatal("no aborted transaction recorded during the outage")
 	}
 }
+
+// TestShutdownDuringRuleLoad: SIGTERM while a rule query hangs (the rule
+// table is write-locked by another session) stops the processor cleanly:
+// Run returns nil, nothing is emitted, and a successor emits the inflow
+// exactly once.
+func TestShutdownDuringRuleLoad(t *testing.T) {
+	e := newEnv(t)
+	rule := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
+	roomtest.InsertRule(t, e.m.DB, rule)
+	ctx := context.Background()
+	conn, err := e.m.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES lucky_gift_rules WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	c := luckyCase{eventID: "evt-locked", roomID: "room-1", gift: "rose", version: "v1", heat: 12345}
+	e.produce([]*kgo.Record{luckyRecord(e.topics.RoomEvents, c, 1)})
+	txnID := testenv.UniqueName(t)
+	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	time.Sleep(time.Second) // the rule query is now blocked on the lock
+	r.stop(t)               // Run must return nil
+	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	rt2, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := start(rt2)
+	out := e.read(e.topics.LuckyPoolInflow, 1)
+	r2.stop(t)
+	checkInflow(t, out, map[string]*activityv1.LuckyPoolInflow{"LuckyPoolInflow:evt-locked": expectInflow(c, rule)})
+}

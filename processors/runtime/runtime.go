@@ -314,8 +314,10 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 func (r *Runtime) loop(ctx context.Context) error {
 	backoff := r.o.retryMin
 	retry := func(cause string, err error) error {
-		r.log.Error("transaction aborted, retrying from the last commit", "cause", cause, "error", err, "backoff", backoff.String())
-		if _, e := r.endTxn(ctx, false, cause); e != nil {
+		if ctx.Err() == nil && !r.killed.Load() {
+			r.log.Error("transaction aborted, retrying from the last commit", "cause", cause, "error", err, "backoff", backoff.String())
+		}
+		if _, e := r.endTxn(r.o.txnTimeout, false, cause); e != nil {
 			return e
 		}
 		select {
@@ -414,7 +416,7 @@ func (r *Runtime) loop(ctx context.Context) error {
 			}
 		}
 		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
-			committed, err := r.endTxn(ctx, true, "")
+			committed, err := r.endTxn(r.o.txnTimeout, true, "")
 			if err != nil {
 				if ctx.Err() != nil || r.killed.Load() {
 					return r.shutdown()
@@ -436,9 +438,7 @@ func (r *Runtime) shutdown() error {
 		return ErrKilled
 	}
 	if r.inTxn {
-		ctx, cancel := context.WithTimeout(context.Background(), r.o.shutdown)
-		defer cancel()
-		committed, err := r.endTxn(ctx, r.txnContent, "shutdown")
+		committed, err := r.endTxn(r.o.shutdown, r.txnContent, "shutdown")
 		if err != nil {
 			r.log.Error("final transaction failed; it is aborted by the broker", "error", err)
 			return nil
@@ -574,10 +574,17 @@ func (r *Runtime) punctuate() error {
 // changelog records of every dirty key, flushes, and commits unless a
 // produce failed. It applies (committed) or discards (aborted) the store
 // writes either way. An error is fatal (*TxnError).
-func (r *Runtime) endTxn(ctx context.Context, commit bool, abortCause string) (bool, error) {
+//
+// Ending a transaction must not be interrupted half-way (a cancelled End
+// leaves the producer unusable), so it does not follow Run's context: it
+// is bounded by timeout (the transaction timeout; the shutdown timeout for
+// the final one).
+func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) (bool, error) {
 	if !r.inTxn {
 		return false, nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	if commit {
 		for _, t := range r.tasks {
 			if t.store == nil {
@@ -714,7 +721,7 @@ func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 		switch ev.kind {
 		case evRevoked:
 			if r.inTxn && !rewound {
-				if _, err := r.endTxn(ctx, false, "rebalance"); err != nil {
+				if _, err := r.endTxn(r.o.txnTimeout, false, "rebalance"); err != nil {
 					return true, err
 				}
 				rewound = true

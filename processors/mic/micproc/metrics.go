@@ -25,11 +25,14 @@ type metrics struct {
 	rejected *prometheus.CounterVec
 	pruned   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	mu       sync.Mutex
-	parts    map[int32]partitionGauge
-	open     *prometheus.Desc
-	overdueD *prometheus.Desc
-	stale    time.Duration
+
+	eventCounters                map[eventLabels]prometheus.Counter
+	seatDuration, onlineDuration prometheus.Observer
+	mu                           sync.Mutex
+	parts                        map[int32]partitionGauge
+	open                         *prometheus.Desc
+	overdueD                     *prometheus.Desc
+	stale                        time.Duration
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -66,6 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Open mic sessions due for a timer close but left for a later tick (batch size reached).", nil, nil),
 	}
 	if reg == nil {
+		m.initCache()
 		return m, nil
 	}
 	register := func(c prometheus.Collector) (prometheus.Collector, error) {
@@ -90,19 +94,41 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	m.duration = c.(*prometheus.HistogramVec)
+	m.initCache()
 	if _, err := register((*openCollector)(m)); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
+func (m *metrics) initCache() {
+	m.eventCounters = map[eventLabels]prometheus.Counter{}
+	m.seatDuration = m.duration.WithLabelValues("seat_occupied")
+	m.onlineDuration = m.duration.WithLabelValues("mic_online")
+}
+
 var actions = map[string]bool{mic.ActionUp: true, mic.ActionPublishConfirmed: true, mic.ActionChange: true, mic.ActionDown: true}
+
+type eventLabels struct {
+	action  string
+	outcome mic.Outcome
+	reason  string
+}
 
 func (m *metrics) observe(action string, out *mic.Output) {
 	if !actions[action] {
 		action = "other" // bounded label values
 	}
-	m.events.WithLabelValues(action, out.Outcome.String(), out.SkipReason).Inc()
+	// The label set is small and bounded: cache its counters (a vec lookup
+	// hashes every label value on every call). Only the processing
+	// goroutine calls observe.
+	k := eventLabels{action, out.Outcome, out.SkipReason}
+	c, ok := m.eventCounters[k]
+	if !ok {
+		c = m.events.WithLabelValues(action, out.Outcome.String(), out.SkipReason)
+		m.eventCounters[k] = c
+	}
+	c.Inc()
 	if out.SkipReason == mic.SkipAlreadyClosed || out.SkipReason == mic.SkipStale {
 		m.late.WithLabelValues(out.SkipReason).Inc()
 	}
@@ -118,8 +144,8 @@ func (m *metrics) closed(out *mic.Output) {
 	if out.Closed == nil {
 		return
 	}
-	m.duration.WithLabelValues("seat_occupied").Observe(float64(out.Closed.SeatOccupiedMs) / 1000)
-	m.duration.WithLabelValues("mic_online").Observe(float64(out.Closed.MicOnlineMs) / 1000)
+	m.seatDuration.Observe(float64(out.Closed.SeatOccupiedMs) / 1000)
+	m.onlineDuration.Observe(float64(out.Closed.MicOnlineMs) / 1000)
 }
 
 // setOpen records a partition's scan; partitions not scanned for three
