@@ -110,7 +110,7 @@ type Store struct {
 }
 
 // NewStore returns a Store for consumer group group on db.
-func NewStore(db *sql.DB, group string) *Store { return &Store{db: db, group: group, chunk: 500} }
+func NewStore(db *sql.DB, group string) *Store { return &Store{db: db, group: group, chunk: 1000} }
 
 // DB is the pool the store writes to.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -478,8 +478,13 @@ func (s *Store) consumeInflows(ctx context.Context, tx *sql.Tx, in []*activityv1
 // savepoint, so no chunk of the failed attempt stays behind, and returns
 // the keys already in table; the caller then inserts only the others.
 func (s *Store) optimistic(ctx context.Context, tx *sql.Tx, table string, keys []EventKey, insert func() error) (map[EventKey]struct{}, error) {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT sink_consume"); err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
+	// One statement is rolled back whole by the server on a duplicate
+	// key; only several chunks need the savepoint.
+	chunked := len(keys) > s.chunk
+	if chunked {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT sink_consume"); err != nil {
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
 	}
 	err := insert()
 	if err == nil {
@@ -488,8 +493,10 @@ func (s *Store) optimistic(ctx context.Context, tx *sql.Tx, table string, keys [
 	if !isDup(err) {
 		return nil, fmt.Errorf("insert %s: %w", table, err)
 	}
-	if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT sink_consume"); err != nil {
-		return nil, fmt.Errorf("rollback to savepoint: %w", err)
+	if chunked {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT sink_consume"); err != nil {
+			return nil, fmt.Errorf("rollback to savepoint: %w", err)
+		}
 	}
 	known, err := s.existing(ctx, tx, table, keys)
 	if err != nil {
