@@ -38,15 +38,17 @@ type demoOptions struct {
 
 // demoResult is what the demo measured.
 type demoResult struct {
-	Events      int
-	Written     time.Duration // time to write room_outbox
-	Converged   time.Duration // from the first insert until every fact matched
-	Report      loadgen.Report
-	IMAccepted  int
-	IMExpected  int
-	Delivered   int
-	DLQ         int
-	MetricsAddr string
+	Events     int
+	Written    time.Duration // time to write room_outbox
+	Converged  time.Duration // from the first insert until every fact matched
+	Report     loadgen.Report
+	IMAccepted int
+	IMExpected int
+	Delivered  int
+	// Verify is `roomflow verify`'s comparison, recomputed from the
+	// VerifyEvents events read back from the room events topic.
+	Verify       loadgen.Report
+	VerifyEvents int
 }
 
 // runDemo runs the whole pipeline in this process: an embedded kfake
@@ -173,11 +175,27 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 				o.Timeout, len(res.Report.Diffs), firstDiff(res.Report), res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
 		}
 	}
+	// What `roomflow verify` does: recompute the facts from the event log in
+	// Kafka (not from the generated scenario) and diff them against MySQL.
+	if res.Verify, res.VerifyEvents, err = verifyRun(ctx, &cfg, db); err != nil {
+		return res, err
+	}
+	if !res.Verify.OK() {
+		return res, fmt.Errorf("verify from the event log: %d differences (first: %v)", len(res.Verify.Diffs), firstDiff(res.Verify))
+	}
 	stop()
 	if err := <-runErr; err != nil {
 		return res, fmt.Errorf("shutdown: %w", err)
 	}
 	return res, nil
+}
+
+func verifyRun(ctx context.Context, cfg *config.Config, db *sql.DB) (loadgen.Report, int, error) {
+	rep, o, err := verifyFacts(ctx, cfg, db, time.Second)
+	if err != nil {
+		return rep, 0, err
+	}
+	return rep, o.Events, nil
 }
 
 func firstDiff(r loadgen.Report) any {
@@ -268,9 +286,10 @@ roomflow demo summary
   lucky pools                   %d pool rows equal to the oracle
   Tencent IM                    %d/%d messages accepted by the fake IM, %d/%d rows delivered
   differences                   %d
+  verify (from the Kafka log)   %d events re-read, %d lifetime + %d daily + %d pool rows recomputed, %d differences
 `, r.Events, r.Written.Round(time.Millisecond), float64(r.Events)/r.Written.Seconds(), r.Converged.Round(time.Millisecond),
-		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs))
+		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs),
+		r.VerifyEvents, r.Verify.LifetimeRows, r.Verify.DailyRows, r.Verify.PoolRows, len(r.Verify.Diffs))
 }
 
 func init() { extraCommands = append(extraCommands, demoCmd) }
-

@@ -96,4 +96,3 @@ func printOracle(cmd *cobra.Command, o *loadgen.Oracle) {
 }
 
 func init() { extraCommands = append(extraCommands, loadgenCmd) }
-

@@ -31,6 +31,9 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if !res.Report.OK() || res.Report.LifetimeRows == 0 || res.Report.DailyRows == 0 || res.Report.PoolRows == 0 {
 		t.Fatalf("facts: %+v", res.Report)
 	}
+	if !res.Verify.OK() || res.VerifyEvents != res.Events || res.Verify.LifetimeRows != res.Report.LifetimeRows {
+		t.Fatalf("verify from the event log: %d of %d events, %+v", res.VerifyEvents, res.Events, res.Verify)
+	}
 	if res.IMAccepted != res.IMExpected || res.Delivered != res.Events {
 		t.Fatalf("IM: %d/%d accepted, %d/%d delivered", res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
 	}
