@@ -216,8 +216,9 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 		return err
 	}
 	st := p.state(t)
+	wm := p.watermark(t)
 	var out mic.Output
-	if ret := p.retention(); ret.TooOld(&ev, p.watermark(t)) {
+	if ret := p.retention(); ret.TooOld(&ev, wm) {
 		out = mic.SkipTooOld(&ev) // may replay a session already closed and forgotten
 	} else {
 		out = mic.Handle(st, &ev)
@@ -225,7 +226,7 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	if st.err != nil {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
 	}
-	p.advanceWatermark(t, ev.OccurredAtMs)
+	p.advanceWatermark(t, wm, ev.OccurredAtMs)
 	p.emit(t, ev.AppCode, ev.UserID, &out)
 	p.m.observe(ev.Action, &out)
 	switch {
@@ -257,8 +258,7 @@ func (p *Processor) watermark(t *runtime.Task) int64 {
 // notice), so most events do not write it.
 const watermarkStepMs = 1000
 
-func (p *Processor) advanceWatermark(t *runtime.Task, occurredAtMs int64) {
-	wm := p.watermark(t)
+func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
 	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
