@@ -332,14 +332,12 @@ func (r *Runtime) loop(ctx context.Context) error {
 		if ctx.Err() != nil || r.killed.Load() {
 			return r.shutdown()
 		}
-		rewound, err := r.handleEvents(ctx)
-		if err != nil {
+		if _, err := r.handleEvents(ctx); err != nil {
 			if ctx.Err() != nil || r.killed.Load() {
 				return r.shutdown()
 			}
 			return err
 		}
-		_ = rewound
 		if !readyOnce {
 			readyOnce = true
 			r.ready.Store(true)
@@ -384,7 +382,7 @@ func (r *Runtime) loop(ctx context.Context) error {
 		// Assignment changes seen after the poll: restore new partitions
 		// before processing; a revoke aborts and rewinds, so the fetched
 		// records are stale and dropped.
-		rewound, err = r.handleEvents(ctx)
+		rewound, err := r.handleEvents(ctx)
 		if err != nil {
 			if ctx.Err() != nil || r.killed.Load() {
 				return r.shutdown()
