@@ -24,6 +24,12 @@
 //     lucky_pools balance and total_in incremented with version + 1;
 //  5. stores the next offset of every partition in the batch.
 //
+// Consumption rows keep the event's time as created_at_ms (occurred_at_ms;
+// the processing time only when the entry has none), so a replay into an
+// empty database reproduces them; consumed_at_ms and updated_at_ms are the
+// processing time. Daily and lifetime updated_at_ms are the newest event
+// time that touched the row, for the same reason.
+//
 // On assignment (kgo.AdjustFetchOffsetsFn) the sink claims the new
 // partitions in roomflow_sink_offsets (owner_id = this instance,
 // generation + 1) and starts each at the offset stored there, so a
