@@ -67,6 +67,8 @@ import (
 
 const childEnv = "ROOMFLOW_MICBENCH_KFAKE"
 
+var profilePath string
+
 func main() {
 	if addr := os.Getenv(childEnv); addr != "" {
 		runKfake(addr)
@@ -79,7 +81,7 @@ func main() {
 		brokers    = flag.String("brokers", "", "Kafka brokers (empty: kfake with 3 brokers in a child process)")
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
 		commitIvl  = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
-		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the mic throughput run")
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 	)
 	flag.Parse()
@@ -92,13 +94,7 @@ func main() {
 			}
 		}()
 	}
-	if *cpuProf != "" {
-		f, err := os.Create(*cpuProf)
-		if err == nil {
-			_ = pprof.StartCPUProfile(f)
-			defer pprof.StopCPUProfile()
-		}
-	}
+	profilePath = *cpuProf
 	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
@@ -295,6 +291,13 @@ func measure(ctx context.Context, cfg *config.Config, name string, n int, log *s
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap0 := ms.HeapAlloc
+	if name == "mic" && profilePath != "" {
+		if f, err := os.Create(profilePath); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+			profilePath = ""
+		}
+	}
 	c0, t0 := cpuTime(), time.Now()
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
