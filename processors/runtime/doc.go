@@ -10,7 +10,10 @@
 // assigned input partition the runtime owns one Task: a keyed in-memory Store
 // backed by a compacted changelog topic co-partitioned with the input
 // (changelog partition N holds the state of input partition N), an emit
-// buffer, and the wall-clock punctuations registered with Punctuate.
+// buffer, and the wall-clock punctuations registered with Punctuate. All
+// tasks of one runtime are driven by a single goroutine (Process needs no
+// locking); throughput scales out with partitions and replicas in the same
+// group.
 //
 //	rt, err := runtime.New("room", proc,
 //		runtime.Input(cfg.Kafka.Topics.RoomEvents),
