@@ -20,9 +20,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -38,6 +40,7 @@ import (
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
+	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -129,7 +132,9 @@ func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
 		return err
 	}
 
-	pub, err := imoutbox.NewPublisher(&cfg, db, prometheus.NewRegistry(), log)
+	tr := &timingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
+	tr.next.MaxIdleConnsPerHost = 128
+	pub, err := imoutbox.NewPublisher(&cfg, db, prometheus.NewRegistry(), log, tencentim.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		return err
 	}
@@ -222,7 +227,12 @@ func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
 		_ = proto.Unmarshal([]byte(raw), &env)
 		byID[env.EventId] = t
 	}
-	return report(fake, seq, byID, start, genEnd, drained, cfg.IM.MaxCallsPerSecond, cfg.IM.MaxMessagesPerGroupPerSecond)
+	if err := report(fake, seq, byID, start, genEnd, drained, cfg.IM.MaxCallsPerSecond, cfg.IM.MaxMessagesPerGroupPerSecond); err != nil {
+		return err
+	}
+	fmt.Printf("client side (request start times): max calls in any sliding 1s window %d  (limit %d: %.3f)\n",
+		tr.maxWindow(), cfg.IM.MaxCallsPerSecond, float64(tr.maxWindow())/float64(cfg.IM.MaxCallsPerSecond))
+	return nil
 }
 
 func report(fake *imfake.Server, generated int64, produced map[string]time.Time, start, genEnd, drained time.Time, appLimit, groupLimit int) error {
@@ -292,4 +302,32 @@ func report(fake *imfake.Server, generated int64, produced map[string]time.Time,
 		return fmt.Errorf("%d events generated, %d accepted", generated, len(perEvent))
 	}
 	return nil
+}
+
+// timingTransport records when each request starts, to show the client's
+// own pacing separately from arrival jitter at the (in-process) server.
+type timingTransport struct {
+	next   *http.Transport
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (t *timingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	t.starts = append(t.starts, time.Now())
+	t.mu.Unlock()
+	return t.next.RoundTrip(r)
+}
+
+func (t *timingTransport) maxWindow() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	best, j := 0, 0
+	for i := range t.starts {
+		for t.starts[i].Sub(t.starts[j]) >= time.Second {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
 }

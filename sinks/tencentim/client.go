@@ -201,6 +201,15 @@ func (c *Client) Deliver(ctx context.Context, m *Message) (Result, error) {
 			return res, nil
 		}
 		c.m.publish.WithLabelValues(class.String(), code).Inc()
+		var ae *APIError
+		if errors.As(err, &ae) {
+			switch {
+			case ae.Code == CodeAccountLocked:
+				c.pacer.Pause(60 * time.Second) // Tencent locks the admin for 60 s
+			case RateLimited(ae.Code):
+				c.pacer.Pause(time.Second)
+			}
+		}
 		if class == RegenerateSig && attempt == 0 {
 			force = true
 			if code == strconv.Itoa(CodeSigExpired) {

@@ -31,6 +31,19 @@ type Pacer struct {
 	grpSent map[string]*ring
 	now     func() time.Time
 	sweepAt time.Time
+	// pausedUntil holds every grant back after Tencent asked us to slow
+	// down (rate-limit codes) or locked the admin account (70050).
+	pausedUntil time.Time
+}
+
+// Pause holds every grant back until now+d (extending, never shortening,
+// a pause already in force).
+func (p *Pacer) Pause(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until := p.now().Add(d); until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
 }
 
 type ring struct {
@@ -74,6 +87,9 @@ func (p *Pacer) Reserve(group string) (at time.Time, ok bool) {
 		r := newRing(p.grpLimit)
 		g = &r
 		p.groups[group] = g
+	}
+	if p.pausedUntil.After(now) {
+		return p.pausedUntil, false
 	}
 	if gf := g.free(p.window); gf.After(now) {
 		return gf, false

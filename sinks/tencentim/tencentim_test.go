@@ -283,7 +283,8 @@ func TestClientAgainstFake(t *testing.T) {
 	for i, cs := range cases {
 		f.Inject(cs.fault)
 		m, _ := tencentim.BuildMessage(giftEnvelope("f"+string(rune('a'+i)), "r2"), "room-")
-		_, err := c.Send(ctx, m)
+		cc, _ := tencentim.New(imCfg(url)) // 70050 pauses its client for 60 s
+		_, err := cc.Send(ctx, m)
 		if cl, code := tencentim.Classification(err); cl != cs.class || code != cs.code {
 			t.Errorf("fault %+v: %v -> %s/%s", cs.fault, err, cl, code)
 		}
