@@ -172,20 +172,16 @@ func (p *Processor) RuntimeOptions() []runtime.Option {
 }
 
 // NewRuntime builds the mic processor and its runtime from the process
-// configuration, with the processor's and the runtime's metrics on reg.
+// configuration, with the processor's, the runtime's and the Kafka client's
+// (roomflow_kafka_*) metrics on reg.
 // extra options come last (tests pass runtime.Clock, runtime.TransactionalID, ...).
 func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
 	p, err := New(ConfigFrom(cfg), reg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	// No kprom hooks (nil registerer): the runtime builds its changelog
-	// restore client from the same options while the main client is open,
-	// and one kprom.Metrics registers its collectors again for the second
-	// client under the same client id, which panics. The runtime's own
-	// roomflow_process_* metrics cover the processor.
 	opts := append(p.RuntimeOptions(),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", nil, log)...),
+		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", reg, log)...),
 		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
 		runtime.CommitRecords(cfg.Process.CommitRecords),
 		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
