@@ -101,7 +101,8 @@ func apiCmd(g *globals) *cobra.Command {
       seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms and
       last_mic_at_ms; a range sums user_mic_daily_stats over the UTC days
       from day(from_ms) to day(to_ms - 1) (to_ms is exclusive, at most 366
-      days); bad ranges get 400 with a JSON error
+      days; session_count then counts a session once per day it touches);
+      bad ranges get 400 with a JSON error
   GET /api/v1/users/{user_id}/mic-sessions?limit=N
       the user's most recent sessions (default 20, at most 100)
 

@@ -6,6 +6,11 @@
 //	GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
 //	GET /api/v1/users/{user_id}/mic-sessions?limit=...
 //
+// A range sums the daily rows of the UTC days from day(from_ms) to
+// day(to_ms - 1): session_count is then the sum of the daily counts, so a
+// session crossing 00:00 UTC counts once on each day it touches (the
+// lifetime count counts it once).
+//
 // Every route takes an optional app_code (default: the configured
 // app_code). A user without rows gets zeros (or no sessions), never 404.
 // Invalid input gets 400 with {"error":{"code":...,"message":...}}; a
