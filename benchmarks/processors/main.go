@@ -339,7 +339,7 @@ func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *l
 	var m mark
 	opts := append(room.Options(&c, nil, log), rt.Registerer(reg), rt.LagInterval(0),
 		rt.TransactionalID(c.Process.RoomGroup))
-	runtime, err := rt.New("room", first{p: room.NewProcessor(c.Kafka.Topics, rules), m: &m}, opts...)
+	runtime, err := rt.New("room", first{p: room.NewProcessor(&c, rules), m: &m}, opts...)
 	if err != nil {
 		return result{}, err
 	}

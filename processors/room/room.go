@@ -77,16 +77,19 @@ type Processor struct {
 	micTopic    string
 	inflowTopic string
 	rules       RuleSource
+	appCode     []byte // for envelopes without app_code (config app_code)
 
 	// reused decode targets (Process runs on one goroutine)
 	env  envelopeView
 	gift roomv1.RoomGiftSent
 }
 
-// NewProcessor returns the processor emitting to topics' UserMicEvents and
-// LuckyPoolInflow.
-func NewProcessor(topics config.Topics, rules RuleSource) *Processor {
-	return &Processor{micTopic: topics.UserMicEvents, inflowTopic: topics.LuckyPoolInflow, rules: rules}
+// NewProcessor returns the processor emitting to cfg's
+// kafka.topics.user_mic_events and lucky_pool_inflow; an envelope without
+// app_code gets cfg's app_code in the outputs.
+func NewProcessor(cfg *config.Config, rules RuleSource) *Processor {
+	return &Processor{micTopic: cfg.Kafka.Topics.UserMicEvents, inflowTopic: cfg.Kafka.Topics.LuckyPoolInflow,
+		rules: rules, appCode: []byte(cfg.AppCode)}
 }
 
 var (
@@ -110,6 +113,9 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	}
 	if len(env.eventID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
+	}
+	if len(env.appCode) == 0 {
+		env.appCode = p.appCode
 	}
 	switch string(env.eventType) { // no allocation
 	case EventRoomMicChanged:
@@ -239,5 +245,5 @@ func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []r
 // New builds the room processor's runtime: NewProcessor over Options, then
 // extra (tests pass TransactionalID, shorter timeouts, ...).
 func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, error) {
-	return runtime.New("room", NewProcessor(cfg.Kafka.Topics, rules), append(Options(cfg, reg, log), extra...)...)
+	return runtime.New("room", NewProcessor(cfg, rules), append(Options(cfg, reg, log), extra...)...)
 }

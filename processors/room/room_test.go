@@ -433,7 +433,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 2})
 			}
 		}
-		ka := &killAfter{proc: room.NewProcessor(e.topics, e.rules), n: 1 + rng.IntN(1200)}
+		ka := &killAfter{proc: room.NewProcessor(e.cfg, e.rules), n: 1 + rng.IntN(1200)}
 		opts := append(room.Options(e.cfg, nil, nil), testOpts(txnID)...)
 		opts = append(opts, runtime.CommitRecords(50+rng.IntN(400)))
 		rt, err := runtime.New("room", ka, opts...)
@@ -579,4 +579,33 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	out := e.read(e.topics.LuckyPoolInflow, 1)
 	r2.stop(t)
 	checkInflow(t, out, map[string]*activityv1.LuckyPoolInflow{"LuckyPoolInflow:evt-locked": expectInflow(c, rule)})
+}
+
+// TestDefaultAppCode: an envelope without app_code gets the configured
+// app_code in the mic header and the inflow (the sink requires one).
+func TestDefaultAppCode(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.AppCode = "fallback"
+	roomtest.InsertRule(t, e.m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000))
+	payload := func(m proto.Message) []byte { b, _ := proto.Marshal(m); return b }
+	mic, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-noapp-mic", EventType: "RoomMicChanged", RoomId: "r1",
+		Payload: payload(&roomv1.RoomMicChanged{UserId: 5, Action: "up", MicSessionId: "s"})})
+	gift, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-noapp-gift", EventType: "RoomGiftSent", RoomId: "r1",
+		Payload: payload(&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 100})})
+	e.produce([]*kgo.Record{{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: mic}, {Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: gift}})
+	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(rt)
+	mics := e.read(e.topics.UserMicEvents, 1)
+	inflow := e.read(e.topics.LuckyPoolInflow, 1)
+	r.stop(t)
+	if len(mics) != 1 || rttest.Header(mics[0], "app_code") != "fallback" {
+		t.Fatalf("mic outputs %v", mics)
+	}
+	var in activityv1.LuckyPoolInflow
+	if len(inflow) != 1 || proto.Unmarshal(inflow[0].Value, &in) != nil || in.AppCode != "fallback" || rttest.Header(inflow[0], "app_code") != "fallback" {
+		t.Fatalf("inflow %v", inflow)
+	}
 }
