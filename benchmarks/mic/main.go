@@ -205,7 +205,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 					}
 					return nil
 				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(cfg.Process.MicGroup+"-"+name), rt.DLQ(cfg.Kafka.Topics.DLQ),
-					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, nil, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
+					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, reg, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
 					rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
 			})
 		}
