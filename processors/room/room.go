@@ -11,7 +11,8 @@
 //   - lets the other known room event types pass by (the IM publisher reads
 //     them from the room topic directly);
 //   - rejects to the DLQ, with a reason, what it cannot use: undecodable
-//     envelope or payload, unknown event_type, empty event_id, a lucky gift
+//     envelope or payload, unknown event_type, empty or over-long event_id
+//     (128), app_code (32) or room_id (64), a lucky gift
 //     with negative heat, an unknown or invalid rule version, or an inflow
 //     that overflows.
 //
@@ -65,6 +66,13 @@ const (
 	ReasonOverflow           = "overflow"
 )
 
+// Envelope field bounds of the design's contract (room_outbox columns).
+const (
+	maxEventID = 128
+	maxAppCode = 32
+	maxRoomID  = 64
+)
+
 // RuleSource returns validated lucky rule versions; lucky.Loader is one.
 // Errors wrapping lucky.ErrUnknownRule or lucky.ErrInvalidRule are
 // rejects; any other error is transient.
@@ -113,6 +121,9 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	}
 	if len(env.eventID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
+	}
+	if len(env.eventID) > maxEventID || len(env.appCode) > maxAppCode || len(env.roomID) > maxRoomID {
+		return runtime.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
 	if len(env.appCode) == 0 {
 		env.appCode = p.appCode

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,6 +312,7 @@ func TestDLQCases(t *testing.T) {
 		{roomtest.Envelope("evt-badmic", "RoomMicChanged", roomID, 1, 1, nil), ""}, // empty payload decodes: user 0 goes on to the mic processor
 		{mic(4), ""},
 	}
+	inputs = append(inputs, in{roomtest.Envelope(strings.Repeat("x", 129), "RoomMicChanged", roomID, 1, 1, nil), room.ReasonInvalidEnvelope}, in{mic(6), ""})
 	// A payload that does not decode as its event_type.
 	badPayload, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-badpayload", EventType: "RoomMicChanged", RoomId: roomID, Payload: []byte{0x0a}})
 	inputs = append(inputs, in{badPayload, room.ReasonDecodePayload}, in{mic(5), ""})
@@ -331,7 +333,7 @@ func TestDLQCases(t *testing.T) {
 	}
 	r := start(rt)
 	dlq := e.read(e.topics.DLQ, len(wantReasons))
-	mics := e.read(e.topics.UserMicEvents, 7)
+	mics := e.read(e.topics.UserMicEvents, 8)
 	inflow := e.read(e.topics.LuckyPoolInflow, 1)
 	r.stop(t)
 
@@ -351,8 +353,8 @@ func TestDLQCases(t *testing.T) {
 			t.Errorf("DLQ[%d] is not the original record at offset %d", i, off)
 		}
 	}
-	if len(mics) != 7 {
-		t.Fatalf("%d mic events passed, want 7 (6 good + the user-0 one)", len(mics))
+	if len(mics) != 8 {
+		t.Fatalf("%d mic events passed, want 8 (7 good + the user-0 one)", len(mics))
 	}
 	if len(inflow) != 1 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" {
 		t.Fatalf("inflow %v", inflow)
