@@ -398,7 +398,7 @@ func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
 // it works through mic events, lucky gifts and poison records, and injects
 // broker faults (a failed EndTxn, a failed output produce, failed offset
 // commits): every output and every DLQ record exists exactly once, equal
-// to the oracle.
+// to the oracle, and every mic session is still in order.
 func TestCrashExactlyOnce(t *testing.T) {
 	e := newEnv(t)
 	rule := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
@@ -470,12 +470,24 @@ func TestCrashExactlyOnce(t *testing.T) {
 	r.stop(t)
 
 	seen := map[string]int{}
+	session := map[string]string{}
+	for _, ev := range w.Events {
+		session[ev.EventID] = ev.SessionID
+	}
+	order := map[string][]string{}
 	for _, rec := range mics {
-		seen[rttest.Header(rec, "event_id")]++
+		id := rttest.Header(rec, "event_id")
+		seen[id]++
+		order[session[id]] = append(order[session[id]], id)
 	}
 	for _, ev := range w.Events {
 		if seen[ev.EventID] != 1 {
 			t.Fatalf("mic event %s emitted %d times", ev.EventID, seen[ev.EventID])
+		}
+	}
+	for sid, want := range w.Sessions {
+		if !slices.Equal(order[sid], want) {
+			t.Fatalf("session %s out of order after crashes: got %v want %v", sid, order[sid], want)
 		}
 	}
 	if len(mics) != len(w.Events) {
