@@ -599,3 +599,39 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	<-a.done
 	b.stop(t)
 }
+
+// TestChangelogMustBeCoPartitioned: a changelog with fewer partitions than
+// the input stops Run with an error naming both topics.
+func TestChangelogMustBeCoPartitioned(t *testing.T) {
+	h := newHarness(t, 3)
+	small := h.cl + ".small"
+	if _, err := h.k.Admin(t).CreateTopic(context.Background(), 2, -1, nil, small); err != nil {
+		t.Fatal(err)
+	}
+	rt := h.runtime("toy-copart", counter{out: h.out}, runtime.Changelog(small))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := rt.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), small) || !strings.Contains(err.Error(), "co-partitioned") {
+		t.Fatalf("Run = %v, want a co-partitioning error", err)
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	p := counter{}
+	for name, opts := range map[string][]runtime.Option{
+		"no input":        {runtime.Group("g"), runtime.DLQ("d")},
+		"no group":        {runtime.Input("i"), runtime.DLQ("d")},
+		"no dlq":          {runtime.Input("i"), runtime.Group("g")},
+		"bad commit":      {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.CommitRecords(0)},
+		"changelog=input": {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.Changelog("i")},
+		"bad punctuation": {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.Punctuate("x", 0, nil)},
+	} {
+		if _, err := runtime.New("toy", p, opts...); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := runtime.New("toy", p, runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d")); err != nil {
+		t.Fatalf("minimal options rejected: %v", err)
+	}
+}
