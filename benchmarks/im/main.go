@@ -134,7 +134,8 @@ func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
 
 	tr := &timingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
 	tr.next.MaxIdleConnsPerHost = 128
-	pub, err := imoutbox.NewPublisher(&cfg, db, prometheus.NewRegistry(), log, tencentim.WithHTTPClient(&http.Client{Transport: tr}))
+	reg := prometheus.NewRegistry()
+	pub, err := imoutbox.NewPublisher(&cfg, db, reg, log, tencentim.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		return err
 	}
@@ -229,6 +230,20 @@ func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
 	}
 	if err := report(fake, seq, byID, start, genEnd, drained, cfg.IM.MaxCallsPerSecond, cfg.IM.MaxMessagesPerGroupPerSecond); err != nil {
 		return err
+	}
+	if mfs, err := reg.Gather(); err == nil {
+		for _, mf := range mfs {
+			if !strings.HasPrefix(mf.GetName(), "roomflow_im_outbox_claims") && !strings.HasPrefix(mf.GetName(), "roomflow_im_outbox_events") {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, lp := range m.GetLabel() {
+					ls = append(ls, lp.GetName()+"="+lp.GetValue())
+				}
+				fmt.Printf("  %s{%s} %.0f\n", mf.GetName(), strings.Join(ls, ","), m.GetCounter().GetValue())
+			}
+		}
 	}
 	fmt.Printf("client side (request start times): max calls in any sliding 1s window %d  (limit %d: %.3f)\n",
 		tr.maxWindow(), cfg.IM.MaxCallsPerSecond, float64(tr.maxWindow())/float64(cfg.IM.MaxCallsPerSecond))

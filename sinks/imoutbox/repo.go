@@ -178,10 +178,11 @@ func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lo
 //   - retryable rows (lock_until_ms holds the instant of the last failure),
 //   - delivering rows whose lock_until_ms has passed (a crashed worker),
 //
-// locked with FOR UPDATE SKIP LOCKED so concurrent workers never claim the
-// same row, then set delivering for worker until now+lockTTL. Each branch
-// reads the (status, lock_until_ms, id) index in order, so a large backlog
-// costs limit rows per branch, not a sort.
+// found by plain reads of the (status, lock_until_ms, id) index (in index
+// order, so a large backlog costs limit rows per branch, not a sort), then
+// locked by primary key with FOR UPDATE SKIP LOCKED and re-checked, so
+// concurrent workers never claim the same row and the scan never locks
+// rows it does not take; then set delivering for worker until now+lockTTL.
 func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace, lockTTL time.Duration) ([]Row, error) {
 	now := r.now().UnixMilli()
 	tx, err := r.db.BeginTx(ctx, rc)
@@ -203,28 +204,58 @@ func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace
 		{`WHERE status = 'retryable' AND lock_until_ms <= ? ORDER BY lock_until_ms, id`, []any{now}},
 		{`WHERE status = 'delivering' AND lock_until_ms < ? ORDER BY lock_until_ms, id`, []any{now}},
 	}
+	// Step 1: candidates by plain (non-locking) index reads, so the scan
+	// never locks rows it does not claim, such as fresh pending rows the
+	// fast path is claiming right now.
+	var candIDs []any
 	for _, b := range branches {
-		rows, err := tx.QueryContext(ctx, cols+b.where+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(b.args, limit)...)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM room_outbox `+b.where+` LIMIT ?`, append(b.args, limit)...)
 		if err != nil {
 			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 		}
 		for rows.Next() {
-			var c cand
-			var lockUntil int64
-			if err := rows.Scan(&c.ID, &c.EventID, &c.EventType, &c.RoomID, &c.RoomVersion, &c.Payload, &c.RetryCount, &c.CreatedAtMs, &c.PrevStatus, &lockUntil); err != nil {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 			}
-			c.eligible = lockUntil
-			if c.PrevStatus == StatusPending {
-				c.eligible = c.CreatedAtMs
-			}
-			all = append(all, c)
+			candIDs = append(candIDs, id)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 		}
+	}
+	if len(candIDs) == 0 {
+		return nil, nil
+	}
+	// Step 2: lock the candidates by primary key, re-checking eligibility
+	// (another worker may have claimed one since step 1), SKIP LOCKED.
+	args := append([]any{}, candIDs...)
+	args = append(args, now, now-grace.Milliseconds(), now, now)
+	rows, err := tx.QueryContext(ctx, cols+`WHERE id IN (`+placeholders(len(candIDs))+`) AND (
+		(status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ?) OR
+		(status = 'retryable' AND lock_until_ms <= ?) OR
+		(status = 'delivering' AND lock_until_ms < ?)) FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+	}
+	for rows.Next() {
+		var c cand
+		var lockUntil int64
+		if err := rows.Scan(&c.ID, &c.EventID, &c.EventType, &c.RoomID, &c.RoomVersion, &c.Payload, &c.RetryCount, &c.CreatedAtMs, &c.PrevStatus, &lockUntil); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+		c.eligible = lockUntil
+		if c.PrevStatus == StatusPending {
+			c.eligible = c.CreatedAtMs
+		}
+		all = append(all, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].eligible != all[j].eligible {
