@@ -340,3 +340,24 @@ func TestConfigRules(t *testing.T) {
 		t.Fatal("publisher without IM credentials must not start")
 	}
 }
+
+// Tencent stored the message but the answer was lost (gateway 502): the
+// row is retryable, and the resend is absorbed by Random dedup.
+func TestLostAnswerResendIsDeduplicated(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Second, gift("lost", "r1", 1))
+	e.fake.Inject(imfake.Fault{EventID: "lost", HTTPStatus: 502, AfterAccept: true, Times: 1})
+	s := e.service()
+	for i := 0; i < 2; i++ {
+		if err := s.ProcessPendingOutbox(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := e.row("lost"); r.Status != "delivered" || r.RetryCount != 1 {
+		t.Fatalf("%+v", r)
+	}
+	st := e.fake.Stats()
+	if e.fake.AcceptedByEvent()["lost"] != 1 || st.Duplicates != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

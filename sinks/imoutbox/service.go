@@ -220,6 +220,8 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 		}
 		s.m.events.WithLabelValues(source, "delivered").Inc()
 		add(func() { out.delivered = append(out.delivered, row.ID) })
+		s.log.Debug("im publish delivered", "source", source, "event_id", row.EventID, "event_type", row.EventType,
+			"room_id", row.RoomID, "retry_count", row.RetryCount, "status", StatusDelivered)
 		return
 	}
 	class, code := tencentim.Classification(err)
