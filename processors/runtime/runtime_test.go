@@ -242,6 +242,10 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 1206 {
 		t.Fatalf("records_in %v, want 1206 (1200 counted, 6 dumps)", n)
 	}
+	// Batching: transactions cover many records (CommitRecords 500, 50ms).
+	if c := metricSum(t, reg, "roomflow_process_txn_commits_total"); c < 2 || c > 1206/10 {
+		t.Fatalf("%v committed transactions for 1206 records, want batches", c)
+	}
 	if n := metricSum(t, reg, "roomflow_process_restore_duration_seconds"); n < 2 {
 		t.Fatalf("restore durations observed %v, want one per restored partition", n)
 	}
