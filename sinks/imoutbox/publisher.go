@@ -67,9 +67,15 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg *prometheus.Registry, log 
 // in-flight sends (publish_timeout) and their results, and closes Kafka.
 // The caller closes MySQL afterwards.
 func (p *Publisher) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	var ferr error
-	wg.Go(func() { ferr = p.fast.Run(ctx) })
+	wg.Go(func() {
+		if ferr = p.fast.Run(ctx); ferr != nil {
+			cancel() // a dead fast path stops the whole component
+		}
+	})
 	if p.enabled {
 		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
 	}
