@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -345,6 +346,9 @@ func startRelay(t testing.TB, cfg *config.Config, db *sql.DB, log *slog.Logger, 
 	reg := prometheus.NewRegistry()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if os.Getenv("ROOMFLOW_RELAY_HELPER_KGO_DEBUG") == "1" {
+		opts = append(opts, relay.WithKafkaOpts(kgo.WithLogger(kgo.BasicLogger(testWriter{t}, kgo.LogLevelDebug, nil))))
 	}
 	r, err := relay.New(cfg, db, append([]relay.Opt{relay.WithLogger(log), relay.WithRegisterer(reg)}, opts...)...)
 	if err != nil {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,14 +24,17 @@ import (
 // leader's InitProducerID bumps the epoch, so the old one's next produce or
 // EndTxn fails and it steps down.
 type elector struct {
-	cl *kgo.Client
+	cl  *kgo.Client
+	log *slog.Logger
 
 	mu      sync.Mutex
 	leading bool
 	changed chan struct{} // closed and replaced on every change of leading
 }
 
-func newElector() *elector { return &elector{changed: make(chan struct{})} }
+func newElector(log *slog.Logger) *elector {
+	return &elector{log: log, changed: make(chan struct{})}
+}
 
 // groupOpts are the group options that drive the elector.
 func (e *elector) groupOpts(group, topic string, session time.Duration, instanceID string) []kgo.Opt {
@@ -85,6 +89,7 @@ func (e *elector) set(leading bool) {
 		return
 	}
 	e.leading = leading
+	e.log.Info("leader group: partition 0 of the offsets topic", "owned", leading)
 	close(e.changed)
 	e.changed = make(chan struct{})
 }

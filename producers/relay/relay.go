@@ -244,7 +244,7 @@ func (r *Relay) sessionTimeout() time.Duration {
 // or Kafka errors, being fenced) are logged and retried: the session is torn
 // down, and the next one starts again from the position committed in Kafka.
 func (r *Relay) Run(ctx context.Context) error {
-	el := newElector()
+	el := newElector(r.log)
 	group := r.cfg.TransactionalID + ".leader"
 	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.log,
 		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
