@@ -54,6 +54,10 @@
 // timestamp = occurred_at_ms, headers event_id, event_type, app_code,
 // room_version, occurred_at_ms, content-type: application/x-protobuf. Topic
 // by event_type through relay.routes, default kafka.topics.room_events.
+// Records are produced in the order their rows became visible (a late row
+// after the rows that overtook it). Per-room order therefore holds as long
+// as a room's rows commit in room_version order, which room-service's
+// serial per-room writes guarantee; the relay does not reorder.
 // Rows with an empty payload or larger than relay.max_record_bytes (or
 // refused by the broker) go to kafka.topics.dlq in the same transaction with
 // an "error" header naming the reason (see DLQReason); the relay never
