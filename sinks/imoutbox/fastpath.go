@@ -211,6 +211,9 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 		}
 	}
 	f.releaseTokens(len(ids) - len(claims.Claimed))
+	for _, row := range claims.Claimed {
+		f.svc.claimed(row)
+	}
 	m := f.svc.m.claims
 	m.WithLabelValues("fast", "claimed").Add(float64(len(claims.Claimed)))
 	m.WithLabelValues("fast", "done").Add(float64(len(claims.Done)))

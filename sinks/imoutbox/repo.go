@@ -406,16 +406,28 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// RenewLocks extends every claim worker still holds (status delivering
-// under its worker_id) to now+lockTTL, in one statement. A live worker
-// renews well before expiry, so only a crashed (or stalled) worker's
-// claims ever expire and get taken over.
-func (r *Repo) RenewLocks(ctx context.Context, worker string, lockTTL time.Duration) (int64, error) {
-	now := r.now().UnixMilli()
-	res, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET lock_until_ms = ?
-		WHERE status = 'delivering' AND worker_id = ?`, now+lockTTL.Milliseconds(), worker)
-	if err != nil {
-		return 0, fmt.Errorf("imoutbox: renew locks: %w", err)
+// RenewLocks extends worker's claims on ids (rows still delivering under
+// worker) to now+lockTTL, at most 1000 ids per statement. A live worker
+// renews the rows it is still working on well before they expire, so only
+// a crashed or stalled worker's claims (or rows whose result could not be
+// recorded) ever expire and get taken over.
+func (r *Repo) RenewLocks(ctx context.Context, worker string, ids []int64, lockTTL time.Duration) (int64, error) {
+	var total int64
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 1000)]
+		ids = ids[len(chunk):]
+		args := []any{r.now().UnixMilli() + lockTTL.Milliseconds()}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		args = append(args, worker)
+		res, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET lock_until_ms = ?
+			WHERE id IN (`+placeholders(len(chunk))+`) AND status = 'delivering' AND worker_id = ?`, args...)
+		if err != nil {
+			return total, fmt.Errorf("imoutbox: renew locks: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
 	}
-	return res.RowsAffected()
+	return total, nil
 }

@@ -40,7 +40,8 @@ func TestClaimsRenewAndGauges(t *testing.T) {
 		t.Fatalf("scan took live claims: %+v", rows)
 	}
 	// w1 renews: its claims outlive their first deadline.
-	if n, err := repo.RenewLocks(ctx, "w1", 5*time.Second); err != nil || n != 2 {
+	ids := []int64{cl.Claimed["a"].ID, cl.Claimed["b"].ID, cl2.Claimed["c"].ID}
+	if n, err := repo.RenewLocks(ctx, "w1", ids, 5*time.Second); err != nil || n != 2 { // c is w2's
 		t.Fatalf("renewed %d: %v", n, err)
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -90,6 +90,9 @@ type Service struct {
 	worker string
 	lanes  chan struct{} // rooms sending at once, shared by both paths
 
+	inflightMu sync.Mutex
+	inflight   map[int64]struct{} // claimed rows whose result is not yet recorded
+
 	// afterSend, when set (tests), runs after a successful send and before
 	// the result is recorded; an error simulates a crash in between.
 	afterSend func(eventID string) error
@@ -115,7 +118,7 @@ func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, l
 		log = slog.Default()
 	}
 	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:]),
-		lanes: make(chan struct{}, opt.Lanes)}
+		lanes: make(chan struct{}, opt.Lanes), inflight: map[int64]struct{}{}}
 	s.log = log.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
 	return s, nil
 }
@@ -138,7 +141,7 @@ type outcome struct {
 	failed    []Failure
 	released  []Row
 	errs      []error
-	lost      int // results dropped by the afterSend hook
+	lost      []int64 // results dropped by the afterSend hook (a simulated crash)
 }
 
 // deliver publishes jobs, rooms in parallel (at most Lanes at once), each
@@ -214,7 +217,7 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 	if err == nil {
 		if s.afterSend != nil {
 			if herr := s.afterSend(row.EventID); herr != nil {
-				add(func() { out.lost++ })
+				add(func() { out.lost = append(out.lost, row.ID) })
 				return
 			}
 		}
@@ -249,24 +252,68 @@ func (s *Service) logResult(row Row, status, code string, err error) {
 		"retry_count", row.RetryCount+1, "status", status, "code", code, "error", err.Error())
 }
 
+// claimed notes rows as in flight: RunLockRenewer keeps their claims alive
+// until their results are recorded.
+func (s *Service) claimed(rows ...Row) {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	for _, r := range rows {
+		s.inflight[r.ID] = struct{}{}
+	}
+}
+
+func (s *Service) forget(ids ...[]int64) {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	for _, l := range ids {
+		for _, id := range l {
+			delete(s.inflight, id)
+		}
+	}
+}
+
 // record writes the batch's results, bounded by DrainTimeout even after
-// runCtx ended: MySQL is closed only after this returns.
+// runCtx ended (MySQL is closed only after this returns), retrying a failed
+// statement a few times. Rows whose result still cannot be written stay
+// delivering and are no longer renewed: their claims expire and the
+// compensation scan sends them again (absorbed by Tencent's dedup).
 func (s *Service) record(runCtx context.Context, source string, out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.opt.DrainTimeout)
 	defer cancel()
+	failedIDs := make([]int64, len(out.failed))
+	for i, f := range out.failed {
+		failedIDs[i] = f.ID
+	}
+	releasedIDs := make([]int64, len(out.released))
+	for i, r := range out.released {
+		releasedIDs[i] = r.ID
+	}
+	defer s.forget(out.delivered, failedIDs, releasedIDs, out.lost)
+	retry := func(op string, f func() error) error {
+		var err error
+		for attempt := 0; attempt < 3; attempt++ {
+			if err = f(); err == nil {
+				return nil
+			}
+			s.m.batchErrors.WithLabelValues(op).Inc()
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+			}
+		}
+		return err
+	}
 	errs := out.errs
-	if err := s.repo.MarkDelivered(ctx, out.delivered); err != nil {
-		s.m.batchErrors.WithLabelValues("mark").Inc()
+	if err := retry("mark", func() error { return s.repo.MarkDelivered(ctx, out.delivered) }); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.repo.MarkFailed(ctx, s.worker, out.failed); err != nil {
-		s.m.batchErrors.WithLabelValues("mark").Inc()
+	if err := retry("mark", func() error { return s.repo.MarkFailed(ctx, s.worker, out.failed) }); err != nil {
 		errs = append(errs, err)
 	}
 	if len(out.released) > 0 {
 		s.m.events.WithLabelValues(source, "released").Add(float64(len(out.released)))
-		if err := s.repo.Release(ctx, s.worker, out.released); err != nil {
-			s.m.batchErrors.WithLabelValues("release").Inc()
+		if err := retry("release", func() error { return s.repo.Release(ctx, s.worker, out.released) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -286,6 +333,7 @@ func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
 		s.m.batchErrors.WithLabelValues("claim").Inc()
 		return err
 	}
+	s.claimed(rows...)
 	s.m.claims.WithLabelValues("scan", "claimed").Add(float64(len(rows)))
 	if len(rows) == 0 {
 		return nil
@@ -327,7 +375,13 @@ func (s *Service) RunLockRenewer(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if _, err := s.repo.RenewLocks(ctx, s.worker, s.opt.LockTTL); err != nil && ctx.Err() == nil {
+		s.inflightMu.Lock()
+		ids := make([]int64, 0, len(s.inflight))
+		for id := range s.inflight {
+			ids = append(ids, id)
+		}
+		s.inflightMu.Unlock()
+		if _, err := s.repo.RenewLocks(ctx, s.worker, ids, s.opt.LockTTL); err != nil && ctx.Err() == nil {
 			s.m.batchErrors.WithLabelValues("renew").Inc()
 			s.log.Warn("claim renewal failed", "error", err.Error())
 		}
