@@ -211,6 +211,7 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 		}
 	}
 	f.releaseTokens(len(ids) - len(claims.Claimed))
+	f.svc.m.claimBatch.WithLabelValues("fast").Observe(float64(len(ids)))
 	for _, row := range claims.Claimed {
 		f.svc.claimed(row)
 	}

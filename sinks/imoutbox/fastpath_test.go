@@ -1,10 +1,13 @@
 package imoutbox_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -21,6 +24,11 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	raws := e.insert(0, evs...)
 	e.fake.Inject(imfake.Fault{EventID: "fp-005", Code: 10002, Times: 1})
 	e.produce(raws, evs)
+	// A value that is not an envelope is counted and skipped (its row, if
+	// any, is the compensation scan's to report).
+	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	reg, stop := e.publisher(false)
 	eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
 	stop()
@@ -30,6 +38,13 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	}
 	if got := metric(t, reg, "roomflow_im_outbox_claims_total", map[string]string{"source": "fast", "result": "claimed"}); got != 120 {
 		t.Fatalf("claimed %v", got)
+	}
+	// Claims are batched: far fewer claim transactions than events.
+	if n := metric(t, reg, "roomflow_im_outbox_claim_batch_size", map[string]string{"source": "fast"}); n == 0 || n > 30 {
+		t.Fatalf("%v claim transactions for 120 events", n)
+	}
+	if got := metric(t, reg, "roomflow_im_outbox_decode_errors_total", nil); got != 1 {
+		t.Fatalf("decode errors %v", got)
 	}
 	if got := metric(t, reg, "roomflow_im_publish_total", map[string]string{"result": "retryable", "code": "10002"}); got != 1 {
 		t.Fatalf("publish_total retryable/10002 = %v", got)

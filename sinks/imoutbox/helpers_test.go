@@ -276,6 +276,9 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 			if m.Counter != nil {
 				return m.GetCounter().GetValue()
 			}
+			if m.Histogram != nil {
+				return float64(m.GetHistogram().GetSampleCount())
+			}
 			return m.GetGauge().GetValue()
 		}
 	}

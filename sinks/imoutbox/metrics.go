@@ -15,6 +15,7 @@ type metrics struct {
 	pending      *prometheus.GaugeVec
 	oldestAge    prometheus.Gauge
 	lag          prometheus.Histogram
+	claimBatch   *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,8 +53,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From the event's occurred_at to its IM acceptance.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		claimBatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_im_outbox_claim_batch_size",
+			Help:    "Events asked for per claim transaction (one round trip per poll or scan, not per event).",
+			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000},
+		}, []string{"source"}),
 	}
 	m.claims = register(reg, m.claims)
+	m.claimBatch = register(reg, m.claimBatch)
 	m.events = register(reg, m.events)
 	m.retries = register(reg, m.retries)
 	m.decodeErrors = register(reg, m.decodeErrors)

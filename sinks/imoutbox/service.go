@@ -334,6 +334,7 @@ func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
 		return err
 	}
 	s.claimed(rows...)
+	s.m.claimBatch.WithLabelValues("scan").Observe(float64(len(rows)))
 	s.m.claims.WithLabelValues("scan", "claimed").Add(float64(len(rows)))
 	if len(rows) == 0 {
 		return nil
