@@ -37,6 +37,9 @@ type Runtime struct {
 	events []partEvent
 
 	tasks map[int32]*Task
+	// arena holds the memory of the open transaction's records (see
+	// txnArena); reset when a transaction ends.
+	arena *txnArena
 
 	// open transaction
 	inTxn      bool
@@ -124,6 +127,7 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 		m:         newMetrics(o.reg),
 		log:       o.log.With("component", "processor", "processor", name),
 		tasks:     map[int32]*Task{},
+		arena:     newTxnArena(),
 		txnOut:    map[string]int{},
 		txnDLQ:    map[string]int{},
 		txnPunct:  map[string]int{},
@@ -589,9 +593,11 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 				continue
 			}
 			for k, p := range t.store.pending {
-				rec := &kgo.Record{Topic: r.o.changelog, Partition: t.partition, Key: []byte(k)}
+				rec := &r.arena.recs.take(1)[0]
+				rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
 				if !p.deleted {
-					rec.Value = encodeChangelogValue(p.entry)
+					e := p.entry
+					rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
 				}
 				r.produce(rec)
 			}
@@ -676,8 +682,13 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	clear(r.txnDLQ)
 	clear(r.txnPunct)
 	if err != nil {
+		// kgo may still hold records: the arena is not reused (the
+		// runtime stops on this error).
 		return false, &TxnError{Processor: r.name, Err: err}
 	}
+	// End flushed or aborted every record of the transaction: kgo no
+	// longer references the arena.
+	r.arena.reset()
 	return committed, nil
 }
 

@@ -53,16 +53,16 @@ func newStore(clock func() time.Time) *Store {
 func (e entry) live(nowMs int64) bool { return e.expiresMs == 0 || e.expiresMs > nowMs }
 
 // Get returns the value of key and whether it exists (and has not expired).
+// It reads the clock only for a key with a TTL.
 func (s *Store) Get(key string) ([]byte, bool) {
-	now := s.clock().UnixMilli()
 	if p, ok := s.pending[key]; ok {
-		if p.deleted || !p.live(now) {
+		if p.deleted || p.expiresMs != 0 && !p.live(s.clock().UnixMilli()) {
 			return nil, false
 		}
 		return p.value, true
 	}
 	e, ok := s.committed[key]
-	if !ok || !e.live(now) {
+	if !ok || e.expiresMs != 0 && !e.live(s.clock().UnixMilli()) {
 		return nil, false
 	}
 	return e.value, true
@@ -209,11 +209,13 @@ const changelogVersion = 1
 var errChangelogValue = errors.New("changelog value: bad format")
 
 func encodeChangelogValue(e entry) []byte {
-	b := make([]byte, 9+len(e.value))
-	b[0] = changelogVersion
-	binary.BigEndian.PutUint64(b[1:9], uint64(e.expiresMs))
-	copy(b[9:], e.value)
-	return b
+	return appendChangelogValue(make([]byte, 0, 9+len(e.value)), e)
+}
+
+func appendChangelogValue(b []byte, e entry) []byte {
+	b = append(b, changelogVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.expiresMs))
+	return append(b, e.value...)
 }
 
 func decodeChangelogValue(b []byte) (entry, error) {

@@ -66,6 +66,33 @@ func (t *Task) Emit(r *kgo.Record) {
 	t.emits = append(t.emits, r)
 }
 
+// NewRecord returns a zeroed record whose memory the runtime reuses after
+// the open transaction ends. Use it for records passed to Emit: it spares
+// the garbage collector one allocation per record. Do not keep the record
+// (or use it in another transaction) after Process or the punctuation
+// returns.
+func (t *Task) NewRecord() *kgo.Record { return &t.rt.arena.recs.take(1)[0] }
+
+// NewHeaders returns n zeroed headers (len n, cap n) with the lifetime of
+// NewRecord.
+func (t *Task) NewHeaders(n int) []kgo.RecordHeader { return t.rt.arena.hdrs.take(n) }
+
+// AppendBytes returns append(buf, ...) as computed by fn, where buf is an
+// empty slice with room for about hint bytes in memory with the lifetime of
+// NewRecord: use it for the keys, values and header values of emitted
+// records. fn must only append to its argument and return the result (as
+// the protobuf and strconv Append functions do); if it appends more than
+// the room, the result is on the heap, which is correct. The result's
+// capacity equals its length, so appending to it later never overwrites
+// other arena bytes.
+func (t *Task) AppendBytes(hint int, fn func(buf []byte) []byte) []byte {
+	return t.rt.arena.bytes.appendTo(hint, fn)
+}
+
+// StringBytes returns a copy of s in memory with the lifetime of NewRecord
+// (e.g. for a header value or key taken from a string).
+func (t *Task) StringBytes(s string) []byte { return t.rt.arena.bytes.copyString(s) }
+
 // Header returns the value of the first header named key of r, or nil.
 func Header(r *kgo.Record, key string) []byte {
 	for i := range r.Headers {

@@ -372,20 +372,20 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	if out.Lifetime != nil {
 		n++
 	}
-	// One allocation each for the records, their headers and the key; the
-	// header values other than event_id are shared (kgo never modifies them).
-	recs := make([]kgo.Record, n)
-	hdrs := make([]kgo.RecordHeader, 4*n)
-	key := strconv.AppendInt(make([]byte, 0, 20), userID, 10)
-	app := []byte(appCode)
+	// Records, headers, key and values live in the transaction's arena
+	// (runtime.Task.NewRecord): no garbage per record. The header values
+	// other than event_id are shared (kgo never modifies them).
+	hdrs := t.NewHeaders(4 * n)
+	key := t.AppendBytes(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
+	app := t.StringBytes(appCode)
 	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
 		h := hdrs[4*i : 4*i+4 : 4*i+4]
-		h[0] = kgo.RecordHeader{Key: "event_id", Value: []byte(eventID)}
+		h[0] = kgo.RecordHeader{Key: "event_id", Value: t.StringBytes(eventID)}
 		h[1] = kgo.RecordHeader{Key: "event_type", Value: eventType}
 		h[2] = kgo.RecordHeader{Key: "app_code", Value: app}
 		h[3] = kgo.RecordHeader{Key: "content-type", Value: contentType}
-		r := &recs[i]
+		r := t.NewRecord()
 		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
 		t.Emit(r)
 		i++
@@ -393,17 +393,21 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	tp := p.cfg.Topics
 	ledgerType := typeLedgerCompensated
 	if out.Ledger.EventType != mic.EventTypeMicSessionCompensated {
-		ledgerType = []byte(out.Ledger.EventType)
+		ledgerType = t.StringBytes(out.Ledger.EventType)
 	}
-	put(tp.Ledger, out.Ledger.EventId, ledgerType, mic.AppendLedgerEntry(make([]byte, 0, 320), out.Ledger))
+	put(tp.Ledger, out.Ledger.EventId, ledgerType,
+		t.AppendBytes(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
 	if c := out.Closed; c != nil {
-		put(tp.SessionClosed, c.EventId, typeClosed, mic.AppendSessionClosed(make([]byte, 0, 160), c))
+		put(tp.SessionClosed, c.EventId, typeClosed,
+			t.AppendBytes(192, func(b []byte) []byte { return mic.AppendSessionClosed(b, c) }))
 	}
 	for _, d := range out.Daily {
-		put(tp.DailyStats, d.EventId, typeDaily, mic.AppendDailyStatsUpdated(make([]byte, 0, 128), d))
+		put(tp.DailyStats, d.EventId, typeDaily,
+			t.AppendBytes(160, func(b []byte) []byte { return mic.AppendDailyStatsUpdated(b, d) }))
 	}
 	if l := out.Lifetime; l != nil {
-		put(tp.LifetimeStats, l.EventId, typeLifetime, mic.AppendLifetimeStatsUpdated(make([]byte, 0, 128), l))
+		put(tp.LifetimeStats, l.EventId, typeLifetime,
+			t.AppendBytes(160, func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(b, l) }))
 	}
 }
 
