@@ -1,8 +1,9 @@
 // Command sink benchmarks the MySQL fact sink against its raw limit and a
 // naive consumer, in one run on the same MariaDB and the same ledger.
 //
-//	go run ./benchmarks/sink                     # 200k entries, in-process kfake
+//	go run ./benchmarks/sink                     # 200k entries, 3 rounds, in-process kfake, private mariadbd
 //	go run ./benchmarks/sink -entries 50000      # quicker
+//	go run ./benchmarks/sink -private=false      # on the server of -mysql instead
 //
 // The ledger is sinktest.LedgerGen's: each session is an "up", for half of
 // them a "publish_confirmed", and a "down" that closes it with one daily
@@ -37,11 +38,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -63,6 +68,8 @@ type opts struct {
 	rounds, parallelism          int
 	partitions                   int32
 	serverDSN, brokers           string
+	private                      bool
+	bufferPool                   string
 	flush                        time.Duration
 	keepDB                       bool
 }
@@ -76,7 +83,9 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of raw, store and sink (medians are reported)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "sink transactions per batch (split by partition)")
 	partitions := flag.Int("partitions", 6, "partitions of the ledger topic")
-	flag.StringVar(&o.serverDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN (databases are created and dropped)")
+	flag.StringVar(&o.serverDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN when -private=false (databases are created and dropped)")
+	flag.BoolVar(&o.private, "private", true, "start a throwaway mariadbd for the run (buffer pool -buffer-pool) instead of using -mysql")
+	flag.StringVar(&o.bufferPool, "buffer-pool", "1G", "innodb_buffer_pool_size of the private mariadbd")
 	flag.StringVar(&o.brokers, "brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
 	flag.DurationVar(&o.flush, "flush", 50*time.Millisecond, "sink.flush_interval")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
@@ -143,6 +152,15 @@ func (r result) rate() float64 { return float64(r.entries) / r.elapsed.Seconds()
 
 func run(o opts) error {
 	ctx := context.Background()
+	if o.private {
+		dsn, stop, err := startMariaDB(ctx, o.bufferPool)
+		if err != nil {
+			return fmt.Errorf("private mariadbd: %w", err)
+		}
+		defer stop()
+		o.serverDSN = dsn
+		fmt.Printf("private mariadbd (innodb_buffer_pool_size=%s, binlog off, flush_log_at_trx_commit=1) at %s\n", o.bufferPool, dsn)
+	}
 	gen := sinktest.NewLedgerGen(42, "hyapp", o.users)
 	ledger := gen.Next(o.entries)
 	var closes, dailies int
@@ -292,6 +310,74 @@ func pct(v []float64) string {
 		out[i] = fmt.Sprintf("%.0f%%", 100*x)
 	}
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// startMariaDB starts a throwaway mariadbd on a free loopback port with
+// its data in a temporary directory (grant tables skipped: loopback only,
+// removed afterwards). The shared development server keeps MariaDB's
+// default 128 MiB buffer pool, which the 200k-entry working set exceeds,
+// so its numbers measure page eviction rather than the sink.
+func startMariaDB(ctx context.Context, bufferPool string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "sinkbench-mariadb-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
+		"--auth-root-authentication-method=normal", "--user=root", "--skip-test-db")
+	if out, err := install.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("mariadb-install-db: %v: %s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := exec.Command("mariadbd", "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--socket="+filepath.Join(dir, "sock"),
+		"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--user=root", "--skip-grant-tables", "--skip-log-bin",
+		"--innodb-buffer-pool-size="+bufferPool, "--innodb-log-file-size=1G", "--max-connections=200")
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	srv.Stdout, srv.Stderr = logf, logf
+	if err := srv.Start(); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	stop := func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = srv.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		cleanup()
+	}
+	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	defer db.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := db.PingContext(ctx); err == nil {
+			return dsn, stop, nil
+		} else if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("not ready after 30s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // partitionOf spreads users over partitions like the Kafka key hash would.
