@@ -17,6 +17,7 @@ type Metrics struct {
 	DLQ          *prometheus.CounterVec   // roomflow_sink_dlq_records_total{reason}
 	Lag          *prometheus.GaugeVec     // roomflow_sink_lag_records{topic,partition}
 	Claims       prometheus.Counter       // roomflow_sink_partition_claims_total
+	Behind       prometheus.Counter       // roomflow_sink_records_behind_total
 }
 
 // NewMetrics registers the sink's metrics on reg (nil: not registered).
@@ -60,14 +61,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "roomflow_sink_partition_claims_total",
 			Help: "Partitions claimed in roomflow_sink_offsets on assignment.",
 		}),
+		Behind: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_sink_records_behind_total",
+			Help: "Records skipped because their offset was below the one stored in MySQL (already applied).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.BatchRecords, m.TxnSeconds, m.Records, m.Rows, m.Retries, m.Fenced, m.DLQ, m.Lag, m.Claims)
+		reg.MustRegister(m.BatchRecords, m.TxnSeconds, m.Records, m.Rows, m.Retries, m.Fenced, m.DLQ, m.Lag, m.Claims, m.Behind)
 	}
 	return m
 }
 
 func (m *Metrics) observe(res Result) {
+	m.Behind.Add(float64(res.Behind))
 	m.Records.WithLabelValues("user_mic_event_consumption", "applied").Add(float64(res.LedgerApplied))
 	m.Records.WithLabelValues("user_mic_event_consumption", "deduplicated").Add(float64(res.LedgerDeduplicated))
 	m.Records.WithLabelValues("lucky_pool_inflow_consumption", "applied").Add(float64(res.InflowApplied))
