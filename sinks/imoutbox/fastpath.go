@@ -53,10 +53,11 @@ type pollBatch struct {
 	done  bool // every result recorded
 }
 
-// chainResult is one room chain's results within one poll.
+// chainResult is one result of a room chain within one poll.
 type chainResult struct {
-	b   *pollBatch
-	out *outcome
+	b    *pollBatch
+	out  *outcome
+	last bool // the room's last result in this poll
 }
 
 // NewFastPath creates the fast path and its Kafka client on kcfg: topic
@@ -79,6 +80,9 @@ func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg *prome
 		kgo.AutoCommitInterval(time.Second),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		// A crashed publisher's partitions move after 10 s, not Kafka's
+		// 45 s default; the compensation scan covers the gap either way.
+		kgo.SessionTimeout(10 * time.Second),
 		kgo.OnPartitionsRevoked(f.onRevoked),
 	}, extra...)
 	cl, err := kafkax.NewClient(kcfg, "publish-im", reg, log, opts...)
@@ -136,7 +140,17 @@ func (f *FastPath) Run(ctx context.Context) error {
 			f.svc.log.Warn("final offset commit failed", "error", err.Error())
 		}
 		cancel()
-		f.cl.CloseAllowingRebalance()
+		// Close leaves the group; a join still waiting for a crashed
+		// member's session to expire must not hold SIGTERM up beyond the
+		// drain bound (the broker then drops us at session timeout).
+		f.cl.AllowRebalance()
+		closed := make(chan struct{})
+		go func() { f.cl.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(f.svc.opt.DrainTimeout):
+			f.svc.log.Warn("kafka client did not leave the group within shutdown.timeout; continuing shutdown")
+		}
 	}()
 	for {
 		fetches := f.cl.PollRecords(ctx, f.maxPoll)
@@ -242,7 +256,7 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 	f.queue = append(f.queue, b)
 	f.mu.Unlock()
 	if len(order) == 0 {
-		f.results <- chainResult{b: b, out: &outcome{}}
+		f.results <- chainResult{b: b, out: &outcome{}, last: true}
 		return true
 	}
 	for _, room := range order {
@@ -266,13 +280,17 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 			}
 			f.svc.lanes <- struct{}{}
 			var mu sync.Mutex
-			out := &outcome{}
-			for _, j := range jobs {
+			for i, j := range jobs {
+				out := &outcome{}
 				f.svc.one(ctx, "fast", j, &mu, out)
 				<-f.tokens
+				if i == len(jobs)-1 {
+					<-f.svc.lanes
+				}
+				// Each result goes to the recorder at once, so a send is
+				// marked within milliseconds, not when its room's run ends.
+				f.results <- chainResult{b: b, out: out, last: i == len(jobs)-1}
 			}
-			<-f.svc.lanes
-			f.results <- chainResult{b: b, out: out}
 		}()
 	}
 	return true
@@ -324,6 +342,9 @@ func (f *FastPath) recorder(ctx context.Context, stop <-chan struct{}) {
 		}
 		f.mu.Lock()
 		for _, r := range batch {
+			if !r.last {
+				continue
+			}
 			r.b.rooms--
 			if r.b.rooms == 0 {
 				r.b.done = true
