@@ -25,8 +25,17 @@
 //     wrote (ledger + derived events + changelog), to show how much of the
 //     gap to raw is the output volume itself.
 //
+// With -rounds N the three runs alternate N times (raw, mic, rawx, raw,
+// ...; each mic round with its own consumer group and changelog topic, so
+// it starts from empty state), because the machine's speed drifts.
+//
 // Each is reported as events/s of wall time and events per CPU-second of
-// this process (the per-core figure), and mic/raw, mic/rawx.
+// this process (the per-core figure), and mic/raw, mic/rawx; the total line
+// sums all rounds. mic's output is broken down by topic.
+//
+// -linger and -batch-max-bytes set kgo.ProducerLinger and
+// kgo.ProducerBatchMaxBytes for all three (0: kgo's defaults, which the
+// processors use).
 //
 // Memory and restore (-open): -open `up` events open as many sessions;
 // the processor consumes them (all sessions open at once in its store)
@@ -67,7 +76,11 @@ import (
 
 const childEnv = "ROOMFLOW_MICBENCH_KFAKE"
 
-var profilePath string
+var (
+	profilePath  string
+	producerOpts []kgo.Opt // -linger, -batch-max-bytes
+	rounds       = 1
+)
 
 func main() {
 	if addr := os.Getenv(childEnv); addr != "" {
@@ -81,7 +94,10 @@ func main() {
 		brokers    = flag.String("brokers", "", "Kafka brokers (empty: kfake with 3 brokers in a child process)")
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
 		commitIvl  = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
-		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the mic throughput run")
+		nRounds    = flag.Int("rounds", 1, "alternate raw, mic and rawx this many times")
+		linger     = flag.Duration("linger", 0, "kgo.ProducerLinger for all runs (0: kgo default)")
+		batchMax   = flag.Int("batch-max-bytes", 0, "kgo.ProducerBatchMaxBytes for all runs (0: kgo default)")
+		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the (first) mic throughput run")
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 	)
 	flag.Parse()
@@ -95,6 +111,13 @@ func main() {
 		}()
 	}
 	profilePath = *cpuProf
+	if *linger > 0 {
+		producerOpts = append(producerOpts, kgo.ProducerLinger(*linger))
+	}
+	if *batchMax > 0 {
+		producerOpts = append(producerOpts, kgo.ProducerBatchMaxBytes(int32(*batchMax)))
+	}
+	rounds = max(*nRounds, 1)
 	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
@@ -184,7 +207,8 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 	}
 
 	if events > 0 {
-		cfg, err := newCfg(fmt.Sprintf("bench%d.", time.Now().UnixNano()))
+		prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
+		cfg, err := newCfg(prefix)
 		if err != nil {
 			return err
 		}
@@ -196,7 +220,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		out := strings.TrimSuffix(cfg.Kafka.Topics.DLQ, "hyapp.room.events.dlq.v1") + "raw-out"
 		// copies runs the runtime with a processor that writes each input
 		// record `ratio` times (on average) to one topic and does nothing else.
-		copies := func(name string, ratio float64) (result, error) {
+		copies := func(name string, ratio float64, round int) (result, error) {
 			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
 				acc := 0.0
 				return rt.New(name, rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
@@ -204,37 +228,77 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
 					}
 					return nil
-				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(cfg.Process.MicGroup+"-"+name), rt.DLQ(cfg.Kafka.Topics.DLQ),
-					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, reg, log)...), rt.CommitInterval(cfg.Process.CommitInterval.D()),
+				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(fmt.Sprintf("%s-%s-%d", cfg.Process.MicGroup, name, round)),
+					rt.DLQ(cfg.Kafka.Topics.DLQ),
+					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, reg, log)...), rt.ClientOpts(producerOpts...),
+					rt.CommitInterval(cfg.Process.CommitInterval.D()),
 					rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
 			})
 		}
-		raw, err := copies("raw", 1)
-		if err != nil {
-			return err
-		}
-		micRes, err := measure(ctx, cfg, "mic", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
-			r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
-			return r, err
-		})
-		if err != nil {
-			return err
-		}
-		amp := float64(micRes.out) / float64(n)
-		rawAmp, err := copies("rawx", amp)
-		if err != nil {
-			return err
-		}
+		var tot [3]result
 		line := func(name string, r result) {
 			fmt.Printf("  %-5s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s wall, %d records out)\n",
 				name, r.wallRate(), r.cpuRate(), r.cpu.Seconds(), r.wall.Seconds(), r.out)
 		}
-		line("raw", raw)
-		line("mic", micRes)
-		line("rawx", rawAmp)
-		fmt.Printf("  mic/raw:  %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
-		fmt.Printf("  mic/rawx: %.2f (wall), %.2f (per CPU-second)   rawx = raw copy writing %.2f records per input, as many as mic writes (ledger, derived events, changelog)\n",
-			micRes.wallRate()/rawAmp.wallRate(), micRes.cpuRate()/rawAmp.cpuRate(), amp)
+		ratios := func(raw, micRes, rawAmp result, amp float64) {
+			fmt.Printf("  mic/raw:  %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
+			fmt.Printf("  mic/rawx: %.2f (wall), %.2f (per CPU-second)   rawx = raw copy writing %.2f records per input, as many as mic writes (ledger, derived events, changelog)\n",
+				micRes.wallRate()/rawAmp.wallRate(), micRes.cpuRate()/rawAmp.cpuRate(), amp)
+		}
+		var amp float64
+		for round := 1; round <= rounds; round++ {
+			raw, err := copies("raw", 1, round)
+			if err != nil {
+				return err
+			}
+			mcfg := *cfg
+			if round > 1 { // empty state: a fresh group and changelog
+				mcfg.Process.MicGroup = fmt.Sprintf("%s-r%d", cfg.Process.MicGroup, round)
+				mcfg.Kafka.Topics.MicStateChangelog = fmt.Sprintf("%s-r%d", cfg.Kafka.Topics.MicStateChangelog, round)
+				if err := createTopic(ctx, cfg, mcfg.Kafka.Topics.MicStateChangelog, true); err != nil {
+					return err
+				}
+			}
+			micRes, err := measure(ctx, &mcfg, "mic", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+				r, _, err := micproc.NewRuntime(&mcfg, reg, log, rt.LagInterval(0), rt.ClientOpts(producerOpts...))
+				return r, err
+			})
+			if err != nil {
+				return err
+			}
+			amp = float64(micRes.out) / float64(n)
+			rawAmp, err := copies("rawx", amp, round)
+			if err != nil {
+				return err
+			}
+			if rounds > 1 {
+				fmt.Printf(" round %d\n", round)
+			}
+			line("raw", raw)
+			line("mic", micRes)
+			line("rawx", rawAmp)
+			ratios(raw, micRes, rawAmp, amp)
+			if round == 1 {
+				fmt.Printf("  mic records out per input event by topic:")
+				for _, tp := range micRes.outByTopic {
+					fmt.Printf("  %s %.2f", strings.TrimPrefix(tp.topic, prefix), float64(tp.n)/float64(n))
+				}
+				fmt.Println()
+			}
+			for i, r := range []result{raw, micRes, rawAmp} {
+				tot[i].wall += r.wall
+				tot[i].cpu += r.cpu
+				tot[i].n += r.n
+				tot[i].out += r.out
+			}
+		}
+		if rounds > 1 {
+			fmt.Printf(" total of %d rounds\n", rounds)
+			line("raw", tot[0])
+			line("mic", tot[1])
+			line("rawx", tot[2])
+			ratios(tot[0], tot[1], tot[2], amp)
+		}
 	}
 
 	if open > 0 {
@@ -263,9 +327,35 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 	return nil
 }
 
+// createTopic creates topic with the input's partitions (compacted: a
+// changelog).
+func createTopic(ctx context.Context, cfg *config.Config, topic string, compacted bool) error {
+	cl, err := kafkax.NewClient(cfg.Kafka, "bench-admin", nil, nil)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var conf map[string]*string
+	if compacted {
+		c := "compact"
+		conf = map[string]*string{"cleanup.policy": &c}
+	}
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, cfg.Kafka.Partitions, -1, conf, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	return err
+}
+
+type topicCount struct {
+	topic string
+	n     int
+}
+
 type result struct {
 	wall, cpu        time.Duration
 	n, out           int
+	outByTopic       []topicCount
 	keys, stateBytes float64
 	heapDelta        int64 // HeapAlloc after GC at the end minus before the run
 }
@@ -306,7 +396,8 @@ func measure(ctx context.Context, cfg *config.Config, name string, n int, log *s
 	for {
 		in, out, keys, bytes := gather(reg)
 		if in >= float64(n) {
-			res = result{wall: time.Since(t0), cpu: cpuTime() - c0, n: n, out: int(out), keys: keys, stateBytes: bytes}
+			res = result{wall: time.Since(t0), cpu: cpuTime() - c0, n: n, out: int(out), keys: keys, stateBytes: bytes,
+				outByTopic: outByTopic(reg)}
 			runtime.GC()
 			runtime.ReadMemStats(&ms)
 			res.heapDelta = int64(ms.HeapAlloc) - int64(heap0)
@@ -344,6 +435,25 @@ func gather(reg *prometheus.Registry) (in, out, keys, bytes float64) {
 		}
 	}
 	return
+}
+
+// outByTopic is roomflow_process_records_out_total per topic.
+func outByTopic(reg *prometheus.Registry) []topicCount {
+	var out []topicCount
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "roomflow_process_records_out_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "topic" {
+					out = append(out, topicCount{topic: l.GetValue(), n: int(m.GetCounter().GetValue())})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // restoreRun starts a fresh instance on the committed changelog of -open

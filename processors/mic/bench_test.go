@@ -23,6 +23,7 @@ func BenchmarkDecodeHandleEncode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var state *mic.MapState
+	var sc mic.Scratch // as the processor does
 	buf := make([]byte, 0, 1024)
 	for i := 0; i < b.N; i++ {
 		j := i % len(values)
@@ -35,7 +36,7 @@ func BenchmarkDecodeHandleEncode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out := mic.Handle(state, &ev)
+		out := sc.Handle(state, &ev)
 		if out.Ledger != nil {
 			buf = mic.AppendLedgerEntry(buf[:0], out.Ledger)
 		}

@@ -83,17 +83,39 @@ type Output struct {
 	Before, After Status
 }
 
+// Scratch is reusable memory for the messages of an Output, so a stream
+// adapter handling millions of events does not allocate them per event. The
+// Output of Scratch.Handle or Scratch.Compensate points into the scratch:
+// it is valid until the next call on the same Scratch. The zero value is
+// ready to use; a Scratch is not safe for concurrent use.
+type Scratch struct {
+	ledger        userv1.MicLedgerEntry
+	session       userv1.MicSession
+	closed        userv1.UserMicSessionClosed
+	lifetime      userv1.UserMicLifetimeStatsUpdated
+	lifetimeDelta userv1.MicLifetimeDelta
+	daily         []userv1.UserMicDailyStatsUpdated
+	dailyDelta    []userv1.MicDailyDelta
+	dailyPtrs     []*userv1.UserMicDailyStatsUpdated
+	deltaPtrs     []*userv1.MicDailyDelta
+}
+
 // Handle applies one decoded event to the state and returns what to emit.
 // It is deterministic: the same state and event always give the same
-// output, which makes replays after a crash exact.
-func Handle(st State, ev *Event) Output {
+// output, which makes replays after a crash exact. The Output is freshly
+// allocated; Scratch.Handle is the same without allocations.
+func Handle(st State, ev *Event) Output { return (*Scratch)(nil).Handle(st, ev) }
+
+// Handle is the package's Handle with the Output's messages in sc (a nil
+// sc allocates them).
+func (sc *Scratch) Handle(st State, ev *Event) Output {
 	if ev.UserID == 0 || ev.MicSessionID == "" {
-		return skip(ev, SkipIncomplete, StatusNone)
+		return sc.skip(ev, SkipIncomplete, StatusNone)
 	}
 	switch ev.Action {
 	case ActionUp, ActionPublishConfirmed, ActionChange, ActionDown:
 	default:
-		return skip(ev, SkipUnknownAction, StatusNone)
+		return sc.skip(ev, SkipUnknownAction, StatusNone)
 	}
 	id := SessionID{AppCode: ev.AppCode, UserID: ev.UserID, MicSessionID: ev.MicSessionID}
 	s, ok := st.Session(id)
@@ -103,18 +125,18 @@ func Handle(st State, ev *Event) Output {
 	before := s.Status
 	switch {
 	case !ok && ev.Action != ActionUp:
-		return skip(ev, SkipUnknownSession, StatusNone)
+		return sc.skip(ev, SkipUnknownSession, StatusNone)
 	case ok && s.Status == StatusEnded:
-		return skip(ev, SkipAlreadyClosed, before)
+		return sc.skip(ev, SkipAlreadyClosed, before)
 	case ok && ev.Action == ActionUp:
 		// A second up of an open session (room-service re-emitting under a
 		// new id): the first opening stands.
-		return skip(ev, SkipStale, before)
+		return sc.skip(ev, SkipStale, before)
 	case ok && ev.RoomVersion > 0 && ev.RoomVersion < s.LastRoomVersion:
-		return skip(ev, SkipStale, before)
+		return sc.skip(ev, SkipStale, before)
 	case ev.Action == ActionPublishConfirmed && s.Status == StatusPublishing:
 		// Idempotent: the first confirmation fixed publishing_started_at.
-		return skip(ev, SkipStale, before)
+		return sc.skip(ev, SkipStale, before)
 	}
 
 	switch ev.Action {
@@ -149,21 +171,21 @@ func Handle(st State, ev *Event) Output {
 		if end == 0 {
 			end = ev.OccurredAtMs
 		}
-		out := closeSession(st, id, &s, closing{
+		out := sc.closeSession(st, id, &s, closing{
 			endedAtMs:   end,
 			reason:      ev.Reason,
 			eventID:     ev.EventID,
 			roomVersion: ev.RoomVersion,
 			atMs:        ev.OccurredAtMs,
 		})
-		l := ledgerWithSession(ev, &s, id)
+		l := sc.ledgerWithSession(ev, &s, id)
 		l.Daily, l.Lifetime = out.daily, out.lifetime
 		st.PutSession(id, s.Tombstone())
 		return Output{Outcome: OutcomeConsumed, Ledger: l, Closed: out.Closed,
 			Daily: out.Daily, Lifetime: out.Lifetime, Before: before, After: StatusEnded}
 	}
 	st.PutSession(id, s)
-	l := ledgerWithSession(ev, &s, id)
+	l := sc.ledgerWithSession(ev, &s, id)
 	return Output{Outcome: OutcomeConsumed, Ledger: l, Before: before, After: s.Status}
 }
 
@@ -178,29 +200,77 @@ func (r Retention) TooOld(ev *Event, watermarkMs int64) bool {
 }
 
 // SkipTooOld is the Output of an up refused by Retention.TooOld.
-func SkipTooOld(ev *Event) Output { return skip(ev, SkipStale, StatusNone) }
+func SkipTooOld(ev *Event) Output { return (*Scratch)(nil).SkipTooOld(ev) }
 
-func skip(ev *Event, reason string, before Status) Output {
-	return Output{Outcome: OutcomeSkipped, SkipReason: reason, Ledger: ledger(ev, StatusSkipped, reason),
-		Before: before, After: before}
+// SkipTooOld is the package's SkipTooOld with the Output in sc.
+func (sc *Scratch) SkipTooOld(ev *Event) Output { return sc.skip(ev, SkipStale, StatusNone) }
+
+func (sc *Scratch) skip(ev *Event, reason string, before Status) Output {
+	l := sc.ledgerEntry()
+	setLedger(l, ev, StatusSkipped, reason)
+	return Output{Outcome: OutcomeSkipped, SkipReason: reason, Ledger: l, Before: before, After: before}
 }
 
-// ledgerWithSession is a consumed entry with the snapshot of s, both in
-// one allocation (this is the hot path).
-func ledgerWithSession(ev *Event, s *Session, id SessionID) *userv1.MicLedgerEntry {
-	both := &struct {
-		l userv1.MicLedgerEntry
-		s userv1.MicSession
-	}{}
-	setLedger(&both.l, ev, StatusConsumed, "")
-	s.snapshotInto(id, &both.s)
-	both.l.Session = &both.s
-	return &both.l
+// ledgerEntry and the other getters return the scratch's message, or a
+// new one when sc is nil.
+func (sc *Scratch) ledgerEntry() *userv1.MicLedgerEntry {
+	if sc == nil {
+		return &userv1.MicLedgerEntry{}
+	}
+	return &sc.ledger
 }
 
-func ledger(ev *Event, status, reason string) *userv1.MicLedgerEntry {
-	l := &userv1.MicLedgerEntry{}
-	setLedger(l, ev, status, reason)
+func (sc *Scratch) sessionSnapshot() *userv1.MicSession {
+	if sc == nil {
+		return &userv1.MicSession{}
+	}
+	return &sc.session
+}
+
+func (sc *Scratch) closedEvent() *userv1.UserMicSessionClosed {
+	if sc == nil {
+		return &userv1.UserMicSessionClosed{}
+	}
+	return &sc.closed
+}
+
+func (sc *Scratch) lifetimeEvent() (*userv1.UserMicLifetimeStatsUpdated, *userv1.MicLifetimeDelta) {
+	if sc == nil {
+		return &userv1.UserMicLifetimeStatsUpdated{}, &userv1.MicLifetimeDelta{}
+	}
+	return &sc.lifetime, &sc.lifetimeDelta
+}
+
+// dailyEvents returns n daily events and deltas (and slices of pointers to
+// them, length n).
+func (sc *Scratch) dailyEvents(n int) ([]*userv1.UserMicDailyStatsUpdated, []*userv1.MicDailyDelta) {
+	var ev []userv1.UserMicDailyStatsUpdated
+	var dl []userv1.MicDailyDelta
+	var evp []*userv1.UserMicDailyStatsUpdated
+	var dlp []*userv1.MicDailyDelta
+	if sc == nil {
+		ev, dl = make([]userv1.UserMicDailyStatsUpdated, n), make([]userv1.MicDailyDelta, n)
+		evp, dlp = make([]*userv1.UserMicDailyStatsUpdated, n), make([]*userv1.MicDailyDelta, n)
+	} else {
+		if cap(sc.daily) < n {
+			sc.daily, sc.dailyDelta = make([]userv1.UserMicDailyStatsUpdated, n), make([]userv1.MicDailyDelta, n)
+			sc.dailyPtrs, sc.deltaPtrs = make([]*userv1.UserMicDailyStatsUpdated, n), make([]*userv1.MicDailyDelta, n)
+		}
+		ev, dl, evp, dlp = sc.daily[:n], sc.dailyDelta[:n], sc.dailyPtrs[:n], sc.deltaPtrs[:n]
+	}
+	for i := range n {
+		evp[i], dlp[i] = &ev[i], &dl[i]
+	}
+	return evp, dlp
+}
+
+// ledgerWithSession is a consumed entry with the snapshot of s.
+func (sc *Scratch) ledgerWithSession(ev *Event, s *Session, id SessionID) *userv1.MicLedgerEntry {
+	l := sc.ledgerEntry()
+	setLedger(l, ev, StatusConsumed, "")
+	m := sc.sessionSnapshot()
+	s.snapshotInto(id, m)
+	l.Session = m
 	return l
 }
 
@@ -262,6 +332,11 @@ func CompensatedEventID(micSessionID string) string {
 // has event_id MicSessionCompensated:{mic_session_id}. ok is false when the
 // session is absent, closed or not due. updated_at_ms is nowMs.
 func Compensate(st State, p Policy, id SessionID, nowMs int64) (Output, bool) {
+	return (*Scratch)(nil).Compensate(st, p, id, nowMs)
+}
+
+// Compensate is the package's Compensate with the Output's messages in sc.
+func (sc *Scratch) Compensate(st State, p Policy, id SessionID, nowMs int64) (Output, bool) {
 	s, ok := st.Session(id)
 	if !ok || !s.Status.Open() {
 		return Output{}, false
@@ -272,8 +347,11 @@ func Compensate(st State, p Policy, id SessionID, nowMs int64) (Output, bool) {
 	}
 	before := s.Status
 	evID := CompensatedEventID(id.MicSessionID)
-	out := closeSession(st, id, &s, closing{endedAtMs: end, reason: reason, eventID: evID, atMs: nowMs})
-	l := &userv1.MicLedgerEntry{
+	out := sc.closeSession(st, id, &s, closing{endedAtMs: end, reason: reason, eventID: evID, atMs: nowMs})
+	l := sc.ledgerEntry()
+	m := sc.sessionSnapshot()
+	s.snapshotInto(id, m)
+	*l = userv1.MicLedgerEntry{
 		EventId:      evID,
 		AppCode:      id.AppCode,
 		EventType:    EventTypeMicSessionCompensated,
@@ -283,7 +361,7 @@ func Compensate(st State, p Policy, id SessionID, nowMs int64) (Output, bool) {
 		RoomId:       s.RoomID,
 		Status:       StatusConsumed,
 		OccurredAtMs: nowMs,
-		Session:      s.Snapshot(id),
+		Session:      m,
 		Daily:        out.daily,
 		Lifetime:     out.lifetime,
 	}
@@ -310,7 +388,7 @@ type closed struct {
 
 // closeSession ends s (in place) and computes the day split, the room
 // counts (updating the day-rooms state) and the derived events.
-func closeSession(st State, id SessionID, s *Session, c closing) closed {
+func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) closed {
 	end, pub := clampWindow(s.SeatStartedAtMs, s.PublishingStartedAtMs, c.endedAtMs)
 	s.EndedAtMs = end
 	s.EndReason = c.reason
@@ -323,14 +401,16 @@ func closeSession(st State, id SessionID, s *Session, c closing) closed {
 	s.applied(c.eventID, c.roomVersion, c.atMs)
 
 	var out closed
-	for _, sl := range SplitDays(s.SeatStartedAtMs, s.PublishingStartedAtMs, end) {
+	slices := SplitDays(s.SeatStartedAtMs, s.PublishingStartedAtMs, end)
+	out.Daily, out.daily = sc.dailyEvents(len(slices))
+	for i, sl := range slices {
 		rooms := st.DayRooms(id.AppCode, id.UserID, sl.Day)
 		roomDelta := int64(0)
 		if !rooms.Has(s.RoomID) {
 			roomDelta = 1
 			st.PutDayRooms(id.AppCode, id.UserID, sl.Day, append(rooms[:len(rooms):len(rooms)], s.RoomID))
 		}
-		out.daily = append(out.daily, &userv1.MicDailyDelta{
+		*out.daily[i] = userv1.MicDailyDelta{
 			StatDate:            sl.Date,
 			SeatOccupiedDeltaMs: sl.SeatOccupiedMs,
 			MicOnlineDeltaMs:    sl.MicOnlineMs,
@@ -338,8 +418,8 @@ func closeSession(st State, id SessionID, s *Session, c closing) closed {
 			RoomCountDelta:      roomDelta,
 			FirstMicAtMs:        sl.FirstMicAtMs,
 			LastMicAtMs:         sl.LastMicAtMs,
-		})
-		out.Daily = append(out.Daily, &userv1.UserMicDailyStatsUpdated{
+		}
+		*out.Daily[i] = userv1.UserMicDailyStatsUpdated{
 			EventId:             EventTypeDailyStatsUpdated + ":" + id.MicSessionID + ":" + sl.Date,
 			AppCode:             id.AppCode,
 			UserId:              id.UserID,
@@ -352,16 +432,17 @@ func closeSession(st State, id SessionID, s *Session, c closing) closed {
 			MicSessionId:        id.MicSessionID,
 			FirstMicAtMs:        sl.FirstMicAtMs,
 			LastMicAtMs:         sl.LastMicAtMs,
-		})
+		}
 	}
-	out.lifetime = &userv1.MicLifetimeDelta{
+	out.Lifetime, out.lifetime = sc.lifetimeEvent()
+	*out.lifetime = userv1.MicLifetimeDelta{
 		SeatOccupiedDeltaMs: s.SeatOccupiedMs,
 		MicOnlineDeltaMs:    s.MicOnlineMs,
 		SessionCountDelta:   1,
 		FirstMicAtMs:        s.SeatStartedAtMs,
 		LastMicAtMs:         end,
 	}
-	out.Lifetime = &userv1.UserMicLifetimeStatsUpdated{
+	*out.Lifetime = userv1.UserMicLifetimeStatsUpdated{
 		EventId:             EventTypeLifetimeStatsUpdated + ":" + id.MicSessionID,
 		AppCode:             id.AppCode,
 		UserId:              id.UserID,
@@ -373,7 +454,8 @@ func closeSession(st State, id SessionID, s *Session, c closing) closed {
 		FirstMicAtMs:        s.SeatStartedAtMs,
 		LastMicAtMs:         end,
 	}
-	out.Closed = &userv1.UserMicSessionClosed{
+	out.Closed = sc.closedEvent()
+	*out.Closed = userv1.UserMicSessionClosed{
 		EventId:               EventTypeSessionClosed + ":" + id.MicSessionID,
 		AppCode:               id.AppCode,
 		UserId:                id.UserID,

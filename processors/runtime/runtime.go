@@ -494,7 +494,17 @@ func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 }
 
 func (r *Runtime) produceEmits(t *Task) {
+	if len(t.emits) == 0 {
+		return
+	}
+	// One clock read for the record's (or punctuation's) output instead of
+	// one per record in kgo, which stamps records without a timestamp
+	// with time.Now.
+	now := time.Now()
 	for i, e := range t.emits {
+		if e.Timestamp.IsZero() {
+			e.Timestamp = now
+		}
 		r.produce(e)
 		t.emits[i] = nil
 	}
@@ -588,6 +598,7 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if commit {
+		now := time.Now() // one timestamp for the changelog records
 		for _, t := range r.tasks {
 			if t.store == nil {
 				continue
@@ -595,6 +606,7 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 			for k, p := range t.store.pending {
 				rec := &r.arena.recs.take(1)[0]
 				rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
+				rec.Timestamp = now
 				if !p.deleted {
 					e := p.entry
 					rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })

@@ -43,6 +43,7 @@
 package micproc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,6 +125,9 @@ type Processor struct {
 	m   *metrics
 	log *slog.Logger
 	st  storeState // reused by every call (single processing goroutine)
+	// sc holds the messages of the Output being emitted (reused likewise;
+	// an Output is encoded before the next event is handled).
+	sc mic.Scratch
 }
 
 // New validates c and registers the processor's metrics on reg (nil: none).
@@ -215,9 +219,9 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	wm := p.watermark(t)
 	var out mic.Output
 	if ret := p.retention(); ret.TooOld(&ev, wm) {
-		out = mic.SkipTooOld(&ev) // may replay a session already closed and forgotten
+		out = p.sc.SkipTooOld(&ev) // may replay a session already closed and forgotten
 	} else {
-		out = mic.Handle(st, &ev)
+		out = p.sc.Handle(st, &ev)
 	}
 	if st.err != nil {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
@@ -327,7 +331,7 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("micproc: state key %q: %w", c.Key, err)
 		}
-		out, ok := mic.Compensate(st, pol, id, nowMs)
+		out, ok := p.sc.Compensate(st, pol, id, nowMs)
 		if st.err != nil {
 			return fmt.Errorf("micproc: timer close %s: %w", id.MicSessionID, st.err)
 		}
@@ -426,6 +430,7 @@ type storeState struct {
 	// the last session key built: Handle reads and writes the same one
 	lastID  mic.SessionID
 	lastKey string
+	buf     []byte // encoding buffer of Put*
 }
 
 func (s *storeState) key(id mic.SessionID) string {
@@ -460,7 +465,11 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
-	s.store.Put(s.key(id), v.AppendBinary(make([]byte, 0, 192)))
+	// Encode into a reused buffer, then store an exact-size copy: the
+	// store keeps the value for the session's life, so its capacity is
+	// heap per session.
+	s.buf = v.AppendBinary(s.buf[:0])
+	s.store.Put(s.key(id), bytes.Clone(s.buf))
 }
 
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
@@ -476,5 +485,6 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 }
 
 func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
-	s.store.Put(mic.DayRoomsKey(appCode, userID, day), rooms.AppendBinary(nil))
+	s.buf = rooms.AppendBinary(s.buf[:0])
+	s.store.Put(mic.DayRoomsKey(appCode, userID, day), bytes.Clone(s.buf))
 }
