@@ -4,6 +4,15 @@
 // setting status delivering with a worker id and a lock deadline, publish,
 // and mark delivered or retryable (retry_count+1, short last_error).
 //
+// The fast path (FastPath) claims each poll's events in one transaction
+// and pipelines them: rooms send concurrently, each room in order across
+// polls, results are recorded in batched statements within milliseconds,
+// and offsets are committed only behind recorded results. The compensation
+// worker (Service.RunOutboxWorker / ProcessPendingOutbox) scans pending
+// rows older than claim_grace, retryable rows and expired claims with FOR
+// UPDATE SKIP LOCKED. A live process renews the claims it is working on
+// (lock_ttl/3), so only a crashed process's claims expire.
+//
 // Delivery is at least once: a crash between the send and the mark leaves
 // the row delivering until its lock expires, then it is sent again with the
 // same Random and the same bytes, which Tencent IM drops as a duplicate

@@ -188,7 +188,12 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 			out.errs = append(out.errs, e)
 			out.failed = append(out.failed, Failure{ID: row.ID, Error: "decode: " + err.Error(), Failed: s.opt.MarkPermanentFailed})
 		})
-		s.logResult(row, StatusRetryable, "decode", e)
+		status := StatusRetryable
+		if s.opt.MarkPermanentFailed {
+			status = StatusFailed
+		}
+		s.m.events.WithLabelValues(source, status).Inc()
+		s.logResult(row, status, "decode", e)
 		return
 	}
 	if tencentim.IsNoOp(env.GetEventType()) {
