@@ -130,25 +130,29 @@ func (f *FastPath) Run(ctx context.Context) error {
 	recStop, recDone := make(chan struct{}), make(chan struct{})
 	go func() { f.recorder(ctx, recStop); close(recDone) }()
 	defer func() {
-		if !f.drain(f.svc.opt.DrainTimeout + f.svc.opt.PublishTimeout) {
+		// The whole stop fits in shutdown.timeout (DrainTimeout), so the
+		// frame closes MySQL only after results are recorded.
+		deadline := time.Now().Add(f.svc.opt.DrainTimeout)
+		left := func() time.Duration { return max(time.Until(deadline), 100*time.Millisecond) }
+		if !f.drain(left()) {
 			f.svc.log.Warn("fast path work still in flight at shutdown; its rows stay delivering until lock_until_ms")
 		}
 		close(recStop)
 		<-recDone
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.svc.opt.DrainTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left())
 		if err := f.cl.CommitMarkedOffsets(cctx); err != nil {
 			f.svc.log.Warn("final offset commit failed", "error", err.Error())
 		}
 		cancel()
 		// Close leaves the group; a join still waiting for a crashed
 		// member's session to expire must not hold SIGTERM up beyond the
-		// drain bound (the broker then drops us at session timeout).
+		// bound (the broker then drops us at session timeout).
 		f.cl.AllowRebalance()
 		closed := make(chan struct{})
 		go func() { f.cl.Close(); close(closed) }()
 		select {
 		case <-closed:
-		case <-time.After(f.svc.opt.DrainTimeout):
+		case <-time.After(left()):
 			f.svc.log.Warn("kafka client did not leave the group within shutdown.timeout; continuing shutdown")
 		}
 	}()
