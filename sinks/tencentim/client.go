@@ -123,6 +123,7 @@ func (c *Client) userSig(force bool, reason string) (string, error) {
 	}
 	c.sig, c.sigRenewAt = sig, now.Add(ttl*3/4)
 	c.m.sigRenewals.WithLabelValues(reason).Inc()
+	c.log.Info("usersig generated", "component", "tencentim", "reason", reason, "expires_at", now.Add(ttl).UTC())
 	return sig, nil
 }
 
@@ -203,11 +204,16 @@ func (c *Client) Deliver(ctx context.Context, m *Message) (Result, error) {
 		c.m.publish.WithLabelValues(class.String(), code).Inc()
 		var ae *APIError
 		if errors.As(err, &ae) {
+			pause := time.Duration(0)
 			switch {
 			case ae.Code == CodeAccountLocked:
-				c.pacer.Pause(60 * time.Second) // Tencent locks the admin for 60 s
+				pause = 60 * time.Second // Tencent locks the admin for 60 s
 			case RateLimited(ae.Code):
-				c.pacer.Pause(time.Second)
+				pause = time.Second
+			}
+			if pause > 0 {
+				c.pacer.Pause(pause)
+				c.log.Warn("tencent IM asked to slow down; pausing every send", "component", "tencentim", "code", ae.Code, "pause", pause.String())
 			}
 		}
 		if class == RegenerateSig && attempt == 0 {
