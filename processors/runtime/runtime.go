@@ -603,16 +603,15 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 			if t.store == nil {
 				continue
 			}
-			for k, p := range t.store.pending {
+			t.store.eachDirty(func(k string, e entry, deleted bool) {
 				rec := &r.arena.recs.take(1)[0]
 				rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
 				rec.Timestamp = now
-				if !p.deleted {
-					e := p.entry
+				if !deleted {
 					rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
 				}
 				r.produce(rec)
-			}
+			})
 		}
 		if err := r.sess.Client().Flush(ctx); err != nil {
 			commit = false

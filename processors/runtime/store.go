@@ -19,15 +19,26 @@ import (
 //
 // A Store is used only from the runtime's processing goroutine (inside
 // Process or a punctuation); it is not safe for concurrent use.
+//
+// Implementation: writes go straight into one map (so a read is one map
+// lookup and a commit touches no map entry), and the first write of a key
+// in a transaction remembers the key's value before the transaction, so an
+// abort puts it back. The dirty list, in first-write order, is what the
+// commit turns into changelog records.
 type Store struct {
-	clock     func() time.Time
-	committed map[string]entry
-	pending   map[string]pendingEntry
-	// undo restores pending entries when the record being processed is
+	clock func() time.Time
+	m     map[string]entry // committed state with the open transaction's writes
+	// dirty indexes txn by key: the keys written in the open transaction.
+	dirty map[string]int32
+	txn   []dirtyKey
+	// undo restores the writes of the record being processed when it is
 	// rejected (its writes must not survive).
 	undo      []undoEntry
 	recording bool
-	bytes     int64 // committed key+value bytes
+
+	bytes          int64 // key+value bytes of m
+	committedBytes int64 // ... as of the last commit or restore
+	committedLen   int
 }
 
 type entry struct {
@@ -35,19 +46,25 @@ type entry struct {
 	expiresMs int64 // 0: no expiry
 }
 
-type pendingEntry struct {
-	entry
+// dirtyKey is a key written in the open transaction.
+type dirtyKey struct {
+	key     string
+	before  entry // committed value, if hadKey
+	hadKey  bool
+	cur     entry // value now, unless deleted
 	deleted bool
+	removed bool // the write was undone by a rejected record: no changelog record
 }
 
 type undoEntry struct {
-	key     string
-	prev    pendingEntry
-	hadPrev bool
+	key      string
+	prev     entry // value in m before the write, if hadPrev
+	hadPrev  bool
+	newDirty bool // the write made the key dirty
 }
 
 func newStore(clock func() time.Time) *Store {
-	return &Store{clock: clock, committed: map[string]entry{}, pending: map[string]pendingEntry{}}
+	return &Store{clock: clock, m: map[string]entry{}, dirty: map[string]int32{}}
 }
 
 func (e entry) live(nowMs int64) bool { return e.expiresMs == 0 || e.expiresMs > nowMs }
@@ -55,13 +72,7 @@ func (e entry) live(nowMs int64) bool { return e.expiresMs == 0 || e.expiresMs >
 // Get returns the value of key and whether it exists (and has not expired).
 // It reads the clock only for a key with a TTL.
 func (s *Store) Get(key string) ([]byte, bool) {
-	if p, ok := s.pending[key]; ok {
-		if p.deleted || p.expiresMs != 0 && !p.live(s.clock().UnixMilli()) {
-			return nil, false
-		}
-		return p.value, true
-	}
-	e, ok := s.committed[key]
+	e, ok := s.m[key]
 	if !ok || e.expiresMs != 0 && !e.live(s.clock().UnixMilli()) {
 		return nil, false
 	}
@@ -69,136 +80,197 @@ func (s *Store) Get(key string) ([]byte, bool) {
 }
 
 // Put sets key to value with no expiry.
-func (s *Store) Put(key string, value []byte) { s.write(key, pendingEntry{entry: entry{value: value}}) }
+func (s *Store) Put(key string, value []byte) { s.write(key, entry{value: value}, false) }
 
 // PutTTL sets key to value; it disappears ttl after now (runtime clock):
 // Get stops returning it at once, and a periodic sweep deletes it with a
 // changelog tombstone. A restore skips expired keys.
 func (s *Store) PutTTL(key string, value []byte, ttl time.Duration) {
-	s.write(key, pendingEntry{entry: entry{value: value, expiresMs: s.clock().Add(ttl).UnixMilli()}})
+	s.write(key, entry{value: value, expiresMs: s.clock().Add(ttl).UnixMilli()}, false)
 }
 
 // Delete removes key.
-func (s *Store) Delete(key string) { s.write(key, pendingEntry{deleted: true}) }
+func (s *Store) Delete(key string) { s.write(key, entry{}, true) }
 
-func (s *Store) write(key string, p pendingEntry) {
-	if s.recording {
-		prev, had := s.pending[key]
-		s.undo = append(s.undo, undoEntry{key: key, prev: prev, hadPrev: had})
+func (s *Store) write(key string, e entry, del bool) {
+	prev, had := s.m[key]
+	newDirty := false
+	if i, ok := s.dirty[key]; ok {
+		s.txn[i].cur, s.txn[i].deleted = e, del
+	} else {
+		s.dirty[key] = int32(len(s.txn))
+		s.txn = append(s.txn, dirtyKey{key: key, before: prev, hadKey: had, cur: e, deleted: del})
+		newDirty = true
 	}
-	s.pending[key] = p
+	if s.recording {
+		s.undo = append(s.undo, undoEntry{key: key, prev: prev, hadPrev: had, newDirty: newDirty})
+	}
+	if had {
+		s.bytes -= int64(len(key) + len(prev.value))
+	}
+	if del {
+		if had {
+			delete(s.m, key)
+		}
+		return
+	}
+	s.m[key] = e
+	s.bytes += int64(len(key) + len(e.value))
 }
 
-// Range calls fn for every live key until fn returns false, committed keys
-// first, then keys new in this transaction; the order is otherwise
-// unspecified. fn may call Put and Delete; a key written during Range may
-// or may not be visited again.
+// Range calls fn for every live key until fn returns false, in no
+// particular order. fn may call Put and Delete; a key written during Range
+// may or may not be visited again.
 func (s *Store) Range(fn func(key string, value []byte) bool) {
 	now := s.clock().UnixMilli()
-	for k, e := range s.committed {
-		if p, ok := s.pending[k]; ok {
-			if p.deleted || !p.live(now) {
-				continue
-			}
-			if !fn(k, p.value) {
-				return
-			}
-			continue
-		}
+	for k, e := range s.m {
 		if e.live(now) && !fn(k, e.value) {
-			return
-		}
-	}
-	for k, p := range s.pending {
-		if _, ok := s.committed[k]; ok || p.deleted || !p.live(now) {
-			continue
-		}
-		if !fn(k, p.value) {
 			return
 		}
 	}
 }
 
 // Len is the number of committed keys (expired ones included until swept).
-func (s *Store) Len() int { return len(s.committed) }
+func (s *Store) Len() int {
+	if len(s.txn) == 0 {
+		return len(s.m)
+	}
+	return s.committedLen
+}
 
 // Bytes is the committed keys' and values' size in bytes.
-func (s *Store) Bytes() int64 { return s.bytes }
+func (s *Store) Bytes() int64 {
+	if len(s.txn) == 0 {
+		return s.bytes
+	}
+	return s.committedBytes
+}
 
 // beginRecord starts journaling writes so rejectRecord can undo them.
 func (s *Store) beginRecord() { s.recording = true; s.undo = s.undo[:0] }
 
 // endRecord keeps the record's writes.
-func (s *Store) endRecord() { s.recording = false; s.undo = s.undo[:0] }
+func (s *Store) endRecord() {
+	s.recording = false
+	clear(s.undo) // drop the references to old values
+	s.undo = s.undo[:0]
+}
 
 // rejectRecord undoes the record's writes.
 func (s *Store) rejectRecord() {
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		u := s.undo[i]
+		if cur, ok := s.m[u.key]; ok {
+			s.bytes -= int64(len(u.key) + len(cur.value))
+		}
 		if u.hadPrev {
-			s.pending[u.key] = u.prev
+			s.m[u.key] = u.prev
+			s.bytes += int64(len(u.key) + len(u.prev.value))
 		} else {
-			delete(s.pending, u.key)
+			delete(s.m, u.key)
+		}
+		i := s.dirty[u.key]
+		if u.newDirty {
+			// The key is as before the transaction again.
+			s.txn[i].removed = true
+			delete(s.dirty, u.key)
+		} else {
+			s.txn[i].cur, s.txn[i].deleted = u.prev, !u.hadPrev
 		}
 	}
 	s.endRecord()
 }
 
-// commit applies the transaction's writes to the committed state.
-func (s *Store) commit() {
-	for k, p := range s.pending {
-		if old, ok := s.committed[k]; ok {
-			s.bytes -= int64(len(k) + len(old.value))
+// eachDirty calls fn for every key written in the open transaction (in
+// first-write order) with its current value, or deleted.
+func (s *Store) eachDirty(fn func(key string, e entry, deleted bool)) {
+	for i := range s.txn {
+		d := &s.txn[i]
+		if !d.removed {
+			fn(d.key, d.cur, d.deleted)
 		}
-		if p.deleted {
-			delete(s.committed, k)
-			continue
-		}
-		s.committed[k] = p.entry
-		s.bytes += int64(len(k) + len(p.value))
 	}
-	clear(s.pending)
 }
 
-// abort discards the transaction's writes.
-func (s *Store) abort() { clear(s.pending); s.endRecord() }
+// commit makes the transaction's writes the committed state.
+func (s *Store) commit() {
+	s.committedLen, s.committedBytes = len(s.m), s.bytes
+	s.endTxn()
+}
+
+// abort puts back the committed value of every key the transaction wrote.
+func (s *Store) abort() {
+	s.endRecord()
+	for i := len(s.txn) - 1; i >= 0; i-- {
+		d := &s.txn[i]
+		if d.removed {
+			continue
+		}
+		if d.hadKey {
+			s.m[d.key] = d.before
+		} else {
+			delete(s.m, d.key)
+		}
+	}
+	s.bytes = s.committedBytes
+	s.endTxn()
+}
+
+func (s *Store) endTxn() {
+	clear(s.txn) // drop the references to keys and old values
+	s.txn = s.txn[:0]
+	clear(s.dirty)
+	s.committedLen, s.committedBytes = len(s.m), s.bytes
+}
+
+// dirtyValue is the transaction's write of key (tests).
+func (s *Store) dirtyValue(key string) (e entry, deleted, ok bool) {
+	i, ok := s.dirty[key]
+	if !ok {
+		return entry{}, false, false
+	}
+	return s.txn[i].cur, s.txn[i].deleted, true
+}
 
 // sweepExpired deletes committed keys expired at now (as writes of the open
 // transaction, so the tombstones commit with it). It returns how many.
 func (s *Store) sweepExpired(now time.Time) int {
 	ms := now.UnixMilli()
-	n := 0
-	for k, e := range s.committed {
-		if _, ok := s.pending[k]; ok {
+	var expired []string
+	for k, e := range s.m {
+		if _, ok := s.dirty[k]; ok {
 			continue // rewritten in this transaction
 		}
 		if !e.live(ms) {
-			s.pending[k] = pendingEntry{deleted: true}
-			n++
+			expired = append(expired, k)
 		}
 	}
-	return n
+	for _, k := range expired {
+		s.Delete(k)
+	}
+	return len(expired)
 }
 
-// restoreRecord applies one changelog record during restore.
+// restoreRecord applies one changelog record during restore (no
+// transaction is open).
 func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
 	k := string(key)
-	if old, ok := s.committed[k]; ok {
+	if old, ok := s.m[k]; ok {
 		s.bytes -= int64(len(k) + len(old.value))
-		delete(s.committed, k)
+		delete(s.m, k)
 	}
-	if value == nil {
-		return nil
+	if value != nil {
+		e, err := decodeChangelogValue(value)
+		if err != nil {
+			s.committedLen, s.committedBytes = len(s.m), s.bytes
+			return err
+		}
+		if e.live(nowMs) {
+			s.m[k] = e
+			s.bytes += int64(len(k) + len(e.value))
+		}
 	}
-	e, err := decodeChangelogValue(value)
-	if err != nil {
-		return err
-	}
-	if !e.live(nowMs) {
-		return nil
-	}
-	s.committed[k] = e
-	s.bytes += int64(len(k) + len(e.value))
+	s.committedLen, s.committedBytes = len(s.m), s.bytes
 	return nil
 }
 

@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -86,7 +89,7 @@ func TestStoreTTL(t *testing.T) {
 	if got := s.sweepExpired(c.t); got != 1 {
 		t.Fatalf("swept %d, want 1", got)
 	}
-	if p, ok := s.pending["k"]; !ok || !p.deleted {
+	if _, deleted, ok := s.dirtyValue("k"); !ok || !deleted {
 		t.Fatal("sweep did not write a tombstone")
 	}
 	s.commit()
@@ -121,5 +124,177 @@ func TestChangelogValueRoundTripAndRestore(t *testing.T) {
 	must(s.restoreRecord([]byte("old"), encodeChangelogValue(entry{value: []byte("x"), expiresMs: now - 1}), now))
 	if v, ok := s.Get("a"); !ok || string(v) != "2" || s.Len() != 1 || s.Bytes() != 2 {
 		t.Fatalf("restored a=%q len %d bytes %d", v, s.Len(), s.Bytes())
+	}
+}
+
+// A transaction's writes reach the changelog once per key, with the last
+// value (a tombstone for a last Delete), in first-write order; an aborted
+// transaction leaves no changelog write and the committed state as it was.
+func TestStoreCoalescesPerKeyAndAbortLeavesNoWrite(t *testing.T) {
+	c := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	s := newStore(c.now)
+	s.Put("keep", []byte("k0"))
+	s.Put("gone", []byte("g0"))
+	s.commit()
+	type rec struct {
+		key, value string
+		deleted    bool
+	}
+	changelog := func() []rec {
+		var out []rec
+		s.eachDirty(func(k string, e entry, deleted bool) {
+			out = append(out, rec{k, string(e.value), deleted})
+		})
+		return out
+	}
+
+	s.Put("keep", []byte("k1"))
+	s.Put("new", []byte("n1"))
+	s.Put("keep", []byte("k2"))
+	s.Delete("gone")
+	s.Put("new", []byte("n2"))
+	s.Put("gone", []byte("g1"))
+	s.Delete("gone")
+	got := changelog()
+	want := []rec{{"keep", "k2", false}, {"new", "n2", false}, {"gone", "", true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changelog of the transaction = %v, want %v", got, want)
+	}
+	bytesBefore := s.Bytes()
+	s.abort()
+	if got := changelog(); len(got) != 0 {
+		t.Fatalf("aborted transaction left changelog writes %v", got)
+	}
+	for k, want := range map[string]string{"keep": "k0", "gone": "g0"} {
+		if v, ok := s.Get(k); !ok || string(v) != want {
+			t.Fatalf("after abort %s = %q %v, want %q", k, v, ok, want)
+		}
+	}
+	if _, ok := s.Get("new"); ok {
+		t.Fatal("after abort a key created by the transaction exists")
+	}
+	if s.Len() != 2 || s.Bytes() != bytesBefore || s.Bytes() != int64(len("keepk0gonekg0")-1) {
+		t.Fatalf("after abort len %d bytes %d", s.Len(), s.Bytes())
+	}
+
+	// A rejected record's first write of a key leaves no changelog write.
+	s.beginRecord()
+	s.Put("keep", []byte("k3"))
+	s.endRecord()
+	s.beginRecord()
+	s.Put("only-rejected", []byte("x"))
+	s.Put("keep", []byte("k4"))
+	s.rejectRecord()
+	if got, want := changelog(), []rec{{"keep", "k3", false}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changelog after a rejected record = %v, want %v", got, want)
+	}
+}
+
+// Random transactions (committed, aborted, with rejected records, TTLs and
+// deletes) against an independent model: the live state always equals the
+// model's, and a store restored from the changelog records the commits
+// produced (coalesced per key) equals the committed state.
+func TestStoreRandomTransactionsRestoreEqualsLive(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		c := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+		s := newStore(c.now)
+		committed := map[string]entry{} // the model
+		type clRec struct {
+			key   string
+			value []byte // nil: tombstone
+		}
+		var log []clRec
+		for txn := 0; txn < 30; txn++ {
+			view := maps.Clone(committed)
+			for rec := 0; rec < 1+r.IntN(6); rec++ {
+				s.beginRecord()
+				recView := maps.Clone(view)
+				for op := 0; op < 1+r.IntN(4); op++ {
+					k := fmt.Sprintf("k%d", r.IntN(12))
+					switch r.IntN(5) {
+					case 0:
+						s.Delete(k)
+						delete(recView, k)
+					case 1:
+						v := []byte(fmt.Sprintf("ttl-%d-%d", txn, op))
+						ttl := time.Duration(1+r.IntN(3)) * time.Second
+						s.PutTTL(k, v, ttl)
+						recView[k] = entry{value: v, expiresMs: c.t.Add(ttl).UnixMilli()}
+					default:
+						v := []byte(fmt.Sprintf("v-%d-%d-%d", txn, rec, op))
+						s.Put(k, v)
+						recView[k] = entry{value: v}
+					}
+				}
+				if r.IntN(4) == 0 {
+					s.rejectRecord()
+				} else {
+					s.endRecord()
+					view = recView
+				}
+			}
+			if r.IntN(5) == 0 {
+				s.sweepExpired(c.t)
+				for k, e := range view {
+					if !e.live(c.t.UnixMilli()) {
+						delete(view, k)
+					}
+				}
+			}
+			checkStore(t, seed, s, view, c)
+			if r.IntN(3) == 0 {
+				s.abort()
+			} else {
+				s.eachDirty(func(k string, e entry, deleted bool) {
+					var v []byte
+					if !deleted {
+						v = encodeChangelogValue(e)
+					}
+					log = append(log, clRec{k, v})
+				})
+				s.commit()
+				committed = view
+			}
+			checkStore(t, seed, s, committed, c)
+			c.t = c.t.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
+		}
+		restored := newStore(c.now)
+		for _, rec := range log {
+			if err := restored.restoreRecord([]byte(rec.key), rec.value, c.t.UnixMilli()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live := map[string]string{}
+		s.Range(func(k string, v []byte) bool { live[k] = string(v); return true })
+		got := map[string]string{}
+		restored.Range(func(k string, v []byte) bool { got[k] = string(v); return true })
+		if !maps.Equal(live, got) {
+			t.Fatalf("seed %d: restored %v, live %v", seed, got, live)
+		}
+	}
+}
+
+func checkStore(t *testing.T, seed uint64, s *Store, want map[string]entry, c *fakeClock) {
+	t.Helper()
+	now := c.t.UnixMilli()
+	for i := 0; i < 12; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e, ok := want[k]
+		ok = ok && e.live(now)
+		v, got := s.Get(k)
+		if got != ok || ok && !bytes.Equal(v, e.value) {
+			t.Fatalf("seed %d: %s = %q %v, want %q %v", seed, k, v, got, e.value, ok)
+		}
+	}
+	if len(s.txn) == 0 {
+		n, b := 0, int64(0)
+		for k, e := range want {
+			n++
+			b += int64(len(k) + len(e.value))
+		}
+		if s.Len() != n || s.Bytes() != b {
+			t.Fatalf("seed %d: len %d bytes %d, want %d %d", seed, s.Len(), s.Bytes(), n, b)
+		}
 	}
 }
