@@ -33,9 +33,9 @@
 // this process (the per-core figure), and mic/raw, mic/rawx; the total line
 // sums all rounds. mic's output is broken down by topic.
 //
-// -linger and -batch-max-bytes set kgo.ProducerLinger and
-// kgo.ProducerBatchMaxBytes for all three (0: kgo's defaults, which the
-// processors use).
+// -linger, -batch-max-bytes and -compression set kgo.ProducerLinger,
+// kgo.ProducerBatchMaxBytes and kgo.ProducerBatchCompression for all three
+// (unset: kgo's defaults, which the processors use).
 //
 // Memory and restore (-open): -open `up` events open as many sessions;
 // the processor consumes them (all sessions open at once in its store)
@@ -97,6 +97,7 @@ func main() {
 		nRounds    = flag.Int("rounds", 1, "alternate raw, mic and rawx this many times")
 		linger     = flag.Duration("linger", 0, "kgo.ProducerLinger for all runs (0: kgo default)")
 		batchMax   = flag.Int("batch-max-bytes", 0, "kgo.ProducerBatchMaxBytes for all runs (0: kgo default)")
+		codec      = flag.String("compression", "", "producer compression for all runs: none, snappy, lz4, zstd (empty: kgo default, snappy)")
 		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the (first) mic throughput run")
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 	)
@@ -116,6 +117,20 @@ func main() {
 	}
 	if *batchMax > 0 {
 		producerOpts = append(producerOpts, kgo.ProducerBatchMaxBytes(int32(*batchMax)))
+	}
+	switch *codec {
+	case "":
+	case "none":
+		producerOpts = append(producerOpts, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	case "snappy":
+		producerOpts = append(producerOpts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	case "lz4":
+		producerOpts = append(producerOpts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	case "zstd":
+		producerOpts = append(producerOpts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	default:
+		fmt.Fprintln(os.Stderr, "benchmark: unknown -compression", *codec)
+		os.Exit(2)
 	}
 	rounds = max(*nRounds, 1)
 	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {

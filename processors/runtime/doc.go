@@ -74,6 +74,17 @@
 // between that check and the commit. Punctuation output should still use
 // deterministic event ids, which the MySQL sinks dedupe.
 //
+// # Memory
+//
+// A transaction produces thousands of short-lived records. Task.NewRecord,
+// Task.NewHeaders, Task.AppendBytes and Task.StringBytes hand out memory
+// from a per-runtime arena that is reused once the transaction has ended
+// (kgo has then released every record), so emitting costs the garbage
+// collector nothing; the runtime's changelog records use it too. Records
+// built on the heap work as before. The Store applies writes directly to
+// its map and remembers, per key written in the transaction, the value to
+// restore on abort and the last value for the changelog.
+//
 // # Metrics
 //
 // Registered on Registerer, labelled by processor: roomflow_process_
