@@ -46,7 +46,9 @@ func WithHTTPClient(h *http.Client) Opt { return func(c *Client) { c.http = h } 
 // WithRegisterer registers the client's metrics on r (default: none).
 func WithRegisterer(r prometheus.Registerer) Opt { return func(c *Client) { c.reg = r } }
 
-// WithLogger sets the logger (default: slog.Default()).
+// WithLogger sets the logger (default: slog.Default() with component
+// "tencentim"). The client adds no component field of its own, so a caller
+// passing its component's logger gets its lines under that one component.
 func WithLogger(l *slog.Logger) Opt { return func(c *Client) { c.log = l } }
 
 // WithClock sets the clock used for UserSig lifetimes (tests).
@@ -82,10 +84,13 @@ func New(cfg config.IMConfig, opts ...Opt) (*Client, error) {
 	if err != nil || u.Host == "" {
 		return nil, errors.New("tencentim: im.endpoint is not a base URL")
 	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), log: slog.Default(), now: time.Now,
+	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), now: time.Now,
 		window: time.Second + 10*time.Millisecond}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.log == nil {
+		c.log = slog.Default().With("component", "tencentim")
 	}
 	if c.http == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -123,7 +128,7 @@ func (c *Client) userSig(force bool, reason string) (string, error) {
 	}
 	c.sig, c.sigRenewAt = sig, now.Add(ttl*3/4)
 	c.m.sigRenewals.WithLabelValues(reason).Inc()
-	c.log.Info("usersig generated", "component", "tencentim", "reason", reason, "expires_at", now.Add(ttl).UTC())
+	c.log.Info("usersig generated", "reason", reason, "expires_at", now.Add(ttl).UTC())
 	return sig, nil
 }
 
@@ -213,7 +218,7 @@ func (c *Client) Deliver(ctx context.Context, m *Message) (Result, error) {
 			}
 			if pause > 0 {
 				c.pacer.Pause(pause)
-				c.log.Warn("tencent IM asked to slow down; pausing every send", "component", "tencentim", "code", ae.Code, "pause", pause.String())
+				c.log.Warn("tencent IM asked to slow down; pausing every send", "code", ae.Code, "pause", pause.String())
 			}
 		}
 		if class == RegenerateSig && attempt == 0 {

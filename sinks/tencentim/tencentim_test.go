@@ -441,3 +441,28 @@ func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
 		t.Fatalf("scheduled renewals %v", v)
 	}
 }
+
+// The client logs under its caller's component: a publish-im logger's
+// lines carry component=publish-im once, never a second component field.
+func TestLogsKeepTheCallersComponent(t *testing.T) {
+	_, url := fakeServer(t)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil)).With("component", "publish-im")
+	c, err := tencentim.New(imCfg(url), tencentim.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := tencentim.BuildMessage(giftEnvelope("log-1", "r"), "")
+	if _, err := c.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) == 0 || !strings.Contains(logs.String(), "usersig generated") {
+		t.Fatalf("no usersig log line: %q", logs.String())
+	}
+	for _, l := range lines {
+		if n := strings.Count(l, `"component":`); n != 1 || !strings.Contains(l, `"component":"publish-im"`) {
+			t.Errorf("log line has %d component fields, want one publish-im: %s", n, l)
+		}
+	}
+}
