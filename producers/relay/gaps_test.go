@@ -31,7 +31,7 @@ func TestOutOfOrderCommit(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	cfg := testConfig(t, k, m)
 	cfg.Relay.GapMaxAge = config.Duration(7 * time.Second)
-	logs := &lockedBuffer{}
+	logs := &testenv.SyncBuffer{}
 	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx := context.Background()
 	topic := cfg.Kafka.Topics.RoomEvents
@@ -93,13 +93,9 @@ func TestOutOfOrderCommit(t *testing.T) {
 	waitCount(t, k, topic, 1011, 30*time.Second)
 
 	// The rolled-back id is abandoned once older than gap_max_age.
-	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("rolled-back id %d not abandoned within gap_max_age", rbID)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("rolled-back id %d to be abandoned (gap_max_age)", rbID), func() bool {
+		return metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age") >= 1
+	})
 	if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 1 {
 		t.Errorf("abandoned = %v, want exactly 1 (only the rolled-back id)", got)
 	}

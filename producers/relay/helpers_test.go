@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -130,66 +129,18 @@ func (r relayed) version() int64 {
 	return v
 }
 
-// drain reads every committed record of topics from the start to the end,
-// read_committed. It must only be called when no transaction is open (the
-// relay stopped): it reads each partition up to its high watermark,
-// counting commit/abort markers, so it knows it has reached the end even
-// when the last transaction was aborted.
+// drain reads every committed record of topics (see
+// testenv.Kafka.DrainCommitted: only when the relay stopped).
 func drain(t testing.TB, k *testenv.Kafka, topics ...string) []relayed {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(k.Client(t))
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		t.Fatalf("list end offsets: %v", err)
-	}
-	want := map[string]map[int32]kgo.Offset{}
-	remaining := map[string]map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
-		}
-		if o.Offset == 0 {
-			return
-		}
-		if want[o.Topic] == nil {
-			want[o.Topic] = map[int32]kgo.Offset{}
-			remaining[o.Topic] = map[int32]int64{}
-		}
-		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
-		remaining[o.Topic][o.Partition] = o.Offset - 1
-	})
-	if len(want) == 0 {
-		return nil
-	}
-	cl := k.Client(t, kgo.ConsumePartitions(want), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	var out []relayed
-	left := 0
-	for _, ps := range remaining {
-		left += len(ps)
-	}
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("drain: timed out with %d partitions unread: %v", left, remaining)
+	for _, r := range k.DrainCommitted(t, topics...) {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
 		}
-		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("drain %s/%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if last, ok := remaining[r.Topic][r.Partition]; ok && r.Offset >= last {
-				delete(remaining[r.Topic], r.Partition)
-				left--
-			}
-			if r.Attrs.IsControl() {
-				return
-			}
-			h := map[string]string{}
-			for _, x := range r.Headers {
-				h[x.Key] = string(x.Value)
-			}
-			out = append(out, relayed{topic: r.Topic, partition: r.Partition, offset: r.Offset, key: string(r.Key),
-				value: r.Value, ts: r.Timestamp, headers: h})
-		})
+		out = append(out, relayed{topic: r.Topic, partition: r.Partition, offset: r.Offset, key: string(r.Key),
+			value: r.Value, ts: r.Timestamp, headers: h})
 	}
 	return out
 }
@@ -283,8 +234,8 @@ func checkExactlyOnce(t testing.TB, oracle map[string]oracleRow, got []relayed) 
 	t.Logf("exactly once: %d rows, %d records, per-room order kept", len(oracle), len(got))
 }
 
-// waitRelayed polls read_committed end offsets until count committed
-// records of topic exist (counting with a consumer), or fails after d.
+// waitCount reads topic read_committed from the start until count
+// committed records arrived, or fails after d.
 func waitCount(t testing.TB, k *testenv.Kafka, topic string, count int, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -367,41 +318,15 @@ func startRelay(t testing.TB, cfg *config.Config, db *sql.DB, log *slog.Logger, 
 	return x
 }
 
+// metric is testenv.Metric on reg, failing the test when no series of
+// name has labels (name/value pairs).
 func metric(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testenv.Metric(reg, name, labels...)
+	if !ok {
+		t.Fatalf("metric %s %v not found", name, labels)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	t.Fatalf("metric %s %v not found", name, labels)
-	return 0
+	return v
 }
 
 // testWriter sends log lines to t.Log.
@@ -410,24 +335,6 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// lockedBuffer is a concurrency-safe log sink for assertions.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // quietLogger logs warnings and errors only, to t.Log.

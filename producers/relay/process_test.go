@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
 
@@ -138,7 +139,7 @@ type child struct {
 	lines  []string
 	notify chan struct{} // closed and replaced on every new line
 	exited chan struct{}
-	stderr *lockedBuffer
+	stderr *testenv.SyncBuffer
 }
 
 func startChild(t testing.TB, name string, cfg *config.Config, env ...string) *child {
@@ -147,10 +148,8 @@ func startChild(t testing.TB, name string, cfg *config.Config, env ...string) *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRelayProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envHelper+"=1", envConfig+"="+string(raw))
-	cmd.Env = append(cmd.Env, env...)
-	c := &child{name: name, cmd: cmd, notify: make(chan struct{}), exited: make(chan struct{}), stderr: &lockedBuffer{}}
+	cmd := testenv.ChildCommand("^TestHelperRelayProcess$", append([]string{envHelper + "=1", envConfig + "=" + string(raw)}, env...)...)
+	c := &child{name: name, cmd: cmd, notify: make(chan struct{}), exited: make(chan struct{}), stderr: &testenv.SyncBuffer{}}
 	cmd.Stderr = c.stderr
 	if dir := os.Getenv("ROOMFLOW_RELAY_HELPER_STDERR_DIR"); dir != "" {
 		if f, err := os.Create(filepath.Join(dir, name+".stderr")); err == nil {

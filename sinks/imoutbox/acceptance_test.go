@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim"
@@ -144,7 +146,7 @@ func TestAlreadyDeliveredNotSentAgain(t *testing.T) {
 	}
 	e.produce(raws, evs)
 	reg, stop := e.publisher(false) // fast path only
-	eventually(t, 15*time.Second, "both events seen by the fast path", func() bool {
+	testenv.Eventually(t, 15*time.Second, "both events seen by the fast path", func() bool {
 		return metric(t, reg, "roomflow_im_outbox_claims_total", map[string]string{"source": "fast", "result": "done"}) == 1 &&
 			e.row("sync-failed").Status == "delivered"
 	})
@@ -168,7 +170,7 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 	raws := e.insert(time.Second, evs...)
 	e.produce(raws, evs)
 	_, stop := e.publisher(false) // fast path only
-	eventually(t, 15*time.Second, "no-op events delivered", func() bool { return e.countStatus("delivered") == 3 })
+	testenv.Eventually(t, 15*time.Second, "no-op events delivered", func() bool { return e.countStatus("delivered") == 3 })
 	stop()
 	scanned := []event{{ID: "c2", Type: "RoomCreated", Room: "r2", Payload: &roomv1.RoomCreated{OwnerUserId: 2}}}
 	e.insert(time.Second, scanned...)
@@ -193,7 +195,7 @@ func TestWorkerCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.RunOutboxWorker(ctx); close(done) }()
-	eventually(t, 5*time.Second, "slow claimed", func() bool { return e.row("slow").Status == "delivering" })
+	testenv.Eventually(t, 5*time.Second, "slow claimed", func() bool { return e.row("slow").Status == "delivering" })
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	cancel()
@@ -311,7 +313,7 @@ func TestConnectionErrorHasNoSecrets(t *testing.T) {
 func TestConfigRules(t *testing.T) {
 	yaml := func(s string) (*config.Config, error) {
 		p := t.TempDir() + "/c.yaml"
-		if err := writeFile(p, s); err != nil {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return config.Load(p, func(string) string { return "" })

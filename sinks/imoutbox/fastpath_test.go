@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -30,7 +31,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg, stop := e.publisher(false)
-	eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
+	testenv.Eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
 	stop()
 	r := e.row("fp-005")
 	if r.Status != "retryable" || r.RetryCount != 1 || !r.LastError.Valid {
@@ -86,7 +87,7 @@ func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	stopA() // rebalance with work in flight
 	e.produce(raws, evs[n/2:])
-	eventually(t, 60*time.Second, "all delivered", func() bool { return e.countStatus("delivered") == n })
+	testenv.Eventually(t, 60*time.Second, "all delivered", func() bool { return e.countStatus("delivered") == n })
 	stopB()
 	acc := e.fake.AcceptedByEvent()
 	for _, ev := range evs {

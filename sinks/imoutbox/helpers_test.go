@@ -1,7 +1,6 @@
 package imoutbox_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -36,24 +35,7 @@ type env struct {
 	k    *testenv.Kafka
 	fake *imfake.Server
 	url  string
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testenv.SyncBuffer
 }
 
 // newEnv starts MariaDB (fresh database), kfake (unless noKafka) and the
@@ -80,7 +62,7 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &syncBuffer{}}
+	e := &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &testenv.SyncBuffer{}}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -230,19 +212,6 @@ func (e *env) countStatus(status string) int {
 	return n
 }
 
-// eventually polls cond until it holds or timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func ids(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -251,36 +220,14 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
-// metric reads one series of a counter or gauge from reg (0 if absent).
+// metric is testenv.Metric on reg with labels as a map; 0 if no series
+// matches.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var pairs []string
+	for k, v := range labels {
+		pairs = append(pairs, k, v)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			if m.Counter != nil {
-				return m.GetCounter().GetValue()
-			}
-			if m.Histogram != nil {
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	v, _ := testenv.Metric(reg, name, pairs...)
+	return v
 }

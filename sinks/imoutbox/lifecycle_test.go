@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -32,7 +33,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 30 * time.Second, Times: 1})
 	e.produce(raws, evs)
 	_, stop := e.publisher(false)
-	eventually(t, 20*time.Second, "other rooms delivered while r1 is stuck", func() bool {
+	testenv.Eventually(t, 20*time.Second, "other rooms delivered while r1 is stuck", func() bool {
 		return e.countStatus("delivered") == 10 && e.row("slow").Status == "delivering"
 	})
 	time.Sleep(50 * time.Millisecond)
@@ -51,7 +52,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	}
 	// Restart: the compensation scan picks the handed-back rows up.
 	_, stop2 := e.publisher(true)
-	eventually(t, 20*time.Second, "everything delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
+	testenv.Eventually(t, 20*time.Second, "everything delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
 	stop2()
 	acc := e.fake.AcceptedByEvent()
 	for _, ev := range evs {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
@@ -62,7 +63,7 @@ func runChild() int {
 
 type child struct {
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *testenv.SyncBuffer
 }
 
 func (e *env) startChild() *child {
@@ -71,9 +72,8 @@ func (e *env) startChild() *child {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "IMOUTBOX_CHILD_CONFIG="+string(raw))
-	out := &syncBuffer{}
+	cmd := testenv.ChildCommand("^$", "IMOUTBOX_CHILD_CONFIG="+string(raw))
+	out := &testenv.SyncBuffer{}
 	cmd.Stderr, cmd.Stdout = out, out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -103,7 +103,7 @@ func TestKill9AndRestart(t *testing.T) {
 	e.produce(raws, evs)
 
 	first := e.startChild()
-	eventually(t, 30*time.Second, "first process delivering", func() bool { return e.fake.Stats().Accepted >= n/4 })
+	testenv.Eventually(t, 30*time.Second, "first process delivering", func() bool { return e.fake.Stats().Accepted >= n/4 })
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestKill9AndRestart(t *testing.T) {
 	}
 
 	second := e.startChild()
-	eventually(t, 60*time.Second, "every row delivered after restart", func() bool { return e.countStatus("delivered") == n })
+	testenv.Eventually(t, 60*time.Second, "every row delivered after restart", func() bool { return e.countStatus("delivered") == n })
 	start := time.Now()
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -61,7 +62,7 @@ func TestClaimsRenewAndGauges(t *testing.T) {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.RunGauges(gctx, 50*time.Millisecond)
-	eventually(t, 5*time.Second, "pending{delivering} = 3", func() bool {
+	testenv.Eventually(t, 5*time.Second, "pending{delivering} = 3", func() bool {
 		return metric(t, reg, "roomflow_im_outbox_pending", map[string]string{"status": "delivering"}) == 3
 	})
 	if v := metric(t, reg, "roomflow_im_outbox_oldest_pending_age_seconds", nil); v < 9 || v > 60 {

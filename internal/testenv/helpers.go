@@ -1,0 +1,187 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Eventually calls cond every 20ms until it returns true. If timeout
+// passes first, it fails the test with "timed out waiting for <what>".
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Metric gathers g and returns the sum over the series of metric family
+// name whose labels include every name/value pair of labels ("result",
+// "committed", ...): a counter's or gauge's value, a histogram's or
+// summary's sample count. ok is false when no series matches, so a test
+// can tell a metric that was never registered from one at zero.
+func Metric(g prometheus.Gatherer, name string, labels ...string) (v float64, ok bool) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+						break
+					}
+				}
+				if !found {
+					continue series
+				}
+			}
+			ok = true
+			v += value(m)
+		}
+	}
+	return v, ok
+}
+
+// Total returns the sum over every series c collects, valued as in Metric:
+// for a metric a test holds directly (a Counter, a CounterVec, a
+// HistogramVec) rather than through a registry.
+func Total(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var v float64
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err == nil {
+			v += value(&d)
+		}
+	}
+	return v
+}
+
+// value is a counter's, gauge's or untyped metric's value, or a histogram's
+// or summary's sample count.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	case m.Summary != nil:
+		return float64(m.GetSummary().GetSampleCount())
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// ChildCommand returns a command that re-executes the running test binary,
+// so a test can SIGKILL, SIGSTOP or SIGTERM real processes. run is the
+// -test.run pattern of the child ("^$" runs no test: for a TestMain that
+// dispatches on an environment variable); env is added to the parent's
+// environment.
+func ChildCommand(run string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers: a
+// log sink or a child's output that a test inspects while it is written.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// DrainCommitted reads every committed record of topics from the start to
+// the end, read_committed, in per-partition offset order (control records
+// left out). It reads each partition up to the high watermark it finds at
+// the start, counting commit and abort markers, so it knows it is done
+// even when the last transaction was aborted. Call it only when no
+// transaction is open on topics (the producers stopped): an open
+// transaction holds read_committed back, and DrainCommitted fails the test
+// after 60s.
+func (k *Kafka) DrainCommitted(t testing.TB, topics ...string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(k.Client(t)).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatalf("testenv: list end offsets: %v", err)
+	}
+	want := map[string]map[int32]kgo.Offset{}
+	last := map[string]map[int32]int64{} // last offset to read, per partition left
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("testenv: end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		if o.Offset == 0 {
+			return
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic] = map[int32]kgo.Offset{}
+			last[o.Topic] = map[int32]int64{}
+		}
+		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		last[o.Topic][o.Partition] = o.Offset - 1
+		left++
+	})
+	if left == 0 {
+		return nil
+	}
+	cl := k.Client(t, kgo.ConsumePartitions(want), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	var out []*kgo.Record
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: drain timed out with %d partitions unread: %v", left, last)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("testenv: drain %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if l, ok := last[r.Topic][r.Partition]; ok && r.Offset >= l {
+				delete(last[r.Topic], r.Partition)
+				left--
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
