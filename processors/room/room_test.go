@@ -359,18 +359,9 @@ func TestDLQCases(t *testing.T) {
 	if len(inflow) != 1 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" {
 		t.Fatalf("inflow %v", inflow)
 	}
-	mfs, _ := reg.Gather()
 	reasons := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() == "roomflow_process_dlq_total" {
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "reason" {
-						reasons[l.GetValue()] += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
+	for _, r := range []string{room.ReasonDecodeEnvelope, room.ReasonUnknownRuleVersion, room.ReasonInvalidRule} {
+		reasons[r], _ = testenv.Metric(reg, "roomflow_process_dlq_total", "reason", r)
 	}
 	if reasons[room.ReasonDecodeEnvelope] != 2 || reasons[room.ReasonUnknownRuleVersion] != 1 || reasons[room.ReasonInvalidRule] != 1 {
 		t.Fatalf("dlq metric by reason %v", reasons)
@@ -541,16 +532,7 @@ func TestRuleStoreOutageRetries(t *testing.T) {
 	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.DLQ, 0, 200*time.Millisecond, time.Second)); n != 0 {
 		t.Fatalf("%d records dead-lettered during the outage", n)
 	}
-	mfs, _ := reg.Gather()
-	aborts := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == "roomflow_process_txn_aborts_total" {
-			for _, m := range mf.GetMetric() {
-				aborts += m.GetCounter().GetValue()
-			}
-		}
-	}
-	if aborts < 1 {
+	if aborts, _ := testenv.Metric(reg, "roomflow_process_txn_aborts_total"); aborts < 1 {
 		t.Fatal("no aborted transaction recorded during the outage")
 	}
 }

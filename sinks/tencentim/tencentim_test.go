@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -262,10 +262,10 @@ func TestClientAgainstFake(t *testing.T) {
 	if _, err := c.Send(ctx, m3); err != nil {
 		t.Fatalf("send after invalidation: %v", err)
 	}
-	if v := counterValue(c.Metrics().SigRenewals("invalidated")); v != 1 {
+	if v := testenv.Total(c.Metrics().SigRenewals("invalidated")); v != 1 {
 		t.Fatalf("invalidated renewals %v", v)
 	}
-	if v := counterValue(c.Metrics().SigRenewals("expired")); v != 1 {
+	if v := testenv.Total(c.Metrics().SigRenewals("expired")); v != 1 {
 		t.Fatalf("expired renewals %v", v)
 	}
 
@@ -405,12 +405,6 @@ func TestTransportErrorHasNoSecrets(t *testing.T) {
 	}
 }
 
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	_ = c.Write(&m)
-	return m.GetCounter().GetValue()
-}
-
 // The cached UserSig is reused, and renewed once three quarters of its
 // lifetime have passed, before Tencent would refuse it.
 func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
@@ -429,15 +423,15 @@ func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
 	send("b")
 	clock = clock.Add(40 * time.Minute)
 	send("c")
-	if v := counterValue(c.Metrics().SigRenewals("initial")); v != 1 {
+	if v := testenv.Total(c.Metrics().SigRenewals("initial")); v != 1 {
 		t.Fatalf("initial %v", v)
 	}
-	if v := counterValue(c.Metrics().SigRenewals("scheduled")); v != 0 {
+	if v := testenv.Total(c.Metrics().SigRenewals("scheduled")); v != 0 {
 		t.Fatalf("renewed too early: %v", v)
 	}
 	clock = clock.Add(6 * time.Minute) // 46 of 60 minutes used
 	send("d")
-	if v := counterValue(c.Metrics().SigRenewals("scheduled")); v != 1 {
+	if v := testenv.Total(c.Metrics().SigRenewals("scheduled")); v != 1 {
 		t.Fatalf("scheduled renewals %v", v)
 	}
 }
