@@ -1,7 +1,6 @@
 package mysqlsink_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
@@ -128,15 +128,14 @@ func TestKilledTwentyTimes(t *testing.T) {
 	if err := os.WriteFile(cfgPath, y, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	child := func() (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "ROOMFLOW_SINK_CHILD="+cfgPath, "ROOMFLOW_MYSQL_DSN="+e.m.DSN)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+	child := func() (*exec.Cmd, *testenv.SyncBuffer) {
+		cmd := testenv.ChildCommand("^$", "ROOMFLOW_SINK_CHILD="+cfgPath, "ROOMFLOW_MYSQL_DSN="+e.m.DSN)
+		out := &testenv.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		return cmd, &out
+		return cmd, out
 	}
 	progress := func() (n int64) {
 		for _, o := range stored(t, e.m.DB, e.cfg.Sink.Group) {

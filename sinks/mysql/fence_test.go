@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -139,24 +137,16 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 		t.Fatal("A never picked up the second batch")
 	}
 	b := e.start(t, nil, fast, mysqlsink.WithOwnerID("instance-b"))
-	deadline := time.Now().Add(45 * time.Second)
-	for count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Sink.Group) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("B never claimed every partition while A stalled")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 45*time.Second, "B to claim every partition while A stalls", func() bool {
+		return count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Sink.Group) == 0
+	})
 	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, b)
 
 	// A wakes up: its commit must be fenced.
 	close(release)
-	deadline = time.Now().Add(30 * time.Second)
-	for counterValue(a.sink.Metrics().Fenced) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("A's late commit was not fenced")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, "A's late commit to be fenced", func() bool {
+		return testenv.Total(a.sink.Metrics().Fenced) >= 1
+	})
 
 	// Both run; more load; then B leaves mid-run.
 	produce(3000)
@@ -175,12 +165,4 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", e.cfg.Sink.Group); n == 0 {
 		t.Fatal("A never owned a partition again after B left")
 	}
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -35,13 +33,9 @@ func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 		rs = append(rs, e.start(t, nil, mysqlsink.WithOwnerID(fmt.Sprintf("pool-%d", i)), mysqlsink.WithKafkaOpts(kgo.Balancers(kgo.RoundRobinBalancer()))))
 	}
 	// Wait until every instance owns a partition of the inflow topic.
-	deadline := time.Now().Add(45 * time.Second)
-	for count(t, e.m.DB, "SELECT COUNT(DISTINCT owner_id) FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", e.cfg.Sink.Group, e.cfg.Kafka.Topics.LuckyPoolInflow) < 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("the four instances never each owned a partition")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 45*time.Second, "each of the four instances to own a partition", func() bool {
+		return count(t, e.m.DB, "SELECT COUNT(DISTINCT owner_id) FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", e.cfg.Sink.Group, e.cfg.Kafka.Topics.LuckyPoolInflow) >= 4
+	})
 
 	inflows := sinktest.NewInflowGen(12, "hyapp", 8, 3).Next(20_000)
 	o := sinktest.NewOracle()
@@ -56,8 +50,8 @@ func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 		if err := r.stop(t); err != nil {
 			t.Fatalf("%s: %v", r.sink.Owner(), err)
 		}
-		retries += sum(r.sink.Metrics().Retries)
-		batches += histCount(r.sink.Metrics().TxnSeconds)
+		retries += testenv.Total(r.sink.Metrics().Retries)
+		batches += testenv.Total(r.sink.Metrics().TxnSeconds)
 	}
 	t.Logf("%v transactions, %v retried", batches, retries)
 	if err := o.Check(ctx, e.m.DB); err != nil {
@@ -79,30 +73,6 @@ func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 	if version < 4 || version >= int64(len(inflows)/10) {
 		t.Fatalf("global pool version %d: want one step per batch (4 .. %d)", version, len(inflows)/10)
 	}
-}
-
-func sum(c *prometheus.CounterVec) float64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { c.Collect(ch); close(ch) }()
-	var total float64
-	for m := range ch {
-		var d dto.Metric
-		_ = m.Write(&d)
-		total += d.GetCounter().GetValue()
-	}
-	return total
-}
-
-func histCount(h *prometheus.HistogramVec) float64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { h.Collect(ch); close(ch) }()
-	var total float64
-	for m := range ch {
-		var d dto.Metric
-		_ = m.Write(&d)
-		total += float64(d.GetHistogram().GetSampleCount())
-	}
-	return total
 }
 
 // TestDeadlockRetriesWholeBatch makes every third transaction fail inside,
@@ -133,7 +103,7 @@ func TestDeadlockRetriesWholeBatch(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if got := sum(r.sink.Metrics().Retries); got < 3 {
+	if got := testenv.Total(r.sink.Metrics().Retries); got < 3 {
 		t.Fatalf("retries = %v, want the injected deadlocks retried", got)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
@@ -193,10 +163,10 @@ func TestLostConnectionRetriesWholeBatch(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if killed.Load() == 0 || sum(r.sink.Metrics().Retries) == 0 {
-		t.Fatalf("killed %d connections, %v retries: the test did not exercise lost connections", killed.Load(), sum(r.sink.Metrics().Retries))
+	if killed.Load() == 0 || testenv.Total(r.sink.Metrics().Retries) == 0 {
+		t.Fatalf("killed %d connections, %v retries: the test did not exercise lost connections", killed.Load(), testenv.Total(r.sink.Metrics().Retries))
 	}
-	t.Logf("killed %d connections, %v whole-batch retries", killed.Load(), sum(r.sink.Metrics().Retries))
+	t.Logf("killed %d connections, %v whole-batch retries", killed.Load(), testenv.Total(r.sink.Metrics().Retries))
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}
