@@ -1,8 +1,9 @@
 package mysqlsink
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -355,52 +356,31 @@ func BuildFacts(ledger []*userv1.MicLedgerEntry, inflows []*activityv1.LuckyPool
 		add(PoolKey{in.AppCode, ScopeGift, in.GiftId}, in.GiftIn, in.OccurredAtMs)
 	}
 
+	// Rows sorted by primary key (see Facts).
 	var f Facts
 	for _, s := range sessions {
 		f.Sessions = append(f.Sessions, s)
 	}
-	sort.Slice(f.Sessions, func(i, j int) bool {
-		a, b := f.Sessions[i], f.Sessions[j]
-		if a.AppCode != b.AppCode {
-			return a.AppCode < b.AppCode
-		}
-		return a.MicSessionId < b.MicSessionId
+	slices.SortFunc(f.Sessions, func(a, b SessionRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.MicSessionId, b.MicSessionId))
 	})
 	for _, r := range daily {
 		f.Daily = append(f.Daily, *r)
 	}
-	sort.Slice(f.Daily, func(i, j int) bool {
-		a, b := f.Daily[i], f.Daily[j]
-		if a.AppCode != b.AppCode {
-			return a.AppCode < b.AppCode
-		}
-		if a.UserID != b.UserID {
-			return a.UserID < b.UserID
-		}
-		return a.StatDate < b.StatDate
+	slices.SortFunc(f.Daily, func(a, b DailyRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.StatDate, b.StatDate))
 	})
 	for _, r := range life {
 		f.Lifetime = append(f.Lifetime, *r)
 	}
-	sort.Slice(f.Lifetime, func(i, j int) bool {
-		a, b := f.Lifetime[i], f.Lifetime[j]
-		if a.AppCode != b.AppCode {
-			return a.AppCode < b.AppCode
-		}
-		return a.UserID < b.UserID
+	slices.SortFunc(f.Lifetime, func(a, b LifetimeRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.UserID, b.UserID))
 	})
 	for _, r := range pools {
 		f.Pools = append(f.Pools, *r)
 	}
-	sort.Slice(f.Pools, func(i, j int) bool {
-		a, b := f.Pools[i], f.Pools[j]
-		if a.AppCode != b.AppCode {
-			return a.AppCode < b.AppCode
-		}
-		if a.ScopeType != b.ScopeType {
-			return a.ScopeType < b.ScopeType
-		}
-		return a.ScopeID < b.ScopeID
+	slices.SortFunc(f.Pools, func(a, b PoolRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.ScopeType, b.ScopeType), cmp.Compare(a.ScopeID, b.ScopeID))
 	})
 	return f
 }

@@ -398,77 +398,65 @@ func (s *Store) execRows(ctx context.Context, tx *sql.Tx, head, rowPH, tail stri
 const micConsumptionHead = "INSERT INTO user_mic_event_consumption (app_code, event_id, event_type, mic_session_id, user_id, action, status, skip_reason, created_at_ms, consumed_at_ms, updated_at_ms) VALUES "
 
 // consumeLedger inserts the consumption rows of es and returns the entries
-// that were new. The common case (all new) is one optimistic multi-row
-// INSERT per chunk; on a duplicate key the attempt is rolled back to a
-// savepoint and the known ids are looked up and left out.
+// that were new (see consumeNew).
 func (s *Store) consumeLedger(ctx context.Context, tx *sql.Tx, es []*userv1.MicLedgerEntry, nowMs int64) ([]*userv1.MicLedgerEntry, error) {
+	return consumeNew(ctx, s, tx, "user_mic_event_consumption", es,
+		func(e *userv1.MicLedgerEntry) EventKey { return EventKey{e.AppCode, e.EventId} },
+		func(es []*userv1.MicLedgerEntry) error {
+			return s.execRows(ctx, tx, micConsumptionHead, "(?,?,?,?,?,?,?,?,?,?,?)", "", len(es), func(i int, a []any) []any {
+				e := es[i]
+				created := e.OccurredAtMs
+				if created <= 0 {
+					created = nowMs
+				}
+				return append(a, e.AppCode, e.EventId, e.EventType, e.MicSessionId, e.UserId, e.Action, e.Status, e.SkipReason, created, nowMs, nowMs)
+			})
+		})
+}
+
+const inflowConsumptionHead = "INSERT INTO lucky_pool_inflow_consumption (app_code, event_id, source_event_id, room_id, gift_id, rule_version, pool_in, platform_in, room_in, gift_in, status, occurred_at_ms, created_at_ms) VALUES "
+
+// consumeInflows inserts the consumption rows of in and returns the
+// inflows that were new (see consumeNew).
+func (s *Store) consumeInflows(ctx context.Context, tx *sql.Tx, in []*activityv1.LuckyPoolInflow, nowMs int64) ([]*activityv1.LuckyPoolInflow, error) {
+	return consumeNew(ctx, s, tx, "lucky_pool_inflow_consumption", in,
+		func(e *activityv1.LuckyPoolInflow) EventKey { return EventKey{e.AppCode, e.EventId} },
+		func(in []*activityv1.LuckyPoolInflow) error {
+			return s.execRows(ctx, tx, inflowConsumptionHead, "(?,?,?,?,?,?,?,?,?,?,?,?,?)", "", len(in), func(i int, a []any) []any {
+				e := in[i]
+				return append(a, e.AppCode, e.EventId, e.SourceEventId, e.RoomId, e.GiftId, e.RuleVersion, e.PoolIn, e.PlatformIn, e.RoomIn, e.GiftIn, StatusConsumed, e.OccurredAtMs, nowMs)
+			})
+		})
+}
+
+// consumeNew inserts the consumption rows of es into table (insert writes
+// the rows of the events it is given) and returns the events that were new.
+// The common case (all new) is one optimistic multi-row INSERT per chunk;
+// on a duplicate key the attempt is rolled back to a savepoint, the known
+// ids are looked up, and only the others are inserted and returned.
+func consumeNew[E any](ctx context.Context, s *Store, tx *sql.Tx, table string, es []E, key func(E) EventKey, insert func([]E) error) ([]E, error) {
 	if len(es) == 0 {
 		return nil, nil
 	}
-	insert := func(es []*userv1.MicLedgerEntry) error {
-		return s.execRows(ctx, tx, micConsumptionHead, "(?,?,?,?,?,?,?,?,?,?,?)", "", len(es), func(i int, a []any) []any {
-			e := es[i]
-			created := e.OccurredAtMs
-			if created <= 0 {
-				created = nowMs
-			}
-			return append(a, e.AppCode, e.EventId, e.EventType, e.MicSessionId, e.UserId, e.Action, e.Status, e.SkipReason, created, nowMs, nowMs)
-		})
-	}
 	keys := make([]EventKey, len(es))
 	for i, e := range es {
-		keys[i] = EventKey{e.AppCode, e.EventId}
+		keys[i] = key(e)
 	}
-	known, err := s.optimistic(ctx, tx, "user_mic_event_consumption", keys, func() error { return insert(es) })
+	known, err := s.optimistic(ctx, tx, table, keys, func() error { return insert(es) })
 	if err != nil {
 		return nil, err
 	}
 	if known == nil {
 		return es, nil
 	}
-	var fresh []*userv1.MicLedgerEntry
-	for _, e := range es {
-		if _, ok := known[EventKey{e.AppCode, e.EventId}]; !ok {
+	var fresh []E
+	for i, e := range es {
+		if _, ok := known[keys[i]]; !ok {
 			fresh = append(fresh, e)
 		}
 	}
 	if err := insert(fresh); err != nil {
-		return nil, fmt.Errorf("insert user_mic_event_consumption: %w", err)
-	}
-	return fresh, nil
-}
-
-const inflowConsumptionHead = "INSERT INTO lucky_pool_inflow_consumption (app_code, event_id, source_event_id, room_id, gift_id, rule_version, pool_in, platform_in, room_in, gift_in, status, occurred_at_ms, created_at_ms) VALUES "
-
-func (s *Store) consumeInflows(ctx context.Context, tx *sql.Tx, in []*activityv1.LuckyPoolInflow, nowMs int64) ([]*activityv1.LuckyPoolInflow, error) {
-	if len(in) == 0 {
-		return nil, nil
-	}
-	insert := func(in []*activityv1.LuckyPoolInflow) error {
-		return s.execRows(ctx, tx, inflowConsumptionHead, "(?,?,?,?,?,?,?,?,?,?,?,?,?)", "", len(in), func(i int, a []any) []any {
-			e := in[i]
-			return append(a, e.AppCode, e.EventId, e.SourceEventId, e.RoomId, e.GiftId, e.RuleVersion, e.PoolIn, e.PlatformIn, e.RoomIn, e.GiftIn, StatusConsumed, e.OccurredAtMs, nowMs)
-		})
-	}
-	keys := make([]EventKey, len(in))
-	for i, e := range in {
-		keys[i] = EventKey{e.AppCode, e.EventId}
-	}
-	known, err := s.optimistic(ctx, tx, "lucky_pool_inflow_consumption", keys, func() error { return insert(in) })
-	if err != nil {
-		return nil, err
-	}
-	if known == nil {
-		return in, nil
-	}
-	var fresh []*activityv1.LuckyPoolInflow
-	for _, e := range in {
-		if _, ok := known[EventKey{e.AppCode, e.EventId}]; !ok {
-			fresh = append(fresh, e)
-		}
-	}
-	if err := insert(fresh); err != nil {
-		return nil, fmt.Errorf("insert lucky_pool_inflow_consumption: %w", err)
+		return nil, fmt.Errorf("insert %s: %w", table, err)
 	}
 	return fresh, nil
 }
