@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +21,9 @@ func TestProcessCommand(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\n")
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString("kafka:\n  brokers: [\"" + strings.Join(k.Brokers, "\",\"") + "\"]\n  partitions: 3\n  topics:\n")
-	for _, s := range k.Config.Topics.List() {
-		b.WriteString("    " + s.Key + ": " + s.Name + "\n")
-	}
+	b.WriteString(kafkaYAML(k, 3))
 	b.WriteString("process:\n  room_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
-	p := filepath.Join(t.TempDir(), "roomflow.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, b.String())
 
 	root := newRoot()
 	var out bytes.Buffer

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,15 +80,9 @@ func TestSinkCommandServesAPI(t *testing.T) {
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\napp_code: hyapp\n")
 	b.WriteString("api:\n  addr: \"" + apiAddr + "\"\n")
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString("kafka:\n  brokers: [\"" + strings.Join(k.Brokers, "\",\"") + "\"]\n  partitions: 2\n  topics:\n")
-	for _, s := range k.Config.Topics.List() {
-		b.WriteString("    " + s.Key + ": " + s.Name + "\n")
-	}
+	b.WriteString(kafkaYAML(k, 2))
 	b.WriteString("sink:\n  group: " + testenv.UniqueName(t) + "\n")
-	p := filepath.Join(t.TempDir(), "roomflow.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, b.String())
 
 	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(500)
 	o := sinktest.NewOracle()
