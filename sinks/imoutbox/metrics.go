@@ -1,8 +1,7 @@
 package imoutbox
 
 import (
-	"errors"
-
+	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -59,30 +58,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000},
 		}, []string{"source"}),
 	}
-	m.claims = register(reg, m.claims)
-	m.claimBatch = register(reg, m.claimBatch)
-	m.events = register(reg, m.events)
-	m.retries = register(reg, m.retries)
-	m.decodeErrors = register(reg, m.decodeErrors)
-	m.batchErrors = register(reg, m.batchErrors)
-	m.pending = register(reg, m.pending)
-	m.oldestAge = register(reg, m.oldestAge)
-	m.lag = register(reg, m.lag)
+	m.claims = obs.Register(reg, m.claims)
+	m.claimBatch = obs.Register(reg, m.claimBatch)
+	m.events = obs.Register(reg, m.events)
+	m.retries = obs.Register(reg, m.retries)
+	m.decodeErrors = obs.Register(reg, m.decodeErrors)
+	m.batchErrors = obs.Register(reg, m.batchErrors)
+	m.pending = obs.Register(reg, m.pending)
+	m.oldestAge = obs.Register(reg, m.oldestAge)
+	m.lag = obs.Register(reg, m.lag)
 	return m
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if ex, ok := are.ExistingCollector.(C); ok {
-				return ex
-			}
-		}
-		panic(err)
-	}
-	return c
 }

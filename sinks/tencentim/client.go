@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/obs"
 )
 
 // SendGroupMsgPath is the REST path of send_group_msg.
@@ -314,29 +315,11 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 			Help: "UserSig generations: reason initial|scheduled|expired|invalidated.",
 		}, []string{"reason"}),
 	}
-	m.publish = register(reg, m.publish)
-	m.duration = register(reg, m.duration)
-	m.pacingWait = register(reg, m.pacingWait)
-	m.sigRenewals = register(reg, m.sigRenewals)
+	m.publish = obs.Register(reg, m.publish)
+	m.duration = obs.Register(reg, m.duration)
+	m.pacingWait = obs.Register(reg, m.pacingWait)
+	m.sigRenewals = obs.Register(reg, m.sigRenewals)
 	return m
-}
-
-// register registers c on reg, reusing an identical collector already
-// registered there (two clients on one registry share their series).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if ex, ok := are.ExistingCollector.(C); ok {
-				return ex
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // Metrics exposes the client's counters (tests, the demo summary).
