@@ -2,32 +2,13 @@ package lucky_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/processors/room/roomtest"
 )
-
-// InsertRule writes a rule version and its tiers (test helper).
-func insertRule(t *testing.T, db *sql.DB, r *lucky.Rule) {
-	t.Helper()
-	_, err := db.Exec(`INSERT INTO lucky_gift_rules (gift_id, rule_version, gift_price, pool_rate_ppm,
-	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout, status)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.GiftID, r.RuleVersion, r.GiftPrice, r.PoolRatePPM,
-		r.TargetPayoutRatePPM, r.PlatformWeightPPM, r.RoomWeightPPM, r.MaxSinglePayout, r.Status)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range r.Tiers {
-		if _, err := db.Exec(`INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type,
-		reward_value, probability_ppm, min_pool_balance, enabled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.GiftID, r.RuleVersion, tr.TierID, tr.RewardType, tr.RewardValue, tr.ProbabilityPPM, tr.MinPoolBalance, tr.Enabled); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func TestLoaderMariaDB(t *testing.T) {
 	m := testenv.NewMySQL(t)
@@ -38,10 +19,10 @@ func TestLoaderMariaDB(t *testing.T) {
 			{TierID: "none", RewardType: "none", ProbabilityPPM: 950000, Enabled: true},
 			{TierID: "small_1x", RewardType: "multiplier", RewardValue: 1, ProbabilityPPM: 50000, Enabled: false},
 		}}
-	insertRule(t, m.DB, good)
+	roomtest.InsertRule(t, m.DB, good)
 	bad := &lucky.Rule{GiftID: "rose", RuleVersion: "broken", PoolRatePPM: 50000, PlatformWeightPPM: 200000, RoomWeightPPM: 300000, Status: "active",
 		Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 999999, Enabled: true}}}
-	insertRule(t, m.DB, bad)
+	roomtest.InsertRule(t, m.DB, bad)
 
 	l := lucky.NewLoader(m.DB, 100)
 	r, err := l.Get(ctx, "rose", "2026-01")
