@@ -22,7 +22,9 @@ type Row struct {
 }
 
 // DLQReason names why a row went to the dead-letter topic instead of its
-// route; it is the value of the record's "error" header.
+// route; it is the value of the record's "error" header and of its
+// "error_reason" header, the one the processors' and the sink's DLQ
+// records carry their reason in too.
 type DLQReason string
 
 const (
@@ -99,6 +101,7 @@ func (r Router) Record(row *Row, forced DLQReason) (rec *kgo.Record, dlq DLQReas
 		rec.Topic = r.DLQ
 		rec.Headers = append(rec.Headers,
 			kgo.RecordHeader{Key: "error", Value: []byte(dlq)},
+			kgo.RecordHeader{Key: "error_reason", Value: []byte(dlq)},
 			kgo.RecordHeader{Key: "source", Value: []byte("room_outbox")},
 			kgo.RecordHeader{Key: "source_id", Value: []byte(strconv.FormatUint(row.ID, 10))},
 			kgo.RecordHeader{Key: "source_topic", Value: []byte(r.Topic(row.EventType))},

@@ -62,6 +62,7 @@ func TestRouterRecord(t *testing.T) {
 				"room_version": "12", "occurred_at_ms": "1700000000123", "content-type": "application/x-protobuf"}
 			if reason != "" {
 				want["error"] = string(reason)
+				want["error_reason"] = string(reason) // as in every stage's DLQ records
 				want["source_id"] = "77"
 				want["source"] = "room_outbox"
 			}

@@ -60,8 +60,8 @@
 // serial per-room writes guarantee; the relay does not reorder.
 // Rows with an empty payload or larger than relay.max_record_bytes (or
 // refused by the broker) go to kafka.topics.dlq in the same transaction with
-// an "error" header naming the reason (see DLQReason); the relay never
-// stalls on them.
+// "error" and "error_reason" headers naming the reason (see DLQReason); the
+// relay never stalls on them.
 //
 // # Shutdown
 //
