@@ -324,19 +324,11 @@ type batch struct {
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
 func (r *Relay) lead(ctx context.Context, led *bool) error {
-	txnTimeout := r.cfg.FailoverTimeout.D()
-	if txnTimeout < 10*time.Second {
-		txnTimeout = 10 * time.Second
-	}
-	maxBytes := int32(1 << 20)
-	if r.cfg.MaxRecordBytes > int(maxBytes) {
-		maxBytes = int32(r.cfg.MaxRecordBytes)
-	}
 	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.log, append(append([]kgo.Opt(nil), r.kopts...),
 		kgo.TransactionalID(r.cfg.TransactionalID),
-		kgo.TransactionTimeout(txnTimeout),
+		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout.D(), 10*time.Second)),
 		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
-		kgo.ProducerBatchMaxBytes(maxBytes),
+		kgo.ProducerBatchMaxBytes(int32(max(r.cfg.MaxRecordBytes, 1<<20))),
 		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
 		kgo.ProducerLinger(0),
 	)...)
@@ -500,6 +492,12 @@ func refused(err error) bool {
 		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
 }
 
+// deadRow is a row of a batch that goes to the DLQ, and why.
+type deadRow struct {
+	row    *Row
+	reason DLQReason
+}
+
 // commit writes b and its position in one transaction. Any error leaves
 // the transaction aborted (or its outcome to be settled by the next
 // session's InitProducerID) and is returned; the caller ends the session.
@@ -511,7 +509,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		mu       sync.Mutex
 		firstErr error
 		suspects []uint64 // rows of produce batches the broker refused
-		dlq      int
+		dead     []deadRow
 		newest   int64
 	)
 	fail := func(err error) {
@@ -526,7 +524,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		forced, suspect := r.forcedReason(row.ID)
 		rec, reason := r.router.Record(row, forced)
 		if reason != "" {
-			dlq++
+			dead = append(dead, deadRow{row, reason})
 		}
 		if row.OccurredAtMs > newest {
 			newest = row.OccurredAtMs
@@ -613,8 +611,8 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
 	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
 	r.m.batches.WithLabelValues("committed").Inc()
-	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - dlq))
-	r.m.events.WithLabelValues("dead_lettered").Add(float64(dlq))
+	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - len(dead)))
+	r.m.events.WithLabelValues("dead_lettered").Add(float64(len(dead)))
 	r.m.openGaps.Set(float64(b.info.OpenGaps))
 	if newest > 0 {
 		r.m.lag.Set(max(0, now.Sub(time.UnixMilli(newest)).Seconds()))
@@ -624,18 +622,12 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
 			"reason", string(a.Reason), "open_for", now.Sub(time.UnixMilli(a.FirstSeenMs)).Round(time.Millisecond).String())
 	}
-	if dlq > 0 {
-		for i := range b.rows {
-			row := &b.rows[i]
-			forced, _ := r.forcedReason(row.ID)
-			if _, reason := r.router.Record(row, forced); reason != "" {
-				r.log.Warn("outbox row dead-lettered", "outbox_id", row.ID, "event_id", row.EventID,
-					"event_type", row.EventType, "room_id", row.RoomID, "reason", string(reason), "payload_bytes", len(row.Payload))
-			}
-		}
+	for _, d := range dead {
+		r.log.Warn("outbox row dead-lettered", "outbox_id", d.row.ID, "event_id", d.row.EventID,
+			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", len(d.row.Payload))
 	}
 	r.forget(b)
-	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", dlq, "first_id", b.info.FirstID,
+	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,
 		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
 		"duration", now.Sub(b.started).String())
 	return nil
