@@ -22,7 +22,9 @@ var clientSeq atomic.Int64
 // Opts returns the base options for a client of component: seed brokers,
 // client id "<client_id>-<component>-<n>", kprom metrics roomflow_kafka_*
 // labelled with that client id on reg (when non-nil; unregistered when the
-// client closes), and franz-go logs at warn and above through log.
+// client closes), and franz-go logs at warn and above through log with
+// component=<component> added: pass a logger that has no component field
+// yet, or the lines carry two.
 func Opts(cfg config.KafkaConfig, component string, reg prometheus.Registerer, log *slog.Logger) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),

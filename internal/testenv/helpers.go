@@ -3,8 +3,10 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,4 +186,31 @@ func (k *Kafka) DrainCommitted(t testing.TB, topics ...string) []*kgo.Record {
 		})
 	}
 	return out
+}
+
+// ClosedAddr returns a loopback host:port that nothing listens on (a port
+// just bound and released): clients pointed at it fail to connect.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testenv: listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// CheckLogComponent fails the test unless every line of jsonLogs (slog
+// JSON output) carries exactly one "component" field, equal to component:
+// a logger tagged twice (a component's logger handed to a library that
+// tags it again) writes the key twice, which JSON readers resolve to
+// either value.
+func CheckLogComponent(t testing.TB, jsonLogs, component string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(jsonLogs), "\n") {
+		if n := strings.Count(l, `"component":`); n != 1 || !strings.Contains(l, `"component":"`+component+`"`) {
+			t.Errorf("log line has %d component fields, want one %q: %s", n, component, l)
+		}
+	}
 }

@@ -166,7 +166,8 @@ type Relay struct {
 	table      string
 	src        *Source
 	router     Router
-	log        *slog.Logger
+	log        *slog.Logger // tagged component=relay
+	klog       *slog.Logger // untagged, for kafkax, which tags each client
 	reg        prometheus.Registerer
 	kafkaReg   prometheus.Registerer
 	m          *metrics
@@ -209,6 +210,7 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 	for _, o := range opts {
 		o(r)
 	}
+	r.klog = r.log
 	r.log = r.log.With("component", Component)
 	r.src = NewSource(db, r.table)
 	r.router = Router{
@@ -250,7 +252,7 @@ func (r *Relay) sessionTimeout() time.Duration {
 func (r *Relay) Run(ctx context.Context) error {
 	el := newElector(r.log)
 	group := r.cfg.TransactionalID + ".leader"
-	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.log,
+	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.klog,
 		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
 	if err != nil {
 		return fmt.Errorf("relay: leader group client: %w", err)
@@ -324,7 +326,7 @@ type batch struct {
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
 func (r *Relay) lead(ctx context.Context, led *bool) error {
-	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.log, append(append([]kgo.Opt(nil), r.kopts...),
+	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.klog, append(append([]kgo.Opt(nil), r.kopts...),
 		kgo.TransactionalID(r.cfg.TransactionalID),
 		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout.D(), 10*time.Second)),
 		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
@@ -343,7 +345,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if _, _, err := txn.ProducerID(ctx); err != nil {
 		return fmt.Errorf("relay: init producer id: %w", err)
 	}
-	pos, found, err := loadPosition(ctx, txn, append(kafkax.Opts(r.kcfg, Component+"-position", nil, r.log), r.kopts...),
+	pos, found, err := loadPosition(ctx, txn, append(kafkax.Opts(r.kcfg, Component+"-position", nil, r.klog), r.kopts...),
 		r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID)
 	if err != nil {
 		return err

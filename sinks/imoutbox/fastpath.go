@@ -65,8 +65,10 @@ type chainResult struct {
 // transactionally), marked-offset autocommit every second, rebalances held
 // while a poll is being claimed and drained before partitions are revoked.
 // appRate is im.max_calls_per_second, used to bound claimed work so that
-// it drains within a third of lock_ttl.
-func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg *prometheus.Registry, log *slog.Logger, appRate int, extra ...kgo.Opt) (*FastPath, error) {
+// it drains within a third of lock_ttl. reg (may be nil) gets the client's
+// roomflow_kafka_* metrics; log (may be nil) its warnings, tagged
+// component=publish-im (see kafkax.Opts).
+func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg prometheus.Registerer, log *slog.Logger, appRate int, extra ...kgo.Opt) (*FastPath, error) {
 	inflight := int(float64(appRate) * svc.opt.LockTTL.Seconds() / 3)
 	inflight = max(100, min(inflight, 10000))
 	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,

@@ -35,27 +35,29 @@ func OptionsFrom(cfg *config.Config) Options {
 	}
 }
 
-// NewPublisher builds the publisher from cfg. It fails when the IM
-// credentials are missing (config.ValidateIM), the retry strategy is
-// unknown, or the Kafka client cannot be created.
-func NewPublisher(cfg *config.Config, db *sql.DB, reg *prometheus.Registry, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
+// NewPublisher builds the publisher from cfg, its metrics on reg (nil: not
+// registered), its logs on log (nil: slog.Default()) under
+// component=publish-im. It fails when the IM credentials are missing
+// (config.ValidateIM), the retry strategy is unknown, or the Kafka client
+// cannot be created.
+func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
 	if err := cfg.ValidateIM(); err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.Default()
+	}
+	klog := log // kafkax tags the Kafka client's lines with component=publish-im itself
 	log = log.With("component", "publish-im")
 	client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	var r prometheus.Registerer
-	if reg != nil {
-		r = reg
-	}
-	svc, err := NewService(NewRepo(db), client, OptionsFrom(cfg), r, log)
+	svc, err := NewService(NewRepo(db), client, OptionsFrom(cfg), reg, log)
 	if err != nil {
 		return nil, err
 	}
-	fast, err := NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, log, cfg.IM.MaxCallsPerSecond)
+	fast, err := NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond)
 	if err != nil {
 		return nil, fmt.Errorf("publish-im: kafka: %w", err)
 	}

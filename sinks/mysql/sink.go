@@ -74,7 +74,8 @@ func WithKafkaOpts(opts ...kgo.Opt) Option {
 type Sink struct {
 	cfg    *config.Config
 	store  *Store
-	log    *slog.Logger
+	log    *slog.Logger // tagged component=sink
+	klog   *slog.Logger // untagged, for kafkax
 	reg    prometheus.Registerer
 	kreg   prometheus.Registerer
 	health *obs.Health
@@ -101,6 +102,7 @@ func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.klog = s.log // kafkax tags its client's lines with component=sink itself
 	s.log = s.log.With("component", "sink")
 	if s.owner == "" {
 		host, _ := os.Hostname()
@@ -153,14 +155,14 @@ func (s *Sink) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
 	}, s.kopts...)
-	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.log, opts...)
+	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.klog, opts...)
 	if err != nil {
 		return fmt.Errorf("mysql sink: kafka client: %w", err)
 	}
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
-	s.log.Info("sink started", "owner", s.owner, "group", s.cfg.Sink.Group, "topics", topics)
+	s.log.Info("sink started", "owner_id", s.owner, "group", s.cfg.Sink.Group, "topics", topics)
 	for {
 		recs, hw, closed := s.collect(ctx, cl)
 		if len(recs) > 0 {
@@ -182,7 +184,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 	}
 	cl.CloseAllowingRebalance()
-	s.log.Info("sink stopped", "owner", s.owner)
+	s.log.Info("sink stopped", "owner_id", s.owner)
 	return nil
 }
 
@@ -269,7 +271,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	}
 	s.mu.Unlock()
 	s.m.Claims.Add(float64(len(claimed)))
-	s.log.Info("partitions claimed in MySQL", "owner", s.owner, "partitions", len(claimed))
+	s.log.Info("partitions claimed in MySQL", "owner_id", s.owner, "partitions", len(claimed))
 	// A partition fenced earlier was paused; it is ours again now.
 	s.mu.Lock()
 	cl := s.cl

@@ -1,0 +1,53 @@
+package relay_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
+)
+
+// The relay logs under one component per line: with Kafka unreachable, its
+// Kafka clients' warnings carry their own component (relay-leader, ...)
+// once, its own lines component=relay.
+func TestRelayLogsUnderOneComponent(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)}
+	db, err := sql.Open("mysql", testenv.ServerDSN()) // never used: the relay never leads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	logs := &testenv.SyncBuffer{}
+	r, err := relay.New(cfg, db, relay.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	testenv.Eventually(t, 20*time.Second, "the relay's Kafka client to warn", func() bool {
+		return strings.Contains(logs.String(), "unable to open connection to broker")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay did not stop")
+	}
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, "unable to open connection") {
+			testenv.CheckLogComponent(t, l, "relay-leader")
+		} else {
+			testenv.CheckLogComponent(t, l, "relay")
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package mysqlsink_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+)
+
+// The sink logs under one component: with Kafka unreachable, the Kafka
+// client's warnings carry component=sink once, like the sink's own lines.
+func TestSinkLogsUnderOneComponent(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)}
+	db, err := sql.Open("mysql", testenv.ServerDSN()) // never used: nothing is consumed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	logs := &testenv.SyncBuffer{}
+	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(db, cfg.Sink.Group), mysqlsink.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	testenv.Eventually(t, 20*time.Second, "the sink's Kafka client to warn", func() bool {
+		return strings.Contains(logs.String(), "unable to open connection to broker")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sink: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sink did not stop")
+	}
+	testenv.CheckLogComponent(t, logs.String(), "sink")
+}
