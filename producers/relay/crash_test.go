@@ -32,7 +32,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 
 	ctx := context.Background()
 	writeErr := make(chan error, 1)
-	go func() { writeErr <- writers(ctx, t, m.DB, "cr-", total, 4, 500, 48, 120*time.Millisecond) }()
+	go func() { writeErr <- writers(ctx, m.DB, "cr-", total, 4, 500, 48, 120*time.Millisecond) }()
 
 	const instance = "crash-test"
 	var commits atomic.Int64

@@ -73,7 +73,7 @@ func payloadFor(eventID string, n int) []byte {
 // owns rooms "r<w>-<k>" and bumps each room's version by one per row, the
 // way room-service serialises a room. Each transaction inserts perTxn
 // rows. pace > 0 sleeps between transactions.
-func writers(ctx context.Context, t testing.TB, db *sql.DB, prefix string, total, nWriters, perTxn, payloadBytes int, pace time.Duration) error {
+func writers(ctx context.Context, db *sql.DB, prefix string, total, nWriters, perTxn, payloadBytes int, pace time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, nWriters)
 	per := total / nWriters

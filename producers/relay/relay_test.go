@@ -20,7 +20,7 @@ func TestConcurrentWriters(t *testing.T) {
 	const total = 50_000
 	ctx := context.Background()
 	start := time.Now()
-	if err := writers(ctx, t, m.DB, "cw-", total, 8, 50, 64, 0); err != nil {
+	if err := writers(ctx, m.DB, "cw-", total, 8, 50, 64, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("inserted %d rows in %s", total, time.Since(start))
