@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -157,5 +158,30 @@ func TestWriteOutbox(t *testing.T) {
 	rep, err := Compare(context.Background(), m.DB, sc.AppCode, o)
 	if err != nil || rep.OK() || len(rep.Diffs) != len(o.Lifetime)+len(o.Daily)+len(o.Pools) {
 		t.Fatalf("compare on empty tables: %d diffs for %d facts (%v)", len(rep.Diffs), len(o.Lifetime)+len(o.Daily)+len(o.Pools), err)
+	}
+}
+
+// Records are the relay's records for the events: key room_id, value the
+// stored bytes, timestamp occurred_at_ms, the relay's headers.
+func TestRecordsAreTheRelays(t *testing.T) {
+	sc := DefaultScenario()
+	events, _ := sc.Generate()
+	events = events[:50]
+	recs := Records("room-events", events)
+	if len(recs) != len(events) {
+		t.Fatalf("%d records for %d events", len(recs), len(events))
+	}
+	for i, r := range recs {
+		env := events[i].Envelope
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if r.Topic != "room-events" || string(r.Key) != env.RoomId || !bytes.Equal(r.Value, events[i].Payload) ||
+			r.Timestamp.UnixMilli() != env.OccurredAtMs || h["event_id"] != env.EventId || h["event_type"] != env.EventType ||
+			h["app_code"] != env.AppCode || h["room_version"] != strconv.FormatInt(env.RoomVersion, 10) ||
+			h["occurred_at_ms"] != strconv.FormatInt(env.OccurredAtMs, 10) || h["content-type"] != "application/x-protobuf" {
+			t.Fatalf("record %d: topic %s key %s headers %v, want event %v", i, r.Topic, r.Key, h, env)
+		}
 	}
 }

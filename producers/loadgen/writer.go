@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -84,24 +84,16 @@ func insertRows(ctx context.Context, db *sql.DB, evs []Event) error {
 	return nil
 }
 
-// Records turns events into the records the relay would produce, for
-// feeding processors straight from Kafka.
+// Records turns events into the records the relay would produce (built by
+// the relay's own Router, unrouted: every event type on topic), for feeding
+// processors straight from Kafka.
 func Records(topic string, events []Event) []*kgo.Record {
+	rt := relay.Router{Default: topic}
 	out := make([]*kgo.Record, len(events))
 	for i, e := range events {
 		env := e.Envelope
-		out[i] = &kgo.Record{
-			Topic: topic, Key: []byte(env.RoomId), Value: e.Payload,
-			Timestamp: time.UnixMilli(env.OccurredAtMs),
-			Headers: []kgo.RecordHeader{
-				{Key: "event_id", Value: []byte(env.EventId)},
-				{Key: "event_type", Value: []byte(env.EventType)},
-				{Key: "app_code", Value: []byte(env.AppCode)},
-				{Key: "room_version", Value: []byte(strconv.FormatInt(env.RoomVersion, 10))},
-				{Key: "occurred_at_ms", Value: []byte(strconv.FormatInt(env.OccurredAtMs, 10))},
-				{Key: "content-type", Value: []byte("application/x-protobuf")},
-			},
-		}
+		out[i], _ = rt.Record(&relay.Row{AppCode: env.AppCode, EventID: env.EventId, EventType: env.EventType,
+			RoomID: env.RoomId, RoomVersion: env.RoomVersion, Payload: e.Payload, OccurredAtMs: env.OccurredAtMs}, "")
 	}
 	return out
 }
