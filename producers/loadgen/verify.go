@@ -42,21 +42,18 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	rep.SkippedUsers = len(skip)
 
 	got := map[int64]MicTotals{}
-	rows, err := db.QueryContext(ctx, `SELECT user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms
-		FROM user_mic_lifetime_stats WHERE app_code = ?`, appCode)
-	if err != nil {
-		return rep, err
-	}
-	for rows.Next() {
+	if err := scanRows(ctx, db, `SELECT user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms
+		FROM user_mic_lifetime_stats WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var u int64
 		var t MicTotals
 		if err := rows.Scan(&u, &t.SeatOccupiedMs, &t.MicOnlineMs, &t.SessionCount, &t.FirstMicAtMs, &t.LastMicAtMs); err != nil {
-			rows.Close()
-			return rep, err
+			return err
 		}
 		got[u] = t
+		return nil
+	}); err != nil {
+		return rep, err
 	}
-	rows.Close()
 	for _, u := range unionKeys(o.Lifetime, got) {
 		if skip[u] {
 			continue
@@ -72,21 +69,18 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	}
 
 	gotDaily := map[UserDay]MicTotals{}
-	rows, err = db.QueryContext(ctx, `SELECT user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count,
-		first_mic_at_ms, last_mic_at_ms FROM user_mic_daily_stats WHERE app_code = ?`, appCode)
-	if err != nil {
-		return rep, err
-	}
-	for rows.Next() {
+	if err := scanRows(ctx, db, `SELECT user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count,
+		first_mic_at_ms, last_mic_at_ms FROM user_mic_daily_stats WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var k UserDay
 		var t MicTotals
 		if err := rows.Scan(&k.UserID, &k.Date, &t.SeatOccupiedMs, &t.MicOnlineMs, &t.SessionCount, &t.RoomCount, &t.FirstMicAtMs, &t.LastMicAtMs); err != nil {
-			rows.Close()
-			return rep, err
+			return err
 		}
 		gotDaily[k] = t
+		return nil
+	}); err != nil {
+		return rep, err
 	}
-	rows.Close()
 	for _, k := range unionKeys(o.Daily, gotDaily) {
 		if skip[k.UserID] {
 			continue
@@ -102,30 +96,44 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	}
 
 	gotPools := map[Pool]int64{}
-	rows, err = db.QueryContext(ctx, `SELECT scope_type, scope_id, total_in, balance FROM lucky_pools WHERE app_code = ?`, appCode)
-	if err != nil {
-		return rep, err
-	}
-	for rows.Next() {
+	if err := scanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var p Pool
 		var in, bal int64
 		if err := rows.Scan(&p.ScopeType, &p.ScopeID, &in, &bal); err != nil {
-			rows.Close()
-			return rep, err
+			return err
 		}
 		gotPools[p] = in
 		if bal != in { // no payouts flow through roomflow: balance grows with inflow
 			rep.Diffs = append(rep.Diffs, Diff{"lucky_pools.balance", p.ScopeType + "/" + p.ScopeID, fmt.Sprint(in), fmt.Sprint(bal)})
 		}
+		return nil
+	}); err != nil {
+		return rep, err
 	}
-	rows.Close()
 	for _, p := range unionKeys(o.Pools, gotPools) {
 		rep.PoolRows++
 		if o.Pools[p] != gotPools[p] {
 			rep.Diffs = append(rep.Diffs, Diff{"lucky_pools.total_in", p.ScopeType + "/" + p.ScopeID, fmt.Sprint(o.Pools[p]), fmt.Sprint(gotPools[p])})
 		}
 	}
-	return rep, rows.Err()
+	return rep, nil
+}
+
+// scanRows runs q with arg and calls scan on every row. It returns the
+// query's, a scan's or the iteration's error, so a result cut short is
+// never compared as if it were complete.
+func scanRows(ctx context.Context, db *sql.DB, q string, arg any, scan func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q, arg)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 func unionKeys[K comparable, A, B any](a map[K]A, b map[K]B) []K {
