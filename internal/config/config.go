@@ -63,17 +63,16 @@ type KafkaConfig struct {
 
 // Topics names every topic of the design.
 type Topics struct {
-	RoomEvents         string `yaml:"room_events"`
-	UserMicEvents      string `yaml:"user_mic_events"`
-	MicLedger          string `yaml:"mic_ledger"`
-	MicSessionClosed   string `yaml:"mic_session_closed"`
-	MicDailyStats      string `yaml:"mic_daily_stats"`
-	MicLifetimeStats   string `yaml:"mic_lifetime_stats"`
-	LuckyPoolInflow    string `yaml:"lucky_pool_inflow"`
-	DLQ                string `yaml:"dlq"`
-	RelayOffsets       string `yaml:"relay_offsets"`        // compacted, internal: relay position
-	MicStateChangelog  string `yaml:"mic_state_changelog"`  // compacted, internal
-	RoomStateChangelog string `yaml:"room_state_changelog"` // compacted, internal
+	RoomEvents        string `yaml:"room_events"`
+	UserMicEvents     string `yaml:"user_mic_events"`
+	MicLedger         string `yaml:"mic_ledger"`
+	MicSessionClosed  string `yaml:"mic_session_closed"`
+	MicDailyStats     string `yaml:"mic_daily_stats"`
+	MicLifetimeStats  string `yaml:"mic_lifetime_stats"`
+	LuckyPoolInflow   string `yaml:"lucky_pool_inflow"`
+	DLQ               string `yaml:"dlq"`
+	RelayOffsets      string `yaml:"relay_offsets"`       // compacted, internal: relay position
+	MicStateChangelog string `yaml:"mic_state_changelog"` // compacted, internal: mic processor state
 }
 
 // MySQLConfig is the system of record for facts and the room_outbox source.
@@ -178,17 +177,16 @@ func Default() Config {
 			Partitions:        12,
 			ReplicationFactor: -1,
 			Topics: Topics{
-				RoomEvents:         "hyapp.room.events.v1",
-				UserMicEvents:      "hyapp.user.mic-events.v1",
-				MicLedger:          "hyapp.user.mic-ledger.v1",
-				MicSessionClosed:   "hyapp.user.mic-session-closed.v1",
-				MicDailyStats:      "hyapp.user.mic-daily-stats.v1",
-				MicLifetimeStats:   "hyapp.user.mic-lifetime-stats.v1",
-				LuckyPoolInflow:    "hyapp.activity.lucky-pool-inflow.v1",
-				DLQ:                "hyapp.room.events.dlq.v1",
-				RelayOffsets:       "roomflow.relay.offsets.v1",
-				MicStateChangelog:  "roomflow.mic.state-changelog.v1",
-				RoomStateChangelog: "roomflow.room.state-changelog.v1",
+				RoomEvents:        "hyapp.room.events.v1",
+				UserMicEvents:     "hyapp.user.mic-events.v1",
+				MicLedger:         "hyapp.user.mic-ledger.v1",
+				MicSessionClosed:  "hyapp.user.mic-session-closed.v1",
+				MicDailyStats:     "hyapp.user.mic-daily-stats.v1",
+				MicLifetimeStats:  "hyapp.user.mic-lifetime-stats.v1",
+				LuckyPoolInflow:   "hyapp.activity.lucky-pool-inflow.v1",
+				DLQ:               "hyapp.room.events.dlq.v1",
+				RelayOffsets:      "roomflow.relay.offsets.v1",
+				MicStateChangelog: "roomflow.mic.state-changelog.v1",
 			},
 		},
 		MySQL: MySQLConfig{

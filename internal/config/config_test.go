@@ -314,7 +314,7 @@ func TestTopicsPrefix(t *testing.T) {
 			n++
 		}
 	}
-	if n != 3 {
-		t.Fatalf("want 3 compacted internal topics, got %d", n)
+	if n != 2 {
+		t.Fatalf("want 2 compacted internal topics, got %d", n)
 	}
 }

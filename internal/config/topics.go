@@ -21,7 +21,6 @@ func (t Topics) List() []TopicSpec {
 		{"dlq", t.DLQ, false},
 		{"relay_offsets", t.RelayOffsets, true},
 		{"mic_state_changelog", t.MicStateChangelog, true},
-		{"room_state_changelog", t.RoomStateChangelog, true},
 	}
 }
 
@@ -34,6 +33,5 @@ func (t Topics) WithPrefix(p string) Topics {
 		MicDailyStats: p + t.MicDailyStats, MicLifetimeStats: p + t.MicLifetimeStats,
 		LuckyPoolInflow: p + t.LuckyPoolInflow, DLQ: p + t.DLQ,
 		RelayOffsets: p + t.RelayOffsets, MicStateChangelog: p + t.MicStateChangelog,
-		RoomStateChangelog: p + t.RoomStateChangelog,
 	}
 }

@@ -65,7 +65,7 @@ type harness struct {
 func newHarness(t *testing.T, partitions int32) *harness {
 	k := testenv.NewKafka(t, testenv.Partitions(partitions))
 	tp := k.Config.Topics
-	return &harness{t: t, k: k, in: tp.RoomEvents, out: tp.UserMicEvents, cl: tp.RoomStateChangelog, dlq: tp.DLQ,
+	return &harness{t: t, k: k, in: tp.RoomEvents, out: tp.UserMicEvents, cl: tp.MicStateChangelog, dlq: tp.DLQ,
 		grp: testenv.UniqueName(t)}
 }
 
