@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -175,6 +176,11 @@ func TestKilledTwentyTimes(t *testing.T) {
 			t.Fatalf("final sink process did not catch up\n%s", out)
 		}
 	}
+	// It may have caught up before it even started: SIGTERM only once it
+	// handles the signal.
+	testenv.Eventually(t, 30*time.Second, "the final sink process to handle SIGTERM", func() bool {
+		return strings.Contains(out.String(), childReady)
+	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Fatalf("final sink process: %v\n%s", err, out)

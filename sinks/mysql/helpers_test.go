@@ -209,6 +209,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childReady is what a sink child prints once SIGTERM stops it gracefully;
+// a SIGTERM before that kills it.
+const childReady = "sink child: SIGTERM handler installed"
+
 func runChild(path string) int {
 	cfg, err := config.Load(path, os.Getenv)
 	if err != nil {
@@ -217,6 +221,7 @@ func runChild(path string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	fmt.Fprintln(os.Stderr, childReady)
 	db, err := mysqlx.Open(ctx, cfg.MySQL)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
