@@ -525,8 +525,10 @@ func (s *Store) existing(ctx context.Context, tx *sql.Tx, table string, keys []E
 				}
 				out[EventKey{app, id}] = struct{}{}
 			}
-			if err := rows.Close(); err != nil {
-				return nil, err
+			// Err, not only Close: an iteration cut short must not read as
+			// "these ids are new".
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return nil, fmt.Errorf("dedupe %s: %w", table, err)
 			}
 		}
 	}
