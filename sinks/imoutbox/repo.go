@@ -142,27 +142,19 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 		return res, fmt.Errorf("imoutbox: claim events: commit: %w", err)
 	}
 	if len(seen) < len(eventIDs) {
-		// Locked by someone else, or absent: a plain read tells which.
+		// Locked by someone else, or absent: a plain read tells which. The
+		// claims are committed by now, so a failed read does not fail the
+		// call: its ids count as Busy (the compensation scan delivers any
+		// that exist), never as Missing.
 		var rest []any
 		for _, id := range eventIDs {
 			if !seen[id] {
 				rest = append(rest, id)
 			}
 		}
-		exists := map[string]bool{}
-		q, err := r.db.QueryContext(ctx, `SELECT event_id FROM room_outbox WHERE event_id IN (`+placeholders(len(rest))+`)`, rest...)
-		if err != nil {
-			return res, fmt.Errorf("imoutbox: claim events: %w", err)
-		}
-		for q.Next() {
-			var id string
-			if err := q.Scan(&id); err == nil {
-				exists[id] = true
-			}
-		}
-		q.Close()
+		exists, err := r.existingEvents(ctx, rest)
 		for _, id := range rest {
-			if exists[id.(string)] {
+			if err != nil || exists[id.(string)] {
 				res.Busy = append(res.Busy, id.(string))
 			} else {
 				res.Missing = append(res.Missing, id.(string))
@@ -170,6 +162,24 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 		}
 	}
 	return res, nil
+}
+
+// existingEvents returns which of eventIDs have a room_outbox row.
+func (r *Repo) existingEvents(ctx context.Context, eventIDs []any) (map[string]bool, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT event_id FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`)`, eventIDs...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	exists := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		exists[id] = true
+	}
+	return exists, rows.Err()
 }
 
 func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lockUntil int64) error {
