@@ -214,3 +214,25 @@ func CheckLogComponent(t testing.TB, jsonLogs, component string) {
 		}
 	}
 }
+
+// RunUntil runs run (a component's Run) in the background until cond
+// holds, polled as by Eventually (failing after timeout with what), then
+// cancels its context and waits up to 30s for it to return. It fails the
+// test when run returns an error or does not stop.
+func RunUntil(t testing.TB, run func(context.Context) error, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	Eventually(t, timeout, what, cond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+}

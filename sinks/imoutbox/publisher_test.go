@@ -1,7 +1,6 @@
 package imoutbox_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -20,34 +19,20 @@ func TestPublisherLogsUnderOneComponent(t *testing.T) {
 	e := newEnv(t, false)
 	cfg := *e.cfg
 	cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)}
-	run := func(p *imoutbox.Publisher, until func() bool) {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		testenv.Eventually(t, 20*time.Second, "the publisher's Kafka client to warn", until)
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("publisher: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("publisher did not stop")
-		}
-	}
 
 	bare, err := imoutbox.NewPublisher(&cfg, e.db, nil, nil)
 	if err != nil {
 		t.Fatalf("without a registry and a logger: %v", err)
 	}
-	run(bare, func() bool { return true })
+	testenv.RunUntil(t, bare.Run, time.Second, "nothing", func() bool { return true })
 
 	logs := &testenv.SyncBuffer{}
 	p, err := imoutbox.NewPublisher(&cfg, e.db, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(p, func() bool { return strings.Contains(logs.String(), "unable to open connection to broker") })
+	testenv.RunUntil(t, p.Run, 20*time.Second, "the publisher's Kafka client to warn", func() bool {
+		return strings.Contains(logs.String(), "unable to open connection to broker")
+	})
 	testenv.CheckLogComponent(t, logs.String(), "publish-im")
 }

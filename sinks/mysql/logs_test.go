@@ -1,7 +1,6 @@
 package mysqlsink_test
 
 import (
-	"context"
 	"database/sql"
 	"log/slog"
 	"strings"
@@ -27,20 +26,8 @@ func TestSinkLogsUnderOneComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	testenv.Eventually(t, 20*time.Second, "the sink's Kafka client to warn", func() bool {
+	testenv.RunUntil(t, s.Run, 20*time.Second, "the sink's Kafka client to warn", func() bool {
 		return strings.Contains(logs.String(), "unable to open connection to broker")
 	})
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("sink: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("sink did not stop")
-	}
 	testenv.CheckLogComponent(t, logs.String(), "sink")
 }
