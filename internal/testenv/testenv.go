@@ -12,6 +12,12 @@
 // MySQL: ROOMFLOW_TEST_MYSQL_DSN (default root@tcp(127.0.0.1:3306)/) names
 // a server; each test gets its own database, dropped afterwards. A test that
 // needs MySQL fails, never skips, when the server is absent.
+//
+// It also holds the helpers several packages' tests share, so each does
+// not grow its own copy: Eventually and RunUntil (waiting), Metric and
+// Total (reading Prometheus series), Kafka.DrainCommitted (reading topics
+// read_committed to the end), ChildCommand (re-executing the test binary),
+// SyncBuffer, ClosedAddr and CheckLogComponent.
 package testenv
 
 import (
