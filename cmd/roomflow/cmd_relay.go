@@ -20,7 +20,7 @@ position (high id plus open gaps) are committed in one Kafka transaction,
 the position living in kafka.topics.relay_offsets. Rows that commit late
 (an id visible after higher ones) are relayed when they appear; gaps are
 given up after relay.gap_max_age. Empty or oversized payloads go to
-kafka.topics.dlq with an "error" header.
+kafka.topics.dlq with "error" and "error_reason" headers.
 
 Run several replicas with the same relay.transactional_id for high
 availability: one leads, the others stand by and take over within

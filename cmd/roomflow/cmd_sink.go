@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -59,13 +60,19 @@ When api.addr is set, the stats query API is served there as well
 			if d.Config.API.Addr == "" {
 				return s, nil
 			}
-			api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
-			return both(s, app.ComponentFunc(func(ctx context.Context) error {
-				return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
-			})), nil
+			return both(s, apiComponent(db, d)), nil
 		},
 	})
 	extraCommands = append(extraCommands, apiCmd)
+}
+
+// apiComponent serves the stats API over db on api.addr until ctx ends,
+// then shuts it down within shutdown.timeout.
+func apiComponent(db *sql.DB, d *app.Deps) app.Component {
+	api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
+	return app.ComponentFunc(func(ctx context.Context) error {
+		return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
+	})
 }
 
 // both runs a and b until ctx ends or either fails; a failure stops the
@@ -123,10 +130,7 @@ when api.addr is set.`,
 				if err != nil {
 					return nil, err
 				}
-				api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
-				return app.ComponentFunc(func(ctx context.Context) error {
-					return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
-				}), nil
+				return apiComponent(db, d), nil
 			}}
 			return app.Run(cmd.Context(), d, []app.Spec{spec})
 		},
