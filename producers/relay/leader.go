@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,10 +39,7 @@ func newElector(log *slog.Logger) *elector {
 
 // groupOpts are the group options that drive the elector.
 func (e *elector) groupOpts(group, topic string, session time.Duration, instanceID string) []kgo.Opt {
-	hb := session / 6
-	if hb < 100*time.Millisecond {
-		hb = 100 * time.Millisecond
-	}
+	hb := max(session/6, 100*time.Millisecond)
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
@@ -52,17 +50,17 @@ func (e *elector) groupOpts(group, topic string, session time.Duration, instance
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			if has(m[topic], positionPartition) {
+			if slices.Contains(m[topic], positionPartition) {
 				e.set(true)
 			}
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			if has(m[topic], positionPartition) {
+			if slices.Contains(m[topic], positionPartition) {
 				e.set(false)
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			if has(m[topic], positionPartition) {
+			if slices.Contains(m[topic], positionPartition) {
 				e.set(false)
 			}
 		}),
@@ -71,15 +69,6 @@ func (e *elector) groupOpts(group, topic string, session time.Duration, instance
 		opts = append(opts, kgo.InstanceID(instanceID))
 	}
 	return opts
-}
-
-func has(ps []int32, p int32) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
-	}
-	return false
 }
 
 func (e *elector) set(leading bool) {
