@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -318,10 +319,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	ctx, done := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
 	defer done()
 	s.mu.Lock()
-	claims := make(map[TP]int64, len(s.claims))
-	for tp, g := range s.claims {
-		claims[tp] = g
-	}
+	claims := maps.Clone(s.claims)
 	s.mu.Unlock()
 
 	recs := make([]Record, 0, len(krecs))
@@ -358,10 +356,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	for i, g := range groups {
-		gclaims := make(map[TP]int64, len(claims))
-		for tp, gen := range claims {
-			gclaims[tp] = gen
-		}
+		gclaims := maps.Clone(claims) // applyGroup drops fenced partitions from its copy
 		wg.Go(func() { results[i], errs[i] = s.applyGroup(ctx, cl, gclaims, g) })
 	}
 	wg.Wait()
