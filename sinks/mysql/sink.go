@@ -551,7 +551,8 @@ func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, c
 		reason = ie.Reason
 	}
 	s.m.DLQ.WithLabelValues(reason).Inc()
-	s.log.Warn("record sent to DLQ", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
+	s.log.Warn("record sent to DLQ", "event_id", header(kr, "event_id"), "event_type", header(kr, "event_type"),
+		"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
 	headers := append([]kgo.RecordHeader(nil), kr.Headers...)
 	headers = append(headers,
 		kgo.RecordHeader{Key: "error", Value: []byte(cause.Error())},
@@ -566,4 +567,14 @@ func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, c
 		return fmt.Errorf("mysql sink: dlq: %w", err)
 	}
 	return nil
+}
+
+// header is the value of r's header key ("" when absent).
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
