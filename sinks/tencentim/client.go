@@ -76,10 +76,14 @@ type Client struct {
 }
 
 // New returns a client for cfg. It fails when credentials are missing (see
-// config.ValidateIM) or the endpoint does not parse.
+// config.ValidateIM), a rate limit is not positive, or the endpoint does
+// not parse.
 func New(cfg config.IMConfig, opts ...Opt) (*Client, error) {
 	if cfg.SDKAppID == 0 || cfg.SecretKey == "" || cfg.AdminIdentifier == "" {
 		return nil, errors.New("tencentim: im.sdk_app_id, im.secret_key and im.admin_identifier must be set")
+	}
+	if cfg.MaxCallsPerSecond <= 0 || cfg.MaxMessagesPerGroupPerSecond <= 0 {
+		return nil, errors.New("tencentim: im.max_calls_per_second and im.max_messages_per_group_per_second must be > 0")
 	}
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || u.Host == "" {

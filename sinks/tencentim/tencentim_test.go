@@ -460,3 +460,29 @@ func TestLogsKeepTheCallersComponent(t *testing.T) {
 		}
 	}
 }
+
+// A client without positive rate limits is refused at New; it used to be
+// built and then panic (an empty pacer window) on its first send.
+func TestNewRefusesNonPositiveRateLimits(t *testing.T) {
+	_, url := fakeServer(t)
+	for _, mut := range []func(*config.IMConfig){
+		func(c *config.IMConfig) { c.MaxCallsPerSecond = 0 },
+		func(c *config.IMConfig) { c.MaxMessagesPerGroupPerSecond = -1 },
+	} {
+		cfg := imCfg(url)
+		mut(&cfg)
+		c, err := tencentim.New(cfg)
+		if err == nil {
+			m, _ := tencentim.BuildMessage(giftEnvelope("rl", "r"), "")
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("New accepted limits %d/%d and Send panicked: %v", cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond, p)
+					}
+				}()
+				_, _ = c.Send(context.Background(), m)
+			}()
+			t.Errorf("New accepted limits %d/%d", cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond)
+		}
+	}
+}
