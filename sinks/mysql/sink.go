@@ -93,9 +93,13 @@ type Sink struct {
 	lastErr error
 }
 
-// New returns a sink writing to store's database. It fails on an invalid
-// owner id; Kafka is only contacted by Run.
+// New returns a sink writing to store's database. It fails on a config
+// that does not validate (a sink.batch_size of 0 would poll nothing, in a
+// busy loop) or an invalid owner id; Kafka is only contacted by Run.
 func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, parallelism: 2}
 	for _, o := range opts {
 		o(s)

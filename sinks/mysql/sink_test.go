@@ -2,6 +2,7 @@ package mysqlsink_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -106,5 +108,15 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 		if h["error_reason"] != want.reason || h["source_offset"] != want.offset || h["source_topic"] != e.cfg.Kafka.Topics.MicLedger || h["error"] == "" {
 			t.Fatalf("DLQ record %d headers %v, want reason %s at offset %s", i, h, want.reason, want.offset)
 		}
+	}
+}
+
+// A config that does not validate is refused at New (a batch size of 0
+// used to give a sink that polled nothing, in a busy loop).
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	cfg.Sink.BatchSize = 0
+	if _, err := mysqlsink.New(cfg, mysqlsink.NewStore(nil, cfg.Sink.Group)); err == nil || !strings.Contains(err.Error(), "sink.batch_size") {
+		t.Fatalf("New with sink.batch_size 0: %v, want a sink.batch_size error", err)
 	}
 }
