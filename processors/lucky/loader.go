@@ -14,9 +14,11 @@ var ErrUnknownRule = errors.New("lucky: unknown rule version")
 
 // Loader reads rule versions from MySQL (lucky_gift_rules and
 // lucky_reward_tiers) and caches them. Versions are immutable once
-// published, so a loaded version, valid or invalid, is cached until
-// evicted by size; a missing version is remembered only for MissTTL, so a
-// version published moments later is found.
+// published, so a valid version is cached until evicted by size. A missing
+// or invalid version is remembered only for MissTTL (5s): a writer that
+// inserts the rule row and its tiers in separate statements makes a
+// version briefly visible half-published, and it must be found whole
+// moments later rather than stay invalid for good.
 //
 // Get is safe for concurrent use.
 type Loader struct {
@@ -34,7 +36,7 @@ type ruleKey struct{ gift, version string }
 type cached struct {
 	rule      *Rule
 	err       error     // ErrInvalidRule (wrapped) or ErrUnknownRule
-	expiresAt time.Time // zero: never (found versions)
+	expiresAt time.Time // zero: never (valid versions)
 }
 
 // NewLoader returns a loader on db caching up to maxEntries versions
@@ -44,6 +46,12 @@ func NewLoader(db *sql.DB, maxEntries int) *Loader {
 		maxEntries = 10000
 	}
 	return &Loader{db: db, max: maxEntries, missTTL: 5 * time.Second, now: time.Now, cache: map[ruleKey]cached{}}
+}
+
+// WithClock replaces time.Now for the MissTTL expiry (tests).
+func (l *Loader) WithClock(now func() time.Time) *Loader {
+	l.now = now
+	return l
 }
 
 // Get returns the validated rule version. Errors: ErrUnknownRule (no such
@@ -59,10 +67,8 @@ func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error)
 	}
 	r, err := l.load(ctx, giftID, version)
 	switch {
-	case errors.Is(err, ErrUnknownRule):
+	case errors.Is(err, ErrUnknownRule), errors.Is(err, ErrInvalidRule):
 		c = cached{err: err, expiresAt: l.now().Add(l.missTTL)}
-	case errors.Is(err, ErrInvalidRule):
-		c = cached{err: err}
 	case err != nil:
 		return nil, err // not cached
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/lucky"
@@ -55,5 +56,32 @@ func TestLoaderMariaDB(t *testing.T) {
 	if _, err := lucky.NewLoader(m.DB, 10).Get(ctx, "rose", "2026-01"); err == nil ||
 		errors.Is(err, lucky.ErrUnknownRule) || errors.Is(err, lucky.ErrInvalidRule) {
 		t.Fatalf("closed database: %v", err)
+	}
+}
+
+// A version seen half-published (rule row visible, tiers not yet all
+// there) is invalid only until MissTTL: once whole, it is found.
+func TestLoaderRetriesHalfPublishedVersion(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	half := &lucky.Rule{GiftID: "lily", RuleVersion: "v1", PoolRatePPM: 50000, PlatformWeightPPM: 200000, RoomWeightPPM: 300000,
+		Status: "active", Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 900000, Enabled: true}}}
+	roomtest.InsertRule(t, m.DB, half)
+	now := time.Unix(1_800_000_000, 0)
+	l := lucky.NewLoader(m.DB, 10).WithClock(func() time.Time { return now })
+	if _, err := l.Get(ctx, "lily", "v1"); !errors.Is(err, lucky.ErrInvalidRule) {
+		t.Fatalf("half-published version: %v", err)
+	}
+	if _, err := m.DB.Exec(`INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type, reward_value,
+		probability_ppm, min_pool_balance, enabled) VALUES ('lily', 'v1', 'small_1x', 'multiplier', 1, 100000, 0, TRUE)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Get(ctx, "lily", "v1"); !errors.Is(err, lucky.ErrInvalidRule) {
+		t.Fatalf("within MissTTL the cached answer stands: %v", err)
+	}
+	now = now.Add(6 * time.Second)
+	r, err := l.Get(ctx, "lily", "v1")
+	if err != nil || len(r.Tiers) != 2 {
+		t.Fatalf("whole version not found after MissTTL: %+v %v", r, err)
 	}
 }

@@ -15,14 +15,20 @@ import (
 // 1,000,000 ppm) so the room processor can resolve it. Idempotent.
 func SeedRule(ctx context.Context, db *sql.DB, r LuckyRule) error {
 	now := time.Now().UnixMilli()
-	if _, err := db.ExecContext(ctx, `INSERT IGNORE INTO lucky_gift_rules
+	// One transaction: a version is never visible without its tiers.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("loadgen: seed rule: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_gift_rules
 		(gift_id, rule_version, gift_price, pool_rate_ppm, target_payout_rate_ppm, max_single_payout,
 		 status, effective_at_ms, created_at_ms, updated_at_ms, platform_weight_ppm, room_weight_ppm)
 		VALUES (?, ?, 100, ?, 900000, 100000, 'active', ?, ?, ?, ?, ?)`,
 		r.GiftID, r.RuleVersion, r.PoolRatePPM, now, now, now, r.PlatformWeightPPM, r.RoomWeightPPM); err != nil {
 		return fmt.Errorf("loadgen: seed rule: %w", err)
 	}
-	_, err := db.ExecContext(ctx, `INSERT IGNORE INTO lucky_reward_tiers
+	_, err = tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_reward_tiers
 		(gift_id, rule_version, tier_id, reward_type, reward_value, probability_ppm, min_pool_balance, enabled) VALUES
 		(?, ?, 'none', 'none', 0, 900000, 0, TRUE), (?, ?, 'small_1x', 'multiplier', 1, 90000, 0, TRUE),
 		(?, ?, 'medium_5x', 'multiplier', 5, 10000, 1000, TRUE)`,
@@ -30,7 +36,7 @@ func SeedRule(ctx context.Context, db *sql.DB, r LuckyRule) error {
 	if err != nil {
 		return fmt.Errorf("loadgen: seed tiers: %w", err)
 	}
-	return nil
+	return tx.Commit()
 }
 
 // WriteOutbox inserts events into room_outbox in order, batch rows per
