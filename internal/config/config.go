@@ -58,7 +58,12 @@ type KafkaConfig struct {
 	ClientID          string   `yaml:"client_id"`
 	Partitions        int32    `yaml:"partitions"`         // default 12, for `roomflow topics`
 	ReplicationFactor int16    `yaml:"replication_factor"` // default -1 = broker default
-	Topics            Topics   `yaml:"topics"`
+	// SessionTimeout is the consumer-group session of the room and mic
+	// processors, the MySQL sink and publish-im (default 15s): how long a
+	// crashed member's partitions stay unowned before the group moves them.
+	// The relay's leader group follows relay.failover_timeout instead.
+	SessionTimeout Duration `yaml:"session_timeout"`
+	Topics         Topics   `yaml:"topics"`
 }
 
 // Topics names every topic of the design.
@@ -176,6 +181,7 @@ func Default() Config {
 			ClientID:          "roomflow",
 			Partitions:        12,
 			ReplicationFactor: -1,
+			SessionTimeout:    Duration(15 * time.Second),
 			Topics: Topics{
 				RoomEvents:        "hyapp.room.events.v1",
 				UserMicEvents:     "hyapp.user.mic-events.v1",

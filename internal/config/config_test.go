@@ -33,6 +33,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"kafka.partitions", func(c *Config) { c.Kafka.Partitions = 0 }},
 		{"kafka.replication_factor", func(c *Config) { c.Kafka.ReplicationFactor = 0 }},
 		{"kafka.replication_factor", func(c *Config) { c.Kafka.ReplicationFactor = -2 }},
+		{"kafka.session_timeout", func(c *Config) { c.Kafka.SessionTimeout = Duration(500 * time.Millisecond) }},
+		{"kafka.session_timeout", func(c *Config) { c.Kafka.SessionTimeout = Duration(time.Hour) }},
 		{"kafka.topics.room_events", func(c *Config) { c.Kafka.Topics.RoomEvents = "" }},
 		{"kafka.topics.dlq", func(c *Config) { c.Kafka.Topics.DLQ = "bad topic!" }},
 		{"kafka.topics.mic_ledger", func(c *Config) { c.Kafka.Topics.MicLedger = c.Kafka.Topics.RoomEvents }},

@@ -81,6 +81,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 {
 		bad("kafka.replication_factor", "must be -1 (broker default) or >= 1 (got %d)", c.Kafka.ReplicationFactor)
 	}
+	if c.Kafka.SessionTimeout.D() < time.Second || c.Kafka.SessionTimeout.D() > 30*time.Minute {
+		bad("kafka.session_timeout", "must be between 1s and 30m (got %s)", c.Kafka.SessionTimeout)
+	}
 	seen := map[string]string{}
 	for _, t := range c.Kafka.Topics.List() {
 		key := "kafka.topics." + t.Key

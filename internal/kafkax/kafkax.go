@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,26 @@ func Opts(cfg config.KafkaConfig, component string, reg prometheus.Registerer, l
 		opts = append(opts, kgo.WithLogger(kslog{log.With("component", component)}))
 	}
 	return opts
+}
+
+// GroupOpts are the consumer-group session options for cfg: session
+// timeout kafka.session_timeout and a heartbeat every HeartbeatInterval of
+// it. A zero SessionTimeout (a hand-built KafkaConfig) keeps kgo's
+// defaults. Pass them before a caller's own options so those still win.
+func GroupOpts(cfg config.KafkaConfig) []kgo.Opt {
+	d := cfg.SessionTimeout.D()
+	if d <= 0 {
+		return nil
+	}
+	return []kgo.Opt{kgo.SessionTimeout(d), kgo.HeartbeatInterval(HeartbeatInterval(d))}
+}
+
+// HeartbeatInterval is the heartbeat for a group session of session: a
+// third of it, so two heartbeats may be lost before the broker expires the
+// member, but at most kgo's default 3s, so members still learn of a
+// rebalance as quickly as before under long sessions.
+func HeartbeatInterval(session time.Duration) time.Duration {
+	return min(session/3, 3*time.Second)
 }
 
 // NewClient is kgo.NewClient over Opts plus extra.

@@ -3,10 +3,12 @@ package kafkax_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
@@ -58,4 +60,23 @@ func TestClientMetricsShareRegistry(t *testing.T) {
 		t.Fatalf("closed client's metrics must be unregistered, got %v", ids)
 	}
 	b.Close()
+}
+
+func TestHeartbeatInterval(t *testing.T) {
+	for _, c := range []struct{ session, want time.Duration }{
+		{1500 * time.Millisecond, 500 * time.Millisecond}, // a third: two beats may be lost
+		{6 * time.Second, 2 * time.Second},
+		{15 * time.Second, 3 * time.Second}, // never slower than kgo's default
+		{45 * time.Second, 3 * time.Second},
+	} {
+		if got := kafkax.HeartbeatInterval(c.session); got != c.want {
+			t.Errorf("HeartbeatInterval(%s) = %s, want %s", c.session, got, c.want)
+		}
+	}
+	if opts := kafkax.GroupOpts(config.KafkaConfig{}); opts != nil {
+		t.Errorf("GroupOpts without a session timeout = %d options, want none (kgo defaults)", len(opts))
+	}
+	if opts := kafkax.GroupOpts(config.Default().Kafka); len(opts) != 2 {
+		t.Errorf("GroupOpts(defaults) = %d options, want session timeout and heartbeat", len(opts))
+	}
 }

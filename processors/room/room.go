@@ -227,8 +227,8 @@ func (p *Processor) gifted(t *runtime.Task, env *envelopeView) error {
 // Options are the runtime options of the room processor on cfg: input
 // kafka.topics.room_events, group process.room_group, DLQ kafka.topics.dlq,
 // commit every process.commit_interval or process.commit_records records,
-// shutdown.timeout for the final commit, Kafka client from kafkax (kprom
-// metrics on reg when non-nil).
+// group session kafka.session_timeout, shutdown.timeout for the final
+// commit, Kafka client from kafkax (kprom metrics on reg when non-nil).
 func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []runtime.Option {
 	if log == nil {
 		log = slog.Default()
@@ -246,6 +246,9 @@ func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []r
 		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
 		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", preg, log)...),
 		runtime.Logger(log),
+	}
+	if d := cfg.Kafka.SessionTimeout.D(); d > 0 {
+		opts = append(opts, runtime.SessionTimeout(d))
 	}
 	if preg != nil {
 		opts = append(opts, runtime.Registerer(preg))

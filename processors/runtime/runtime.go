@@ -226,6 +226,10 @@ func (r *Runtime) start() error {
 		kgo.TransactionalID(r.o.txnID),
 		kgo.TransactionTimeout(r.o.txnTimeout),
 		kgo.SessionTimeout(r.o.sessionTimeout),
+		// A third of the session, at most kgo's default 3s: with a short
+		// session (a test, a fast failover) the default would let the
+		// member expire between two heartbeats.
+		kgo.HeartbeatInterval(min(r.o.sessionTimeout/3, 3*time.Second)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(),

@@ -82,11 +82,12 @@ func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg promet
 		kgo.AutoCommitInterval(time.Second),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500 * time.Millisecond),
-		// A crashed publisher's partitions move after 10 s, not Kafka's
-		// 45 s default; the compensation scan covers the gap either way.
-		kgo.SessionTimeout(10 * time.Second),
 		kgo.OnPartitionsRevoked(f.onRevoked),
-	}, extra...)
+	}, kafkax.GroupOpts(kcfg)...)
+	// A crashed publisher's partitions move after kafka.session_timeout,
+	// not Kafka's 45 s default; the compensation scan covers the gap
+	// either way. extra (tests) comes last and wins.
+	opts = append(opts, extra...)
 	cl, err := kafkax.NewClient(kcfg, "publish-im", reg, log, opts...)
 	if err != nil {
 		return nil, err

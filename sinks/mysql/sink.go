@@ -159,7 +159,8 @@ func (s *Sink) Run(ctx context.Context) error {
 		}),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
-	}, s.kopts...)
+	}, kafkax.GroupOpts(s.cfg.Kafka)...)
+	opts = append(opts, s.kopts...)
 	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.klog, opts...)
 	if err != nil {
 		return fmt.Errorf("mysql sink: kafka client: %w", err)

@@ -194,6 +194,9 @@ func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger,
 	if log != nil {
 		opts = append(opts, runtime.Logger(log))
 	}
+	if d := cfg.Kafka.SessionTimeout.D(); d > 0 {
+		opts = append(opts, runtime.SessionTimeout(d))
+	}
 	rt, err := runtime.New(Name, p, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, err
