@@ -57,32 +57,6 @@ func testOpts(txnID string) []runtime.Option {
 	}
 }
 
-type running struct {
-	rt     *runtime.Runtime
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func start(rt *runtime.Runtime) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{rt: rt, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- rt.Run(ctx) }()
-	return r
-}
-
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop")
-	}
-}
-
 func (e *env) produce(recs []*kgo.Record) { rttest.Produce(e.t, e.k.Client(e.t), recs) }
 
 func (e *env) read(topic string, want int) []*kgo.Record {
@@ -112,9 +86,9 @@ func TestRepartitionMicEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	out := e.read(e.topics.UserMicEvents, len(w.Events))
-	r.stop(t)
+	r.Stop(t)
 
 	byID := map[string]roomtest.MicEvent{}
 	for _, ev := range w.Events {
@@ -260,9 +234,9 @@ func TestLuckyPoolInflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	out := e.read(e.topics.LuckyPoolInflow, len(want))
-	r.stop(t)
+	r.Stop(t)
 	checkInflow(t, out, want)
 }
 
@@ -331,11 +305,11 @@ func TestDLQCases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	dlq := e.read(e.topics.DLQ, len(wantReasons))
 	mics := e.read(e.topics.UserMicEvents, 8)
 	inflow := e.read(e.topics.LuckyPoolInflow, 1)
-	r.stop(t)
+	r.Stop(t)
 
 	if len(dlq) != len(wantReasons) {
 		t.Fatalf("%d DLQ records, want %d", len(dlq), len(wantReasons))
@@ -434,31 +408,26 @@ func TestCrashExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		ka.rt = rt
-		r := start(rt)
+		r := rttest.Start(rt)
 		select {
-		case err := <-r.done: // killed, or a fatal transaction error from a fault
+		case err := <-r.Done: // killed, or a fatal transaction error from a fault
 			t.Logf("crash %d after %d records: %v", i, ka.seen, err)
 		case <-time.After(3 * time.Second):
 			t.Logf("crash %d: idle after %d records", i, ka.seen)
 			// Fewer than n records were left: kill it idle.
-			rt.Kill()
-			select {
-			case <-r.done:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("crash %d: Run did not return after Kill", i)
-			}
+			r.Kill(t)
 		}
-		r.cancel()
+		r.Cancel()
 	}
 	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	mics := e.read(e.topics.UserMicEvents, len(w.Events))
 	inflow := e.read(e.topics.LuckyPoolInflow, len(want))
 	dlq := e.read(e.topics.DLQ, poison)
-	r.stop(t)
+	r.Stop(t)
 
 	seen := map[string]int{}
 	session := map[string]string{}
@@ -518,7 +487,7 @@ func TestRuleStoreOutageRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	time.Sleep(1500 * time.Millisecond)
 	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.LuckyPoolInflow, 0, 200*time.Millisecond, time.Second)); n != 0 {
 		t.Fatalf("%d inflows emitted without rules", n)
@@ -527,7 +496,7 @@ func TestRuleStoreOutageRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := e.read(e.topics.LuckyPoolInflow, len(want))
-	r.stop(t)
+	r.Stop(t)
 	checkInflow(t, out, want)
 	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.DLQ, 0, 200*time.Millisecond, time.Second)); n != 0 {
 		t.Fatalf("%d records dead-lettered during the outage", n)
@@ -561,9 +530,9 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	time.Sleep(time.Second) // the rule query is now blocked on the lock
-	r.stop(t)               // Run must return nil
+	r.Stop(t)               // Run must return nil
 	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
 		t.Fatal(err)
 	}
@@ -571,9 +540,9 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2 := start(rt2)
+	r2 := rttest.Start(rt2)
 	out := e.read(e.topics.LuckyPoolInflow, 1)
-	r2.stop(t)
+	r2.Stop(t)
 	checkInflow(t, out, map[string]*activityv1.LuckyPoolInflow{"LuckyPoolInflow:evt-locked": expectInflow(c, rule)})
 }
 
@@ -593,10 +562,10 @@ func TestDefaultAppCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(rt)
+	r := rttest.Start(rt)
 	mics := e.read(e.topics.UserMicEvents, 1)
 	inflow := e.read(e.topics.LuckyPoolInflow, 1)
-	r.stop(t)
+	r.Stop(t)
 	if len(mics) != 1 || rttest.Header(mics[0], "app_code") != "fallback" {
 		t.Fatalf("mic outputs %v", mics)
 	}

@@ -87,43 +87,6 @@ func (h *harness) runtime(txnID string, proc runtime.Processor, extra ...runtime
 	return rt
 }
 
-type running struct {
-	rt     *runtime.Runtime
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func start(rt *runtime.Runtime) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{rt: rt, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- rt.Run(ctx) }()
-	return r
-}
-
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
-}
-
-func (r *running) kill(t *testing.T) {
-	t.Helper()
-	r.rt.Kill()
-	select {
-	case <-r.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after Kill")
-	}
-	r.cancel()
-}
-
 // inputs produces n records over keys keys, value = sequence number, and
 // returns the oracle: per key, the values in production order.
 func (h *harness) inputs(n, keys int, from int) map[string][]string {
@@ -210,12 +173,12 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	oracle := h.inputs(900, 30, 0)
-	a := start(h.runtime("toy-a", toy, runtime.Registerer(reg)))
+	a := rttest.Start(h.runtime("toy-a", toy, runtime.Registerer(reg)))
 	rttest.ReadCommitted(t, h.k.Brokers, h.out, 900, 0, 30*time.Second)
 	before := dumps(3)
-	a.stop(t)
+	a.Stop(t)
 
-	b := start(h.runtime("toy-b", toy, runtime.Registerer(reg)))
+	b := rttest.Start(h.runtime("toy-b", toy, runtime.Registerer(reg)))
 	after := dumps(6)
 	if len(before) != 3 || len(after) != 3 {
 		t.Fatalf("dumps of %d and %d partitions, want 3", len(before), len(after))
@@ -236,7 +199,7 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	waitFor(t, "consumer lag 0 on 3 partitions", 10*time.Second, func() bool {
 		return metricCount(t, reg, "roomflow_process_consumer_lag") == 3 && metricSum(t, reg, "roomflow_process_consumer_lag") == 0
 	})
-	b.stop(t)
+	b.Stop(t)
 	checkCounts(t, out, oracle)
 
 	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 1206 {
@@ -327,16 +290,16 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 	for range 6 {
 		ka := &killAfter{proc: counter{out: h.out}, n: 1 + rng.IntN(1500)}
 		ka.rt = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
-		r := start(ka.rt)
+		r := rttest.Start(ka.rt)
 		select {
-		case <-r.done:
+		case <-r.Done:
 		case <-time.After(30 * time.Second):
 			t.Fatal("instance not killed within 30s")
 		}
 	}
-	final := start(h.runtime("toy-crashy", counter{out: h.out}, runtime.Registerer(reg)))
+	final := rttest.Start(h.runtime("toy-crashy", counter{out: h.out}, runtime.Registerer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, n, time.Second, 60*time.Second)
-	final.stop(t)
+	final.Stop(t)
 	checkCounts(t, out, oracle)
 	if h.k.Fake != nil {
 		if a := metricSum(t, reg, "roomflow_process_txn_aborts_total"); a < 2 {
@@ -350,20 +313,20 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 func TestRebalanceBetweenInstances(t *testing.T) {
 	h := newHarness(t, 4)
 	oracle := h.inputs(2000, 40, 0)
-	a := start(h.runtime("toy-a", counter{out: h.out}))
+	a := rttest.Start(h.runtime("toy-a", counter{out: h.out}))
 	time.Sleep(300 * time.Millisecond)
-	b := start(h.runtime("toy-b", counter{out: h.out}))
+	b := rttest.Start(h.runtime("toy-b", counter{out: h.out}))
 	var wg sync.WaitGroup
 	var more map[string][]string
 	wg.Go(func() { time.Sleep(200 * time.Millisecond); more = h.inputs(2000, 40, 2000) })
 	time.Sleep(time.Second)
-	a.stop(t) // graceful: commits or aborts, B takes every partition over
+	a.Stop(t) // graceful: commits or aborts, B takes every partition over
 	wg.Wait()
 	for k, v := range more {
 		oracle[k] = append(oracle[k], v...)
 	}
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 4000, time.Second, 60*time.Second)
-	b.stop(t)
+	b.Stop(t)
 	checkCounts(t, out, oracle)
 }
 
@@ -378,7 +341,7 @@ func TestTimerFiresOnIdlePartition(t *testing.T) {
 		return nil
 	}
 	rt := h.runtime("toy-timer", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick))
-	r := start(rt)
+	r := rttest.Start(rt)
 	waitFor(t, "3 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 3 })
 	clock.Advance(59 * time.Second)
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 500*time.Millisecond, 500*time.Millisecond); len(out) != 0 {
@@ -403,7 +366,7 @@ func TestTimerFiresOnIdlePartition(t *testing.T) {
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 6, 500*time.Millisecond, 30*time.Second); len(out) != 6 {
 		t.Fatalf("got %d ticks after two intervals, want 6", len(out))
 	}
-	r.stop(t)
+	r.Stop(t)
 }
 
 // TestRejectGoesToDLQAndPartitionMovesOn: a rejected record lands in the
@@ -419,10 +382,10 @@ func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
 		{Topic: h.in, Key: []byte("a"), Value: []byte("2")},
 	}
 	rttest.Produce(t, cl, recs)
-	r := start(h.runtime("toy-dlq", counter{out: h.out}, runtime.Registerer(reg)))
+	r := rttest.Start(h.runtime("toy-dlq", counter{out: h.out}, runtime.Registerer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 300*time.Millisecond, 30*time.Second)
 	dlq := rttest.ReadCommitted(t, h.k.Brokers, h.dlq, 1, 300*time.Millisecond, 30*time.Second)
-	r.stop(t)
+	r.Stop(t)
 	checkCounts(t, out, map[string][]string{"a": {"1", "2"}})
 	if len(dlq) != 1 {
 		t.Fatalf("dlq has %d records, want 1", len(dlq))
@@ -487,7 +450,7 @@ func TestZombieIsFenced(t *testing.T) {
 			}
 			oracle := h.inputs(1000, 10, 0)
 			bl := &blocker{proc: counter{out: h.out}, at: "500", reached: make(chan struct{}), release: make(chan struct{})}
-			a := start(h.runtime("zombie-a", bl, runtime.CommitRecords(100),
+			a := rttest.Start(h.runtime("zombie-a", bl, runtime.CommitRecords(100),
 				runtime.ClientOpts(kgo.ClientID("zombie-a-client"))))
 			select {
 			case <-bl.reached:
@@ -518,7 +481,7 @@ func TestZombieIsFenced(t *testing.T) {
 				idB = "zombie-a"
 			}
 			bRT := h.runtime(idB, counter{out: h.out})
-			b := start(bRT)
+			b := rttest.Start(bRT)
 			waitFor(t, "B to own the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })
 			time.Sleep(500 * time.Millisecond)
 			close(bl.release) // A wakes up inside its old transaction
@@ -527,14 +490,14 @@ func TestZombieIsFenced(t *testing.T) {
 				oracle[k] = append(oracle[k], v...)
 			}
 			out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1500, 2*time.Second, 60*time.Second)
-			a.cancel()
+			a.Cancel()
 			select {
-			case err := <-a.done:
+			case err := <-a.Done:
 				t.Logf("zombie A returned %v", err)
 			case <-time.After(30 * time.Second):
 				t.Fatal("A did not stop")
 			}
-			b.stop(t)
+			b.Stop(t)
 			checkCounts(t, out, oracle)
 		})
 	}
@@ -564,7 +527,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	}
 	aRT := h.runtime("zp-a", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("a")),
 		runtime.ClientOpts(kgo.ClientID("zp-a-client")))
-	a := start(aRT)
+	a := rttest.Start(aRT)
 	waitFor(t, "A owns the partition", 30*time.Second, func() bool { return len(aRT.Assigned()) == 1 })
 	clock.Advance(time.Minute)
 	select {
@@ -588,7 +551,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 			return ok && hb.MemberID == memberA
 		}})
 	bRT := h.runtime("zp-b", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("b")))
-	b := start(bRT)
+	b := rttest.Start(bRT)
 	waitFor(t, "B owns the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })
 	close(release)
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 2*time.Second, 10*time.Second); len(out) != 0 {
@@ -599,9 +562,9 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	if len(out) != 1 || string(out[0].Value) != "b-tick" {
 		t.Fatalf("after takeover got %d ticks (%v), want B's only", len(out), out)
 	}
-	a.cancel()
-	<-a.done
-	b.stop(t)
+	a.Cancel()
+	<-a.Done
+	b.Stop(t)
 }
 
 // TestChangelogMustBeCoPartitioned: a changelog with fewer partitions than

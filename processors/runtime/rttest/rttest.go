@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/processors/runtime"
 )
 
 // Clock is a manually advanced clock, safe for concurrent use. Pass
@@ -94,4 +96,51 @@ func Produce(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
 		}
 		recs = recs[n:]
 	}
+}
+
+// Running is a runtime running in the background of a test.
+type Running struct {
+	RT     *runtime.Runtime
+	cancel context.CancelFunc
+	// Done receives Run's result once.
+	Done chan error
+}
+
+// Start runs rt until Stop or Kill.
+func Start(rt *runtime.Runtime) *Running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{RT: rt, cancel: cancel, Done: make(chan error, 1)}
+	go func() { r.Done <- rt.Run(ctx) }()
+	return r
+}
+
+// Stop cancels the runtime and fails the test unless Run returns nil
+// within 30s.
+func (r *Running) Stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.Done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// Cancel releases the run's context after Run has returned on its own.
+func (r *Running) Cancel() { r.cancel() }
+
+// Kill stops the runtime as a crash would (no commit, no abort) and waits
+// for Run to return.
+func (r *Running) Kill(t testing.TB) {
+	t.Helper()
+	r.RT.Kill()
+	select {
+	case <-r.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after Kill")
+	}
+	r.cancel()
 }
