@@ -19,7 +19,10 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
 type env struct {
@@ -239,4 +242,18 @@ func runChild(path string) int {
 		return 1
 	}
 	return 0
+}
+
+// produce writes ledger and inflows to their topics and returns the oracle
+// of the facts they must yield.
+func (e *env) produce(t *testing.T, ledger []*userv1.MicLedgerEntry, inflows []*activityv1.LuckyPoolInflow, opts ...kgo.Opt) *sinktest.Oracle {
+	t.Helper()
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	if err := sinktest.Produce(context.Background(), e.k.Client(t, opts...), recs); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

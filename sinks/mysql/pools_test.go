@@ -84,14 +84,7 @@ func TestDeadlockRetriesWholeBatch(t *testing.T) {
 	ctx := context.Background()
 	ledger := sinktest.NewLedgerGen(21, "hyapp", 200).Next(4000)
 	inflows := sinktest.NewInflowGen(22, "hyapp", 5, 2).Next(1000)
-	o := sinktest.NewOracle()
-	o.AddLedger(ledger...)
-	o.AddInflows(inflows...)
-	pcl := e.k.Client(t)
-	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
-	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
-		t.Fatal(err)
-	}
+	o := e.produce(t, ledger, inflows)
 	var n atomic.Int64
 	r := e.start(t, nil, mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(context.Context) error {
 		if n.Add(1)%3 == 0 {
@@ -121,14 +114,7 @@ func TestLostConnectionRetriesWholeBatch(t *testing.T) {
 	ctx := context.Background()
 	ledger := sinktest.NewLedgerGen(31, "hyapp", 200).Next(3000)
 	inflows := sinktest.NewInflowGen(32, "hyapp", 5, 2).Next(500)
-	o := sinktest.NewOracle()
-	o.AddLedger(ledger...)
-	o.AddInflows(inflows...)
-	pcl := e.k.Client(t)
-	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
-	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
-		t.Fatal(err)
-	}
+	o := e.produce(t, ledger, inflows)
 	admin, err := sql.Open("mysql", testenv.ServerDSN())
 	if err != nil {
 		t.Fatal(err)

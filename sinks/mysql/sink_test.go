@@ -25,15 +25,7 @@ func TestReplayChangesNothing(t *testing.T) {
 	gen.SkipPct = 0.05
 	ledger := gen.Next(6000)
 	inflows := sinktest.NewInflowGen(2, "hyapp", 20, 5).Next(2000)
-	o := sinktest.NewOracle()
-	o.AddLedger(ledger...)
-	o.AddInflows(inflows...)
-
-	pcl := e.k.Client(t, kgo.ProducerLinger(0))
-	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
-	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
-		t.Fatal(err)
-	}
+	o := e.produce(t, ledger, inflows, kgo.ProducerLinger(0))
 
 	r := e.start(t, nil)
 	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
@@ -44,10 +36,7 @@ func TestReplayChangesNothing(t *testing.T) {
 	t.Logf("first pass: %d consumption rows, %d sessions, %d daily rows, %d pools", count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"), count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_sessions"), count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_daily_stats"), count(t, e.m.DB, "SELECT COUNT(*) FROM lucky_pools"))
 
 	// Second pass: the same records again, at new offsets.
-	recs = append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
-	if err := sinktest.Produce(ctx, pcl, recs); err != nil {
-		t.Fatal(err)
-	}
+	e.produce(t, ledger, inflows, kgo.ProducerLinger(0))
 	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
