@@ -65,18 +65,18 @@ func TestRestoreWaitsOutChangelogStall(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the restore to end after the stall", func() bool {
 		return len(bRT.Assigned()) == 3 && bRT.Ready() == nil
 	})
-	if n, _ := testenv.Metric(reg, "roomflow_process_restoring_partitions"); n != 0 {
-		t.Fatalf("restoring_partitions %v after the restore, want 0", n)
-	}
-	if n, _ := testenv.Metric(reg, "roomflow_process_restore_records_total"); n < 60 {
-		t.Fatalf("restore_records_total %v, want at least one record per key (60 keys)", n)
-	}
 	for k, v := range h.inputs(30, 30, 600) {
 		oracle[k] = append(oracle[k], v...)
 	}
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 630, 500*time.Millisecond, 30*time.Second)
 	b.Stop(t)
 	checkCounts(t, out, oracle)
+	if n, _ := testenv.Metric(reg, "roomflow_process_restoring_partitions"); n != 0 {
+		t.Fatalf("restoring_partitions %v after the restore, want 0", n)
+	}
+	if n, _ := testenv.Metric(reg, "roomflow_process_restore_records_total"); n < 60 {
+		t.Fatalf("restore_records_total %v, want at least one record per key (60 keys)", n)
+	}
 }
 
 // sessions is a toy processor with a timer: value "open" opens the session
@@ -211,13 +211,15 @@ func TestDeletedKeyStaysDeletedAfterRestore(t *testing.T) {
 	h := newHarness(t, 3)
 	toy := counter{out: h.out, dump: h.dump}
 	h.inputs(60, 30, 0) // k0..k29 counted to 2
+	a := rttest.Start(h.runtime("del-a", toy))
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 60, 0, 30*time.Second)
+	// The keys are committed; now delete k0..k9 in later transactions
+	// (the dumps come after the deletes in each partition).
 	var deletes []*kgo.Record
 	for i := range 10 {
 		deletes = append(deletes, &kgo.Record{Topic: h.in, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("delete")})
 	}
 	rttest.Produce(t, h.k.Client(t), deletes)
-	a := rttest.Start(h.runtime("del-a", toy))
-	rttest.ReadCommitted(t, h.k.Brokers, h.out, 60, 0, 30*time.Second)
 	before := h.dumps(3, 3)
 	a.Stop(t)
 	var entries []string
