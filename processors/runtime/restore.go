@@ -85,8 +85,8 @@ func (r *Runtime) setRestoring(n int) {
 
 // writeMarkers commits one marker record (value: this instance's
 // transactional id) to the changelog partition of each of parts and returns
-// their offsets. A transaction that does not commit (a rebalance during it,
-// a failed produce) is retried after a back-off.
+// their offsets. A transaction whose produce fails is aborted and retried
+// after a back-off.
 func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
 	backoff := r.o.retryMin
 	for {
@@ -107,41 +107,42 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 }
 
 // markerTxn runs one marker transaction: the offsets if it committed, nil
-// if it aborted. Like endTxn it is bounded by the transaction timeout, not
-// by Run's context (an interrupted End leaves the producer unusable).
+// if it aborted. It ends the transaction on the session's client directly:
+// it carries no offsets, so committing it is safe whatever the group does,
+// and GroupTransactSession.End would hold every offset-less commit for
+// 500 ms (its guard for brokers without KIP-447). A rebalance during it
+// stays flagged in the session and aborts the next processing
+// transaction. Like endTxn it is bounded by the transaction timeout, not
+// by Run's context (an interrupted end leaves the producer unusable).
 func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.txnTimeout)
 	defer cancel()
+	cl := r.sess.Client()
 	fatal := func(err error) error {
 		if r.killed.Load() {
 			return ErrKilled
 		}
 		return &TxnError{Processor: r.name, Err: fmt.Errorf("restore marker: %w", err)}
 	}
-	if err := r.sess.Begin(); err != nil {
+	if err := cl.BeginTransaction(); err != nil {
 		return nil, fatal(err)
 	}
 	recs := make([]*kgo.Record, len(parts))
 	for i, p := range parts {
 		recs[i] = &kgo.Record{Topic: r.o.changelog, Partition: p, Key: []byte(markerKey), Value: []byte(r.o.txnID)}
 	}
-	res := r.sess.ProduceSync(ctx, recs...)
-	try := kgo.TryCommit
+	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
-		try = kgo.TryAbort
 		if !r.killed.Load() {
 			r.log.Warn("restore marker not written; retrying", "topic", r.o.changelog, "error", err)
 		}
-	}
-	committed, err := r.sess.End(ctx, try)
-	if err != nil {
-		return nil, fatal(err)
-	}
-	if !committed {
-		if try == kgo.TryCommit {
-			r.log.Warn("restore marker transaction aborted (rebalance); retrying", "topic", r.o.changelog)
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			return nil, fatal(err)
 		}
 		return nil, nil
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return nil, fatal(err)
 	}
 	offsets := make(map[int32]int64, len(parts))
 	for _, pr := range res {
@@ -164,6 +165,7 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, mark
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.o.changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the marker's commit marker also ends a partition
+		kgo.FetchMaxWait(100*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

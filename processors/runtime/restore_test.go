@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,5 +256,38 @@ func TestDeletedKeyStaysDeletedAfterRestore(t *testing.T) {
 		if k := "k" + strconv.Itoa(i); last[k] != want {
 			t.Fatalf("%s counted to %s after the restart, want %s", k, last[k], want)
 		}
+	}
+}
+
+// TestRestoreStopsOnCancelAndKill: a restore that cannot read its marker
+// back (every changelog fetch fails) waits without limit, yet Run still
+// returns nil at once on cancel and ErrKilled after Kill.
+func TestRestoreStopsOnCancelAndKill(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake faults to stall the changelog fetches; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.cl, Err: kerr.NotLeaderForPartition, Count: -1})
+	for _, kill := range []bool{false, true} {
+		rt := h.runtime("stuck", counter{out: h.out})
+		r := rttest.Start(rt)
+		testenv.Eventually(t, 30*time.Second, "the restore", func() bool {
+			err := rt.Ready()
+			return err != nil && strings.Contains(err.Error(), "restoring 1 partitions")
+		})
+		if !kill {
+			r.Stop(t) // fails unless Run returns nil
+			continue
+		}
+		rt.Kill()
+		select {
+		case err := <-r.Done:
+			if !errors.Is(err, runtime.ErrKilled) {
+				t.Fatalf("Run after Kill during restore = %v, want ErrKilled", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return after Kill during restore")
+		}
+		r.Cancel()
 	}
 }
