@@ -84,7 +84,7 @@ func (r *Runtime) setRestoring(n int) {
 }
 
 // writeMarkers commits one marker record (value: this instance's
-// transactional id) to the changelog partition of each of parts and returns
+// transactional id, for operators) to the changelog partition of each of parts and returns
 // their offsets. A transaction whose produce fails is aborted and retried
 // after a back-off.
 func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
@@ -127,9 +127,10 @@ func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, fatal(err)
 	}
+	value := markerValue(r.o.txnID)
 	recs := make([]*kgo.Record, len(parts))
 	for i, p := range parts {
-		recs[i] = &kgo.Record{Topic: r.o.changelog, Partition: p, Key: []byte(markerKey), Value: []byte(r.o.txnID)}
+		recs[i] = &kgo.Record{Topic: r.o.changelog, Partition: p, Key: []byte(markerKey), Value: value}
 	}
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
@@ -149,6 +150,13 @@ func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
 		offsets[pr.Record.Partition] = pr.Record.Offset
 	}
 	return offsets, nil
+}
+
+// markerValue is a marker's changelog value: txnID, for operators, in a
+// value that expired long ago, so a runtime from before the markers (after
+// a rollback) restores it as nothing.
+func markerValue(txnID string) []byte {
+	return encodeChangelogValue(entry{value: []byte(txnID), expiresMs: 1})
 }
 
 // readChangelog reads each task's changelog partition read_committed from
