@@ -135,7 +135,7 @@ func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
 		if !r.killed.Load() {
-			r.log.Warn("restore marker not written; retrying", "topic", r.o.changelog, "error", err)
+			r.log.Warn("restore marker not written; aborting its transaction", "topic", r.o.changelog, "error", err)
 		}
 		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			return nil, fatal(err)

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -177,6 +178,7 @@ func TestPausedTimerCommitAfterTakeoverClosesOnce(t *testing.T) {
 			return n > 0
 		})
 	}
+	t.Logf("B's restore waited for A's open transaction: %v", waited)
 	close(release)
 	testenv.Eventually(t, 60*time.Second, "B to own the partition", func() bool { return len(bRT.Assigned()) == 1 })
 	clock.Advance(time.Minute) // B's timer runs at least once on the restored state
@@ -289,5 +291,51 @@ func TestRestoreStopsOnCancelAndKill(t *testing.T) {
 			t.Fatal("Run did not return after Kill during restore")
 		}
 		r.Cancel()
+	}
+}
+
+// TestRestoreMarkerFencedIsFatal: when another instance takes over the
+// transactional id while the marker is being produced (InitProducerID
+// bumps the epoch: the instance is fenced), Run stops with a *TxnError
+// instead of restoring.
+func TestRestoreMarkerFencedIsFatal(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake request control to fence the marker's produce; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	other := h.k.Client(t)
+	h.k.Fake.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.ProduceRequest)
+		if req.TransactionID == nil || *req.TransactionID != "fenced" {
+			return nil, nil, false // its first produce is the marker
+		}
+		h.k.Fake.DropControl()
+		fenced := make(chan struct{})
+		go func() { // a new instance with the same transactional id
+			defer close(fenced)
+			init := kmsg.NewPtrInitProducerIDRequest()
+			id := "fenced"
+			init.TransactionalID, init.TransactionTimeoutMillis = &id, 30000
+			resp, err := init.RequestWith(context.Background(), other)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err != nil {
+				t.Errorf("InitProducerID of the new instance: %v", err)
+			}
+		}()
+		h.k.Fake.SleepControl(func() { <-fenced })
+		return nil, nil, false // now the broker answers the stale epoch
+	})
+	r := rttest.Start(h.runtime("fenced", counter{out: h.out}))
+	defer r.Cancel()
+	select {
+	case err := <-r.Done:
+		var te *runtime.TxnError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), "restore marker") {
+			t.Fatalf("Run = %v, want a *TxnError for the restore marker", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop after its marker was fenced")
 	}
 }
