@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,10 +84,9 @@ func (r *Runtime) setRestoring(n int) {
 	r.m.restoring.WithLabelValues(r.name).Set(float64(n))
 }
 
-// writeMarkers commits one marker record (value: this instance's
-// transactional id, for operators) to the changelog partition of each of parts and returns
-// their offsets. A transaction whose produce fails is aborted and retried
-// after a back-off.
+// writeMarkers commits one marker record to the changelog partition of
+// each of parts and returns their offsets. A transaction whose produce
+// fails is aborted and retried after a back-off.
 func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
 	backoff := r.o.retryMin
 	for {
@@ -181,10 +181,7 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, mark
 	}
 	defer cl.Close()
 	nowMs := r.o.clock().UnixMilli()
-	pending := map[int32]int64{}
-	for p, o := range markers {
-		pending[p] = o
-	}
+	pending := maps.Clone(markers)
 	restoreRecs := r.m.restoreRecs.WithLabelValues(r.name)
 	start := time.Now()
 	nextReport := start.Add(restoreReportEvery)
