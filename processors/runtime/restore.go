@@ -173,7 +173,6 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, mark
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.o.changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the marker's commit marker also ends a partition
-		kgo.FetchMaxWait(100*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

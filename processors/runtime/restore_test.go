@@ -178,6 +178,13 @@ func TestPausedTimerCommitAfterTakeoverClosesOnce(t *testing.T) {
 			return n > 0
 		})
 	}
+	if waited {
+		// However long A's transaction stays open, B keeps restoring.
+		time.Sleep(2 * time.Second)
+		if err := bRT.Ready(); err == nil || len(bRT.Assigned()) != 0 {
+			t.Fatalf("B ended its restore while A's transaction was open (Ready %v)", err)
+		}
+	}
 	t.Logf("B's restore waited for A's open transaction: %v", waited)
 	close(release)
 	testenv.Eventually(t, 60*time.Second, "B to own the partition", func() bool { return len(bRT.Assigned()) == 1 })
