@@ -53,10 +53,24 @@
 //
 // # Restore, revoke, shutdown, fencing
 //
-// On assignment the runtime waits until the partition's committed input
-// offset is stable (no pending transactional offset commit, KIP-447), then
-// reads the partition's changelog up to its last stable offset before the
-// task processes anything or punctuates. On revoke or loss the open
+// On assignment the runtime restores the task's store before the task
+// processes anything or punctuates. It commits a marker record (a reserved
+// key; the store never holds it) to the partition's changelog in a
+// transaction of its own, then reads the changelog read_committed from its
+// start until it reads past its own marker. A read_committed fetch stops
+// below any open transaction, so the restore also waits until a previous
+// owner's last transaction is committed or aborted (after that owner's
+// transaction timeout at worst), and it includes everything committed before
+// the marker however long the fetches stall (a leader move retried inside
+// kgo looks like silence); there is no time limit and no "quiet tail"
+// guess. An open transaction is aborted first (consumption rewinds): the
+// marker needs the producer, and committing would also commit the offsets
+// of records polled but not yet processed. While any partition restores,
+// Ready reports not ready and roomflow_process_restoring_partitions counts
+// them; a wait is logged every 10 s with its cause (an open transaction or
+// stalled fetches). Input offsets are read with RequireStable, so
+// consumption also starts after a previous owner's pending offset commit
+// (KIP-447). On revoke or loss the open
 // transaction is aborted (GroupTransactSession) and the task and its state
 // are dropped. On context cancel (SIGTERM) the open transaction is committed
 // within the shutdown timeout, or aborted; never partly. A zombie — an
@@ -69,10 +83,15 @@
 // offsets has no TxnOffsetCommit for the broker to check; before committing
 // one, the runtime confirms its membership and generation with a Heartbeat
 // and aborts if the coordinator does not (ILLEGAL_GENERATION,
-// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, no answer). As with franz-go's
-// own heartbeat before EndTxn, the rebalance timeout covers the moment
-// between that check and the commit. Punctuation output should still use
-// deterministic event ids, which the MySQL sinks dedupe.
+// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, no answer). An instance that
+// passes the check and then pauses before its EndTxn (GC, SIGSTOP) is not
+// fenced, and commits when it wakes; but it flushed its changelog writes
+// before the check, so they precede the marker of the instance that takes
+// the partition over, whose restore cannot end before that transaction is
+// resolved: it restores the late commit (a timer close, say) and does not
+// repeat it. Output that writes no state is not covered by this; punctuation
+// output should still use deterministic event ids, which the MySQL sinks
+// dedupe.
 //
 // # Memory
 //
@@ -92,7 +111,8 @@
 // transactions only; out includes changelog and DLQ records), dlq_total
 // (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
 // (per cause: rebalance, produce, processor, punctuation, membership,
-// shutdown), restore_duration_seconds, restore_records_total, state_keys
+// restore, shutdown), restore_duration_seconds, restore_records_total
+// (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
 // LagInterval), punctuations_total (per name).
 //

@@ -16,6 +16,7 @@ type metrics struct {
 	txnAborts    *prometheus.CounterVec   // processor, cause
 	restoreDur   *prometheus.HistogramVec // processor
 	restoreRecs  *prometheus.CounterVec   // processor
+	restoring    *prometheus.GaugeVec     // processor
 	stateKeys    *prometheus.GaugeVec     // processor, partition
 	stateBytes   *prometheus.GaugeVec     // processor, partition
 	lag          *prometheus.GaugeVec     // processor, topic, partition
@@ -47,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_txn_aborts_total",
-			Help: "Aborted transactions by cause (rebalance, produce, processor, shutdown).",
+			Help: "Aborted transactions by cause (rebalance, restore, produce, processor, punctuation, membership, shutdown).",
 		}, []string{"processor", "cause"}),
 		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_process_restore_duration_seconds",
@@ -56,7 +57,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		restoreRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_restore_records_total",
-			Help: "Changelog records read while restoring.",
+			Help: "Changelog records read while restoring (counted as they are read: restore progress).",
+		}, []string{"processor"}),
+		restoring: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_restoring_partitions",
+			Help: "Partitions whose state is being restored (not ready until 0).",
 		}, []string{"processor"}),
 		stateKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "roomflow_process_state_keys",
@@ -86,6 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.txnAborts = register(reg, m.txnAborts)
 	m.restoreDur = register(reg, m.restoreDur)
 	m.restoreRecs = register(reg, m.restoreRecs)
+	m.restoring = register(reg, m.restoring)
 	m.stateKeys = register(reg, m.stateKeys)
 	m.stateBytes = register(reg, m.stateBytes)
 	m.lag = register(reg, m.lag)

@@ -56,6 +56,7 @@ type Runtime struct {
 	processor  prometheus.Labels
 	killed     atomic.Bool
 	ready      atomic.Bool
+	restoring  atomic.Int32 // partitions whose restore has not finished
 	killOnce   sync.Once
 	sessReady  chan struct{}
 	sessCloser sync.Once
@@ -146,9 +147,12 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 	return r, nil
 }
 
-// Ready is nil once Run has connected and entered its processing loop; use
-// it as a readiness check.
+// Ready is nil once Run has connected and entered its processing loop and
+// while no partition is being restored; use it as a readiness check.
 func (r *Runtime) Ready() error {
+	if n := r.restoring.Load(); n > 0 {
+		return fmt.Errorf("runtime %s: restoring %d partitions", r.name, n)
+	}
 	if r.ready.Load() {
 		return nil
 	}
@@ -732,8 +736,9 @@ func (r *Runtime) checkMembership(ctx context.Context) error {
 
 // handleEvents applies assignment changes: a revoke or loss aborts the open
 // transaction (rewinding every partition to its committed offset) and drops
-// the partitions' tasks; an assignment restores the new tasks. It reports
-// whether the open transaction was aborted.
+// the partitions' tasks; an assignment restores the new tasks (with a
+// changelog, that also aborts the open transaction). It reports whether the
+// open transaction was aborted.
 func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 	events := r.takeEvents()
 	if len(events) == 0 {
@@ -765,7 +770,9 @@ func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 		}
 	}
 	if len(assigned) > 0 {
-		if err := r.restore(ctx, assigned); err != nil {
+		aborted, err := r.restore(ctx, assigned)
+		rewound = rewound || aborted
+		if err != nil {
 			return rewound, err
 		}
 	}
