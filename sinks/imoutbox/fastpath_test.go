@@ -30,7 +30,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	reg, stop := e.publisher(false)
+	reg, stop := e.publisher(fastOnly)
 	testenv.Eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
 	stop()
 	r := e.row("fp-005")
@@ -81,9 +81,9 @@ func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	for i := 0; i < n; i += 50 {
 		e.fake.Inject(imfake.Fault{EventID: evs[i].ID, HTTPStatus: 502, Times: 1})
 	}
-	_, stopA := e.publisher(true)
+	_, stopA := e.publisher(fastAndScan)
 	e.produce(raws, evs[:n/2])
-	_, stopB := e.publisher(true)
+	_, stopB := e.publisher(fastAndScan)
 	time.Sleep(300 * time.Millisecond)
 	stopA() // rebalance with work in flight
 	e.produce(raws, evs[n/2:])

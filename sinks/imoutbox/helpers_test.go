@@ -58,6 +58,9 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	cfg.OutboxWorker.ClaimGrace = config.Duration(300 * time.Millisecond)
 	cfg.OutboxWorker.LockTTL = config.Duration(time.Second)
 	cfg.OutboxWorker.NodeID = "test-node"
+	// No room-service publishes here, so the fast path claims at once;
+	// the tests of the delay set it themselves.
+	cfg.IM.FastPathDelay = 0
 	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -107,17 +110,41 @@ func (e *env) serviceOn(reg *prometheus.Registry) *imoutbox.Service {
 	return s
 }
 
-// publisher starts a full publish-im (fast path + worker if enabled) and
-// returns a stop function that cancels it and waits for Run.
-func (e *env) publisher(enabled bool) (*prometheus.Registry, func()) {
+// pubMode is what a test publisher runs.
+type pubMode int
+
+const (
+	fastAndScan pubMode = iota // publish-im as deployed
+	fastOnly                   // the compensation scan switched off (imoutbox.FastPathOnly)
+	disabled                   // outbox_worker.enabled=false
+)
+
+// publisher starts a publish-im in mode and returns its registry and a
+// stop function that cancels it and waits for Run.
+func (e *env) publisher(mode pubMode) (*prometheus.Registry, func()) {
+	e.t.Helper()
+	p, reg := e.newPublisher(mode)
+	return reg, e.run(p)
+}
+
+func (e *env) newPublisher(mode pubMode) (*imoutbox.Publisher, *prometheus.Registry) {
 	e.t.Helper()
 	cfg := *e.cfg
-	cfg.OutboxWorker.Enabled = enabled
+	cfg.OutboxWorker.Enabled = mode != disabled
 	reg := prometheus.NewRegistry()
 	p, err := imoutbox.NewPublisher(&cfg, e.db, reg, e.logger())
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if mode == fastOnly {
+		imoutbox.FastPathOnly(p)
+	}
+	return p, reg
+}
+
+// run runs p until the returned stop function cancels it and waits.
+func (e *env) run(p *imoutbox.Publisher) func() {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -136,7 +163,7 @@ func (e *env) publisher(enabled bool) (*prometheus.Registry, func()) {
 		})
 	}
 	e.t.Cleanup(stop)
-	return reg, stop
+	return stop
 }
 
 type event struct {

@@ -32,7 +32,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	raws := e.insert(0, evs...)
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 30 * time.Second, Times: 1})
 	e.produce(raws, evs)
-	_, stop := e.publisher(false)
+	_, stop := e.publisher(fastOnly)
 	testenv.Eventually(t, 20*time.Second, "other rooms delivered while r1 is stuck", func() bool {
 		return e.countStatus("delivered") == 10 && e.row("slow").Status == "delivering"
 	})
@@ -51,7 +51,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 		}
 	}
 	// Restart: the compensation scan picks the handed-back rows up.
-	_, stop2 := e.publisher(true)
+	_, stop2 := e.publisher(fastAndScan)
 	testenv.Eventually(t, 20*time.Second, "everything delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
 	stop2()
 	acc := e.fake.AcceptedByEvent()
