@@ -133,18 +133,26 @@ func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, l
 	return s, nil
 }
 
-// lifetime is the pair of contexts delivery runs under. run ending stops
-// intake: no new claim, no new send. abort ends DrainTimeout later and stops
-// what is still in flight: a send is cancelled and its row left delivering
-// for lock expiry, results are no longer recorded. So a stop never outlasts
-// shutdown.timeout, and the frame closes MySQL only after it.
-type lifetime struct{ run, abort context.Context }
+// lifetime is the contexts delivery runs under. run ending stops intake:
+// no new claim, no new send. sends ends a little before DrainTimeout has
+// passed since then and cancels the sends still in flight: their rows stay
+// delivering for lock expiry (whether IM got them is unknown), and the
+// rows queued behind them are released. abort ends at DrainTimeout and
+// stops recording. So a stop never outlasts shutdown.timeout, and the frame
+// closes MySQL only after it.
+type lifetime struct{ run, sends, abort context.Context }
 
 // newLifetime derives the lifetime of ctx; release frees it.
 func (s *Service) newLifetime(ctx context.Context) (lt lifetime, release func()) {
-	abort, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(s.opt.DrainTimeout, cancel) })
-	return lifetime{run: ctx, abort: abort}, func() { stop(); cancel() }
+	abort, cancelAbort := context.WithCancel(context.WithoutCancel(ctx))
+	sends, cancelSends := context.WithCancel(abort)
+	grace := s.opt.DrainTimeout
+	reserve := min(grace/4, 2*time.Second) // for recording what the cancelled sends leave
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(grace-reserve, cancelSends)
+		time.AfterFunc(grace, cancelAbort)
+	})
+	return lifetime{run: ctx, sends: sends, abort: abort}, func() { stop(); cancelAbort() }
 }
 
 // WorkerID is the value this service writes to room_outbox.worker_id.
@@ -237,16 +245,16 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		}
 	}
 	if err == nil {
-		cctx, cancel := context.WithTimeout(lt.abort, s.opt.PublishTimeout)
+		cctx, cancel := context.WithTimeout(lt.sends, s.opt.PublishTimeout)
 		_, err = s.im.Deliver(cctx, msg)
 		cancel()
-		if err != nil && lt.abort.Err() != nil {
+		if err != nil && lt.sends.Err() != nil {
 			// Shutdown ran out of time: whether IM got it is unknown, so the
 			// row stays delivering; after lock_until_ms it is sent again with
 			// the same Random (deduplicated by IM).
 			s.m.events.WithLabelValues(source, "abandoned").Inc()
 			add(func() { out.lost = append(out.lost, row.ID) })
-			s.log.Warn("send cancelled at shutdown.timeout; row left delivering until its lock expires", "source", source,
+			s.log.Warn("send still in flight at the end of shutdown.timeout cancelled; row left delivering until its lock expires", "source", source,
 				"event_id", row.EventID, "event_type", row.EventType, "room_id", row.RoomID, "status", StatusDelivering)
 			return
 		}
