@@ -32,9 +32,6 @@ func TestDisabledDeliversNothing(t *testing.T) {
 	})
 	time.Sleep(1500 * time.Millisecond) // several poll intervals, time to consume the topic
 	stop()
-	if v, ok := testenv.Metric(reg, "roomflow_im_delivery_enabled"); !ok || v != 0 {
-		t.Fatalf("roomflow_im_delivery_enabled = %v (registered %v), want 0", v, ok)
-	}
 	if r := e.row("d-1"); r.Status != "pending" || r.WorkerID != "" {
 		t.Fatalf("d-1: %+v", r)
 	}
@@ -50,6 +47,9 @@ func TestDisabledDeliversNothing(t *testing.T) {
 	}
 	if !warned {
 		t.Fatalf("no WARN at start:\n%s", e.logs.String())
+	}
+	if v, ok := testenv.Metric(reg, "roomflow_im_delivery_enabled"); !ok || v != 0 {
+		t.Fatalf("roomflow_im_delivery_enabled = %v (registered %v), want 0", v, ok)
 	}
 }
 
