@@ -188,6 +188,7 @@ func (f *FastPath) Run(ctx context.Context) error {
 		<-recDone
 		f.mu.Lock()
 		unrecorded := len(f.queue)
+		f.queue = nil // never marked; the revoke on Close has nothing to wait for
 		f.mu.Unlock()
 		if unrecorded > 0 {
 			f.svc.log.Warn("fast path results not all recorded at shutdown; their rows stay delivering until lock_until_ms", "polls", unrecorded)

@@ -2,7 +2,6 @@ package imoutbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -50,19 +49,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	if got := metric(t, reg, "roomflow_im_publish_total", map[string]string{"result": "retryable", "code": "10002"}); got != 1 {
 		t.Fatalf("publish_total retryable/10002 = %v", got)
 	}
-	last := map[string]int64{}
-	for _, a := range e.fake.Accepted() {
-		var d struct {
-			RoomVersion int64 `json:"room_version"`
-		}
-		if err := json.Unmarshal([]byte(a.Data), &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.RoomVersion <= last[a.GroupID] {
-			t.Fatalf("%s: version %d after %d", a.GroupID, d.RoomVersion, last[a.GroupID])
-		}
-		last[a.GroupID] = d.RoomVersion
-	}
+	e.checkRoomOrder()
 }
 
 // Two publish-im instances (each with fast path and compensation worker)

@@ -3,6 +3,7 @@ package imoutbox_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -257,4 +258,23 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 	}
 	v, _ := testenv.Metric(reg, name, pairs...)
 	return v
+}
+
+// checkRoomOrder fails the test unless the fake IM accepted each room's
+// messages in increasing room_version.
+func (e *env) checkRoomOrder() {
+	e.t.Helper()
+	last := map[string]int64{}
+	for _, a := range e.fake.Accepted() {
+		var d struct {
+			RoomVersion int64 `json:"room_version"`
+		}
+		if err := json.Unmarshal([]byte(a.Data), &d); err != nil {
+			e.t.Fatal(err)
+		}
+		if d.RoomVersion <= last[a.GroupID] {
+			e.t.Fatalf("%s: version %d after %d", a.GroupID, d.RoomVersion, last[a.GroupID])
+		}
+		last[a.GroupID] = d.RoomVersion
+	}
 }
