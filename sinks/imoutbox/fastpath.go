@@ -33,8 +33,8 @@ import (
 // must not send the same event in between. Rows delivered meanwhile are
 // skipped by the claim. Polls leave the hold in order, so rooms stay in
 // order. The hold is bounded (maxHeld records): when it is full the
-// consumer stops polling, so the client stops fetching, until the oldest
-// poll is due.
+// consumer stops polling until the oldest poll is due, and the client then
+// issues no new fetch (it buffers at most one per broker).
 //
 // A poll's results are recorded in batched statements when all its rooms
 // are done; its offsets are marked for commit only when every earlier poll

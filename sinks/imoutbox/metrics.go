@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"source", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_im_outbox_events_total",
-			Help: "Claimed events by outcome: delivered|noop|retryable|failed|released.",
+			Help: "Claimed events by outcome: delivered|noop|retryable|failed|released|abandoned (send cancelled at the end of shutdown.timeout, row left delivering).",
 		}, []string{"source", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_im_outbox_retries_total",
