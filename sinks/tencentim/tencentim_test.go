@@ -501,6 +501,7 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 20
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		m, _ := tencentim.BuildMessage(giftEnvelope(fmt.Sprintf("rl-%d", i), fmt.Sprintf("r%d", i)), "")
@@ -511,6 +512,7 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	pauses := 1 + int(time.Since(start)/time.Second) // each pause lasts 1s
 	warns, debugs := 0, 0
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "asked to slow down") {
@@ -521,8 +523,8 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 			}
 		}
 	}
-	if warns != 1 || debugs != n-1 {
-		t.Fatalf("%d WARN and %d DEBUG pause lines for %d refusals in one pause, want 1 and %d", warns, debugs, n, n-1)
+	if warns < 1 || warns > pauses || warns+debugs != n {
+		t.Fatalf("%d WARN and %d DEBUG pause lines for %d refusals within %d pause(s)", warns, debugs, n, pauses)
 	}
 	if v, _ := testenv.Metric(reg, "roomflow_im_publish_total", "code", "60007"); v != n {
 		t.Fatalf("refusals counted: %v", v)
