@@ -51,7 +51,7 @@ func TestCorruptStateGoesToDLQ(t *testing.T) {
 		rttest.Header(dlq[0], "event_id") != "E-a" || rttest.Header(dlq[0], "source_offset") != "1" {
 		t.Fatalf("DLQ %v, want a's record with reason corrupt_state", dlq)
 	}
-	if n := metricLabelled(t, reg, "roomflow_process_dlq_total", "reason", runtime.ReasonCorruptState); n != 1 {
+	if n := metric(reg, "roomflow_process_dlq_total", "reason", runtime.ReasonCorruptState); n != 1 {
 		t.Fatalf("dlq_total{reason=corrupt_state} = %v", n)
 	}
 }

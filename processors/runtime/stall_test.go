@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
 )
@@ -101,7 +102,7 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 		t.Fatalf("%d outputs while partition 0 fails, want 155 (150 of the other partitions, 5 before the failing record)", len(out))
 	}
 	waitFor(t, "the stalled gauge of partition 0", 10*time.Second, func() bool {
-		return metricLabelled(t, reg, "roomflow_process_partition_stalled", "partition", "0") == 1
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 1
 	})
 	if s := metricSum(t, reg, "roomflow_process_partition_stalled"); s != 1 {
 		t.Fatalf("stalled gauges sum to %v, want only partition 0", s)
@@ -128,7 +129,7 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 	proc.failing.Store(false)
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 310, time.Second, 60*time.Second)
 	waitFor(t, "the stalled gauge back at 0", 10*time.Second, func() bool {
-		return metricLabelled(t, reg, "roomflow_process_partition_stalled", "partition", "0") == 0
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 0
 	})
 	waitFor(t, "partition 0 committed to its end", 10*time.Second, func() bool { return h.committed(adm)[0] == 10 })
 	r.Stop(t)
@@ -138,26 +139,8 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 	}
 }
 
-// metricLabelled sums the series of the named counter or gauge whose label
-// name has value.
-func metricLabelled(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+// metric is testenv.Metric's value (0 when no series matches).
+func metric(reg *prometheus.Registry, name string, labels ...string) float64 {
+	v, _ := testenv.Metric(reg, name, labels...)
+	return v
 }

@@ -82,11 +82,11 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
 	clock.Advance(time.Minute)
 	waitFor(t, "the tick to be deferred or run", 30*time.Second, func() bool {
-		return metricLabelled(t, reg, "roomflow_process_punctuations_deferred_total", "reason", "behind") >= 2 ||
+		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "behind") >= 2 ||
 			metricSum(t, reg, "roomflow_process_punctuations_total") > 0
 	})
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 500*time.Millisecond, 500*time.Millisecond); len(out) != 0 {
-		t.Fatalf("punctuation ran before its task consumed the input: saw %s records", out[0].Value)
+		t.Fatalf("punctuation ran before its task consumed the input: it had seen %q records", out[0].Value)
 	}
 	hold.Remove()
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, 30*time.Second)
@@ -103,7 +103,7 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	lso := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: h.in, Err: kerr.NotLeaderForPartition, Count: -1})
 	clock.Advance(time.Minute)
 	waitFor(t, "a tick deferred for lack of the LSO", 30*time.Second, func() bool {
-		return metricLabelled(t, reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
+		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
 	})
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, time.Second); len(out) != 2 {
 		t.Fatalf("%d ticks while the LSO could not be read, want the 2 earlier ones", len(out))
