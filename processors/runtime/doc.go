@@ -96,9 +96,9 @@
 // run on a task that is behind its input: after a restart or a stall the
 // records that close a session for real may still wait in the partition.
 // At each tick the runtime reads the last stable offsets of the input
-// partitions (one ListOffsets read_committed for all tasks, bounded by 5s;
-// on error the tick is skipped and retried 500ms later, never run blind)
-// and runs a task's due punctuations, with the tick's time, only once the
+// partitions (one ListOffsets read_committed for all tasks, made beside
+// the processing loop and bounded by 5s; on error the tick is skipped and
+// retried 500ms later, never run blind) and runs a task's due punctuations, with the tick's time, only once the
 // task's consume position (after the last polled record, transaction
 // markers included; else the committed offset) reaches that offset. Until
 // then the tick is deferred, checked again after every poll, and counted

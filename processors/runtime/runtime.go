@@ -61,9 +61,8 @@ type Runtime struct {
 	sessCloser sync.Once
 	assigned   atomic.Pointer[[]int32]
 	runCtx     context.Context
-	// lsoRetryAt holds punctuation ticks back after a failed read of the
-	// input's last stable offsets (see punctuate).
-	lsoRetryAt time.Time
+	// lso reads the input's last stable offsets for punctuation ticks.
+	lso lsoReads
 	// restoreOpts connect a changelog reader like the session client, but
 	// without its hooks (metrics plugins register per client).
 	restoreOpts []kgo.Opt

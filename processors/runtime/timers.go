@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // punctRound is one punctuation tick of a task.
@@ -25,12 +27,27 @@ type punctRound struct {
 }
 
 const (
-	// lsoTimeout bounds the LSO read, which holds up processing.
+	// lsoTimeout bounds an LSO read.
 	lsoTimeout = 5 * time.Second
 	// lsoRetry is the wait after a failed LSO read: the tick is skipped,
 	// never run blind.
 	lsoRetry = 500 * time.Millisecond
 )
+
+// lsoReads is the LSO read of the input's partitions. It runs beside the
+// processing loop, which must not wait on a slow or failing broker, and
+// hands its answer over through done.
+type lsoReads struct {
+	inFlight bool
+	done     chan lsoRead // buffered: the reader never blocks
+	retryAt  time.Time    // no read before (after a failed one)
+}
+
+type lsoRead struct {
+	at   time.Time // runtime clock when the read started: the tick
+	lsos kadm.ListedOffsets
+	err  error
+}
 
 // punctuate opens a round for every task with a due punctuation, runs the
 // rounds of the tasks that caught up with their input, and sweeps expired
@@ -65,34 +82,62 @@ func (r *Runtime) punctuate() {
 	}
 }
 
-// openRounds reads the LSOs of the input partitions (one request for every
-// task) when a task without a round has a punctuation due at now, and
-// opens those tasks' rounds.
-func (r *Runtime) openRounds(now time.Time) {
-	var due []*Task
-	for _, t := range r.tasks {
-		if t.round != nil || t.stall != nil && t.stall.paused() {
-			continue
-		}
-		for i := range r.o.punctuations {
-			if !now.Before(t.nextPunct[i]) {
-				due = append(due, t)
-				break
-			}
+// needsRound reports whether t has no round open and a punctuation due
+// at now.
+func (r *Runtime) needsRound(t *Task, now time.Time) bool {
+	if t.round != nil || t.stall != nil && t.stall.paused() {
+		return false
+	}
+	for i := range r.o.punctuations {
+		if !now.Before(t.nextPunct[i]) {
+			return true
 		}
 	}
-	if len(due) == 0 || time.Now().Before(r.lsoRetryAt) {
+	return false
+}
+
+// openRounds opens the rounds of the tasks due at the tick of a finished
+// LSO read, and starts a read (one request for every task) when a task
+// needs a round and none is in flight.
+func (r *Runtime) openRounds(now time.Time) {
+	if r.lso.done == nil {
+		r.lso.done = make(chan lsoRead, 1)
+	}
+	select {
+	case res := <-r.lso.done:
+		r.lso.inFlight = false
+		r.applyLSOs(res)
+	default:
+	}
+	if r.lso.inFlight || time.Now().Before(r.lso.retryAt) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.runCtx, lsoTimeout)
-	lsos, err := r.adm.ListCommittedOffsets(ctx, r.o.input) // read_committed: the LSO
-	cancel()
-	failed := 0
-	for _, t := range due {
-		lo, ok := lsos.Lookup(r.o.input, t.partition)
+	for _, t := range r.tasks {
+		if r.needsRound(t, now) {
+			r.lso.inFlight = true
+			go func() {
+				ctx, cancel := context.WithTimeout(r.runCtx, lsoTimeout)
+				defer cancel()
+				lsos, err := r.adm.ListCommittedOffsets(ctx, r.o.input) // read_committed: the LSO
+				r.lso.done <- lsoRead{at: now, lsos: lsos, err: err}
+			}()
+			return
+		}
+	}
+}
+
+// applyLSOs opens a round at res.at for every task due then; a task whose
+// LSO is missing waits for the next read.
+func (r *Runtime) applyLSOs(res lsoRead) {
+	failed, err := 0, res.err
+	for _, t := range r.tasks {
+		if !r.needsRound(t, res.at) {
+			continue
+		}
+		lo, ok := res.lsos.Lookup(r.o.input, t.partition)
 		switch {
 		case ok && lo.Err == nil:
-			t.round = &punctRound{at: now, lso: lo.Offset}
+			t.round = &punctRound{at: res.at, lso: lo.Offset}
 			continue
 		case ok && err == nil:
 			err = lo.Err
@@ -104,7 +149,7 @@ func (r *Runtime) openRounds(now time.Time) {
 	if failed == 0 {
 		return
 	}
-	r.lsoRetryAt = time.Now().Add(lsoRetry)
+	r.lso.retryAt = time.Now().Add(lsoRetry)
 	r.m.deferred.WithLabelValues(r.name, "lso_unavailable").Add(float64(failed))
 	if r.runCtx.Err() == nil && !r.killed.Load() {
 		r.log.Warn("cannot read the input's last stable offsets; punctuations wait", "topic", r.o.input,
