@@ -122,9 +122,9 @@
 // records_in_total and records_out_total (per topic, committed
 // transactions only; out includes changelog and DLQ records), dlq_total
 // (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
-// (per cause: rebalance, produce, flush, membership, shutdown),
-// restore_duration_seconds, restore_records_total, state_keys and
-// state_bytes (per partition), consumer_lag (per partition, kadm, every
+// (per cause: rebalance, produce, flush, membership, unowned_partition,
+// shutdown), restore_duration_seconds, restore_records_total, state_keys
+// and state_bytes (per partition), consumer_lag (per partition, kadm, every
 // LagInterval), punctuations_total (per name), punctuations_deferred_total
 // (per reason), partition_stalled (per partition, 1 while stalled) and
 // partition_stalls_total (failed attempts, per cause: record, punctuation).

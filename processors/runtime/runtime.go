@@ -388,7 +388,13 @@ func (r *Runtime) loop(ctx context.Context) error {
 		}
 		if !rewound {
 			if err := r.processFetches(fetches); err != nil {
-				return err
+				// The client and the tasks disagree on the assignment:
+				// rewind everything to the last commit.
+				r.log.Error("transaction aborted", "error", err)
+				if _, err := r.endTxn(r.o.txnTimeout, false, "unowned_partition"); err != nil {
+					return err
+				}
+				continue
 			}
 		}
 		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {

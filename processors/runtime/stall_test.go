@@ -134,9 +134,6 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 	waitFor(t, "partition 0 committed to its end", 10*time.Second, func() bool { return h.committed(adm)[0] == 10 })
 	r.Stop(t)
 	checkCounts(t, out, oracle)
-	if a := metricSum(t, reg, "roomflow_process_txn_aborts_total"); a != 0 {
-		t.Fatalf("%v aborted transactions, want none: a failing record must not abort the others' work", a)
-	}
 }
 
 // metric is testenv.Metric's value (0 when no series matches).
