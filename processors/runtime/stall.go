@@ -18,7 +18,8 @@ import (
 // commits the partition exactly up to the records processed before the
 // failing one, never past it, and the records polled after it are
 // refetched, not committed. After the backoff the partition resumes from
-// the failing record.
+// the failing record (with the client's next fetch from its broker, which
+// an idle broker answers only after the fetch max wait).
 type stall struct {
 	offset  int64         // the failing record's offset; -1 for a punctuation
 	punct   string        // the failing punctuation's name, if any

@@ -101,7 +101,7 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 155, 500*time.Millisecond, 60*time.Second); len(out) != 155 {
 		t.Fatalf("%d outputs while partition 0 fails, want 155 (150 of the other partitions, 5 before the failing record)", len(out))
 	}
-	waitFor(t, "the stalled gauge of partition 0", 10*time.Second, func() bool {
+	waitFor(t, "the stalled gauge of partition 0", 30*time.Second, func() bool {
 		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 1
 	})
 	if s := metricSum(t, reg, "roomflow_process_partition_stalled"); s != 1 {
@@ -118,7 +118,7 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 		}
 		return c[0] == 5 && c[1] == 100 && c[2] == 100 && c[3] == 100
 	})
-	waitFor(t, "retries of the failing record", 10*time.Second, func() bool { return proc.tries.Load() >= 3 })
+	waitFor(t, "retries of the failing record", 60*time.Second, func() bool { return proc.tries.Load() >= 3 })
 	if c := h.committed(adm); c[0] != 5 {
 		t.Fatalf("partition 0 committed offset %d, want the failing record's 5", c[0])
 	}
@@ -128,10 +128,10 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 
 	proc.failing.Store(false)
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 310, time.Second, 60*time.Second)
-	waitFor(t, "the stalled gauge back at 0", 10*time.Second, func() bool {
+	waitFor(t, "the stalled gauge back at 0", 30*time.Second, func() bool {
 		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 0
 	})
-	waitFor(t, "partition 0 committed to its end", 10*time.Second, func() bool { return h.committed(adm)[0] == 10 })
+	waitFor(t, "partition 0 committed to its end", 30*time.Second, func() bool { return h.committed(adm)[0] == 10 })
 	r.Stop(t)
 	checkCounts(t, out, oracle)
 }
