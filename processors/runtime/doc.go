@@ -62,8 +62,8 @@
 // partitions keep processing and committing meanwhile. A stalled partition
 // shows as roomflow_process_partition_stalled{partition}=1 and an error log
 // naming topic, partition, offset, event_id and the error. A failing
-// punctuation stalls its partition the same way and is retried after the
-// backoff. A transient failure never loses or skips a record; a
+// punctuation is undone and retried after the same backoff (the gauge
+// shows it too) while its partition's records keep flowing. A transient failure never loses or skips a record; a
 // deterministic one stalls one partition instead of corrupting output —
 // classify deterministic failures as rejects.
 //

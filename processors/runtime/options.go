@@ -34,9 +34,10 @@ func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec
 // runtime clock's time at the tick; the task has consumed its input
 // partition up to the last stable offset read at that tick. What it emits
 // and writes commits in the open transaction like record output. A non-nil
-// error undoes them and stalls the task's partition until a retry after a
-// back-off succeeds (Reject has no meaning here: there is no record to
-// dead-letter, so skip what can never succeed, such as a corrupt value).
+// error undoes them; the punctuation is retried after a back-off, the
+// partition's records keep flowing (Reject has no meaning here: there is no
+// record to dead-letter, so skip what can never succeed, such as a corrupt
+// value).
 type PunctuateFunc func(t *Task, now time.Time) error
 
 // Option configures New.

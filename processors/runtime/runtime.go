@@ -427,7 +427,7 @@ func (r *Runtime) processFetches(fetches kgo.Fetches) error {
 			if rec.Attrs.IsControl() {
 				continue // a transaction marker: consumed, nothing to process
 			}
-			if t.stall != nil && t.stall.paused() {
+			if t.stall != nil && t.stall.fetchPaused() {
 				// Polled before the pause took effect: set back, so
 				// these records are refetched, not committed.
 				r.setBack(t, rec)

@@ -11,6 +11,9 @@ import (
 // failed with a non-reject error (a failing lookup, a bug). The other
 // partitions keep processing and committing in the shared transaction.
 //
+// A failing punctuation is undone and retried after the backoff; the
+// partition's records keep flowing meanwhile.
+//
 // A failing record is undone (its emits and store writes discarded), its
 // partition's fetching is paused and its consume position set back to the
 // record with SetOffsets. SetOffsets also sets the offset the
@@ -25,10 +28,14 @@ type stall struct {
 	punct   string        // the failing punctuation's name, if any
 	attempt int           // consecutive failures at offset (or of punct)
 	backoff time.Duration // current backoff
-	until   time.Time     // real time to resume fetching; zero once resumed
+	until   time.Time     // real time of the next attempt; zero once it is due
 }
 
-func (s *stall) paused() bool { return !s.until.IsZero() }
+// waiting reports whether the backoff runs: no punctuation round opens.
+func (s *stall) waiting() bool { return !s.until.IsZero() }
+
+// fetchPaused reports whether the partition's fetching is paused.
+func (s *stall) fetchPaused() bool { return s.offset >= 0 && s.waiting() }
 
 // stallRecord stalls t's partition at rec, which failed with err.
 func (r *Runtime) stallRecord(t *Task, rec *kgo.Record, err error) {
@@ -50,13 +57,11 @@ func (r *Runtime) setBack(t *Task, rec *kgo.Record) {
 	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.o.input: {t.partition: {Epoch: rec.LeaderEpoch, Offset: rec.Offset}}})
 }
 
-// stallPunctuation stalls t's partition after its punctuation name failed.
-// Every record polled so far is processed, so the consume position is
-// right; the partition only pauses until the punctuation is retried.
+// stallPunctuation holds t's punctuations back after name failed; they
+// run again once the backoff has passed and the task has caught up.
 func (r *Runtime) stallPunctuation(t *Task, name string, err error) {
-	r.sess.Client().PauseFetchPartitions(map[string][]int32{r.o.input: {t.partition}})
 	s := r.backOff(t, -1, name, "punctuation")
-	t.log.Error("punctuation failed; its partition stalls and retries it after a backoff",
+	t.log.Error("punctuation failed; it is retried after a backoff",
 		"punctuation", name, "error", err, "attempt", s.attempt, "backoff", s.backoff.String())
 }
 
@@ -77,14 +82,15 @@ func (r *Runtime) backOff(t *Task, offset int64, punct, cause string) *stall {
 	return s
 }
 
-// resumeStalled resumes fetching the stalled partitions whose backoff has
-// passed, and returns how long until the next one does (0: none waits).
+// resumeStalled ends the backoffs that have passed, resuming the fetching
+// of stalled partitions, and returns how long until the next one ends (0:
+// none waits).
 func (r *Runtime) resumeStalled() time.Duration {
 	now := time.Now()
 	var resume []int32
 	var next time.Duration
 	for p, t := range r.tasks {
-		if t.stall == nil || !t.stall.paused() {
+		if t.stall == nil || !t.stall.waiting() {
 			continue
 		}
 		if wait := t.stall.until.Sub(now); wait > 0 {
@@ -93,8 +99,10 @@ func (r *Runtime) resumeStalled() time.Duration {
 			}
 			continue
 		}
+		if t.stall.fetchPaused() {
+			resume = append(resume, p)
+		}
 		t.stall.until = time.Time{}
-		resume = append(resume, p)
 	}
 	if len(resume) > 0 {
 		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.o.input: resume})
@@ -113,7 +121,7 @@ func (r *Runtime) recovered(t *Task) {
 // stays paused in the client across rebalances, so a later assignment of
 // it would never fetch.
 func (r *Runtime) unstall(t *Task) {
-	if t.stall != nil && t.stall.paused() {
+	if t.stall != nil && t.stall.fetchPaused() {
 		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.o.input: {t.partition}})
 	}
 	t.stall = nil

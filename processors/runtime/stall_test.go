@@ -141,3 +141,54 @@ func metric(reg *prometheus.Registry, name string, labels ...string) float64 {
 	v, _ := testenv.Metric(reg, name, labels...)
 	return v
 }
+
+// TestFailingPunctuationIsRetriedAlone: a punctuation that keeps failing
+// on partition 0 is undone and retried after a backoff, with
+// roomflow_process_partition_stalled 1, while partition 1 ticks and both
+// partitions' records flow; once the fault clears partition 0 ticks.
+func TestFailingPunctuationIsRetriedAlone(t *testing.T) {
+	h := newHarness(t, 2)
+	ticks := h.dlq + ".ticks"
+	if _, err := h.k.Admin(t).CreateTopic(context.Background(), 1, -1, nil, ticks); err != nil {
+		t.Fatal(err)
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	tick := func(task *runtime.Task, now time.Time) error {
+		task.Emit(&kgo.Record{Topic: ticks, Key: []byte(strconv.Itoa(int(task.Partition())))})
+		if task.Partition() == 0 && failing.Load() {
+			return errors.New("timer lookup failed") // after an emit, which must be undone
+		}
+		return nil
+	}
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-punct-stall", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Registerer(reg),
+		runtime.Punctuate("tick", time.Minute, tick))
+	r := rttest.Start(rt)
+	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
+	clock.Advance(time.Minute)
+	waitFor(t, "the stalled gauge of partition 0", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 1
+	})
+	manual := h.k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	oracle := map[string][]string{}
+	h.produceTo(manual, 0, repeat("a0", 10), oracle)
+	h.produceTo(manual, 1, repeat("a1", 10), oracle)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 20, time.Second, 30*time.Second)
+	waitFor(t, "retries of the failing punctuation", 60*time.Second, func() bool {
+		return metric(reg, "roomflow_process_partition_stalls_total", "cause", "punctuation") >= 3
+	})
+	if got := rttest.ReadCommitted(t, h.k.Brokers, ticks, 1, 500*time.Millisecond, 30*time.Second); len(got) != 1 || string(got[0].Key) != "1" {
+		t.Fatalf("%d ticks while partition 0's fails, want partition 1's only", len(got))
+	}
+	failing.Store(false)
+	if got := rttest.ReadCommitted(t, h.k.Brokers, ticks, 2, 500*time.Millisecond, 30*time.Second); len(got) != 2 {
+		t.Fatalf("%d ticks after the fault cleared, want 2", len(got))
+	}
+	waitFor(t, "the stalled gauge back at 0", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 0
+	})
+	r.Stop(t)
+	checkCounts(t, out, oracle)
+}

@@ -60,7 +60,7 @@ func (r *Runtime) punctuate() {
 	r.openRounds(now)
 	var pos map[int32]int64
 	for _, t := range r.tasks {
-		if t.round != nil && (t.stall == nil || !t.stall.paused()) {
+		if t.round != nil && (t.stall == nil || !t.stall.waiting()) {
 			if pos == nil {
 				pos = r.positions()
 			}
@@ -85,7 +85,7 @@ func (r *Runtime) punctuate() {
 // needsRound reports whether t has no round open and a punctuation due
 // at now.
 func (r *Runtime) needsRound(t *Task, now time.Time) bool {
-	if t.round != nil || t.stall != nil && t.stall.paused() {
+	if t.round != nil || t.stall != nil && t.stall.waiting() {
 		return false
 	}
 	for i := range r.o.punctuations {
