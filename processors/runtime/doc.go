@@ -34,9 +34,9 @@
 // transaction commits; their changelog records (one per dirty key, the last
 // value wins) are produced right before the commit. If the transaction
 // aborts — a rebalance happened (GroupTransactSession then refuses to commit),
-// a produce failed, the processor returned a non-reject error — the buffered
-// writes are discarded and consumption rewinds to the last committed offsets,
-// so the committed state and the committed offsets always agree.
+// a produce failed — the buffered writes are discarded and consumption
+// rewinds to the last committed offsets, so the committed state and the
+// committed offsets always agree.
 //
 // # Rejects and the DLQ
 //
@@ -45,11 +45,27 @@
 // value and headers plus the headers `error` (reason and detail),
 // `error_reason`, `source_topic`, `source_partition` and `source_offset`.
 // Records emitted and Store writes made while processing a rejected record
-// are discarded; the partition moves on. Any other error aborts the whole
-// transaction; the runtime backs off and reprocesses from the last commit
-// (so a transient failure, e.g. MySQL down, never loses or skips a record,
-// and a deterministic bug stalls the partitions instead of corrupting
-// output — classify deterministic failures as rejects).
+// are discarded; the partition moves on. A *CorruptStateError (CorruptState:
+// a state value the processor cannot decode, which no retry can fix) is
+// dead-lettered the same way with reason corrupt_state.
+//
+// # Partition stalls
+//
+// Any other error (a failing lookup, MySQL down, a bug) stalls only the
+// record's partition: the record's emits and writes are undone, the
+// partition's fetching is paused and its position set back to the record
+// (kgo SetOffsets, which also sets the offset the GroupTransactSession
+// commits for it), so the open transaction commits the partition exactly
+// up to the records before the failing one and never a record it did not
+// process. After a backoff (RetryBackoff, doubling while the same record
+// keeps failing) the partition resumes from the failing record. The other
+// partitions keep processing and committing meanwhile. A stalled partition
+// shows as roomflow_process_partition_stalled{partition}=1 and an error log
+// naming topic, partition, offset, event_id and the error. A failing
+// punctuation is undone and retried after the same backoff (the gauge
+// shows it too) while its partition's records keep flowing. A transient failure never loses or skips a record; a
+// deterministic one stalls one partition instead of corrupting output —
+// classify deterministic failures as rejects.
 //
 // # Restore, revoke, shutdown, fencing
 //
@@ -93,6 +109,21 @@
 // output should still use deterministic event ids, which the MySQL sinks
 // dedupe.
 //
+// # Timers
+//
+// Punctuations compare the clock with times in the state, so they must not
+// run on a task that is behind its input: after a restart or a stall the
+// records that close a session for real may still wait in the partition.
+// At each tick the runtime reads the last stable offsets of the input
+// partitions (one ListOffsets read_committed for all tasks, made beside
+// the processing loop and bounded by 5s; on error the tick is skipped and
+// retried 500ms later, never run blind) and runs a task's due punctuations, with the tick's time, only once the
+// task's consume position (after the last polled record, transaction
+// markers included; else the committed offset) reaches that offset. Until
+// then the tick is deferred, checked again after every poll, and counted
+// in punctuations_deferred_total{reason=behind|lso_unavailable}. So what a
+// timer does depends only on what Kafka held at the tick.
+//
 // # Memory
 //
 // A transaction produces thousands of short-lived records. Task.NewRecord,
@@ -110,11 +141,13 @@
 // records_in_total and records_out_total (per topic, committed
 // transactions only; out includes changelog and DLQ records), dlq_total
 // (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
-// (per cause: rebalance, produce, processor, punctuation, membership,
-// restore, shutdown), restore_duration_seconds, restore_records_total
+// (per cause: rebalance, restore, produce, flush, membership,
+// unowned_partition, shutdown), restore_duration_seconds, restore_records_total
 // (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
-// LagInterval), punctuations_total (per name).
+// LagInterval), punctuations_total (per name), punctuations_deferred_total
+// (per reason), partition_stalled (per partition, 1 while stalled) and
+// partition_stalls_total (failed attempts, per cause: record, punctuation).
 //
 // # Time
 //

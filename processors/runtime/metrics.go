@@ -21,6 +21,9 @@ type metrics struct {
 	stateBytes   *prometheus.GaugeVec     // processor, partition
 	lag          *prometheus.GaugeVec     // processor, topic, partition
 	punctuations *prometheus.CounterVec   // processor, name
+	deferred     *prometheus.CounterVec   // processor, reason
+	stalled      *prometheus.GaugeVec     // processor, partition
+	stalls       *prometheus.CounterVec   // processor, cause
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_txn_aborts_total",
-			Help: "Aborted transactions by cause (rebalance, restore, produce, processor, punctuation, membership, shutdown).",
+			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, shutdown).",
 		}, []string{"processor", "cause"}),
 		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_process_restore_duration_seconds",
@@ -79,6 +82,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_process_punctuations_total",
 			Help: "Punctuation runs by processor and name.",
 		}, []string{"processor", "name"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_punctuations_deferred_total",
+			Help: "Punctuation ticks of a task deferred: behind (the task had not consumed its input up to the last stable offset read at the tick) or lso_unavailable (reading it failed).",
+		}, []string{"processor", "reason"}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_partition_stalled",
+			Help: "1 while a partition backs off alone after a record or punctuation failed (non-reject error), until it succeeds.",
+		}, []string{"processor", "partition"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_partition_stalls_total",
+			Help: "Failed attempts that stalled a partition, by cause (record, punctuation).",
+		}, []string{"processor", "cause"}),
 	}
 	if reg == nil {
 		return m
@@ -96,6 +111,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.stateBytes = register(reg, m.stateBytes)
 	m.lag = register(reg, m.lag)
 	m.punctuations = register(reg, m.punctuations)
+	m.deferred = register(reg, m.deferred)
+	m.stalled = register(reg, m.stalled)
+	m.stalls = register(reg, m.stalls)
 	return m
 }
 
