@@ -72,6 +72,14 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"sink.group", func(c *Config) { c.Sink.Group = "" }},
 		{"sink.max_retries", func(c *Config) { c.Sink.MaxRetries = 0 }},
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = "8081" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = "grpc" }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = c.API.AppAddr }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "" }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "X User" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "X-App:Code" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "x-user-id" }},
 		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
 		{"outbox_worker.lock_ttl", func(c *Config) { c.OutboxWorker.LockTTL = 0 }},
@@ -173,6 +181,10 @@ mic:
   publishing_session_max_age: 6h
 outbox_worker:
   enabled: false
+api:
+  app_addr: ""
+  grpc_addr: "127.0.0.1:7000"
+  user_header: X-Auth-User
 `)
 	cfg, err := Load(p, env(map[string]string{
 		"ROOMFLOW_KAFKA_BROKERS":       " a:1, b:2 ,",
@@ -206,6 +218,11 @@ outbox_worker:
 		{"mic max window", cfg.Mic.PublishingSessionMaxAge.D(), 6 * time.Hour},
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
+		{"api app listener disabled", cfg.API.AppAddr, ""},
+		{"api grpc", cfg.API.GRPCAddr, "127.0.0.1:7000"},
+		{"api user header", cfg.API.UserHeader, "X-Auth-User"},
+		{"api default internal listener", cfg.API.Addr, ":8080"},
+		{"api default app code header", cfg.API.AppCodeHeader, "X-App-Code"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
