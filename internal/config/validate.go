@@ -170,10 +170,12 @@ func (c *Config) Validate() error {
 	addr("api.addr", c.API.Addr, false)
 	addr("api.app_addr", c.API.AppAddr, false)
 	addr("api.grpc_addr", c.API.GRPCAddr, false)
-	if c.API.AppAddr != "" && c.API.AppAddr == c.API.Addr {
+	// Port 0 picks a free port per listener, so only fixed ports can clash.
+	sameAddr := func(a, b string) bool { return a != "" && a == b && !strings.HasSuffix(a, ":0") }
+	if sameAddr(c.API.AppAddr, c.API.Addr) {
 		bad("api.app_addr", "must differ from api.addr (%q): the app routes trust a gateway header the internal listener must not honour", c.API.Addr)
 	}
-	if c.API.GRPCAddr != "" && (c.API.GRPCAddr == c.API.Addr || c.API.GRPCAddr == c.API.AppAddr) {
+	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
 		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
 	}
 	headerName("api.user_header", c.API.UserHeader)
