@@ -184,7 +184,7 @@ const rangeQuery = `SELECT
   COUNT(*),
   COALESCE(MIN(GREATEST(seat_started_at_ms, ?)), 0),
   COALESCE(MAX(GREATEST(LEAST(ended_at_ms, ? - 1), seat_started_at_ms, ?)), 0)
-FROM user_mic_sessions FORCE INDEX (idx_user_mic_sessions_user_ended)
+FROM user_mic_sessions
 WHERE app_code = ? AND user_id = ? AND ended_at_ms >= ? AND seat_started_at_ms < ?
   AND (ended_at_ms > ? OR seat_started_at_ms >= ?)`
 
