@@ -179,16 +179,7 @@ func TestPeekFollow(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	tp := k.Config.Topics
 	p := writeConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\n"+kafkaYAML(k, 2))
-	out := &testenv.SyncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		root.SetOut(out)
-		root.SetErr(out)
-		root.SetArgs([]string{"--config", p, "peek", "mic_lifetime_stats", "--offset", "end", "--follow"})
-		done <- root.ExecuteContext(ctx)
-	}()
+	stop, out := sinkCommand(t, p, "peek", "mic_lifetime_stats", "--offset", "end", "--follow")
 	txn := k.Client(t, kgo.TransactionalID(testenv.UniqueName(t)))
 	lt := &userv1.UserMicLifetimeStatsUpdated{EventId: "UserMicLifetimeStatsUpdated:s7", UserId: 7, SessionCountDelta: 1}
 	// Keep committing until the follower, which may start after the first
@@ -198,13 +189,7 @@ func TestPeekFollow(t *testing.T) {
 			Headers: peekHeaders(lt.EventId, "UserMicLifetimeStatsUpdated")})
 		return strings.Contains(out.String(), `"session_count_delta":"1"`)
 	})
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("peek --follow on interrupt: %v\n%s", err, out.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("peek --follow did not stop on interrupt")
+	if err := stop(); err != nil {
+		t.Fatalf("peek --follow on interrupt: %v\n%s", err, out)
 	}
 }

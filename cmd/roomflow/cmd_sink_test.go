@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,10 +31,11 @@ func sinkFreeAddr(t *testing.T) string {
 }
 
 // sinkCommand runs `roomflow <args>` in the background until the returned
-// stop is called; stop returns the command's error.
-func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *bytes.Buffer) {
+// stop is called; stop returns the command's error. out may be read while
+// the command runs.
+func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *testenv.SyncBuffer) {
 	t.Helper()
-	out = &bytes.Buffer{}
+	out = &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
