@@ -193,3 +193,27 @@ func TestPeekFollow(t *testing.T) {
 		t.Fatalf("peek --follow on interrupt: %v\n%s", err, out)
 	}
 }
+
+// decodeRecord off the design's topics: an envelope routed elsewhere by
+// relay.routes is recognised by its room event type; a derived event by its
+// type; anything else, and a value that does not parse, stays raw.
+func TestPeekDecodeByHeader(t *testing.T) {
+	topics := testenv.Config(t, nil, nil).Kafka.Topics
+	gift := &roomv1.EventEnvelope{EventId: "g-1", EventType: "RoomGiftSent", RoomId: "r-1",
+		Payload: mustMarshal(t, &roomv1.RoomGiftSent{GiftId: "rose", GiftCount: 3, Lucky: true})}
+	r := decodeRecord(topics, &kgo.Record{Topic: "hyapp.room.gifts.v1", Value: mustMarshal(t, gift), Headers: peekHeaders("g-1", "RoomGiftSent")})
+	var pay map[string]any
+	if err := json.Unmarshal(r.Payload, &pay); r.Type != "hyapp.room.v1.EventEnvelope" || err != nil || pay["gift_id"] != "rose" || pay["lucky"] != true {
+		t.Fatalf("routed envelope: %+v %v", r, err)
+	}
+	daily := &userv1.UserMicDailyStatsUpdated{EventId: "d", StatDate: "2026-11-30", SessionCountDelta: 1}
+	if r := decodeRecord(topics, &kgo.Record{Topic: "mirror", Value: mustMarshal(t, daily), Headers: peekHeaders("d", "UserMicDailyStatsUpdated")}); r.Type != "hyapp.user.v1.UserMicDailyStatsUpdated" {
+		t.Fatalf("derived event by header: %+v", r)
+	}
+	if r := decodeRecord(topics, &kgo.Record{Topic: "mirror", Value: []byte("x"), Headers: peekHeaders("u", "SomethingElse")}); r.Value != nil || string(r.ValueBase64) != "x" {
+		t.Fatalf("unknown type: %+v", r)
+	}
+	if r := decodeRecord(topics, &kgo.Record{Topic: topics.MicLedger, Value: []byte{0xff, 0xff}}); r.DecodeError == "" || len(r.ValueBase64) != 2 || r.Value != nil {
+		t.Fatalf("corrupt ledger value: %+v", r)
+	}
+}
