@@ -165,3 +165,28 @@ func TestMicReasonConstants(t *testing.T) {
 		t.Error("an enum value's String() must be the wire string")
 	}
 }
+
+// Seed 001's internal query: service, method and field numbers exactly as
+// the seed writes them.
+func TestUserServiceWireNumbers(t *testing.T) {
+	check := func(m proto.Message, want map[string]int32) {
+		t.Helper()
+		d := m.ProtoReflect().Descriptor()
+		if d.Fields().Len() != len(want) {
+			t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(want))
+		}
+		for name, num := range want {
+			if f := d.Fields().ByName(protoreflect.Name(name)); f == nil || int32(f.Number()) != num {
+				t.Errorf("%s.%s: want field %d", d.FullName(), name, num)
+			}
+		}
+	}
+	check(&userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
+	check(&userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
+		"session_count": 4, "first_mic_at_ms": 5, "last_mic_at_ms": 6, "updated_at_ms": 7, "app_code": 8})
+	check(&userv1.GetUserMicLifetimeStatsResponse{}, map[string]int32{"stats": 1})
+	check(&userv1.RequestMeta{}, map[string]int32{"request_id": 1, "caller": 2, "app_code": 3})
+	if userv1.UserService_GetUserMicLifetimeStats_FullMethodName != "/hyapp.user.v1.UserService/GetUserMicLifetimeStats" {
+		t.Errorf("method %s", userv1.UserService_GetUserMicLifetimeStats_FullMethodName)
+	}
+}
