@@ -21,11 +21,12 @@ import (
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
 
-// startAll serves the seeded API on all three loopback listeners.
-func startAll(t *testing.T, opts ...statsapi.Option) (statsapi.Listeners, *statsapi.Running) {
+// startAll serves the seeded API on all three loopback listeners, its
+// metrics on reg.
+func startAll(t *testing.T, reg *prometheus.Registry, opts ...statsapi.Option) statsapi.Listeners {
 	t.Helper()
 	m := seed(t)
-	api := statsapi.New(m.DB, "hyapp", append([]statsapi.Option{statsapi.WithRegisterer(prometheus.NewRegistry())}, opts...)...)
+	api := statsapi.New(m.DB, "hyapp", append([]statsapi.Option{statsapi.WithRegisterer(reg)}, opts...)...)
 	run, err := api.Start(statsapi.Listeners{Internal: "127.0.0.1:0", App: "127.0.0.1:0", GRPC: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +38,7 @@ func startAll(t *testing.T, opts ...statsapi.Option) (statsapi.Listeners, *stats
 			t.Error(err)
 		}
 	})
-	return run.Addrs(), run
+	return run.Addrs()
 }
 
 // call does GET http://addr+path with headers and decodes the JSON body.
@@ -73,7 +74,7 @@ type errResp struct {
 // app listener serves nothing else, and the internal listener does not
 // honour the header routes.
 func TestAppRoutes(t *testing.T) {
-	addrs, _ := startAll(t, statsapi.WithGatewayHeaders("X-Auth-User", "X-Auth-App"))
+	addrs := startAll(t, prometheus.NewRegistry(), statsapi.WithGatewayHeaders("X-Auth-User", "X-Auth-App"))
 	aStart, aEnd, bEnd := ms("2026-03-01T23:30:00Z"), ms("2026-03-02T01:10:00Z"), ms("2026-03-05T11:00:00Z")
 	user42 := map[string][]string{"X-Auth-User": {"42"}}
 	lifetime := statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}
@@ -145,7 +146,8 @@ func TestAppRoutes(t *testing.T) {
 // TestGRPCGetUserMicLifetimeStats calls hyapp.user.v1.UserService with a
 // real gRPC client over loopback against MariaDB.
 func TestGRPCGetUserMicLifetimeStats(t *testing.T) {
-	addrs, _ := startAll(t)
+	reg := prometheus.NewRegistry()
+	addrs := startAll(t, reg)
 	conn, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +186,12 @@ func TestGRPCGetUserMicLifetimeStats(t *testing.T) {
 		_, err := cl.GetUserMicLifetimeStats(ctx, req)
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("%v: %v, want InvalidArgument", req, err)
+		}
+	}
+	route := "grpc:" + userv1.UserService_GetUserMicLifetimeStats_FullMethodName
+	for code, want := range map[string]float64{"OK": 4, "InvalidArgument": 3} {
+		if got, _ := testenv.Metric(reg, "roomflow_api_requests_total", "route", route, "code", code); got != want {
+			t.Errorf("roomflow_api_requests_total{route=%q,code=%q} = %v, want %v", route, code, got, want)
 		}
 	}
 }
