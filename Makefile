@@ -20,13 +20,19 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## proto-tools: protoc-gen-go at the version go.mod pins for google.golang.org/protobuf.
+## proto-tools: protoc-gen-go and protoc-gen-go-grpc at the versions go.mod pins
+## (google.golang.org/protobuf, and the `tool` line for protoc-gen-go-grpc).
 proto-tools:
 	$(GO) build -o bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	$(GO) build -o bin/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-## proto: regenerate schemas/*v1 from schemas/proto (protoc from Debian's protobuf-compiler).
+## proto: regenerate schemas/*v1 and the descriptor set schemas/roomflow.protoset
+## from schemas/proto (protoc from Debian's protobuf-compiler).
 proto: proto-tools
-	protoc --plugin=protoc-gen-go=bin/protoc-gen-go -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow $(PROTO_FILES)
+	protoc --plugin=protoc-gen-go=bin/protoc-gen-go --plugin=protoc-gen-go-grpc=bin/protoc-gen-go-grpc \
+	  -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/hyapp/roomflow \
+	  --include_imports --descriptor_set_out=schemas/roomflow.protoset $(PROTO_FILES)
 
 bench:
 	./benchmarks/run.sh

@@ -133,9 +133,25 @@ type SinkConfig struct {
 	MaxRetries    int      `yaml:"max_retries"`
 }
 
-// APIConfig is the stats query API.
+// APIConfig is the stats query API (seed 001): three listeners, each
+// disabled when empty, so a gateway-trusted header is never honoured where
+// anyone can reach the internal routes.
 type APIConfig struct {
-	Addr string `yaml:"addr"` // empty disables it in `roomflow sink`
+	// Addr serves the internal routes /api/v1/users/{user_id}/... (back
+	// office, tasks); never the /me routes.
+	Addr string `yaml:"addr"`
+	// AppAddr serves the app routes /api/v1/users/me/... behind the
+	// gateway, which sets UserHeader (and AppCodeHeader); never the
+	// internal routes.
+	AppAddr string `yaml:"app_addr"`
+	// GRPCAddr serves hyapp.user.v1.UserService (GetUserMicLifetimeStats).
+	GRPCAddr string `yaml:"grpc_addr"`
+	// UserHeader carries the authenticated user id the gateway sets on the
+	// app listener.
+	UserHeader string `yaml:"user_header"`
+	// AppCodeHeader carries the app_code the gateway sets on the app
+	// listener; absent means the configured app_code.
+	AppCodeHeader string `yaml:"app_code_header"`
 }
 
 // OutboxWorkerConfig is seed 000's block, names unchanged. Values <= 0 fall
@@ -243,7 +259,13 @@ func Default() Config {
 			Group:         "roomflow-mysql-sink",
 			MaxRetries:    10,
 		},
-		API: APIConfig{Addr: ":8080"},
+		API: APIConfig{
+			Addr:          ":8080",
+			AppAddr:       ":8081",
+			GRPCAddr:      ":13005",
+			UserHeader:    "X-User-Id",
+			AppCodeHeader: "X-App-Code",
+		},
 		OutboxWorker: OutboxWorkerConfig{
 			Enabled:        true,
 			PollInterval:   Duration(time.Second),

@@ -76,6 +76,14 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"sink.group", func(c *Config) { c.Sink.Group = "" }},
 		{"sink.max_retries", func(c *Config) { c.Sink.MaxRetries = 0 }},
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = "8081" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = "grpc" }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = c.API.AppAddr }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "" }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "X User" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "X-App:Code" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "x-user-id" }},
 		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = Duration(time.Second) }},
@@ -182,6 +190,10 @@ outbox_worker:
   enabled: false
 im:
   fast_path_delay: 0s
+api:
+  app_addr: ""
+  grpc_addr: "127.0.0.1:7000"
+  user_header: X-Auth-User
 `)
 	cfg, err := Load(p, env(map[string]string{
 		"ROOMFLOW_KAFKA_BROKERS":       " a:1, b:2 ,",
@@ -216,6 +228,11 @@ im:
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
 		{"fast path delay 0 is kept (claim at once)", cfg.IM.FastPathDelay.D(), time.Duration(0)},
+		{"api app listener disabled", cfg.API.AppAddr, ""},
+		{"api grpc", cfg.API.GRPCAddr, "127.0.0.1:7000"},
+		{"api user header", cfg.API.UserHeader, "X-Auth-User"},
+		{"api default internal listener", cfg.API.Addr, ":8080"},
+		{"api default app code header", cfg.API.AppCodeHeader, "X-App-Code"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
