@@ -47,6 +47,13 @@ const (
 	EventLuckyPoolInflow = "LuckyPoolInflow"
 )
 
+// Consumes reports whether the room processor needs eventType on
+// kafka.topics.room_events. cmd/roomflow refuses a relay.routes entry that
+// would send such a type elsewhere, where the processor never reads it.
+func Consumes(eventType string) bool {
+	return eventType == EventRoomMicChanged || eventType == EventRoomGiftSent
+}
+
 // passBy are the other room event types of the design: not the room
 // processor's business, not an error.
 var passBy = map[string]bool{

@@ -28,6 +28,13 @@ type Publisher struct {
 	interval time.Duration
 }
 
+// Consumes reports whether the IM publisher's fast path needs eventType on
+// kafka.topics.room_events: every type that is not a no-op
+// (tencentim.IsNoOp), unknown ones included (they are sent with their raw
+// payload). cmd/roomflow refuses a relay.routes entry that would send such a
+// type elsewhere, where only the compensation scan would find it, late.
+func Consumes(eventType string) bool { return !tencentim.IsNoOp(eventType) }
+
 // OptionsFrom maps the config blocks to Options.
 func OptionsFrom(cfg *config.Config) Options {
 	ow := cfg.OutboxWorker
