@@ -42,7 +42,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		NodeID: ow.NodeID, GroupIDPrefix: cfg.IM.GroupIDPrefix, PollInterval: ow.PollInterval.D(),
 		BatchSize: ow.BatchSize, PublishTimeout: ow.PublishTimeout.D(), RetryStrategy: ow.RetryStrategy,
 		ClaimGrace: ow.ClaimGrace.D(), LockTTL: ow.LockTTL.D(), MarkPermanentFailed: cfg.IM.MarkPermanentFailed,
-		DrainTimeout: cfg.Shutdown.Timeout.D(),
+		DrainTimeout: cfg.Shutdown.Timeout.D(), AppCode: cfg.AppCode,
 	}
 }
 
