@@ -135,20 +135,23 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	if len(env.eventID) > maxEventID || len(env.appCode) > maxAppCode || len(env.roomID) > maxRoomID {
 		return runtime.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
-	value := rec.Value
-	if len(env.appCode) == 0 {
-		// The rule of every stage: an empty app_code is the configured one.
-		// It is resolved here once, in the forwarded envelope too (header and
-		// value agree), so the mic processor sees the same app_code whether
-		// room-service wrote it or left it out.
+	// The rule of every stage: an empty app_code is the configured one. It
+	// is resolved here once, in the forwarded mic envelope too (header and
+	// value agree), so the mic processor sees the same app_code whether
+	// room-service wrote it or left it out.
+	omitted := len(env.appCode) == 0
+	if omitted {
 		env.appCode = p.appCode
-		value = withAppCode(rec.Value, p.appCode)
 	}
 	switch string(env.eventType) { // no allocation
 	case EventRoomMicChanged:
 		user, err := micUserID(env.payload)
 		if err != nil {
 			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
+		}
+		value := rec.Value
+		if omitted {
+			value = withAppCode(rec.Value, p.appCode)
 		}
 		o := new(micOut)
 		// Header values alias the envelope, which is forwarded unchanged
