@@ -76,7 +76,7 @@ func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.
 	if err != nil {
 		return loadgen.Report{}, nil, err
 	}
-	o := loadgen.BuildOracle(events, rules)
+	o := loadgen.BuildOracle(events, rules, cfg.AppCode)
 	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
 	return rep, o, err
 }

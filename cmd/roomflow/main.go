@@ -31,12 +31,22 @@ type globals struct {
 	configPath string
 }
 
+// load reads and validates the configuration, then checks what only the
+// wired components know (checkRoutes), so every command refuses a config
+// that would starve a stage.
 func (g *globals) load() (*config.Config, error) {
 	path := g.configPath
 	if path == "" {
 		path = os.Getenv("ROOMFLOW_CONFIG")
 	}
-	return config.Load(path, os.Getenv)
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRoutes(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // deps loads config and builds the process dependencies.

@@ -21,8 +21,10 @@ import (
 
 // Config is the effective configuration of every roomflow component.
 type Config struct {
-	// AppCode is the default app_code used where an input carries none
-	// (the stats API's default, loadgen). Env: ROOMFLOW_APP_CODE.
+	// AppCode is the app_code of every input that carries none, at every
+	// stage (processors, sink, IM publisher, verify, loadgen, stats API), so
+	// an empty app_code and the configured one give the same facts.
+	// Env: ROOMFLOW_APP_CODE.
 	AppCode string `yaml:"app_code"`
 
 	Log          LogConfig          `yaml:"log"`

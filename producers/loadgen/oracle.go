@@ -53,9 +53,13 @@ type Oracle struct {
 	Rejected int
 }
 
-// BuildOracle computes the expected facts of events (duplicates by event_id
-// count once), with rules the lucky_gift_rules rows known to exist.
-func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule) *Oracle {
+// BuildOracle computes the expected facts of appCode's events (duplicates
+// by event_id count once), with rules the lucky_gift_rules rows known to
+// exist. An event without app_code is appCode's (the rule of every stage);
+// events of another app count in Events and IMMessages, which the relay
+// and the IM publisher carry for every app, but not in the facts, which
+// Compare reads for appCode only.
+func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
 	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
 		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}}
 	seen := map[string]bool{}
@@ -69,6 +73,9 @@ func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule) *O
 		case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
 		default:
 			o.IMMessages++
+		}
+		if e.AppCode != "" && e.AppCode != appCode {
+			continue
 		}
 		switch e.EventType {
 		case "RoomMicChanged":

@@ -28,6 +28,13 @@ type Publisher struct {
 	interval time.Duration
 }
 
+// Consumes reports whether the IM publisher's fast path needs eventType on
+// kafka.topics.room_events: every type that is not a no-op
+// (tencentim.IsNoOp), unknown ones included (they are sent with their raw
+// payload). cmd/roomflow refuses a relay.routes entry that would send such a
+// type elsewhere, where only the compensation scan would find it, late.
+func Consumes(eventType string) bool { return !tencentim.IsNoOp(eventType) }
+
 // OptionsFrom maps the config blocks to Options.
 func OptionsFrom(cfg *config.Config) Options {
 	ow := cfg.OutboxWorker
@@ -35,7 +42,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		NodeID: ow.NodeID, GroupIDPrefix: cfg.IM.GroupIDPrefix, PollInterval: ow.PollInterval.D(),
 		BatchSize: ow.BatchSize, PublishTimeout: ow.PublishTimeout.D(), RetryStrategy: ow.RetryStrategy,
 		ClaimGrace: ow.ClaimGrace.D(), LockTTL: ow.LockTTL.D(), MarkPermanentFailed: cfg.IM.MarkPermanentFailed,
-		DrainTimeout: cfg.Shutdown.Timeout.D(),
+		DrainTimeout: cfg.Shutdown.Timeout.D(), AppCode: cfg.AppCode,
 	}
 }
 

@@ -338,9 +338,9 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 		var err error
 		switch kr.Topic {
 		case s.cfg.Kafka.Topics.MicLedger:
-			r.Ledger, err = DecodeLedger(kr.Value)
+			r.Ledger, err = DecodeLedger(kr.Value, s.cfg.AppCode)
 		case s.cfg.Kafka.Topics.LuckyPoolInflow:
-			r.Inflow, err = DecodeInflow(kr.Value)
+			r.Inflow, err = DecodeInflow(kr.Value, s.cfg.AppCode)
 		}
 		if err != nil {
 			if derr := s.deadLetter(ctx, cl, kr, err); derr != nil {

@@ -100,6 +100,48 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 	}
 }
 
+// TestEmptyAppCodeIsTheConfiguredOne: ledger entries and inflows without
+// app_code belong to the configured app_code (the rule of every stage):
+// they yield the facts of the same records naming it, and none goes to the
+// DLQ (today's code dead-lettered them as missing_app_code).
+func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(43, e.cfg.AppCode, 20).Next(80)
+	inflows := sinktest.NewInflowGen(43, e.cfg.AppCode, 5, 5).Next(40)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	for i, l := range ledger {
+		if i%2 == 0 { // every other entry leaves app_code out, snapshot included
+			l.AppCode = ""
+			if l.Session != nil {
+				l.Session.AppCode = ""
+			}
+		}
+	}
+	for i := range inflows {
+		if i%2 == 0 {
+			inflows[i].AppCode = ""
+		}
+	}
+	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, nil)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ); len(got) != 0 {
+		t.Fatalf("DLQ holds %d records, want none", len(got))
+	}
+}
+
 // A config that does not validate is refused at New (a batch size of 0
 // used to give a sink that polled nothing, in a busy loop).
 func TestNewRefusesInvalidConfig(t *testing.T) {

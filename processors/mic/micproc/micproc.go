@@ -4,7 +4,9 @@
 // the mic ledger and the three public derived topics, and a wall-clock
 // punctuation for the timer closes of seed 001's open session compensation.
 //
-// Every input record yields, inside the input's transaction:
+// An input event without app_code belongs to the configured app_code (the
+// rule of every stage, see mic.Decode), so its facts equal those of an event
+// naming it. Every input record yields, inside the input's transaction:
 //   - a record it cannot decode: the DLQ (reason from mic.DecodeError);
 //   - a duplicate event_id of its session: nothing;
 //   - anything else: exactly one MicLedgerEntry on the ledger topic, plus on
@@ -90,6 +92,9 @@ type Settings struct {
 type Config struct {
 	Topics   Topics
 	Settings Settings
+	// AppCode (config app_code) is the app_code of an input event that
+	// carries none, the rule of every stage; empty: such events go to the DLQ.
+	AppCode string
 }
 
 // ConfigFrom maps the process configuration.
@@ -116,6 +121,7 @@ func ConfigFrom(cfg *config.Config) Config {
 			ClosedSessionRetention: cfg.Mic.ClosedSessionRetention.D(),
 			DayRoomRetention:       cfg.Mic.DayRoomRetention.D(),
 		},
+		AppCode: cfg.AppCode,
 	}
 }
 
@@ -210,7 +216,7 @@ func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger,
 // DLQ reason corrupt_state, no facts written from a value no retry can
 // fix).
 func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
-	ev, err := mic.Decode(rec.Value)
+	ev, err := mic.Decode(rec.Value, p.cfg.AppCode)
 	if err != nil {
 		var de *mic.DecodeError
 		if errors.As(err, &de) {
