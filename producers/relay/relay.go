@@ -104,6 +104,7 @@ type BatchInfo struct {
 	High      uint64 // high-water mark the batch commits
 	OpenGaps  int
 	Abandoned uint64 // ids given up in this batch
+	ReadBytes int    // payload bytes the batch read from MySQL (and holds)
 }
 
 // Hooks are observation and fault-injection points, used by tests and
@@ -195,6 +196,11 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if limit := MaxOpenGapsFor(cfg.Relay.TransactionalID, cfg.Relay.GapMaxAge.D()); cfg.Relay.MaxOpenGaps > limit {
+		return nil, &config.FieldError{Key: "relay.max_open_gaps", Msg: fmt.Sprintf(
+			"must be at most %d with relay.gap_max_age %s (got %d): a position with more open gaps can exceed the %d bytes a position record may take",
+			limit, cfg.Relay.GapMaxAge, cfg.Relay.MaxOpenGaps, positionValueLimit(cfg.Relay.TransactionalID))}
 	}
 	r := &Relay{
 		cfg:      cfg.Relay,
@@ -291,7 +297,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Info("relay stopped")
 			return nil
 		}
-		if err != nil && !errors.Is(err, context.Canceled) {
+		var reissue *IDReissueError
+		if errors.As(err, &reissue) {
+			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
+				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", backoff.String())
+		} else if err != nil && !errors.Is(err, context.Canceled) {
 			r.log.Warn("leader session ended; retrying", "error", err, "fenced", isFenced(err), "backoff", backoff.String())
 		} else {
 			r.log.Info("leadership lost")
@@ -355,7 +365,10 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 			return err
 		}
 	}
-	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D())
+	if err := r.checkReissue(ctx, pos.High); err != nil {
+		return err
+	}
+	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D(), r.now())
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
 	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
 	*led = true
@@ -406,23 +419,38 @@ func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
 	return Position{High: minID - window}, nil
 }
 
+// probeLimit bounds the hole ids one probe looks up (see Tracker.ProbeIDs).
+const probeLimit = 4 * maxInList
+
+// reissueCheckEvery is how often an idle relay compares the table's
+// AUTO_INCREMENT with its high-water id (at least every poll interval).
+const reissueCheckEvery = time.Second
+
 // read produces batches from MySQL into out until ctx ends or a read fails.
+// Each batch first looks up open holes (at most once per poll interval,
+// or again at once when the byte budget left found rows behind), then
+// scans above the high-water id; both share one relay.max_batch_bytes
+// budget (see Budget). Reading runs one batch ahead of the commit, so
+// up to three batches' bytes are held at once (reading, queued,
+// committing).
 func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
-	var lastHoleCheck time.Time
+	var lastProbe, lastReissueCheck time.Time
+	probeAgain := false
 	poll := r.cfg.PollInterval.D()
 	for {
 		started := r.now()
-		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize)
-		if err != nil {
-			return err
-		}
-		full := len(scanned) == r.cfg.BatchSize
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Skip: r.tooLarge}
 		var filled []Row
-		if tr.OpenHoles() > 0 && (!full || started.Sub(lastHoleCheck) >= poll) {
-			if filled, err = r.src.ByIDs(ctx, tr.HoleIDs()); err != nil {
+		var err error
+		if tr.OpenHoles() > 0 && (probeAgain || started.Sub(lastProbe) >= poll) {
+			if filled, probeAgain, err = r.src.ByIDs(ctx, tr.ProbeIDs(probeLimit), budget); err != nil {
 				return err
 			}
-			lastHoleCheck = started
+			lastProbe = started
+		}
+		scanned, more, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, budget)
+		if err != nil {
+			return err
 		}
 		ids := make([]uint64, len(filled))
 		for i := range filled {
@@ -442,18 +470,27 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 
 		if len(filled) == 0 && len(scanned) == 0 && len(abandoned) == 0 && tr.High() == before {
 			r.m.lag.Set(0)
+			if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
+				if err := r.checkReissue(ctx, tr.High()); err != nil {
+					return err
+				}
+				lastReissueCheck = started
+			}
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
 			continue
 		}
 		b := &batch{rows: append(filled, scanned...), abandoned: abandoned, started: started}
-		p := tr.Position()
-		b.pos = EncodePosition(p)
-		b.info = BatchInfo{Rows: len(b.rows), High: p.High, OpenGaps: len(p.Holes)}
+		b.pos = tr.Encode()
+		b.info = BatchInfo{Rows: len(b.rows), High: tr.High(), OpenGaps: tr.OpenHoles()}
 		if n := len(b.rows); n > 0 {
 			b.info.FirstID, b.info.LastID = b.rows[0].ID, b.rows[n-1].ID
 		}
+		for i := range b.rows {
+			b.info.ReadBytes += len(b.rows[i].Payload)
+		}
+		r.m.batchBytes.Observe(float64(b.info.ReadBytes))
 		for _, a := range abandoned {
 			b.info.Abandoned += a.Count()
 		}
@@ -462,12 +499,48 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !full {
+		if !more && !probeAgain {
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// tooLarge reports whether row goes to the DLQ for its size, so its
+// payload need not be read at all.
+func (r *Relay) tooLarge(row *Row) bool { return r.router.Classify(row) == DLQTooLarge }
+
+// IDReissueError means the outbox table's AUTO_INCREMENT is at or below the
+// highest id the relay has passed: MySQL is handing out ids again that the
+// relay considers done (a failover to a replica that had not received the
+// latest inserts, a TRUNCATE, an ALTER TABLE ... AUTO_INCREMENT). Rows with
+// those ids would be skipped silently, so the relay stops relaying
+// (roomflow_relay_id_reissue_detected = 1) and checks again on each retry.
+type IDReissueError struct {
+	Table         string
+	AutoIncrement uint64 // information_schema.TABLES.AUTO_INCREMENT: the next id
+	High          uint64 // the committed high-water id
+}
+
+func (e *IDReissueError) Error() string {
+	return fmt.Sprintf("relay: %s AUTO_INCREMENT %d is at or below the relayed high-water id %d: ids are being reissued (failover to a lagging replica, TRUNCATE or ALTER TABLE?); not relaying so that no row is skipped",
+		e.Table, e.AutoIncrement, e.High)
+}
+
+// checkReissue returns an *IDReissueError when the table's next id is not
+// above high, and keeps roomflow_relay_id_reissue_detected up to date.
+func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
+	next, err := r.src.AutoIncrement(ctx)
+	if err != nil {
+		return err
+	}
+	if next != 0 && next <= high {
+		r.m.idReissue.Set(1)
+		return &IDReissueError{Table: r.table, AutoIncrement: next, High: high}
+	}
+	r.m.idReissue.Set(0)
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -564,6 +637,13 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			}
 		})
 	}
+	for _, a := range b.abandoned {
+		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
+			if err != nil {
+				fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
+			}
+		})
+	}
 	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
 	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
 		if err != nil {
@@ -622,11 +702,11 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	for _, a := range b.abandoned {
 		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
 		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
-			"reason", string(a.Reason), "open_for", now.Sub(time.UnixMilli(a.FirstSeenMs)).Round(time.Millisecond).String())
+			"reason", string(a.Reason), "open_for", a.OpenFor.String())
 	}
 	for _, d := range dead {
 		r.log.Warn("outbox row dead-lettered", "outbox_id", d.row.ID, "event_id", d.row.EventID,
-			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", len(d.row.Payload))
+			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", d.row.size())
 	}
 	r.forget(b)
 	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,
