@@ -103,7 +103,7 @@ type RelayConfig struct {
 	TransactionalID string            `yaml:"transactional_id"`
 	MaxRecordBytes  int               `yaml:"max_record_bytes"`
 	MaxBatchBytes   int               `yaml:"max_batch_bytes"` // payload bytes one batch reads from MySQL
-	Routes          map[string]string `yaml:"routes"` // event_type -> topic; others go to kafka.topics.room_events
+	Routes          map[string]string `yaml:"routes"`          // event_type -> topic; others go to kafka.topics.room_events
 }
 
 // ProcessConfig tunes the exactly-once stream runtime shared by processors.

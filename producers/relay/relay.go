@@ -9,6 +9,10 @@
 // re-polling at once while batches are full and sleeping
 // relay.poll_interval when idle. It never locks or writes the table and
 // never uses SERIALIZABLE, so room-service's writes never wait on it.
+// Reads are bounded by bytes too: a batch reads ids and LENGTH(payload)
+// first and loads the payloads of the prefix that fits
+// relay.max_batch_bytes (a larger row alone; one over
+// relay.max_record_bytes, bound for the DLQ, not at all), see Source.
 //
 // # Gaps
 //
@@ -16,16 +20,21 @@
 // its transaction commits, so id N can become visible after N+1..N+1000,
 // and a rolled-back insert leaves a hole forever. The relay keeps moving
 // past such holes, remembers each skipped id with the time it was first
-// missed (the Tracker), looks them up again with
-// `WHERE id IN (...)` at most once per poll interval, and relays a row
-// that fills a hole as soon as it appears. A hole older than
-// relay.gap_max_age is given up (roomflow_relay_gaps_abandoned_total, a warn
-// log); at most relay.max_open_gaps holes are remembered, the oldest being
+// missed (the Tracker, on the position's own clock, so no host's wall
+// clock ages a hole), looks them up again with `WHERE id IN (...)` at most
+// once per poll interval (a bounded slice of them when many are open, see
+// Tracker.ProbeIDs), and relays a row that fills a hole as soon as it
+// appears. A hole older than relay.gap_max_age is given up
+// (roomflow_relay_gaps_abandoned_total, a warn log, and a gap_abandoned
+// record on the DLQ topic in the same transaction, see Router.GapRecord);
+// at most relay.max_open_gaps holes are remembered, the oldest being
 // given up first when the bound is reached. Consequently an insert
 // transaction that stays open longer than gap_max_age is not relayed: that
 // is the trade the bound buys. A relay with no committed position starts
 // one batch below the lowest id present, so purged early rows are not
-// mistaken for holes.
+// mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
+// high-water id, MySQL reissues ids the relay has passed: it stops with an
+// IDReissueError instead of skipping those rows.
 //
 // # Exactly once
 //
