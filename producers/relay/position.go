@@ -63,211 +63,6 @@ type Abandoned struct {
 // Count is the number of ids in the run.
 func (a Abandoned) Count() uint64 { return a.To - a.From + 1 }
 
-// Tracker is the pure gap-tracking state machine: it turns the ids a scan
-// returned into a new Position, remembering skipped ids as holes, and
-// enforces the age and count bounds. It does no I/O and reads no clock;
-// callers pass their (monotonic) time in, so it is table-tested.
-//
-// Holes are kept ascending by id with FirstSeenMs non-decreasing: new holes
-// are always above every open one and the position clock never goes back.
-// So the lowest id is also the oldest, both bounds trim from the front, and
-// expiry costs the holes it removes, not the holes that stay.
-//
-// Per-batch cost does not grow with the open holes where it can be helped:
-// the holes' encoding is cached while they do not change (Encode),
-// ProbeIDs hands out a bounded slice of them, and Fill is a binary search
-// per filled id.
-type Tracker struct {
-	pos      Position
-	maxHoles int
-	maxAge   time.Duration
-	start    time.Time // the leader's clock when the position was restored
-	base     int64     // pos.ClockMs at start
-	body     []byte    // cached encoding of pos.Holes; nil when stale
-	cursor   uint64    // the next older hole id ProbeIDs hands out
-}
-
-// NewTracker starts from a restored position at the leader's time now.
-// maxHoles < 1 is treated as 1.
-func NewTracker(p Position, maxHoles int, maxAge time.Duration, now time.Time) *Tracker {
-	if maxHoles < 1 {
-		maxHoles = 1
-	}
-	return &Tracker{pos: p.Clone(), maxHoles: maxHoles, maxAge: maxAge, start: now, base: p.ClockMs}
-}
-
-// tick moves the position clock to now and returns it.
-func (t *Tracker) tick(now time.Time) int64 {
-	if c := t.base + now.Sub(t.start).Milliseconds(); c > t.pos.ClockMs {
-		t.pos.ClockMs = c
-	}
-	return t.pos.ClockMs
-}
-
-// Position returns a copy of the current position.
-func (t *Tracker) Position() Position { return t.pos.Clone() }
-
-// High is the high-water id.
-func (t *Tracker) High() uint64 { return t.pos.High }
-
-// OpenHoles is the number of open holes.
-func (t *Tracker) OpenHoles() int { return len(t.pos.Holes) }
-
-// ProbeIDs returns at most limit open hole ids to look up, ascending: all
-// of them when they fit; otherwise the youngest quarter of limit (a late
-// commit usually lands within seconds) and the rest taken round-robin from
-// the older holes, so each older hole is looked up once every
-// open/limit probes. A probe's cost is bounded by limit, not by how many
-// holes are open.
-func (t *Tracker) ProbeIDs(limit int) []uint64 {
-	hs := t.pos.Holes
-	if len(hs) <= limit {
-		return holeIDs(hs)
-	}
-	young := limit / 4
-	old := hs[:len(hs)-young]
-	i := sort.Search(len(old), func(i int) bool { return old[i].ID >= t.cursor })
-	if i == len(old) {
-		i = 0
-	}
-	n := limit - young
-	picked := old[i:min(len(old), i+n)]
-	ids := holeIDs(picked)
-	if rest := n - len(picked); rest > 0 { // wrap around
-		ids = append(holeIDs(old[:min(rest, i)]), ids...)
-	}
-	t.cursor = picked[len(picked)-1].ID + 1
-	return append(ids, holeIDs(hs[len(hs)-young:])...)
-}
-
-func holeIDs(hs []Hole) []uint64 {
-	ids := make([]uint64, len(hs))
-	for i, h := range hs {
-		ids[i] = h.ID
-	}
-	return ids
-}
-
-// Advance records a scan of ids strictly above High, ascending (as
-// `WHERE id > High ORDER BY id` returns them): every id skipped between
-// them becomes a hole first seen now, and High moves to the last id.
-// If more than maxHoles holes would be open, the oldest are abandoned and
-// returned. Ids not above High or not ascending are a caller bug and are
-// reported as an error without changing the state.
-func (t *Tracker) Advance(ids []uint64, now time.Time) ([]Abandoned, error) {
-	prev := t.pos.High
-	for _, id := range ids {
-		if id <= prev {
-			return nil, fmt.Errorf("relay: scan returned id %d not above %d", id, prev)
-		}
-		prev = id
-	}
-	clock := t.tick(now)
-	var out []Abandoned
-	prev = t.pos.High
-	for _, id := range ids {
-		if id > prev+1 {
-			out = append(out, t.addRange(prev+1, id-1, clock)...)
-		}
-		prev = id
-	}
-	t.pos.High = prev
-	return out, nil
-}
-
-// addRange opens holes from..to, abandoning the oldest beyond maxHoles. A
-// range wider than maxHoles abandons its lower part at once without ever
-// materialising it, so a huge id jump costs no memory.
-func (t *Tracker) addRange(from, to uint64, clock int64) []Abandoned {
-	t.body = nil
-	var out []Abandoned
-	if n := to - from + 1; n > uint64(t.maxHoles) {
-		cut := to - uint64(t.maxHoles) // abandon from..cut
-		out = append(out, Abandoned{From: from, To: cut, Reason: AbandonMaxOpenGaps})
-		from = cut + 1
-	}
-	need := len(t.pos.Holes) + int(to-from+1) - t.maxHoles
-	if need > 0 {
-		out = append(out, runs(t.pos.Holes[:need], AbandonMaxOpenGaps, clock)...)
-		t.pos.Holes = append(t.pos.Holes[:0:0], t.pos.Holes[need:]...)
-	}
-	for id := from; id <= to; id++ {
-		t.pos.Holes = append(t.pos.Holes, Hole{ID: id, FirstSeenMs: clock})
-		if id == to { // guards overflow at MaxUint64
-			break
-		}
-	}
-	return out
-}
-
-// Fill closes the holes whose rows appeared (found by the hole query) and
-// returns how many were open. Ids that are not open holes are ignored.
-func (t *Tracker) Fill(ids []uint64) int {
-	hs := t.pos.Holes
-	first := len(hs)
-	gone := make(map[int]bool, len(ids))
-	for _, id := range ids {
-		i := sort.Search(len(hs), func(i int) bool { return hs[i].ID >= id })
-		if i < len(hs) && hs[i].ID == id {
-			gone[i] = true
-			first = min(first, i)
-		}
-	}
-	if len(gone) == 0 {
-		return 0
-	}
-	kept := hs[:first]
-	for i := first; i < len(hs); i++ {
-		if !gone[i] {
-			kept = append(kept, hs[i])
-		}
-	}
-	t.pos.Holes = kept
-	t.body = nil
-	return len(gone)
-}
-
-// Expire abandons every hole first seen more than maxAge before now.
-func (t *Tracker) Expire(now time.Time) []Abandoned {
-	clock := t.tick(now)
-	if t.maxAge <= 0 {
-		return nil
-	}
-	limit := clock - t.maxAge.Milliseconds()
-	n := sort.Search(len(t.pos.Holes), func(i int) bool { return t.pos.Holes[i].FirstSeenMs >= limit })
-	if n == 0 {
-		return nil
-	}
-	out := runs(t.pos.Holes[:n], AbandonMaxAge, clock)
-	t.pos.Holes = t.pos.Holes[n:]
-	t.body = nil
-	return out
-}
-
-// runs groups ascending holes into runs of consecutive ids.
-func runs(hs []Hole, reason AbandonReason, clock int64) []Abandoned {
-	var out []Abandoned
-	for _, h := range hs {
-		if n := len(out); n > 0 && out[n-1].To+1 == h.ID {
-			out[n-1].To = h.ID
-			continue
-		}
-		out = append(out, Abandoned{From: h.ID, To: h.ID, Reason: reason,
-			OpenFor: time.Duration(clock-h.FirstSeenMs) * time.Millisecond})
-	}
-	return out
-}
-
-// Encode returns the encoded current position (see EncodePosition). The
-// holes' part is cached until they change, so a batch that opens, fills
-// or gives up no hole does not re-encode them.
-func (t *Tracker) Encode() []byte {
-	if t.body == nil {
-		t.body = appendHoles(make([]byte, 0, 16+4*len(t.pos.Holes)), t.pos.Holes)
-	}
-	return append(appendHeader(make([]byte, 0, 32+len(t.body)), t.pos), t.body...)
-}
-
 // Position record encoding: the value of the relay offsets topic record
 // whose key is relay.transactional_id. The first byte is the version.
 //
@@ -308,27 +103,35 @@ var ErrBadPosition = errors.New("relay: malformed position record")
 const maxDecodedHoles = 1 << 21
 
 // EncodePosition serialises p (version 2); holes must be ascending by id
-// with non-decreasing FirstSeenMs, as a Tracker keeps them.
+// with non-decreasing FirstSeenMs, as a Tracker keeps them. It writes the
+// same bytes as a Tracker freshly restored from p (ranges end at every
+// blockHoles-th hole, see Tracker).
 func EncodePosition(p Position) []byte {
-	return appendHoles(appendHeader(nil, p), p.Holes)
+	var body []byte
+	ranges := 0
+	var prev Hole
+	for i := 0; i < len(p.Holes); i += blockHoles {
+		hs := p.Holes[i:min(len(p.Holes), i+blockHoles)]
+		var n int
+		body, n = appendRanges(body, hs, prev)
+		ranges += n
+		prev = hs[len(hs)-1]
+	}
+	return append(appendHeader(nil, p, ranges), body...)
 }
 
-func appendHeader(b []byte, p Position) []byte {
+func appendHeader(b []byte, p Position, ranges int) []byte {
 	b = append(b, positionVersion)
 	b = binary.AppendUvarint(b, p.High)
-	return binary.AppendUvarint(b, uint64(max(p.ClockMs, 0)))
+	b = binary.AppendUvarint(b, uint64(max(p.ClockMs, 0)))
+	return binary.AppendUvarint(b, uint64(ranges))
 }
 
-func appendHoles(b []byte, hs []Hole) []byte {
+// appendRanges appends the ranges of hs, the first relative to prev (the
+// zero Hole for the first of all), and returns how many it wrote.
+func appendRanges(b []byte, hs []Hole, prev Hole) ([]byte, int) {
 	n := 0
-	for i := range hs {
-		if i == 0 || hs[i].ID != hs[i-1].ID+1 || hs[i].FirstSeenMs != hs[i-1].FirstSeenMs {
-			n++
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(n))
-	var prevEnd uint64
-	var prevSeen int64
+	prevEnd, prevSeen := prev.ID, prev.FirstSeenMs
 	for i := 0; i < len(hs); {
 		j := i + 1
 		for j < len(hs) && hs[j].ID == hs[j-1].ID+1 && hs[j].FirstSeenMs == hs[i].FirstSeenMs {
@@ -344,9 +147,10 @@ func appendHoles(b []byte, hs []Hole) []byte {
 		}
 		b = binary.AppendUvarint(b, uint64(hs[i].FirstSeenMs-prevSeen))
 		prevEnd, prevSeen = hs[j-1].ID, hs[i].FirstSeenMs
+		n++
 		i = j
 	}
-	return b
+	return b, n
 }
 
 // DecodePosition parses a value written by EncodePosition, of any version

@@ -79,7 +79,7 @@ func TestTrackerFillAndExpire(t *testing.T) {
 	if n := tr.Fill([]uint64{4, 60, 99}); n != 2 {
 		t.Fatalf("Fill = %d, want 2 (99 is no hole)", n)
 	}
-	if got := holeIDs(tr.Position().Holes); !reflect.DeepEqual(got, []uint64{3, 7, 50}) {
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{3, 7, 50}) {
 		t.Fatalf("holes = %v", got)
 	}
 	ab := tr.Expire(t0)
@@ -90,7 +90,7 @@ func TestTrackerFillAndExpire(t *testing.T) {
 	if !reflect.DeepEqual(ab, want) {
 		t.Fatalf("Expire = %+v, want %+v", ab, want)
 	}
-	if got := holeIDs(tr.Position().Holes); !reflect.DeepEqual(got, []uint64{50}) {
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{50}) {
 		t.Fatalf("holes after expire = %v", got)
 	}
 	if ab := tr.Expire(t0); ab != nil {
