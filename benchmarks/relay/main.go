@@ -275,8 +275,12 @@ func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router re
 	var perr atomic.Value
 	start := time.Now()
 	for {
-		rows, _, err := src.After(ctx, after, batch, &relay.Budget{Max: maxBytes})
+		rows, err := src.After(ctx, after, batch)
 		if err != nil {
+			return 0, 0, err
+		}
+		rows = rows[:(&relay.Budget{Max: maxBytes}).Fit(rows)]
+		if err := src.LoadPayloads(ctx, rows, nil); err != nil {
 			return 0, 0, err
 		}
 		if len(rows) == 0 {

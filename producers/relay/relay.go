@@ -87,6 +87,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -436,29 +437,56 @@ const probeLimit = 4 * maxInList
 const reissueCheckEvery = time.Second
 
 // read produces batches from MySQL into out until ctx ends or a read fails.
-// Each batch first looks up open holes (at most once per poll interval,
-// or again at once when the byte budget left found rows behind), then
-// scans above the high-water id; both share one relay.max_batch_bytes
-// budget (see Budget). Reading runs one batch ahead of the commit, so
-// up to three batches' bytes are held at once (reading, queued,
-// committing).
+//
+// A batch scans above the high-water id, then (at most once per poll
+// interval) looks up open holes, both reading sizes only; then it takes
+// filled holes first and scanned rows after them within one
+// relay.max_batch_bytes budget (see Budget) and loads just those payloads.
+// The order matters for per-room order: a row that fills a hole committed
+// before any later row of its room was even inserted, so it must never be
+// relayed after rows the same or a later scan found. Hence the scan reads
+// before the hole lookup, and when the budget leaves found holes behind,
+// the batch takes no scanned row and the next batch looks those holes up
+// first. Reading runs one batch ahead of the commit, so up to three
+// batches' bytes are held at once (reading, queued, committing).
 func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
 	var lastProbe, lastReissueCheck time.Time
-	probeAgain := false
+	var pending []uint64 // found holes the last budget left behind
 	poll := r.cfg.PollInterval.D()
 	for {
 		started := r.now()
-		budget := &Budget{Max: r.cfg.MaxBatchBytes, Skip: r.tooLarge}
+		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		more := len(scanned) == r.cfg.BatchSize
 		var filled []Row
-		var err error
-		if tr.OpenHoles() > 0 && (probeAgain || started.Sub(lastProbe) >= poll) {
-			if filled, probeAgain, err = r.src.ByIDs(ctx, tr.ProbeIDs(probeLimit), budget); err != nil {
+		// A found hole may have been given up since (gap_max_age).
+		pending = slices.DeleteFunc(pending, func(id uint64) bool { return !tr.IsOpen(id) })
+		if due := started.Sub(lastProbe) >= poll; tr.OpenHoles() > 0 && (due || len(pending) > 0) {
+			ids := pending
+			if due {
+				ids = append(ids, tr.ProbeIDs(probeLimit)...)
+				slices.Sort(ids)
+				ids = slices.Compact(ids)
+				lastProbe = started
+			}
+			if filled, err = r.src.ByIDs(ctx, ids); err != nil {
 				return err
 			}
-			lastProbe = started
 		}
-		scanned, more, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, budget)
-		if err != nil {
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Skip: r.tooLarge}
+		pending = nil
+		if n := budget.Fit(filled); n < len(filled) {
+			for i := range filled[n:] {
+				pending = append(pending, filled[n+i].ID)
+			}
+			filled, scanned, more = filled[:n], nil, true
+		} else if n := budget.Fit(scanned); n < len(scanned) {
+			scanned, more = scanned[:n], true
+		}
+		rows := append(filled, scanned...)
+		if err := r.src.LoadPayloads(ctx, rows, r.tooLarge); err != nil {
 			return err
 		}
 		ids := make([]uint64, len(filled))
@@ -477,7 +505,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		}
 		abandoned = append(abandoned, tr.Expire(started)...)
 
-		if len(filled) == 0 && len(scanned) == 0 && len(abandoned) == 0 && tr.High() == before {
+		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
 			r.m.lag.Set(0)
 			if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
 				if err := r.checkReissue(ctx, tr.High()); err != nil {
@@ -490,7 +518,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 			}
 			continue
 		}
-		b := &batch{rows: append(filled, scanned...), abandoned: abandoned, started: started}
+		b := &batch{rows: rows, abandoned: abandoned, started: started}
 		b.pos = tr.Encode()
 		b.info = BatchInfo{Rows: len(b.rows), High: tr.High(), OpenGaps: tr.OpenHoles()}
 		if n := len(b.rows); n > 0 {
@@ -508,7 +536,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !more && !probeAgain {
+		if !more {
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}

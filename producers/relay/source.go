@@ -15,10 +15,10 @@ import (
 // so room-service's inserts never wait on the relay, and it never writes the
 // table.
 //
-// Every read is bounded by bytes as well as rows: it first reads the rows'
-// small columns and LENGTH(payload), then fetches the payloads of the
-// prefix that fits the Budget, so a batch of 16 MiB rows never sits in
-// memory whole.
+// Reads are bounded by bytes as well as rows: After and ByIDs read the
+// rows' small columns and LENGTH(payload), the caller keeps what fits its
+// Budget, and LoadPayloads fetches only those payloads, so a batch of
+// 16 MiB rows never sits in memory whole.
 type Source struct {
 	db    *sql.DB
 	table string
@@ -37,51 +37,46 @@ type Budget struct {
 	Skip func(*Row) bool
 }
 
-// take reports whether row fits and, if so, charges it.
-func (b *Budget) take(row *Row) bool {
-	cost := row.PayloadBytes
-	if b.Skip != nil && b.Skip(row) {
-		cost = 0
+// Fit charges the longest prefix of rows that fits and returns its length.
+func (b *Budget) Fit(rows []Row) int {
+	for i := range rows {
+		cost := rows[i].PayloadBytes
+		if b.Skip != nil && b.Skip(&rows[i]) {
+			cost = 0
+		}
+		if b.Used > 0 && b.Used+cost > b.Max {
+			return i
+		}
+		b.Used += cost
 	}
-	if b.Used > 0 && b.Used+cost > b.Max {
-		return false
-	}
-	b.Used += cost
-	return true
+	return len(rows)
 }
 
 // metaColumns are the columns read before the payloads: small, bounded by
 // the schema's VARCHAR sizes.
 const metaColumns = "id, app_code, event_id, event_type, room_id, room_version, LENGTH(payload), occurred_at_ms"
 
-// After returns up to limit rows with id > after, ascending, as many as
-// fit b (at least one when there is one); more is true when rows may
-// remain (limit reached or budget spent). Rows whose inserting transaction
-// is still open are invisible to this read; the Tracker turns the ids they
-// leave out into holes.
-func (s *Source) After(ctx context.Context, after uint64, limit int, b *Budget) (rows []Row, more bool, err error) {
-	meta, err := s.meta(ctx, "SELECT "+metaColumns+" FROM "+s.table+" WHERE id > ? ORDER BY id LIMIT ?", after, limit)
-	if err != nil {
-		return nil, false, err
-	}
-	rows, err = s.withPayloads(ctx, meta, b)
-	return rows, len(meta) == limit || len(rows) < len(meta), err
+// After returns up to limit rows with id > after, ascending, without their
+// payloads (see LoadPayloads). Rows whose inserting transaction is still
+// open are invisible to this read; the Tracker turns the ids they leave
+// out into holes.
+func (s *Source) After(ctx context.Context, after uint64, limit int) ([]Row, error) {
+	return s.meta(ctx, "SELECT "+metaColumns+" FROM "+s.table+" WHERE id > ? ORDER BY id LIMIT ?", after, limit)
 }
 
-// ByIDs returns the rows among ids that are visible now, ascending, as
-// many as fit b; cut is true when visible rows were left for a later read.
-func (s *Source) ByIDs(ctx context.Context, ids []uint64, b *Budget) (rows []Row, cut bool, err error) {
-	var meta []Row
+// ByIDs returns the rows among ids that are visible now, ascending,
+// without their payloads (see LoadPayloads).
+func (s *Source) ByIDs(ctx context.Context, ids []uint64) ([]Row, error) {
+	var out []Row
 	for chunk := range chunks(ids) {
 		q, args := inQuery("SELECT "+metaColumns+" FROM "+s.table, chunk)
 		m, err := s.meta(ctx, q, args...)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		meta = append(meta, m...)
+		out = append(out, m...)
 	}
-	rows, err = s.withPayloads(ctx, meta, b)
-	return rows, len(rows) < len(meta), err
+	return out, nil
 }
 
 // maxInList bounds one IN list; more ids take several queries.
@@ -115,30 +110,22 @@ func inQuery(q string, ids []uint64) (string, []any) {
 	return b.String(), args
 }
 
-// withPayloads keeps the prefix of meta that fits b and loads its payloads
-// (except those b skips).
-func (s *Source) withPayloads(ctx context.Context, meta []Row, b *Budget) ([]Row, error) {
-	n := 0
+// LoadPayloads reads the payloads of rows (all but those skip is true
+// for) into them.
+func (s *Source) LoadPayloads(ctx context.Context, rows []Row, skip func(*Row) bool) error {
 	var load []uint64
-	for n < len(meta) && b.take(&meta[n]) {
-		if b.Skip == nil || !b.Skip(&meta[n]) {
-			load = append(load, meta[n].ID)
+	byID := make(map[uint64]*Row, len(rows))
+	for i := range rows {
+		if skip == nil || !skip(&rows[i]) {
+			load = append(load, rows[i].ID)
+			byID[rows[i].ID] = &rows[i]
 		}
-		n++
-	}
-	meta = meta[:n]
-	if len(load) == 0 {
-		return meta, nil
-	}
-	byID := make(map[uint64]*Row, len(load))
-	for i := range meta {
-		byID[meta[i].ID] = &meta[i]
 	}
 	for chunk := range chunks(load) {
 		q, args := inQuery("SELECT id, payload FROM "+s.table, chunk)
 		rs, err := s.db.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, fmt.Errorf("relay: read %s: %w", s.table, err)
+			return fmt.Errorf("relay: read %s: %w", s.table, err)
 		}
 		got := 0
 		for rs.Next() {
@@ -146,7 +133,7 @@ func (s *Source) withPayloads(ctx context.Context, meta []Row, b *Budget) ([]Row
 			var p []byte
 			if err := rs.Scan(&id, &p); err != nil {
 				rs.Close()
-				return nil, fmt.Errorf("relay: scan %s: %w", s.table, err)
+				return fmt.Errorf("relay: scan %s: %w", s.table, err)
 			}
 			if r := byID[id]; r != nil {
 				r.Payload = p
@@ -156,16 +143,16 @@ func (s *Source) withPayloads(ctx context.Context, meta []Row, b *Budget) ([]Row
 		err = rs.Err()
 		rs.Close()
 		if err != nil {
-			return nil, fmt.Errorf("relay: read %s: %w", s.table, err)
+			return fmt.Errorf("relay: read %s: %w", s.table, err)
 		}
 		if got != len(chunk) {
 			// Outbox rows are never deleted before they are relayed; one
 			// that vanished between the two reads is a purge racing the
 			// relay. The session restarts and reads again.
-			return nil, fmt.Errorf("relay: %d of %d %s rows vanished between reading their sizes and their payloads", len(chunk)-got, len(chunk), s.table)
+			return fmt.Errorf("relay: %d of %d %s rows vanished between reading their sizes and their payloads", len(chunk)-got, len(chunk), s.table)
 		}
 	}
-	return meta, nil
+	return nil
 }
 
 func (s *Source) meta(ctx context.Context, q string, args ...any) ([]Row, error) {

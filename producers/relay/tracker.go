@@ -251,20 +251,34 @@ func (t *Tracker) addRange(from, to uint64, clock int64) []Abandoned {
 	return out
 }
 
+// find returns the block and index of hole id, ok false when id is no
+// open hole.
+func (t *Tracker) find(id uint64) (bi, hi int, ok bool) {
+	bi = sort.Search(len(t.blocks), func(i int) bool { return lastOf(t.blocks[i]).ID >= id })
+	if bi == len(t.blocks) {
+		return 0, 0, false
+	}
+	hs := t.blocks[bi].holes
+	hi = sort.Search(len(hs), func(j int) bool { return hs[j].ID >= id })
+	return bi, hi, hi < len(hs) && hs[hi].ID == id
+}
+
+// IsOpen reports whether id is an open hole.
+func (t *Tracker) IsOpen(id uint64) bool {
+	_, _, ok := t.find(id)
+	return ok
+}
+
 // Fill closes the holes whose rows appeared (found by the hole query) and
 // returns how many were open. Ids that are not open holes are ignored.
 func (t *Tracker) Fill(ids []uint64) int {
 	n := 0
 	for _, id := range ids {
-		i := sort.Search(len(t.blocks), func(i int) bool { return lastOf(t.blocks[i]).ID >= id })
-		if i == len(t.blocks) {
+		i, j, ok := t.find(id)
+		if !ok {
 			continue
 		}
 		b := t.blocks[i]
-		j := sort.Search(len(b.holes), func(j int) bool { return b.holes[j].ID >= id })
-		if j == len(b.holes) || b.holes[j].ID != id {
-			continue
-		}
 		b.holes = slices.Delete(b.holes, j, j+1)
 		t.open--
 		n++
