@@ -114,3 +114,68 @@ func TestBatchBytesBounded(t *testing.T) {
 		t.Fatalf("dlq = %d records %+v, want the 9 MiB row as payload_too_large without its value", len(dlq), dlq)
 	}
 }
+
+// TestByteBudgetKeepsRoomOrder: holes whose rows appear together exceed
+// relay.max_batch_bytes, and a later row of one of their rooms is already
+// committed above the high-water id. The budget splits the hole fill, yet
+// that later row is not relayed before its room's earlier row.
+func TestByteBudgetKeepsRoomOrder(t *testing.T) {
+	const mib = 1 << 20
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.MaxBatchBytes = 5 * mib
+	cfg.Relay.MaxRecordBytes = 4 * mib
+	big := cfg.Kafka.Topics.RoomEvents + ".big"
+	resp, err := k.Admin(t).CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr(strconv.Itoa(8 * mib))}, big)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Relay.Routes = map[string]string{"RoomMicChanged": big}
+	ctx := context.Background()
+	row := func(room string, version int64, n int) outboxRow {
+		id := fmt.Sprintf("%s-v%d", room, version)
+		return outboxRow{eventID: id, eventType: "RoomMicChanged", roomID: room, version: version,
+			payload: payloadFor(id, n), occurred: time.Now().UnixMilli()}
+	}
+	held, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	for _, room := range []string{"x", "y", "z"} {
+		if err := insertRows(ctx, held, []outboxRow{row(room, 1, 2*mib)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := insertRows(ctx, m.DB, []outboxRow{row("w", 1, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, big, 1, 30*time.Second)
+	x.stop(t) // three holes in the committed position
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, []outboxRow{row("z", 2, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var batches []relay.BatchInfo
+	y := startRelay(t, cfg, m.DB, nil, relay.WithHooks(relay.Hooks{BeforeCommit: func(_ context.Context, b relay.BatchInfo) {
+		mu.Lock()
+		batches = append(batches, b)
+		mu.Unlock()
+	}}))
+	waitCount(t, k, big, 5, 30*time.Second)
+	y.stop(t)
+	mu.Lock()
+	if len(batches) < 2 || batches[0].Rows != 2 {
+		t.Errorf("batches %+v: want the three 2 MiB holes split by the 5 MiB budget", batches)
+	}
+	mu.Unlock()
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, big))
+}
