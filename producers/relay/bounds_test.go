@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -29,13 +27,7 @@ func TestBatchBytesBounded(t *testing.T) {
 	cfg.Relay.MaxBatchBytes = 5 * mib
 	cfg.Relay.MaxRecordBytes = 7 * mib
 	big := cfg.Kafka.Topics.RoomEvents + ".big"
-	resp, err := k.Admin(t).CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr(strconv.Itoa(16 * mib))}, big)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, k, big, 16*mib)
 	cfg.Relay.Routes = map[string]string{"RoomMicChanged": big}
 
 	var mu sync.Mutex
@@ -127,13 +119,7 @@ func TestByteBudgetKeepsRoomOrder(t *testing.T) {
 	cfg.Relay.MaxBatchBytes = 5 * mib
 	cfg.Relay.MaxRecordBytes = 4 * mib
 	big := cfg.Kafka.Topics.RoomEvents + ".big"
-	resp, err := k.Admin(t).CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr(strconv.Itoa(8 * mib))}, big)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, k, big, 8*mib)
 	cfg.Relay.Routes = map[string]string{"RoomMicChanged": big}
 	ctx := context.Background()
 	row := func(room string, version int64, n int) outboxRow {

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -162,24 +163,9 @@ func TestHoleSurvivesRestart(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
 	cfg := testConfig(t, k, m)
-	ctx := context.Background()
 	topic := cfg.Kafka.Topics.RoomEvents
 
-	held, err := m.DB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	if err := insertRows(ctx, m.DB, seq("before-", 1, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
-		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, m.DB, seq("after-", 6, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
+	held := holdOneInsert(t, m.DB)
 	x := startRelay(t, cfg, m.DB, nil)
 	waitCount(t, k, topic, 10, 30*time.Second)
 	x.stop(t)
@@ -212,21 +198,7 @@ func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
 	ctx := context.Background()
 	topic := cfg.Kafka.Topics.RoomEvents
 
-	held, err := m.DB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	if err := insertRows(ctx, m.DB, seq("before-", 1, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
-		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, m.DB, seq("after-", 6, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
+	held := holdOneInsert(t, m.DB)
 	behind := func() time.Time { return time.Now().Add(-3 * time.Hour) }
 	x := startRelay(t, cfg, m.DB, nil, relay.WithClock(behind))
 	waitCount(t, k, topic, 10, 30*time.Second)
@@ -304,4 +276,28 @@ func TestIDReissueStops(t *testing.T) {
 			t.Errorf("reissued row %s relayed although its id is below the high-water mark", r.eventID())
 		}
 	}
+}
+
+// holdOneInsert commits rows before-1..5, inserts row "held" in a
+// transaction it leaves open (rolled back at the end of the test), and
+// commits rows after-6..10: one hole, ten rows.
+func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	held, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Rollback() })
+	if err := insertRows(ctx, db, seq("before-", 1, 5, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
+		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, db, seq("after-", 6, 5, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
