@@ -275,12 +275,12 @@ func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router re
 	var perr atomic.Value
 	start := time.Now()
 	for {
-		rows, err := src.After(ctx, after, batch)
+		rows, err := src.After(ctx, after, batch, maxBytes/2/batch)
 		if err != nil {
 			return 0, 0, err
 		}
-		rows = rows[:(&relay.Budget{Max: maxBytes}).Fit(rows)]
-		if err := src.LoadPayloads(ctx, rows, nil); err != nil {
+		rows = rows[:(&relay.Budget{Max: maxBytes, Used: relay.PayloadBytes(rows)}).Fit(rows)]
+		if _, err := src.LoadPayloads(ctx, rows, nil); err != nil {
 			return 0, 0, err
 		}
 		if len(rows) == 0 {

@@ -439,9 +439,12 @@ const reissueCheckEvery = time.Second
 // read produces batches from MySQL into out until ctx ends or a read fails.
 //
 // A batch scans above the high-water id, then (at most once per poll
-// interval) looks up open holes, both reading sizes only; then it takes
-// filled holes first and scanned rows after them within one
-// relay.max_batch_bytes budget (see Budget) and loads just those payloads.
+// interval) looks up open holes, both reading sizes and only small
+// payloads inline (each read at most half of relay.max_batch_bytes in
+// all); then it takes filled holes first and scanned rows after them
+// within the relay.max_batch_bytes budget (see Budget) and loads just
+// their larger payloads. A batch so reads at most max_batch_bytes, or
+// one larger row alone besides its inline reads.
 // The order matters for per-room order: a row that fills a hole committed
 // before any later row of its room was even inserted, so it must never be
 // relayed after rows the same or a later scan found. Hence the scan reads
@@ -455,7 +458,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 	poll := r.cfg.PollInterval.D()
 	for {
 		started := r.now()
-		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize)
+		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, r.cfg.MaxBatchBytes/2/r.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
@@ -471,11 +474,12 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 				ids = slices.Compact(ids)
 				lastProbe = started
 			}
-			if filled, err = r.src.ByIDs(ctx, ids); err != nil {
+			if filled, err = r.src.ByIDs(ctx, ids, r.cfg.MaxBatchBytes/2/len(ids)); err != nil {
 				return err
 			}
 		}
-		budget := &Budget{Max: r.cfg.MaxBatchBytes, Skip: r.tooLarge}
+		inline := PayloadBytes(filled) + PayloadBytes(scanned)
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: inline, Skip: r.tooLarge}
 		pending = nil
 		if n := budget.Fit(filled); n < len(filled) {
 			for i := range filled[n:] {
@@ -485,8 +489,9 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		} else if n := budget.Fit(scanned); n < len(scanned) {
 			scanned, more = scanned[:n], true
 		}
-		rows := append(filled, scanned...)
-		if err := r.src.LoadPayloads(ctx, rows, r.tooLarge); err != nil {
+		rows := append(append([]Row(nil), filled...), scanned...)
+		fetched, err := r.src.LoadPayloads(ctx, rows, r.tooLarge)
+		if err != nil {
 			return err
 		}
 		ids := make([]uint64, len(filled))
@@ -524,9 +529,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		if n := len(b.rows); n > 0 {
 			b.info.FirstID, b.info.LastID = b.rows[0].ID, b.rows[n-1].ID
 		}
-		for i := range b.rows {
-			b.info.ReadBytes += len(b.rows[i].Payload)
-		}
+		b.info.ReadBytes = inline + fetched
 		r.m.batchBytes.Observe(float64(b.info.ReadBytes))
 		for _, a := range abandoned {
 			b.info.Abandoned += a.Count()

@@ -16,9 +16,12 @@ import (
 // table.
 //
 // Reads are bounded by bytes as well as rows: After and ByIDs read the
-// rows' small columns and LENGTH(payload), the caller keeps what fits its
-// Budget, and LoadPayloads fetches only those payloads, so a batch of
-// 16 MiB rows never sits in memory whole.
+// rows' small columns, LENGTH(payload) and the payload only where it is at
+// most an inline bound (so the whole read is bounded: rows times the
+// inline bound), the caller keeps what fits its Budget, and LoadPayloads
+// fetches the larger payloads of just those rows. A batch of 16 MiB rows
+// never sits in memory whole, and a batch of ordinary small events still
+// takes a single query.
 type Source struct {
 	db    *sql.DB
 	table string
@@ -28,49 +31,68 @@ type Source struct {
 func NewSource(db *sql.DB, table string) *Source { return &Source{db: db, table: table} }
 
 // Budget bounds the payload bytes one batch reads (relay.max_batch_bytes).
-// A batch always takes its first row, so a row larger than the budget is
-// read alone; a row for which Skip is true (it goes to the DLQ as too
-// large) is read without its payload and costs nothing.
+// Used starts at what the batch's reads already brought in (inline
+// payloads); Fit then charges each row whose payload is still to be
+// loaded. A batch always takes its first row, so a row larger than the
+// budget is read alone; a row for which Skip is true (it goes to the DLQ as
+// too large) is never loaded and costs nothing.
 type Budget struct {
-	Max  int
-	Used int
-	Skip func(*Row) bool
+	Max   int
+	Used  int
+	Skip  func(*Row) bool
+	taken int
 }
 
 // Fit charges the longest prefix of rows that fits and returns its length.
 func (b *Budget) Fit(rows []Row) int {
 	for i := range rows {
-		cost := rows[i].PayloadBytes
-		if b.Skip != nil && b.Skip(&rows[i]) {
-			cost = 0
+		cost := 0
+		if needsPayload(&rows[i], b.Skip) {
+			cost = rows[i].PayloadBytes
 		}
-		if b.Used > 0 && b.Used+cost > b.Max {
+		if b.taken > 0 && b.Used+cost > b.Max {
 			return i
 		}
 		b.Used += cost
+		b.taken++
 	}
 	return len(rows)
 }
 
-// metaColumns are the columns read before the payloads: small, bounded by
-// the schema's VARCHAR sizes.
-const metaColumns = "id, app_code, event_id, event_type, room_id, room_version, LENGTH(payload), occurred_at_ms"
-
-// After returns up to limit rows with id > after, ascending, without their
-// payloads (see LoadPayloads). Rows whose inserting transaction is still
-// open are invisible to this read; the Tracker turns the ids they leave
-// out into holes.
-func (s *Source) After(ctx context.Context, after uint64, limit int) ([]Row, error) {
-	return s.meta(ctx, "SELECT "+metaColumns+" FROM "+s.table+" WHERE id > ? ORDER BY id LIMIT ?", after, limit)
+// needsPayload reports whether row's payload is still to be loaded.
+func needsPayload(row *Row, skip func(*Row) bool) bool {
+	return row.Payload == nil && row.PayloadBytes > 0 && (skip == nil || !skip(row))
 }
 
-// ByIDs returns the rows among ids that are visible now, ascending,
-// without their payloads (see LoadPayloads).
-func (s *Source) ByIDs(ctx context.Context, ids []uint64) ([]Row, error) {
+// PayloadBytes sums the loaded payloads of rows.
+func PayloadBytes(rows []Row) int {
+	n := 0
+	for i := range rows {
+		n += len(rows[i].Payload)
+	}
+	return n
+}
+
+// rowColumns are the columns After and ByIDs read: the small ones, bounded
+// by the schema's VARCHAR sizes, and the payload only up to an inline
+// bound (the first placeholder).
+const rowColumns = "id, app_code, event_id, event_type, room_id, room_version, LENGTH(payload), IF(LENGTH(payload) <= ?, payload, NULL), occurred_at_ms"
+
+// After returns up to limit rows with id > after, ascending, with their
+// payloads where those are at most inline bytes (see LoadPayloads for the
+// rest). Rows whose inserting transaction is still open are invisible to
+// this read; the Tracker turns the ids they leave out into holes.
+func (s *Source) After(ctx context.Context, after uint64, limit, inline int) ([]Row, error) {
+	return s.rows(ctx, "SELECT "+rowColumns+" FROM "+s.table+" WHERE id > ? ORDER BY id LIMIT ?", inline, after, limit)
+}
+
+// ByIDs returns the rows among ids that are visible now, ascending, with
+// their payloads where those are at most inline bytes.
+func (s *Source) ByIDs(ctx context.Context, ids []uint64, inline int) ([]Row, error) {
 	var out []Row
 	for chunk := range chunks(ids) {
-		q, args := inQuery("SELECT "+metaColumns+" FROM "+s.table, chunk)
-		m, err := s.meta(ctx, q, args...)
+		q, args := inQuery("SELECT "+rowColumns+" FROM "+s.table, chunk)
+		m, err := s.rows(ctx, q, append([]any{inline}, args...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -110,22 +132,23 @@ func inQuery(q string, ids []uint64) (string, []any) {
 	return b.String(), args
 }
 
-// LoadPayloads reads the payloads of rows (all but those skip is true
-// for) into them.
-func (s *Source) LoadPayloads(ctx context.Context, rows []Row, skip func(*Row) bool) error {
+// LoadPayloads reads the payloads After or ByIDs left out into rows
+// (except those skip is true for) and returns how many bytes it read.
+func (s *Source) LoadPayloads(ctx context.Context, rows []Row, skip func(*Row) bool) (int, error) {
 	var load []uint64
-	byID := make(map[uint64]*Row, len(rows))
+	byID := map[uint64]*Row{}
 	for i := range rows {
-		if skip == nil || !skip(&rows[i]) {
+		if needsPayload(&rows[i], skip) {
 			load = append(load, rows[i].ID)
 			byID[rows[i].ID] = &rows[i]
 		}
 	}
+	read := 0
 	for chunk := range chunks(load) {
 		q, args := inQuery("SELECT id, payload FROM "+s.table, chunk)
 		rs, err := s.db.QueryContext(ctx, q, args...)
 		if err != nil {
-			return fmt.Errorf("relay: read %s: %w", s.table, err)
+			return read, fmt.Errorf("relay: read %s: %w", s.table, err)
 		}
 		got := 0
 		for rs.Next() {
@@ -133,8 +156,9 @@ func (s *Source) LoadPayloads(ctx context.Context, rows []Row, skip func(*Row) b
 			var p []byte
 			if err := rs.Scan(&id, &p); err != nil {
 				rs.Close()
-				return fmt.Errorf("relay: scan %s: %w", s.table, err)
+				return read, fmt.Errorf("relay: scan %s: %w", s.table, err)
 			}
+			read += len(p)
 			if r := byID[id]; r != nil {
 				r.Payload = p
 				got++
@@ -143,19 +167,19 @@ func (s *Source) LoadPayloads(ctx context.Context, rows []Row, skip func(*Row) b
 		err = rs.Err()
 		rs.Close()
 		if err != nil {
-			return fmt.Errorf("relay: read %s: %w", s.table, err)
+			return read, fmt.Errorf("relay: read %s: %w", s.table, err)
 		}
 		if got != len(chunk) {
 			// Outbox rows are never deleted before they are relayed; one
 			// that vanished between the two reads is a purge racing the
 			// relay. The session restarts and reads again.
-			return fmt.Errorf("relay: %d of %d %s rows vanished between reading their sizes and their payloads", len(chunk)-got, len(chunk), s.table)
+			return read, fmt.Errorf("relay: %d of %d %s rows vanished between reading their sizes and their payloads", len(chunk)-got, len(chunk), s.table)
 		}
 	}
-	return nil
+	return read, nil
 }
 
-func (s *Source) meta(ctx context.Context, q string, args ...any) ([]Row, error) {
+func (s *Source) rows(ctx context.Context, q string, args ...any) ([]Row, error) {
 	rs, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: read %s: %w", s.table, err)
@@ -164,7 +188,7 @@ func (s *Source) meta(ctx context.Context, q string, args ...any) ([]Row, error)
 	var out []Row
 	for rs.Next() {
 		var r Row
-		if err := rs.Scan(&r.ID, &r.AppCode, &r.EventID, &r.EventType, &r.RoomID, &r.RoomVersion, &r.PayloadBytes, &r.OccurredAtMs); err != nil {
+		if err := rs.Scan(&r.ID, &r.AppCode, &r.EventID, &r.EventType, &r.RoomID, &r.RoomVersion, &r.PayloadBytes, &r.Payload, &r.OccurredAtMs); err != nil {
 			return nil, fmt.Errorf("relay: scan %s: %w", s.table, err)
 		}
 		out = append(out, r)
