@@ -308,7 +308,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		var reissue *IDReissueError
-		if errors.As(err, &reissue) {
+		if !errors.As(err, &reissue) {
+			r.m.idReissue.Set(0) // a standby must not keep reporting a stop it no longer makes
+		}
+		if reissue != nil {
 			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
 				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", backoff.String())
 		} else if err != nil && !errors.Is(err, context.Canceled) {
