@@ -9,9 +9,9 @@
 // re-polling at once while batches are full and sleeping
 // relay.poll_interval when idle. It never locks or writes the table and
 // never uses SERIALIZABLE, so room-service's writes never wait on it.
-// Reads are bounded by bytes too: a batch reads ids and LENGTH(payload)
-// first and loads the payloads of the prefix that fits
-// relay.max_batch_bytes (a larger row alone; one over
+// Reads are bounded by bytes too: a batch reads LENGTH(payload) with the
+// other columns (small payloads inline) and loads the larger payloads of
+// the prefix that fits relay.max_batch_bytes (a larger row alone; one over
 // relay.max_record_bytes, bound for the DLQ, not at all), see Source.
 //
 // # Gaps
@@ -114,7 +114,7 @@ type BatchInfo struct {
 	High      uint64 // high-water mark the batch commits
 	OpenGaps  int
 	Abandoned uint64 // ids given up in this batch
-	ReadBytes int    // payload bytes the batch read from MySQL (and holds)
+	ReadBytes int    // payload bytes read from MySQL for the batch (inline reads of rows it left for later included)
 }
 
 // Hooks are observation and fault-injection points, used by tests and
@@ -435,7 +435,7 @@ func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
 // probeLimit bounds the hole ids one probe looks up (see Tracker.ProbeIDs).
 const probeLimit = 4 * maxInList
 
-// reissueCheckEvery is how often an idle relay compares the table's
+// reissueCheckEvery is how often the relay compares the table's
 // AUTO_INCREMENT with its high-water id (at least every poll interval).
 const reissueCheckEvery = time.Second
 
@@ -513,14 +513,17 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		}
 		abandoned = append(abandoned, tr.Expire(started)...)
 
+		// Reissued ids are invisible to the scan (they are not above
+		// High), and would pass for filled holes: check on a clock, not
+		// only when idle.
+		if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
+			if err := r.checkReissue(ctx, tr.High()); err != nil {
+				return err
+			}
+			lastReissueCheck = started
+		}
 		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
 			r.m.lag.Set(0)
-			if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
-				if err := r.checkReissue(ctx, tr.High()); err != nil {
-					return err
-				}
-				lastReissueCheck = started
-			}
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
