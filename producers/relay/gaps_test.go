@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,4 +306,57 @@ func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
 		t.Fatal(err)
 	}
 	return held
+}
+
+// TestLateRowKeepsRoomOrderInFullBatches: a hole's row commits, then the
+// next row of its room is inserted, while the relay works through a
+// backlog in full batches, all within one poll interval. The late row must
+// still be relayed before its room's next row. Today's relay looks holes up
+// only once per poll interval while batches are full, so the later row
+// overtakes it.
+func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.BatchSize = 5
+	cfg.Relay.PollInterval = config.Duration(3 * time.Second)
+	ctx := context.Background()
+	topic := cfg.Kafka.Topics.RoomEvents
+	held, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	if err := insertRows(ctx, held, seq("r-v", 1, 1, "room-r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("x-", 1, 1, "room-x")); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, topic, 1, 30*time.Second)
+	x.stop(t) // the held row is an open hole in the position
+
+	if err := insertRows(ctx, m.DB, seq("fill-", 1, 50, "room-f")); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hookErr := make(chan error, 1)
+	y := startRelay(t, cfg, m.DB, nil, relay.WithHooks(relay.Hooks{BeforeCommit: func(context.Context, relay.BatchInfo) {
+		once.Do(func() {
+			// Room r's next row may only be inserted once its first committed;
+			// it lands in a full batch (four more rows after it).
+			err := held.Commit()
+			if err == nil {
+				err = insertRows(ctx, m.DB, append(seq("r-v", 2, 1, "room-r"), seq("more-", 1, 4, "room-m")...))
+			}
+			hookErr <- err
+		})
+	}}))
+	if err := <-hookErr; err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 57, 30*time.Second)
+	y.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
 }

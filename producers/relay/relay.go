@@ -441,20 +441,25 @@ const reissueCheckEvery = time.Second
 
 // read produces batches from MySQL into out until ctx ends or a read fails.
 //
-// A batch scans above the high-water id, then (at most once per poll
-// interval) looks up open holes, both reading sizes and only small
-// payloads inline (each read at most half of relay.max_batch_bytes in
-// all); then it takes filled holes first and scanned rows after them
-// within the relay.max_batch_bytes budget (see Budget) and loads just
-// their larger payloads. A batch so reads at most max_batch_bytes, or
-// one larger row alone besides its inline reads.
-// The order matters for per-room order: a row that fills a hole committed
-// before any later row of its room was even inserted, so it must never be
-// relayed after rows the same or a later scan found. Hence the scan reads
-// before the hole lookup, and when the budget leaves found holes behind,
-// the batch takes no scanned row and the next batch looks those holes up
-// first. Reading runs one batch ahead of the commit, so up to three
-// batches' bytes are held at once (reading, queued, committing).
+// A batch scans above the high-water id, then looks up open holes: all of
+// them (a bounded rotation when many are open) once per poll interval,
+// and the youngest maxInList in every other batch that scanned rows. Both
+// reads bring sizes and only small payloads inline (each at most half of
+// relay.max_batch_bytes in all); the batch then takes filled holes first
+// and scanned rows after them within the relay.max_batch_bytes budget (see
+// Budget) and loads just their larger payloads. A batch so reads at most
+// max_batch_bytes, or one larger row alone besides its inline reads.
+//
+// The order keeps each room's order: a row that fills a hole committed
+// before any later row of its room was even inserted, so it must not be
+// relayed after a row the same or a later scan found. Hence the scan reads
+// before the hole lookup, a batch with scanned rows looks holes up, and
+// when the budget leaves found holes behind, the batch takes no scanned
+// row and the next batch looks those holes up first. With more than
+// maxInList holes open, an older hole's row can still come after a later
+// row of its room, by up to one rotation. Reading runs one batch ahead of
+// the commit, so up to three batches' bytes are held at once (reading,
+// queued, committing).
 func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
 	var lastProbe, lastReissueCheck time.Time
 	var pending []uint64 // found holes the last budget left behind
@@ -469,15 +474,21 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		var filled []Row
 		// A found hole may have been given up since (gap_max_age).
 		pending = slices.DeleteFunc(pending, func(id uint64) bool { return !tr.IsOpen(id) })
-		if due := started.Sub(lastProbe) >= poll; tr.OpenHoles() > 0 && (due || len(pending) > 0) {
-			ids := pending
-			if due {
-				ids = append(ids, tr.ProbeIDs(probeLimit)...)
-				slices.Sort(ids)
-				ids = slices.Compact(ids)
-				lastProbe = started
-			}
-			if filled, err = r.src.ByIDs(ctx, ids, r.cfg.MaxBatchBytes/2/len(ids)); err != nil {
+		probe := pending
+		switch {
+		case tr.OpenHoles() == 0:
+		case started.Sub(lastProbe) >= poll:
+			probe = append(probe, tr.ProbeIDs(probeLimit)...)
+			lastProbe = started
+		case len(scanned) > 0:
+			// A hole's row that committed before a later row of its room
+			// (in this scan) was even inserted must not come after it.
+			probe = append(probe, tr.Youngest(maxInList)...)
+		}
+		if len(probe) > 0 {
+			slices.Sort(probe)
+			probe = slices.Compact(probe)
+			if filled, err = r.src.ByIDs(ctx, probe, r.cfg.MaxBatchBytes/2/len(probe)); err != nil {
 				return err
 			}
 		}

@@ -140,7 +140,7 @@ func (t *Tracker) ProbeIDs(limit int) []uint64 {
 		}
 		return ids
 	}
-	young := t.tail(limit / 4)
+	young := t.Youngest(limit / 4)
 	// Older holes are those below the first young one.
 	bound := t.high + 1
 	if len(young) > 0 {
@@ -160,8 +160,8 @@ func (t *Tracker) ProbeIDs(limit int) []uint64 {
 	return append(ids, young...)
 }
 
-// tail returns the ids of the n youngest holes, ascending.
-func (t *Tracker) tail(n int) []uint64 {
+// Youngest returns the ids of the n youngest (highest) holes, ascending.
+func (t *Tracker) Youngest(n int) []uint64 {
 	i, k := len(t.blocks), 0
 	for i > 0 && k < n {
 		i--
