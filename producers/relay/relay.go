@@ -21,10 +21,10 @@
 // and a rolled-back insert leaves a hole forever. The relay keeps moving
 // past such holes, remembers each skipped id with the time it was first
 // missed (the Tracker, on the position's own clock, so no host's wall
-// clock ages a hole), looks them up again with `WHERE id IN (...)` at most
-// once per poll interval (a bounded slice of them when many are open, see
-// Tracker.ProbeIDs), and relays a row that fills a hole as soon as it
-// appears. A hole older than relay.gap_max_age is given up
+// clock ages a hole), looks them up again with `WHERE id IN (...)` once
+// per poll interval (a bounded rotation of them when many are open, see
+// Tracker.ProbeIDs) and the youngest ones with every batch that found new
+// rows, and relays a row that fills a hole as soon as it appears. A hole older than relay.gap_max_age is given up
 // (roomflow_relay_gaps_abandoned_total, a warn log, and a gap_abandoned
 // record on the DLQ topic in the same transaction, see Router.GapRecord);
 // at most relay.max_open_gaps holes are remembered, the oldest being
