@@ -37,11 +37,6 @@ type Position struct {
 	Holes   []Hole
 }
 
-// Clone returns a deep copy.
-func (p Position) Clone() Position {
-	return Position{High: p.High, ClockMs: p.ClockMs, Holes: append([]Hole(nil), p.Holes...)}
-}
-
 // AbandonReason says why a hole was given up.
 type AbandonReason string
 

@@ -105,7 +105,7 @@ func TestTrackerFillAndExpire(t *testing.T) {
 }
 
 func TestRunsGroupsConsecutive(t *testing.T) {
-	got := runs([]Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge, 10)
+	got := appendRuns(nil, []Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge, 10)
 	want := []Abandoned{{From: 1, To: 3, Reason: AbandonMaxAge, OpenFor: time.Millisecond}, {From: 5, To: 5, Reason: AbandonMaxAge, OpenFor: 3 * time.Millisecond}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("runs = %+v", got)

@@ -63,7 +63,8 @@ func (t *Tracker) tick(now time.Time) int64 {
 	return t.clock
 }
 
-// Position returns a copy of the current position.
+// Position returns a copy of the current position (for inspection; the
+// batch path uses High, OpenHoles and Encode).
 func (t *Tracker) Position() Position {
 	p := Position{High: t.high, ClockMs: t.clock, Holes: make([]Hole, 0, t.open)}
 	for _, b := range t.blocks {
@@ -316,11 +317,8 @@ func (t *Tracker) Expire(now time.Time) []Abandoned {
 	return t.removeFront(k, AbandonMaxAge)
 }
 
-// runs groups ascending holes into runs of consecutive ids.
-func runs(hs []Hole, reason AbandonReason, clock int64) []Abandoned {
-	return appendRuns(nil, hs, reason, clock)
-}
-
+// appendRuns appends ascending holes as runs of consecutive ids, each open
+// for clock minus its first hole's first-seen time.
 func appendRuns(out []Abandoned, hs []Hole, reason AbandonReason, clock int64) []Abandoned {
 	for _, h := range hs {
 		if n := len(out); n > 0 && out[n-1].To+1 == h.ID && out[n-1].Reason == reason {
