@@ -104,7 +104,8 @@ type RelayConfig struct {
 	FailoverTimeout Duration          `yaml:"failover_timeout"`
 	TransactionalID string            `yaml:"transactional_id"`
 	MaxRecordBytes  int               `yaml:"max_record_bytes"`
-	Routes          map[string]string `yaml:"routes"` // event_type -> topic; others go to kafka.topics.room_events
+	MaxBatchBytes   int               `yaml:"max_batch_bytes"` // payload bytes one batch reads from MySQL
+	Routes          map[string]string `yaml:"routes"`          // event_type -> topic; others go to kafka.topics.room_events
 }
 
 // ProcessConfig tunes the exactly-once stream runtime shared by processors.
@@ -239,6 +240,7 @@ func Default() Config {
 			FailoverTimeout: Duration(15 * time.Second),
 			TransactionalID: "roomflow-relay",
 			MaxRecordBytes:  1 << 20,
+			MaxBatchBytes:   16 << 20,
 		},
 		Process: ProcessConfig{
 			CommitInterval: Duration(100 * time.Millisecond),

@@ -56,6 +56,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"relay.failover_timeout", func(c *Config) { c.Relay.FailoverTimeout = Duration(100 * time.Millisecond) }},
 		{"relay.transactional_id", func(c *Config) { c.Relay.TransactionalID = "" }},
 		{"relay.max_record_bytes", func(c *Config) { c.Relay.MaxRecordBytes = 0 }},
+		{"relay.max_batch_bytes", func(c *Config) { c.Relay.MaxBatchBytes = 0 }},
 		{"relay.routes", func(c *Config) { c.Relay.Routes = map[string]string{"": "x"} }},
 		{"relay.routes.RoomGiftSent", func(c *Config) { c.Relay.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
 		{"process.commit_interval", func(c *Config) { c.Process.CommitInterval = 0 }},

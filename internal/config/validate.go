@@ -127,6 +127,7 @@ func (c *Config) Validate() error {
 		bad("relay.transactional_id", "must be set")
 	}
 	positive("relay.max_record_bytes", c.Relay.MaxRecordBytes)
+	positive("relay.max_batch_bytes", c.Relay.MaxBatchBytes)
 	for typ, topic := range c.Relay.Routes {
 		if typ == "" {
 			bad("relay.routes", "has an empty event_type")
