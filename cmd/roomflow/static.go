@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -33,15 +34,16 @@ func memberID(d *app.Deps, component string) string {
 // staticMember is one static membership of a component: group and id.
 type staticMember struct{ group, id string }
 
-// leavingOnStop runs c and, when it stopped because ctx was cancelled (the
-// operator's SIGTERM: a scale-down, a rollout), makes its static members
+// leavingOnStop runs c and, when it stopped because the process is being
+// stopped (SIGTERM: a scale-down, a rollout), makes its static members
 // leave their groups so the partitions move at once. After a crash (kill
-// -9, OOM, a failed component) nothing leaves: the restart under the same
-// id takes the partitions straight back.
+// -9, OOM) or a failure (c's own, or another component's, which cancels
+// ctx with that error as its cause) nothing leaves: the restart under the
+// same id takes the partitions straight back.
 func leavingOnStop(d *app.Deps, component string, c app.Component, members ...staticMember) app.Component {
 	return app.ComponentFunc(func(ctx context.Context) error {
 		err := c.Run(ctx)
-		if err != nil || ctx.Err() == nil {
+		if err != nil || !errors.Is(context.Cause(ctx), context.Canceled) {
 			return err
 		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
