@@ -8,9 +8,10 @@ TEST_TIMEOUT ?= 14m
 build:
 	$(GO) build -o bin/roomflow ./cmd/roomflow
 
-## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake).
+## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake), in a
+## shuffled order (order dependence fails here; the seed is printed: -shuffle=SEED).
 test: lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 2 ./...
+	$(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
 
 unit:
 	$(GO) test -count=1 -short ./...

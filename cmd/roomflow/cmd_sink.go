@@ -16,8 +16,6 @@ import (
 )
 
 func init() {
-	var ownerID string
-	var parallelism int
 	app.Register(app.Spec{
 		Name:  "sink",
 		Short: "Apply the mic ledger and lucky pool inflow to MySQL exactly once; serve the stats API",
@@ -34,18 +32,33 @@ an instance whose partitions were claimed by another cannot commit.
 Deadlocks, lock wait timeouts and lost connections retry the whole batch
 (sink.max_retries). Kafka offset commits are informational only.
 
+With --instance-id (the pod name) the sink is a static group member
+("<instance id>-sink"): restarted after a crash it takes its partitions
+straight back instead of after kafka.session_timeout; stopped by SIGTERM
+it leaves the group. The owner id then defaults to the instance id.
+
 The stats query API is served as well on whichever of api.addr,
 api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 		Order: 30,
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&ownerID, "owner-id", "", "instance id written to roomflow_sink_offsets (default hostname-pid-random; must be unique per replica)")
-			fs.IntVar(&parallelism, "parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
+			fs.String("owner-id", "", "instance id written to roomflow_sink_offsets (default: --instance-id, else hostname-pid-random; must be unique per replica)")
+			fs.Int("parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
+			instanceIDFlag(fs)
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
+			ownerID := d.Flag("owner-id")
+			if ownerID == "" {
+				ownerID = d.Flag("instance-id")
+			}
+			parallelism, err := d.Flags.GetInt("parallelism")
+			if err != nil {
+				return nil, err
+			}
+			member := staticMember{group: d.Config.Sink.Group, id: memberID(d, "sink")}
 			s, err := mysqlsink.New(d.Config, mysqlsink.NewStore(db, d.Config.Sink.Group),
 				mysqlsink.WithLogger(d.Log),
 				mysqlsink.WithRegisterer(d.Registry),
@@ -53,14 +66,16 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 				mysqlsink.WithHealth(d.Health),
 				mysqlsink.WithOwnerID(ownerID),
 				mysqlsink.WithParallelism(parallelism),
+				mysqlsink.WithInstanceID(member.id),
 			)
 			if err != nil {
 				return nil, err
 			}
+			sink := leavingOnStop(d, "sink", s, member)
 			if apiListeners(d) == (statsapi.Listeners{}) {
-				return s, nil
+				return sink, nil
 			}
-			return both(s, apiComponent(db, d)), nil
+			return both(sink, apiComponent(db, d)), nil
 		},
 	})
 	extraCommands = append(extraCommands, apiCmd)

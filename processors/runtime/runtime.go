@@ -254,6 +254,9 @@ func (r *Runtime) start() error {
 			r.pushEvent(evRevoked, m[r.o.input])
 		}),
 	)
+	if r.o.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.o.instanceID))
+	}
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return fmt.Errorf("runtime %s: client: %w", r.name, err)

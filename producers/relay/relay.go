@@ -267,7 +267,7 @@ func (r *Relay) sessionTimeout() time.Duration {
 // down, and the next one starts again from the position committed in Kafka.
 func (r *Relay) Run(ctx context.Context) error {
 	el := newElector(r.log)
-	group := r.cfg.TransactionalID + ".leader"
+	group := LeaderGroup(r.cfg)
 	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.klog,
 		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
 	if err != nil {
@@ -282,7 +282,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	wg.Go(func() { el.run(pctx) })
 	defer func() {
 		pcancel()
-		gcl.Close() // leaves the group: a standby takes over at once
+		// A dynamic member leaves the group here, so a standby takes over
+		// at once; a static one (WithInstanceID) does not, so that its
+		// restart leads again at once: on a deliberate stop its caller
+		// leaves for it (kafkax.LeaveGroup).
+		gcl.Close()
 		wg.Wait()
 	}()
 	r.started.Store(true)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/sinks/tencentim"
@@ -46,12 +47,39 @@ func OptionsFrom(cfg *config.Config) Options {
 	}
 }
 
+// PublisherOpt configures NewPublisher.
+type PublisherOpt func(*publisherOpts)
+
+type publisherOpts struct {
+	im         []tencentim.Opt
+	instanceID string
+}
+
+// WithIMOpts passes options to the Tencent IM client (benchmarks: an HTTP
+// transport of their own).
+func WithIMOpts(opts ...tencentim.Opt) PublisherOpt {
+	return func(o *publisherOpts) { o.im = append(o.im, opts...) }
+}
+
+// WithInstanceID makes the fast path's consumer a static member of
+// outbox_worker.group (group.instance.id): restarted with the same id, it
+// takes its partitions straight back instead of waiting for its
+// predecessor's session timeout. Unique per running replica and stable
+// across its restarts (the pod name); empty keeps a dynamic member.
+func WithInstanceID(id string) PublisherOpt {
+	return func(o *publisherOpts) { o.instanceID = id }
+}
+
 // NewPublisher builds the publisher from cfg, its metrics on reg (nil: not
 // registered), its logs on log (nil: slog.Default()) under
 // component=publish-im. It fails when the retry strategy is unknown, or,
 // with delivery enabled, when the IM credentials are missing
 // (config.ValidateIM) or the Kafka client cannot be created.
-func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
+func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...PublisherOpt) (*Publisher, error) {
+	var po publisherOpts
+	for _, o := range opts {
+		o(&po)
+	}
 	enabled := cfg.OutboxWorker.Enabled
 	if enabled {
 		if err := cfg.ValidateIM(); err != nil {
@@ -66,7 +94,7 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log
 	p := &Publisher{scan: enabled, log: log, interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}
 	var sender Sender
 	if enabled {
-		client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
+		client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, po.im...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +107,11 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log
 	p.Service = svc
 	if enabled {
 		svc.m.enabled.Set(1)
-		if p.fast, err = NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond, cfg.IM.FastPathDelay.D()); err != nil {
+		var kopts []kgo.Opt
+		if po.instanceID != "" {
+			kopts = append(kopts, kgo.InstanceID(po.instanceID))
+		}
+		if p.fast, err = NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond, cfg.IM.FastPathDelay.D(), kopts...); err != nil {
 			return nil, fmt.Errorf("publish-im: kafka: %w", err)
 		}
 	}
