@@ -65,10 +65,10 @@ func (t *Task) Store() *Store {
 // MoreDue, called by a punctuation, reports that it stopped at its bound
 // (a batch size) with work still due at this tick. The runtime then
 // commits the open transaction at once and runs the punctuation again, with
-// the same now, in the next transaction (once the task is still caught up
-// with the tick's last stable offset), and again while each run calls
-// MoreDue; only a run that does not call it is rescheduled one interval
-// later. Input records keep flowing between the runs. Called outside a
+// the same now, in the next transaction (after checking again that the task
+// has consumed its input up to the tick's last stable offset), and again
+// while each run calls MoreDue; only a run that does not call it is
+// rescheduled one interval later. Input records keep flowing between the runs. Called outside a
 // punctuation, it has no effect.
 func (t *Task) MoreDue() { t.moreDue = true }
 

@@ -1,58 +1,38 @@
 package micproc_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
 // timerCloseTxns reads the ledger's committed timer closes grouped by the
-// transaction that wrote them (the topic must have one partition): a
-// transaction ends at its commit marker.
-func timerCloseTxns(t *testing.T, e *env, want int, timeout time.Duration) [][]*userv1.MicLedgerEntry {
+// transaction that wrote them, once the ledger holds wantLedger entries.
+func timerCloseTxns(t *testing.T, e *env, wantLedger int, timeout time.Duration) [][]*userv1.MicLedgerEntry {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(e.cfg.Kafka.Topics.MicLedger),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords(), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var txns [][]*userv1.MicLedgerEntry
-	var cur []*userv1.MicLedgerEntry
-	n := 0
-	deadline, lastNew := time.Now().Add(timeout), time.Now()
-	for time.Now().Before(deadline) && (n < want || time.Since(lastNew) < 500*time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			lastNew = time.Now()
-			if r.Attrs.IsControl() {
-				if len(cur) > 0 {
-					txns = append(txns, cur)
-				}
-				cur = nil
-				return
-			}
+	for _, recs := range rttest.ReadTransactions(t, e.k.Brokers, e.cfg.Kafka.Topics.MicLedger, wantLedger, 500*time.Millisecond, timeout) {
+		var closes []*userv1.MicLedgerEntry
+		for _, r := range recs {
 			l := &userv1.MicLedgerEntry{}
 			if err := proto.Unmarshal(r.Value, l); err != nil {
 				t.Fatalf("ledger@%d: %v", r.Offset, err)
 			}
 			if l.EventType == mic.EventTypeMicSessionCompensated {
-				cur = append(cur, l)
-				n++
+				closes = append(closes, l)
 			}
-		})
+		}
+		if len(closes) > 0 {
+			txns = append(txns, closes)
+		}
 	}
 	return txns
 }
@@ -82,10 +62,8 @@ func TestCompensationCatchUp(t *testing.T) {
 	e.collect(n, 60*time.Second)
 
 	e.clock.Advance(10 * time.Minute) // the one tick: every session is 11 minutes old
-	start := time.Now()
 	tick := c + 10*mins
-	txns := timerCloseTxns(t, e, n, 120*time.Second)
-	t.Logf("catch-up read in %v", time.Since(start))
+	txns := timerCloseTxns(t, e, 2*n, 120*time.Second) // the ups' entries and the closes
 	seen := map[string]bool{}
 	total := 0
 	for i, txn := range txns {
