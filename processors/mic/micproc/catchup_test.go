@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
@@ -155,6 +158,54 @@ func TestCompensationDisabled(t *testing.T) {
 	o := e.collect(len(evs)+1, 30*time.Second)
 	if len(o.closed) != 1 || o.closed[0].UserId != 2 || o.closed[0].EndReason != "leave" || o.closed[0].EndedAtMs != c+5*hour {
 		t.Fatalf("closes %v, want user 2's real down", o.closed)
+	}
+	r.stop(t)
+}
+
+// TestCompensationCatchUpAbort: a batch's transaction aborts in the middle
+// of a catch-up (a produce to the ledger fails, kfake fault): its closes are
+// rolled back with the store, and the catch-up must notice and close those
+// sessions again within the same tick, so every session still closes
+// exactly once without a later tick.
+func TestCompensationCatchUpAbort(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, 1, now)
+	if e.k.Fake == nil {
+		t.Skip("needs kfake fault injection (a failing produce); ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
+	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Minute)
+	e.cfg.Mic.CompensationBatchSize = 100
+	const n = 1000
+	c := now.UnixMilli()
+	evs := make([]mic.Event, 0, n)
+	for u := int64(1); u <= n; u++ {
+		s := &sess{u: u, room: "r", id: fmt.Sprintf("ms-%d", u)}
+		evs = append(evs, s.ev("up", c-time.Minute.Milliseconds()+u))
+	}
+	e.produce(evs)
+	r := e.start()
+	e.collect(n, 60*time.Second)
+
+	ledgerProduces := 0
+	e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.cfg.Kafka.Topics.MicLedger, Err: kerr.InvalidRecord,
+		When: func(kmsg.Request) bool { ledgerProduces++; return ledgerProduces == 4 }})
+	e.clock.Advance(10 * time.Minute)
+	txns := timerCloseTxns(t, e, 2*n, 120*time.Second)
+	seen := map[string]bool{}
+	for _, txn := range txns {
+		for _, l := range txn {
+			if seen[l.EventId] {
+				t.Fatalf("session %s closed twice", l.MicSessionId)
+			}
+			seen[l.EventId] = true
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d sessions closed within the tick after an aborted batch", len(seen), n)
+	}
+	if got := metricSum(t, e, "roomflow_process_txn_aborts_total", map[string]string{"cause": "produce"}); got < 1 {
+		t.Fatalf("no transaction aborted (aborts %v): the fault did not hit", got)
 	}
 	r.stop(t)
 }
