@@ -60,6 +60,7 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Name is the processor's name in metrics and logs.
@@ -403,11 +404,7 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	app := t.StringBytes(appCode)
 	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
-		h := hdrs[4*i : 4*i+4 : 4*i+4]
-		h[0] = kgo.RecordHeader{Key: "event_id", Value: t.StringBytes(eventID)}
-		h[1] = kgo.RecordHeader{Key: "event_type", Value: eventType}
-		h[2] = kgo.RecordHeader{Key: "app_code", Value: app}
-		h[3] = kgo.RecordHeader{Key: "content-type", Value: contentType}
+		h := envelope.AppendHeaders(hdrs[4*i:4*i:4*i+4], t.StringBytes(eventID), eventType, app)
 		r := t.NewRecord()
 		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
 		t.Emit(r)
@@ -435,7 +432,6 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 }
 
 var (
-	contentType           = []byte(runtime.ContentTypeProtobuf)
 	typeLedgerCompensated = []byte(mic.EventTypeMicSessionCompensated)
 	typeClosed            = []byte(mic.EventTypeSessionClosed)
 	typeDaily             = []byte(mic.EventTypeDailyStatsUpdated)
