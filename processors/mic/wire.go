@@ -53,6 +53,14 @@ func endMsg(b []byte, at int) []byte {
 }
 
 // AppendLedgerEntry appends the wire form of e (hyapp.user.v1.MicLedgerEntry).
+//
+// Compatibility (the rule of schemas/envelope): the ledger evolves by
+// protobuf's rules only: fields are added, never renumbered, retyped or
+// reused, and a new field's zero value means what older writers meant, so
+// the sink of either release reads the other's entries (it skips unknown
+// fields). A change an older sink must not silently ignore gets a new
+// event_type instead, which the older sink refuses to the DLQ.
+// testdata/state-v1/ledger.bin pins today's bytes.
 func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
 	b = appendStr(b, 1, e.EventId)
 	b = appendStr(b, 2, e.AppCode)

@@ -473,10 +473,21 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	}
 	var v mic.Session
 	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
-		s.err = runtime.CorruptState(s.key(id), err)
+		s.err = stateError(s.key(id), err)
 		return mic.Session{}, false
 	}
 	return v, true
+}
+
+// stateError is the error of a state value of key that does not decode. A
+// value a newer release wrote (a rolling upgrade side by side) is not
+// corrupt: the record's partition stalls and retries until an instance of
+// that release owns it, instead of dead-lettering the record.
+func stateError(key string, err error) error {
+	if errors.Is(err, envelope.ErrNewerVersion) {
+		return fmt.Errorf("mic: state value of key %x: %w", key, err)
+	}
+	return runtime.CorruptState(key, err)
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
@@ -494,7 +505,7 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = runtime.CorruptState(mic.DayRoomsKey(appCode, userID, day), err)
+		s.err = stateError(mic.DayRoomsKey(appCode, userID, day), err)
 	}
 	return d
 }
