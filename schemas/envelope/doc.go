@@ -32,7 +32,9 @@
 //     1 is the unprefixed protobuf wire encoding; a later version starts
 //     with a byte 0x02..0x07, which no protobuf tag starts with (field 0);
 //   - the relay position (producers/relay, EncodePosition): a leading
-//     version byte, 2, with a version 1 decoder;
+//     version byte, 2, with a version 1 decoder; one relay is active at a
+//     time, so it writes the newest version it knows at once (roll relays
+//     forward, not back);
 //   - the ledger entry hyapp.user.v1.MicLedgerEntry: protobuf's evolution
 //     rules (fields are only added, never renumbered or retyped, and a new
 //     field's zero value means what older writers meant); a change an older
