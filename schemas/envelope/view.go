@@ -23,65 +23,21 @@ type View struct {
 	RoomVersion, OccurredAtMs           int64
 }
 
-// Parse reads the EventEnvelope b into v; on error v holds what was read
-// before it.
+// Field numbers of the messages the views read (schemas/proto/hyapp/room/v1).
+var (
+	envelopeFields = fieldSet{strings: bits(1, 2, 3, 4, 7, 8), bytes: bits(9), varints: bits(5, 6)}
+	micFields      = fieldSet{strings: bits(3, 4, 5, 6), varints: bits(1, 2, 7, 8, 9, 10)}
+	giftFields     = fieldSet{strings: bits(3, 7, 9, 10), varints: bits(1, 2, 4, 5, 6, 8)}
+)
+
+// Parse reads the EventEnvelope b into v.
 func (v *View) Parse(b []byte) error {
-	*v = View{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if num > protowire.MaxValidNumber { // proto.Unmarshal refuses these too
-			return ErrFieldNumber
-		}
-		b = b[n:]
-		switch {
-		case typ == protowire.BytesType && (num >= 1 && num <= 4 || num >= 7 && num <= 9):
-			val, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			b = b[m:]
-			if num != 9 && !utf8.Valid(val) {
-				return ErrInvalidUTF8
-			}
-			switch num {
-			case 1:
-				v.EventID = val
-			case 2:
-				v.EventType = val
-			case 3:
-				v.AppCode = val
-			case 4:
-				v.RoomID = val
-			case 7:
-				v.RequestID = val
-			case 8:
-				v.CommandID = val
-			case 9:
-				v.Payload = val
-			}
-		case typ == protowire.VarintType && (num == 5 || num == 6):
-			x, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			b = b[m:]
-			if num == 5 {
-				v.RoomVersion = int64(x)
-			} else {
-				v.OccurredAtMs = int64(x)
-			}
-		default:
-			m := protowire.ConsumeFieldValue(num, typ, b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			b = b[m:]
-		}
-	}
-	return nil
+	var f fieldValues
+	err := f.read(b, &envelopeFields)
+	*v = View{EventID: f.b[1], EventType: f.b[2], AppCode: f.b[3], RoomID: f.b[4],
+		RequestID: f.b[7], CommandID: f.b[8], Payload: f.b[9],
+		RoomVersion: int64(f.x[5]), OccurredAtMs: int64(f.x[6])}
+	return err
 }
 
 // MicChanged is a RoomMicChanged payload whose strings alias its input.
@@ -97,65 +53,12 @@ type MicChanged struct {
 
 // Parse reads the RoomMicChanged b into m.
 func (m *MicChanged) Parse(b []byte) error {
-	*m = MicChanged{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if num > protowire.MaxValidNumber { // proto.Unmarshal refuses these too
-			return ErrFieldNumber
-		}
-		b = b[n:]
-		switch {
-		case typ == protowire.BytesType && num >= 3 && num <= 6:
-			val, k := protowire.ConsumeBytes(b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-			if !utf8.Valid(val) {
-				return ErrInvalidUTF8
-			}
-			switch num {
-			case 3:
-				m.Action = val
-			case 4:
-				m.MicSessionID = val
-			case 5:
-				m.PublishState = val
-			case 6:
-				m.Reason = val
-			}
-		case typ == protowire.VarintType && num >= 1 && num <= 10 && num != 3 && num != 4 && num != 5 && num != 6:
-			x, k := protowire.ConsumeVarint(b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-			switch num {
-			case 1:
-				m.UserID = int64(x)
-			case 2:
-				m.SeatNo = int32(x)
-			case 7:
-				m.PublishDeadlineMs = int64(x)
-			case 8:
-				m.PublishEventTimeMs = int64(x)
-			case 9:
-				m.PreviousSeatNo = int32(x)
-			case 10:
-				m.RTCStoppedAtMs = int64(x)
-			}
-		default:
-			k := protowire.ConsumeFieldValue(num, typ, b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-		}
-	}
-	return nil
+	var f fieldValues
+	err := f.read(b, &micFields)
+	*m = MicChanged{UserID: int64(f.x[1]), SeatNo: int32(f.x[2]), PreviousSeatNo: int32(f.x[9]),
+		Action: f.b[3], MicSessionID: f.b[4], PublishState: f.b[5], Reason: f.b[6],
+		PublishDeadlineMs: int64(f.x[7]), PublishEventTimeMs: int64(f.x[8]), RTCStoppedAtMs: int64(f.x[10])}
+	return err
 }
 
 // GiftSent is a RoomGiftSent payload whose strings alias its input.
@@ -171,7 +74,41 @@ type GiftSent struct {
 
 // Parse reads the RoomGiftSent b into g.
 func (g *GiftSent) Parse(b []byte) error {
-	*g = GiftSent{}
+	var f fieldValues
+	err := f.read(b, &giftFields)
+	*g = GiftSent{SenderUserID: int64(f.x[1]), TargetUserID: int64(f.x[2]), GiftID: f.b[3],
+		GiftCount: int32(f.x[4]), CoinSpent: int64(f.x[5]), HeatValue: int64(f.x[6]),
+		BillingReceiptID: f.b[7], Lucky: f.x[8] != 0, LuckyRuleVersion: f.b[9], DrawID: f.b[10]}
+	return err
+}
+
+// maxField bounds the field numbers a view reads (all below 16).
+const maxField = 15
+
+// fieldSet says which field numbers of a message are strings (UTF-8
+// checked), bytes and varints (int32, int64, bool), one bit per number.
+type fieldSet struct{ strings, bytes, varints uint16 }
+
+func bits(nums ...int) uint16 {
+	var m uint16
+	for _, n := range nums {
+		m |= 1 << n
+	}
+	return m
+}
+
+// fieldValues are the known fields of one message as read from the wire:
+// b for length-delimited ones (aliasing the input), x for varints.
+type fieldValues struct {
+	b [maxField + 1][]byte
+	x [maxField + 1]uint64
+}
+
+// read walks the message b: the fields set names are kept (the last
+// occurrence wins), the rest, and known fields with an unexpected wire
+// type, are skipped as unknown fields. It stops at the first error, with
+// what was read before it kept.
+func (f *fieldValues) read(b []byte, set *fieldSet) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -181,52 +118,34 @@ func (g *GiftSent) Parse(b []byte) error {
 			return ErrFieldNumber
 		}
 		b = b[n:]
+		var bit uint16
+		if num <= maxField {
+			bit = 1 << num
+		}
 		switch {
-		case typ == protowire.BytesType && (num == 3 || num == 7 || num == 9 || num == 10):
-			val, k := protowire.ConsumeBytes(b)
-			if k < 0 {
-				return protowire.ParseError(k)
+		case typ == protowire.BytesType && (set.strings|set.bytes)&bit != 0:
+			val, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return protowire.ParseError(m)
 			}
-			b = b[k:]
-			if !utf8.Valid(val) {
+			b = b[m:]
+			if set.strings&bit != 0 && !utf8.Valid(val) {
 				return ErrInvalidUTF8
 			}
-			switch num {
-			case 3:
-				g.GiftID = val
-			case 7:
-				g.BillingReceiptID = val
-			case 9:
-				g.LuckyRuleVersion = val
-			case 10:
-				g.DrawID = val
+			f.b[num] = val
+		case typ == protowire.VarintType && set.varints&bit != 0:
+			x, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return protowire.ParseError(m)
 			}
-		case typ == protowire.VarintType && (num == 1 || num == 2 || num == 4 || num == 5 || num == 6 || num == 8):
-			x, k := protowire.ConsumeVarint(b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-			switch num {
-			case 1:
-				g.SenderUserID = int64(x)
-			case 2:
-				g.TargetUserID = int64(x)
-			case 4:
-				g.GiftCount = int32(x)
-			case 5:
-				g.CoinSpent = int64(x)
-			case 6:
-				g.HeatValue = int64(x)
-			case 8:
-				g.Lucky = x != 0
-			}
+			b = b[m:]
+			f.x[num] = x
 		default:
-			k := protowire.ConsumeFieldValue(num, typ, b)
-			if k < 0 {
-				return protowire.ParseError(k)
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return protowire.ParseError(m)
 			}
-			b = b[k:]
+			b = b[m:]
 		}
 	}
 	return nil
