@@ -22,6 +22,8 @@ import (
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -57,7 +59,7 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	if os.Getenv("SINK_TEST_LOG") != "" {
 		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(e.m.DB, cfg.Sink.Group), append(base, opts...)...)
+	s, err := mysqlsink.New(cfg, sinkStore(e.m.DB, cfg), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +68,31 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	go func() { r.done <- s.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// sinkStore is the store `roomflow sink` builds from cfg: the mic ledger
+// and lucky pool inflow appliers.
+func sinkStore(db *sql.DB, cfg *config.Config) *mysqlsink.Store {
+	return mysqlsink.NewStore(db, cfg.Sink.Group,
+		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
+		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)))
+}
+
+// newStore is a store of group with the same appliers on the topics
+// "ledger" and "inflow", for tests that call Store.Apply themselves.
+func newStore(db *sql.DB, group string) *mysqlsink.Store {
+	return mysqlsink.NewStore(db, group,
+		mysqlsink.WithApplier(micledger.New("ledger", "hyapp")),
+		mysqlsink.WithApplier(luckyinflow.New("inflow", "hyapp")))
+}
+
+// ledgerRecords are es as consecutive records of tp from offset from.
+func ledgerRecords(tp mysqlsink.TP, from int64, es []*userv1.MicLedgerEntry) []mysqlsink.Record {
+	out := make([]mysqlsink.Record, len(es))
+	for i, e := range es {
+		out[i] = mysqlsink.Record{TP: tp, Offset: from + int64(i), Item: e}
+	}
+	return out
 }
 
 // stop cancels the sink and returns Run's result (nil once stopped).
@@ -230,7 +257,7 @@ func runChild(path string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(db, cfg.Sink.Group),
+	s, err := mysqlsink.New(cfg, sinkStore(db, cfg),
 		mysqlsink.WithOwnerID(fmt.Sprintf("child-%d", os.Getpid())),
 		mysqlsink.WithKafkaOpts(kgo.InstanceID("sink-child"), kgo.SessionTimeout(10*time.Second)))
 	if err != nil {
