@@ -32,6 +32,10 @@ type env struct {
 	m   *testenv.MySQL
 	cfg *config.Config
 	adm *kadm.Client
+	// extraTopics are consumed besides the mic ledger and the inflow, by
+	// the extraAppliers of every sink started.
+	extraTopics   []string
+	extraAppliers []mysqlsink.StoreOption
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
@@ -59,7 +63,7 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	if os.Getenv("SINK_TEST_LOG") != "" {
 		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	s, err := mysqlsink.New(cfg, sinkStore(e.m.DB, cfg), append(base, opts...)...)
+	s, err := mysqlsink.New(cfg, sinkStore(e.m.DB, cfg, e.extraAppliers...), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +74,13 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	return r
 }
 
-// sinkStore is the store `roomflow sink` builds from cfg: the mic ledger
-// and lucky pool inflow appliers.
-func sinkStore(db *sql.DB, cfg *config.Config) *mysqlsink.Store {
-	return mysqlsink.NewStore(db, cfg.Sink.Group,
+// sinkStore is the store `roomflow sink` builds from cfg, the mic ledger
+// and lucky pool inflow appliers, plus extra.
+func sinkStore(db *sql.DB, cfg *config.Config, extra ...mysqlsink.StoreOption) *mysqlsink.Store {
+	return mysqlsink.NewStore(db, cfg.Sink.Group, append([]mysqlsink.StoreOption{
 		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
-		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)))
+		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)),
+	}, extra...)...)
 }
 
 // newStore is a store of group with the same appliers on the topics
@@ -112,12 +117,13 @@ func (r *running) stop(t *testing.T) error {
 	return nil
 }
 
-// endOffsets returns the high watermarks of the sink's topics.
+// endOffsets returns the high watermarks of the sink's topics (the mic
+// ledger, the inflow and e.extraTopics).
 func (e *env) endOffsets(t *testing.T) map[mysqlsink.TP]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := e.adm.ListEndOffsets(ctx, e.cfg.Kafka.Topics.MicLedger, e.cfg.Kafka.Topics.LuckyPoolInflow)
+	ends, err := e.adm.ListEndOffsets(ctx, append([]string{e.cfg.Kafka.Topics.MicLedger, e.cfg.Kafka.Topics.LuckyPoolInflow}, e.extraTopics...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
