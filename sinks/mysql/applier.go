@@ -119,6 +119,24 @@ func Invalid(reason, format string, args ...any) error {
 	return &InvalidRecordError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// CheckEventKey applies the rules every stage has for an event's identity
+// and returns its key: the event id is required, and an empty app_code is
+// defaultAppCode (config app_code; the processors always fill it in, so
+// only a foreign producer leaves it out); with both empty the event is
+// invalid.
+func CheckEventKey(eventID, appCode, defaultAppCode string) (EventKey, error) {
+	if eventID == "" {
+		return EventKey{}, Invalid("missing_event_id", "")
+	}
+	if appCode == "" {
+		appCode = defaultAppCode
+	}
+	if appCode == "" {
+		return EventKey{}, Invalid("missing_app_code", "event_id %s", eventID)
+	}
+	return EventKey{AppCode: appCode, EventID: eventID}, nil
+}
+
 // Column is a string a Decode checks against the width of its column.
 type Column struct {
 	Name  string

@@ -66,22 +66,18 @@ func (a *Applier) Decode(rec *kgo.Record) (*activityv1.LuckyPoolInflow, error) {
 }
 
 // Decode parses and validates one lucky-pool-inflow record value; errors
-// are *mysqlsink.InvalidRecordError. An empty app_code is defaultAppCode,
-// as for every stage.
+// are *mysqlsink.InvalidRecordError. An empty app_code is defaultAppCode
+// (mysqlsink.CheckEventKey).
 func Decode(value []byte, defaultAppCode string) (*activityv1.LuckyPoolInflow, error) {
 	var in activityv1.LuckyPoolInflow
 	if err := proto.Unmarshal(value, &in); err != nil {
 		return nil, mysqlsink.Invalid("decode", "%v", err)
 	}
-	if in.EventId == "" {
-		return nil, mysqlsink.Invalid("missing_event_id", "")
+	k, err := mysqlsink.CheckEventKey(in.EventId, in.AppCode, defaultAppCode)
+	if err != nil {
+		return nil, err
 	}
-	if in.AppCode == "" {
-		in.AppCode = defaultAppCode
-	}
-	if in.AppCode == "" {
-		return nil, mysqlsink.Invalid("missing_app_code", "event_id %s", in.EventId)
-	}
+	in.AppCode = k.AppCode
 	if in.RoomId == "" || in.GiftId == "" {
 		return nil, mysqlsink.Invalid("missing_scope", "event_id %s: room_id and gift_id are required", in.EventId)
 	}

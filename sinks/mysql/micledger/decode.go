@@ -31,23 +31,17 @@ const (
 // Decode parses and validates one mic-ledger record value; errors are
 // *mysqlsink.InvalidRecordError. Every string must fit its column so that
 // a bad record fails here, not as a MySQL error that would stall the whole
-// batch. An empty app_code is defaultAppCode (config app_code, the rule of
-// every stage; the processors always fill it in, so only a foreign
-// producer leaves it out); with both empty the record is invalid.
+// batch. An empty app_code is defaultAppCode (mysqlsink.CheckEventKey).
 func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error) {
 	var e userv1.MicLedgerEntry
 	if err := proto.Unmarshal(value, &e); err != nil {
 		return nil, mysqlsink.Invalid("decode", "%v", err)
 	}
-	if e.EventId == "" {
-		return nil, mysqlsink.Invalid("missing_event_id", "")
+	k, err := mysqlsink.CheckEventKey(e.EventId, e.AppCode, defaultAppCode)
+	if err != nil {
+		return nil, err
 	}
-	if e.AppCode == "" {
-		e.AppCode = defaultAppCode
-	}
-	if e.AppCode == "" {
-		return nil, mysqlsink.Invalid("missing_app_code", "event_id %s", e.EventId)
-	}
+	e.AppCode = k.AppCode
 	switch e.Status {
 	case StatusConsumed, StatusSkipped:
 	default:
