@@ -26,8 +26,9 @@ import (
 //     only those may change facts (a record is delivered again after a
 //     crash between a dead letter and the commit, after a producer retry,
 //     or by an upstream replay). Apply writes nothing outside tx and
-//     returns any error unchanged: the engine rolls the whole batch back
-//     and retries it when the error is transient (Retryable), else stops.
+//     returns every error, wrapped with %w if at all: the engine rolls the
+//     whole batch back and retries it when the error is transient
+//     (Retryable), else stops.
 //
 // The engine may call Apply for the same items again after a rollback, and
 // concurrently for disjoint partition sets (see SharedRows).
