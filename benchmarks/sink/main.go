@@ -16,8 +16,9 @@
 //     timed from start until roomflow_sink_offsets reaches the end of every
 //     partition: dedupe, pre-aggregation, facts and offsets in one
 //     transaction per batch;
-//   - store: the sink's transaction alone (Store.Apply on batches read from
-//     memory), to separate the Kafka cost from the MySQL cost;
+//   - store: the sink's transaction alone (Store.Apply with the mic ledger
+//     applier on batches read from memory), to separate the Kafka cost
+//     from the MySQL cost;
 //   - raw (a): the same fact rows (sessions, daily, lifetime, pre-aggregated
 //     per batch) written with plain batched multi-row upserts, one
 //     transaction per batch, without consumption rows, version checks or
@@ -60,6 +61,8 @@ import (
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -384,7 +387,7 @@ func startMariaDB(ctx context.Context, bufferPool string) (string, func(), error
 func partitionOf(user int64, n int32) int32 { return int32(user % int64(n)) }
 
 func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, o opts) (result, error) {
-	st := mysqlsink.NewStore(db, "bench")
+	st := mysqlsink.NewStore(db, "bench", mysqlsink.WithApplier(micledger.New("ledger", "hyapp")))
 	var tps []mysqlsink.TP
 	for p := range o.partitions {
 		tps = append(tps, mysqlsink.TP{Topic: "ledger", Partition: p})
@@ -401,7 +404,7 @@ func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, 
 	recs := make([]mysqlsink.Record, len(ledger))
 	for i, e := range ledger {
 		tp := mysqlsink.TP{Topic: "ledger", Partition: partitionOf(e.UserId, o.partitions)}
-		recs[i] = mysqlsink.Record{TP: tp, Offset: next[tp], Ledger: e}
+		recs[i] = mysqlsink.Record{TP: tp, Offset: next[tp], Item: e}
 		next[tp]++
 	}
 	t0 := time.Now()
@@ -421,7 +424,10 @@ func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map
 	cfg.Sink.BatchSize = o.batch
 	cfg.Sink.FlushInterval = config.Duration(o.flush)
 	cfg.Sink.Group = d.name
-	s, err := mysqlsink.New(&cfg, mysqlsink.NewStore(d.db, cfg.Sink.Group),
+	store := mysqlsink.NewStore(d.db, cfg.Sink.Group,
+		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
+		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)))
+	s, err := mysqlsink.New(&cfg, store,
 		mysqlsink.WithParallelism(o.parallelism),
 		mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
@@ -500,7 +506,7 @@ func execChunked(ctx context.Context, tx *sql.Tx, tmpl string, cols, n int, row 
 func runRaw(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, batch int) (result, error) {
 	t0 := time.Now()
 	for lo := 0; lo < len(ledger); lo += batch {
-		f := mysqlsink.BuildFacts(ledger[lo:min(len(ledger), lo+batch)], nil)
+		f := micledger.BuildFacts(ledger[lo:min(len(ledger), lo+batch)])
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return result{}, err

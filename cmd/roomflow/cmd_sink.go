@@ -12,6 +12,8 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
 
@@ -59,7 +61,11 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 				return nil, err
 			}
 			member := staticMember{group: d.Config.Sink.Group, id: memberID(d, "sink")}
-			s, err := mysqlsink.New(d.Config, mysqlsink.NewStore(db, d.Config.Sink.Group),
+			store := mysqlsink.NewStore(db, d.Config.Sink.Group,
+				mysqlsink.WithApplier(micledger.New(d.Config.Kafka.Topics.MicLedger, d.Config.AppCode)),
+				mysqlsink.WithApplier(luckyinflow.New(d.Config.Kafka.Topics.LuckyPoolInflow, d.Config.AppCode)),
+			)
+			s, err := mysqlsink.New(d.Config, store,
 				mysqlsink.WithLogger(d.Log),
 				mysqlsink.WithRegisterer(d.Registry),
 				mysqlsink.WithKafkaMetrics(d.Registry),

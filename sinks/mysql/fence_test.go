@@ -20,16 +20,10 @@ import (
 func TestStoreFencesRevokedOwner(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := mysqlsink.NewStore(m.DB, "g")
+	st := newStore(m.DB, "g")
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 3}
 	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(20)
-	recs := func(from int64, es int) []mysqlsink.Record {
-		var out []mysqlsink.Record
-		for i := range es {
-			out = append(out, mysqlsink.Record{TP: tp, Offset: from + int64(i), Ledger: ledger[int(from)+i]})
-		}
-		return out
-	}
+	recs := func(from int64, n int) []mysqlsink.Record { return ledgerRecords(tp, from, ledger[from:from+int64(n)]) }
 
 	a, err := st.Claim(ctx, "A", []mysqlsink.TP{tp}, 1)
 	if err != nil {
@@ -67,7 +61,7 @@ func TestStoreFencesRevokedOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.LedgerApplied != 10 || res.Offsets[tp] != 20 {
+	if res.Applied["ledger"].Consumed.Applied != 10 || res.Offsets[tp] != 20 {
 		t.Fatalf("B's commit = %+v", res)
 	}
 	// Records below the stored offset are skipped, not re-applied.
@@ -75,7 +69,7 @@ func TestStoreFencesRevokedOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Behind != 10 || res.LedgerApplied != 0 || res.Offsets[tp] != 20 {
+	if res.Behind != 10 || res.Applied["ledger"].Consumed.Applied != 0 || res.Offsets[tp] != 20 {
 		t.Fatalf("replayed records: %+v, want 10 behind, nothing applied, offset kept at 20", res)
 	}
 	o := sinktest.NewOracle()

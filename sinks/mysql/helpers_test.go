@@ -22,6 +22,8 @@ import (
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -30,6 +32,10 @@ type env struct {
 	m   *testenv.MySQL
 	cfg *config.Config
 	adm *kadm.Client
+	// extraTopics are consumed besides the mic ledger and the inflow, by
+	// the extraAppliers of every sink started.
+	extraTopics   []string
+	extraAppliers []mysqlsink.StoreOption
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
@@ -57,7 +63,7 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	if os.Getenv("SINK_TEST_LOG") != "" {
 		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(e.m.DB, cfg.Sink.Group), append(base, opts...)...)
+	s, err := mysqlsink.New(cfg, sinkStore(e.m.DB, cfg, e.extraAppliers...), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +72,32 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	go func() { r.done <- s.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// sinkStore is the store `roomflow sink` builds from cfg, the mic ledger
+// and lucky pool inflow appliers, plus extra.
+func sinkStore(db *sql.DB, cfg *config.Config, extra ...mysqlsink.StoreOption) *mysqlsink.Store {
+	return mysqlsink.NewStore(db, cfg.Sink.Group, append([]mysqlsink.StoreOption{
+		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
+		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)),
+	}, extra...)...)
+}
+
+// newStore is a store of group with the same appliers on the topics
+// "ledger" and "inflow", for tests that call Store.Apply themselves.
+func newStore(db *sql.DB, group string) *mysqlsink.Store {
+	return mysqlsink.NewStore(db, group,
+		mysqlsink.WithApplier(micledger.New("ledger", "hyapp")),
+		mysqlsink.WithApplier(luckyinflow.New("inflow", "hyapp")))
+}
+
+// ledgerRecords are es as consecutive records of tp from offset from.
+func ledgerRecords(tp mysqlsink.TP, from int64, es []*userv1.MicLedgerEntry) []mysqlsink.Record {
+	out := make([]mysqlsink.Record, len(es))
+	for i, e := range es {
+		out[i] = mysqlsink.Record{TP: tp, Offset: from + int64(i), Item: e}
+	}
+	return out
 }
 
 // stop cancels the sink and returns Run's result (nil once stopped).
@@ -85,12 +117,13 @@ func (r *running) stop(t *testing.T) error {
 	return nil
 }
 
-// endOffsets returns the high watermarks of the sink's topics.
+// endOffsets returns the high watermarks of the sink's topics (the mic
+// ledger, the inflow and e.extraTopics).
 func (e *env) endOffsets(t *testing.T) map[mysqlsink.TP]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := e.adm.ListEndOffsets(ctx, e.cfg.Kafka.Topics.MicLedger, e.cfg.Kafka.Topics.LuckyPoolInflow)
+	ends, err := e.adm.ListEndOffsets(ctx, append([]string{e.cfg.Kafka.Topics.MicLedger, e.cfg.Kafka.Topics.LuckyPoolInflow}, e.extraTopics...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +263,7 @@ func runChild(path string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(db, cfg.Sink.Group),
+	s, err := mysqlsink.New(cfg, sinkStore(db, cfg),
 		mysqlsink.WithOwnerID(fmt.Sprintf("child-%d", os.Getpid())),
 		mysqlsink.WithKafkaOpts(kgo.InstanceID("sink-child"), kgo.SessionTimeout(10*time.Second)))
 	if err != nil {

@@ -22,7 +22,7 @@ func TestSinkLogsUnderOneComponent(t *testing.T) {
 	}
 	defer db.Close()
 	logs := &testenv.SyncBuffer{}
-	s, err := mysqlsink.New(cfg, mysqlsink.NewStore(db, cfg.Sink.Group), mysqlsink.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	s, err := mysqlsink.New(cfg, sinkStore(db, cfg), mysqlsink.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,14 +74,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) observe(res Result) {
 	m.Behind.Add(float64(res.Behind))
-	m.Records.WithLabelValues("user_mic_event_consumption", "applied").Add(float64(res.LedgerApplied))
-	m.Records.WithLabelValues("user_mic_event_consumption", "deduplicated").Add(float64(res.LedgerDeduplicated))
-	m.Records.WithLabelValues("lucky_pool_inflow_consumption", "applied").Add(float64(res.InflowApplied))
-	m.Records.WithLabelValues("lucky_pool_inflow_consumption", "deduplicated").Add(float64(res.InflowDeduplicated))
-	m.Rows.WithLabelValues("user_mic_sessions").Add(float64(len(res.Facts.Sessions)))
-	m.Rows.WithLabelValues("user_mic_daily_stats").Add(float64(len(res.Facts.Daily)))
-	m.Rows.WithLabelValues("user_mic_lifetime_stats").Add(float64(len(res.Facts.Lifetime)))
-	m.Rows.WithLabelValues("lucky_pools").Add(float64(len(res.Facts.Pools)))
+	for _, a := range res.Applied {
+		m.Records.WithLabelValues(a.Consumed.Table, "applied").Add(float64(a.Consumed.Applied))
+		m.Records.WithLabelValues(a.Consumed.Table, "deduplicated").Add(float64(a.Consumed.Deduplicated))
+		for table, n := range a.FactRows {
+			m.Rows.WithLabelValues(table).Add(float64(n))
+		}
+	}
 }
 
 func (m *Metrics) setLag(tp TP, lag int64) {

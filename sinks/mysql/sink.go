@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,10 +82,10 @@ func WithKafkaOpts(opts ...kgo.Opt) Option {
 	return func(s *Sink) { s.kopts = append(s.kopts, opts...) }
 }
 
-// Sink is `roomflow sink`: it consumes kafka.topics.mic_ledger and
-// kafka.topics.lucky_pool_inflow in consumer group sink.group and applies
-// them to MySQL exactly once (see Store.Apply). Kafka offsets committed by
-// the sink are informational; the positions that count are the ones in
+// Sink is the engine of `roomflow sink`: it consumes the topics of its
+// store's appliers in consumer group sink.group and applies them to MySQL
+// exactly once (see Store.Apply). Kafka offsets committed by the sink are
+// informational; the positions that count are the ones in
 // roomflow_sink_offsets, read on every assignment.
 type Sink struct {
 	cfg    *config.Config
@@ -102,6 +103,9 @@ type Sink struct {
 	m          *Metrics
 
 	parallelism int
+	// shared are the topics whose partitions stay in one transaction
+	// (Applier.SharedRows).
+	shared map[string]bool
 
 	mu      sync.Mutex
 	claims  map[TP]int64 // generation claimed per owned partition
@@ -109,14 +113,25 @@ type Sink struct {
 	lastErr error
 }
 
-// New returns a sink writing to store's database. It fails on a config
-// that does not validate (a sink.batch_size of 0 would poll nothing, in a
-// busy loop) or an invalid owner id; Kafka is only contacted by Run.
+// New returns a sink applying the topics of store's appliers to store's
+// database. It fails on a config that does not validate (a
+// sink.batch_size of 0 would poll nothing, in a busy loop), a store
+// without appliers or with two for one topic, or an invalid owner id;
+// Kafka is only contacted by Run.
 func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, parallelism: 2}
+	if len(store.appliers) == 0 {
+		return nil, errors.New("mysql sink: no applier registered (mysqlsink.WithApplier)")
+	}
+	if len(store.conflicts) > 0 {
+		return nil, fmt.Errorf("mysql sink: more than one applier for topic %s", strings.Join(store.conflicts, ", "))
+	}
+	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, parallelism: 2, shared: map[string]bool{}}
+	for topic, a := range store.appliers {
+		s.shared[topic] = a.SharedRows()
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -164,7 +179,7 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 // returns an error when a batch cannot be applied after sink.max_retries
 // attempts or a non-transient MySQL error occurs.
 func (s *Sink) Run(ctx context.Context) error {
-	topics := []string{s.cfg.Kafka.Topics.MicLedger, s.cfg.Kafka.Topics.LuckyPoolInflow}
+	topics := s.store.Topics()
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(s.cfg.Sink.Group),
 		kgo.ConsumeTopics(topics...),
@@ -357,28 +372,26 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 			continue // fenced earlier and not yet reassigned to us
 		}
 		r := Record{TP: tp, Offset: kr.Offset}
-		var err error
-		switch kr.Topic {
-		case s.cfg.Kafka.Topics.MicLedger:
-			r.Ledger, err = DecodeLedger(kr.Value, s.cfg.AppCode)
-		case s.cfg.Kafka.Topics.LuckyPoolInflow:
-			r.Inflow, err = DecodeInflow(kr.Value, s.cfg.AppCode)
+		a, ok := s.store.appliers[kr.Topic]
+		if !ok {
+			return fmt.Errorf("mysql sink: record of %s, a topic without applier", kr.Topic)
 		}
-		if err != nil {
+		if item, err := a.decode(kr); err != nil {
 			if derr := s.deadLetter(ctx, cl, kr, err); derr != nil {
 				return derr
 			}
+		} else {
+			r.Item = item
 		}
 		recs = append(recs, r)
 		last[tp] = kr
 	}
 	s.m.BatchRecords.WithLabelValues().Observe(float64(len(recs)))
 
-	// Partitions never share a consumption key, a session, a daily or a
-	// lifetime row (the ledger is keyed by user_id), so disjoint partition
-	// groups commit in concurrent transactions; each carries the offsets
-	// of its own partitions, so each is exactly once on its own.
-	groups := splitByPartition(recs, s.parallelism, s.cfg.Kafka.Topics.LuckyPoolInflow)
+	// Disjoint partition groups commit in concurrent transactions; each
+	// carries the offsets of its own partitions, so each is exactly once on
+	// its own. Partitions that share fact rows (SharedRows) stay together.
+	groups := splitByPartition(recs, s.parallelism, s.shared)
 	results := make([]Result, len(groups))
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
@@ -469,46 +482,46 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 
 // splitByPartition deals the records' partitions round-robin (in sorted
 // order) into at most n groups, keeping each partition's records together
-// and in order. Every partition of topic pinned goes to the first group:
-// the lucky pool inflow partitions all write the (platform, global) row,
-// which is then written once per batch instead of once per group.
-func splitByPartition(recs []Record, n int, pinned string) [][]Record {
-	idx := map[TP]int{}
+// and in order. All partitions of a shared topic (Applier.SharedRows) form
+// one slot, dealt before the single partitions: the lucky pool inflow
+// partitions all write the (platform, global) row, which is then written
+// once per batch instead of once per group.
+func splitByPartition(recs []Record, n int, shared map[string]bool) [][]Record {
 	var tps []TP
+	seen := map[TP]bool{}
 	for _, r := range recs {
-		if _, ok := idx[r.TP]; !ok {
-			idx[r.TP] = 0
+		if !seen[r.TP] {
+			seen[r.TP] = true
 			tps = append(tps, r.TP)
 		}
 	}
 	sortTPs(tps)
-	var free []TP
-	hasPinned := false
+	// Slots: one per shared topic first, then one per other partition.
+	slot := map[TP]int{}
+	topicSlot := map[string]int{}
+	slots := 0
 	for _, tp := range tps {
-		if tp.Topic == pinned {
-			hasPinned = true
-		} else {
-			free = append(free, tp)
+		if shared[tp.Topic] {
+			if _, ok := topicSlot[tp.Topic]; !ok {
+				topicSlot[tp.Topic] = slots
+				slots++
+			}
+			slot[tp] = topicSlot[tp.Topic]
 		}
 	}
-	slots := len(free)
-	if hasPinned {
-		slots++
+	for _, tp := range tps {
+		if !shared[tp.Topic] {
+			slot[tp] = slots
+			slots++
+		}
 	}
 	n = max(1, min(n, slots))
 	if n == 1 {
 		return [][]Record{recs}
 	}
-	off := 0
-	if hasPinned {
-		off = 1 // the pinned topic holds group 0's first slot
-	}
-	for i, tp := range free {
-		idx[tp] = (i + off) % n
-	}
 	groups := make([][]Record, n)
 	for _, r := range recs {
-		g := idx[r.TP]
+		g := slot[r.TP] % n
 		groups[g] = append(groups[g], r)
 	}
 	return groups
@@ -578,21 +591,11 @@ func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, c
 		reason = ie.Reason
 	}
 	s.m.DLQ.WithLabelValues(reason).Inc()
-	s.log.Warn("record sent to DLQ", "event_id", header(kr, "event_id"), "event_type", header(kr, "event_type"),
+	s.log.Warn("record sent to DLQ", "event_id", string(envelope.Header(kr, envelope.HeaderEventID)), "event_type", string(envelope.Header(kr, envelope.HeaderEventType)),
 		"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
 	rec := (&envelope.DeadLetter{Stage: "sink", Reason: reason, Err: cause, From: kr}).Build(s.cfg.Kafka.Topics.DLQ)
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("mysql sink: dlq: %w", err)
 	}
 	return nil
-}
-
-// header is the value of r's header key ("" when absent).
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

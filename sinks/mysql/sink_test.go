@@ -150,8 +150,22 @@ func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
 func TestNewRefusesInvalidConfig(t *testing.T) {
 	cfg := testenv.Config(t, nil, nil)
 	cfg.Sink.BatchSize = 0
-	if _, err := mysqlsink.New(cfg, mysqlsink.NewStore(nil, cfg.Sink.Group)); err == nil || !strings.Contains(err.Error(), "sink.batch_size") {
+	if _, err := mysqlsink.New(cfg, sinkStore(nil, cfg)); err == nil || !strings.Contains(err.Error(), "sink.batch_size") {
 		t.Fatalf("New with sink.batch_size 0: %v, want a sink.batch_size error", err)
+	}
+}
+
+// New refuses a store it could not route records with: no applier at all,
+// or two for one topic (kafka.topics.mic_ledger and lucky_pool_inflow
+// naming the same topic would decode ledger entries as inflows).
+func TestNewRefusesStoreWithoutOneApplierPerTopic(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	if _, err := mysqlsink.New(cfg, mysqlsink.NewStore(nil, cfg.Sink.Group)); err == nil || !strings.Contains(err.Error(), "no applier") {
+		t.Fatalf("New without appliers: %v, want a no applier error", err)
+	}
+	cfg.Kafka.Topics.LuckyPoolInflow = cfg.Kafka.Topics.MicLedger
+	if _, err := mysqlsink.New(cfg, sinkStore(nil, cfg)); err == nil || !strings.Contains(err.Error(), cfg.Kafka.Topics.MicLedger) {
+		t.Fatalf("New with two appliers for %s: %v, want an error naming the topic", cfg.Kafka.Topics.MicLedger, err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
 
@@ -63,7 +64,7 @@ func seed(t *testing.T) *testenv.MySQL {
 func apply(t *testing.T, m *testenv.MySQL, entries []*userv1.MicLedgerEntry) {
 	t.Helper()
 	ctx := context.Background()
-	st := mysqlsink.NewStore(m.DB, "api-test")
+	st := mysqlsink.NewStore(m.DB, "api-test", mysqlsink.WithApplier(micledger.New("ledger", "hyapp")))
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
 	claims, err := st.Claim(ctx, "seed", []mysqlsink.TP{tp}, 1)
 	if err != nil {
@@ -71,7 +72,7 @@ func apply(t *testing.T, m *testenv.MySQL, entries []*userv1.MicLedgerEntry) {
 	}
 	var recs []mysqlsink.Record
 	for i, e := range entries {
-		recs = append(recs, mysqlsink.Record{TP: tp, Offset: int64(i), Ledger: e})
+		recs = append(recs, mysqlsink.Record{TP: tp, Offset: int64(i), Item: e})
 	}
 	if _, err := st.Apply(ctx, "seed", map[mysqlsink.TP]int64{tp: claims[tp].Generation}, recs, 1); err != nil {
 		t.Fatal(err)

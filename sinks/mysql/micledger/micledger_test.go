@@ -1,4 +1,4 @@
-package mysqlsink
+package micledger
 
 import (
 	"errors"
@@ -7,11 +7,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
-func TestDecodeLedger(t *testing.T) {
+func TestDecode(t *testing.T) {
 	ok := func() *userv1.MicLedgerEntry {
 		return &userv1.MicLedgerEntry{EventId: "e1", AppCode: "hyapp", EventType: "RoomMicChanged", UserId: 7, MicSessionId: "s1", Action: "down", Status: "consumed",
 			Session: &userv1.MicSession{MicSessionId: "s1", Version: 3}, Daily: []*userv1.MicDailyDelta{{StatDate: "2026-03-01"}}}
@@ -36,8 +36,8 @@ func TestDecodeLedger(t *testing.T) {
 			e := ok()
 			tc.mut(e)
 			b, _ := proto.Marshal(e)
-			_, err := DecodeLedger(b, "")
-			var ie *InvalidRecordError
+			_, err := Decode(b, "")
+			var ie *mysqlsink.InvalidRecordError
 			switch {
 			case tc.reason == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
@@ -46,45 +46,15 @@ func TestDecodeLedger(t *testing.T) {
 			}
 		})
 	}
-	if _, err := DecodeLedger([]byte{0xff, 0xff}, ""); err == nil {
+	if _, err := Decode([]byte{0xff, 0xff}, ""); err == nil {
 		t.Fatal("garbage decoded")
 	}
 	// No app_code is the configured one: the same entry as naming it.
 	noApp := ok()
 	noApp.AppCode = ""
 	b, _ := proto.Marshal(noApp)
-	if got, err := DecodeLedger(b, "hyapp"); err != nil || !proto.Equal(got, ok()) {
+	if got, err := Decode(b, "hyapp"); err != nil || !proto.Equal(got, ok()) {
 		t.Fatalf("default app_code: %v %v", err, got)
-	}
-}
-
-func TestDecodeInflow(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		in     *activityv1.LuckyPoolInflow
-		reason string
-	}{
-		{"valid", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 1}, ""},
-		{"no room", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", GiftId: "g"}, "missing_scope"},
-		{"negative", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", RoomIn: -1}, "negative_inflow"},
-		{"id too long", &activityv1.LuckyPoolInflow{EventId: strings.Repeat("i", 161), AppCode: "a", RoomId: "r", GiftId: "g"}, "too_long"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, _ := proto.Marshal(tc.in)
-			_, err := DecodeInflow(b, "")
-			var ie *InvalidRecordError
-			if (tc.reason == "") != (err == nil) || (err != nil && (!errors.As(err, &ie) || ie.Reason != tc.reason)) {
-				t.Fatalf("error %v, want reason %q", err, tc.reason)
-			}
-		})
-	}
-	b, _ := proto.Marshal(&activityv1.LuckyPoolInflow{EventId: "i", RoomId: "r", GiftId: "g", PlatformIn: 1})
-	want := &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 1}
-	if got, err := DecodeInflow(b, "a"); err != nil || !proto.Equal(got, want) {
-		t.Fatalf("default app_code: %v %v", err, got)
-	}
-	if _, err := DecodeInflow(b, ""); err == nil {
-		t.Fatal("no app_code and no default must be invalid")
 	}
 }
 
@@ -111,11 +81,7 @@ func TestBuildFactsAggregates(t *testing.T) {
 		// Another app: separate rows.
 		{EventId: "a", AppCode: "y", UserId: 1, Status: "consumed", OccurredAtMs: 5, Lifetime: &userv1.MicLifetimeDelta{SessionCountDelta: 1}},
 	}
-	inflows := []*activityv1.LuckyPoolInflow{
-		{EventId: "i1", AppCode: "x", RoomId: "r1", GiftId: "g1", PlatformIn: 2, RoomIn: 3, GiftIn: 5, OccurredAtMs: 10},
-		{EventId: "i2", AppCode: "x", RoomId: "r2", GiftId: "g1", PlatformIn: 20, RoomIn: 30, GiftIn: 50, OccurredAtMs: 20},
-	}
-	f := BuildFacts(ledger, inflows)
+	f := BuildFacts(ledger)
 
 	if len(f.Sessions) != 2 || f.Sessions[0].MicSessionId != "s1" || f.Sessions[0].Version != 2 || f.Sessions[1].MicSessionId != "s2" {
 		t.Fatalf("sessions = %+v", f.Sessions)
@@ -133,65 +99,5 @@ func TestBuildFactsAggregates(t *testing.T) {
 	}
 	if len(f.Lifetime) != 2 || f.Lifetime[0] != wantLife[0] || f.Lifetime[1] != wantLife[1] {
 		t.Fatalf("lifetime = %+v, want %+v", f.Lifetime, wantLife)
-	}
-	// The platform row is written once per batch with the summed inflow;
-	// rows are sorted by primary key (gift < platform < room).
-	wantPools := []PoolRow{
-		{PoolKey{"x", "gift", "g1"}, 55, 20},
-		{PoolKey{"x", "platform", "global"}, 22, 20},
-		{PoolKey{"x", "room", "r1"}, 3, 10},
-		{PoolKey{"x", "room", "r2"}, 30, 20},
-	}
-	if len(f.Pools) != len(wantPools) {
-		t.Fatalf("pools = %+v", f.Pools)
-	}
-	for i := range wantPools {
-		if f.Pools[i] != wantPools[i] {
-			t.Fatalf("pool %d = %+v, want %+v", i, f.Pools[i], wantPools[i])
-		}
-	}
-}
-
-func TestDedupeKeepsFirst(t *testing.T) {
-	es := []*userv1.MicLedgerEntry{{EventId: "a", AppCode: "x", UserId: 1}, {EventId: "a", AppCode: "x", UserId: 2}, {EventId: "a", AppCode: "y"}}
-	out, dups := DedupeLedger(es)
-	if dups != 1 || len(out) != 2 || out[0].UserId != 1 {
-		t.Fatalf("dedupe = %v, %d", out, dups)
-	}
-}
-
-func TestSplitByPartition(t *testing.T) {
-	var recs []Record
-	for _, tp := range []TP{{"ledger", 0}, {"inflow", 1}, {"ledger", 1}, {"inflow", 0}, {"ledger", 2}, {"ledger", 0}} {
-		recs = append(recs, Record{TP: tp, Offset: int64(len(recs))})
-	}
-	groups := splitByPartition(recs, 2, "inflow")
-	if len(groups) != 2 {
-		t.Fatalf("%d groups", len(groups))
-	}
-	where := map[TP]int{}
-	total := 0
-	for g, rs := range groups {
-		last := map[TP]int64{}
-		for _, r := range rs {
-			if w, ok := where[r.TP]; ok && w != g {
-				t.Fatalf("partition %v split across groups", r.TP)
-			}
-			where[r.TP] = g
-			if o, ok := last[r.TP]; ok && r.Offset < o {
-				t.Fatalf("partition %v out of order", r.TP)
-			}
-			last[r.TP] = r.Offset
-			total++
-		}
-	}
-	if total != len(recs) || where[TP{"inflow", 0}] != 0 || where[TP{"inflow", 1}] != 0 {
-		t.Fatalf("groups %v: every record once, inflow partitions in group 0", where)
-	}
-	if where[TP{"ledger", 0}] == where[TP{"ledger", 1}] && where[TP{"ledger", 1}] == where[TP{"ledger", 2}] {
-		t.Fatalf("ledger partitions not spread: %v", where)
-	}
-	if g := splitByPartition(recs, 1, "inflow"); len(g) != 1 || len(g[0]) != len(recs) {
-		t.Fatalf("parallelism 1: %v", g)
 	}
 }

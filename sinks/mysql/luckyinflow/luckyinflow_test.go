@@ -1,0 +1,66 @@
+package luckyinflow
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+)
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     *activityv1.LuckyPoolInflow
+		reason string
+	}{
+		{"valid", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 1}, ""},
+		{"no room", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", GiftId: "g"}, "missing_scope"},
+		{"negative", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", RoomIn: -1}, "negative_inflow"},
+		{"id too long", &activityv1.LuckyPoolInflow{EventId: strings.Repeat("i", 161), AppCode: "a", RoomId: "r", GiftId: "g"}, "too_long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := proto.Marshal(tc.in)
+			_, err := Decode(b, "")
+			var ie *mysqlsink.InvalidRecordError
+			if (tc.reason == "") != (err == nil) || (err != nil && (!errors.As(err, &ie) || ie.Reason != tc.reason)) {
+				t.Fatalf("error %v, want reason %q", err, tc.reason)
+			}
+		})
+	}
+	b, _ := proto.Marshal(&activityv1.LuckyPoolInflow{EventId: "i", RoomId: "r", GiftId: "g", PlatformIn: 1})
+	want := &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 1}
+	if got, err := Decode(b, "a"); err != nil || !proto.Equal(got, want) {
+		t.Fatalf("default app_code: %v %v", err, got)
+	}
+	if _, err := Decode(b, ""); err == nil {
+		t.Fatal("no app_code and no default must be invalid")
+	}
+}
+
+func TestBuildPools(t *testing.T) {
+	inflows := []*activityv1.LuckyPoolInflow{
+		{EventId: "i1", AppCode: "x", RoomId: "r1", GiftId: "g1", PlatformIn: 2, RoomIn: 3, GiftIn: 5, OccurredAtMs: 10},
+		{EventId: "i2", AppCode: "x", RoomId: "r2", GiftId: "g1", PlatformIn: 20, RoomIn: 30, GiftIn: 50, OccurredAtMs: 20},
+	}
+	pools := BuildPools(inflows)
+	// The platform row is written once per batch with the summed inflow;
+	// rows are sorted by primary key (gift < platform < room).
+	wantPools := []PoolRow{
+		{PoolKey{"x", "gift", "g1"}, 55, 20},
+		{PoolKey{"x", "platform", "global"}, 22, 20},
+		{PoolKey{"x", "room", "r1"}, 3, 10},
+		{PoolKey{"x", "room", "r2"}, 30, 20},
+	}
+	if len(pools) != len(wantPools) {
+		t.Fatalf("pools = %+v", pools)
+	}
+	for i := range wantPools {
+		if pools[i] != wantPools[i] {
+			t.Fatalf("pool %d = %+v, want %+v", i, pools[i], wantPools[i])
+		}
+	}
+}
