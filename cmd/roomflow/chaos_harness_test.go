@@ -135,6 +135,13 @@ type chaosHarness struct {
 	groups    []string
 	adm       *kadm.Client
 	topics    []string // topics faults may target
+	changelog string   // the mic state changelog
+	micInput  string   // the mic processor's input topic
+	micGroup  string   // process.mic_group: prefix of the mic transactional ids
+	// processors indexes procs: the `roomflow process` instances, each
+	// named by its --instance-id.
+	processors  []int
+	micStallEnd time.Time
 	t0        time.Time
 
 	procs []*chaosProc
@@ -233,7 +240,15 @@ var chaosFaults = []chaosFault{
 	{"im-slow", 1, (*chaosHarness).imSlow},
 	{"im-msgfreqctrl", 1, (*chaosHarness).imFreqCtrl},
 	{"im-answer-lost", 1, (*chaosHarness).imAnswerLost},
+	// The interleavings of issue 10's defects 1-3, each at least once a run.
+	{"restore-stall", 1, (*chaosHarness).restoreStall},
+	{"zombie-commit", 1, (*chaosHarness).zombieCommit},
+	{"mic-input-stall", 1, (*chaosHarness).micInputStall},
 }
+
+// forcedFaults happen at least once a run, at a seeded moment of its first
+// 60%, besides being drawn like the others.
+var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall"}
 
 // run injects faults drawn from the seeded schedule until the deadline.
 // Every draw is made whatever the state of the pipeline, so a seed always
@@ -243,6 +258,15 @@ func (h *chaosHarness) run(until time.Time) {
 	total := 0
 	for _, f := range chaosFaults {
 		total += f.weight
+	}
+	byKind := map[string]chaosFault{}
+	for _, f := range chaosFaults {
+		byKind[f.kind] = f
+	}
+	span := time.Until(until) * 6 / 10
+	forced := map[string]time.Time{}
+	for _, k := range forcedFaults {
+		forced[k] = time.Now().Add(span / 10).Add(time.Duration(h.rng.Int64N(int64(span * 9 / 10))))
 	}
 	for {
 		gap := h.between(time.Second, 4*time.Second)
@@ -257,6 +281,13 @@ func (h *chaosHarness) run(until time.Time) {
 				break
 			}
 		}
+		for _, k := range forcedFaults {
+			if at, ok := forced[k]; ok && time.Now().After(at) {
+				f = byKind[k]
+				break
+			}
+		}
+		delete(forced, f.kind)
 		if !f.inject(h) {
 			h.mu.Lock()
 			h.skipped++
@@ -271,13 +302,16 @@ func (h *chaosHarness) run(until time.Time) {
 // within the timer margins).
 func (h *chaosHarness) pick() *chaosProc {
 	p := h.procs[h.rng.IntN(len(h.procs))]
-	h.mu.Lock()
-	busy := h.outages >= 2
-	h.mu.Unlock()
-	if busy || p.running() == nil {
+	if h.busy() || p.running() == nil {
 		return nil
 	}
 	return p
+}
+
+func (h *chaosHarness) busy() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.outages >= 2
 }
 
 func (h *chaosHarness) outage(delta int) {
@@ -294,6 +328,15 @@ func (h *chaosHarness) kill() bool {
 		return false
 	}
 	h.settle()
+	if !h.killNow(p, restart) {
+		return false
+	}
+	h.count("sigkill", "%s (restart in %s)", p.name, restart.Round(time.Millisecond))
+	return true
+}
+
+// killNow SIGKILLs p's running child and restarts p after restart.
+func (h *chaosHarness) killNow(p *chaosProc, restart time.Duration) bool {
 	p.mu.Lock()
 	c := p.cur
 	if c == nil || p.stopped {
@@ -306,7 +349,6 @@ func (h *chaosHarness) kill() bool {
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
 	h.outage(1)
-	h.count("sigkill", "%s (restart in %s)", p.name, restart.Round(time.Millisecond))
 	h.after(restart, func() {
 		p.start()
 		h.outage(-1)
@@ -472,6 +514,107 @@ func (a *armed) disarm() {
 	a.mu.Lock()
 	a.spent = true
 	a.mu.Unlock()
+}
+
+// restoreStall is defect 1's interleaving: the changelog answers every
+// fetch with NOT_LEADER_FOR_PARTITION for 11-16s (kgo retries silently, so
+// the fetch is just quiet) and a processor instance is SIGKILLed at once,
+// so the other one restores the moved partitions through the stall.
+func (h *chaosHarness) restoreStall() bool {
+	d := h.between(11*time.Second, 16*time.Second)
+	restart := h.between(2*time.Second, 5*time.Second)
+	p := h.procs[h.processors[h.rng.IntN(len(h.processors))]]
+	if h.busy() || p.running() == nil {
+		return false
+	}
+	h.settle()
+	fh := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.changelog, Err: kerr.NotLeaderForPartition, Count: -1})
+	if !h.killNow(p, restart) {
+		fh.Remove()
+		return false
+	}
+	h.count("restore-stall", "changelog fetches fail for %s; %s SIGKILLed (restart in %s)", d.Round(time.Millisecond), p.name, restart.Round(time.Millisecond))
+	h.after(d, fh.Remove)
+	return true
+}
+
+// zombieCommit is defect 2's interleaving: the next EndTxn of a mic
+// processor instance is held at the broker while that instance is
+// SIGSTOPped beyond its session timeout (its partitions move to the other
+// instance, which restores and carries on), then the EndTxn is let
+// through — the late commit of a zombie — and the instance resumes.
+func (h *chaosHarness) zombieCommit() bool {
+	d := h.session + h.between(time.Second, 4*time.Second)
+	a := &armed{}
+	h.mu.Lock()
+	h.armed = append(h.armed, a)
+	h.mu.Unlock()
+	h.k.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		id := req.(*kmsg.EndTxnRequest).TransactionalID
+		if !strings.HasPrefix(id, h.micGroup+"-") {
+			return nil, nil, false // another client's: keep waiting
+		}
+		var p *chaosProc
+		for _, q := range h.procs {
+			if id == h.micGroup+"-"+q.name {
+				p = q
+			}
+		}
+		if p == nil || h.busy() || !a.fire(&h.wg) {
+			h.k.Fake.DropControl()
+			return nil, nil, false
+		}
+		h.k.Fake.DropControl()
+		p.mu.Lock()
+		c := p.cur
+		if c == nil || p.stopped {
+			p.mu.Unlock()
+			h.wg.Done()
+			return nil, nil, false
+		}
+		p.stopped = true
+		p.mu.Unlock()
+		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
+		h.outage(1)
+		h.logf("zombie-commit: %s stopped with its EndTxn (%s) held for %s", p.name, id, d.Round(time.Millisecond))
+		h.k.Fake.SleepControl(func() { time.Sleep(d) })
+		go func() {
+			defer h.wg.Done()
+			time.Sleep(time.Second) // the late commit lands first
+			_ = c.cmd.Process.Signal(syscall.SIGCONT)
+			p.mu.Lock()
+			p.stopped = false
+			p.mu.Unlock()
+			h.outage(-1)
+			h.liftedNow()
+		}()
+		return nil, nil, false
+	})
+	h.count("zombie-commit", "next mic processor EndTxn held %s while its instance is stopped", d.Round(time.Millisecond))
+	return true
+}
+
+// micInputStall is defect 3's interleaving: the mic processors' input
+// answers every fetch with NOT_LEADER_FOR_PARTITION for longer than the
+// pending max age while their timers keep ticking; the real publishes and
+// downs wait in the partitions meanwhile. The late downs of the scenario
+// come chaosLateDown after a due time, longer than this stall, so the
+// outcome the oracle predicts is the only one a correct pipeline gives.
+func (h *chaosHarness) micInputStall() bool {
+	d := chaosPendingMaxAge + h.between(2*time.Second, 10*time.Second)
+	h.mu.Lock()
+	recent := time.Since(h.micStallEnd) < 20*time.Second
+	h.mu.Unlock()
+	if recent {
+		return false
+	}
+	fh := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.micInput, Err: kerr.NotLeaderForPartition, Count: -1})
+	h.mu.Lock()
+	h.micStallEnd = time.Now().Add(d)
+	h.mu.Unlock()
+	h.count("mic-input-stall", "every fetch of the mic input fails for %s", d.Round(time.Millisecond))
+	h.after(d, fh.Remove)
+	return true
 }
 
 // killConnections runs KILL CONNECTION on one or all of the children's

@@ -88,6 +88,9 @@ const (
 	chaosPendingMaxAge    = 40 * time.Second
 	chaosPublishingMaxAge = 60 * time.Second
 	chaosMargin           = 25 * time.Second
+	// chaosLateDown is how long after the timer close a late down comes:
+	// longer than a mic-input-stall, so the stall cannot decide the close.
+	chaosLateDown = 60 * time.Second
 	chaosSessionTimeout   = 3 * time.Second
 )
 
@@ -169,6 +172,7 @@ func TestPipelineChaos(t *testing.T) {
 	tp := cfg.Kafka.Topics
 	h.topics = []string{tp.RoomEvents, tp.UserMicEvents, tp.MicStateChangelog, tp.MicStateChangelog, tp.MicLedger,
 		tp.MicSessionClosed, tp.LuckyPoolInflow, tp.RelayOffsets}
+	h.changelog, h.micInput, h.micGroup = tp.MicStateChangelog, tp.UserMicEvents, cfg.Process.MicGroup
 	for _, c := range [][]string{
 		{"relay-1", "relay", "--instance-id", "relay-1"},
 		{"relay-2", "relay", "--instance-id", "relay-2"},
@@ -178,6 +182,9 @@ func TestPipelineChaos(t *testing.T) {
 		{"sink-2", "sink"},
 		{"publish-im", "publish-im"},
 	} {
+		if c[1] == "process" {
+			h.processors = append(h.processors, len(h.procs))
+		}
 		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:]})
 	}
 	t.Cleanup(func() {
@@ -349,7 +356,8 @@ func TestPipelineChaos(t *testing.T) {
 
 // chaosScenario is the run's traffic: sessions starting over the fault
 // window (all their events written by its end), gifts, and 15% of sessions
-// abandoned early enough that their timer closes fall inside the window.
+// abandoned early enough that their timer closes and late downs fall
+// inside the window.
 func chaosScenario(seed uint64, dur time.Duration, start time.Time) loadgen.Scenario {
 	sc := loadgen.DefaultScenario()
 	sc.Seed = seed
@@ -362,7 +370,10 @@ func chaosScenario(seed uint64, dur time.Duration, start time.Time) loadgen.Scen
 	sc.Timers = &loadgen.TimerPolicy{PendingPublishMaxAge: chaosPendingMaxAge, PublishingSessionMaxAge: chaosPublishingMaxAge}
 	sc.TimerMargin = chaosMargin
 	sc.Abandoned = 0.15
-	sc.AbandonWithin = max(dur-chaosPublishingMaxAge-chaosMargin-10*time.Second, dur/4)
+	sc.LateDownAfter = chaosLateDown
+	// every abandoned session's last event (a late down at most
+	// pending max age + late down after its start) lies in the window
+	sc.AbandonWithin = max(dur-chaosPendingMaxAge-chaosLateDown-5*time.Second, 15*time.Second)
 	return sc
 }
 

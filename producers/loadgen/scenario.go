@@ -57,11 +57,13 @@ type Scenario struct {
 	// margin. The Abandoned share of sessions (seat start within
 	// AbandonWithin of Start; 0: Span) is left open on purpose, in three
 	// equal kinds: never published, published without down, and never
-	// published with a late down TimerMargin after the timer closed it.
+	// published with a late down LateDownAfter (0: TimerMargin) after
+	// the timer closed it.
 	Timers        *TimerPolicy
 	TimerMargin   time.Duration
 	Abandoned     float64
 	AbandonWithin time.Duration
+	LateDownAfter time.Duration
 }
 
 // DefaultScenario is a small mixed load over two UTC days.
@@ -112,10 +114,14 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	spanMs := s.Span.Milliseconds()
 	maxLen := max(s.MaxSessionLength.Milliseconds(), 60_000)
 	publishWithin := int64(30_000)
-	var pendingAge, publishingAge, margin, abandonSpan int64
+	var pendingAge, publishingAge, margin, lateDown, abandonSpan int64
 	if s.Timers != nil {
 		pendingAge, publishingAge = s.Timers.PendingPublishMaxAge.Milliseconds(), s.Timers.PublishingSessionMaxAge.Milliseconds()
 		margin = s.TimerMargin.Milliseconds()
+		lateDown = margin
+		if s.LateDownAfter > 0 {
+			lateDown = s.LateDownAfter.Milliseconds()
+		}
 		maxLen = max(min(s.MaxSessionLength.Milliseconds(), pendingAge-margin, publishingAge-margin)-1000, 1000) // + 1s below
 		publishWithin = 5000
 		abandonSpan = spanMs
@@ -162,7 +168,7 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		case abandonPublishing:
 			ms.EndMs = ms.PublishMs + publishingAge + margin
 		case abandonLateDown:
-			ms.EndMs = seat + pendingAge + margin // the down comes after the timer closed the session
+			ms.EndMs = seat + pendingAge + lateDown // the down comes after the timer closed the session
 		}
 		nextFree[u] = ms.EndMs + 1
 		seatNo := int32(1 + r.IntN(8))
