@@ -151,6 +151,7 @@ type chaosHarness struct {
 	mu       sync.Mutex
 	stopping bool
 	faults   map[string]int
+	active   map[string]int // faults in effect by kind
 	skipped  int
 	outages  int       // components killed or stopped right now
 	lifted   time.Time // when the last fault ended
@@ -177,15 +178,31 @@ func (h *chaosHarness) liftedNow() {
 	h.mu.Unlock()
 }
 
-// after runs fn after d in the background, as part of the faults in effect.
-func (h *chaosHarness) after(d time.Duration, fn func()) {
-	h.wg.Add(1)
+// after runs fn after d in the background: the end of a fault of kind in
+// effect until then.
+func (h *chaosHarness) after(kind string, d time.Duration, fn func()) {
+	h.begin(kind)
 	go func() {
-		defer h.wg.Done()
 		time.Sleep(d)
 		fn()
-		h.liftedNow()
+		h.end(kind)
 	}()
+}
+
+// begin and end bracket a fault in effect (heal waits for them all).
+func (h *chaosHarness) begin(kind string) {
+	h.wg.Add(1)
+	h.mu.Lock()
+	h.active[kind]++
+	h.mu.Unlock()
+}
+
+func (h *chaosHarness) end(kind string) {
+	h.mu.Lock()
+	h.active[kind]--
+	h.lifted = time.Now()
+	h.mu.Unlock()
+	h.wg.Done()
 }
 
 func (h *chaosHarness) between(lo, hi time.Duration) time.Duration {
@@ -254,19 +271,24 @@ var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall"}
 // Every draw is made whatever the state of the pipeline, so a seed always
 // gives the same sequence of faults, targets and parameters; a fault whose
 // target is down at its turn is skipped.
-func (h *chaosHarness) run(until time.Time) {
+func (h *chaosHarness) run(until time.Time, only map[string]bool) {
+	var faults []chaosFault
 	total := 0
-	for _, f := range chaosFaults {
-		total += f.weight
-	}
 	byKind := map[string]chaosFault{}
 	for _, f := range chaosFaults {
-		byKind[f.kind] = f
+		if len(only) == 0 || only[f.kind] {
+			faults = append(faults, f)
+			total += f.weight
+			byKind[f.kind] = f
+		}
 	}
 	span := time.Until(until) * 6 / 10
 	forced := map[string]time.Time{}
 	for _, k := range forcedFaults {
-		forced[k] = time.Now().Add(span / 10).Add(time.Duration(h.rng.Int64N(int64(span * 9 / 10))))
+		at := time.Now().Add(span / 10).Add(time.Duration(h.rng.Int64N(int64(span * 9 / 10))))
+		if _, ok := byKind[k]; ok {
+			forced[k] = at
+		}
 	}
 	for {
 		gap := h.between(time.Second, 4*time.Second)
@@ -276,7 +298,7 @@ func (h *chaosHarness) run(until time.Time) {
 		time.Sleep(gap)
 		n := h.rng.IntN(total)
 		var f chaosFault
-		for _, f = range chaosFaults {
+		for _, f = range faults {
 			if n -= f.weight; n < 0 {
 				break
 			}
@@ -349,7 +371,7 @@ func (h *chaosHarness) killNow(p *chaosProc, restart time.Duration) bool {
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
 	h.outage(1)
-	h.after(restart, func() {
+	h.after("sigkill", restart, func() {
 		p.start()
 		h.outage(-1)
 	})
@@ -382,7 +404,7 @@ func (h *chaosHarness) zombie() bool {
 	}
 	h.outage(1)
 	h.count("sigstop-zombie", "%s stopped for %s", p.name, d.Round(time.Millisecond))
-	h.after(d, func() {
+	h.after("sigstop-zombie", d, func() {
 		_ = c.cmd.Process.Signal(syscall.SIGCONT)
 		p.mu.Lock()
 		p.stopped = false
@@ -426,7 +448,7 @@ func (h *chaosHarness) fetchError() bool {
 	d := h.between(time.Second, 12*time.Second)
 	fh := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: tp, Partitions: []int32{p}, Err: kerr.NotLeaderForPartition, Count: -1})
 	h.count("fetch-error", "%s/%d NOT_LEADER_FOR_PARTITION for %s", tp, p, d.Round(time.Millisecond))
-	h.after(d, fh.Remove)
+	h.after("fetch-error", d, fh.Remove)
 	return true
 }
 
@@ -480,10 +502,9 @@ func (h *chaosHarness) endTxnDelay() bool {
 	h.mu.Unlock()
 	h.k.Fake.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		h.k.Fake.DropControl()
-		if a.fire(&h.wg) { // an EndTxn arriving while the first sleeps passes
+		if a.fire(h, "endtxn-delay") { // an EndTxn arriving while the first sleeps passes
 			h.k.Fake.SleepControl(func() { time.Sleep(d) })
-			h.liftedNow()
-			h.wg.Done()
+			h.end("endtxn-delay")
 		}
 		return nil, nil, false
 	})
@@ -497,16 +518,16 @@ type armed struct {
 	spent bool
 }
 
-// fire reports whether the fault acts now (at most once), counting it in wg
-// under the lock, so heal's wait sees it.
-func (a *armed) fire(wg *sync.WaitGroup) bool {
+// fire reports whether the fault acts now (at most once); it begins the
+// fault under the lock, so heal's wait sees it.
+func (a *armed) fire(h *chaosHarness, kind string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.spent {
 		return false
 	}
 	a.spent = true
-	wg.Add(1)
+	h.begin(kind)
 	return true
 }
 
@@ -534,7 +555,7 @@ func (h *chaosHarness) restoreStall() bool {
 		return false
 	}
 	h.count("restore-stall", "changelog fetches fail for %s; %s SIGKILLed (restart in %s)", d.Round(time.Millisecond), p.name, restart.Round(time.Millisecond))
-	h.after(d, fh.Remove)
+	h.after("restore-stall", d, fh.Remove)
 	return true
 }
 
@@ -560,7 +581,7 @@ func (h *chaosHarness) zombieCommit() bool {
 				p = q
 			}
 		}
-		if p == nil || h.busy() || !a.fire(&h.wg) {
+		if p == nil || h.busy() || !a.fire(h, "zombie-commit") {
 			h.k.Fake.DropControl()
 			return nil, nil, false
 		}
@@ -569,7 +590,7 @@ func (h *chaosHarness) zombieCommit() bool {
 		c := p.cur
 		if c == nil || p.stopped {
 			p.mu.Unlock()
-			h.wg.Done()
+			h.end("zombie-commit")
 			return nil, nil, false
 		}
 		p.stopped = true
@@ -579,14 +600,13 @@ func (h *chaosHarness) zombieCommit() bool {
 		h.logf("zombie-commit: %s stopped with its EndTxn (%s) held for %s", p.name, id, d.Round(time.Millisecond))
 		h.k.Fake.SleepControl(func() { time.Sleep(d) })
 		go func() {
-			defer h.wg.Done()
 			time.Sleep(time.Second) // the late commit lands first
 			_ = c.cmd.Process.Signal(syscall.SIGCONT)
 			p.mu.Lock()
 			p.stopped = false
 			p.mu.Unlock()
 			h.outage(-1)
-			h.liftedNow()
+			h.end("zombie-commit")
 		}()
 		return nil, nil, false
 	})
@@ -613,7 +633,7 @@ func (h *chaosHarness) micInputStall() bool {
 	h.micStallEnd = time.Now().Add(d)
 	h.mu.Unlock()
 	h.count("mic-input-stall", "every fetch of the mic input fails for %s", d.Round(time.Millisecond))
-	h.after(d, fh.Remove)
+	h.after("mic-input-stall", d, fh.Remove)
 	return true
 }
 
@@ -683,7 +703,7 @@ func (h *chaosHarness) holdLocks() bool {
 	}
 	rows.Close()
 	h.count("mysql-row-locks", "%d rows of %s for %s", n, q.what, d.Round(time.Millisecond))
-	h.after(d, func() { _ = tx.Rollback() })
+	h.after("mysql-row-locks", d, func() { _ = tx.Rollback() })
 	return true
 }
 
@@ -749,10 +769,19 @@ func (h *chaosHarness) heal() time.Time {
 	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		h.t.Errorf("chaos: faults still in effect 2 minutes after the schedule ended")
+	for waited := time.Duration(0); ; waited += 10 * time.Second {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			h.mu.Lock()
+			h.logf("still in effect after the schedule: %v", h.active)
+			h.mu.Unlock()
+			if waited < 2*time.Minute {
+				continue
+			}
+			h.t.Errorf("chaos: faults still in effect 2 minutes after the schedule ended")
+		}
+		break
 	}
 	h.mu.Lock()
 	for _, fh := range h.kHandles {

@@ -57,11 +57,19 @@ func TestHelperChaosChild(t *testing.T) {
 }
 
 // chaosProfile is what a run is: its seed (the fault schedule and the
-// traffic) and how long faults are injected. ROOMFLOW_CHAOS_SEED and
-// ROOMFLOW_CHAOS_DURATION set them; by default a random seed and the
-// 2-minute profile `make test` runs (`make chaos`: 10 minutes).
-func chaosProfile(t *testing.T) (seed uint64, d time.Duration) {
+// traffic), how long faults are injected and which kinds. ROOMFLOW_CHAOS_SEED
+// and ROOMFLOW_CHAOS_DURATION set the first two; by default a random seed
+// and the 2-minute profile `make test` runs (`make chaos`: 10 minutes).
+// ROOMFLOW_CHAOS_FAULTS (comma separated kinds) narrows a replay down to
+// some kinds of fault; the schedule of those kinds changes with it.
+func chaosProfile(t *testing.T) (seed uint64, d time.Duration, only map[string]bool) {
 	d = 2 * time.Minute
+	if v := os.Getenv("ROOMFLOW_CHAOS_FAULTS"); v != "" {
+		only = map[string]bool{}
+		for _, k := range strings.Split(v, ",") {
+			only[strings.TrimSpace(k)] = true
+		}
+	}
 	if v := os.Getenv("ROOMFLOW_CHAOS_DURATION"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil || d < time.Minute {
@@ -73,11 +81,11 @@ func chaosProfile(t *testing.T) (seed uint64, d time.Duration) {
 		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
 			t.Fatalf("ROOMFLOW_CHAOS_SEED=%q: %v", v, err)
 		}
-		return seed, d
+		return seed, d, only
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000, d
+	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000, d, only
 }
 
 // Timer windows of the run: short, so the timers close sessions during it,
@@ -118,7 +126,7 @@ func TestPipelineChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: minutes long")
 	}
-	seed, dur := chaosProfile(t)
+	seed, dur, only := chaosProfile(t)
 	t.Logf("chaos seed %d, faults for %s (replay: ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s)", seed, dur, seed, dur)
 	k := testenv.NewKafka(t, testenv.FakeOpts(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
 	if k.Fake == nil {
@@ -167,7 +175,7 @@ func TestPipelineChaos(t *testing.T) {
 		t: t, dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
 		session: chaosSessionTimeout, adm: kadm.NewClient(k.Client(t)),
 		groups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group},
-		rng:    mrand.New(mrand.NewPCG(seed, seed^0x5eed)), faults: map[string]int{}, t0: time.Now(),
+		rng:    mrand.New(mrand.NewPCG(seed, seed^0x5eed)), faults: map[string]int{}, active: map[string]int{}, t0: time.Now(),
 	}
 	tp := cfg.Kafka.Topics
 	h.topics = []string{tp.RoomEvents, tp.UserMicEvents, tp.MicStateChangelog, tp.MicStateChangelog, tp.MicLedger,
@@ -226,6 +234,7 @@ func TestPipelineChaos(t *testing.T) {
 	})
 
 	h.t0 = time.Now()
+	h.logf("traffic and faults start (t0 = %d ms)", h.t0.UnixMilli())
 	sc := chaosScenario(seed, dur, h.t0)
 	events, oracle := sc.Generate()
 	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
@@ -242,7 +251,7 @@ func TestPipelineChaos(t *testing.T) {
 		written <- writeResult{n, late, err}
 	}()
 
-	h.run(h.t0.Add(dur))
+	h.run(h.t0.Add(dur), only)
 	w := <-written
 	if w.err != nil {
 		t.Fatalf("write room_outbox: %v", w.err)
