@@ -257,7 +257,22 @@ func TestScenarioTimersMargins(t *testing.T) {
 	sc.Sessions, sc.Gifts, sc.Users = 600, 100, 120
 	sc.Start, sc.Span, sc.MaxSessionLength = time.Now(), 5*time.Minute, time.Hour
 	sc.Timers, sc.TimerMargin, sc.Abandoned, sc.AbandonWithin = &pol, 20*time.Second, 0.2, time.Minute
+	// the last event: a session starting at the end of the span, or a
+	// late down of one abandoned at the end of its window
+	checkTimersScenario(t, sc, pol, sc.Span+20*time.Second+2*time.Second)
+	// the chaos run's 2-minute profile: every event within 117s
+	sc.Seed, sc.Sessions, sc.Gifts, sc.Users = 2, 480, 960, 210
+	sc.Span, sc.MaxSessionLength, sc.TimerMargin, sc.Abandoned, sc.AbandonWithin, sc.LateDownAfter =
+		100*time.Second, 15*time.Second, 25*time.Second, 0.15, 15*time.Second, time.Minute
+	checkTimersScenario(t, sc, pol, 117*time.Second)
+}
+
+func checkTimersScenario(t *testing.T, sc Scenario, pol TimerPolicy, lastAt time.Duration) {
+	t.Helper()
 	evs, o := sc.Generate()
+	if last := evs[len(evs)-1].Envelope; last.OccurredAtMs > sc.Start.Add(lastAt).UnixMilli() {
+		t.Fatalf("last event %s at +%s, want by +%s", last.EventId, time.UnixMilli(last.OccurredAtMs).Sub(sc.Start), lastAt)
+	}
 	type times struct{ up, pub int64 }
 	sess := map[string]*times{}
 	for _, e := range evs {
@@ -298,8 +313,10 @@ func TestScenarioTimersMargins(t *testing.T) {
 	if len(o.OpenSessions) != 0 || len(o.Sessions) != sc.Sessions {
 		t.Fatalf("%d sessions closed, %d open; want all %d closed", len(o.Sessions), len(o.OpenSessions), sc.Sessions)
 	}
-	// about 0.2*600 = 120 abandoned: two thirds pending timeouts (one of them with a late down), one third publishing windows
-	if p, w := reasons["compensated_publish_timeout"], reasons["compensated_publishing_max_window"]; p < 50 || w < 20 {
+	// two thirds of the abandoned close as pending timeouts (half of them
+	// with a late down), one third as publishing windows
+	n := sc.Abandoned * float64(sc.Sessions)
+	if p, w := reasons["compensated_publish_timeout"], reasons["compensated_publishing_max_window"]; float64(p) < n/2 || float64(w) < n/6 {
 		t.Fatalf("timer closes by reason: %v", reasons)
 	}
 }

@@ -134,26 +134,45 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	// Sessions: each user's sessions are sequential and never overlap.
 	nextFree := make([]int64, s.Users)
 	reasons := []string{"leave", "kick", "room_closed", "publish_timeout", "presence_stale", "rtc_audio_stopped"}
-	for i := 0; i < s.Sessions; i++ {
+	// A Timers scenario places its sessions in time order, each on a user
+	// free at its start, so sessions keep their planned times (the timers
+	// measure them against the clock).
+	type plan struct {
+		abandon abandonKind
+		at      int64
+	}
+	order := make([]int, s.Sessions)
+	for i := range order {
+		order[i] = i
+	}
+	var plans []plan
+	if s.Timers != nil {
+		plans = make([]plan, s.Sessions)
+		for i := range plans {
+			plans[i].at = startMs + r.Int64N(spanMs)
+			if r.Float64() < s.Abandoned {
+				plans[i] = plan{abandon: abandonKind(1 + r.IntN(3)), at: startMs + r.Int64N(abandonSpan)}
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return plans[order[a]].at < plans[order[b]].at })
+	}
+	for _, i := range order {
 		u := r.IntN(s.Users)
 		userID := int64(100000 + u)
 		abandon := abandonNone
-		if s.Timers != nil && r.Float64() < s.Abandoned {
-			abandon = abandonKind(1 + r.IntN(3))
-		}
-		at, latest := startMs+r.Int64N(spanMs), startMs+spanMs
-		if abandon != abandonNone {
-			at, latest = startMs+r.Int64N(abandonSpan), startMs+abandonSpan
-		}
-		if s.Timers != nil && nextFree[u] > latest {
-			// The user is busy past the window (an abandoned session holds
-			// them until its timer close): take the user free soonest.
-			for v := range nextFree {
-				if nextFree[v] < nextFree[u] {
-					u = v
+		var at int64
+		if s.Timers != nil {
+			abandon, at = plans[i].abandon, plans[i].at
+			if nextFree[u] > at { // busy: take the user free soonest
+				for v := range nextFree {
+					if nextFree[v] < nextFree[u] {
+						u = v
+					}
 				}
+				userID = int64(100000 + u)
 			}
-			userID = int64(100000 + u)
+		} else {
+			at = startMs + r.Int64N(spanMs)
 		}
 		seat := max(nextFree[u], at) + 1000
 		length := 1000 + r.Int64N(maxLen)
