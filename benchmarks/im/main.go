@@ -9,6 +9,9 @@
 //	go run ./benchmarks/im -rate 150 -duration 20s          # below the limit: latency
 //	go run ./benchmarks/im -rate 400 -duration 20s -hot 5   # saturation + hot rooms
 //
+// No room-service publishes by itself here, so the fast path claims at once
+// (im.fast_path_delay 0); -fast-path-delay 3s measures the default hold.
+//
 // Needs MariaDB (ROOMFLOW_TEST_MYSQL_DSN, default root@tcp(127.0.0.1:3306)/);
 // Kafka is an in-process kfake cluster.
 package main
@@ -58,14 +61,15 @@ func main() {
 	rooms := flag.Int("rooms", 2000, "rooms")
 	dur := flag.Duration("duration", 20*time.Second, "load duration")
 	partitions := flag.Int("partitions", 12, "partitions of the room events topic")
+	delay := flag.Duration("fast-path-delay", 0, "im.fast_path_delay")
 	flag.Parse()
-	if err := run(*rate, *hot, *hotRate, *rooms, *partitions, *dur); err != nil {
+	if err := run(*rate, *hot, *hotRate, *rooms, *partitions, *dur, *delay); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
+func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
@@ -108,6 +112,7 @@ func run(rate, hot, hotRate, rooms, partitions int, dur time.Duration) error {
 	cfg.Kafka.Brokers = kc.ListenAddrs()
 	cfg.Kafka.Partitions = int32(partitions)
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier, cfg.IM.GroupIDPrefix = url, appID, key, admin, prefix
+	cfg.IM.FastPathDelay = config.Duration(delay)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

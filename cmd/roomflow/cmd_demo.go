@@ -92,6 +92,7 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	cfg.Kafka.Partitions = 6
 	cfg.MySQL.DSN = dsn
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey = imURL, 1400000000, secret
+	cfg.IM.FastPathDelay = 0 // no room-service publishes by itself here
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
 	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
 	// The scenario's timestamps lie in the past; keep the mic timers from

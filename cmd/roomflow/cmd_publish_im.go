@@ -13,26 +13,42 @@ func init() {
 		Short: "Publish room events to Tencent IM (Kafka fast path + room_outbox compensation worker)",
 		Long: `publish-im delivers room system messages to Tencent Cloud IM with seed 000's
 room_outbox semantics. The fast path consumes kafka.topics.room_events in
-the consumer group outbox_worker.group, claims each event's room_outbox row
-(pending/retryable, or delivering with an expired lock), sends it with
-send_group_msg to group {im.group_id_prefix}{room_id}, and marks it delivered,
-or retryable with retry_count+1 and a short last_error. Rows already
-delivered by room-service are not sent again; RoomCreated, RoomHeatChanged
-and RoomRankChanged are marked delivered without a call.
+the consumer group outbox_worker.group, holds each event for
+im.fast_path_delay (default 3s, counted from when it was consumed, so
+room-service's own synchronous publish comes first), then claims its
+room_outbox row (pending/retryable, or delivering with an expired lock),
+sends it with send_group_msg to group {im.group_id_prefix}{room_id}, and
+marks it delivered, or retryable with retry_count+1 and a short last_error.
+Rows room-service marked delivered meanwhile are not sent again;
+RoomCreated, RoomHeatChanged and RoomRankChanged are marked delivered
+without a call. Set im.fast_path_delay to 0 where room-service no longer
+publishes itself.
 
-The compensation worker (outbox_worker.enabled) claims pending rows older
-than outbox_worker.claim_grace, retryable rows, and expired claims every
-outbox_worker.poll_interval, outbox_worker.batch_size at a time, with
-FOR UPDATE SKIP LOCKED, each send bounded by outbox_worker.publish_timeout.
+The compensation worker claims pending rows older than
+outbox_worker.claim_grace (at least im.fast_path_delay), retryable rows, and
+expired claims every outbox_worker.poll_interval, outbox_worker.batch_size
+at a time, with FOR UPDATE SKIP LOCKED, each send bounded by
+outbox_worker.publish_timeout.
+
+outbox_worker.enabled=false switches delivery off as a whole: neither the
+fast path nor the compensation worker runs (a WARN at start and
+roomflow_im_delivery_enabled 0 say so); rows wait in room_outbox.
+
+On SIGTERM /readyz answers 503 at once, claiming stops, sends in flight
+finish within publish_timeout (those still running near shutdown.timeout
+are cancelled and their rows left delivering until lock_until_ms), results
+are recorded, and MySQL is closed last.
 
 Calls are paced under im.max_calls_per_second and
 im.max_messages_per_group_per_second per process: with several replicas,
 divide the Tencent limits among them. Requires im.sdk_app_id and
-im.secret_key.`,
+im.secret_key unless outbox_worker.enabled is false.`,
 		Order: 40,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			if err := d.Config.ValidateIM(); err != nil {
-				return nil, err
+			if d.Config.OutboxWorker.Enabled { // fail on missing credentials before dialling MySQL
+				if err := d.Config.ValidateIM(); err != nil {
+					return nil, err
+				}
 			}
 			db, err := d.DB(ctx)
 			if err != nil {

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
 // The Kubernetes manifests must stay true to the binary: the ConfigMap's
@@ -96,4 +98,27 @@ type podSpec struct {
 type container struct {
 	Name string   `yaml:"name"`
 	Args []string `yaml:"args"`
+}
+
+// The alert rules filter roomflow_im_publish_total only by result values
+// the IM client emits ("delivered" is not one: the failure alert fired on
+// every successful call).
+func TestAlertRulesUseEmittedIMResults(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/prometheus-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted := map[string]bool{"ok": true}
+	for _, c := range []tencentim.Class{tencentim.Retryable, tencentim.RegenerateSig, tencentim.Permanent} {
+		emitted[c.String()] = true
+	}
+	uses := regexp.MustCompile(`roomflow_im_publish_total\{[^}]*result!?=~?"([^"]+)"`).FindAllStringSubmatch(string(raw), -1)
+	if len(uses) == 0 {
+		t.Fatal("no rule on roomflow_im_publish_total{result}")
+	}
+	for _, u := range uses {
+		if !emitted[u[1]] {
+			t.Errorf("rule filters result=%q, which the IM client never emits (it emits %v)", u[1], emitted)
+		}
+	}
 }

@@ -3,10 +3,15 @@
 // a registry of components, and the ordered start/stop that the design asks
 // of every long-running command.
 //
-// Shutdown order: the context given to Component.Run is cancelled (stop
-// intake); each component drains its in-flight batch within
+// Shutdown order (seed 000's): the process is marked draining (/readyz
+// answers 503 at once); then the context given to Component.Run is
+// cancelled (stop intake); each component drains its in-flight batch within
 // shutdown.timeout and closes its own Kafka clients before Run returns; the
-// frame then closes the shared MySQL pool last and stops the HTTP server.
+// frame waits for every component and only then closes the shared MySQL
+// pool and stops the HTTP server. A component still running 5s after
+// shutdown.timeout is a bug: the frame then returns an error naming it and
+// leaves MySQL open (the process exits under it, as on SIGKILL), so no
+// component ever runs without its database.
 package app
 
 import (
@@ -15,7 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,12 +125,18 @@ func (d *Deps) Close() error {
 
 // Run builds the given components, serves metrics.addr, runs them
 // concurrently until ctx is cancelled or one fails, and shuts down in order.
-// It returns the first component error.
+// It returns the component errors joined, and an error naming any
+// component that did not stop in time.
 func Run(ctx context.Context, d *Deps, run []Spec) error {
 	if len(run) == 0 {
 		return errors.New("app: no components to run")
 	}
-	defer d.Close()
+	closeDB := true
+	defer func() {
+		if closeDB {
+			d.Close()
+		}
+	}()
 	var srv *obs.Server
 	if addr := d.Config.Metrics.Addr; addr != "" {
 		var err error
@@ -146,27 +160,53 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		comps = append(comps, c)
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
+	// Components run on their own context, cancelled only after the
+	// process is marked draining.
+	compCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	var wg sync.WaitGroup
-	errs := make([]error, len(comps))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		running = map[string]bool{}
+	)
 	for i, c := range comps {
+		running[run[i].Name] = true
 		wg.Go(func() {
-			if err := c.Run(ctx); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", run[i].Name, err)
+			err := c.Run(compCtx)
+			mu.Lock()
+			defer mu.Unlock()
+			delete(running, run[i].Name)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", run[i].Name, err)
+				errs = append(errs, err)
 				d.Log.Error("component failed", "component", run[i].Name, "error", err)
-				cancel(errs[i])
+				cancel(err)
 			}
 		})
 	}
-	<-ctx.Done()
-	d.Log.Info("stopping", "component", "app", "cause", context.Cause(ctx))
+	var cause error
+	select {
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-compCtx.Done():
+		cause = context.Cause(compCtx)
+	}
+	d.Health.SetDraining()
+	cancel(cause)
+	d.Log.Info("stopping", "component", "app", "cause", cause)
 	wait := make(chan struct{})
 	go func() { wg.Wait(); close(wait) }()
 	select {
 	case <-wait:
 	case <-time.After(d.Config.Shutdown.Timeout.D() + 5*time.Second):
-		d.Log.Error("components did not stop within shutdown.timeout", "component", "app", "timeout", d.Config.Shutdown.Timeout.String())
+		mu.Lock()
+		defer mu.Unlock()
+		stuck := slices.Sorted(maps.Keys(running))
+		closeDB = false
+		d.Log.Error("components did not stop within shutdown.timeout; exiting with MySQL still open under them", "component", "app",
+			"timeout", d.Config.Shutdown.Timeout.String(), "running", stuck)
+		return errors.Join(append(errs, fmt.Errorf("app: %s did not stop within shutdown.timeout (%s)", strings.Join(stuck, ", "), d.Config.Shutdown.Timeout))...)
 	}
 	return errors.Join(errs...)
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -89,5 +91,65 @@ func TestRunBuildErrorNamesComponent(t *testing.T) {
 	}}})
 	if err == nil || !strings.HasPrefix(err.Error(), "relay: ") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Seed 000's shutdown order: /readyz answers 503 as soon as the stop
+// begins, before any component has finished draining, and MySQL is never
+// closed under a component that is still running, even one that overruns
+// shutdown.timeout (the frame then returns an error naming it).
+func TestDrainingReadinessAndMySQLOutlivesComponents(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, nil, m)
+	cfg.Metrics.Addr = testenv.ClosedAddr(t)
+	cfg.Shutdown.Timeout = config.Duration(200 * time.Millisecond)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	readyz := func() int {
+		resp, err := http.Get("http://" + cfg.Metrics.Addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	started := make(chan struct{})
+	whileDraining := make(chan int, 1)
+	release := make(chan struct{})
+	late := make(chan error, 1)
+	overruns := app.Spec{Name: "overruns", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		db, err := d.DB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return app.ComponentFunc(func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			whileDraining <- readyz()
+			<-release // a send far beyond shutdown.timeout
+			late <- db.PingContext(context.Background())
+			return nil
+		}), nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, []app.Spec{overruns}) }()
+	<-started
+	testenv.Eventually(t, 10*time.Second, "/readyz to answer", func() bool { return readyz() == http.StatusOK })
+	cancel()
+	if got := <-whileDraining; got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz answered %d while draining, want 503", got)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if err == nil || !strings.Contains(err.Error(), "overruns did not stop") {
+		t.Fatalf("Run must name the component that overran: %v", err)
+	}
+	close(release)
+	if err := <-late; err != nil {
+		t.Fatalf("MySQL closed under a running component: %v", err)
 	}
 }

@@ -140,6 +140,10 @@ type APIConfig struct {
 
 // OutboxWorkerConfig is seed 000's block, names unchanged. Values <= 0 fall
 // back to defaults (seed 000: never a busy loop, never a full scan).
+//
+// Enabled false switches IM delivery off as a whole: publish-im then runs
+// neither the Kafka fast path nor the compensation scan (it only reports the
+// backlog), so no path delivers while another is stopped.
 type OutboxWorkerConfig struct {
 	Enabled        bool     `yaml:"enabled"`
 	PollInterval   Duration `yaml:"poll_interval"`
@@ -147,7 +151,8 @@ type OutboxWorkerConfig struct {
 	PublishTimeout Duration `yaml:"publish_timeout"`
 	RetryStrategy  string   `yaml:"retry_strategy"`
 	// ClaimGrace is how old a pending row must be before the compensation
-	// scan claims it, so the Kafka fast path gets it first.
+	// scan claims it, so the Kafka fast path gets it first. At least
+	// im.fast_path_delay, or the scan would race room-service's own publish.
 	ClaimGrace Duration `yaml:"claim_grace"`
 	// LockTTL is how long a claim (status delivering) holds before another
 	// worker may reclaim it.
@@ -168,6 +173,12 @@ type IMConfig struct {
 	MaxMessagesPerGroupPerSecond int      `yaml:"max_messages_per_group_per_second"`
 	MaxMessageBytes              int      `yaml:"max_message_bytes"`
 	MarkPermanentFailed          bool     `yaml:"mark_permanent_failed"`
+	// FastPathDelay is how long the fast path holds a consumed room event
+	// (on its own monotonic clock, from consumption) before claiming its
+	// row: room-service publishes synchronously itself and marks the row
+	// delivered (seed 000), and the fast path must not race it. 0 claims at
+	// once, for deployments whose room-service no longer publishes.
+	FastPathDelay Duration `yaml:"fast_path_delay"`
 }
 
 // Default returns the configuration every key falls back to.
@@ -251,6 +262,7 @@ func Default() Config {
 			MaxCallsPerSecond:            200,
 			MaxMessagesPerGroupPerSecond: 40,
 			MaxMessageBytes:              12 * 1024,
+			FastPathDelay:                Duration(3 * time.Second),
 		},
 	}
 }

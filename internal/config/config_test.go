@@ -14,6 +14,10 @@ func TestDefaultIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults must validate: %v", err)
 	}
+	// Seed 000: room-service publishes itself; the fast path waits for it.
+	if c.IM.FastPathDelay.D() != 3*time.Second || c.OutboxWorker.ClaimGrace < c.IM.FastPathDelay {
+		t.Fatalf("im.fast_path_delay %s, outbox_worker.claim_grace %s", c.IM.FastPathDelay, c.OutboxWorker.ClaimGrace)
+	}
 }
 
 // Every validation rule, each with the key its error must name.
@@ -74,6 +78,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
 		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
+		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = Duration(time.Second) }},
 		{"outbox_worker.lock_ttl", func(c *Config) { c.OutboxWorker.LockTTL = 0 }},
 		{"outbox_worker.lock_ttl", func(c *Config) { c.OutboxWorker.LockTTL = c.OutboxWorker.PublishTimeout }},
 		{"outbox_worker.group", func(c *Config) { c.OutboxWorker.Group = "" }},
@@ -87,6 +92,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"im.max_calls_per_second", func(c *Config) { c.IM.MaxCallsPerSecond = 0 }},
 		{"im.max_messages_per_group_per_second", func(c *Config) { c.IM.MaxMessagesPerGroupPerSecond = 0 }},
 		{"im.max_message_bytes", func(c *Config) { c.IM.MaxMessageBytes = 0 }},
+		{"im.fast_path_delay", func(c *Config) { c.IM.FastPathDelay = -1 }},
+		{"im.fast_path_delay", func(c *Config) { c.IM.FastPathDelay = Duration(time.Hour) }},
 	}
 	for _, tc := range cases {
 		c := Default()
@@ -173,6 +180,8 @@ mic:
   publishing_session_max_age: 6h
 outbox_worker:
   enabled: false
+im:
+  fast_path_delay: 0s
 `)
 	cfg, err := Load(p, env(map[string]string{
 		"ROOMFLOW_KAFKA_BROKERS":       " a:1, b:2 ,",
@@ -206,6 +215,7 @@ outbox_worker:
 		{"mic max window", cfg.Mic.PublishingSessionMaxAge.D(), 6 * time.Hour},
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
+		{"fast path delay 0 is kept (claim at once)", cfg.IM.FastPathDelay.D(), time.Duration(0)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -171,6 +171,9 @@ func (c *Config) Validate() error {
 		bad("outbox_worker.retry_strategy", "must be empty or fixed_interval (got %q)", c.OutboxWorker.RetryStrategy)
 	}
 	positiveDur("outbox_worker.claim_grace", c.OutboxWorker.ClaimGrace)
+	if c.OutboxWorker.ClaimGrace > 0 && c.OutboxWorker.ClaimGrace < c.IM.FastPathDelay {
+		bad("outbox_worker.claim_grace", "must be at least im.fast_path_delay (%s), or the scan sends rows room-service is still publishing itself", c.IM.FastPathDelay)
+	}
 	positiveDur("outbox_worker.lock_ttl", c.OutboxWorker.LockTTL)
 	if c.OutboxWorker.LockTTL > 0 && c.OutboxWorker.LockTTL <= c.OutboxWorker.PublishTimeout {
 		bad("outbox_worker.lock_ttl", "must exceed outbox_worker.publish_timeout (%s), or a live claim could be stolen", c.OutboxWorker.PublishTimeout)
@@ -195,6 +198,9 @@ func (c *Config) Validate() error {
 	positive("im.max_calls_per_second", c.IM.MaxCallsPerSecond)
 	positive("im.max_messages_per_group_per_second", c.IM.MaxMessagesPerGroupPerSecond)
 	positive("im.max_message_bytes", c.IM.MaxMessageBytes)
+	if c.IM.FastPathDelay < 0 || c.IM.FastPathDelay.D() > 10*time.Minute {
+		bad("im.fast_path_delay", "must be between 0 (claim at once) and 10m (got %s)", c.IM.FastPathDelay)
+	}
 	return errors.Join(errs...)
 }
 

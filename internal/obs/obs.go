@@ -41,11 +41,23 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Health tracks liveness and readiness. A component is ready when every
-// check registered with AddReadiness passes; /healthz only says the process
-// serves HTTP.
+// check registered with AddReadiness passes and the process is not
+// draining; /healthz only says the process serves HTTP.
 type Health struct {
-	mu     sync.Mutex
-	checks map[string]func() error
+	mu       sync.Mutex
+	checks   map[string]func() error
+	draining bool
+}
+
+// ErrDraining is the readiness error of a process that is shutting down.
+var ErrDraining = errors.New("draining: shutting down")
+
+// SetDraining marks the process as shutting down: from now on Ready fails
+// (so /readyz answers 503), whatever the checks say. It is never undone.
+func (h *Health) SetDraining() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.draining = true
 }
 
 // NewHealth returns a Health with no checks (ready).
@@ -58,11 +70,15 @@ func (h *Health) AddReadiness(name string, check func() error) {
 	h.checks[name] = check
 }
 
-// Ready runs every check and joins the failures.
+// Ready runs every check and joins the failures, led by ErrDraining once
+// SetDraining was called.
 func (h *Health) Ready() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var errs []error
+	if h.draining {
+		errs = append(errs, ErrDraining)
+	}
 	for name, c := range h.checks {
 		if err := c(); err != nil {
 			errs = append(errs, errors.New(name+": "+err.Error()))

@@ -57,6 +57,10 @@ func TestServerEndpoints(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Fatalf("readyz when ready: %d", code)
 	}
+	h.SetDraining()
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "draining") || !errors.Is(h.Ready(), obs.ErrDraining) {
+		t.Fatalf("readyz while draining: %d %q", code, body)
+	}
 	code, body := get(t, base+"/metrics")
 	if code != 200 || !strings.Contains(body, "roomflow_test_things_total 3") || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
 		t.Fatalf("metrics: %d, missing roomflow/go/process series", code)

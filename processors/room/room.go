@@ -17,8 +17,8 @@
 //     that overflows.
 //
 // The processor is stateless; rules come from MySQL through a cache
-// (lucky.Loader). A MySQL failure is not a reject: the transaction aborts
-// and the records are retried.
+// (lucky.Loader). A MySQL failure is not a reject: the record's partition
+// stalls alone and retries it after a backoff while the others go on.
 package room
 
 import (
@@ -184,7 +184,7 @@ func (p *Processor) gifted(t *runtime.Task, env *envelopeView) error {
 	case errors.Is(err, lucky.ErrInvalidRule):
 		return runtime.Reject(ReasonInvalidRule, err)
 	case err != nil:
-		return err // transient: abort and retry
+		return err // transient: the partition stalls and retries the record
 	}
 	in, err := lucky.ComputeInflow(g.HeatValue, rule)
 	switch {

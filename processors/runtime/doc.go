@@ -34,9 +34,9 @@
 // transaction commits; their changelog records (one per dirty key, the last
 // value wins) are produced right before the commit. If the transaction
 // aborts — a rebalance happened (GroupTransactSession then refuses to commit),
-// a produce failed, the processor returned a non-reject error — the buffered
-// writes are discarded and consumption rewinds to the last committed offsets,
-// so the committed state and the committed offsets always agree.
+// a produce failed — the buffered writes are discarded and consumption
+// rewinds to the last committed offsets, so the committed state and the
+// committed offsets always agree.
 //
 // # Rejects and the DLQ
 //
@@ -45,18 +45,48 @@
 // value and headers plus the headers `error` (reason and detail),
 // `error_reason`, `source_topic`, `source_partition` and `source_offset`.
 // Records emitted and Store writes made while processing a rejected record
-// are discarded; the partition moves on. Any other error aborts the whole
-// transaction; the runtime backs off and reprocesses from the last commit
-// (so a transient failure, e.g. MySQL down, never loses or skips a record,
-// and a deterministic bug stalls the partitions instead of corrupting
-// output — classify deterministic failures as rejects).
+// are discarded; the partition moves on. A *CorruptStateError (CorruptState:
+// a state value the processor cannot decode, which no retry can fix) is
+// dead-lettered the same way with reason corrupt_state.
+//
+// # Partition stalls
+//
+// Any other error (a failing lookup, MySQL down, a bug) stalls only the
+// record's partition: the record's emits and writes are undone, the
+// partition's fetching is paused and its position set back to the record
+// (kgo SetOffsets, which also sets the offset the GroupTransactSession
+// commits for it), so the open transaction commits the partition exactly
+// up to the records before the failing one and never a record it did not
+// process. After a backoff (RetryBackoff, doubling while the same record
+// keeps failing) the partition resumes from the failing record. The other
+// partitions keep processing and committing meanwhile. A stalled partition
+// shows as roomflow_process_partition_stalled{partition}=1 and an error log
+// naming topic, partition, offset, event_id and the error. A failing
+// punctuation is undone and retried after the same backoff (the gauge
+// shows it too) while its partition's records keep flowing. A transient failure never loses or skips a record; a
+// deterministic one stalls one partition instead of corrupting output —
+// classify deterministic failures as rejects.
 //
 // # Restore, revoke, shutdown, fencing
 //
-// On assignment the runtime waits until the partition's committed input
-// offset is stable (no pending transactional offset commit, KIP-447), then
-// reads the partition's changelog up to its last stable offset before the
-// task processes anything or punctuates. On revoke or loss the open
+// On assignment the runtime restores the task's store before the task
+// processes anything or punctuates. It commits a marker record (a reserved
+// key; the store never holds it) to the partition's changelog in a
+// transaction of its own, then reads the changelog read_committed from its
+// start until it reads past its own marker. A read_committed fetch stops
+// below any open transaction, so the restore also waits until a previous
+// owner's last transaction is committed or aborted (after that owner's
+// transaction timeout at worst), and it includes everything committed before
+// the marker however long the fetches stall (a leader move retried inside
+// kgo looks like silence); there is no time limit and no "quiet tail"
+// guess. An open transaction is aborted first (consumption rewinds): the
+// marker needs the producer, and committing would also commit the offsets
+// of records polled but not yet processed. While any partition restores,
+// Ready reports not ready and roomflow_process_restoring_partitions counts
+// them; a wait is logged every 10 s with its cause (an open transaction or
+// stalled fetches). Input offsets are read with RequireStable, so
+// consumption also starts after a previous owner's pending offset commit
+// (KIP-447). On revoke or loss the open
 // transaction is aborted (GroupTransactSession) and the task and its state
 // are dropped. On context cancel (SIGTERM) the open transaction is committed
 // within the shutdown timeout, or aborted; never partly. A zombie — an
@@ -69,10 +99,30 @@
 // offsets has no TxnOffsetCommit for the broker to check; before committing
 // one, the runtime confirms its membership and generation with a Heartbeat
 // and aborts if the coordinator does not (ILLEGAL_GENERATION,
-// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, no answer). As with franz-go's
-// own heartbeat before EndTxn, the rebalance timeout covers the moment
-// between that check and the commit. Punctuation output should still use
-// deterministic event ids, which the MySQL sinks dedupe.
+// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, no answer). An instance that
+// passes the check and then pauses before its EndTxn (GC, SIGSTOP) is not
+// fenced, and commits when it wakes; but it flushed its changelog writes
+// before the check, so they precede the marker of the instance that takes
+// the partition over, whose restore cannot end before that transaction is
+// resolved: it restores the late commit (a timer close, say) and does not
+// repeat it. Output that writes no state is not covered by this; punctuation
+// output should still use deterministic event ids, which the MySQL sinks
+// dedupe.
+//
+// # Timers
+//
+// Punctuations compare the clock with times in the state, so they must not
+// run on a task that is behind its input: after a restart or a stall the
+// records that close a session for real may still wait in the partition.
+// At each tick the runtime reads the last stable offsets of the input
+// partitions (one ListOffsets read_committed for all tasks, made beside
+// the processing loop and bounded by 5s; on error the tick is skipped and
+// retried 500ms later, never run blind) and runs a task's due punctuations, with the tick's time, only once the
+// task's consume position (after the last polled record, transaction
+// markers included; else the committed offset) reaches that offset. Until
+// then the tick is deferred, checked again after every poll, and counted
+// in punctuations_deferred_total{reason=behind|lso_unavailable}. So what a
+// timer does depends only on what Kafka held at the tick.
 //
 // # Memory
 //
@@ -91,10 +141,13 @@
 // records_in_total and records_out_total (per topic, committed
 // transactions only; out includes changelog and DLQ records), dlq_total
 // (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
-// (per cause: rebalance, produce, processor, punctuation, membership,
-// shutdown), restore_duration_seconds, restore_records_total, state_keys
+// (per cause: rebalance, restore, produce, flush, membership,
+// unowned_partition, shutdown), restore_duration_seconds, restore_records_total
+// (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
-// LagInterval), punctuations_total (per name).
+// LagInterval), punctuations_total (per name), punctuations_deferred_total
+// (per reason), partition_stalled (per partition, 1 while stalled) and
+// partition_stalls_total (failed attempts, per cause: record, punctuation).
 //
 // # Time
 //

@@ -42,6 +42,43 @@ func AsReject(err error) (*RejectError, bool) {
 	return r, ok
 }
 
+// ReasonCorruptState is the DLQ reason of a record whose processing met a
+// *CorruptStateError.
+const ReasonCorruptState = "corrupt_state"
+
+// CorruptStateError is a state value the processor cannot decode. No retry
+// can fix it, so instead of stalling the partition the runtime sends the
+// record that read it to the DLQ with reason corrupt_state (and discards
+// what processing it emitted or wrote), like a Reject. The value stays in
+// the store: later records of the same key meet it too, and go to the DLQ
+// with the same reason until an operator repairs the state.
+type CorruptStateError struct {
+	Key string // the store key whose value is corrupt
+	Err error  // the decode error
+}
+
+// CorruptState returns a *CorruptStateError for key.
+func CorruptState(key string, err error) error { return &CorruptStateError{Key: key, Err: err} }
+
+func (e *CorruptStateError) Error() string {
+	return fmt.Sprintf("corrupt state value of key %q: %v", e.Key, e.Err)
+}
+
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
+// asDeadLetter reports whether err sends its record to the DLQ: a
+// *RejectError, or a *CorruptStateError (as reason corrupt_state).
+func asDeadLetter(err error) (*RejectError, bool) {
+	if rej, ok := AsReject(err); ok {
+		return rej, true
+	}
+	var cs *CorruptStateError
+	if errors.As(err, &cs) {
+		return &RejectError{Reason: ReasonCorruptState, Err: err}, true
+	}
+	return nil, false
+}
+
 // ErrKilled is returned by Run after Kill.
 var ErrKilled = errors.New("runtime: killed")
 

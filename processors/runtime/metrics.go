@@ -16,10 +16,14 @@ type metrics struct {
 	txnAborts    *prometheus.CounterVec   // processor, cause
 	restoreDur   *prometheus.HistogramVec // processor
 	restoreRecs  *prometheus.CounterVec   // processor
+	restoring    *prometheus.GaugeVec     // processor
 	stateKeys    *prometheus.GaugeVec     // processor, partition
 	stateBytes   *prometheus.GaugeVec     // processor, partition
 	lag          *prometheus.GaugeVec     // processor, topic, partition
 	punctuations *prometheus.CounterVec   // processor, name
+	deferred     *prometheus.CounterVec   // processor, reason
+	stalled      *prometheus.GaugeVec     // processor, partition
+	stalls       *prometheus.CounterVec   // processor, cause
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_txn_aborts_total",
-			Help: "Aborted transactions by cause (rebalance, produce, processor, shutdown).",
+			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, shutdown).",
 		}, []string{"processor", "cause"}),
 		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_process_restore_duration_seconds",
@@ -56,7 +60,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		restoreRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_restore_records_total",
-			Help: "Changelog records read while restoring.",
+			Help: "Changelog records read while restoring (counted as they are read: restore progress).",
+		}, []string{"processor"}),
+		restoring: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_restoring_partitions",
+			Help: "Partitions whose state is being restored (not ready until 0).",
 		}, []string{"processor"}),
 		stateKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "roomflow_process_state_keys",
@@ -74,6 +82,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_process_punctuations_total",
 			Help: "Punctuation runs by processor and name.",
 		}, []string{"processor", "name"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_punctuations_deferred_total",
+			Help: "Punctuation ticks of a task deferred: behind (the task had not consumed its input up to the last stable offset read at the tick) or lso_unavailable (reading it failed).",
+		}, []string{"processor", "reason"}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_partition_stalled",
+			Help: "1 while a partition backs off alone after a record or punctuation failed (non-reject error), until it succeeds.",
+		}, []string{"processor", "partition"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_process_partition_stalls_total",
+			Help: "Failed attempts that stalled a partition, by cause (record, punctuation).",
+		}, []string{"processor", "cause"}),
 	}
 	if reg == nil {
 		return m
@@ -86,10 +106,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.txnAborts = register(reg, m.txnAborts)
 	m.restoreDur = register(reg, m.restoreDur)
 	m.restoreRecs = register(reg, m.restoreRecs)
+	m.restoring = register(reg, m.restoring)
 	m.stateKeys = register(reg, m.stateKeys)
 	m.stateBytes = register(reg, m.stateBytes)
 	m.lag = register(reg, m.lag)
 	m.punctuations = register(reg, m.punctuations)
+	m.deferred = register(reg, m.deferred)
+	m.stalled = register(reg, m.stalled)
+	m.stalls = register(reg, m.stalls)
 	return m
 }
 

@@ -16,9 +16,10 @@ import (
 // emit records with t.Emit and read time with t.Now. It must not keep rec or
 // t after returning.
 //
-// Return nil on success; Reject(reason, err) to send rec to the DLQ (what it
-// emitted or wrote is discarded); any other error to abort the open
-// transaction and retry from the last commit after a back-off.
+// Return nil on success; Reject(reason, err) or CorruptState(key, err) to
+// send rec to the DLQ (what it emitted or wrote is discarded); any other
+// error to undo rec and stall its partition alone, retrying rec after a
+// back-off (see the package doc, Partition stalls).
 type Processor interface {
 	Process(t *Task, rec *kgo.Record) error
 }
@@ -30,9 +31,13 @@ type ProcessorFunc func(t *Task, rec *kgo.Record) error
 func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec) }
 
 // PunctuateFunc is a wall-clock timer callback of one task. now is the
-// runtime clock's time. What it emits and writes commits in the open
-// transaction like record output. A non-nil error aborts the transaction
-// (Reject has no meaning here: there is no record to dead-letter).
+// runtime clock's time at the tick; the task has consumed its input
+// partition up to the last stable offset read at that tick. What it emits
+// and writes commits in the open transaction like record output. A non-nil
+// error undoes them; the punctuation is retried after a back-off, the
+// partition's records keep flowing (Reject has no meaning here: there is no
+// record to dead-letter, so skip what can never succeed, such as a corrupt
+// value).
 type PunctuateFunc func(t *Task, now time.Time) error
 
 // Option configures New.
@@ -125,7 +130,9 @@ func CommitRecords(n int) Option { return func(o *options) { o.commitRecords = n
 
 // Punctuate registers a wall-clock timer run for every owned task every
 // interval of the runtime clock, also when the partition receives nothing.
-// The first run is one interval after the task is restored.
+// The first run is one interval after the task is restored. A tick runs
+// only once the task has consumed its input up to the last stable offset
+// read at the tick (see the package doc, Timers), so it may come late.
 func Punctuate(name string, interval time.Duration, fn PunctuateFunc) Option {
 	return func(o *options) {
 		o.punctuations = append(o.punctuations, punctuation{name: name, interval: interval, fn: fn})
@@ -166,8 +173,8 @@ func TransactionTimeout(d time.Duration) Option { return func(o *options) { o.tx
 // SessionTimeout sets the group session timeout (default 20s).
 func SessionTimeout(d time.Duration) Option { return func(o *options) { o.sessionTimeout = d } }
 
-// RetryBackoff bounds the back-off after an aborted transaction (default
-// 100ms doubling to 10s).
+// RetryBackoff bounds the back-off of a stalled partition (default 100ms
+// doubling to 10s while the same record or punctuation keeps failing).
 func RetryBackoff(min, max time.Duration) Option {
 	return func(o *options) { o.retryMin, o.retryMax = min, max }
 }

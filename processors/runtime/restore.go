@@ -4,69 +4,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// restoreQuiet is how long a restore waits without any changelog record
-// before it concludes that the rest of the partition was compacted away.
-const restoreQuiet = 10 * time.Second
+// markerKey is the changelog key of restore markers. It is reserved: the
+// store refuses it (Put and Delete panic) and a restore skips every record
+// with it, whoever wrote it. One key per partition, so compaction keeps
+// only the latest marker.
+const markerKey = "\x00roomflow.restore-marker"
 
-// restore builds the tasks of newly assigned partitions. With a changelog,
-// it first waits until the partitions' committed input offsets are stable
-// (the previous owner's last transaction is resolved, KIP-447), then reads
-// each changelog partition from its start to its last stable offset.
-func (r *Runtime) restore(ctx context.Context, parts []int32) error {
+// restoreReportEvery is how often a restore that waits for its markers
+// logs what it waits for.
+const restoreReportEvery = 10 * time.Second
+
+// restore builds the tasks of newly assigned partitions. With a changelog it
+// commits a marker record to each of their changelog partitions in a
+// transaction of its own, then reads the partitions read_committed from
+// their start until it has read past its markers. A read_committed fetch
+// stops below any open transaction, so the restore also waits until every
+// transaction a previous owner left open is committed or aborted: what it
+// restores is everything committed to the changelog before the marker,
+// however long the fetches stall (a leader move, an unreachable broker).
+// There is no time limit; Ready reports not ready meanwhile.
+//
+// The marker needs the session's producer, so an open transaction is
+// aborted first (committing it would also commit the offsets of records
+// polled but not processed yet); restore reports whether it did, so the
+// caller drops what it fetched. Errors: a *TxnError if the marker
+// transaction fails (fenced), a *RestoreError if the changelog cannot be
+// read, ErrKilled after Kill, ctx.Err() on cancel.
+func (r *Runtime) restore(ctx context.Context, parts []int32) (aborted bool, err error) {
 	if r.o.changelog == "" {
 		for _, p := range parts {
 			r.startTask(r.newTask(p))
 		}
-		return nil
+		return false, nil
+	}
+	r.setRestoring(len(parts))
+	defer r.setRestoring(0)
+	if r.inTxn {
+		if _, err := r.endTxn(r.o.txnTimeout, false, "restore"); err != nil {
+			return true, err
+		}
+		aborted = true
 	}
 	start := time.Now()
-	if err := r.waitStable(ctx, parts); err != nil {
-		return err
-	}
-	starts, err := r.adm.ListStartOffsets(ctx, r.o.changelog)
-	if err == nil {
-		err = starts.Error()
-	}
+	markers, err := r.writeMarkers(ctx, parts)
 	if err != nil {
-		return &RestoreError{Topic: r.o.changelog, Partition: parts[0], Err: fmt.Errorf("list start offsets: %w", err)}
+		return aborted, err
 	}
-	ends, err := r.adm.ListCommittedOffsets(ctx, r.o.changelog) // last stable offsets
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return &RestoreError{Topic: r.o.changelog, Partition: parts[0], Err: fmt.Errorf("list stable offsets: %w", err)}
-	}
-
 	tasks := map[int32]*Task{}
-	targets := map[int32]int64{} // partitions still to read: last offset to reach
-	consume := map[int32]kgo.Offset{}
 	for _, p := range parts {
-		t := r.newTask(p)
-		tasks[p] = t
-		so, _ := starts.Lookup(r.o.changelog, p)
-		eo, ok := ends.Lookup(r.o.changelog, p)
-		if !ok {
-			return &RestoreError{Topic: r.o.changelog, Partition: p, Err: errors.New("partition missing")}
-		}
-		if eo.Offset > so.Offset {
-			targets[p] = eo.Offset - 1
-			consume[p] = kgo.NewOffset().At(so.Offset)
-		}
+		tasks[p] = r.newTask(p)
 	}
-	var n int
-	if len(targets) > 0 {
-		n, err = r.readChangelog(ctx, tasks, targets, consume)
-		if err != nil {
-			return err
-		}
+	if err := r.readChangelog(ctx, tasks, markers); err != nil {
+		return aborted, err
 	}
 	took := time.Since(start)
 	for _, p := range parts {
@@ -74,47 +71,128 @@ func (r *Runtime) restore(ctx context.Context, parts []int32) error {
 		t.restored = took
 		r.startTask(t)
 		r.m.restoreDur.WithLabelValues(r.name).Observe(took.Seconds())
-		r.log.Info("partition restored", "partition", p, "keys", t.store.Len(), "bytes", t.store.Bytes(), "duration", took.String())
+		r.log.Info("partition restored", "partition", p, "keys", t.store.Len(), "bytes", t.store.Bytes(),
+			"marker_offset", markers[p], "duration", took.String())
 	}
-	r.m.restoreRecs.WithLabelValues(r.name).Add(float64(n))
-	return nil
+	return aborted, nil
 }
 
-func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, targets map[int32]int64, consume map[int32]kgo.Offset) (int, error) {
+// setRestoring publishes how many partitions are being restored (Ready and
+// the restoring gauge).
+func (r *Runtime) setRestoring(n int) {
+	r.restoring.Store(int32(n))
+	r.m.restoring.WithLabelValues(r.name).Set(float64(n))
+}
+
+// writeMarkers commits one marker record to the changelog partition of
+// each of parts and returns their offsets. A transaction whose produce
+// fails is aborted and retried after a back-off.
+func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
+	backoff := r.o.retryMin
+	for {
+		offsets, err := r.markerTxn(parts)
+		if err != nil || offsets != nil {
+			return offsets, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		if r.killed.Load() {
+			return nil, ErrKilled
+		}
+		backoff = min(backoff*2, r.o.retryMax)
+	}
+}
+
+// markerTxn runs one marker transaction: the offsets if it committed, nil
+// if it aborted. It ends the transaction on the session's client directly:
+// it carries no offsets, so committing it is safe whatever the group does,
+// and GroupTransactSession.End would hold every offset-less commit for
+// 500 ms (its guard for brokers without KIP-447). A rebalance during it
+// stays flagged in the session and aborts the next processing
+// transaction. Like endTxn it is bounded by the transaction timeout, not
+// by Run's context (an interrupted end leaves the producer unusable).
+func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.txnTimeout)
+	defer cancel()
+	cl := r.sess.Client()
+	fatal := func(err error) error {
+		if r.killed.Load() {
+			return ErrKilled
+		}
+		return &TxnError{Processor: r.name, Err: fmt.Errorf("restore marker: %w", err)}
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		return nil, fatal(err)
+	}
+	value := markerValue(r.o.txnID)
+	recs := make([]*kgo.Record, len(parts))
+	for i, p := range parts {
+		recs[i] = &kgo.Record{Topic: r.o.changelog, Partition: p, Key: []byte(markerKey), Value: value}
+	}
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		if !r.killed.Load() {
+			r.log.Warn("restore marker not written; aborting its transaction", "topic", r.o.changelog, "error", err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			return nil, fatal(err)
+		}
+		return nil, nil
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return nil, fatal(err)
+	}
+	offsets := make(map[int32]int64, len(parts))
+	for _, pr := range res {
+		offsets[pr.Record.Partition] = pr.Record.Offset
+	}
+	return offsets, nil
+}
+
+// markerValue is a marker's changelog value: txnID, for operators, in a
+// value that expired long ago, so a runtime from before the markers (after
+// a rollback) restores it as nothing.
+func markerValue(txnID string) []byte {
+	return encodeChangelogValue(entry{value: []byte(txnID), expiresMs: 1})
+}
+
+// readChangelog reads each task's changelog partition read_committed from
+// its start into the task's store until it has read a record at or after
+// the partition's marker offset (the marker itself, or a later record if
+// compaction removed it).
+func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, markers map[int32]int64) error {
+	consume := map[int32]kgo.Offset{}
+	for p := range markers {
+		consume[p] = kgo.NewOffset().AtStart()
+	}
 	opts := append([]kgo.Opt{}, r.restoreOpts...)
 	opts = append(opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.o.changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), // the last offset may be a commit marker
+		kgo.KeepControlRecords(), // the marker's commit marker also ends a partition
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, &RestoreError{Topic: r.o.changelog, Partition: -1, Err: err}
+		return &RestoreError{Topic: r.o.changelog, Partition: -1, Err: err}
 	}
 	defer cl.Close()
 	nowMs := r.o.clock().UnixMilli()
-	n := 0
-	lastProgress := time.Now()
-	for len(targets) > 0 {
+	pending := maps.Clone(markers)
+	restoreRecs := r.m.restoreRecs.WithLabelValues(r.name)
+	start := time.Now()
+	nextReport := start.Add(restoreReportEvery)
+	for len(pending) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return n, ctx.Err()
+			return ctx.Err()
 		}
 		if r.killed.Load() {
-			return n, ErrKilled
-		}
-		if fs.NumRecords() > 0 {
-			lastProgress = time.Now()
-		} else if time.Since(lastProgress) > restoreQuiet {
-			// The tail below the last stable offset can be gone
-			// (compacted tombstones and transaction markers of an idle
-			// partition). A fetch answers as soon as any record is
-			// readable, so a long silence means nothing is left.
-			r.log.Warn("changelog ends before its last stable offset (compacted tail); restore complete",
-				"topic", r.o.changelog, "partitions", len(targets))
-			break
+			return ErrKilled
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -123,67 +201,62 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, targ
 			}
 		})
 		if ferr != nil {
-			return n, ferr
+			return ferr
 		}
-		var rerr error
+		n := 0
 		fs.EachRecord(func(rec *kgo.Record) {
-			target, ok := targets[rec.Partition]
-			if !ok || rerr != nil {
+			marker, ok := pending[rec.Partition]
+			if !ok || ferr != nil {
 				return
 			}
-			if !rec.Attrs.IsControl() {
+			if !rec.Attrs.IsControl() && string(rec.Key) != markerKey {
 				n++
 				if err := tasks[rec.Partition].store.restoreRecord(rec.Key, rec.Value, nowMs); err != nil {
-					rerr = &RestoreError{Topic: rec.Topic, Partition: rec.Partition, Err: fmt.Errorf("offset %d: %w", rec.Offset, err)}
+					ferr = &RestoreError{Topic: rec.Topic, Partition: rec.Partition, Err: fmt.Errorf("offset %d: %w", rec.Offset, err)}
 				}
 			}
-			if rec.Offset >= target {
-				delete(targets, rec.Partition)
+			if rec.Offset >= marker {
+				delete(pending, rec.Partition)
+				r.setRestoring(len(pending))
 			}
 		})
-		if rerr != nil {
-			return n, rerr
+		restoreRecs.Add(float64(n))
+		if ferr != nil {
+			return ferr
+		}
+		if len(pending) > 0 && time.Now().After(nextReport) {
+			nextReport = time.Now().Add(restoreReportEvery)
+			r.logRestoreWait(ctx, pending, time.Since(start))
 		}
 	}
-	return n, nil
+	return nil
 }
 
-// waitStable blocks until no transactional offset commit of the group is
-// pending for parts (OffsetFetch with RequireStable).
-func (r *Runtime) waitStable(ctx context.Context, parts []int32) error {
-	for {
-		resps, err := r.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), r.o.group, r.o.input)
-		unstable := false
-		if err == nil {
-			for _, p := range parts {
-				if or, ok := resps.Lookup(r.o.input, p); ok && or.Err != nil {
-					if errors.Is(or.Err, kerr.UnstableOffsetCommit) {
-						unstable = true
-					} else {
-						err = or.Err
-					}
-				}
-			}
-		} else if errors.Is(err, kerr.UnstableOffsetCommit) {
-			unstable, err = true, nil
-		}
-		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			r.log.Warn("fetching committed offsets before restore", "error", err)
-			unstable = true
-		}
-		if !unstable {
-			return nil
-		}
-		if r.killed.Load() {
-			return ErrKilled
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+// logRestoreWait says why a restore has not reached its markers yet: an
+// open transaction holds a partition's last stable offset at or below the
+// marker (a previous owner's; the broker aborts it after that owner's
+// transaction timeout), or the fetches stall (no leader, broker down). It
+// warns once the wait exceeds the transaction timeout.
+func (r *Runtime) logRestoreWait(ctx context.Context, pending map[int32]int64, waited time.Duration) {
+	var openTxn, stalled []int32
+	lso, err := r.adm.ListCommittedOffsets(ctx, r.o.changelog)
+	for p, marker := range pending {
+		if o, ok := lso.Lookup(r.o.changelog, p); err == nil && ok && o.Err == nil && o.Offset <= marker {
+			openTxn = append(openTxn, p)
+		} else {
+			stalled = append(stalled, p)
 		}
 	}
+	slices.Sort(openTxn)
+	slices.Sort(stalled)
+	level := slog.LevelInfo
+	if waited > r.o.txnTimeout {
+		level = slog.LevelWarn
+	}
+	attrs := []any{"topic", r.o.changelog, "waited", waited.Round(time.Millisecond).String(),
+		"waiting_for_open_transaction", openTxn, "fetch_stalled", stalled}
+	if err != nil {
+		attrs = append(attrs, "list_offsets_error", err)
+	}
+	r.log.Log(ctx, level, "restore waiting to read its marker back; not ready", attrs...)
 }

@@ -56,11 +56,14 @@ type Runtime struct {
 	processor  prometheus.Labels
 	killed     atomic.Bool
 	ready      atomic.Bool
+	restoring  atomic.Int32 // partitions whose restore has not finished
 	killOnce   sync.Once
 	sessReady  chan struct{}
 	sessCloser sync.Once
 	assigned   atomic.Pointer[[]int32]
 	runCtx     context.Context
+	// lso reads the input's last stable offsets for punctuation ticks.
+	lso lsoReads
 	// restoreOpts connect a changelog reader like the session client, but
 	// without its hooks (metrics plugins register per client).
 	restoreOpts []kgo.Opt
@@ -146,9 +149,12 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 	return r, nil
 }
 
-// Ready is nil once Run has connected and entered its processing loop; use
-// it as a readiness check.
+// Ready is nil once Run has connected and entered its processing loop and
+// while no partition is being restored; use it as a readiness check.
 func (r *Runtime) Ready() error {
+	if n := r.restoring.Load(); n > 0 {
+		return fmt.Errorf("runtime %s: restoring %d partitions", r.name, n)
+	}
 	if r.ready.Load() {
 		return nil
 	}
@@ -231,6 +237,9 @@ func (r *Runtime) start() error {
 		// member expire between two heartbeats.
 		kgo.HeartbeatInterval(min(r.o.sessionTimeout/3, 3*time.Second)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers advance the consume position, so a
+		// caught-up task reaches the last stable offset (punctuate).
+		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -320,21 +329,6 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 }
 
 func (r *Runtime) loop(ctx context.Context) error {
-	backoff := r.o.retryMin
-	retry := func(cause string, err error) error {
-		if ctx.Err() == nil && !r.killed.Load() {
-			r.log.Error("transaction aborted, retrying from the last commit", "cause", cause, "error", err, "backoff", backoff.String())
-		}
-		if _, e := r.endTxn(r.o.txnTimeout, false, cause); e != nil {
-			return e
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, r.o.retryMax)
-		return nil
-	}
 	readyOnce := false
 	for {
 		if ctx.Err() != nil || r.killed.Load() {
@@ -359,16 +353,15 @@ func (r *Runtime) loop(ctx context.Context) error {
 			}
 			r.inTxn = true
 		}
-		if err := r.punctuate(); err != nil {
-			if e := retry("punctuation", err); e != nil {
-				return e
-			}
-			continue
-		}
+		resumeIn := r.resumeStalled()
+		r.punctuate()
 
 		wait := r.o.commitInterval
 		if r.txnContent {
 			wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
+		}
+		if resumeIn > 0 {
+			wait = min(wait, resumeIn)
 		}
 		var fetches kgo.Fetches
 		if wait > 0 || !r.txnContent {
@@ -398,42 +391,62 @@ func (r *Runtime) loop(ctx context.Context) error {
 			return err
 		}
 		if !rewound {
-			var perr error
-			fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-				if perr != nil || fp.Topic != r.o.input || len(fp.Records) == 0 {
-					return
-				}
-				t := r.tasks[fp.Partition]
-				if t == nil {
-					perr = fmt.Errorf("records of unowned partition %d", fp.Partition)
-					return
-				}
-				for _, rec := range fp.Records {
-					if perr = r.processRecord(t, rec); perr != nil {
-						return
-					}
-				}
-			})
-			if perr != nil {
-				if e := retry("processor", perr); e != nil {
-					return e
+			if err := r.processFetches(fetches); err != nil {
+				// The client and the tasks disagree on the assignment:
+				// rewind everything to the last commit.
+				r.log.Error("transaction aborted", "error", err)
+				if _, err := r.endTxn(r.o.txnTimeout, false, "unowned_partition"); err != nil {
+					return err
 				}
 				continue
 			}
 		}
 		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
-			committed, err := r.endTxn(r.o.txnTimeout, true, "")
-			if err != nil {
+			if _, err := r.endTxn(r.o.txnTimeout, true, ""); err != nil {
 				if ctx.Err() != nil || r.killed.Load() {
 					return r.shutdown()
 				}
 				return err
 			}
-			if committed {
-				backoff = r.o.retryMin
-			}
 		}
 	}
+}
+
+// processFetches hands the polled records to their tasks, in offset order
+// per partition. A record failing with a non-reject error stalls its
+// partition (stallRecord) and the partition's later records are left to be
+// fetched again; the other partitions go on.
+func (r *Runtime) processFetches(fetches kgo.Fetches) error {
+	var err error
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if err != nil || fp.Topic != r.o.input || len(fp.Records) == 0 {
+			return
+		}
+		t := r.tasks[fp.Partition]
+		if t == nil {
+			err = fmt.Errorf("runtime %s: records of unowned partition %d", r.name, fp.Partition)
+			return
+		}
+		for _, rec := range fp.Records {
+			if rec.Attrs.IsControl() {
+				continue // a transaction marker: consumed, nothing to process
+			}
+			if t.stall != nil && t.stall.fetchPaused() {
+				// Polled before the pause took effect: set back, so
+				// these records are refetched, not committed.
+				r.setBack(t, rec)
+				return
+			}
+			if perr := r.processRecord(t, rec); perr != nil {
+				r.stallRecord(t, rec, perr)
+				return
+			}
+			if t.stall != nil && t.stall.offset >= 0 && rec.Offset >= t.stall.offset {
+				r.recovered(t)
+			}
+		}
+	})
+	return err
 }
 
 // shutdown ends the open transaction with a commit attempt bounded by the
@@ -462,9 +475,11 @@ func (r *Runtime) markContent() {
 	}
 }
 
+// processRecord runs the processor on rec. A reject (or corrupt state)
+// sends rec to the DLQ; any other error is returned with rec's writes and
+// emits undone, so the open transaction stays committable.
 func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 	r.markContent()
-	r.txnIn++
 	t.emits = t.emits[:0]
 	if t.store != nil {
 		t.store.beginRecord()
@@ -475,21 +490,19 @@ func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 			t.store.endRecord()
 		}
 		r.produceEmits(t)
+		r.txnIn++
 		return nil
-	}
-	rej, ok := AsReject(err)
-	if !ok {
-		if t.store != nil {
-			t.store.rejectRecord()
-		}
-		t.emits = t.emits[:0]
-		return fmt.Errorf("%s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 	}
 	if t.store != nil {
 		t.store.rejectRecord()
 	}
 	clear(t.emits)
 	t.emits = t.emits[:0]
+	rej, ok := asDeadLetter(err)
+	if !ok {
+		return err
+	}
+	r.txnIn++
 	r.produce(r.dlqRecord(rec, rej))
 	r.txnDLQ[rej.Reason]++
 	t.log.Warn("record rejected to the DLQ", "offset", rec.Offset, "reason", rej.Reason, "error", rej.Err,
@@ -539,51 +552,6 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 	)
 	return &kgo.Record{Topic: r.o.dlq, Key: rec.Key, Value: rec.Value, Headers: h}
-}
-
-// punctuate runs every due punctuation and TTL sweep of every task.
-func (r *Runtime) punctuate() error {
-	if len(r.tasks) == 0 {
-		return nil
-	}
-	now := r.o.clock()
-	for _, t := range r.tasks {
-		for i, p := range r.o.punctuations {
-			if now.Before(t.nextPunct[i]) {
-				continue
-			}
-			// Next run one interval after this one, skipping missed runs.
-			next := t.nextPunct[i].Add(p.interval)
-			if !next.After(now) {
-				next = now.Add(p.interval)
-			}
-			t.nextPunct[i] = next
-			r.markContent()
-			t.emits = t.emits[:0]
-			if t.store != nil {
-				t.store.beginRecord()
-			}
-			if err := p.fn(t, now); err != nil {
-				if t.store != nil {
-					t.store.rejectRecord()
-				}
-				t.emits = t.emits[:0]
-				return fmt.Errorf("punctuation %s of partition %d: %w", p.name, t.partition, err)
-			}
-			if t.store != nil {
-				t.store.endRecord()
-			}
-			r.produceEmits(t)
-			r.txnPunct[p.name]++
-		}
-		if t.store != nil && !now.Before(t.nextSweep) {
-			t.nextSweep = now.Add(r.o.ttlSweep)
-			if t.store.sweepExpired(now) > 0 {
-				r.markContent()
-			}
-		}
-	}
-	return nil
 }
 
 // endTxn ends the open transaction. With commit it first produces the
@@ -683,7 +651,7 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 				cause = "rebalance"
 			}
 			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
-			if err == nil && !r.killed.Load() && cause != "processor" && cause != "punctuation" { // those log in retry
+			if err == nil && !r.killed.Load() {
 				r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
 			}
 		}
@@ -732,8 +700,9 @@ func (r *Runtime) checkMembership(ctx context.Context) error {
 
 // handleEvents applies assignment changes: a revoke or loss aborts the open
 // transaction (rewinding every partition to its committed offset) and drops
-// the partitions' tasks; an assignment restores the new tasks. It reports
-// whether the open transaction was aborted.
+// the partitions' tasks; an assignment restores the new tasks (with a
+// changelog, that also aborts the open transaction). It reports whether the
+// open transaction was aborted.
 func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 	events := r.takeEvents()
 	if len(events) == 0 {
@@ -765,7 +734,9 @@ func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 		}
 	}
 	if len(assigned) > 0 {
-		if err := r.restore(ctx, assigned); err != nil {
+		aborted, err := r.restore(ctx, assigned)
+		rewound = rewound || aborted
+		if err != nil {
 			return rewound, err
 		}
 	}
@@ -820,6 +791,7 @@ func (r *Runtime) dropTask(p int32) {
 	}
 	delete(r.tasks, p)
 	r.publishAssigned()
+	r.unstall(t)
 	if t.store != nil {
 		part := strconv.FormatInt(int64(p), 10)
 		r.m.stateKeys.DeleteLabelValues(r.name, part)

@@ -27,17 +27,20 @@ import (
 // store and emits "key|count|input value". Value "poison" is rejected
 // after it already wrote state and emitted, to prove both are discarded.
 // Value "dump" emits the task's whole store, sorted, to dump instead.
+// Value "delete" deletes the key's state (the count starts again at 1).
 type counter struct{ out, dump string }
 
 func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
-	if string(rec.Value) == "dump" {
-		var entries []string
-		t.Store().Range(func(k string, v []byte) bool { entries = append(entries, k+"="+string(v)); return true })
-		slices.Sort(entries)
-		t.Emit(&kgo.Record{Topic: c.dump, Key: []byte(strconv.Itoa(int(t.Partition()))), Value: []byte(strings.Join(entries, ";"))})
+	k := string(rec.Key)
+	switch string(rec.Value) {
+	case "dump":
+		dumpStore(t, c.dump)
+		return nil
+	case "delete":
+		t.Store().Delete(k)
+		t.Store().Delete("seen:" + k)
 		return nil
 	}
-	k := string(rec.Key)
 	t.Store().PutTTL("seen:"+k, rec.Value, time.Hour) // TTL'd state is restored too
 	n := 0
 	if v, ok := t.Store().Get(k); ok {
@@ -52,21 +55,76 @@ func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
 	return nil
 }
 
+// dumpStore emits t's whole store, sorted, as "k=v;k=v" keyed by the
+// partition number.
+func dumpStore(t *runtime.Task, topic string) {
+	var entries []string
+	t.Store().Range(func(k string, v []byte) bool { entries = append(entries, k+"="+string(v)); return true })
+	slices.Sort(entries)
+	t.Emit(&kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(int(t.Partition()))), Value: []byte(strings.Join(entries, ";"))})
+}
+
 type harness struct {
-	t   *testing.T
-	k   *testenv.Kafka
-	in  string
-	out string
-	cl  string
-	dlq string
-	grp string
+	t    *testing.T
+	k    *testenv.Kafka
+	in   string
+	out  string
+	cl   string
+	dlq  string
+	dump string // where counter dumps its stores
+	grp  string
 }
 
 func newHarness(t *testing.T, partitions int32) *harness {
 	k := testenv.NewKafka(t, testenv.Partitions(partitions))
 	tp := k.Config.Topics
 	return &harness{t: t, k: k, in: tp.RoomEvents, out: tp.UserMicEvents, cl: tp.MicStateChangelog, dlq: tp.DLQ,
-		grp: testenv.UniqueName(t)}
+		dump: tp.MicLedger, grp: testenv.UniqueName(t)}
+}
+
+// dumps asks every one of partitions for a dump of its store and returns
+// the latest dump per partition once the dump topic holds want dumps.
+func (h *harness) dumps(partitions int32, want int) map[string]string {
+	h.t.Helper()
+	manual := h.k.Client(h.t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range partitions {
+		rttest.Produce(h.t, manual, []*kgo.Record{{Topic: h.in, Partition: p, Value: []byte("dump")}})
+	}
+	got := map[string]string{}
+	for _, r := range rttest.ReadCommitted(h.t, h.k.Brokers, h.dump, want, 300*time.Millisecond, 30*time.Second) {
+		got[string(r.Key)] = string(r.Value)
+	}
+	return got
+}
+
+// memberID is the group member id of the instance whose client id is
+// clientID.
+func (h *harness) memberID(clientID string) string {
+	h.t.Helper()
+	described, err := h.k.Admin(h.t).DescribeGroups(context.Background(), h.grp)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, m := range described[h.grp].Members {
+		if m.ClientID == clientID {
+			return m.MemberID
+		}
+	}
+	h.t.Fatalf("no member with client id %s in %+v", clientID, described[h.grp].Members)
+	return ""
+}
+
+// dropHeartbeats makes kfake fail every heartbeat of the member whose
+// client id is clientID, so the group expires it while the instance
+// notices nothing (a paused process).
+func (h *harness) dropHeartbeats(clientID string) {
+	h.t.Helper()
+	member := h.memberID(clientID)
+	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.CoordinatorNotAvailable, Count: -1,
+		When: func(req kmsg.Request) bool {
+			hb, ok := req.(*kmsg.HeartbeatRequest)
+			return ok && hb.MemberID == member
+		}})
 }
 
 func (h *harness) runtime(txnID string, proc runtime.Processor, extra ...runtime.Option) *runtime.Runtime {
@@ -158,28 +216,16 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // dumps of every partition are equal) and continues the counts.
 func TestStatefulRestoreAfterRestart(t *testing.T) {
 	h := newHarness(t, 3)
-	dumpTopic := h.k.Config.Topics.MicLedger
-	toy := counter{out: h.out, dump: dumpTopic}
-	manual := h.k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	dumps := func(want int) map[string]string {
-		for p := range int32(3) {
-			rttest.Produce(t, manual, []*kgo.Record{{Topic: h.in, Partition: p, Value: []byte("dump")}})
-		}
-		got := map[string]string{}
-		for _, r := range rttest.ReadCommitted(t, h.k.Brokers, dumpTopic, want, 300*time.Millisecond, 30*time.Second) {
-			got[string(r.Key)] = string(r.Value) // the latest dump per partition
-		}
-		return got
-	}
+	toy := counter{out: h.out, dump: h.dump}
 	reg := prometheus.NewRegistry()
 	oracle := h.inputs(900, 30, 0)
 	a := rttest.Start(h.runtime("toy-a", toy, runtime.Registerer(reg)))
 	rttest.ReadCommitted(t, h.k.Brokers, h.out, 900, 0, 30*time.Second)
-	before := dumps(3)
+	before := h.dumps(3, 3)
 	a.Stop(t)
 
 	b := rttest.Start(h.runtime("toy-b", toy, runtime.Registerer(reg)))
-	after := dumps(6)
+	after := h.dumps(3, 6)
 	if len(before) != 3 || len(after) != 3 {
 		t.Fatalf("dumps of %d and %d partitions, want 3", len(before), len(after))
 	}
@@ -457,25 +503,7 @@ func TestZombieIsFenced(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("A never reached the hang point")
 			}
-			// A is hung: its heartbeats no longer count.
-			described, err := h.k.Admin(t).DescribeGroups(context.Background(), h.grp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			memberA := ""
-			for _, m := range described[h.grp].Members {
-				if m.ClientID == "zombie-a-client" {
-					memberA = m.MemberID
-				}
-			}
-			if memberA == "" {
-				t.Fatalf("member of A not found in %+v", described[h.grp].Members)
-			}
-			h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.CoordinatorNotAvailable, Count: -1,
-				When: func(req kmsg.Request) bool {
-					hb, ok := req.(*kmsg.HeartbeatRequest)
-					return ok && hb.MemberID == memberA
-				}})
+			h.dropHeartbeats("zombie-a-client") // A is hung: its heartbeats no longer count
 			idB := "zombie-b"
 			if sameID {
 				idB = "zombie-a"
@@ -535,21 +563,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("A's punctuation never ran")
 	}
-	described, err := h.k.Admin(t).DescribeGroups(context.Background(), h.grp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memberA := ""
-	for _, m := range described[h.grp].Members {
-		if m.ClientID == "zp-a-client" {
-			memberA = m.MemberID
-		}
-	}
-	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.CoordinatorNotAvailable, Count: -1,
-		When: func(req kmsg.Request) bool {
-			hb, ok := req.(*kmsg.HeartbeatRequest)
-			return ok && hb.MemberID == memberA
-		}})
+	h.dropHeartbeats("zp-a-client")
 	bRT := h.runtime("zp-b", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("b")))
 	b := rttest.Start(bRT)
 	waitFor(t, "B owns the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })

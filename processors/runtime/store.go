@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -16,6 +17,9 @@ import (
 //
 // The store keeps the value slices it is given and returns its own slices:
 // do not modify a value after Put, nor a value returned by Get.
+//
+// The key "\x00roomflow.restore-marker" is reserved for the changelog's
+// restore markers: writing it panics.
 //
 // A Store is used only from the runtime's processing goroutine (inside
 // Process or a punctuation); it is not safe for concurrent use.
@@ -93,6 +97,9 @@ func (s *Store) PutTTL(key string, value []byte, ttl time.Duration) {
 func (s *Store) Delete(key string) { s.write(key, entry{}, true) }
 
 func (s *Store) write(key string, e entry, del bool) {
+	if key == markerKey {
+		panic("runtime: store key " + strconv.Quote(key) + " is reserved for restore markers")
+	}
 	prev, had := s.m[key]
 	newDirty := false
 	if i, ok := s.dirty[key]; ok {

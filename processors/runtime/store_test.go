@@ -298,3 +298,31 @@ func checkStore(t *testing.T, seed uint64, s *Store, want map[string]entry, c *f
 		}
 	}
 }
+
+// TestRestoreMarkerKeyIsReserved: the store refuses the marker key, and a
+// marker restored as an ordinary record (by a runtime from before the
+// markers, after a rollback) leaves no key behind.
+func TestRestoreMarkerKeyIsReserved(t *testing.T) {
+	c := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	s := newStore(c.now)
+	if err := s.restoreRecord([]byte(markerKey), markerValue("roomflow-mic-pod-1"), c.t.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 0 || s.Bytes() != 0 {
+		t.Fatalf("a marker restored as a record left %d keys, %d bytes", s.Len(), s.Bytes())
+	}
+	for name, write := range map[string]func(){
+		"Put":    func() { s.Put(markerKey, []byte("x")) },
+		"PutTTL": func() { s.PutTTL(markerKey, []byte("x"), time.Minute) },
+		"Delete": func() { s.Delete(markerKey) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s of the marker key did not panic", name)
+				}
+			}()
+			write()
+		}()
+	}
+}

@@ -25,6 +25,12 @@ type Task struct {
 	nextPunct []time.Time // per runtime punctuation
 	nextSweep time.Time
 	restored  time.Duration
+	// round is the punctuation tick waiting for the task to catch up with
+	// its input (see punctuate); nil when none is due.
+	round *punctRound
+	// stall is set while the partition backs off after a failure (see
+	// stallRecord); nil when it runs normally.
+	stall *stall
 }
 
 // Topic is the input topic.

@@ -145,7 +145,7 @@ func TestAlreadyDeliveredNotSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.produce(raws, evs)
-	reg, stop := e.publisher(false) // fast path only
+	reg, stop := e.publisher(fastOnly) // fast path only
 	testenv.Eventually(t, 15*time.Second, "both events seen by the fast path", func() bool {
 		return metric(t, reg, "roomflow_im_outbox_claims_total", map[string]string{"source": "fast", "result": "done"}) == 1 &&
 			e.row("sync-failed").Status == "delivered"
@@ -169,7 +169,7 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 	}
 	raws := e.insert(time.Second, evs...)
 	e.produce(raws, evs)
-	_, stop := e.publisher(false) // fast path only
+	_, stop := e.publisher(fastOnly) // fast path only
 	testenv.Eventually(t, 15*time.Second, "no-op events delivered", func() bool { return e.countStatus("delivered") == 3 })
 	stop()
 	scanned := []event{{ID: "c2", Type: "RoomCreated", Room: "r2", Payload: &roomv1.RoomCreated{OwnerUserId: 2}}}

@@ -26,25 +26,55 @@ import (
 // room's events are sent in order across polls, and a busy room (paced at
 // 40/s) never holds up the others.
 //
+// Before claiming, each poll is held for im.fast_path_delay from the moment
+// it was consumed (this process's monotonic clock; no other host's clock
+// is compared): room-service publishes each event itself right after its
+// transaction and marks the row delivered (seed 000), and the fast path
+// must not send the same event in between. Rows delivered meanwhile are
+// skipped by the claim. Polls leave the hold in order, so rooms stay in
+// order. The hold is bounded (maxHeld records): when it is full the
+// consumer stops polling until the oldest poll is due, and the client then
+// issues no new fetch (it buffers at most one per broker).
+//
 // A poll's results are recorded in batched statements when all its rooms
 // are done; its offsets are marked for commit only when every earlier poll
-// is recorded too, and committed every second, on rebalance (after the
-// work in flight drains) and on shutdown. Claimed-but-unsent work is
-// bounded (MaxInFlight) so that it always drains well within lock_ttl.
+// is recorded too (held polls never are), and committed every second, on
+// rebalance (after the work in flight drains; held records of revoked
+// partitions are dropped for the next owner) and on shutdown.
+// Claimed-but-unsent work is bounded (MaxInFlight) so that it always drains
+// well within lock_ttl.
 type FastPath struct {
 	svc         *Service
 	cl          *kgo.Client
 	maxPoll     int
 	maxInFlight int
 	backoff     time.Duration
+	delay       time.Duration
+	maxHeld     int
 
 	tokens  chan struct{} // one per claimed job in flight
 	results chan chainResult
+	chains  sync.WaitGroup
 
 	mu    sync.Mutex
 	tails map[string]chan struct{} // room -> done of its latest chain
 	queue []*pollBatch             // polls in order, until marked
 	idle  *sync.Cond               // signalled when queue shrinks
+
+	// claiming is held by the dispatcher from taking a poll off the hold
+	// until it is queued, so a revoke sees every poll either held or queued.
+	claiming sync.Mutex
+	heldMu   sync.Mutex
+	held     []heldPoll
+	heldN    int           // records in held
+	heldIn   chan struct{} // a poll was added to the hold (1-buffered)
+	heldOut  chan struct{} // a poll left the hold (1-buffered)
+}
+
+// heldPoll is a consumed poll waiting for its delay.
+type heldPoll struct {
+	recs []*kgo.Record
+	due  time.Time // consumption + delay, monotonic
 }
 
 type pollBatch struct {
@@ -65,13 +95,17 @@ type chainResult struct {
 // transactionally), marked-offset autocommit every second, rebalances held
 // while a poll is being claimed and drained before partitions are revoked.
 // appRate is im.max_calls_per_second, used to bound claimed work so that
-// it drains within a third of lock_ttl. reg (may be nil) gets the client's
-// roomflow_kafka_* metrics; log (may be nil) its warnings, tagged
-// component=publish-im (see kafkax.Opts).
-func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg prometheus.Registerer, log *slog.Logger, appRate int, extra ...kgo.Opt) (*FastPath, error) {
+// it drains within a third of lock_ttl. delay is im.fast_path_delay; the
+// hold keeps at most twice what appRate sends in delay (at least 1000
+// records), so it never limits throughput below appRate. reg (may be nil)
+// gets the client's roomflow_kafka_* metrics; log (may be nil) its
+// warnings, tagged component=publish-im (see kafkax.Opts).
+func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg prometheus.Registerer, log *slog.Logger, appRate int, delay time.Duration, extra ...kgo.Opt) (*FastPath, error) {
 	inflight := int(float64(appRate) * svc.opt.LockTTL.Seconds() / 3)
 	inflight = max(100, min(inflight, 10000))
 	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
+		delay: delay, maxHeld: max(1000, int(2*float64(appRate)*delay.Seconds())),
+		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
 		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
 	f.idle = sync.NewCond(&f.mu)
 	opts := append([]kgo.Opt{
@@ -96,10 +130,14 @@ func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg promet
 	return f, nil
 }
 
-// onRevoked drains the work in flight (bounded by DrainTimeout), so the
-// next owner of a partition starts after our last recorded event, and
-// commits the marked offsets.
-func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+// onRevoked drops the held records of the revoked partitions (never
+// claimed, so the next owner holds and delivers them), drains the work in
+// flight (bounded by DrainTimeout), so the next owner of a partition starts
+// after our last recorded event, and commits the marked offsets.
+func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	f.claiming.Lock()
+	f.dropHeld(revoked)
+	f.claiming.Unlock()
 	f.drain(f.svc.opt.DrainTimeout)
 	cctx, cancel := context.WithTimeout(ctx, f.svc.opt.DrainTimeout)
 	defer cancel()
@@ -125,23 +163,36 @@ func (f *FastPath) drain(timeout time.Duration) bool {
 	return true
 }
 
-// Run consumes until ctx ends: it then stops polling and claiming, lets
-// the work in flight finish (sends bounded by publish_timeout, unsent rows
-// released), records results, commits, and closes the Kafka client. MySQL
-// is not touched after Run returns.
+// Run consumes until ctx ends: it then stops polling and claiming, drops
+// what is held (not done: the offsets stay uncommitted), lets the work in
+// flight finish (sends bounded by publish_timeout, unsent rows released),
+// records results, commits, and closes the Kafka client, all within
+// shutdown.timeout: a send still in flight then is cancelled and its row
+// left delivering. Every goroutine it started has ended when it returns,
+// so MySQL is not touched after Run returns.
 func (f *FastPath) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx) // a failed Run stops its own goroutines too
+	lt, release := f.svc.newLifetime(ctx)
+	defer release()
 	recStop, recDone := make(chan struct{}), make(chan struct{})
-	go func() { f.recorder(ctx, recStop); close(recDone) }()
+	go func() { f.recorder(lt, recStop); close(recDone) }()
+	dispDone := make(chan struct{})
+	go func() { f.dispatcher(lt); close(dispDone) }()
 	defer func() {
-		// The whole stop fits in shutdown.timeout (DrainTimeout), so the
-		// frame closes MySQL only after results are recorded.
+		stop()
 		deadline := time.Now().Add(f.svc.opt.DrainTimeout)
 		left := func() time.Duration { return max(time.Until(deadline), 100*time.Millisecond) }
-		if !f.drain(left()) {
-			f.svc.log.Warn("fast path work still in flight at shutdown; its rows stay delivering until lock_until_ms")
-		}
+		<-dispDone
+		f.chains.Wait() // sends end by lt.abort at the latest
 		close(recStop)
 		<-recDone
+		f.mu.Lock()
+		unrecorded := len(f.queue)
+		f.queue = nil // never marked; the revoke on Close has nothing to wait for
+		f.mu.Unlock()
+		if unrecorded > 0 {
+			f.svc.log.Warn("fast path results not all recorded at shutdown; their rows stay delivering until lock_until_ms", "polls", unrecorded)
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left())
 		if err := f.cl.CommitMarkedOffsets(cctx); err != nil {
 			f.svc.log.Warn("final offset commit failed", "error", err.Error())
@@ -160,7 +211,11 @@ func (f *FastPath) Run(ctx context.Context) error {
 		}
 	}()
 	for {
-		fetches := f.cl.PollRecords(ctx, f.maxPoll)
+		room := f.waitHoldRoom(ctx)
+		if room == 0 {
+			return nil
+		}
+		fetches := f.cl.PollRecords(ctx, min(f.maxPoll, room))
 		if ctx.Err() != nil {
 			f.cl.AllowRebalance()
 			return nil
@@ -174,18 +229,132 @@ func (f *FastPath) Run(ctx context.Context) error {
 			}
 		})
 		if recs := fetches.Records(); len(recs) > 0 {
-			if !f.dispatch(ctx, recs) {
-				f.cl.AllowRebalance()
-				return nil
-			}
+			f.hold(recs)
 		}
 		f.cl.AllowRebalance()
 	}
 }
 
+// waitHoldRoom returns how many records the hold takes now, waiting while
+// it is full (no poll, so the client stops fetching); 0 when ctx ended.
+func (f *FastPath) waitHoldRoom(ctx context.Context) int {
+	for {
+		f.heldMu.Lock()
+		room := f.maxHeld - f.heldN
+		f.heldMu.Unlock()
+		if ctx.Err() != nil {
+			return 0
+		}
+		if room > 0 {
+			return room
+		}
+		select {
+		case <-f.heldOut:
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+// hold adds a consumed poll to the hold, due delay from now.
+func (f *FastPath) hold(recs []*kgo.Record) {
+	f.heldMu.Lock()
+	f.held = append(f.held, heldPoll{recs: recs, due: time.Now().Add(f.delay)})
+	f.heldN += len(recs)
+	f.svc.m.held.Set(float64(f.heldN))
+	f.heldMu.Unlock()
+	select {
+	case f.heldIn <- struct{}{}:
+	default:
+	}
+}
+
+// dropHeld removes the held records of revoked partitions.
+func (f *FastPath) dropHeld(revoked map[string][]int32) {
+	gone := map[string]map[int32]bool{}
+	for t, ps := range revoked {
+		gone[t] = map[int32]bool{}
+		for _, p := range ps {
+			gone[t][p] = true
+		}
+	}
+	f.heldMu.Lock()
+	kept := f.held[:0]
+	for _, h := range f.held {
+		recs := h.recs[:0:0]
+		for _, r := range h.recs {
+			if gone[r.Topic][r.Partition] {
+				f.heldN--
+			} else {
+				recs = append(recs, r)
+			}
+		}
+		if len(recs) > 0 {
+			kept = append(kept, heldPoll{recs: recs, due: h.due})
+		}
+	}
+	clear(f.held[len(kept):])
+	f.held = kept
+	f.svc.m.held.Set(float64(f.heldN))
+	f.heldMu.Unlock()
+	select {
+	case f.heldOut <- struct{}{}:
+	default:
+	}
+}
+
+// dispatcher takes polls off the hold in order once they are due and
+// claims them, until lt.run ends.
+func (f *FastPath) dispatcher(lt lifetime) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		f.claiming.Lock()
+		f.heldMu.Lock()
+		var next heldPoll
+		wait := time.Duration(-1) // nothing held
+		if len(f.held) > 0 {
+			next = f.held[0]
+			if wait = time.Until(next.due); wait <= 0 {
+				f.held[0] = heldPoll{}
+				f.held = f.held[1:]
+				f.heldN -= len(next.recs)
+				f.svc.m.held.Set(float64(f.heldN))
+			}
+		}
+		f.heldMu.Unlock()
+		if wait <= 0 && next.recs != nil {
+			select {
+			case f.heldOut <- struct{}{}:
+			default:
+			}
+			ok := f.dispatch(lt, next.recs)
+			f.claiming.Unlock()
+			if !ok {
+				return
+			}
+			continue
+		}
+		f.claiming.Unlock()
+		var due <-chan time.Time
+		if wait > 0 {
+			timer.Reset(wait)
+			due = timer.C
+		}
+		select {
+		case <-due: // the head may have changed (revoke): look again
+		case <-f.heldIn:
+		case <-lt.run.Done():
+			return
+		}
+		timer.Stop() // Go 1.23+: no stale tick after Stop or Reset
+	}
+}
+
 // dispatch claims recs and starts their room chains. It reports false when
-// ctx ended before the claim (nothing claimed, offsets not marked).
-func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
+// lt.run ended before the claim (nothing claimed, offsets not marked).
+func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
+	ctx := lt.run
 	var ids []string
 	raws := map[string][]byte{}
 	envs := map[string]*roomv1.EventEnvelope{}
@@ -273,7 +442,7 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 		f.tails[room] = done
 		f.mu.Unlock()
 		jobs := byRoom[room]
-		go func() {
+		f.chains.Go(func() {
 			defer func() {
 				f.mu.Lock()
 				if f.tails[room] == done {
@@ -289,7 +458,7 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 			var mu sync.Mutex
 			for i, j := range jobs {
 				out := &outcome{}
-				f.svc.one(ctx, "fast", j, &mu, out)
+				f.svc.one(lt, "fast", j, &mu, out)
 				<-f.tokens
 				if i == len(jobs)-1 {
 					<-f.svc.lanes
@@ -298,7 +467,7 @@ func (f *FastPath) dispatch(ctx context.Context, recs []*kgo.Record) bool {
 				// marked within milliseconds, not when its room's run ends.
 				f.results <- chainResult{b: b, out: out, last: i == len(jobs)-1}
 			}
-		}()
+		})
 	}
 	return true
 }
@@ -316,25 +485,30 @@ func (f *FastPath) releaseTokens(n int) {
 // recorder records room chains' results in batched statements (whatever
 // arrived within a few milliseconds, so a busy room never delays the marks
 // of the others) and marks offsets for commit for every leading poll
-// whose results are all recorded, in order. It returns when stop is
-// closed (after the drain); a chain finishing later only fills the buffer.
-func (f *FastPath) recorder(ctx context.Context, stop <-chan struct{}) {
+// whose results are all recorded, in order. When stop is closed (every
+// chain has ended) it records what is left and returns.
+func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 	for {
-		var first chainResult
+		var batch []chainResult
 		select {
-		case first = <-f.results:
+		case first := <-f.results:
+			batch = append(batch, first)
+			timeout := time.After(5 * time.Millisecond)
+		collect:
+			for len(batch) < 1000 {
+				select {
+				case r := <-f.results:
+					batch = append(batch, r)
+				case <-timeout:
+					break collect
+				}
+			}
 		case <-stop:
-			return
-		}
-		batch := []chainResult{first}
-		timeout := time.After(5 * time.Millisecond)
-	collect:
-		for len(batch) < 1000 {
-			select {
-			case r := <-f.results:
-				batch = append(batch, r)
-			case <-timeout:
-				break collect
+			for len(f.results) > 0 {
+				batch = append(batch, <-f.results)
+			}
+			if len(batch) == 0 {
+				return
 			}
 		}
 		var all outcome
@@ -343,8 +517,9 @@ func (f *FastPath) recorder(ctx context.Context, stop <-chan struct{}) {
 			all.failed = append(all.failed, r.out.failed...)
 			all.released = append(all.released, r.out.released...)
 			all.errs = append(all.errs, r.out.errs...)
+			all.lost = append(all.lost, r.out.lost...)
 		}
-		if err := f.svc.record(ctx, "fast", &all); err != nil {
+		if err := f.svc.record(lt, "fast", &all); err != nil {
 			f.svc.log.Error("fast path results had errors", "error", err.Error())
 		}
 		f.mu.Lock()

@@ -2,7 +2,6 @@ package imoutbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	reg, stop := e.publisher(false)
+	reg, stop := e.publisher(fastOnly)
 	testenv.Eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
 	stop()
 	r := e.row("fp-005")
@@ -50,19 +49,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	if got := metric(t, reg, "roomflow_im_publish_total", map[string]string{"result": "retryable", "code": "10002"}); got != 1 {
 		t.Fatalf("publish_total retryable/10002 = %v", got)
 	}
-	last := map[string]int64{}
-	for _, a := range e.fake.Accepted() {
-		var d struct {
-			RoomVersion int64 `json:"room_version"`
-		}
-		if err := json.Unmarshal([]byte(a.Data), &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.RoomVersion <= last[a.GroupID] {
-			t.Fatalf("%s: version %d after %d", a.GroupID, d.RoomVersion, last[a.GroupID])
-		}
-		last[a.GroupID] = d.RoomVersion
-	}
+	e.checkRoomOrder()
 }
 
 // Two publish-im instances (each with fast path and compensation worker)
@@ -81,9 +68,9 @@ func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	for i := 0; i < n; i += 50 {
 		e.fake.Inject(imfake.Fault{EventID: evs[i].ID, HTTPStatus: 502, Times: 1})
 	}
-	_, stopA := e.publisher(true)
+	_, stopA := e.publisher(fastAndScan)
 	e.produce(raws, evs[:n/2])
-	_, stopB := e.publisher(true)
+	_, stopB := e.publisher(fastAndScan)
 	time.Sleep(300 * time.Millisecond)
 	stopA() // rebalance with work in flight
 	e.produce(raws, evs[n/2:])

@@ -3,6 +3,7 @@ package imoutbox_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -58,6 +59,9 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	cfg.OutboxWorker.ClaimGrace = config.Duration(300 * time.Millisecond)
 	cfg.OutboxWorker.LockTTL = config.Duration(time.Second)
 	cfg.OutboxWorker.NodeID = "test-node"
+	// No room-service publishes here, so the fast path claims at once;
+	// the tests of the delay set it themselves.
+	cfg.IM.FastPathDelay = 0
 	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -107,17 +111,41 @@ func (e *env) serviceOn(reg *prometheus.Registry) *imoutbox.Service {
 	return s
 }
 
-// publisher starts a full publish-im (fast path + worker if enabled) and
-// returns a stop function that cancels it and waits for Run.
-func (e *env) publisher(enabled bool) (*prometheus.Registry, func()) {
+// pubMode is what a test publisher runs.
+type pubMode int
+
+const (
+	fastAndScan pubMode = iota // publish-im as deployed
+	fastOnly                   // the compensation scan switched off (imoutbox.FastPathOnly)
+	disabled                   // outbox_worker.enabled=false
+)
+
+// publisher starts a publish-im in mode and returns its registry and a
+// stop function that cancels it and waits for Run.
+func (e *env) publisher(mode pubMode) (*prometheus.Registry, func()) {
+	e.t.Helper()
+	p, reg := e.newPublisher(mode)
+	return reg, e.run(p)
+}
+
+func (e *env) newPublisher(mode pubMode) (*imoutbox.Publisher, *prometheus.Registry) {
 	e.t.Helper()
 	cfg := *e.cfg
-	cfg.OutboxWorker.Enabled = enabled
+	cfg.OutboxWorker.Enabled = mode != disabled
 	reg := prometheus.NewRegistry()
 	p, err := imoutbox.NewPublisher(&cfg, e.db, reg, e.logger())
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if mode == fastOnly {
+		imoutbox.FastPathOnly(p)
+	}
+	return p, reg
+}
+
+// run runs p until the returned stop function cancels it and waits.
+func (e *env) run(p *imoutbox.Publisher) func() {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -136,7 +164,7 @@ func (e *env) publisher(enabled bool) (*prometheus.Registry, func()) {
 		})
 	}
 	e.t.Cleanup(stop)
-	return reg, stop
+	return stop
 }
 
 type event struct {
@@ -230,4 +258,23 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 	}
 	v, _ := testenv.Metric(reg, name, pairs...)
 	return v
+}
+
+// checkRoomOrder fails the test unless the fake IM accepted each room's
+// messages in increasing room_version.
+func (e *env) checkRoomOrder() {
+	e.t.Helper()
+	last := map[string]int64{}
+	for _, a := range e.fake.Accepted() {
+		var d struct {
+			RoomVersion int64 `json:"room_version"`
+		}
+		if err := json.Unmarshal([]byte(a.Data), &d); err != nil {
+			e.t.Fatal(err)
+		}
+		if d.RoomVersion <= last[a.GroupID] {
+			e.t.Fatalf("%s: version %d after %d", a.GroupID, d.RoomVersion, last[a.GroupID])
+		}
+		last[a.GroupID] = d.RoomVersion
+	}
 }

@@ -3,14 +3,17 @@ package imoutbox_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -32,7 +35,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	raws := e.insert(0, evs...)
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 30 * time.Second, Times: 1})
 	e.produce(raws, evs)
-	_, stop := e.publisher(false)
+	_, stop := e.publisher(fastOnly)
 	testenv.Eventually(t, 20*time.Second, "other rooms delivered while r1 is stuck", func() bool {
 		return e.countStatus("delivered") == 10 && e.row("slow").Status == "delivering"
 	})
@@ -51,7 +54,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 		}
 	}
 	// Restart: the compensation scan picks the handed-back rows up.
-	_, stop2 := e.publisher(true)
+	_, stop2 := e.publisher(fastAndScan)
 	testenv.Eventually(t, 20*time.Second, "everything delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
 	stop2()
 	acc := e.fake.AcceptedByEvent()
@@ -85,5 +88,81 @@ func TestEnvelopeDecodeFailure(t *testing.T) {
 	}
 	if v := metric(t, reg, "roomflow_im_outbox_decode_errors_total", nil); v != 1 {
 		t.Fatalf("decode errors metric %v", v)
+	}
+}
+
+// SIGTERM on publish-im under the app frame while a send hangs far beyond
+// shutdown.timeout (publish_timeout 8s, shutdown.timeout 1s): /readyz
+// answers 503 at once, the hung send is cancelled and its row left
+// delivering (for lock expiry), the rows queued behind it are handed back,
+// everything else is delivered, Run returns within shutdown.timeout, and
+// MySQL is closed only after every worker ended (no "database is closed").
+func TestDrainUnderAppFrame(t *testing.T) {
+	e := newEnv(t, true)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(8 * time.Second)
+	e.cfg.OutboxWorker.LockTTL = config.Duration(9 * time.Second)
+	e.cfg.Shutdown.Timeout = config.Duration(time.Second)
+	e.cfg.Metrics.Addr = testenv.ClosedAddr(t)
+	evs := []event{gift("hung", "r1", 1)}
+	for i := 2; i <= 6; i++ {
+		evs = append(evs, gift(fmt.Sprintf("queued-%d", i), "r1", int64(i)))
+	}
+	for i := 0; i < 5; i++ {
+		evs = append(evs, gift(fmt.Sprintf("free-%d", i), fmt.Sprintf("o%d", i), 1))
+	}
+	raws := e.insert(0, evs...)
+	e.fake.Inject(imfake.Fault{EventID: "hung", Delay: 30 * time.Second, Times: 1})
+	e.produce(raws, evs)
+
+	d := app.NewDeps(e.cfg, e.logger())
+	spec := app.Spec{Name: "publish-im", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		db, err := d.DB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log)
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, []app.Spec{spec}) }()
+	readyz := func() int {
+		resp, err := http.Get("http://" + e.cfg.Metrics.Addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testenv.Eventually(t, 20*time.Second, "other rooms delivered while r1 hangs", func() bool {
+		return e.countStatus("delivered") == 5 && e.row("hung").Status == "delivering" && readyz() == http.StatusOK
+	})
+	start := time.Now()
+	cancel()
+	testenv.Eventually(t, 2*time.Second, "/readyz 503 while draining", func() bool { return readyz() == http.StatusServiceUnavailable })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if el := time.Since(start); el > e.cfg.Shutdown.Timeout.D()+3*time.Second {
+		t.Fatalf("stop took %s, shutdown.timeout is %s", el, e.cfg.Shutdown.Timeout)
+	}
+	time.Sleep(200 * time.Millisecond) // anything still running would hit the closed pool now
+	if l := e.logs.String(); strings.Contains(l, "database is closed") {
+		t.Fatalf("a worker ran without its database:\n%s", l)
+	}
+	if r := e.row("hung"); r.Status != "delivering" || r.RetryCount != 0 || r.WorkerID == "" {
+		t.Fatalf("cancelled send: %+v, want delivering under its claim until lock_until_ms", r)
+	}
+	for i := 2; i <= 6; i++ {
+		if r := e.row(fmt.Sprintf("queued-%d", i)); r.Status != "pending" || r.WorkerID != "" {
+			t.Fatalf("row queued behind the hung send: %+v, want handed back", r)
+		}
+	}
+	if got := e.countStatus("delivered"); got != 5 {
+		t.Fatalf("%d delivered, want 5", got)
 	}
 }

@@ -15,6 +15,8 @@ type metrics struct {
 	oldestAge    prometheus.Gauge
 	lag          prometheus.Histogram
 	claimBatch   *prometheus.HistogramVec
+	held         prometheus.Gauge
+	enabled      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"source", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_im_outbox_events_total",
-			Help: "Claimed events by outcome: delivered|noop|retryable|failed|released.",
+			Help: "Claimed events by outcome: delivered|noop|retryable|failed|released|abandoned (send cancelled at the end of shutdown.timeout, row left delivering).",
 		}, []string{"source", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_im_outbox_retries_total",
@@ -57,8 +59,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Events asked for per claim transaction (one round trip per poll or scan, not per event).",
 			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000},
 		}, []string{"source"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_im_fast_path_held_records",
+			Help: "Room events the fast path holds for im.fast_path_delay before claiming them (bounded; polling pauses when full).",
+		}),
+		enabled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_im_delivery_enabled",
+			Help: "1 when publish-im delivers (fast path and compensation scan), 0 when outbox_worker.enabled is false and nothing is delivered.",
+		}),
 	}
 	m.claims = obs.Register(reg, m.claims)
+	m.held = obs.Register(reg, m.held)
+	m.enabled = obs.Register(reg, m.enabled)
 	m.claimBatch = obs.Register(reg, m.claimBatch)
 	m.events = obs.Register(reg, m.events)
 	m.retries = obs.Register(reg, m.retries)

@@ -15,12 +15,16 @@ import (
 )
 
 // Publisher is `roomflow publish-im`: the Kafka fast path, the compensation
-// worker (when outbox_worker.enabled) and the backlog gauges.
+// worker and the backlog gauges. outbox_worker.enabled=false switches
+// delivery off as a whole (neither path runs; only the gauges do), so a
+// disabled worker never leaves retryable rows behind a fast path that
+// keeps sending.
 type Publisher struct {
 	Service  *Service
-	Client   *tencentim.Client
-	fast     *FastPath
-	enabled  bool
+	Client   *tencentim.Client // nil when disabled
+	fast     *FastPath         // nil when disabled
+	scan     bool
+	log      *slog.Logger
 	interval time.Duration
 }
 
@@ -37,52 +41,71 @@ func OptionsFrom(cfg *config.Config) Options {
 
 // NewPublisher builds the publisher from cfg, its metrics on reg (nil: not
 // registered), its logs on log (nil: slog.Default()) under
-// component=publish-im. It fails when the IM credentials are missing
-// (config.ValidateIM), the retry strategy is unknown, or the Kafka client
-// cannot be created.
+// component=publish-im. It fails when the retry strategy is unknown, or,
+// with delivery enabled, when the IM credentials are missing
+// (config.ValidateIM) or the Kafka client cannot be created.
 func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
-	if err := cfg.ValidateIM(); err != nil {
-		return nil, err
+	enabled := cfg.OutboxWorker.Enabled
+	if enabled {
+		if err := cfg.ValidateIM(); err != nil {
+			return nil, err
+		}
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	klog := log // kafkax tags the Kafka client's lines with component=publish-im itself
 	log = log.With("component", "publish-im")
-	client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
+	p := &Publisher{scan: enabled, log: log, interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}
+	var sender Sender
+	if enabled {
+		client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		p.Client, sender = client, client
+	}
+	svc, err := NewService(NewRepo(db), sender, OptionsFrom(cfg), reg, log)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := NewService(NewRepo(db), client, OptionsFrom(cfg), reg, log)
-	if err != nil {
-		return nil, err
+	p.Service = svc
+	if enabled {
+		svc.m.enabled.Set(1)
+		if p.fast, err = NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond, cfg.IM.FastPathDelay.D()); err != nil {
+			return nil, fmt.Errorf("publish-im: kafka: %w", err)
+		}
 	}
-	fast, err := NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond)
-	if err != nil {
-		return nil, fmt.Errorf("publish-im: kafka: %w", err)
-	}
-	return &Publisher{Service: svc, Client: client, fast: fast, enabled: cfg.OutboxWorker.Enabled,
-		interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}, nil
+	return p, nil
 }
 
 // Run runs until ctx ends, then stops consuming and claiming, waits for
-// in-flight sends (publish_timeout) and their results, and closes Kafka.
-// The caller closes MySQL afterwards.
+// in-flight sends (publish_timeout) and their results, and closes Kafka,
+// all within shutdown.timeout (sends still in flight then are cancelled,
+// their rows left delivering). Every goroutine has ended when it returns:
+// the caller closes MySQL afterwards.
 func (p *Publisher) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	wg.Go(func() { p.Service.RunGauges(ctx, p.interval) })
+	if p.fast == nil {
+		p.log.Warn("outbox_worker.enabled is false: publish-im delivers nothing to Tencent IM (no fast path, no compensation scan); room_outbox rows stay pending until it is enabled",
+			"metric", "roomflow_im_delivery_enabled")
+		wg.Wait()
+		return nil
+	}
 	var ferr error
 	wg.Go(func() {
 		if ferr = p.fast.Run(ctx); ferr != nil {
 			cancel() // a dead fast path stops the whole component
 		}
 	})
-	if p.enabled {
+	if p.scan {
 		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
 	}
-	wg.Go(func() { p.Service.RunGauges(ctx, p.interval) })
 	wg.Go(func() { p.Service.RunLockRenewer(ctx) })
+	wg.Go(func() { p.Service.fails.run(ctx, p.Service.opt.FailureSummaryInterval) })
 	wg.Wait()
 	return ferr
 }

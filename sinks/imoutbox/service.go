@@ -43,8 +43,13 @@ type Options struct {
 	MarkPermanentFailed bool
 	// Lanes bounds the rooms published concurrently (64).
 	Lanes int
-	// DrainTimeout bounds recording results after cancel (10s).
+	// DrainTimeout bounds the whole stop after cancel (10s,
+	// shutdown.timeout): sends still in flight then are cancelled and their
+	// rows left delivering, results no longer recorded.
 	DrainTimeout time.Duration
+	// FailureSummaryInterval is how often repeated publish failures are
+	// summarized at WARN (30s); see failureLog.
+	FailureSummaryInterval time.Duration
 }
 
 // ErrRetryStrategy is an unknown retry_strategy (seed 000: fail at start).
@@ -72,6 +77,9 @@ func (o Options) normalized() (Options, error) {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second
 	}
+	if o.FailureSummaryInterval <= 0 {
+		o.FailureSummaryInterval = 30 * time.Second
+	}
 	switch o.RetryStrategy {
 	case "", "fixed_interval":
 	default:
@@ -86,6 +94,7 @@ type Service struct {
 	im     Sender
 	opt    Options
 	log    *slog.Logger
+	fails  *failureLog
 	m      *metrics
 	worker string
 	lanes  chan struct{} // rooms sending at once, shared by both paths
@@ -120,7 +129,30 @@ func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, l
 	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:]),
 		lanes: make(chan struct{}, opt.Lanes), inflight: map[int64]struct{}{}}
 	s.log = log.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
+	s.fails = newFailureLog(s.log)
 	return s, nil
+}
+
+// lifetime is the contexts delivery runs under. run ending stops intake:
+// no new claim, no new send. sends ends a little before DrainTimeout has
+// passed since then and cancels the sends still in flight: their rows stay
+// delivering for lock expiry (whether IM got them is unknown), and the
+// rows queued behind them are released. abort ends at DrainTimeout and
+// stops recording. So a stop never outlasts shutdown.timeout, and the frame
+// closes MySQL only after it.
+type lifetime struct{ run, sends, abort context.Context }
+
+// newLifetime derives the lifetime of ctx; release frees it.
+func (s *Service) newLifetime(ctx context.Context) (lt lifetime, release func()) {
+	abort, cancelAbort := context.WithCancel(context.WithoutCancel(ctx))
+	sends, cancelSends := context.WithCancel(abort)
+	grace := s.opt.DrainTimeout
+	reserve := min(grace/4, 2*time.Second) // for recording what the cancelled sends leave
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(grace-reserve, cancelSends)
+		time.AfterFunc(grace, cancelAbort)
+	})
+	return lifetime{run: ctx, sends: sends, abort: abort}, func() { stop(); cancelAbort() }
 }
 
 // WorkerID is the value this service writes to room_outbox.worker_id.
@@ -141,14 +173,14 @@ type outcome struct {
 	failed    []Failure
 	released  []Row
 	errs      []error
-	lost      []int64 // results dropped by the afterSend hook (a simulated crash)
+	lost      []int64 // not recorded: sends aborted at shutdown, or dropped by the afterSend hook (a simulated crash)
 }
 
 // deliver publishes jobs, rooms in parallel (at most Lanes at once), each
-// room's jobs in order, and records the results. runCtx ending stops new
+// room's jobs in order, and records the results. lt.run ending stops new
 // sends (unsent rows are released); a send in flight finishes within
-// PublishTimeout and its result is recorded.
-func (s *Service) deliver(runCtx context.Context, source string, jobs []job) error {
+// PublishTimeout and its result is recorded, unless lt.abort ends first.
+func (s *Service) deliver(lt lifetime, source string, jobs []job) error {
 	var order []string
 	byRoom := map[string][]job{}
 	for _, j := range jobs {
@@ -165,18 +197,18 @@ func (s *Service) deliver(runCtx context.Context, source string, jobs []job) err
 		wg.Go(func() {
 			defer func() { <-s.lanes }()
 			for _, j := range byRoom[room] {
-				s.one(runCtx, source, j, &mu, &out)
+				s.one(lt, source, j, &mu, &out)
 			}
 		})
 	}
 	wg.Wait()
-	return s.record(runCtx, source, &out)
+	return s.record(lt, source, &out)
 }
 
-func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mutex, out *outcome) {
+func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *outcome) {
 	row := j.row
 	add := func(f func()) { mu.Lock(); f(); mu.Unlock() }
-	if runCtx.Err() != nil {
+	if lt.run.Err() != nil {
 		add(func() { out.released = append(out.released, row) })
 		return
 	}
@@ -193,7 +225,8 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 			status = StatusFailed
 		}
 		s.m.events.WithLabelValues(source, status).Inc()
-		s.logResult(row, status, "decode", e)
+		s.m.retries.WithLabelValues("decode").Inc()
+		s.fails.failed(row, source, status, "decode", e)
 		return
 	}
 	if tencentim.IsNoOp(env.GetEventType()) {
@@ -206,15 +239,25 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 		err = s.im.CheckSize(msg)
 	}
 	if err == nil {
-		if err = s.im.Pace(runCtx, msg.GroupID); errors.Is(err, tencentim.ErrNotSent) {
+		if err = s.im.Pace(lt.run, msg.GroupID); errors.Is(err, tencentim.ErrNotSent) {
 			add(func() { out.released = append(out.released, row) })
 			return
 		}
 	}
 	if err == nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.opt.PublishTimeout)
+		cctx, cancel := context.WithTimeout(lt.sends, s.opt.PublishTimeout)
 		_, err = s.im.Deliver(cctx, msg)
 		cancel()
+		if err != nil && lt.sends.Err() != nil {
+			// Shutdown ran out of time: whether IM got it is unknown, so the
+			// row stays delivering; after lock_until_ms it is sent again with
+			// the same Random (deduplicated by IM).
+			s.m.events.WithLabelValues(source, "abandoned").Inc()
+			add(func() { out.lost = append(out.lost, row.ID) })
+			s.log.Warn("send still in flight at the end of shutdown.timeout cancelled; row left delivering until its lock expires", "source", source,
+				"event_id", row.EventID, "event_type", row.EventType, "room_id", row.RoomID, "status", StatusDelivering)
+			return
+		}
 		if err == nil && env.GetOccurredAtMs() > 0 {
 			s.m.lag.Observe(time.Since(time.UnixMilli(env.GetOccurredAtMs())).Seconds())
 		}
@@ -243,18 +286,13 @@ func (s *Service) one(runCtx context.Context, source string, j job, mu *sync.Mut
 	add(func() {
 		out.failed = append(out.failed, Failure{ID: row.ID, Error: shortError(class, code, err), Failed: failed})
 	})
-	s.logResult(row, status, code, err)
+	s.fails.failed(row, source, status, code, err)
 }
 
 // shortError is last_error: class, code and the scrubbed message.
 func shortError(class tencentim.Class, code string, err error) string {
 	msg := strings.TrimPrefix(err.Error(), "tencentim: ")
 	return truncate(fmt.Sprintf("%s %s: %s", class, code, msg), 300)
-}
-
-func (s *Service) logResult(row Row, status, code string, err error) {
-	s.log.Warn("im publish failed", "event_id", row.EventID, "event_type", row.EventType, "room_id", row.RoomID,
-		"retry_count", row.RetryCount+1, "status", status, "code", code, "error", err.Error())
 }
 
 // claimed notes rows as in flight: RunLockRenewer keeps their claims alive
@@ -277,13 +315,14 @@ func (s *Service) forget(ids ...[]int64) {
 	}
 }
 
-// record writes the batch's results, bounded by DrainTimeout even after
-// runCtx ended (MySQL is closed only after this returns), retrying a failed
-// statement a few times. Rows whose result still cannot be written stay
-// delivering and are no longer renewed: their claims expire and the
-// compensation scan sends them again (absorbed by Tencent's dedup).
-func (s *Service) record(runCtx context.Context, source string, out *outcome) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.opt.DrainTimeout)
+// record writes the batch's results, each call bounded by DrainTimeout, after
+// lt.run ended too, until lt.abort (MySQL is closed only after this
+// returns), retrying a failed statement a few times. Rows whose result still
+// cannot be written stay delivering and are no longer renewed: their claims
+// expire and the compensation scan sends them again (absorbed by Tencent's
+// dedup).
+func (s *Service) record(lt lifetime, source string, out *outcome) error {
+	ctx, cancel := context.WithTimeout(lt.abort, s.opt.DrainTimeout)
 	defer cancel()
 	failedIDs := make([]int64, len(out.failed))
 	for i, f := range out.failed {
@@ -329,7 +368,16 @@ func (s *Service) record(runCtx context.Context, source string, out *outcome) er
 // BatchSize eligible rows, publish each bounded by PublishTimeout (one
 // failure never stops the batch), record results. It returns the round's
 // errors (claim, mark, envelope decode) joined; rows stay in the table.
+// After ctx ends the round claims and sends nothing new and returns within
+// DrainTimeout, cancelling sends still in flight then (rows left delivering).
 func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
+	lt, release := s.newLifetime(ctx)
+	defer release()
+	return s.processPending(lt)
+}
+
+func (s *Service) processPending(lt lifetime) error {
+	ctx := lt.run
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -348,12 +396,12 @@ func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
 	for i, r := range rows {
 		jobs[i] = job{row: r, raw: r.Payload}
 	}
-	return s.deliver(ctx, "scan", jobs)
+	return s.deliver(lt, "scan", jobs)
 }
 
 // RunOutboxWorker runs ProcessPendingOutbox at once and then every
 // PollInterval until ctx ends (seed 000). After cancel it starts no new
-// round; the round in flight ends as deliver describes.
+// round; the round in flight ends as ProcessPendingOutbox describes.
 func (s *Service) RunOutboxWorker(ctx context.Context) {
 	tick := time.NewTicker(s.opt.PollInterval)
 	defer tick.Stop()

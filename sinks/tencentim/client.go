@@ -222,8 +222,14 @@ func (c *Client) Deliver(ctx context.Context, m *Message) (Result, error) {
 				pause = time.Second
 			}
 			if pause > 0 {
-				c.pacer.Pause(pause)
-				c.log.Warn("tencent IM asked to slow down; pausing every send", "code", ae.Code, "pause", pause.String())
+				// Once per pause, not per refused call: an outage of rate
+				// limits must not flood the log (the calls are counted in
+				// roomflow_im_publish_total{code}).
+				level := slog.LevelDebug
+				if c.pacer.Pause(pause) {
+					level = slog.LevelWarn
+				}
+				c.log.Log(ctx, level, "tencent IM asked to slow down; pausing every send", "code", ae.Code, "pause", pause.String())
 			}
 		}
 		if class == RegenerateSig && attempt == 0 {

@@ -37,13 +37,16 @@ type Pacer struct {
 }
 
 // Pause holds every grant back until now+d (extending, never shortening,
-// a pause already in force).
-func (p *Pacer) Pause(d time.Duration) {
+// a pause already in force). It reports whether no pause was in force.
+func (p *Pacer) Pause(d time.Duration) (started bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if until := p.now().Add(d); until.After(p.pausedUntil) {
+	now := p.now()
+	started = !now.Before(p.pausedUntil)
+	if until := now.Add(d); until.After(p.pausedUntil) {
 		p.pausedUntil = until
 	}
+	return started
 }
 
 type ring struct {

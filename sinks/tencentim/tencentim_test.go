@@ -486,3 +486,47 @@ func TestNewRefusesNonPositiveRateLimits(t *testing.T) {
 		}
 	}
 }
+
+// Rate-limit refusals during one pause log one WARN, not one per refused
+// call (an outage of 60007s used to flood the log); the rest are DEBUG
+// and every refusal is counted.
+func TestRateLimitPauseWarnsOnce(t *testing.T) {
+	f, url := fakeServer(t)
+	f.Inject(imfake.Fault{Code: 60007})
+	logs := &testenv.SyncBuffer{}
+	reg := prometheus.NewRegistry()
+	c, err := tencentim.New(imCfg(url), tencentim.WithRegisterer(reg),
+		tencentim.WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		m, _ := tencentim.BuildMessage(giftEnvelope(fmt.Sprintf("rl-%d", i), fmt.Sprintf("r%d", i)), "")
+		wg.Go(func() {
+			if _, err := c.Deliver(context.Background(), m); err == nil {
+				t.Error("a refused call succeeded")
+			}
+		})
+	}
+	wg.Wait()
+	pauses := 1 + int(time.Since(start)/time.Second) // each pause lasts 1s
+	warns, debugs := 0, 0
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "asked to slow down") {
+			if strings.Contains(l, `"level":"WARN"`) {
+				warns++
+			} else {
+				debugs++
+			}
+		}
+	}
+	if warns < 1 || warns > pauses || warns+debugs != n {
+		t.Fatalf("%d WARN and %d DEBUG pause lines for %d refusals within %d pause(s)", warns, debugs, n, pauses)
+	}
+	if v, _ := testenv.Metric(reg, "roomflow_im_publish_total", "code", "60007"); v != n {
+		t.Fatalf("refusals counted: %v", v)
+	}
+}

@@ -44,3 +44,30 @@ func TestPoisonRecordsGoToDLQ(t *testing.T) {
 		t.Fatalf("rejected metric %v", got)
 	}
 }
+
+// TestCorruptStateGoesToDLQ: a session's state value that cannot be decoded
+// (planted in the changelog, restored at start) sends the event that reads
+// it to the DLQ with reason corrupt_state; the partition moves on and other
+// sessions close normally.
+func TestCorruptStateGoesToDLQ(t *testing.T) {
+	e := newEnv(t, 1, matrixClock)
+	bad := &sess{u: 5, room: "r", id: "ms-5"}
+	// The runtime's changelog frame (version 1, no expiry) around a value
+	// that is not a session.
+	frame := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, 0xff, 0xff, 0xff)
+	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Kafka.Topics.MicStateChangelog,
+		Key: []byte(mic.SessionID{AppCode: "hy", UserID: 5, MicSessionID: "ms-5"}.Key()), Value: frame}})
+	good := &sess{u: 6, room: "r", id: "ms-6"}
+	down := bad.ev("down", base+mins, withReason("leave"))
+	e.produce([]mic.Event{down, good.ev("up", base), good.ev("down", base+mins, withReason("leave"))})
+	r := e.start()
+	o := e.collect(2, 30*time.Second)
+	r.stop(t)
+	if len(o.closed) != 1 || o.closed[0].UserId != 6 || o.closed[0].SeatOccupiedMs != mins {
+		t.Fatalf("closes after the corrupt one: %v", o.closed)
+	}
+	if len(o.dlq) != 1 || rttest.Header(o.dlq[0], "error_reason") != "corrupt_state" ||
+		rttest.Header(o.dlq[0], "event_id") != down.EventID || rttest.Header(o.dlq[0], "source_offset") != "0" {
+		t.Fatalf("DLQ %v, want the down of the corrupt session with reason corrupt_state", o.dlq)
+	}
+}

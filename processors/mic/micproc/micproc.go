@@ -205,9 +205,10 @@ func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger,
 }
 
 // Process handles one hyapp.user.mic-events.v1 record (runtime.Processor).
-// An undecodable record is rejected to the DLQ; a corrupt state value is a
-// returned error (the transaction aborts and the partition stalls rather
-// than write wrong facts).
+// An undecodable record is rejected to the DLQ; so is a record whose
+// session or day-room state value cannot be decoded (runtime.CorruptState:
+// DLQ reason corrupt_state, no facts written from a value no retry can
+// fix).
 func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	ev, err := mic.Decode(rec.Value)
 	if err != nil {
@@ -270,7 +271,11 @@ func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
 // Compensate is the timer (runtime.PunctuateFunc): it closes the open
 // sessions of t's partition that are due at now, the longest overdue
 // first, at most mic.compensation_batch_size of them, then drops the
-// tombstones and day-room sets that fell out of their retention.
+// tombstones and day-room sets that fell out of their retention. A state
+// value it cannot decode is logged and skipped, never a failed tick. The
+// runtime runs it only once the partition is consumed up to the last
+// stable offset read at the tick, so a session whose real events wait in
+// the partition is never closed by the timer.
 func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
@@ -285,14 +290,13 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 	}
 	var days []dayKey // day-room sets past their window, if no older session is open
 	oldestOpenDay := int64(math.MaxInt64)
-	var scanErr error
 	t.Store().Range(func(key string, value []byte) bool {
 		switch mic.KeyKind(key) {
 		case mic.KindDayRooms:
 			day, err := mic.ParseDayRoomsKey(key)
 			if err != nil {
-				scanErr = fmt.Errorf("micproc: state key %q: %w", key, err)
-				return false
+				corrupt(t, key, err)
+				return true
 			}
 			if len(days) < pruneLimit && ret.DayRoomsExpired(day, math.MaxInt64, wm) {
 				days = append(days, dayKey{key, day})
@@ -304,8 +308,8 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 		}
 		s, err := mic.PeekTimer(value)
 		if err != nil {
-			scanErr = fmt.Errorf("micproc: state key %q: %w", key, err)
-			return false
+			corrupt(t, key, err)
+			return true
 		}
 		switch s.Status {
 		case mic.StatusPendingPublish:
@@ -324,19 +328,18 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 		}
 		return true
 	})
-	if scanErr != nil {
-		return scanErr
-	}
 	batch := mic.SelectDue(due, nowMs, p.cfg.Settings.CompensationBatchSize)
 	st := p.state(t)
 	for _, c := range batch {
 		id, err := mic.ParseSessionKey(c.Key)
 		if err != nil {
-			return fmt.Errorf("micproc: state key %q: %w", c.Key, err)
+			corrupt(t, c.Key, err)
+			continue
 		}
 		out, ok := p.sc.Compensate(st, pol, id, nowMs)
 		if st.err != nil {
-			return fmt.Errorf("micproc: timer close %s: %w", id.MicSessionID, st.err)
+			corrupt(t, c.Key, st.err)
+			continue
 		}
 		if !ok {
 			continue
@@ -365,6 +368,13 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 	p.m.pruned.WithLabelValues("day_rooms").Add(float64(prunedDays))
 	p.m.setOpen(t.Partition(), counts, len(due)-len(batch), now, p.cfg.Settings.CompensationInterval)
 	return nil
+}
+
+// corrupt logs a state key or value the timer cannot decode and skips it:
+// it can never succeed, and failing the timer would stall the partition.
+// The session's next event goes to the DLQ as corrupt_state.
+func corrupt(t *runtime.Task, key string, err error) {
+	t.Log().Error("timer skips a corrupt state value", "key", fmt.Sprintf("%x", key), "error", err)
 }
 
 // emit writes the ledger entry and derived events of out.
@@ -461,7 +471,7 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	}
 	var v mic.Session
 	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
-		s.err = err
+		s.err = runtime.CorruptState(s.key(id), err)
 		return mic.Session{}, false
 	}
 	return v, true
@@ -482,7 +492,7 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = err
+		s.err = runtime.CorruptState(mic.DayRoomsKey(appCode, userID, day), err)
 	}
 	return d
 }

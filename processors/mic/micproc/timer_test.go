@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/userv1"
@@ -164,4 +168,85 @@ func TestTimerCloses(t *testing.T) {
 		t.Fatalf("open sessions gauge %v after every close", p)
 	}
 	r.stop(t)
+}
+
+// TestTimersWaitForBacklog: the mic processor is stopped for longer than
+// both max ages while the real publish_confirmed and down events of 200
+// open sessions pile up in its input. After the restart the first tick
+// comes while that backlog is still unread (fetching the input is held,
+// kfake fault): the timer must wait until the partition is consumed up to
+// the last stable offset read at the tick, so every session closes with
+// its real times and none as compensated.
+func TestTimersWaitForBacklog(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, 4, now)
+	if e.k.Fake == nil {
+		t.Skip("needs kfake fault injection (holding the input's fetches); ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
+	e.cfg.Mic.PublishingSessionMaxAge = config.Duration(10 * time.Minute)
+	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
+	e.cfg.Mic.CompensationBatchSize = 1000
+	c := now.UnixMilli()
+	const n = 200
+	ss := make([]*sess, n+1)
+	var ups, backlog []mic.Event
+	for u := int64(1); u <= n; u++ {
+		ss[u] = &sess{u: u, room: "r", id: fmt.Sprintf("ms-%d", u)}
+		ups = append(ups, ss[u].ev("up", c-30*sec))
+	}
+	e.produce(ups)
+	r := e.start()
+	e.collect(n, 30*time.Second)
+	r.stop(t)
+
+	// While it is stopped: even users publish and leave after 90 s, odd
+	// ones leave unpublished after 60 s, all within the max ages.
+	for u := int64(1); u <= n; u++ {
+		if u%2 == 0 {
+			backlog = append(backlog, ss[u].ev("publish_confirmed", c-20*sec, withPub(c-20*sec)), ss[u].ev("down", c+60*sec, withReason("leave")))
+		} else {
+			backlog = append(backlog, ss[u].ev("down", c+30*sec, withReason("leave")))
+		}
+	}
+	e.produce(backlog)
+	e.clock.Advance(time.Hour)
+
+	hold := e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: e.cfg.Kafka.Topics.UserMicEvents,
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	r = e.start()
+	r.waitAssigned(t, 4)
+	e.clock.Advance(10 * time.Second) // the first tick is due
+	deadline := time.Now().Add(30 * time.Second)
+	for metricSum(t, e, "roomflow_process_punctuations_deferred_total", map[string]string{"processor": "mic", "reason": "behind"}) < 4 &&
+		metricSum(t, e, "roomflow_process_punctuations_total", map[string]string{"processor": "mic"}) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first tick neither ran nor was deferred")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hold.Remove()
+	want := n + len(backlog) // every event has one ledger entry
+	o := e.read(want, 30*time.Second)
+	r.stop(t)
+	if comp := compensated(o); len(comp) != 0 {
+		t.Fatalf("%d sessions closed by the timer while their real events waited in the partition (first: %v)", len(comp), comp[0])
+	}
+	if len(o.ledger) != want || len(o.closed) != n {
+		t.Fatalf("%d ledger entries and %d closes, want %d and %d", len(o.ledger), len(o.closed), want, n)
+	}
+	for _, cl := range o.closed {
+		up := c - 30*sec
+		end, online := c+30*sec, int64(0)
+		if cl.UserId%2 == 0 {
+			end, online = c+60*sec, 80*sec
+		}
+		if cl.EndReason != "leave" || cl.EndedAtMs != end || cl.SeatOccupiedMs != end-up || cl.MicOnlineMs != online {
+			t.Fatalf("user %d closed as %s at %d with seat %d online %d, want leave at %d with %d and %d",
+				cl.UserId, cl.EndReason, cl.EndedAtMs, cl.SeatOccupiedMs, cl.MicOnlineMs, end, end-up, online)
+		}
+	}
+	if got := metricSum(t, e, "roomflow_mic_timer_closes_total", nil); got != 0 {
+		t.Fatalf("timer closes metric %v, want 0", got)
+	}
 }

@@ -1,0 +1,116 @@
+package runtime_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+)
+
+// seen counts the records of its partition in the store; its punctuation
+// emits that count, i.e. how much of the input the task had consumed when
+// the timer ran.
+type seen struct{ out string }
+
+func (s seen) Process(t *runtime.Task, _ *kgo.Record) error {
+	n := 0
+	if v, ok := t.Store().Get("n"); ok {
+		n, _ = strconv.Atoi(string(v))
+	}
+	t.Store().Put("n", []byte(strconv.Itoa(n+1)))
+	return nil
+}
+
+func (s seen) tick(t *runtime.Task, _ time.Time) error {
+	v, _ := t.Store().Get("n")
+	t.Emit(&kgo.Record{Topic: s.out, Key: []byte(strconv.Itoa(int(t.Partition()))), Value: append([]byte(nil), v...)})
+	return nil
+}
+
+// TestPunctuationWaitsForInputLSO: a punctuation runs only once its task
+// has consumed the input partition up to the last stable offset read at
+// the tick. Fetching the input is held (kfake fault) while the tick comes:
+// the tick is deferred and counted, and once the records flow it runs and
+// sees every record, including those of a committed transaction (its
+// marker must count as consumed). While the LSO cannot be read (ListOffsets
+// fault) the tick waits too.
+func TestPunctuationWaitsForInputLSO(t *testing.T) {
+	h := newHarness(t, 2)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	manual := h.k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(2) {
+		recs := make([]*kgo.Record, 100)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: h.in, Partition: p, Value: []byte("x")}
+		}
+		rttest.Produce(t, manual, recs)
+	}
+	// 20 more per partition in a committed transaction: each partition
+	// ends with a commit marker.
+	txn := h.k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(h.grp+"-input"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		for range 20 {
+			if err := txn.ProduceSync(context.Background(), &kgo.Record{Topic: h.in, Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	hold := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.in, Err: kerr.NotLeaderForPartition, Count: -1})
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := seen{out: h.out}
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-lso", s, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, s.tick), runtime.Registerer(reg))
+	r := rttest.Start(rt)
+	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
+	clock.Advance(time.Minute)
+	waitFor(t, "the tick to be deferred or run", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "behind") >= 2 ||
+			metricSum(t, reg, "roomflow_process_punctuations_total") > 0
+	})
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 0, 500*time.Millisecond, 500*time.Millisecond); len(out) != 0 {
+		t.Fatalf("punctuation ran before its task consumed the input: it had seen %q records", out[0].Value)
+	}
+	hold.Remove()
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, 30*time.Second)
+	if len(out) != 2 {
+		t.Fatalf("%d ticks after the input flowed, want one per partition", len(out))
+	}
+	for _, rec := range out {
+		if string(rec.Value) != "120" {
+			t.Fatalf("partition %s ticked having consumed %q records, want all 120", rec.Key, rec.Value)
+		}
+	}
+
+	// The LSO cannot be read: the next tick waits, it does not run blind.
+	lso := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: h.in, Err: kerr.NotLeaderForPartition, Count: -1})
+	clock.Advance(time.Minute)
+	waitFor(t, "a tick deferred for lack of the LSO", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
+	})
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, time.Second); len(out) != 2 {
+		t.Fatalf("%d ticks while the LSO could not be read, want the 2 earlier ones", len(out))
+	}
+	lso.Remove()
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 4, 500*time.Millisecond, 30*time.Second); len(out) != 4 {
+		t.Fatalf("%d ticks after the LSO came back, want 4", len(out))
+	}
+	r.Stop(t)
+}
