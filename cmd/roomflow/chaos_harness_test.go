@@ -826,7 +826,7 @@ func (h *chaosHarness) stopAll() {
 	h.mu.Unlock()
 	for _, p := range h.procs {
 		p.mu.Lock()
-		p.stopping()
+		p.markStopping()
 		c := p.cur
 		p.mu.Unlock()
 		if c == nil {
@@ -855,8 +855,8 @@ func (h *chaosHarness) stopAll() {
 	}
 }
 
-// stopping marks the current child as stopped on purpose (p.mu held).
-func (p *chaosProc) stopping() {
+// markStopping marks the current child as stopped on purpose (p.mu held).
+func (p *chaosProc) markStopping() {
 	if p.cur != nil {
 		p.cur.killed = true
 	}

@@ -202,7 +202,7 @@ func TestPipelineChaos(t *testing.T) {
 		h.mu.Unlock()
 		for _, p := range h.procs {
 			p.mu.Lock()
-			p.stopping()
+			p.markStopping()
 			c := p.cur
 			p.mu.Unlock()
 			if c == nil {
