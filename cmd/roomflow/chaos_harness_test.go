@@ -142,7 +142,7 @@ type chaosHarness struct {
 	// named by its --instance-id.
 	processors  []int
 	micStallEnd time.Time
-	t0        time.Time
+	t0          time.Time
 
 	procs []*chaosProc
 	rng   *rand.Rand // the schedule: only the scheduling goroutine uses it

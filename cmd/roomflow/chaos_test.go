@@ -98,8 +98,8 @@ const (
 	chaosMargin           = 25 * time.Second
 	// chaosLateDown is how long after the timer close a late down comes:
 	// longer than a mic-input-stall, so the stall cannot decide the close.
-	chaosLateDown = 60 * time.Second
-	chaosSessionTimeout   = 3 * time.Second
+	chaosLateDown       = 60 * time.Second
+	chaosSessionTimeout = 3 * time.Second
 )
 
 // TestPipelineChaos runs the pipeline as separate processes — two relays
