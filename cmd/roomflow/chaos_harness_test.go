@@ -821,38 +821,54 @@ func (h *chaosHarness) table(rows [][2]string) string {
 // stopAll SIGTERMs every child and waits for it; it reports children that
 // fail to stop cleanly.
 func (h *chaosHarness) stopAll() {
-	h.mu.Lock()
-	h.stopping = true
-	h.mu.Unlock()
-	for _, p := range h.procs {
-		p.mu.Lock()
-		p.markStopping()
-		c := p.cur
-		p.mu.Unlock()
-		if c == nil {
-			continue
+	cs := h.last()
+	for _, c := range cs {
+		if c != nil {
+			_ = c.cmd.Process.Signal(syscall.SIGCONT)
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		}
-		_ = c.cmd.Process.Signal(syscall.SIGCONT)
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, p := range h.procs {
-		p.mu.Lock()
-		c := p.cur
-		p.mu.Unlock()
+	for i, c := range cs {
 		if c == nil {
 			continue
 		}
 		select {
 		case <-c.done:
 			if c.err != nil {
-				h.t.Errorf("%s on SIGTERM: %v; log tail:\n%s", p.name, c.err, c.tail(20))
+				h.t.Errorf("%s on SIGTERM: %v; log tail:\n%s", h.procs[i].name, c.err, c.tail(20))
 			}
 		case <-time.After(30 * time.Second):
-			h.t.Errorf("%s did not stop within 30s of SIGTERM; log tail:\n%s", p.name, c.tail(20))
+			h.t.Errorf("%s did not stop within 30s of SIGTERM; log tail:\n%s", h.procs[i].name, c.tail(20))
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}
 	}
+}
+
+// killAll SIGKILLs whatever still runs (test cleanup).
+func (h *chaosHarness) killAll() {
+	for _, c := range h.last() {
+		if c != nil {
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}
+
+// last ends the run's restarts and returns each component's current child
+// (nil for none), marked as stopped on purpose.
+func (h *chaosHarness) last() []*chaosChild {
+	h.mu.Lock()
+	h.stopping = true
+	h.mu.Unlock()
+	cs := make([]*chaosChild, len(h.procs))
+	for i, p := range h.procs {
+		p.mu.Lock()
+		p.markStopping()
+		cs[i] = p.cur
+		p.mu.Unlock()
+	}
+	return cs
 }
 
 // markStopping marks the current child as stopped on purpose (p.mu held).

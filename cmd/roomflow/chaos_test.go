@@ -196,26 +196,7 @@ func TestPipelineChaos(t *testing.T) {
 		}
 		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:]})
 	}
-	t.Cleanup(func() {
-		h.mu.Lock()
-		h.stopping = true
-		h.mu.Unlock()
-		for _, p := range h.procs {
-			p.mu.Lock()
-			p.markStopping()
-			c := p.cur
-			p.mu.Unlock()
-			if c == nil {
-				continue
-			}
-			select {
-			case <-c.done:
-			default:
-				_ = c.cmd.Process.Kill()
-				<-c.done
-			}
-		}
-	})
+	t.Cleanup(h.killAll)
 	for _, p := range h.procs {
 		p.start()
 	}
