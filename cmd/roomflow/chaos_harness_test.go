@@ -789,7 +789,6 @@ func (h *chaosHarness) heal() time.Time {
 	}
 	h.mu.Unlock()
 	h.im.ClearFaults()
-	h.liftedNow()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lifted
