@@ -140,9 +140,9 @@ type chaosHarness struct {
 	micGroup  string   // process.mic_group: prefix of the mic transactional ids
 	// processors indexes procs: the `roomflow process` instances, each
 	// named by its --instance-id.
-	processors  []int
-	micStallEnd time.Time
-	t0          time.Time
+	processors []int
+	micStalls  [][2]time.Time // spans of mic input and restore stalls
+	t0         time.Time
 
 	procs []*chaosProc
 	rng   *rand.Rand // the schedule: only the scheduling goroutine uses it
@@ -260,11 +260,11 @@ var chaosFaults = []chaosFault{
 	// The interleavings of issue 10's defects 1-3, each at least once a run.
 	{"restore-stall", 1, (*chaosHarness).restoreStall},
 	{"zombie-commit", 1, (*chaosHarness).zombieCommit},
-	{"mic-input-stall", 1, (*chaosHarness).micInputStall},
+	{"mic-input-stall", 0, (*chaosHarness).micInputStall}, // forced only: once a run
 }
 
 // forcedFaults happen at least once a run, at a seeded moment of its first
-// 60%, besides being drawn like the others.
+// 60% (or as soon after as they can), besides being drawn by their weight.
 var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall"}
 
 // run injects faults drawn from the seeded schedule until the deadline.
@@ -296,21 +296,29 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 			return
 		}
 		time.Sleep(gap)
-		n := h.rng.IntN(total)
-		var f chaosFault
-		for _, f = range faults {
-			if n -= f.weight; n < 0 {
-				break
+		var f *chaosFault
+		if total > 0 {
+			n := h.rng.IntN(total)
+			for i := range faults {
+				if n -= faults[i].weight; n < 0 {
+					f = &faults[i]
+					break
+				}
 			}
 		}
 		for _, k := range forcedFaults {
 			if at, ok := forced[k]; ok && time.Now().After(at) {
-				f = byKind[k]
+				ff := byKind[k]
+				f = &ff
 				break
 			}
 		}
-		delete(forced, f.kind)
-		if !f.inject(h) {
+		if f == nil {
+			continue
+		}
+		if f.inject(h) {
+			delete(forced, f.kind) // a forced fault that was skipped comes again
+		} else {
 			h.mu.Lock()
 			h.skipped++
 			h.mu.Unlock()
@@ -545,10 +553,13 @@ func (h *chaosHarness) restoreStall() bool {
 	d := h.between(11*time.Second, 16*time.Second)
 	restart := h.between(2*time.Second, 5*time.Second)
 	p := h.procs[h.processors[h.rng.IntN(len(h.processors))]]
-	if h.busy() || p.running() == nil {
+	if h.busy() || p.running() == nil || h.nearMicStall(time.Now().Add(d)) {
 		return false
 	}
 	h.settle()
+	h.mu.Lock()
+	h.micStalls = append(h.micStalls, [2]time.Time{time.Now(), time.Now().Add(d + restart)})
+	h.mu.Unlock()
 	fh := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.changelog, Err: kerr.NotLeaderForPartition, Count: -1})
 	if !h.killNow(p, restart) {
 		fh.Remove()
@@ -615,26 +626,37 @@ func (h *chaosHarness) zombieCommit() bool {
 }
 
 // micInputStall is defect 3's interleaving: the mic processors' input
-// answers every fetch with NOT_LEADER_FOR_PARTITION for longer than the
-// pending max age while their timers keep ticking; the real publishes and
+// answers every fetch with NOT_LEADER_FOR_PARTITION for 1-5s longer than
+// the pending max age while their timers keep ticking; the real publishes and
 // downs wait in the partitions meanwhile. The late downs of the scenario
 // come chaosLateDown after a due time, longer than this stall, so the
 // outcome the oracle predicts is the only one a correct pipeline gives.
 func (h *chaosHarness) micInputStall() bool {
-	d := chaosPendingMaxAge + h.between(2*time.Second, 10*time.Second)
-	h.mu.Lock()
-	recent := time.Since(h.micStallEnd) < 20*time.Second
-	h.mu.Unlock()
-	if recent {
+	d := chaosPendingMaxAge + h.between(time.Second, 5*time.Second)
+	if h.nearMicStall(time.Now().Add(d)) {
 		return false
 	}
 	fh := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.micInput, Err: kerr.NotLeaderForPartition, Count: -1})
 	h.mu.Lock()
-	h.micStallEnd = time.Now().Add(d)
+	h.micStalls = append(h.micStalls, [2]time.Time{time.Now(), time.Now().Add(d)})
 	h.mu.Unlock()
 	h.count("mic-input-stall", "every fetch of the mic input fails for %s", d.Round(time.Millisecond))
 	h.after("mic-input-stall", d, fh.Remove)
 	return true
+}
+
+// nearMicStall reports whether a stall of the mic processors (an input or
+// a restore stall) ending at end would run within 20s of another: chained,
+// they could hold a timer close back past a late down.
+func (h *chaosHarness) nearMicStall(end time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, st := range h.micStalls {
+		if time.Now().Before(st[1].Add(20*time.Second)) && end.After(st[0].Add(-20*time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // killConnections runs KILL CONNECTION on one or all of the children's
