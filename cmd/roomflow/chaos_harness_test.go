@@ -609,7 +609,9 @@ func (h *chaosHarness) zombieCommit() bool {
 		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
 		h.outage(1)
 		h.logf("zombie-commit: %s stopped with its EndTxn (%s) held for %s", p.name, id, d.Round(time.Millisecond))
+		held := time.Now()
 		h.k.Fake.SleepControl(func() { time.Sleep(d) })
+		h.logf("zombie-commit: %s's EndTxn let through after %s", p.name, time.Since(held).Round(time.Millisecond))
 		go func() {
 			time.Sleep(time.Second) // the late commit lands first
 			_ = c.cmd.Process.Signal(syscall.SIGCONT)
