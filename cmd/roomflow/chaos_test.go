@@ -147,6 +147,9 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.MySQL.DSN = chaosChildDSN(t, m)
 	cfg.AppCode = "hyapp"
 	cfg.Log.Level, cfg.Log.Format = "info", "text"
+	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_LEVEL"); v != "" { // debug, to follow a replay
+		cfg.Log.Level = v
+	}
 	cfg.Kafka.SessionTimeout = config.Duration(chaosSessionTimeout)
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey = imURL, 1400000001, secret
 	cfg.Mic.PendingPublishMaxAge = config.Duration(chaosPendingMaxAge)
