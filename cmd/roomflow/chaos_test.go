@@ -170,6 +170,13 @@ func TestPipelineChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_DIR"); v != "" { // keep the children's logs after the run
+		dir = filepath.Join(v, fmt.Sprintf("seed-%d-%d", seed, time.Now().Unix()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("children's logs in %s", dir)
+	}
 	cfgPath := filepath.Join(dir, "roomflow.yaml")
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		t.Fatal(err)
