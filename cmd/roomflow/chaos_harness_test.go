@@ -309,16 +309,20 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 		for _, k := range forcedFaults {
 			if at, ok := forced[k]; ok && time.Now().After(at) {
 				ff := byKind[k]
-				f = &ff
+				if ff.inject(h) {
+					delete(forced, k)
+					f = nil
+				} else { // not now: again in 10s, the drawn fault meanwhile
+					forced[k] = time.Now().Add(10 * time.Second)
+					h.logf("%s: not now (its target is down or busy); again in 10s", k)
+				}
 				break
 			}
 		}
 		if f == nil {
 			continue
 		}
-		if f.inject(h) {
-			delete(forced, f.kind) // a forced fault that was skipped comes again
-		} else {
+		if !f.inject(h) {
 			h.mu.Lock()
 			h.skipped++
 			h.mu.Unlock()
