@@ -225,9 +225,9 @@ func TestPipelineChaos(t *testing.T) {
 		return true
 	})
 
-	h.t0 = time.Now()
-	h.logf("traffic and faults start (t0 = %d ms)", h.t0.UnixMilli())
-	sc := chaosScenario(seed, dur, h.t0)
+	t0 := time.Now()
+	h.logf("traffic and faults start (t0 = %d ms)", t0.UnixMilli())
+	sc := chaosScenario(seed, dur, t0)
 	events, oracle := sc.Generate()
 	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestPipelineChaos(t *testing.T) {
 		written <- writeResult{n, late, err, time.Now()}
 	}()
 
-	h.run(h.t0.Add(dur), only)
+	h.run(t0.Add(dur), only)
 	w := <-written
 	if w.err != nil {
 		t.Fatalf("write room_outbox: %v", w.err)
@@ -257,7 +257,7 @@ func TestPipelineChaos(t *testing.T) {
 		settled = w.at
 	}
 	h.logf("faults over: the last one ended at t+%s, the last row was written at t+%s; waiting for convergence",
-		lastFault.Sub(h.t0).Round(100*time.Millisecond), w.at.Sub(h.t0).Round(100*time.Millisecond))
+		lastFault.Sub(t0).Round(100*time.Millisecond), w.at.Sub(t0).Round(100*time.Millisecond))
 
 	// Converged: facts equal the oracle (every timer close due by now),
 	// every row delivered, every IM message accepted.
