@@ -142,7 +142,7 @@ type chaosHarness struct {
 	// named by its --instance-id.
 	processors []int
 	micStalls  [][2]time.Time // spans of mic input and restore stalls
-	t0         time.Time // the children's start: log times are relative to it
+	t0         time.Time      // the children's start: log times are relative to it
 
 	procs []*chaosProc
 	rng   *rand.Rand // the schedule: only the scheduling goroutine uses it
