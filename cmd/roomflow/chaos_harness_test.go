@@ -464,10 +464,10 @@ func (h *chaosHarness) fetchError() bool {
 	return true
 }
 
-// counted installs a fault that answers n requests and records its handle
-// so the end of the run can remove what is left of it.
-func (h *chaosHarness) counted(kind string, f kfake.Fault, what string) bool {
-	f.Count = 1 + h.rng.IntN(4)
+// counted installs a fault that answers 1 to most requests and records its
+// handle so the end of the run can remove what is left of it.
+func (h *chaosHarness) counted(kind string, f kfake.Fault, what string, most int) bool {
+	f.Count = 1 + h.rng.IntN(most)
 	h.mu.Lock()
 	h.kHandles = append(h.kHandles, h.k.Fake.Fault(f))
 	h.mu.Unlock()
@@ -478,19 +478,23 @@ func (h *chaosHarness) counted(kind string, f kfake.Fault, what string) bool {
 
 func pickErr(r *rand.Rand, errs ...*kerr.Error) *kerr.Error { return errs[r.IntN(len(errs))] }
 
-// produceError fails produce requests to a topic; REQUEST_TIMED_OUT is
+// produceError fails one produce request to a topic; REQUEST_TIMED_OUT is
 // answered after the batch was appended (the idempotent retry must not
-// duplicate it).
+// duplicate it). One: kgo retries a NOT_LEADER or NOT_ENOUGH_REPLICAS
+// batch only after a metadata refresh, at most one per 5s
+// (kgo.MetadataMinAge), so n answers hold a producer about 5n s, and the
+// relay's transaction (timeout 10s here) aborts after two: a burst stalls
+// the room events past the timer margins (see docs/reliability.md).
 func (h *chaosHarness) produceError() bool {
 	tp, _ := h.topicPartition()
 	return h.counted("produce-error", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tp,
-		Err: pickErr(h.rng, kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas)}, tp)
+		Err: pickErr(h.rng, kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas)}, tp, 1)
 }
 
 // endTxnError fails EndTxn at the transaction coordinator.
 func (h *chaosHarness) endTxnError() bool {
 	return h.counted("endtxn-error", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true,
-		Err: pickErr(h.rng, kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.ConcurrentTransactions)}, "EndTxn")
+		Err: pickErr(h.rng, kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.ConcurrentTransactions)}, "EndTxn", 4)
 }
 
 // commitError fails offset commits, transactional (processors) and plain
@@ -498,7 +502,7 @@ func (h *chaosHarness) endTxnError() bool {
 // ILLEGAL_GENERATION as after a rebalance the member missed.
 func (h *chaosHarness) commitError() bool {
 	return h.counted("offset-commit-error", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit, kmsg.OffsetCommit},
-		Err: pickErr(h.rng, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.RequestTimedOut, kerr.IllegalGeneration)}, "offset commit")
+		Err: pickErr(h.rng, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.RequestTimedOut, kerr.IllegalGeneration)}, "offset commit", 4)
 }
 
 // endTxnDelay holds the next EndTxn at the broker (before it applies) for
