@@ -10,9 +10,10 @@ CHAOS_DURATION ?= 10m
 build:
 	$(GO) build -o bin/roomflow ./cmd/roomflow
 
-## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake).
+## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake), in a
+## shuffled order (order dependence fails here; the seed is printed: -shuffle=SEED).
 test: lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 2 ./...
+	$(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
 
 ## chaos: the pipeline chaos run (docs/reliability.md), 10 minutes of seeded faults
 ## by default; CHAOS_SEED=<n> replays a run, CHAOS_DURATION=2m is make test's profile.
@@ -28,13 +29,19 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## proto-tools: protoc-gen-go at the version go.mod pins for google.golang.org/protobuf.
+## proto-tools: protoc-gen-go and protoc-gen-go-grpc at the versions go.mod pins
+## (google.golang.org/protobuf, and the `tool` line for protoc-gen-go-grpc).
 proto-tools:
 	$(GO) build -o bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	$(GO) build -o bin/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-## proto: regenerate schemas/*v1 from schemas/proto (protoc from Debian's protobuf-compiler).
+## proto: regenerate schemas/*v1 and the descriptor set schemas/roomflow.protoset
+## from schemas/proto (protoc from Debian's protobuf-compiler).
 proto: proto-tools
-	protoc --plugin=protoc-gen-go=bin/protoc-gen-go -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow $(PROTO_FILES)
+	protoc --plugin=protoc-gen-go=bin/protoc-gen-go --plugin=protoc-gen-go-grpc=bin/protoc-gen-go-grpc \
+	  -I schemas/proto --go_out=. --go_opt=module=github.com/hyapp/roomflow \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/hyapp/roomflow \
+	  --include_imports --descriptor_set_out=schemas/roomflow.protoset $(PROTO_FILES)
 
 bench:
 	./benchmarks/run.sh

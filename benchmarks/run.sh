@@ -25,6 +25,7 @@ if [ "${QUICK:-}" = 1 ]; then
   run mic -events 200000 -open 200000
   run sink -entries 50000
   run im -rate 150 -duration 10s
+  run failover -n 2 -scenarios relay,run
 else
   run relay
   run processors
@@ -32,4 +33,5 @@ else
   run sink
   run im -rate 150 -duration 20s          # below the app limit: latency
   run im -rate 400 -duration 20s -hot 5   # saturation: 200 calls/s, 40/s per group
+  run failover                            # kill -9 takeover times, static members
 fi

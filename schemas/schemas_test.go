@@ -11,23 +11,32 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
-// TestGeneratedCodeIsFresh regenerates the Go code from schemas/proto with
-// protoc and the protoc-gen-go version go.mod pins, and fails when the
-// committed files differ: run `make proto` and commit.
+// TestGeneratedCodeIsFresh regenerates the Go code, the gRPC stubs and the
+// descriptor set roomflow.protoset from schemas/proto with protoc and the
+// protoc-gen-go and protoc-gen-go-grpc versions go.mod pins, and fails when
+// a committed file differs: run `make proto` and commit.
 func TestGeneratedCodeIsFresh(t *testing.T) {
 	protoc, err := exec.LookPath("protoc")
 	if err != nil {
 		t.Fatal("protoc is required (Debian: apt-get install protobuf-compiler): ", err)
 	}
 	tmp := t.TempDir()
-	plugin := filepath.Join(tmp, "protoc-gen-go")
-	if out, err := exec.Command("go", "build", "-o", plugin, "google.golang.org/protobuf/cmd/protoc-gen-go").CombinedOutput(); err != nil {
-		t.Fatalf("build protoc-gen-go: %v\n%s", err, out)
+	var plugins []string
+	for name, pkg := range map[string]string{
+		"protoc-gen-go":      "google.golang.org/protobuf/cmd/protoc-gen-go",
+		"protoc-gen-go-grpc": "google.golang.org/grpc/cmd/protoc-gen-go-grpc",
+	} {
+		bin := filepath.Join(tmp, name)
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
+		plugins = append(plugins, "--plugin="+name+"="+bin)
 	}
 	var files []string
 	err = filepath.WalkDir("proto", func(p string, d os.DirEntry, err error) error {
@@ -42,12 +51,14 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 	}
 	out := filepath.Join(tmp, "out")
 	os.MkdirAll(out, 0o755)
-	args := append([]string{"--plugin=protoc-gen-go=" + plugin, "-I", "proto", "--go_out=" + out,
-		"--go_opt=module=github.com/hyapp/roomflow/schemas"}, files...)
-	if b, err := exec.Command(protoc, args...).CombinedOutput(); err != nil {
+	args := append(plugins, "-I", "proto",
+		"--go_out="+out, "--go_opt=module=github.com/hyapp/roomflow/schemas",
+		"--go-grpc_out="+out, "--go-grpc_opt=module=github.com/hyapp/roomflow/schemas",
+		"--include_imports", "--descriptor_set_out="+filepath.Join(out, "roomflow.protoset"))
+	if b, err := exec.Command(protoc, append(args, files...)...).CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, b)
 	}
-	n := 0
+	pbGo := 0
 	err = filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -60,11 +71,16 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 		} else if !bytes.Equal(got, want) {
 			t.Errorf("%s is stale (run make proto)", rel)
 		}
-		n++
+		if strings.HasSuffix(rel, ".pb.go") && !strings.HasSuffix(rel, "_grpc.pb.go") {
+			pbGo++
+		}
 		return nil
 	})
-	if err != nil || n != len(files) {
-		t.Fatalf("generated %d files for %d protos: %v", n, len(files), err)
+	if err != nil || pbGo != len(files) {
+		t.Fatalf("generated %d .pb.go files for %d protos: %v", pbGo, len(files), err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "roomflow.protoset")); err != nil {
+		t.Fatalf("no descriptor set: %v", err)
 	}
 }
 
@@ -119,5 +135,58 @@ func TestEnvelopeWireNumbers(t *testing.T) {
 	}
 	if string((&roomv1.EventEnvelope{}).ProtoReflect().Descriptor().FullName()) != "hyapp.room.v1.EventEnvelope" {
 		t.Error("package must be hyapp.room.v1")
+	}
+}
+
+// The documented end_reason and skip_reason constants of mic.proto are the
+// strings the mic processor writes: every skip reason it can write is a
+// MicSkipReason value and every listed value is one it writes; its timer
+// close reasons are MicEndReason values. The wire fields stay strings.
+func TestMicReasonConstants(t *testing.T) {
+	skips := map[string]bool{mic.SkipIncomplete: true, mic.SkipUnknownSession: true, mic.SkipAlreadyClosed: true,
+		mic.SkipStale: true, mic.SkipUnknownAction: true}
+	for v, name := range userv1.MicSkipReason_name {
+		if v != 0 && !skips[name] {
+			t.Errorf("MicSkipReason %s is not a skip reason the mic processor writes", name)
+		}
+	}
+	for s := range skips {
+		if _, ok := userv1.MicSkipReason_value[s]; !ok {
+			t.Errorf("skip reason %q is not documented in MicSkipReason", s)
+		}
+	}
+	for _, r := range []string{mic.ReasonCompensatedPublishTimeout, mic.ReasonCompensatedPublishingWindow} {
+		if _, ok := userv1.MicEndReason_value[r]; !ok {
+			t.Errorf("end reason %q is not documented in MicEndReason", r)
+		}
+	}
+	if userv1.MicEndReason_compensated_publishing_max_window.String() != "compensated_publishing_max_window" ||
+		userv1.MicSkipReason_incomplete_mic_event.String() != "incomplete_mic_event" {
+		t.Error("an enum value's String() must be the wire string")
+	}
+}
+
+// Seed 001's internal query: service, method and field numbers exactly as
+// the seed writes them.
+func TestUserServiceWireNumbers(t *testing.T) {
+	check := func(m proto.Message, want map[string]int32) {
+		t.Helper()
+		d := m.ProtoReflect().Descriptor()
+		if d.Fields().Len() != len(want) {
+			t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(want))
+		}
+		for name, num := range want {
+			if f := d.Fields().ByName(protoreflect.Name(name)); f == nil || int32(f.Number()) != num {
+				t.Errorf("%s.%s: want field %d", d.FullName(), name, num)
+			}
+		}
+	}
+	check(&userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
+	check(&userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
+		"session_count": 4, "first_mic_at_ms": 5, "last_mic_at_ms": 6, "updated_at_ms": 7, "app_code": 8})
+	check(&userv1.GetUserMicLifetimeStatsResponse{}, map[string]int32{"stats": 1})
+	check(&userv1.RequestMeta{}, map[string]int32{"request_id": 1, "caller": 2, "app_code": 3})
+	if userv1.UserService_GetUserMicLifetimeStats_FullMethodName != "/hyapp.user.v1.UserService/GetUserMicLifetimeStats" {
+		t.Errorf("method %s", userv1.UserService_GetUserMicLifetimeStats_FullMethodName)
 	}
 }

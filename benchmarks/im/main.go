@@ -140,7 +140,7 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	tr := &timingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
 	tr.next.MaxIdleConnsPerHost = 128
 	reg := prometheus.NewRegistry()
-	pub, err := imoutbox.NewPublisher(&cfg, db, reg, log, tencentim.WithHTTPClient(&http.Client{Transport: tr}))
+	pub, err := imoutbox.NewPublisher(&cfg, db, reg, log, imoutbox.WithIMOpts(tencentim.WithHTTPClient(&http.Client{Transport: tr})))
 	if err != nil {
 		return err
 	}

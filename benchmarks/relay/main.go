@@ -142,7 +142,7 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	router := relay.Router{Default: rawTopic, DLQ: kcfg.Topics.DLQ, MaxRecordBytes: cfg.Relay.MaxRecordBytes}
 	rawRate := 0.0
 	rawOnce := func(label string) error {
-		dur, n, err := rawScan(ctx, db, kcfg, router, batch)
+		dur, n, err := rawScan(ctx, db, kcfg, router, batch, cfg.Relay.MaxBatchBytes)
 		if err != nil {
 			return err
 		}
@@ -263,7 +263,7 @@ func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int
 
 // rawScan is the raw limit: the relay's read query, the same record
 // building, a plain idempotent producer, no transactions, no position.
-func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router relay.Router, batch int) (time.Duration, int, error) {
+func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router relay.Router, batch, maxBytes int) (time.Duration, int, error) {
 	cl, err := kafkax.NewClient(kcfg, "bench-raw", nil, nil, kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
 	if err != nil {
 		return 0, 0, err
@@ -275,8 +275,12 @@ func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router re
 	var perr atomic.Value
 	start := time.Now()
 	for {
-		rows, err := src.After(ctx, after, batch)
+		rows, err := src.After(ctx, after, batch, maxBytes/2/batch)
 		if err != nil {
+			return 0, 0, err
+		}
+		rows = rows[:(&relay.Budget{Max: maxBytes, Used: relay.PayloadBytes(rows)}).Fit(rows)]
+		if _, err := src.LoadPayloads(ctx, rows, nil); err != nil {
 			return 0, 0, err
 		}
 		if len(rows) == 0 {

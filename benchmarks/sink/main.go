@@ -415,7 +415,7 @@ func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, 
 
 func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map[int32]int64, n int, o opts) (result, error) {
 	cfg := config.Default()
-	cfg.Metrics.Addr, cfg.API.Addr = "", ""
+	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
 	cfg.MySQL.DSN = d.dsn
 	cfg.Kafka = kcfg
 	cfg.Sink.BatchSize = o.batch

@@ -103,8 +103,8 @@ const (
 )
 
 // TestPipelineChaos runs the pipeline as separate processes — two relays
-// (leader and standby), two processor instances with distinct
-// --instance-id, two MySQL sinks and one IM publisher — on a kfake cluster
+// (leader and standby), two processor instances, two MySQL sinks and one
+// IM publisher, each with its own --instance-id (static membership) — on a kfake cluster
 // and a fake Tencent IM hosted here, while wall-clock traffic (with mic
 // sessions left unpublished or without down on purpose, closed by the mic
 // timers) is written into room_outbox, and injects faults drawn from a
@@ -197,9 +197,9 @@ func TestPipelineChaos(t *testing.T) {
 		{"relay-2", "relay", "--instance-id", "relay-2"},
 		{"process-a", "process", "--instance-id", "process-a"},
 		{"process-b", "process", "--instance-id", "process-b"},
-		{"sink-1", "sink"},
-		{"sink-2", "sink"},
-		{"publish-im", "publish-im"},
+		{"sink-1", "sink", "--instance-id", "sink-1"},
+		{"sink-2", "sink", "--instance-id", "sink-2"},
+		{"publish-im", "publish-im", "--instance-id", "publish-im"},
 	} {
 		if c[1] == "process" {
 			h.processors = append(h.processors, len(h.procs))

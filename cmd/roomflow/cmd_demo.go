@@ -87,7 +87,7 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	cfg.AppCode = o.Scenario.AppCode
 	cfg.Log.Level = o.LogLevel
 	cfg.Metrics.Addr = "127.0.0.1:0"
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Kafka.Brokers = kc.ListenAddrs()
 	cfg.Kafka.Partitions = 6
 	cfg.MySQL.DSN = dsn

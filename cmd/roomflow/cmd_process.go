@@ -16,7 +16,6 @@ import (
 )
 
 func init() {
-	var only, instanceID string
 	app.Register(app.Spec{
 		Name:  "process",
 		Short: "Run the exactly-once stream processors (room processor, mic processor)",
@@ -35,29 +34,36 @@ process.commit_records records):
 processor joins the same consumer group (process.room_group,
 process.mic_group); its transactional id is "<group>-<instance id>", the
 instance id defaulting to the host name (the pod name on Kubernetes), so a
-restarted replica fences its predecessor at once.`,
+restarted replica fences its predecessor at once. With --instance-id each
+processor is also a static group member ("<instance id>-room", "-mic"):
+restarted after a crash it takes its partitions straight back instead of
+after kafka.session_timeout; stopped by SIGTERM it leaves its groups, so
+the partitions move to the other replicas at once.`,
 		Order: 20,
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&only, "only", "", "run only this processor: room or mic (overrides process.only)")
-			fs.StringVar(&instanceID, "instance-id", "", "this replica's id in transactional ids (default: host name)")
+			fs.String("only", "", "run only this processor: room or mic (overrides process.only)")
+			instanceIDFlag(fs)
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			sel := d.Config.Process.Only
-			if only != "" {
+			if only := d.Flag("only"); only != "" {
 				if only != "room" && only != "mic" {
 					return nil, fmt.Errorf("--only: must be room or mic (got %q)", only)
 				}
 				sel = only
 			}
+			instanceID := d.Flag("instance-id")
 			var rts []*runtime.Runtime
+			var members []staticMember
 			if sel == "" || sel == "room" {
 				db, err := d.DB(ctx)
 				if err != nil {
 					return nil, err
 				}
+				member := staticMember{group: d.Config.Process.RoomGroup, id: memberID(d, "room")}
 				var extra []runtime.Option
 				if instanceID != "" {
-					extra = append(extra, runtime.TransactionalID(d.Config.Process.RoomGroup+"-"+instanceID))
+					extra = append(extra, runtime.TransactionalID(d.Config.Process.RoomGroup+"-"+instanceID), runtime.InstanceID(member.id))
 				}
 				rt, err := room.New(d.Config, lucky.NewLoader(db, d.Config.Process.RuleCacheSize), d.Registry, d.Log, extra...)
 				if err != nil {
@@ -65,12 +71,14 @@ restarted replica fences its predecessor at once.`,
 				}
 				d.Health.AddReadiness("room-processor", rt.Ready)
 				rts = append(rts, rt)
+				members = append(members, member)
 			}
 			// ---- mic processor (processors/mic, its own issue): add it here ----
 			if sel == "" || sel == "mic" {
+				member := staticMember{group: d.Config.Process.MicGroup, id: memberID(d, "mic")}
 				var extra []runtime.Option
 				if instanceID != "" {
-					extra = append(extra, runtime.TransactionalID(d.Config.Process.MicGroup+"-"+instanceID))
+					extra = append(extra, runtime.TransactionalID(d.Config.Process.MicGroup+"-"+instanceID), runtime.InstanceID(member.id))
 				}
 				rt, _, err := micproc.NewRuntime(d.Config, d.Registry, d.Log, extra...)
 				if err != nil {
@@ -78,12 +86,13 @@ restarted replica fences its predecessor at once.`,
 				}
 				d.Health.AddReadiness("mic-processor", rt.Ready)
 				rts = append(rts, rt)
+				members = append(members, member)
 			}
 			// ---- end mic processor ----
 			if len(rts) == 0 {
 				return nil, fmt.Errorf("process: no processor selected (only=%q)", sel)
 			}
-			return runRuntimes(rts), nil
+			return leavingOnStop(d, "process", runRuntimes(rts), members...), nil
 		},
 	})
 }

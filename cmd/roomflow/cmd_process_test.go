@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
@@ -57,5 +61,38 @@ func TestProcessCommand(t *testing.T) {
 	}
 	if len(got) != len(w.Events) {
 		t.Fatalf("%d mic events re-keyed, want %d", len(got), len(w.Events))
+	}
+}
+
+// A command's flags must not outlive its command tree: after `process
+// --only bogus` was parsed in this binary, the process component that
+// `roomflow run` and the demo build still starts both processors. (The
+// flags once lived in package variables, so TestProcessCommand's --only
+// room silently dropped the mic processor from TestPipelineEndToEnd.)
+func TestCommandFlagsDoNotLeak(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfgYAML := "log:\n  level: error\nmetrics:\n  addr: \"\"\nmysql:\n  dsn: \"" + m.DSN + "\"\n"
+	if _, err := runCLI(t, cfgYAML, "process", "--only", "bogus"); err == nil || !strings.Contains(err.Error(), "--only") {
+		t.Fatalf("--only bogus: %v", err)
+	}
+	cfg, err := config.Load(writeConfig(t, cfgYAML), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := app.NewDeps(cfg, slog.New(slog.DiscardHandler))
+	defer d.Close()
+	var process app.Spec
+	for _, s := range app.Specs() {
+		if s.Name == "process" {
+			process = s
+		}
+	}
+	if _, err := process.New(context.Background(), d); err != nil {
+		t.Fatalf("the process component of a later command tree: %v", err)
+	}
+	// Both processors registered their readiness (neither has started).
+	notReady := fmt.Sprint(d.Health.Ready())
+	if !strings.Contains(notReady, "room-processor") || !strings.Contains(notReady, "mic-processor") {
+		t.Fatalf("want the room and the mic processor, readiness says %q", notReady)
 	}
 }

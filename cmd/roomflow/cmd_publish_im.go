@@ -42,8 +42,14 @@ are recorded, and MySQL is closed last.
 Calls are paced under im.max_calls_per_second and
 im.max_messages_per_group_per_second per process: with several replicas,
 divide the Tencent limits among them. Requires im.sdk_app_id and
-im.secret_key unless outbox_worker.enabled is false.`,
+im.secret_key unless outbox_worker.enabled is false.
+
+With --instance-id (the pod name) the fast path is a static group member
+("<instance id>-publish-im"): restarted after a crash it takes its
+partitions straight back instead of after kafka.session_timeout; stopped
+by SIGTERM it leaves the group.`,
 		Order: 40,
+		Flags: instanceIDFlag,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			if d.Config.OutboxWorker.Enabled { // fail on missing credentials before dialling MySQL
 				if err := d.Config.ValidateIM(); err != nil {
@@ -54,11 +60,12 @@ im.secret_key unless outbox_worker.enabled is false.`,
 			if err != nil {
 				return nil, err
 			}
-			p, err := imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log)
+			member := staticMember{group: d.Config.OutboxWorker.Group, id: memberID(d, "publish-im")}
+			p, err := imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log, imoutbox.WithInstanceID(member.id))
 			if err != nil {
 				return nil, err
 			}
-			return p, nil
+			return leavingOnStop(d, "publish-im", p, member), nil
 		},
 	})
 }

@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 
-	"github.com/spf13/pflag"
-
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/producers/relay"
 )
 
 func init() {
-	var instanceID string
 	app.Register(app.Spec{
 		Name:  "relay",
 		Short: "Relay MySQL room_outbox into Kafka, gap-safe and exactly once",
@@ -25,28 +22,29 @@ kafka.topics.dlq with "error" and "error_reason" headers.
 Run several replicas with the same relay.transactional_id for high
 availability: one leads, the others stand by and take over within
 relay.failover_timeout; a former leader is fenced by the transactional id.
-The relay never locks or writes room_outbox.`,
+With --instance-id (the pod name) a replica is a static member of the
+leader group: restarted after a crash it leads again at once instead of
+after relay.failover_timeout; stopped by SIGTERM it leaves, so a standby
+takes over at once. The relay never locks or writes room_outbox.`,
 		Order: 10,
-		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&instanceID, "instance-id", "",
-				"static group member id of this replica (unique per replica, e.g. the pod name); a restart then takes over at once")
-		},
+		Flags: instanceIDFlag,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
+			member := staticMember{group: relay.LeaderGroup(d.Config.Relay), id: memberID(d, "relay")}
 			r, err := relay.New(d.Config, db,
 				relay.WithLogger(d.Log),
 				relay.WithRegisterer(d.Registry),
 				relay.WithKafkaMetrics(d.Registry),
-				relay.WithInstanceID(instanceID),
+				relay.WithInstanceID(member.id),
 			)
 			if err != nil {
 				return nil, err
 			}
 			d.Health.AddReadiness("relay", r.Ready)
-			return r, nil
+			return leavingOnStop(d, "relay", r, member), nil
 		},
 	})
 }

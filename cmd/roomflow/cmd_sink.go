@@ -16,8 +16,6 @@ import (
 )
 
 func init() {
-	var ownerID string
-	var parallelism int
 	app.Register(app.Spec{
 		Name:  "sink",
 		Short: "Apply the mic ledger and lucky pool inflow to MySQL exactly once; serve the stats API",
@@ -34,18 +32,33 @@ an instance whose partitions were claimed by another cannot commit.
 Deadlocks, lock wait timeouts and lost connections retry the whole batch
 (sink.max_retries). Kafka offset commits are informational only.
 
-When api.addr is set, the stats query API is served there as well
-(see 'roomflow api').`,
+With --instance-id (the pod name) the sink is a static group member
+("<instance id>-sink"): restarted after a crash it takes its partitions
+straight back instead of after kafka.session_timeout; stopped by SIGTERM
+it leaves the group. The owner id then defaults to the instance id.
+
+The stats query API is served as well on whichever of api.addr,
+api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 		Order: 30,
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&ownerID, "owner-id", "", "instance id written to roomflow_sink_offsets (default hostname-pid-random; must be unique per replica)")
-			fs.IntVar(&parallelism, "parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
+			fs.String("owner-id", "", "instance id written to roomflow_sink_offsets (default: --instance-id, else hostname-pid-random; must be unique per replica)")
+			fs.Int("parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
+			instanceIDFlag(fs)
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
+			ownerID := d.Flag("owner-id")
+			if ownerID == "" {
+				ownerID = d.Flag("instance-id")
+			}
+			parallelism, err := d.Flags.GetInt("parallelism")
+			if err != nil {
+				return nil, err
+			}
+			member := staticMember{group: d.Config.Sink.Group, id: memberID(d, "sink")}
 			s, err := mysqlsink.New(d.Config, mysqlsink.NewStore(db, d.Config.Sink.Group),
 				mysqlsink.WithLogger(d.Log),
 				mysqlsink.WithRegisterer(d.Registry),
@@ -53,25 +66,33 @@ When api.addr is set, the stats query API is served there as well
 				mysqlsink.WithHealth(d.Health),
 				mysqlsink.WithOwnerID(ownerID),
 				mysqlsink.WithParallelism(parallelism),
+				mysqlsink.WithInstanceID(member.id),
 			)
 			if err != nil {
 				return nil, err
 			}
-			if d.Config.API.Addr == "" {
-				return s, nil
+			sink := leavingOnStop(d, "sink", s, member)
+			if apiListeners(d) == (statsapi.Listeners{}) {
+				return sink, nil
 			}
-			return both(s, apiComponent(db, d)), nil
+			return both(sink, apiComponent(db, d)), nil
 		},
 	})
 	extraCommands = append(extraCommands, apiCmd)
 }
 
-// apiComponent serves the stats API over db on api.addr until ctx ends,
-// then shuts it down within shutdown.timeout.
+// apiListeners are the configured stats API addresses.
+func apiListeners(d *app.Deps) statsapi.Listeners {
+	return statsapi.Listeners{Internal: d.Config.API.Addr, App: d.Config.API.AppAddr, GRPC: d.Config.API.GRPCAddr}
+}
+
+// apiComponent serves the stats API over db on its listeners until ctx
+// ends, then shuts them down within shutdown.timeout.
 func apiComponent(db *sql.DB, d *app.Deps) app.Component {
-	api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry))
+	api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry),
+		statsapi.WithGatewayHeaders(d.Config.API.UserHeader, d.Config.API.AppCodeHeader))
 	return app.ComponentFunc(func(ctx context.Context) error {
-		return api.Serve(ctx, d.Config.API.Addr, d.Config.Shutdown.Timeout.D())
+		return api.Serve(ctx, apiListeners(d), d.Config.Shutdown.Timeout.D())
 	})
 }
 
@@ -100,30 +121,42 @@ func both(a, b app.Component) app.Component {
 func apiCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "api",
-		Short: "Serve the mic stats query API on api.addr (read-only MySQL)",
-		Long: `api serves, on api.addr, the read-only stats API over the sink's tables:
+		Short: "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)",
+		Long: `api serves the read-only stats API over the sink's tables on three
+listeners; each is off when its address is empty.
 
+api.addr (internal: back office, tasks; never expose it to the gateway's
+clients):
   GET /api/v1/users/{user_id}/mic-stats?range=lifetime
   GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
-      seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms and
-      last_mic_at_ms; a range sums user_mic_daily_stats over the UTC days
-      from day(from_ms) to day(to_ms - 1) (to_ms is exclusive, at most 366
-      days; session_count then counts a session once per day it touches);
-      bad ranges get 400 with a JSON error
-  GET /api/v1/users/{user_id}/mic-sessions?limit=N
-      the user's most recent sessions (default 20, at most 100)
+  GET /api/v1/users/{user_id}/mic-sessions?limit=N   (default 20, at most 100)
+  each with an optional app_code (default: the configured app_code)
 
-Every route takes app_code (default: the configured app_code). Users
-without rows get zeros, never 404. 'roomflow sink' serves the same API
-when api.addr is set.`,
+api.app_addr (the one the gateway reaches):
+  GET /api/v1/users/me/mic-stats?range=lifetime
+  GET /api/v1/users/me/mic-stats?from_ms=...&to_ms=...
+  the user is the api.user_header header (default X-User-Id) and the app
+  the api.app_code_header header (default X-App-Code, absent: the
+  configured app_code); missing or malformed: 401 with a JSON error. The
+  internal routes are not served here, the /me routes not on api.addr.
+
+api.grpc_addr: hyapp.user.v1.UserService/GetUserMicLifetimeStats (seed
+001); unknown users get zeros, bad input INVALID_ARGUMENT.
+
+mic-stats answers seat_occupied_ms, mic_online_ms, session_count,
+first_mic_at_ms and last_mic_at_ms. A from_ms/to_ms range is exact over
+closed sessions: the milliseconds inside [from_ms, to_ms), the distinct
+sessions overlapping it, first/last mic time clamped into it; to_ms >
+from_ms, at most 366 days; bad ranges get 400 with a JSON error. Users
+without rows get zeros, never 404. 'roomflow sink' serves the same API.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
 			if err != nil {
 				return err
 			}
-			if d.Config.API.Addr == "" {
-				return fmt.Errorf("api.addr is empty: nothing to serve")
+			if apiListeners(d) == (statsapi.Listeners{}) {
+				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 				db, err := d.DB(ctx)

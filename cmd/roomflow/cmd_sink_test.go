@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/userv1"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
@@ -28,10 +31,11 @@ func sinkFreeAddr(t *testing.T) string {
 }
 
 // sinkCommand runs `roomflow <args>` in the background until the returned
-// stop is called; stop returns the command's error.
-func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *bytes.Buffer) {
+// stop is called; stop returns the command's error. out may be read while
+// the command runs.
+func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *testenv.SyncBuffer) {
 	t.Helper()
-	out = &bytes.Buffer{}
+	out = &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -75,10 +79,10 @@ func TestSinkCommandServesAPI(t *testing.T) {
 	}
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	m := testenv.NewMySQL(t)
-	apiAddr := sinkFreeAddr(t)
+	apiAddr, appAddr, grpcAddr := sinkFreeAddr(t), sinkFreeAddr(t), sinkFreeAddr(t)
 	var b strings.Builder
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\napp_code: hyapp\n")
-	b.WriteString("api:\n  addr: \"" + apiAddr + "\"\n")
+	fmt.Fprintf(&b, "api:\n  addr: %q\n  app_addr: %q\n  grpc_addr: %q\n", apiAddr, appAddr, grpcAddr)
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
 	b.WriteString(kafkaYAML(k, 2))
 	b.WriteString("sink:\n  group: " + testenv.UniqueName(t) + "\n")
@@ -133,6 +137,30 @@ func TestSinkCommandServesAPI(t *testing.T) {
 	}
 	if _, code, _ := sinkGetStats(apiAddr, "/api/v1/users/1/mic-stats?from_ms=9&to_ms=3"); code != http.StatusBadRequest {
 		t.Fatalf("bad range: %d, want 400", code)
+	}
+	// The gateway's route on api.app_addr, and the RPC on api.grpc_addr.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+appAddr+"/api/v1/users/me/mic-stats?range=lifetime", nil)
+	req.Header.Set("X-User-Id", fmt.Sprint(user))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me statsapi.Stats
+	err = json.NewDecoder(resp.Body).Decode(&me)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || me.SeatOccupiedMs != want[0] || me.SessionCount != want[2] {
+		t.Fatalf("app route: %d %+v %v, want %v", resp.StatusCode, me, err, *want)
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := userv1.NewUserServiceClient(conn).GetUserMicLifetimeStats(ctx, &userv1.GetUserMicLifetimeStatsRequest{UserId: user})
+	if err != nil || got.GetStats().GetMicOnlineMs() != want[1] || got.GetStats().GetAppCode() != "hyapp" {
+		t.Fatalf("gRPC: %v %v, want %v", got, err, *want)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("api: %v\n%s", err, out)

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +18,7 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
@@ -27,8 +32,10 @@ read_committed consumer, recomputes the mic facts (lifetime and UTC daily
 per user) and the lucky pool inflow with an independent reference of the
 seed rules, and diffs them against user_mic_lifetime_stats,
 user_mic_daily_stats and lucky_pools. Users with sessions that never saw a
-'down' (open, or closed by the mic timers) are not compared. It reads until
-the topic has been idle for --idle. Exit status 1 when anything differs.`,
+'down' (open, or closed by the mic timers) are not compared. It also lists
+the outbox ids the relay gave up waiting for (gap_abandoned records on the
+DLQ topic): rows committed later with those ids were never relayed. It reads
+until each topic has been idle for --idle. Exit status 1 when anything differs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -45,6 +52,11 @@ the topic has been idle for --idle. Exit status 1 when anything differs.`,
 			if err != nil {
 				return err
 			}
+			gaps, err := abandonedGaps(ctx, cfg, idle)
+			if err != nil {
+				return err
+			}
+			printGaps(cmd.OutOrStdout(), gaps)
 			printOracle(cmd, o)
 			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
 				rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
@@ -76,7 +88,7 @@ func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.
 	if err != nil {
 		return loadgen.Report{}, nil, err
 	}
-	o := loadgen.BuildOracle(events, rules)
+	o := loadgen.BuildOracle(events, rules, cfg.AppCode)
 	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
 	return rep, o, err
 }
@@ -101,38 +113,87 @@ func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.Luc
 // readAll consumes the room events topic from the start (read_committed)
 // until no record arrived for idle.
 func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([]*roomv1.EventEnvelope, error) {
+	var out []*roomv1.EventEnvelope
+	err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) {
+		var env roomv1.EventEnvelope
+		if proto.Unmarshal(r.Value, &env) == nil {
+			out = append(out, &env)
+		}
+	})
+	return out, err
+}
+
+// abandonedGap is one gap_abandoned record of the relay (see
+// relay.Router.GapRecord): outbox ids From..To given up.
+type abandonedGap struct {
+	From, To uint64
+	Reason   string // max_age or max_open_gaps
+	OpenMs   int64
+}
+
+// abandonedGaps reads the relay's gap_abandoned records from the DLQ topic.
+func abandonedGaps(ctx context.Context, cfg *config.Config, idle time.Duration) ([]abandonedGap, error) {
+	var out []abandonedGap
+	err := readTopic(ctx, cfg, cfg.Kafka.Topics.DLQ, idle, func(r *kgo.Record) {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if h["error_reason"] != string(relay.DLQGapAbandoned) {
+			return
+		}
+		g := abandonedGap{Reason: h["gap_reason"]}
+		g.From, _ = strconv.ParseUint(h["source_id_from"], 10, 64)
+		g.To, _ = strconv.ParseUint(h["source_id_to"], 10, 64)
+		g.OpenMs, _ = strconv.ParseInt(h["open_ms"], 10, 64)
+		out = append(out, g)
+	})
+	slices.SortFunc(out, func(a, b abandonedGap) int { return cmp.Compare(a.From, b.From) })
+	return out, err
+}
+
+func printGaps(w io.Writer, gaps []abandonedGap) {
+	var ids uint64
+	for _, g := range gaps {
+		ids += g.To - g.From + 1
+	}
+	fmt.Fprintf(w, "abandoned outbox ids (the relay gave up waiting; rows committed later with these ids were not relayed): %d ids in %d ranges\n", ids, len(gaps))
+	for i, g := range gaps {
+		if i == 20 {
+			fmt.Fprintf(w, "... %d more ranges\n", len(gaps)-20)
+			break
+		}
+		fmt.Fprintf(w, "   ids %d-%d (%d, %s, waited %s)\n", g.From, g.To, g.To-g.From+1, g.Reason, time.Duration(g.OpenMs)*time.Millisecond)
+	}
+}
+
+// readTopic consumes topic from the start (read_committed) until no
+// record arrived for idle.
+func readTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, each func(*kgo.Record)) error {
 	cl, err := kafkax.NewClient(cfg.Kafka, "verify", nil, nil,
-		kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
+		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
-	var out []*roomv1.EventEnvelope
 	for {
 		pctx, cancel := context.WithTimeout(ctx, idle)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		n := 0
 		for _, fe := range fs.Errors() {
 			if fe.Err != context.DeadlineExceeded {
-				return nil, fmt.Errorf("verify: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+				return fmt.Errorf("verify: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 			}
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			var env roomv1.EventEnvelope
-			if proto.Unmarshal(r.Value, &env) == nil {
-				out = append(out, &env)
-			}
-		})
-		if n == 0 {
-			return out, nil
+		if fs.NumRecords() == 0 {
+			return nil
 		}
+		fs.EachRecord(each)
 	}
 }
 

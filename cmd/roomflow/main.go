@@ -31,12 +31,22 @@ type globals struct {
 	configPath string
 }
 
+// load reads and validates the configuration, then checks what only the
+// wired components know (checkRoutes), so every command refuses a config
+// that would starve a stage.
 func (g *globals) load() (*config.Config, error) {
 	path := g.configPath
 	if path == "" {
 		path = os.Getenv("ROOMFLOW_CONFIG")
 	}
-	return config.Load(path, os.Getenv)
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRoutes(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // deps loads config and builds the process dependencies.
@@ -88,6 +98,7 @@ func componentCmd(g *globals, s app.Spec) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{s})
 		},
 	}
@@ -98,13 +109,14 @@ func componentCmd(g *globals, s app.Spec) *cobra.Command {
 }
 
 func runCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every component in one process (small installs, tests, the demo)",
 		Long: `run starts every registered component (relay, processors, sink, IM
 publisher) in one process sharing one metrics server and one MySQL pool.
 Each component also runs alone under its own subcommand; run them
-separately to scale them independently.`,
+separately to scale them independently. run accepts every component's
+flags (--instance-id gives each of its groups a static member id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
@@ -115,9 +127,12 @@ separately to scale them independently.`,
 			if len(specs) == 0 {
 				return errors.New("no components are built into this binary")
 			}
+			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, specs)
 		},
 	}
+	app.AddFlags(cmd.Flags(), app.Specs())
+	return cmd
 }
 
 // extraCommands are one-shot tools (loadgen, verify, demo) added by their

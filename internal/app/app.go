@@ -59,7 +59,10 @@ type Spec struct {
 	Long  string // the command's help text
 	// Order places the component in `roomflow run` (lower starts first).
 	Order int
-	// Flags adds command-specific flags; values are read by New via closure.
+	// Flags defines command-specific flags on fs. New reads their values
+	// from Deps.Flags, never from variables captured here: every command
+	// tree (tests and the demo build many in one binary) parses into a flag
+	// set of its own, so one command's flags cannot leak into the next.
 	Flags func(fs *pflag.FlagSet)
 	// New builds the component. It may fail on invalid config or an
 	// unreachable dependency; the process then exits before running anything.
@@ -84,6 +87,20 @@ func Register(s Spec) {
 	sort.SliceStable(specs, func(i, j int) bool { return specs[i].Order < specs[j].Order })
 }
 
+// AddFlags defines the flags of every spec on fs, the first definition of
+// a name winning (components share --instance-id): `roomflow run` accepts
+// what each component's own command accepts.
+func AddFlags(fs *pflag.FlagSet, specs []Spec) {
+	for _, s := range specs {
+		if s.Flags == nil {
+			continue
+		}
+		own := pflag.NewFlagSet(s.Name, pflag.ContinueOnError)
+		s.Flags(own)
+		fs.AddFlagSet(own) // skips names fs already has
+	}
+}
+
 // Specs returns every registered component in start order.
 func Specs() []Spec {
 	regMu.Lock()
@@ -97,6 +114,11 @@ type Deps struct {
 	Log      *slog.Logger
 	Registry *prometheus.Registry
 	Health   *obs.Health
+	// Flags are the parsed flags of the command being run. NewDeps fills
+	// them with every registered component's defaults (the demo runs
+	// components without a command line); a command replaces them with its
+	// own.
+	Flags *pflag.FlagSet
 
 	dbOnce sync.Once
 	db     *sql.DB
@@ -105,7 +127,19 @@ type Deps struct {
 
 // NewDeps returns Deps for cfg with a fresh registry and health.
 func NewDeps(cfg *config.Config, log *slog.Logger) *Deps {
-	return &Deps{Config: cfg, Log: log, Registry: obs.NewRegistry(), Health: obs.NewHealth()}
+	fs := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
+	AddFlags(fs, Specs())
+	return &Deps{Config: cfg, Log: log, Registry: obs.NewRegistry(), Health: obs.NewHealth(), Flags: fs}
+}
+
+// Flag returns the value of the string flag name of the command being run,
+// "" when that command has no such flag.
+func (d *Deps) Flag(name string) string {
+	v, err := d.Flags.GetString(name)
+	if err != nil {
+		return ""
+	}
+	return v
 }
 
 // DB opens the shared MySQL pool on first use.

@@ -21,8 +21,10 @@ import (
 
 // Config is the effective configuration of every roomflow component.
 type Config struct {
-	// AppCode is the default app_code used where an input carries none
-	// (the stats API's default, loadgen). Env: ROOMFLOW_APP_CODE.
+	// AppCode is the app_code of every input that carries none, at every
+	// stage (processors, sink, IM publisher, verify, loadgen, stats API), so
+	// an empty app_code and the configured one give the same facts.
+	// Env: ROOMFLOW_APP_CODE.
 	AppCode string `yaml:"app_code"`
 
 	Log          LogConfig          `yaml:"log"`
@@ -102,7 +104,8 @@ type RelayConfig struct {
 	FailoverTimeout Duration          `yaml:"failover_timeout"`
 	TransactionalID string            `yaml:"transactional_id"`
 	MaxRecordBytes  int               `yaml:"max_record_bytes"`
-	Routes          map[string]string `yaml:"routes"` // event_type -> topic; others go to kafka.topics.room_events
+	MaxBatchBytes   int               `yaml:"max_batch_bytes"` // payload bytes one batch reads from MySQL
+	Routes          map[string]string `yaml:"routes"`          // event_type -> topic; others go to kafka.topics.room_events
 }
 
 // ProcessConfig tunes the exactly-once stream runtime shared by processors.
@@ -119,10 +122,13 @@ type ProcessConfig struct {
 type MicConfig struct {
 	PendingPublishMaxAge    Duration `yaml:"pending_publish_max_age"`
 	PublishingSessionMaxAge Duration `yaml:"publishing_session_max_age"`
-	CompensationInterval    Duration `yaml:"compensation_interval"`
-	CompensationBatchSize   int      `yaml:"compensation_batch_size"`
-	ClosedSessionRetention  Duration `yaml:"closed_session_retention"`
-	DayRoomRetention        Duration `yaml:"day_room_retention"`
+	// CompensationEnabled is seed 001's
+	// tasks.mic_open_session_compensation.enabled: false = no timer closes.
+	CompensationEnabled    bool     `yaml:"compensation_enabled"`
+	CompensationInterval   Duration `yaml:"compensation_interval"`
+	CompensationBatchSize  int      `yaml:"compensation_batch_size"`
+	ClosedSessionRetention Duration `yaml:"closed_session_retention"`
+	DayRoomRetention       Duration `yaml:"day_room_retention"`
 }
 
 // SinkConfig tunes `roomflow sink`.
@@ -133,9 +139,25 @@ type SinkConfig struct {
 	MaxRetries    int      `yaml:"max_retries"`
 }
 
-// APIConfig is the stats query API.
+// APIConfig is the stats query API (seed 001): three listeners, each
+// disabled when empty, so a gateway-trusted header is never honoured where
+// anyone can reach the internal routes.
 type APIConfig struct {
-	Addr string `yaml:"addr"` // empty disables it in `roomflow sink`
+	// Addr serves the internal routes /api/v1/users/{user_id}/... (back
+	// office, tasks); never the /me routes.
+	Addr string `yaml:"addr"`
+	// AppAddr serves the app routes /api/v1/users/me/... behind the
+	// gateway, which sets UserHeader (and AppCodeHeader); never the
+	// internal routes.
+	AppAddr string `yaml:"app_addr"`
+	// GRPCAddr serves hyapp.user.v1.UserService (GetUserMicLifetimeStats).
+	GRPCAddr string `yaml:"grpc_addr"`
+	// UserHeader carries the authenticated user id the gateway sets on the
+	// app listener.
+	UserHeader string `yaml:"user_header"`
+	// AppCodeHeader carries the app_code the gateway sets on the app
+	// listener; absent means the configured app_code.
+	AppCodeHeader string `yaml:"app_code_header"`
 }
 
 // OutboxWorkerConfig is seed 000's block, names unchanged. Values <= 0 fall
@@ -221,6 +243,7 @@ func Default() Config {
 			FailoverTimeout: Duration(15 * time.Second),
 			TransactionalID: "roomflow-relay",
 			MaxRecordBytes:  1 << 20,
+			MaxBatchBytes:   16 << 20,
 		},
 		Process: ProcessConfig{
 			CommitInterval: Duration(100 * time.Millisecond),
@@ -232,6 +255,7 @@ func Default() Config {
 		Mic: MicConfig{
 			PendingPublishMaxAge:    Duration(2 * time.Minute),
 			PublishingSessionMaxAge: Duration(12 * time.Hour),
+			CompensationEnabled:     true,
 			CompensationInterval:    Duration(60 * time.Second),
 			CompensationBatchSize:   100,
 			ClosedSessionRetention:  Duration(7 * 24 * time.Hour),
@@ -243,7 +267,13 @@ func Default() Config {
 			Group:         "roomflow-mysql-sink",
 			MaxRetries:    10,
 		},
-		API: APIConfig{Addr: ":8080"},
+		API: APIConfig{
+			Addr:          ":8080",
+			AppAddr:       ":8081",
+			GRPCAddr:      ":13005",
+			UserHeader:    "X-User-Id",
+			AppCodeHeader: "X-App-Code",
+		},
 		OutboxWorker: OutboxWorkerConfig{
 			Enabled:        true,
 			PollInterval:   Duration(time.Second),

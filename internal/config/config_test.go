@@ -56,6 +56,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"relay.failover_timeout", func(c *Config) { c.Relay.FailoverTimeout = Duration(100 * time.Millisecond) }},
 		{"relay.transactional_id", func(c *Config) { c.Relay.TransactionalID = "" }},
 		{"relay.max_record_bytes", func(c *Config) { c.Relay.MaxRecordBytes = 0 }},
+		{"relay.max_batch_bytes", func(c *Config) { c.Relay.MaxBatchBytes = 0 }},
 		{"relay.routes", func(c *Config) { c.Relay.Routes = map[string]string{"": "x"} }},
 		{"relay.routes.RoomGiftSent", func(c *Config) { c.Relay.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
 		{"process.commit_interval", func(c *Config) { c.Process.CommitInterval = 0 }},
@@ -76,6 +77,14 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"sink.group", func(c *Config) { c.Sink.Group = "" }},
 		{"sink.max_retries", func(c *Config) { c.Sink.MaxRetries = 0 }},
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = "8081" }},
+		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = "grpc" }},
+		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = c.API.AppAddr }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "" }},
+		{"api.user_header", func(c *Config) { c.API.UserHeader = "X User" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "X-App:Code" }},
+		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "x-user-id" }},
 		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = Duration(time.Second) }},
@@ -178,10 +187,15 @@ relay:
   gap_max_age: 2h
 mic:
   publishing_session_max_age: 6h
+  compensation_enabled: false
 outbox_worker:
   enabled: false
 im:
   fast_path_delay: 0s
+api:
+  app_addr: ""
+  grpc_addr: "127.0.0.1:7000"
+  user_header: X-Auth-User
 `)
 	cfg, err := Load(p, env(map[string]string{
 		"ROOMFLOW_KAFKA_BROKERS":       " a:1, b:2 ,",
@@ -214,8 +228,15 @@ im:
 		{"gap", cfg.Relay.GapMaxAge.D(), 2 * time.Hour},
 		{"mic max window", cfg.Mic.PublishingSessionMaxAge.D(), 6 * time.Hour},
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
+		{"mic compensation switch", cfg.Mic.CompensationEnabled, false},
+		{"mic compensation on by default (seed 001)", Default().Mic.CompensationEnabled, true},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
 		{"fast path delay 0 is kept (claim at once)", cfg.IM.FastPathDelay.D(), time.Duration(0)},
+		{"api app listener disabled", cfg.API.AppAddr, ""},
+		{"api grpc", cfg.API.GRPCAddr, "127.0.0.1:7000"},
+		{"api user header", cfg.API.UserHeader, "X-Auth-User"},
+		{"api default internal listener", cfg.API.Addr, ":8080"},
+		{"api default app code header", cfg.API.AppCodeHeader, "X-App-Code"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

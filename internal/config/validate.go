@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"golang.org/x/net/http/httpguts"
 )
 
 // FieldError is an invalid configuration value. Key is the YAML path
@@ -35,6 +36,11 @@ func (c *Config) Validate() error {
 	positiveDur := func(key string, v Duration) {
 		if v <= 0 {
 			bad(key, "must be a positive duration (got %s)", v)
+		}
+	}
+	headerName := func(key, v string) {
+		if !httpguts.ValidHeaderFieldName(v) {
+			bad(key, "must be an HTTP header name (got %q)", v)
 		}
 	}
 	addr := func(key, v string, required bool) {
@@ -121,6 +127,7 @@ func (c *Config) Validate() error {
 		bad("relay.transactional_id", "must be set")
 	}
 	positive("relay.max_record_bytes", c.Relay.MaxRecordBytes)
+	positive("relay.max_batch_bytes", c.Relay.MaxBatchBytes)
 	for typ, topic := range c.Relay.Routes {
 		if typ == "" {
 			bad("relay.routes", "has an empty event_type")
@@ -162,6 +169,21 @@ func (c *Config) Validate() error {
 	}
 	positive("sink.max_retries", c.Sink.MaxRetries)
 	addr("api.addr", c.API.Addr, false)
+	addr("api.app_addr", c.API.AppAddr, false)
+	addr("api.grpc_addr", c.API.GRPCAddr, false)
+	// Port 0 picks a free port per listener, so only fixed ports can clash.
+	sameAddr := func(a, b string) bool { return a != "" && a == b && !strings.HasSuffix(a, ":0") }
+	if sameAddr(c.API.AppAddr, c.API.Addr) {
+		bad("api.app_addr", "must differ from api.addr (%q): the app routes trust a gateway header the internal listener must not honour", c.API.Addr)
+	}
+	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
+		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
+	}
+	headerName("api.user_header", c.API.UserHeader)
+	headerName("api.app_code_header", c.API.AppCodeHeader)
+	if strings.EqualFold(c.API.UserHeader, c.API.AppCodeHeader) {
+		bad("api.app_code_header", "must differ from api.user_header (%q)", c.API.UserHeader)
+	}
 
 	// outbox_worker: seed 000 — <= 0 falls back (done in normalize), but an
 	// unknown retry strategy must stop the process.

@@ -13,7 +13,7 @@ func Config(t testing.TB, k *Kafka, m *MySQL) *config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Metrics.Addr = ""
-	cfg.API.Addr = ""
+	cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", ""
 	if k != nil {
 		cfg.Kafka = k.Config
 	}

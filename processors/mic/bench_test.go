@@ -32,7 +32,7 @@ func BenchmarkDecodeHandleEncode(b *testing.B) {
 			state = mic.NewMapState()
 			b.StartTimer()
 		}
-		ev, err := mic.Decode(values[j])
+		ev, err := mic.Decode(values[j], "")
 		if err != nil {
 			b.Fatal(err)
 		}

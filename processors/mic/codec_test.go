@@ -15,7 +15,7 @@ import (
 func TestDecode(t *testing.T) {
 	good := e("ev-1", "publish_confirmed", t0, pubAt(t0-sec), rtcStop(0), reason("x"), roomVersion(9), seat(3))
 	good.PreviousSeatNo, good.PublishState, good.PublishDeadlineMs = 2, "publishing", t0+mins
-	got, err := mic.Decode(good.Encode())
+	got, err := mic.Decode(good.Encode(), "")
 	if err != nil || got != good {
 		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, good)
 	}
@@ -48,16 +48,25 @@ func TestDecode(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := mic.Decode(c.value)
+			_, err := mic.Decode(c.value, "")
 			var de *mic.DecodeError
 			if !errors.As(err, &de) || de.Reason != c.reason || !errors.Is(err, mic.ErrDecode) {
 				t.Fatalf("err %v, want reason %s", err, c.reason)
 			}
 		})
 	}
+	// No app_code is the configured one: the same Event as naming it.
+	noApp, named := good, good
+	noApp.AppCode, named.AppCode = "", "hyapp"
+	if got, err := mic.Decode(noApp.Encode(), "hyapp"); err != nil || got != named {
+		t.Fatalf("default app_code: %v\n got %+v\nwant %+v", err, got, named)
+	}
+	if got, err := mic.Decode(good.Encode(), "hyapp"); err != nil || got != good {
+		t.Fatalf("a named app_code wins over the default: %v %+v", err, got)
+	}
 	// Incomplete events decode: the engine skips them with a ledger entry.
 	inc := e("ev-2", "up", t0, session(""), user(0))
-	if _, err := mic.Decode(inc.Encode()); err != nil {
+	if _, err := mic.Decode(inc.Encode(), ""); err != nil {
 		t.Fatalf("incomplete event must decode: %v", err)
 	}
 }

@@ -96,14 +96,17 @@ var ErrDecode = errors.New("mic: undecodable event")
 func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // Decode parses a hyapp.user.mic-events.v1 record value: an EventEnvelope
-// whose payload is a RoomMicChanged. It fails with a *DecodeError when the
-// bytes are not such an envelope, the event type differs, the event has no
-// event_id or app_code, a field exceeds its column, or a time is out of
-// range. It never panics, whatever the input.
+// whose payload is a RoomMicChanged. An empty app_code is defaultAppCode
+// (the configured app_code, the rule of every stage), so an event gets the
+// same session, stats and ids whether room-service named the default or left
+// it out. It fails with a *DecodeError when the bytes are not such an
+// envelope, the event type differs, the event has no event_id (or no
+// app_code and defaultAppCode is empty), a field exceeds its column, or a
+// time is out of range. It never panics, whatever the input.
 //
 // The Event's strings alias value (no copies): value must stay unchanged
 // while the Event is in use. Every output of the engine copies what it keeps.
-func Decode(value []byte) (Event, error) {
+func Decode(value []byte, defaultAppCode string) (Event, error) {
 	var ev Event
 	var payload []byte
 	r := wireReader{b: value}
@@ -172,6 +175,9 @@ func Decode(value []byte) (Event, error) {
 	}
 	if r.err != nil {
 		return Event{}, &DecodeError{Reason: "bad_payload", Err: r.err}
+	}
+	if ev.AppCode == "" {
+		ev.AppCode = defaultAppCode
 	}
 	return ev, ev.Validate()
 }

@@ -28,7 +28,7 @@ func FuzzDecodeAndHandle(f *testing.F) {
 		// Prime the session the seeds name, so later actions meet state.
 		up := e("prime", "up", t0)
 		mic.Handle(st, &up)
-		ev, err := mic.Decode(value)
+		ev, err := mic.Decode(value, "")
 		if err != nil {
 			return
 		}

@@ -96,7 +96,7 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 		env := &roomv1.EventEnvelope{EventId: randStr(r), EventType: "RoomMicChanged", AppCode: randStr(r), RoomId: randStr(r),
 			RoomVersion: randInt(r), OccurredAtMs: randInt(r), RequestId: randStr(r), CommandId: randStr(r), Payload: pb}
 		b, _ := proto.Marshal(env)
-		ev, err := mic.Decode(b)
+		ev, err := mic.Decode(b, "")
 		if err == nil {
 			if ev.EventID != env.EventId || ev.AppCode != env.AppCode || ev.RoomID != env.RoomId || ev.RoomVersion != env.RoomVersion ||
 				ev.OccurredAtMs != env.OccurredAtMs || ev.UserID != p.UserId || ev.SeatNo != p.SeatNo || ev.Action != p.Action ||
@@ -112,7 +112,7 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 		c[r.IntN(len(c))] ^= byte(1 + r.IntN(255))
 		var genEnv roomv1.EventEnvelope
 		genErr := proto.Unmarshal(c, &genEnv)
-		if _, err := mic.Decode(c); genErr != nil && err == nil {
+		if _, err := mic.Decode(c, ""); genErr != nil && err == nil {
 			t.Fatalf("accepted what the generated decoder refuses (%v): %x", genErr, c)
 		}
 	}
@@ -121,10 +121,10 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 	var bad []byte
 	bad = protowire.AppendTag(bad, 1, protowire.BytesType)
 	bad = protowire.AppendString(bad, "a\xffb") // event_id, again: the last one wins
-	if _, err := mic.Decode(append(good, bad...)); err == nil {
+	if _, err := mic.Decode(append(good, bad...), ""); err == nil {
 		t.Fatal("invalid UTF-8 accepted")
 	}
-	if ev, err := mic.Decode(good); err != nil || ev.EventID != "ev" {
+	if ev, err := mic.Decode(good, ""); err != nil || ev.EventID != "ev" {
 		t.Fatalf("good event: %v", err)
 	}
 }

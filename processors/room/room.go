@@ -4,7 +4,8 @@
 //   - re-keys every RoomMicChanged by user_id (decimal string) and emits the
 //     envelope bytes unchanged to hyapp.user.mic-events.v1, so that all of
 //     one user's mic events meet in one partition of the mic processor,
-//     still in room order (hence in mic-session order);
+//     still in room order (hence in mic-session order); an envelope without
+//     app_code gets the configured app_code appended (see NewProcessor);
 //   - turns every RoomGiftSent with lucky=true into a LuckyPoolInflow (seed
 //     003, integer ppm, the rule version the event names) keyed by room_id
 //     on hyapp.activity.lucky-pool-inflow.v1;
@@ -46,6 +47,13 @@ const (
 	EventRoomGiftSent    = "RoomGiftSent"
 	EventLuckyPoolInflow = "LuckyPoolInflow"
 )
+
+// Consumes reports whether the room processor needs eventType on
+// kafka.topics.room_events. cmd/roomflow refuses a relay.routes entry that
+// would send such a type elsewhere, where the processor never reads it.
+func Consumes(eventType string) bool {
+	return eventType == EventRoomMicChanged || eventType == EventRoomGiftSent
+}
 
 // passBy are the other room event types of the design: not the room
 // processor's business, not an error.
@@ -93,8 +101,10 @@ type Processor struct {
 }
 
 // NewProcessor returns the processor emitting to cfg's
-// kafka.topics.user_mic_events and lucky_pool_inflow; an envelope without
-// app_code gets cfg's app_code in the outputs.
+// kafka.topics.user_mic_events and lucky_pool_inflow. An envelope without
+// app_code belongs to cfg's app_code (the rule of every stage): its outputs
+// carry it in headers and values, so they are the same as for an envelope
+// that names the configured app_code itself.
 func NewProcessor(cfg *config.Config, rules RuleSource) *Processor {
 	return &Processor{micTopic: cfg.Kafka.Topics.UserMicEvents, inflowTopic: cfg.Kafka.Topics.LuckyPoolInflow,
 		rules: rules, appCode: []byte(cfg.AppCode)}
@@ -125,7 +135,12 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	if len(env.eventID) > maxEventID || len(env.appCode) > maxAppCode || len(env.roomID) > maxRoomID {
 		return runtime.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
-	if len(env.appCode) == 0 {
+	// The rule of every stage: an empty app_code is the configured one. It
+	// is resolved here once, in the forwarded mic envelope too (header and
+	// value agree), so the mic processor sees the same app_code whether
+	// room-service wrote it or left it out.
+	omitted := len(env.appCode) == 0
+	if omitted {
 		env.appCode = p.appCode
 	}
 	switch string(env.eventType) { // no allocation
@@ -134,8 +149,13 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 		if err != nil {
 			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
 		}
+		value := rec.Value
+		if omitted {
+			value = withAppCode(rec.Value, p.appCode)
+		}
 		o := new(micOut)
-		// Header values alias the envelope, which is forwarded unchanged.
+		// Header values alias the envelope, which is forwarded unchanged
+		// (but for a filled-in app_code).
 		o.hdr = [4]kgo.RecordHeader{
 			{Key: "event_id", Value: env.eventID},
 			{Key: "event_type", Value: env.eventType},
@@ -145,7 +165,7 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 		o.rec = kgo.Record{
 			Topic:   p.micTopic,
 			Key:     strconv.AppendInt(o.key[:0], user, 10),
-			Value:   rec.Value,
+			Value:   value,
 			Headers: o.hdr[:],
 		}
 		t.Emit(&o.rec)

@@ -546,31 +546,53 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	checkInflow(t, out, map[string]*activityv1.LuckyPoolInflow{"LuckyPoolInflow:evt-locked": expectInflow(c, rule)})
 }
 
-// TestDefaultAppCode: an envelope without app_code gets the configured
-// app_code in the mic header and the inflow (the sink requires one).
+// TestDefaultAppCode: an envelope without app_code belongs to the
+// configured app_code: its outputs (the forwarded mic envelope, value and
+// header, and the inflow) equal those of the same envelope naming that
+// app_code itself, so the mic processor and the sink derive the same facts.
 func TestDefaultAppCode(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.AppCode = "fallback"
 	roomtest.InsertRule(t, e.m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000))
 	payload := func(m proto.Message) []byte { b, _ := proto.Marshal(m); return b }
-	mic, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-noapp-mic", EventType: "RoomMicChanged", RoomId: "r1",
-		Payload: payload(&roomv1.RoomMicChanged{UserId: 5, Action: "up", MicSessionId: "s"})})
-	gift, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-noapp-gift", EventType: "RoomGiftSent", RoomId: "r1",
-		Payload: payload(&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 100})})
-	e.produce([]*kgo.Record{{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: mic}, {Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: gift}})
+	var in []*kgo.Record
+	for _, app := range []string{"", "fallback"} {
+		mic, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-mic", EventType: "RoomMicChanged", AppCode: app, RoomId: "r1",
+			OccurredAtMs: 1000, Payload: payload(&roomv1.RoomMicChanged{UserId: 5, Action: "up", MicSessionId: "s"})})
+		gift, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-gift", EventType: "RoomGiftSent", AppCode: app, RoomId: "r1",
+			Payload: payload(&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 100})})
+		in = append(in, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: mic},
+			&kgo.Record{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: gift})
+	}
+	e.produce(in)
 	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := rttest.Start(rt)
-	mics := e.read(e.topics.UserMicEvents, 1)
-	inflow := e.read(e.topics.LuckyPoolInflow, 1)
+	mics := e.read(e.topics.UserMicEvents, 2)
+	inflows := e.read(e.topics.LuckyPoolInflow, 2)
 	r.Stop(t)
-	if len(mics) != 1 || rttest.Header(mics[0], "app_code") != "fallback" {
-		t.Fatalf("mic outputs %v", mics)
-	}
-	var in activityv1.LuckyPoolInflow
-	if len(inflow) != 1 || proto.Unmarshal(inflow[0].Value, &in) != nil || in.AppCode != "fallback" || rttest.Header(inflow[0], "app_code") != "fallback" {
-		t.Fatalf("inflow %v", inflow)
+	for name, recs := range map[string][]*kgo.Record{"mic": mics, "inflow": inflows} {
+		var msgs [2]proto.Message
+		for i, rec := range recs {
+			if rttest.Header(rec, "app_code") != "fallback" {
+				t.Fatalf("%s output %d: app_code header %q", name, i, rttest.Header(rec, "app_code"))
+			}
+			var m interface {
+				proto.Message
+				GetAppCode() string
+			} = new(roomv1.EventEnvelope)
+			if name == "inflow" {
+				m = new(activityv1.LuckyPoolInflow)
+			}
+			if err := proto.Unmarshal(rec.Value, m); err != nil || m.GetAppCode() != "fallback" {
+				t.Fatalf("%s output %d: app_code %q (%v)", name, i, m.GetAppCode(), err)
+			}
+			msgs[i] = m
+		}
+		if len(recs) != 2 || !proto.Equal(msgs[0], msgs[1]) {
+			t.Fatalf("%s outputs differ between an empty and the explicit app_code:\n%v\n%v", name, msgs[0], msgs[1])
+		}
 	}
 }

@@ -127,3 +127,14 @@ func micUserID(b []byte) (int64, error) {
 	}
 	return user, nil
 }
+
+// withAppCode returns a copy of the envelope b with app_code set to app:
+// the field appended at the end, where protobuf parsers let the last
+// occurrence of a singular field win (b is left unchanged; it is the
+// consumed record's value).
+func withAppCode(b, app []byte) []byte {
+	out := make([]byte, 0, len(b)+2+len(app))
+	out = append(out, b...)
+	out = protowire.AppendTag(out, 3, protowire.BytesType)
+	return protowire.AppendBytes(out, app)
+}

@@ -124,6 +124,18 @@
 // in punctuations_deferred_total{reason=behind|lso_unavailable}. So what a
 // timer does depends only on what Kafka held at the tick.
 //
+// A punctuation works in bounded batches and catches up with a backlog by
+// calling Task.MoreDue: the runtime commits the open transaction at once
+// and runs it again, with the same tick time and after the same LSO check,
+// in the next transaction, until a run does not call MoreDue; only then is
+// it rescheduled one interval later. Each run is its own small transaction
+// and the records already fetched for every partition are processed
+// between two runs, so 100,000 due sessions close as a thousand commits of
+// a hundred, not one huge transaction, and not one batch per interval. A
+// transaction that carries no input offsets (punctuation output only) is
+// committed on the client after the membership check, without
+// GroupTransactSession.End's 500ms pause after an offset-less commit.
+//
 // # Memory
 //
 // A transaction produces thousands of short-lived records. Task.NewRecord,
@@ -145,7 +157,8 @@
 // unowned_partition, shutdown), restore_duration_seconds, restore_records_total
 // (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
-// LagInterval), punctuations_total (per name), punctuations_deferred_total
+// LagInterval), punctuations_total (runs per name; each catch-up run
+// counts), punctuations_deferred_total
 // (per reason), partition_stalled (per partition, 1 while stalled) and
 // partition_stalls_total (failed attempts, per cause: record, punctuation).
 //

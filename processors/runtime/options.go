@@ -53,6 +53,7 @@ type options struct {
 	input          string
 	group          string
 	txnID          string
+	instanceID     string
 	changelog      string
 	dlq            string
 	commitInterval time.Duration
@@ -111,6 +112,16 @@ func Group(id string) Option { return func(o *options) { o.group = id } }
 // restarted instance that reuses its predecessor's id fences it and aborts
 // its open transaction at once (instead of after the transaction timeout).
 func TransactionalID(id string) Option { return func(o *options) { o.txnID = id } }
+
+// InstanceID makes this instance a static member of the group
+// (group.instance.id, KIP-345): restarted with the same id, it takes its
+// partitions straight back instead of waiting for the session timeout of
+// its predecessor and a rebalance. The id must be unique among the live
+// instances of the group (a second one fences the first) and stable across
+// restarts (the pod name). Closing does not leave the group: a stopped
+// static member's partitions wait for the session timeout unless the
+// caller leaves for it (kafkax.LeaveGroup). Default: a dynamic member.
+func InstanceID(id string) Option { return func(o *options) { o.instanceID = id } }
 
 // Changelog sets the compacted changelog topic of the task stores. It must
 // have at least as many partitions as the input. Without it, Task.Store

@@ -49,6 +49,11 @@ type Runtime struct {
 	txnOut     map[string]int
 	txnDLQ     map[string]int
 	txnPunct   map[string]int
+	// txnCatchUp: the open transaction holds a catch-up run (Task.MoreDue)
+	// and is committed at once, so the next run can follow.
+	txnCatchUp bool
+	// txnSeq counts ended transactions.
+	txnSeq     uint64
 	prodMu     sync.Mutex
 	prodErr    error
 	promise    func(*kgo.Record, error)
@@ -254,6 +259,9 @@ func (r *Runtime) start() error {
 			r.pushEvent(evRevoked, m[r.o.input])
 		}),
 	)
+	if r.o.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.o.instanceID))
+	}
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return fmt.Errorf("runtime %s: client: %w", r.name, err)
@@ -363,6 +371,11 @@ func (r *Runtime) loop(ctx context.Context) error {
 		if resumeIn > 0 {
 			wait = min(wait, resumeIn)
 		}
+		if r.txnCatchUp {
+			// Take the records already fetched, without idling the
+			// catch-up: its next run follows this commit.
+			wait = catchUpPoll
+		}
 		var fetches kgo.Fetches
 		if wait > 0 || !r.txnContent {
 			pctx, cancel := context.WithTimeout(ctx, wait)
@@ -401,7 +414,7 @@ func (r *Runtime) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
+		if r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
 			if _, err := r.endTxn(r.o.txnTimeout, true, ""); err != nil {
 				if ctx.Err() != nil || r.killed.Load() {
 					return r.shutdown()
@@ -610,11 +623,17 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 		}
 		r.prodMu.Unlock()
 	}
-	try := kgo.TryAbort
-	if commit {
-		try = kgo.TryCommit
+	var committed bool
+	var err error
+	if commit && r.sess.Client().UncommittedOffsets() == nil && !r.eventsPending() {
+		committed, err = r.endWithoutOffsets(ctx)
+	} else {
+		try := kgo.TryAbort
+		if commit {
+			try = kgo.TryCommit
+		}
+		committed, err = r.sess.End(ctx, try)
 	}
-	committed, err := r.sess.End(ctx, try)
 	elapsed := time.Since(r.txnStart)
 	hadContent := r.txnContent
 	r.inTxn = false
@@ -660,6 +679,8 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 		r.m.txnDuration.WithLabelValues(r.name).Observe(elapsed.Seconds())
 	}
 	r.txnContent = false
+	r.txnCatchUp = false
+	r.txnSeq++
 	r.txnIn = 0
 	clear(r.txnOut)
 	clear(r.txnDLQ)
@@ -673,6 +694,32 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	// longer references the arena.
 	r.arena.reset()
 	return committed, nil
+}
+
+// endWithoutOffsets commits a transaction that carries no input offsets
+// (punctuation output only) on the client itself. GroupTransactSession.End
+// would commit it too, but then holds the session for 500ms (a guard for
+// offset commits to brokers without KIP-447, which a commit without offsets
+// does not need), and a catch-up commits such transactions back to back.
+// What End checks is checked before: membership (checkMembership), and no
+// revoke or loss seen since the last poll (eventsPending).
+// A commit the broker refuses as abortable is retried as an abort, as End
+// does.
+func (r *Runtime) endWithoutOffsets(ctx context.Context) (bool, error) {
+	err := r.sess.Client().EndTransaction(ctx, kgo.TryCommit)
+	if errors.Is(err, kerr.OperationNotAttempted) || errors.Is(err, kerr.TransactionAbortable) {
+		r.log.Warn("commit of punctuation output not possible; aborting it", "error", err)
+		return false, r.sess.Client().EndTransaction(ctx, kgo.TryAbort)
+	}
+	return err == nil, err
+}
+
+// eventsPending reports whether an assignment change waits for
+// handleEvents.
+func (r *Runtime) eventsPending() bool {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	return len(r.events) > 0
 }
 
 // checkMembership asks the group coordinator whether this member and

@@ -31,6 +31,8 @@ type Task struct {
 	// stall is set while the partition backs off after a failure (see
 	// stallRecord); nil when it runs normally.
 	stall *stall
+	// moreDue is set by MoreDue during the running punctuation.
+	moreDue bool
 }
 
 // Topic is the input topic.
@@ -59,6 +61,16 @@ func (t *Task) Store() *Store {
 	}
 	return t.store
 }
+
+// MoreDue, called by a punctuation, reports that it stopped at its bound
+// (a batch size) with work still due at this tick. The runtime then
+// commits the open transaction at once and runs the punctuation again, with
+// the same now, in the next transaction (after checking again that the task
+// has consumed its input up to the tick's last stable offset), and again
+// while each run calls MoreDue; only a run that does not call it is
+// rescheduled one interval later. Input records keep flowing between the runs. Called outside a
+// punctuation, it has no effect.
+func (t *Task) MoreDue() { t.moreDue = true }
 
 // Emit adds r to the open transaction. r.Topic must be set; r.Partition is
 // ignored (keys are hashed like the Java client, so equal keys land on the

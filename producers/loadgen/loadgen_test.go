@@ -35,7 +35,7 @@ func TestOracleCrossMidnight(t *testing.T) {
 		micEnv("e2", "r1", pub, &roomv1.RoomMicChanged{UserId: 7, Action: "publish_confirmed", MicSessionId: "s1"}),
 		micEnv("e3", "r1", down, &roomv1.RoomMicChanged{UserId: 7, Action: "down", MicSessionId: "s1", Reason: "leave"}),
 		micEnv("e3", "r1", down, &roomv1.RoomMicChanged{UserId: 7, Action: "down", MicSessionId: "s1", Reason: "leave"}), // duplicate
-	}, nil)
+	}, nil, "a")
 	d1, d2 := o.Daily[UserDay{7, "2026-11-28"}], o.Daily[UserDay{7, "2026-11-29"}]
 	if d1 == nil || d2 == nil || d1.SeatOccupiedMs != 30*60_000 || d2.SeatOccupiedMs != 70*60_000 ||
 		d1.MicOnlineMs != 30*60_000 || d2.MicOnlineMs != 70*60_000 {
@@ -62,13 +62,33 @@ func TestOracleNoPublishOpenAndIncomplete(t *testing.T) {
 		micEnv("a2", "r", 61000, &roomv1.RoomMicChanged{UserId: 1, Action: "down", MicSessionId: "s", RtcStoppedAtMs: 31000}),
 		micEnv("b1", "r", 1000, &roomv1.RoomMicChanged{UserId: 2, Action: "up", MicSessionId: "open"}),
 		micEnv("c1", "r", 1000, &roomv1.RoomMicChanged{UserId: 3, Action: "up", MicSessionId: ""}),
-	}, nil)
+	}, nil, "a")
 	lt := o.Lifetime[1]
 	if lt.SeatOccupiedMs != 30000 || lt.MicOnlineMs != 0 {
 		t.Fatalf("rtc_stopped_at_ms is the end; never published is 0 online: %+v", lt)
 	}
 	if _, ok := o.OpenSessions["open"]; !ok || o.Lifetime[2] != nil || o.Lifetime[3] != nil {
 		t.Fatalf("open/incomplete sessions: %+v", o.OpenSessions)
+	}
+}
+
+// An event without app_code is the configured app's, like everywhere in the
+// pipeline; another app's events are delivered (Events, IMMessages) but
+// yield none of the configured app's facts.
+func TestOracleAppCode(t *testing.T) {
+	noApp := func(e *roomv1.EventEnvelope) *roomv1.EventEnvelope { e.AppCode = ""; return e }
+	other := func(e *roomv1.EventEnvelope) *roomv1.EventEnvelope { e.AppCode = "b"; return e }
+	o := BuildOracle([]*roomv1.EventEnvelope{
+		micEnv("a1", "r", 1000, &roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"}),
+		noApp(micEnv("a2", "r", 61000, &roomv1.RoomMicChanged{UserId: 1, Action: "down", MicSessionId: "s"})),
+		other(micEnv("b1", "r", 1000, &roomv1.RoomMicChanged{UserId: 2, Action: "up", MicSessionId: "t"})),
+		other(micEnv("b2", "r", 2000, &roomv1.RoomMicChanged{UserId: 2, Action: "down", MicSessionId: "t"})),
+	}, nil, "a")
+	if lt := o.Lifetime[1]; lt == nil || lt.SeatOccupiedMs != 60000 || len(o.Sessions) != 1 || o.Lifetime[2] != nil {
+		t.Fatalf("facts of app a: %+v, sessions %+v", o.Lifetime, o.Sessions)
+	}
+	if o.Events != 4 || o.IMMessages != 4 {
+		t.Fatalf("every app's events are delivered: %d events, %d IM messages", o.Events, o.IMMessages)
 	}
 }
 
@@ -79,7 +99,7 @@ func TestOraclePools(t *testing.T) {
 		return &roomv1.EventEnvelope{EventId: id, EventType: "RoomGiftSent", RoomId: "r", Payload: b}
 	}
 	o := BuildOracle([]*roomv1.EventEnvelope{gift("1", 1999, "v1"), gift("2", 1000, "v9"), gift("3", -5, "v1")},
-		map[RuleKey]LuckyRule{{"g", "v1"}: rule})
+		map[RuleKey]LuckyRule{{"g", "v1"}: rule}, "hyapp")
 	// pool_in = floor(1999*0.05) = 99; platform = room = floor(99*333333/1e6) = 32; gift = 35.
 	if o.Pools[Pool{"platform", "global"}] != 32 || o.Pools[Pool{"room", "r"}] != 32 || o.Pools[Pool{"gift", "g"}] != 35 {
 		t.Fatalf("pools: %v", o.Pools)
@@ -223,7 +243,7 @@ func TestOracleTimers(t *testing.T) {
 		micEnv("n1", "r", 1000, &roomv1.RoomMicChanged{UserId: 4, Action: "up", MicSessionId: "normal"}),
 		micEnv("n2", "r", 20000, &roomv1.RoomMicChanged{UserId: 4, Action: "down", MicSessionId: "normal", Reason: "leave"}),
 		micEnv("l2", "r", 50000, &roomv1.RoomMicChanged{UserId: 3, Action: "down", MicSessionId: "late", Reason: "leave"}),
-	}, nil, pol)
+	}, nil, "a", pol)
 	if len(o.OpenSessions) != 0 || len(o.Sessions) != 4 {
 		t.Fatalf("every session must close: %d closed, open %v", len(o.Sessions), o.OpenSessions)
 	}

@@ -75,10 +75,14 @@ func (p TimerPolicy) dueAtMs(s MicSession) (int64, string) {
 	return s.PublishMs + p.PublishingSessionMaxAge.Milliseconds(), "compensated_publishing_max_window"
 }
 
-// BuildOracle computes the expected facts of events (duplicates by event_id
-// count once), with rules the lucky_gift_rules rows known to exist.
-func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule) *Oracle {
-	return BuildOracleTimers(events, rules, nil)
+// BuildOracle computes the expected facts of appCode's events (duplicates
+// by event_id count once), with rules the lucky_gift_rules rows known to
+// exist. An event without app_code is appCode's (the rule of every stage);
+// events of another app count in Events and IMMessages, which the relay
+// and the IM publisher carry for every app, but not in the facts, which
+// Compare reads for appCode only.
+func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
+	return BuildOracleTimers(events, rules, appCode, nil)
 }
 
 // BuildOracleTimers is BuildOracle for traffic whose times are wall-clock
@@ -88,7 +92,7 @@ func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule) *O
 // last event is closed by the timer too (the run must last until then). It
 // assumes the pipeline delivers each event well before or well after a due
 // time; Scenario.Timers generates traffic with such margins.
-func BuildOracleTimers(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, pol *TimerPolicy) *Oracle {
+func BuildOracleTimers(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, appCode string, pol *TimerPolicy) *Oracle {
 	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
 		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}, timers: pol}
 	seen := map[string]bool{}
@@ -102,6 +106,9 @@ func BuildOracleTimers(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRu
 		case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
 		default:
 			o.IMMessages++
+		}
+		if e.AppCode != "" && e.AppCode != appCode {
+			continue
 		}
 		switch e.EventType {
 		case "RoomMicChanged":

@@ -48,6 +48,10 @@ type Scenario struct {
 	Rule             LuckyRule
 	// EventIDPrefix makes event ids unique across runs on one database.
 	EventIDPrefix string
+	// OmitAppCodeEvery > 0 leaves app_code out of every that-many-th
+	// envelope (and its room_outbox row), as a room-service relying on the
+	// configured app_code would: the facts must not change.
+	OmitAppCodeEvery int
 
 	// Timers, when set, makes this wall-clock traffic (Start near now,
 	// written by WriteOutboxLive) whose open sessions the mic timers
@@ -250,13 +254,17 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	versions := map[string]int64{}
 	out := make([]Event, 0, len(evs))
-	for _, e := range evs {
+	for i, e := range evs {
 		versions[e.room]++
 		body, err := proto.Marshal(e.payload)
 		if err != nil {
 			panic(err) // generated messages always marshal
 		}
-		env := &roomv1.EventEnvelope{EventId: e.id, EventType: e.typ, AppCode: s.AppCode, RoomId: e.room,
+		app := s.AppCode
+		if s.OmitAppCodeEvery > 0 && i%s.OmitAppCodeEvery == 0 {
+			app = ""
+		}
+		env := &roomv1.EventEnvelope{EventId: e.id, EventType: e.typ, AppCode: app, RoomId: e.room,
 			RoomVersion: versions[e.room], OccurredAtMs: e.at, RequestId: "req-" + e.id, CommandId: "cmd-" + e.id, Payload: body}
 		b, err := proto.Marshal(env)
 		if err != nil {
@@ -268,7 +276,7 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	for i, e := range out {
 		envs[i] = e.Envelope
 	}
-	return out, BuildOracleTimers(envs, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.Timers)
+	return out, BuildOracleTimers(envs, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
 }
 
 // abandonKind is how a session of a Timers scenario is left open on purpose.

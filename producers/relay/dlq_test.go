@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -88,14 +86,7 @@ func TestBrokerRefusal(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	cfg := testConfig(t, k, m)
 	small := cfg.Kafka.Topics.RoomEvents + ".small"
-	adm := k.Admin(t)
-	resp, err := adm.CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("1500")}, small)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, k, small, 1500)
 	cfg.Relay.Routes = map[string]string{"RoomUserJoined": small}
 	x := startRelay(t, cfg, m.DB, nil)
 

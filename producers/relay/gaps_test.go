@@ -2,14 +2,17 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
 )
 
 func seq(prefix string, from, n int, room string) []outboxRow {
@@ -112,6 +115,12 @@ func TestOutOfOrderCommit(t *testing.T) {
 	if !strings.Contains(log, "level=WARN msg=\"outbox gap abandoned\"") || !strings.Contains(log, fmt.Sprintf("from_id=%d to_id=%d", rbID, rbID)) {
 		t.Errorf("no warn log for the abandoned id %d:\n%s", rbID, log)
 	}
+	// The abandoned id is on record in the DLQ, committed with the position.
+	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	if len(dlq) != 1 || dlq[0].headers["error_reason"] != "gap_abandoned" || dlq[0].headers["gap_reason"] != "max_age" ||
+		dlq[0].headers["source_id_from"] != fmt.Sprint(rbID) || dlq[0].headers["source_id_to"] != fmt.Sprint(rbID) {
+		t.Errorf("dlq = %+v, want one gap_abandoned record for id %d", dlq, rbID)
+	}
 	got := drain(t, k, topic)
 	checkExactlyOnce(t, loadOracle(t, m.DB), got)
 	for _, r := range got {
@@ -155,24 +164,9 @@ func TestHoleSurvivesRestart(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
 	cfg := testConfig(t, k, m)
-	ctx := context.Background()
 	topic := cfg.Kafka.Topics.RoomEvents
 
-	held, err := m.DB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	if err := insertRows(ctx, m.DB, seq("before-", 1, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
-		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertRows(ctx, m.DB, seq("after-", 6, 5, "room-1")); err != nil {
-		t.Fatal(err)
-	}
+	held := holdOneInsert(t, m.DB)
 	x := startRelay(t, cfg, m.DB, nil)
 	waitCount(t, k, topic, 10, 30*time.Second)
 	x.stop(t)
@@ -188,5 +182,181 @@ func TestHoleSurvivesRestart(t *testing.T) {
 	if got := metric(t, y.reg, "roomflow_relay_events_total", "result", "relayed"); got != 1 {
 		t.Errorf("restarted relay relayed %v rows, want only the late one", got)
 	}
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
+}
+
+// TestRestoredGapsIgnoreClockSkew: a relay whose wall clock is 3 hours
+// behind leaves an open hole in its position; a relay with the right clock
+// takes over with relay.gap_max_age 1h. The hole is still waited for (it
+// has been open for seconds, not hours) and its row is relayed when it
+// commits. Today's relay ages restored holes by the new leader's wall
+// clock against the old leader's and abandons it at once.
+func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.GapMaxAge = config.Duration(time.Hour)
+	ctx := context.Background()
+	topic := cfg.Kafka.Topics.RoomEvents
+
+	held := holdOneInsert(t, m.DB)
+	behind := func() time.Time { return time.Now().Add(-3 * time.Hour) }
+	x := startRelay(t, cfg, m.DB, nil, relay.WithClock(behind))
+	waitCount(t, k, topic, 10, 30*time.Second)
+	x.stop(t)
+	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 1 {
+		t.Fatalf("open gaps = %v with one insert in flight, want 1", got)
+	}
+
+	y := startRelay(t, cfg, m.DB, nil)
+	// A committed row after the takeover proves the new leader has read
+	// (and expired) its restored holes at least once.
+	if err := insertRows(ctx, m.DB, seq("later-", 11, 1, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 11, 30*time.Second)
+	if got := metric(t, y.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 0 {
+		t.Fatalf("new leader abandoned %v restored gaps open for seconds (gap_max_age 1h)", got)
+	}
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 12, 30*time.Second)
+	y.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
+}
+
+// TestIDReissueStops: after the relay passed id 20 the table is truncated,
+// so MySQL hands out ids 1.. again (as after a failover to a replica that
+// lagged). The relay must not skip those rows silently: it stops with an
+// error naming the table and both numbers and sets
+// roomflow_relay_id_reissue_detected; once AUTO_INCREMENT is above the
+// high-water id again it resumes by itself.
+func TestIDReissueStops(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	ctx := context.Background()
+	topic := cfg.Kafka.Topics.RoomEvents
+	logs := &testenv.SyncBuffer{}
+	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err := insertRows(ctx, m.DB, seq("first-", 1, 20, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 20, 30*time.Second)
+	if got := metric(t, x.reg, "roomflow_relay_id_reissue_detected"); got != 0 {
+		t.Fatalf("reissue gauge = %v before any reissue", got)
+	}
+	if _, err := m.DB.ExecContext(ctx, "TRUNCATE TABLE room_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("reissued-", 1, 5, "room-2")); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	// The gauge is set before the session's error is logged.
+	testenv.Eventually(t, 30*time.Second, "roomflow_relay_id_reissue_detected = 1 and an error log naming the table, AUTO_INCREMENT 6 and high 20", func() bool {
+		return metric(t, x.reg, "roomflow_relay_id_reissue_detected") == 1 &&
+			strings.Contains(logs.String(), "level=ERROR msg=\"ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again\"") &&
+			strings.Contains(logs.String(), "error=\"relay: room_outbox AUTO_INCREMENT 6 is at or below the relayed high-water id 20")
+	})
+	// Past the reissued range: rows are relayed again and the gauge clears.
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox AUTO_INCREMENT = 100"); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("resumed-", 1, 3, "room-3")); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 23, 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, "roomflow_relay_id_reissue_detected = 0", func() bool {
+		return metric(t, x.reg, "roomflow_relay_id_reissue_detected") == 0
+	})
+	x.stop(t)
+	got := drain(t, k, topic)
+	for _, r := range got {
+		if strings.HasPrefix(r.eventID(), "reissued-") {
+			t.Errorf("reissued row %s relayed although its id is below the high-water mark", r.eventID())
+		}
+	}
+}
+
+// holdOneInsert commits rows before-1..5, inserts row "held" in a
+// transaction it leaves open (rolled back at the end of the test), and
+// commits rows after-6..10: one hole, ten rows.
+func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	held, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Rollback() })
+	if err := insertRows(ctx, db, seq("before-", 1, 5, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, held, []outboxRow{{eventID: "held", eventType: "RoomGiftSent", roomID: "room-held", version: 1,
+		payload: []byte("late"), occurred: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, db, seq("after-", 6, 5, "room-1")); err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// TestLateRowKeepsRoomOrderInFullBatches: a hole's row commits, then the
+// next row of its room is inserted, while the relay works through a
+// backlog in full batches, all within one poll interval. The late row must
+// still be relayed before its room's next row. Today's relay looks holes up
+// only once per poll interval while batches are full, so the later row
+// overtakes it.
+func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
+	k := newKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testConfig(t, k, m)
+	cfg.Relay.BatchSize = 5
+	cfg.Relay.PollInterval = config.Duration(3 * time.Second)
+	ctx := context.Background()
+	topic := cfg.Kafka.Topics.RoomEvents
+	held, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	if err := insertRows(ctx, held, seq("r-v", 1, 1, "room-r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, seq("x-", 1, 1, "room-x")); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, topic, 1, 30*time.Second)
+	x.stop(t) // the held row is an open hole in the position
+
+	if err := insertRows(ctx, m.DB, seq("fill-", 1, 50, "room-f")); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hookErr := make(chan error, 1)
+	y := startRelay(t, cfg, m.DB, nil, relay.WithHooks(relay.Hooks{BeforeCommit: func(context.Context, relay.BatchInfo) {
+		once.Do(func() {
+			// Room r's next row may only be inserted once its first committed;
+			// it lands in a full batch (four more rows after it).
+			err := held.Commit()
+			if err == nil {
+				err = insertRows(ctx, m.DB, append(seq("r-v", 2, 1, "room-r"), seq("more-", 1, 4, "room-m")...))
+			}
+			hookErr <- err
+		})
+	}}))
+	if err := <-hookErr; err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, topic, 57, 30*time.Second)
+	y.stop(t)
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -385,4 +386,17 @@ func countRows(t testing.TB, db *sql.DB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// createTopic creates topic with 3 partitions and the given
+// max.message.bytes.
+func createTopic(t testing.TB, k *testenv.Kafka, topic string, maxMessageBytes int) {
+	t.Helper()
+	resp, err := k.Admin(t).CreateTopic(context.Background(), 3, -1, map[string]*string{"max.message.bytes": kadm.StringPtr(strconv.Itoa(maxMessageBytes))}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -15,6 +15,8 @@ type metrics struct {
 	isLeader       prometheus.Gauge
 	batchDuration  prometheus.Histogram
 	commitDuration prometheus.Histogram
+	batchBytes     prometheus.Histogram
+	idReissue      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -54,11 +56,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to flush a batch's records and commit its Kafka transaction.",
 			Buckets: buckets,
 		}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_relay_batch_bytes",
+			Help:    "Payload bytes a batch read from MySQL (bounded by relay.max_batch_bytes, or one row alone).",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 10), // 1 KiB .. 256 MiB
+		}),
+		idReissue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_relay_id_reissue_detected",
+			Help: "1 while the outbox table's AUTO_INCREMENT is at or below the relayed high-water id (ids are being reissued, e.g. after a failover to a lagging replica) and the relay has stopped; 0 otherwise.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.batches, m.lag, m.openGaps, m.gapsAbandoned, m.isLeader, m.batchDuration, m.commitDuration} {
+	for _, c := range []prometheus.Collector{m.events, m.batches, m.lag, m.openGaps, m.gapsAbandoned, m.isLeader, m.batchDuration, m.commitDuration, m.batchBytes, m.idReissue} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

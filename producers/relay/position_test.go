@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -36,10 +35,10 @@ func TestTrackerAdvance(t *testing.T) {
 			want: Position{High: 12, Holes: append(holes(5, 4), holes(t0.UnixMilli(), 11)...)}},
 		{name: "bound evicts oldest", start: Position{High: 10, Holes: holes(5, 2, 3)}, maxHoles: 3, ids: []uint64{13},
 			want:      Position{High: 13, Holes: append(holes(5, 3), holes(t0.UnixMilli(), 11, 12)...)},
-			abandoned: []Abandoned{{From: 2, To: 2, Reason: AbandonMaxOpenGaps, FirstSeenMs: 5}}},
+			abandoned: []Abandoned{{From: 2, To: 2, Reason: AbandonMaxOpenGaps, OpenFor: time.Duration(t0.UnixMilli()-5) * time.Millisecond}}},
 		{name: "huge jump abandons lower part at once", start: Position{High: 0}, maxHoles: 2, ids: []uint64{1_000_001},
 			want:      Position{High: 1_000_001, Holes: holes(t0.UnixMilli(), 999_999, 1_000_000)},
-			abandoned: []Abandoned{{From: 1, To: 999_998, Reason: AbandonMaxOpenGaps, FirstSeenMs: t0.UnixMilli()}}},
+			abandoned: []Abandoned{{From: 1, To: 999_998, Reason: AbandonMaxOpenGaps}}},
 		{name: "id not above high is a bug", start: Position{High: 10}, maxHoles: 3, ids: []uint64{10}, err: true,
 			want: Position{High: 10}},
 		{name: "unsorted is a bug", start: Position{High: 10}, maxHoles: 3, ids: []uint64{12, 11}, err: true,
@@ -47,8 +46,12 @@ func TestTrackerAdvance(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := NewTracker(tc.start, tc.maxHoles, time.Hour)
-			ab, err := tr.Advance(tc.ids, t0)
+			// The position clock of a restored position continues from
+			// t0: the leader starts at its own time zero.
+			start := tc.start
+			start.ClockMs = t0.UnixMilli()
+			tr := NewTracker(start, tc.maxHoles, time.Hour, time.Time{})
+			ab, err := tr.Advance(tc.ids, time.Time{})
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v, want error %v", err, tc.err)
 			}
@@ -66,28 +69,28 @@ func TestTrackerAdvance(t *testing.T) {
 
 func TestTrackerFillAndExpire(t *testing.T) {
 	t0 := time.UnixMilli(10_000_000)
-	tr := NewTracker(Position{High: 100, Holes: []Hole{
+	tr := NewTracker(Position{High: 100, ClockMs: t0.UnixMilli(), Holes: []Hole{
 		{ID: 3, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
 		{ID: 4, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
 		{ID: 7, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
 		{ID: 50, FirstSeenMs: t0.Add(-time.Minute).UnixMilli()},
 		{ID: 60, FirstSeenMs: t0.UnixMilli()},
-	}}, 100, time.Hour)
+	}}, 100, time.Hour, t0)
 	if n := tr.Fill([]uint64{4, 60, 99}); n != 2 {
 		t.Fatalf("Fill = %d, want 2 (99 is no hole)", n)
 	}
-	if got := tr.HoleIDs(); !reflect.DeepEqual(got, []uint64{3, 7, 50}) {
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{3, 7, 50}) {
 		t.Fatalf("holes = %v", got)
 	}
 	ab := tr.Expire(t0)
 	want := []Abandoned{
-		{From: 3, To: 3, Reason: AbandonMaxAge, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
-		{From: 7, To: 7, Reason: AbandonMaxAge, FirstSeenMs: t0.Add(-2 * time.Hour).UnixMilli()},
+		{From: 3, To: 3, Reason: AbandonMaxAge, OpenFor: 2 * time.Hour},
+		{From: 7, To: 7, Reason: AbandonMaxAge, OpenFor: 2 * time.Hour},
 	}
 	if !reflect.DeepEqual(ab, want) {
 		t.Fatalf("Expire = %+v, want %+v", ab, want)
 	}
-	if got := tr.HoleIDs(); !reflect.DeepEqual(got, []uint64{50}) {
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{50}) {
 		t.Fatalf("holes after expire = %v", got)
 	}
 	if ab := tr.Expire(t0); ab != nil {
@@ -102,51 +105,12 @@ func TestTrackerFillAndExpire(t *testing.T) {
 }
 
 func TestRunsGroupsConsecutive(t *testing.T) {
-	got := runs([]Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge)
-	want := []Abandoned{{From: 1, To: 3, Reason: AbandonMaxAge, FirstSeenMs: 9}, {From: 5, To: 5, Reason: AbandonMaxAge, FirstSeenMs: 7}}
+	got := appendRuns(nil, []Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge, 10)
+	want := []Abandoned{{From: 1, To: 3, Reason: AbandonMaxAge, OpenFor: time.Millisecond}, {From: 5, To: 5, Reason: AbandonMaxAge, OpenFor: 3 * time.Millisecond}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("runs = %+v", got)
 	}
 	if got[0].Count() != 3 {
 		t.Fatalf("count = %d", got[0].Count())
-	}
-}
-
-func TestPositionCodec(t *testing.T) {
-	big := Position{High: 10_000_000}
-	for i := uint64(0); i < 100_000; i++ {
-		big.Holes = append(big.Holes, Hole{ID: 1 + i*50, FirstSeenMs: 1_700_000_000_000 + int64(i)})
-	}
-	for _, p := range []Position{
-		{},
-		{High: 42, Holes: []Hole{}},
-		{High: 1 << 62, Holes: []Hole{{ID: 1, FirstSeenMs: -5}, {ID: 1 << 61, FirstSeenMs: 1_700_000_000_000}}},
-		big,
-	} {
-		b := EncodePosition(p)
-		got, err := DecodePosition(b)
-		if err != nil {
-			t.Fatalf("decode %d holes: %v", len(p.Holes), err)
-		}
-		if got.High != p.High || len(got.Holes) != len(p.Holes) || (len(p.Holes) > 0 && !reflect.DeepEqual(got.Holes, p.Holes)) {
-			t.Fatalf("round trip of %d holes differs", len(p.Holes))
-		}
-	}
-	if n := len(EncodePosition(big)); n > 512<<10 {
-		t.Fatalf("100k holes encode to %d bytes, want well under 1 MiB", n)
-	}
-	valid := EncodePosition(Position{High: 9, Holes: holes(1, 3, 5)})
-	for name, b := range map[string][]byte{
-		"empty":           nil,
-		"version":         {9, 1, 0},
-		"truncated":       valid[:len(valid)-1],
-		"trailing":        append(append([]byte(nil), valid...), 0),
-		"hole above high": EncodePosition(Position{High: 2, Holes: holes(1, 3)}),
-		"duplicate hole":  EncodePosition(Position{High: 9, Holes: holes(1, 3, 3)}),
-		"huge count":      {1, 5, 0xff, 0xff, 0xff, 0xff, 0x0f},
-	} {
-		if _, err := DecodePosition(b); !errors.Is(err, ErrBadPosition) {
-			t.Errorf("%s: err = %v, want ErrBadPosition", name, err)
-		}
 	}
 }

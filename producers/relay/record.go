@@ -11,15 +11,21 @@ import (
 // Payload: a malformed envelope is forwarded as bytes and is the
 // processors' problem.
 type Row struct {
-	ID           uint64
-	AppCode      string
-	EventID      string
-	EventType    string
-	RoomID       string
-	RoomVersion  int64
-	Payload      []byte
+	ID          uint64
+	AppCode     string
+	EventID     string
+	EventType   string
+	RoomID      string
+	RoomVersion int64
+	Payload     []byte
+	// PayloadBytes is LENGTH(payload) as stored. Payload is not loaded
+	// (nil) for a row that goes to the DLQ as too large.
+	PayloadBytes int
 	OccurredAtMs int64
 }
+
+// size is the payload's stored length, whether loaded or not.
+func (row *Row) size() int { return max(len(row.Payload), row.PayloadBytes) }
 
 // DLQReason names why a row went to the dead-letter topic instead of its
 // route; it is the value of the record's "error" header and of its
@@ -38,6 +44,11 @@ const (
 	// max.message.bytes is below relay.max_record_bytes). The value is
 	// dropped as for DLQTooLarge.
 	DLQRejected DLQReason = "rejected_by_broker"
+	// DLQGapAbandoned: not a row but a run of outbox ids the relay gave up
+	// waiting for (relay.gap_max_age or relay.max_open_gaps); see
+	// Router.GapRecord. Rows that commit with those ids later are never
+	// relayed, so this record is the durable list of what may be missing.
+	DLQGapAbandoned DLQReason = "gap_abandoned"
 )
 
 // ContentType is the content-type header of every relayed record.
@@ -60,11 +71,11 @@ type Router struct {
 // Classify returns the dead-letter reason for a row, or "" when it is
 // relayed normally.
 func (r Router) Classify(row *Row) DLQReason {
-	if len(row.Payload) == 0 {
+	if row.size() == 0 {
 		return DLQEmptyPayload
 	}
 	// Header keys take ~60 bytes and the two decimal numbers at most 40.
-	size := len(row.Payload) + len(row.RoomID) + len(row.EventID) + len(row.EventType) +
+	size := row.size() + len(row.RoomID) + len(row.EventID) + len(row.EventType) +
 		len(row.AppCode) + len(ContentType) + 100 + recordOverhead
 	if r.MaxRecordBytes > 0 && size > r.MaxRecordBytes {
 		return DLQTooLarge
@@ -109,10 +120,27 @@ func (r Router) Record(row *Row, forced DLQReason) (rec *kgo.Record, dlq DLQReas
 		if dlq == DLQEmptyPayload {
 			rec.Value = row.Payload
 		} else {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "payload_bytes", Value: []byte(strconv.Itoa(len(row.Payload)))})
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "payload_bytes", Value: []byte(strconv.Itoa(row.size()))})
 		}
 	}
 	return rec, dlq
+}
+
+// GapRecord is the DLQ record of an abandoned run of ids: no key or value,
+// headers error and error_reason (gap_abandoned), source=room_outbox,
+// source_id_from and source_id_to (inclusive), gap_reason (max_age or
+// max_open_gaps) and open_ms (how long the lowest id was waited for). It is
+// produced in the transaction of the position that drops the run.
+func (r Router) GapRecord(a Abandoned) *kgo.Record {
+	return &kgo.Record{Topic: r.DLQ, Headers: []kgo.RecordHeader{
+		{Key: "error", Value: []byte(DLQGapAbandoned)},
+		{Key: "error_reason", Value: []byte(DLQGapAbandoned)},
+		{Key: "source", Value: []byte("room_outbox")},
+		{Key: "source_id_from", Value: []byte(strconv.FormatUint(a.From, 10))},
+		{Key: "source_id_to", Value: []byte(strconv.FormatUint(a.To, 10))},
+		{Key: "gap_reason", Value: []byte(a.Reason)},
+		{Key: "open_ms", Value: []byte(strconv.FormatInt(a.OpenFor.Milliseconds(), 10))},
+	}}
 }
 
 func (row *Row) headers() []kgo.RecordHeader {

@@ -9,6 +9,10 @@
 // re-polling at once while batches are full and sleeping
 // relay.poll_interval when idle. It never locks or writes the table and
 // never uses SERIALIZABLE, so room-service's writes never wait on it.
+// Reads are bounded by bytes too: a batch reads LENGTH(payload) with the
+// other columns (small payloads inline) and loads the larger payloads of
+// the prefix that fits relay.max_batch_bytes (a larger row alone; one over
+// relay.max_record_bytes, bound for the DLQ, not at all), see Source.
 //
 // # Gaps
 //
@@ -16,16 +20,21 @@
 // its transaction commits, so id N can become visible after N+1..N+1000,
 // and a rolled-back insert leaves a hole forever. The relay keeps moving
 // past such holes, remembers each skipped id with the time it was first
-// missed (the Tracker), looks them up again with
-// `WHERE id IN (...)` at most once per poll interval, and relays a row
-// that fills a hole as soon as it appears. A hole older than
-// relay.gap_max_age is given up (roomflow_relay_gaps_abandoned_total, a warn
-// log); at most relay.max_open_gaps holes are remembered, the oldest being
+// missed (the Tracker, on the position's own clock, so no host's wall
+// clock ages a hole), looks them up again with `WHERE id IN (...)` once
+// per poll interval (a bounded rotation of them when many are open, see
+// Tracker.ProbeIDs) and the youngest ones with every batch that found new
+// rows, and relays a row that fills a hole as soon as it appears. A hole older than relay.gap_max_age is given up
+// (roomflow_relay_gaps_abandoned_total, a warn log, and a gap_abandoned
+// record on the DLQ topic in the same transaction, see Router.GapRecord);
+// at most relay.max_open_gaps holes are remembered, the oldest being
 // given up first when the bound is reached. Consequently an insert
 // transaction that stays open longer than gap_max_age is not relayed: that
 // is the trade the bound buys. A relay with no committed position starts
 // one batch below the lowest id present, so purged early rows are not
-// mistaken for holes.
+// mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
+// high-water id, MySQL reissues ids the relay has passed: it stops with an
+// IDReissueError instead of skipping those rows.
 //
 // # Exactly once
 //
@@ -78,6 +87,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +114,7 @@ type BatchInfo struct {
 	High      uint64 // high-water mark the batch commits
 	OpenGaps  int
 	Abandoned uint64 // ids given up in this batch
+	ReadBytes int    // payload bytes read from MySQL for the batch (inline reads of rows it left for later included)
 }
 
 // Hooks are observation and fault-injection points, used by tests and
@@ -196,6 +207,11 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if limit := MaxOpenGapsFor(cfg.Relay.TransactionalID, cfg.Relay.GapMaxAge.D()); cfg.Relay.MaxOpenGaps > limit {
+		return nil, &config.FieldError{Key: "relay.max_open_gaps", Msg: fmt.Sprintf(
+			"must be at most %d with relay.gap_max_age %s (got %d): a position with more open gaps can exceed the %d bytes a position record may take",
+			limit, cfg.Relay.GapMaxAge, cfg.Relay.MaxOpenGaps, positionValueLimit(cfg.Relay.TransactionalID))}
+	}
 	r := &Relay{
 		cfg:      cfg.Relay,
 		kcfg:     cfg.Kafka,
@@ -251,7 +267,7 @@ func (r *Relay) sessionTimeout() time.Duration {
 // down, and the next one starts again from the position committed in Kafka.
 func (r *Relay) Run(ctx context.Context) error {
 	el := newElector(r.log)
-	group := r.cfg.TransactionalID + ".leader"
+	group := LeaderGroup(r.cfg)
 	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.klog,
 		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
 	if err != nil {
@@ -266,7 +282,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	wg.Go(func() { el.run(pctx) })
 	defer func() {
 		pcancel()
-		gcl.Close() // leaves the group: a standby takes over at once
+		// A dynamic member leaves the group here, so a standby takes over
+		// at once; a static one (WithInstanceID) does not, so that its
+		// restart leads again at once: on a deliberate stop its caller
+		// leaves for it (kafkax.LeaveGroup).
+		gcl.Close()
 		wg.Wait()
 	}()
 	r.started.Store(true)
@@ -291,7 +311,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Info("relay stopped")
 			return nil
 		}
-		if err != nil && !errors.Is(err, context.Canceled) {
+		var reissue *IDReissueError
+		if !errors.As(err, &reissue) {
+			r.m.idReissue.Set(0) // a standby must not keep reporting a stop it no longer makes
+		}
+		if reissue != nil {
+			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
+				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", backoff.String())
+		} else if err != nil && !errors.Is(err, context.Canceled) {
 			r.log.Warn("leader session ended; retrying", "error", err, "fenced", isFenced(err), "backoff", backoff.String())
 		} else {
 			r.log.Info("leadership lost")
@@ -355,7 +382,10 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 			return err
 		}
 	}
-	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D())
+	if err := r.checkReissue(ctx, pos.High); err != nil {
+		return err
+	}
+	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D(), r.now())
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
 	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
 	*led = true
@@ -406,23 +436,81 @@ func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
 	return Position{High: minID - window}, nil
 }
 
+// probeLimit bounds the hole ids one probe looks up (see Tracker.ProbeIDs).
+const probeLimit = 4 * maxInList
+
+// reissueCheckEvery is how often the relay compares the table's
+// AUTO_INCREMENT with its high-water id (at least every poll interval).
+const reissueCheckEvery = time.Second
+
 // read produces batches from MySQL into out until ctx ends or a read fails.
+//
+// A batch scans above the high-water id, then looks up open holes: all of
+// them (a bounded rotation when many are open) once per poll interval,
+// and the youngest maxInList in every other batch that scanned rows. Both
+// reads bring sizes and only small payloads inline (each at most half of
+// relay.max_batch_bytes in all); the batch then takes filled holes first
+// and scanned rows after them within the relay.max_batch_bytes budget (see
+// Budget) and loads just their larger payloads. A batch so reads at most
+// max_batch_bytes, or one larger row alone besides its inline reads.
+//
+// The order keeps each room's order: a row that fills a hole committed
+// before any later row of its room was even inserted, so it must not be
+// relayed after a row the same or a later scan found. Hence the scan reads
+// before the hole lookup, a batch with scanned rows looks holes up, and
+// when the budget leaves found holes behind, the batch takes no scanned
+// row and the next batch looks those holes up first. With more than
+// maxInList holes open, an older hole's row can still come after a later
+// row of its room, by up to one rotation. Reading runs one batch ahead of
+// the commit, so up to three batches' bytes are held at once (reading,
+// queued, committing).
 func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
-	var lastHoleCheck time.Time
+	var lastProbe, lastReissueCheck time.Time
+	var pending []uint64 // found holes the last budget left behind
 	poll := r.cfg.PollInterval.D()
 	for {
 		started := r.now()
-		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize)
+		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, r.cfg.MaxBatchBytes/2/r.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
-		full := len(scanned) == r.cfg.BatchSize
+		more := len(scanned) == r.cfg.BatchSize
 		var filled []Row
-		if tr.OpenHoles() > 0 && (!full || started.Sub(lastHoleCheck) >= poll) {
-			if filled, err = r.src.ByIDs(ctx, tr.HoleIDs()); err != nil {
+		// A found hole may have been given up since (gap_max_age).
+		pending = slices.DeleteFunc(pending, func(id uint64) bool { return !tr.IsOpen(id) })
+		probe := pending
+		switch {
+		case tr.OpenHoles() == 0:
+		case started.Sub(lastProbe) >= poll:
+			probe = append(probe, tr.ProbeIDs(probeLimit)...)
+			lastProbe = started
+		case len(scanned) > 0:
+			// A hole's row that committed before a later row of its room
+			// (in this scan) was even inserted must not come after it.
+			probe = append(probe, tr.Youngest(maxInList)...)
+		}
+		if len(probe) > 0 {
+			slices.Sort(probe)
+			probe = slices.Compact(probe)
+			if filled, err = r.src.ByIDs(ctx, probe, r.cfg.MaxBatchBytes/2/len(probe)); err != nil {
 				return err
 			}
-			lastHoleCheck = started
+		}
+		inline := PayloadBytes(filled) + PayloadBytes(scanned)
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: inline, Skip: r.tooLarge}
+		pending = nil
+		if n := budget.Fit(filled); n < len(filled) {
+			for i := range filled[n:] {
+				pending = append(pending, filled[n+i].ID)
+			}
+			filled, scanned, more = filled[:n], nil, true
+		} else if n := budget.Fit(scanned); n < len(scanned) {
+			scanned, more = scanned[:n], true
+		}
+		rows := append(append([]Row(nil), filled...), scanned...)
+		fetched, err := r.src.LoadPayloads(ctx, rows, r.tooLarge)
+		if err != nil {
+			return err
 		}
 		ids := make([]uint64, len(filled))
 		for i := range filled {
@@ -440,20 +528,30 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		}
 		abandoned = append(abandoned, tr.Expire(started)...)
 
-		if len(filled) == 0 && len(scanned) == 0 && len(abandoned) == 0 && tr.High() == before {
+		// Reissued ids are invisible to the scan (they are not above
+		// High), and would pass for filled holes: check on a clock, not
+		// only when idle.
+		if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
+			if err := r.checkReissue(ctx, tr.High()); err != nil {
+				return err
+			}
+			lastReissueCheck = started
+		}
+		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
 			r.m.lag.Set(0)
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
 			continue
 		}
-		b := &batch{rows: append(filled, scanned...), abandoned: abandoned, started: started}
-		p := tr.Position()
-		b.pos = EncodePosition(p)
-		b.info = BatchInfo{Rows: len(b.rows), High: p.High, OpenGaps: len(p.Holes)}
+		b := &batch{rows: rows, abandoned: abandoned, started: started}
+		b.pos = tr.Encode()
+		b.info = BatchInfo{Rows: len(b.rows), High: tr.High(), OpenGaps: tr.OpenHoles()}
 		if n := len(b.rows); n > 0 {
 			b.info.FirstID, b.info.LastID = b.rows[0].ID, b.rows[n-1].ID
 		}
+		b.info.ReadBytes = inline + fetched
+		r.m.batchBytes.Observe(float64(b.info.ReadBytes))
 		for _, a := range abandoned {
 			b.info.Abandoned += a.Count()
 		}
@@ -462,12 +560,48 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !full {
+		if !more {
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// tooLarge reports whether row goes to the DLQ for its size, so its
+// payload need not be read at all.
+func (r *Relay) tooLarge(row *Row) bool { return r.router.Classify(row) == DLQTooLarge }
+
+// IDReissueError means the outbox table's AUTO_INCREMENT is at or below the
+// highest id the relay has passed: MySQL is handing out ids again that the
+// relay considers done (a failover to a replica that had not received the
+// latest inserts, a TRUNCATE, an ALTER TABLE ... AUTO_INCREMENT). Rows with
+// those ids would be skipped silently, so the relay stops relaying
+// (roomflow_relay_id_reissue_detected = 1) and checks again on each retry.
+type IDReissueError struct {
+	Table         string
+	AutoIncrement uint64 // information_schema.TABLES.AUTO_INCREMENT: the next id
+	High          uint64 // the committed high-water id
+}
+
+func (e *IDReissueError) Error() string {
+	return fmt.Sprintf("relay: %s AUTO_INCREMENT %d is at or below the relayed high-water id %d: ids are being reissued (failover to a lagging replica, TRUNCATE or ALTER TABLE?); not relaying so that no row is skipped",
+		e.Table, e.AutoIncrement, e.High)
+}
+
+// checkReissue returns an *IDReissueError when the table's next id is not
+// above high, and keeps roomflow_relay_id_reissue_detected up to date.
+func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
+	next, err := r.src.AutoIncrement(ctx)
+	if err != nil {
+		return err
+	}
+	if next != 0 && next <= high {
+		r.m.idReissue.Set(1)
+		return &IDReissueError{Table: r.table, AutoIncrement: next, High: high}
+	}
+	r.m.idReissue.Set(0)
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -564,6 +698,13 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			}
 		})
 	}
+	for _, a := range b.abandoned {
+		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
+			if err != nil {
+				fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
+			}
+		})
+	}
 	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
 	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
 		if err != nil {
@@ -622,11 +763,11 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	for _, a := range b.abandoned {
 		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
 		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
-			"reason", string(a.Reason), "open_for", now.Sub(time.UnixMilli(a.FirstSeenMs)).Round(time.Millisecond).String())
+			"reason", string(a.Reason), "open_for", a.OpenFor.String())
 	}
 	for _, d := range dead {
 		r.log.Warn("outbox row dead-lettered", "outbox_id", d.row.ID, "event_id", d.row.EventID,
-			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", len(d.row.Payload))
+			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", d.row.size())
 	}
 	r.forget(b)
 	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,

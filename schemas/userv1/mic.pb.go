@@ -24,6 +24,144 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MicEndReason documents the values of the string field end_reason
+// (UserMicSessionClosed, MicSession, user_mic_sessions). The field stays a
+// string: the enum is never on the wire, its value names are the exact
+// strings, and generated code gets one constant per value
+// (MicEndReason_leave.String() == "leave"). A normal close carries
+// room-service's RoomMicChanged.reason unchanged, so consumers must accept
+// values not listed here (e.g. RTC reasons from the gateway, or "" when
+// room-service gave none); a timer close carries a compensated_* value.
+type MicEndReason int32
+
+const (
+	MicEndReason_MIC_END_REASON_UNSPECIFIED MicEndReason = 0 // never written; "" on the wire
+	MicEndReason_leave                      MicEndReason = 1 // the user left the room
+	MicEndReason_kick                       MicEndReason = 2 // the user was kicked
+	MicEndReason_room_closed                MicEndReason = 3 // the room was closed
+	MicEndReason_publish_timeout            MicEndReason = 4 // room-service's pending-publish timeout
+	MicEndReason_presence_stale             MicEndReason = 5 // presence clean-up of a stale user
+	// mic processor timer close of a session still pending_publish after
+	// mic.pending_publish_max_age: ended_at = seat start + max age, no mic time.
+	MicEndReason_compensated_publish_timeout MicEndReason = 6
+	// mic processor timer close of a publishing session after
+	// mic.publishing_session_max_age: ended_at = publish start + max age.
+	MicEndReason_compensated_publishing_max_window MicEndReason = 7
+)
+
+// Enum value maps for MicEndReason.
+var (
+	MicEndReason_name = map[int32]string{
+		0: "MIC_END_REASON_UNSPECIFIED",
+		1: "leave",
+		2: "kick",
+		3: "room_closed",
+		4: "publish_timeout",
+		5: "presence_stale",
+		6: "compensated_publish_timeout",
+		7: "compensated_publishing_max_window",
+	}
+	MicEndReason_value = map[string]int32{
+		"MIC_END_REASON_UNSPECIFIED":        0,
+		"leave":                             1,
+		"kick":                              2,
+		"room_closed":                       3,
+		"publish_timeout":                   4,
+		"presence_stale":                    5,
+		"compensated_publish_timeout":       6,
+		"compensated_publishing_max_window": 7,
+	}
+)
+
+func (x MicEndReason) Enum() *MicEndReason {
+	p := new(MicEndReason)
+	*p = x
+	return p
+}
+
+func (x MicEndReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MicEndReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hyapp_user_v1_mic_proto_enumTypes[0].Descriptor()
+}
+
+func (MicEndReason) Type() protoreflect.EnumType {
+	return &file_hyapp_user_v1_mic_proto_enumTypes[0]
+}
+
+func (x MicEndReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MicEndReason.Descriptor instead.
+func (MicEndReason) EnumDescriptor() ([]byte, []int) {
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{0}
+}
+
+// MicSkipReason documents the values of the string field skip_reason
+// (MicLedgerEntry, user_mic_event_consumption) of an event that was
+// recorded but not applied. Same convention as MicEndReason: the value
+// names are the exact strings.
+type MicSkipReason int32
+
+const (
+	MicSkipReason_MIC_SKIP_REASON_UNSPECIFIED MicSkipReason = 0 // never written; "" on the wire (consumed)
+	MicSkipReason_incomplete_mic_event        MicSkipReason = 1 // empty mic_session_id or user_id 0
+	MicSkipReason_unknown_session             MicSkipReason = 2 // publish_confirmed/change/down of a session never opened (or long forgotten)
+	MicSkipReason_session_already_closed      MicSkipReason = 3 // an event for a session that already ended
+	MicSkipReason_stale_event                 MicSkipReason = 4 // older than what the session already applied (room_version, repeated up/confirm)
+	MicSkipReason_unknown_action              MicSkipReason = 5 // RoomMicChanged.action not up|publish_confirmed|change|down
+)
+
+// Enum value maps for MicSkipReason.
+var (
+	MicSkipReason_name = map[int32]string{
+		0: "MIC_SKIP_REASON_UNSPECIFIED",
+		1: "incomplete_mic_event",
+		2: "unknown_session",
+		3: "session_already_closed",
+		4: "stale_event",
+		5: "unknown_action",
+	}
+	MicSkipReason_value = map[string]int32{
+		"MIC_SKIP_REASON_UNSPECIFIED": 0,
+		"incomplete_mic_event":        1,
+		"unknown_session":             2,
+		"session_already_closed":      3,
+		"stale_event":                 4,
+		"unknown_action":              5,
+	}
+)
+
+func (x MicSkipReason) Enum() *MicSkipReason {
+	p := new(MicSkipReason)
+	*p = x
+	return p
+}
+
+func (x MicSkipReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MicSkipReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_hyapp_user_v1_mic_proto_enumTypes[1].Descriptor()
+}
+
+func (MicSkipReason) Type() protoreflect.EnumType {
+	return &file_hyapp_user_v1_mic_proto_enumTypes[1]
+}
+
+func (x MicSkipReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MicSkipReason.Descriptor instead.
+func (MicSkipReason) EnumDescriptor() ([]byte, []int) {
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{1}
+}
+
 // UserMicSessionClosed: a session ended, normally or by a timer close.
 // event_id = "UserMicSessionClosed:{mic_session_id}". Key: user_id.
 type UserMicSessionClosed struct {
@@ -37,7 +175,7 @@ type UserMicSessionClosed struct {
 	MicOnlineMs           int64                  `protobuf:"varint,7,opt,name=mic_online_ms,json=micOnlineMs,proto3" json:"mic_online_ms,omitempty"`
 	SeatStartedAtMs       int64                  `protobuf:"varint,8,opt,name=seat_started_at_ms,json=seatStartedAtMs,proto3" json:"seat_started_at_ms,omitempty"`
 	EndedAtMs             int64                  `protobuf:"varint,9,opt,name=ended_at_ms,json=endedAtMs,proto3" json:"ended_at_ms,omitempty"`
-	EndReason             string                 `protobuf:"bytes,10,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	EndReason             string                 `protobuf:"bytes,10,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"` // a MicEndReason value name (a string on the wire)
 	ClosedEventId         string                 `protobuf:"bytes,11,opt,name=closed_event_id,json=closedEventId,proto3" json:"closed_event_id,omitempty"`
 	PublishingStartedAtMs int64                  `protobuf:"varint,12,opt,name=publishing_started_at_ms,json=publishingStartedAtMs,proto3" json:"publishing_started_at_ms,omitempty"` // 0 when it never published
 	unknownFields         protoimpl.UnknownFields
@@ -800,7 +938,7 @@ type MicLedgerEntry struct {
 	Action        string                 `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	RoomId        string                 `protobuf:"bytes,7,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
 	Status        string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`                           // consumed | skipped
-	SkipReason    string                 `protobuf:"bytes,9,opt,name=skip_reason,json=skipReason,proto3" json:"skip_reason,omitempty"` // design's skip reasons when skipped
+	SkipReason    string                 `protobuf:"bytes,9,opt,name=skip_reason,json=skipReason,proto3" json:"skip_reason,omitempty"` // a MicSkipReason value name when skipped, else empty
 	OccurredAtMs  int64                  `protobuf:"varint,10,opt,name=occurred_at_ms,json=occurredAtMs,proto3" json:"occurred_at_ms,omitempty"`
 	Session       *MicSession            `protobuf:"bytes,11,opt,name=session,proto3" json:"session,omitempty"` // snapshot after the event; unset when none exists
 	Daily         []*MicDailyDelta       `protobuf:"bytes,12,rep,name=daily,proto3" json:"daily,omitempty"`
@@ -1031,7 +1169,23 @@ const file_hyapp_user_v1_mic_proto_rawDesc = "" +
 	" \x01(\x03R\foccurredAtMs\x123\n" +
 	"\asession\x18\v \x01(\v2\x19.hyapp.user.v1.MicSessionR\asession\x122\n" +
 	"\x05daily\x18\f \x03(\v2\x1c.hyapp.user.v1.MicDailyDeltaR\x05daily\x12;\n" +
-	"\blifetime\x18\r \x01(\v2\x1f.hyapp.user.v1.MicLifetimeDeltaR\blifetimeB1Z/github.com/hyapp/roomflow/schemas/userv1;userv1b\x06proto3"
+	"\blifetime\x18\r \x01(\v2\x1f.hyapp.user.v1.MicLifetimeDeltaR\blifetime*\xc5\x01\n" +
+	"\fMicEndReason\x12\x1e\n" +
+	"\x1aMIC_END_REASON_UNSPECIFIED\x10\x00\x12\t\n" +
+	"\x05leave\x10\x01\x12\b\n" +
+	"\x04kick\x10\x02\x12\x0f\n" +
+	"\vroom_closed\x10\x03\x12\x13\n" +
+	"\x0fpublish_timeout\x10\x04\x12\x12\n" +
+	"\x0epresence_stale\x10\x05\x12\x1f\n" +
+	"\x1bcompensated_publish_timeout\x10\x06\x12%\n" +
+	"!compensated_publishing_max_window\x10\a*\xa0\x01\n" +
+	"\rMicSkipReason\x12\x1f\n" +
+	"\x1bMIC_SKIP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14incomplete_mic_event\x10\x01\x12\x13\n" +
+	"\x0funknown_session\x10\x02\x12\x1a\n" +
+	"\x16session_already_closed\x10\x03\x12\x0f\n" +
+	"\vstale_event\x10\x04\x12\x12\n" +
+	"\x0eunknown_action\x10\x05B1Z/github.com/hyapp/roomflow/schemas/userv1;userv1b\x06proto3"
 
 var (
 	file_hyapp_user_v1_mic_proto_rawDescOnce sync.Once
@@ -1045,20 +1199,23 @@ func file_hyapp_user_v1_mic_proto_rawDescGZIP() []byte {
 	return file_hyapp_user_v1_mic_proto_rawDescData
 }
 
+var file_hyapp_user_v1_mic_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_hyapp_user_v1_mic_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_hyapp_user_v1_mic_proto_goTypes = []any{
-	(*UserMicSessionClosed)(nil),        // 0: hyapp.user.v1.UserMicSessionClosed
-	(*UserMicDailyStatsUpdated)(nil),    // 1: hyapp.user.v1.UserMicDailyStatsUpdated
-	(*UserMicLifetimeStatsUpdated)(nil), // 2: hyapp.user.v1.UserMicLifetimeStatsUpdated
-	(*MicSession)(nil),                  // 3: hyapp.user.v1.MicSession
-	(*MicDailyDelta)(nil),               // 4: hyapp.user.v1.MicDailyDelta
-	(*MicLifetimeDelta)(nil),            // 5: hyapp.user.v1.MicLifetimeDelta
-	(*MicLedgerEntry)(nil),              // 6: hyapp.user.v1.MicLedgerEntry
+	(MicEndReason)(0),                   // 0: hyapp.user.v1.MicEndReason
+	(MicSkipReason)(0),                  // 1: hyapp.user.v1.MicSkipReason
+	(*UserMicSessionClosed)(nil),        // 2: hyapp.user.v1.UserMicSessionClosed
+	(*UserMicDailyStatsUpdated)(nil),    // 3: hyapp.user.v1.UserMicDailyStatsUpdated
+	(*UserMicLifetimeStatsUpdated)(nil), // 4: hyapp.user.v1.UserMicLifetimeStatsUpdated
+	(*MicSession)(nil),                  // 5: hyapp.user.v1.MicSession
+	(*MicDailyDelta)(nil),               // 6: hyapp.user.v1.MicDailyDelta
+	(*MicLifetimeDelta)(nil),            // 7: hyapp.user.v1.MicLifetimeDelta
+	(*MicLedgerEntry)(nil),              // 8: hyapp.user.v1.MicLedgerEntry
 }
 var file_hyapp_user_v1_mic_proto_depIdxs = []int32{
-	3, // 0: hyapp.user.v1.MicLedgerEntry.session:type_name -> hyapp.user.v1.MicSession
-	4, // 1: hyapp.user.v1.MicLedgerEntry.daily:type_name -> hyapp.user.v1.MicDailyDelta
-	5, // 2: hyapp.user.v1.MicLedgerEntry.lifetime:type_name -> hyapp.user.v1.MicLifetimeDelta
+	5, // 0: hyapp.user.v1.MicLedgerEntry.session:type_name -> hyapp.user.v1.MicSession
+	6, // 1: hyapp.user.v1.MicLedgerEntry.daily:type_name -> hyapp.user.v1.MicDailyDelta
+	7, // 2: hyapp.user.v1.MicLedgerEntry.lifetime:type_name -> hyapp.user.v1.MicLifetimeDelta
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -1076,13 +1233,14 @@ func file_hyapp_user_v1_mic_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hyapp_user_v1_mic_proto_rawDesc), len(file_hyapp_user_v1_mic_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      2,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_hyapp_user_v1_mic_proto_goTypes,
 		DependencyIndexes: file_hyapp_user_v1_mic_proto_depIdxs,
+		EnumInfos:         file_hyapp_user_v1_mic_proto_enumTypes,
 		MessageInfos:      file_hyapp_user_v1_mic_proto_msgTypes,
 	}.Build()
 	File_hyapp_user_v1_mic_proto = out.File

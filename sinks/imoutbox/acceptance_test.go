@@ -2,9 +2,11 @@ package imoutbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +40,36 @@ func TestSyncFailedRowIsPendingThenWorkerDelivers(t *testing.T) {
 	}
 	if r := e.row("gift-1"); r.Status != "delivered" || r.LastError.Valid || r.RetryCount != 0 {
 		t.Fatalf("after worker: %+v", r)
+	}
+}
+
+// An envelope without app_code belongs to the configured app_code (the rule
+// of every stage): its IM message names it, exactly like the message of the
+// same event naming it itself.
+func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
+	e := newEnv(t, false)
+	e.cfg.AppCode = "hyapp"
+	named, omitted := gift("g-named", "r1", 1), gift("g-omitted", "r1", 1)
+	omitted.NoAppCode = true
+	e.insert(time.Second, named, omitted)
+	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]map[string]any{}
+	for _, a := range e.fake.Accepted() {
+		var d map[string]any
+		if err := json.Unmarshal([]byte(a.Data), &d); err != nil {
+			t.Fatal(err)
+		}
+		data[a.EventID] = d
+	}
+	a, b := data["g-named"], data["g-omitted"]
+	if len(data) != 2 || a["app_code"] != "hyapp" {
+		t.Fatalf("accepted %v", data)
+	}
+	a["event_id"], b["event_id"], a["occurred_at_ms"], b["occurred_at_ms"] = nil, nil, nil, nil
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("messages differ:\n named   %v\n omitted %v", a, b)
 	}
 }
 

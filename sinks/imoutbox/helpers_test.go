@@ -171,11 +171,16 @@ type event struct {
 	ID, Type, Room string
 	Version        int64
 	Payload        proto.Message
+	NoAppCode      bool // the envelope leaves app_code out (the configured one)
 }
 
 func (ev event) envelope() *roomv1.EventEnvelope {
 	p, _ := proto.Marshal(ev.Payload)
-	return &roomv1.EventEnvelope{EventId: ev.ID, EventType: ev.Type, AppCode: "hyapp", RoomId: ev.Room,
+	app := "hyapp"
+	if ev.NoAppCode {
+		app = ""
+	}
+	return &roomv1.EventEnvelope{EventId: ev.ID, EventType: ev.Type, AppCode: app, RoomId: ev.Room,
 		RoomVersion: ev.Version, OccurredAtMs: time.Now().UnixMilli(), Payload: p}
 }
 

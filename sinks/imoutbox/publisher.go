@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/sinks/tencentim"
@@ -28,6 +29,13 @@ type Publisher struct {
 	interval time.Duration
 }
 
+// Consumes reports whether the IM publisher's fast path needs eventType on
+// kafka.topics.room_events: every type that is not a no-op
+// (tencentim.IsNoOp), unknown ones included (they are sent with their raw
+// payload). cmd/roomflow refuses a relay.routes entry that would send such a
+// type elsewhere, where only the compensation scan would find it, late.
+func Consumes(eventType string) bool { return !tencentim.IsNoOp(eventType) }
+
 // OptionsFrom maps the config blocks to Options.
 func OptionsFrom(cfg *config.Config) Options {
 	ow := cfg.OutboxWorker
@@ -35,8 +43,31 @@ func OptionsFrom(cfg *config.Config) Options {
 		NodeID: ow.NodeID, GroupIDPrefix: cfg.IM.GroupIDPrefix, PollInterval: ow.PollInterval.D(),
 		BatchSize: ow.BatchSize, PublishTimeout: ow.PublishTimeout.D(), RetryStrategy: ow.RetryStrategy,
 		ClaimGrace: ow.ClaimGrace.D(), LockTTL: ow.LockTTL.D(), MarkPermanentFailed: cfg.IM.MarkPermanentFailed,
-		DrainTimeout: cfg.Shutdown.Timeout.D(),
+		DrainTimeout: cfg.Shutdown.Timeout.D(), AppCode: cfg.AppCode,
 	}
+}
+
+// PublisherOpt configures NewPublisher.
+type PublisherOpt func(*publisherOpts)
+
+type publisherOpts struct {
+	im         []tencentim.Opt
+	instanceID string
+}
+
+// WithIMOpts passes options to the Tencent IM client (benchmarks: an HTTP
+// transport of their own).
+func WithIMOpts(opts ...tencentim.Opt) PublisherOpt {
+	return func(o *publisherOpts) { o.im = append(o.im, opts...) }
+}
+
+// WithInstanceID makes the fast path's consumer a static member of
+// outbox_worker.group (group.instance.id): restarted with the same id, it
+// takes its partitions straight back instead of waiting for its
+// predecessor's session timeout. Unique per running replica and stable
+// across its restarts (the pod name); empty keeps a dynamic member.
+func WithInstanceID(id string) PublisherOpt {
+	return func(o *publisherOpts) { o.instanceID = id }
 }
 
 // NewPublisher builds the publisher from cfg, its metrics on reg (nil: not
@@ -44,7 +75,11 @@ func OptionsFrom(cfg *config.Config) Options {
 // component=publish-im. It fails when the retry strategy is unknown, or,
 // with delivery enabled, when the IM credentials are missing
 // (config.ValidateIM) or the Kafka client cannot be created.
-func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...tencentim.Opt) (*Publisher, error) {
+func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log *slog.Logger, opts ...PublisherOpt) (*Publisher, error) {
+	var po publisherOpts
+	for _, o := range opts {
+		o(&po)
+	}
 	enabled := cfg.OutboxWorker.Enabled
 	if enabled {
 		if err := cfg.ValidateIM(); err != nil {
@@ -59,7 +94,7 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log
 	p := &Publisher{scan: enabled, log: log, interval: max(cfg.OutboxWorker.PollInterval.D(), 5*time.Second)}
 	var sender Sender
 	if enabled {
-		client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, opts...)...)
+		client, err := tencentim.New(cfg.IM, append([]tencentim.Opt{tencentim.WithRegisterer(reg), tencentim.WithLogger(log)}, po.im...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +107,11 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log
 	p.Service = svc
 	if enabled {
 		svc.m.enabled.Set(1)
-		if p.fast, err = NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond, cfg.IM.FastPathDelay.D()); err != nil {
+		var kopts []kgo.Opt
+		if po.instanceID != "" {
+			kopts = append(kopts, kgo.InstanceID(po.instanceID))
+		}
+		if p.fast, err = NewFastPath(svc, cfg.Kafka, cfg.OutboxWorker.Group, reg, klog, cfg.IM.MaxCallsPerSecond, cfg.IM.FastPathDelay.D(), kopts...); err != nil {
 			return nil, fmt.Errorf("publish-im: kafka: %w", err)
 		}
 	}

@@ -50,6 +50,9 @@ type Options struct {
 	// FailureSummaryInterval is how often repeated publish failures are
 	// summarized at WARN (30s); see failureLog.
 	FailureSummaryInterval time.Duration
+	// AppCode (config app_code) is the app_code an envelope without one
+	// belongs to (the rule of every stage): clients see it in the message.
+	AppCode string
 }
 
 // ErrRetryStrategy is an unknown retry_strategy (seed 000: fail at start).
@@ -228,6 +231,9 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		s.m.retries.WithLabelValues("decode").Inc()
 		s.fails.failed(row, source, status, "decode", e)
 		return
+	}
+	if env.AppCode == "" {
+		env.AppCode = s.opt.AppCode
 	}
 	if tencentim.IsNoOp(env.GetEventType()) {
 		s.m.events.WithLabelValues(source, "noop").Inc()

@@ -2,7 +2,9 @@ package mysqlsink_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -26,10 +28,13 @@ var errKilled = errors.New("killed by test")
 // TestKilledTwentyTimes runs a 100k-entry ledger (plus lucky pool inflows
 // and producer-style duplicates) through the sink while it is killed at 20
 // random points: before a transaction, inside it after the facts are
-// written, and between the MySQL commit and the Kafka commit. Each kill
-// is followed by a fresh instance. Then sink processes (this test binary
-// re-executed) are killed with SIGKILL at 8 random times, and a last one
-// finishes the run. The tables must equal the oracle.
+// written, right after the transaction's commit, and between the MySQL
+// commit and the Kafka commit. Each kill is followed by a fresh instance.
+// Then sink processes (this test binary re-executed) are killed with
+// SIGKILL at 8 random times, and a last one finishes the run. After every
+// kill the stored offsets and the consumed event ids must agree (the
+// event_id dedupe would hide offsets written outside the transaction);
+// at the end the tables must equal the oracle.
 func TestKilledTwentyTimes(t *testing.T) {
 	e := newEnv(t, 6)
 	e.cfg.Sink.BatchSize = 500
@@ -71,7 +76,7 @@ func TestKilledTwentyTimes(t *testing.T) {
 		produced <- nil
 	}()
 
-	stages := []string{"before_apply", "in_txn", "after_mysql_commit"}
+	stages := []string{"before_apply", "in_txn", "after_facts_commit", "after_mysql_commit"}
 	kills := map[string]int{}
 	for kill := range 20 {
 		stage := stages[rng.IntN(len(stages))]
@@ -97,6 +102,13 @@ func TestKilledTwentyTimes(t *testing.T) {
 				return nil
 			}
 			hooks.AfterApply = func(context.Context, mysqlsink.Result) error { applied.Add(1); return nil }
+		case "after_facts_commit":
+			hooks.AfterCommit = func(context.Context) error {
+				if applied.Add(1) > after {
+					return errKilled
+				}
+				return nil
+			}
 		case "after_mysql_commit":
 			hooks.AfterApply = func(context.Context, mysqlsink.Result) error {
 				if applied.Add(1) > after {
@@ -113,6 +125,7 @@ func TestKilledTwentyTimes(t *testing.T) {
 			}
 			r.cancel = nil
 			kills[stage]++
+			e.offsetsAgreeWithFacts(t, fmt.Sprintf("kill %d (%s)", kill, stage))
 		case <-time.After(60 * time.Second):
 			t.Fatalf("kill %d (%s after %d batches) never happened", kill, stage, after)
 		}
@@ -151,6 +164,7 @@ func TestKilledTwentyTimes(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		kills["sigkill"]++
+		e.offsetsAgreeWithFacts(t, "SIGKILL")
 	}
 	after := progress()
 	t.Logf("kills: %v; the killed processes advanced the stored offsets from %d to %d", kills, before, after)
@@ -190,5 +204,105 @@ func TestKilledTwentyTimes(t *testing.T) {
 	}
 	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"); n != int64(len(o.Consumed)) {
 		t.Fatalf("consumption rows %d, want %d", n, len(o.Consumed))
+	}
+}
+
+// offsetsAgreeWithFacts fails t unless, in one snapshot of MySQL, the
+// consumed event ids (mic ledger and pool inflow) are exactly the ids of
+// the records below their partition's stored offset, read back from Kafka:
+// a batch's facts and its offsets commit together or not at all. Facts
+// ahead of the offsets would be replayed after a restart, which the
+// event_id dedupe hides from every fact comparison.
+func (e *env) offsetsAgreeWithFacts(t *testing.T, after string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := e.m.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	next := map[string]map[int32]kgo.Offset{}
+	ends := map[mysqlsink.TP]int64{}
+	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ?", e.cfg.Sink.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tp mysqlsink.TP
+		var n int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			ends[tp] = n
+			if next[tp.Topic] == nil {
+				next[tp.Topic] = map[int32]kgo.Offset{}
+			}
+			next[tp.Topic][tp.Partition] = kgo.NewOffset().AtStart()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	consumed := map[string]bool{}
+	rows, err = tx.QueryContext(ctx, "SELECT event_id FROM user_mic_event_consumption UNION ALL SELECT event_id FROM lucky_pool_inflow_consumption")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		consumed[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	below := map[string]bool{}
+	if len(ends) > 0 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumePartitions(next))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for len(ends) > 0 {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("after %s: reading the records below the stored offsets: %v (left %v)", after, err, ends)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				tp := mysqlsink.TP{Topic: r.Topic, Partition: r.Partition}
+				end, ok := ends[tp]
+				if !ok || r.Offset >= end {
+					return
+				}
+				for _, h := range r.Headers {
+					if h.Key == "event_id" {
+						below[string(h.Value)] = true
+					}
+				}
+				if r.Offset == end-1 {
+					delete(ends, tp)
+				}
+			})
+		}
+	}
+	var ahead, behind []string
+	for id := range consumed {
+		if !below[id] {
+			ahead = append(ahead, id)
+		}
+	}
+	for id := range below {
+		if !consumed[id] {
+			behind = append(behind, id)
+		}
+	}
+	if len(ahead)+len(behind) > 0 {
+		t.Fatalf("after %s: stored offsets and facts disagree: %d event ids consumed above the stored offsets (e.g. %q), %d below them not consumed (e.g. %q)",
+			after, len(ahead), ahead[:min(3, len(ahead))], len(behind), behind[:min(3, len(behind))])
 	}
 }

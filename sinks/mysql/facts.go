@@ -71,14 +71,20 @@ func checkLen(field, v string, max int) error {
 
 // DecodeLedger parses and validates one mic-ledger record value. Every
 // string must fit its column so that a bad record fails here, not as a
-// MySQL error that would stall the whole batch.
-func DecodeLedger(value []byte) (*userv1.MicLedgerEntry, error) {
+// MySQL error that would stall the whole batch. An empty app_code is
+// defaultAppCode (config app_code, the rule of every stage; the processors
+// always fill it in, so only a foreign producer leaves it out); with both
+// empty the record is invalid.
+func DecodeLedger(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error) {
 	var e userv1.MicLedgerEntry
 	if err := proto.Unmarshal(value, &e); err != nil {
 		return nil, invalid("decode", "%v", err)
 	}
 	if e.EventId == "" {
 		return nil, invalid("missing_event_id", "")
+	}
+	if e.AppCode == "" {
+		e.AppCode = defaultAppCode
 	}
 	if e.AppCode == "" {
 		return nil, invalid("missing_app_code", "event_id %s", e.EventId)
@@ -131,14 +137,18 @@ func DecodeLedger(value []byte) (*userv1.MicLedgerEntry, error) {
 	return &e, nil
 }
 
-// DecodeInflow parses and validates one lucky-pool-inflow record value.
-func DecodeInflow(value []byte) (*activityv1.LuckyPoolInflow, error) {
+// DecodeInflow parses and validates one lucky-pool-inflow record value; an
+// empty app_code is defaultAppCode, as in DecodeLedger.
+func DecodeInflow(value []byte, defaultAppCode string) (*activityv1.LuckyPoolInflow, error) {
 	var in activityv1.LuckyPoolInflow
 	if err := proto.Unmarshal(value, &in); err != nil {
 		return nil, invalid("decode", "%v", err)
 	}
 	if in.EventId == "" {
 		return nil, invalid("missing_event_id", "")
+	}
+	if in.AppCode == "" {
+		in.AppCode = defaultAppCode
 	}
 	if in.AppCode == "" {
 		return nil, invalid("missing_app_code", "event_id %s", in.EventId)

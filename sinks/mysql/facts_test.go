@@ -36,7 +36,7 @@ func TestDecodeLedger(t *testing.T) {
 			e := ok()
 			tc.mut(e)
 			b, _ := proto.Marshal(e)
-			_, err := DecodeLedger(b)
+			_, err := DecodeLedger(b, "")
 			var ie *InvalidRecordError
 			switch {
 			case tc.reason == "" && err != nil:
@@ -46,8 +46,15 @@ func TestDecodeLedger(t *testing.T) {
 			}
 		})
 	}
-	if _, err := DecodeLedger([]byte{0xff, 0xff}); err == nil {
+	if _, err := DecodeLedger([]byte{0xff, 0xff}, ""); err == nil {
 		t.Fatal("garbage decoded")
+	}
+	// No app_code is the configured one: the same entry as naming it.
+	noApp := ok()
+	noApp.AppCode = ""
+	b, _ := proto.Marshal(noApp)
+	if got, err := DecodeLedger(b, "hyapp"); err != nil || !proto.Equal(got, ok()) {
+		t.Fatalf("default app_code: %v %v", err, got)
 	}
 }
 
@@ -64,12 +71,20 @@ func TestDecodeInflow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := proto.Marshal(tc.in)
-			_, err := DecodeInflow(b)
+			_, err := DecodeInflow(b, "")
 			var ie *InvalidRecordError
 			if (tc.reason == "") != (err == nil) || (err != nil && (!errors.As(err, &ie) || ie.Reason != tc.reason)) {
 				t.Fatalf("error %v, want reason %q", err, tc.reason)
 			}
 		})
+	}
+	b, _ := proto.Marshal(&activityv1.LuckyPoolInflow{EventId: "i", RoomId: "r", GiftId: "g", PlatformIn: 1})
+	want := &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 1}
+	if got, err := DecodeInflow(b, "a"); err != nil || !proto.Equal(got, want) {
+		t.Fatalf("default app_code: %v %v", err, got)
+	}
+	if _, err := DecodeInflow(b, ""); err == nil {
+		t.Fatal("no app_code and no default must be invalid")
 	}
 }
 

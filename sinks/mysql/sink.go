@@ -31,6 +31,11 @@ type Hooks struct {
 	// InTxn runs inside each transaction after the facts are written and
 	// before the offsets are; an error rolls the transaction back.
 	InTxn func(ctx context.Context) error
+	// AfterCommit runs right after each transaction's MySQL commit (facts
+	// and offsets), before anything else: a crash at the first moment the
+	// facts are durable, which tells offsets written in the transaction
+	// from offsets written after it.
+	AfterCommit func(ctx context.Context) error
 	// AfterApply runs after the MySQL commit and before the (informational)
 	// Kafka offset commit.
 	AfterApply func(ctx context.Context, res Result) error
@@ -54,6 +59,15 @@ func WithHealth(h *obs.Health) Option { return func(s *Sink) { s.health = h } }
 // WithOwnerID sets the instance id written to roomflow_sink_offsets
 // (default: hostname-pid-random). It must be unique per running instance.
 func WithOwnerID(id string) Option { return func(s *Sink) { s.owner = id } }
+
+// WithInstanceID makes the sink a static member of sink.group
+// (group.instance.id): restarted with the same id, it takes its partitions
+// straight back instead of waiting for its predecessor's session timeout.
+// Unique per running replica and stable across its restarts (the pod
+// name); empty (the default) keeps a dynamic member. Fencing does not
+// depend on it: every assignment, a static rejoin included, claims the
+// partitions in MySQL at a new generation.
+func WithInstanceID(id string) Option { return func(s *Sink) { s.instanceID = id } }
 
 // WithParallelism sets how many transactions one batch may be split into,
 // by partition (default 2; 1 applies each batch in one transaction).
@@ -81,9 +95,11 @@ type Sink struct {
 	kreg   prometheus.Registerer
 	health *obs.Health
 	owner  string
-	hooks  Hooks
-	kopts  []kgo.Opt
-	m      *Metrics
+	// instanceID is the static group member id ("" = dynamic).
+	instanceID string
+	hooks      Hooks
+	kopts      []kgo.Opt
+	m          *Metrics
 
 	parallelism int
 
@@ -121,6 +137,9 @@ func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
 	s.m = NewMetrics(s.reg)
 	if s.hooks.InTxn != nil {
 		store.inTxn = s.hooks.InTxn
+	}
+	if s.hooks.AfterCommit != nil {
+		store.afterCommit = s.hooks.AfterCommit
 	}
 	if s.health != nil {
 		s.health.AddReadiness("sink", func() error {
@@ -160,6 +179,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
 	}, kafkax.GroupOpts(s.cfg.Kafka)...)
+	if s.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(s.instanceID))
+	}
 	opts = append(opts, s.kopts...)
 	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.klog, opts...)
 	if err != nil {
@@ -338,9 +360,9 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 		var err error
 		switch kr.Topic {
 		case s.cfg.Kafka.Topics.MicLedger:
-			r.Ledger, err = DecodeLedger(kr.Value)
+			r.Ledger, err = DecodeLedger(kr.Value, s.cfg.AppCode)
 		case s.cfg.Kafka.Topics.LuckyPoolInflow:
-			r.Inflow, err = DecodeInflow(kr.Value)
+			r.Inflow, err = DecodeInflow(kr.Value, s.cfg.AppCode)
 		}
 		if err != nil {
 			if derr := s.deadLetter(ctx, cl, kr, err); derr != nil {

@@ -1,7 +1,10 @@
 package mysqlsink_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +103,48 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 	}
 }
 
+// TestEmptyAppCodeIsTheConfiguredOne: ledger entries and inflows without
+// app_code belong to the configured app_code (the rule of every stage):
+// they yield the facts of the same records naming it, and none goes to the
+// DLQ (today's code dead-lettered them as missing_app_code).
+func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(43, e.cfg.AppCode, 20).Next(80)
+	inflows := sinktest.NewInflowGen(43, e.cfg.AppCode, 5, 5).Next(40)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	for i, l := range ledger {
+		if i%2 == 0 { // every other entry leaves app_code out, snapshot included
+			l.AppCode = ""
+			if l.Session != nil {
+				l.Session.AppCode = ""
+			}
+		}
+	}
+	for i := range inflows {
+		if i%2 == 0 {
+			inflows[i].AppCode = ""
+		}
+	}
+	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t, nil)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ); len(got) != 0 {
+		t.Fatalf("DLQ holds %d records, want none", len(got))
+	}
+}
+
 // A config that does not validate is refused at New (a batch size of 0
 // used to give a sink that polled nothing, in a busy loop).
 func TestNewRefusesInvalidConfig(t *testing.T) {
@@ -107,5 +152,67 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	cfg.Sink.BatchSize = 0
 	if _, err := mysqlsink.New(cfg, mysqlsink.NewStore(nil, cfg.Sink.Group)); err == nil || !strings.Contains(err.Error(), "sink.batch_size") {
 		t.Fatalf("New with sink.batch_size 0: %v, want a sink.batch_size error", err)
+	}
+}
+
+// TestDeadLetterRepeatsWithSameCoordinates pins the documented DLQ rule:
+// the sink produces dead letters outside its MySQL transaction, so a
+// record dead-lettered by a batch that then never commits (a crash, a
+// fence) is dead-lettered again by the next owner, with the same key,
+// value and headers, source_topic/source_partition/source_offset
+// included: DLQ consumers dedupe by those coordinates. The facts still
+// apply exactly once.
+func TestDeadLetterRepeatsWithSameCoordinates(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	ledger := sinktest.NewLedgerGen(43, "hyapp", 20).Next(40)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	recs := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[:20])
+	recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.MicLedger, Key: []byte("7"), Value: []byte{0xff, 0x07}})
+	recs = append(recs, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[20:])...)
+	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	// The first owner dead-letters the record, then dies before its MySQL
+	// commit.
+	crashed := e.start(t, nil, mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(context.Context) error { return errKilled }}))
+	select {
+	case err := <-crashed.done:
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("first owner: %v, want the kill", err)
+		}
+		crashed.cancel = nil
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first owner never reached its transaction")
+	}
+	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"); n != 0 {
+		t.Fatalf("the crashed batch left %d consumption rows", n)
+	}
+	r := e.start(t, nil)
+	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ)
+	if len(got) != 2 {
+		t.Fatalf("DLQ holds %d records, want the dead letter twice", len(got))
+	}
+	headers := func(r *kgo.Record) map[string]string {
+		h := map[string]string{}
+		for _, kv := range r.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		return h
+	}
+	a, b := headers(got[0]), headers(got[1])
+	if !maps.Equal(a, b) || string(got[0].Key) != string(got[1].Key) || !bytes.Equal(got[0].Value, got[1].Value) {
+		t.Fatalf("the repeated dead letter differs:\n%v\n%v", a, b)
+	}
+	if a["source_topic"] != e.cfg.Kafka.Topics.MicLedger || a["source_partition"] != "0" || a["source_offset"] != "20" {
+		t.Fatalf("dead letter coordinates %v, want %s/0@20", a, e.cfg.Kafka.Topics.MicLedger)
 	}
 }

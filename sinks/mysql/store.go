@@ -107,6 +107,9 @@ type Store struct {
 	// inTxn, when set, runs after the facts are written and before the
 	// offsets are (tests: a crash inside the transaction).
 	inTxn func(ctx context.Context) error
+	// afterCommit, when set, runs right after a batch's commit (tests: a
+	// crash the moment the facts are durable).
+	afterCommit func(ctx context.Context) error
 }
 
 // NewStore returns a Store for consumer group group on db.
@@ -361,6 +364,11 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 	}
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("commit: %w", err)
+	}
+	if s.afterCommit != nil {
+		if err := s.afterCommit(ctx); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

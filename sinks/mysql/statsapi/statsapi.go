@@ -1,20 +1,38 @@
-// Package statsapi is the read side of the MySQL sink: the HTTP stats
-// query API over user_mic_lifetime_stats, user_mic_daily_stats and
-// user_mic_sessions (seed 001 "App Query").
+// Package statsapi is the read side of the MySQL sink: seed 001's stats
+// queries over user_mic_lifetime_stats and user_mic_sessions, on three
+// listeners so that a header only the gateway may set is never honoured
+// where anyone can reach the internal routes.
+//
+// Internal listener (api.addr; back office, tasks):
 //
 //	GET /api/v1/users/{user_id}/mic-stats?range=lifetime
 //	GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
 //	GET /api/v1/users/{user_id}/mic-sessions?limit=...
 //
-// A range sums the daily rows of the UTC days from day(from_ms) to
-// day(to_ms - 1): session_count is then the sum of the daily counts, so a
-// session crossing 00:00 UTC counts once on each day it touches (the
-// lifetime count counts it once).
+// Each takes an optional app_code (default: the configured app_code). The
+// /me routes answer 404 here.
 //
-// Every route takes an optional app_code (default: the configured
-// app_code). A user without rows gets zeros (or no sessions), never 404.
-// Invalid input gets 400 with {"error":{"code":...,"message":...}}; a
-// database failure gets 500 with a generic message (no SQL, no DSN).
+// App listener (api.app_addr; only the gateway reaches it):
+//
+//	GET /api/v1/users/me/mic-stats?range=lifetime
+//	GET /api/v1/users/me/mic-stats?from_ms=...&to_ms=...
+//
+// The user is the gateway's api.user_header (default X-User-Id), the app
+// its api.app_code_header (default X-App-Code; absent: the configured
+// app_code); a missing or malformed identity is 401. Only these routes are
+// served there.
+//
+// gRPC listener (api.grpc_addr): hyapp.user.v1.UserService (see grpc.go).
+//
+// A range is exact over closed sessions: the seat and mic online
+// milliseconds inside [from_ms, to_ms), session_count = the distinct closed
+// sessions overlapping it, first/last mic time clamped into it (see
+// Store.Range). Open sessions count nowhere until they close, as in the
+// daily and lifetime facts.
+//
+// A user without rows gets zeros (or no sessions), never 404. Invalid input
+// gets 400 with {"error":{"code":...,"message":...}}; a database failure
+// gets 500 with a generic message (no SQL, no DSN).
 package statsapi
 
 import (
@@ -26,6 +44,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +52,12 @@ import (
 	"github.com/hyapp/roomflow/internal/obs"
 )
 
-// MaxRangeDays bounds a from_ms/to_ms query (inclusive UTC days).
+// MaxRangeDays bounds a from_ms/to_ms query: to_ms - from_ms is at most
+// this many days of 24h.
 const MaxRangeDays = 366
+
+// dayMs is one day in milliseconds.
+const dayMs = int64(24 * time.Hour / time.Millisecond)
 
 // Sessions limits.
 const (
@@ -49,6 +72,12 @@ type Stats struct {
 	SessionCount   int64 `json:"session_count"`
 	FirstMicAtMs   int64 `json:"first_mic_at_ms"`
 	LastMicAtMs    int64 `json:"last_mic_at_ms"`
+}
+
+// Lifetime is a user_mic_lifetime_stats row; the JSON routes show Stats only.
+type Lifetime struct {
+	Stats
+	UpdatedAtMs int64 `json:"-"`
 }
 
 // Session is one user_mic_sessions row; 0 stands for NULL times.
@@ -72,48 +101,52 @@ type SessionList struct {
 	Sessions []Session `json:"sessions"`
 }
 
-// BadRequestError is an input error; its message is safe to return.
-type BadRequestError struct {
-	Code string
-	Msg  string
+// Error is a request the API refuses: Status is the HTTP status, Code a
+// short stable string, Msg safe to return to the caller.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
 }
 
-func (e *BadRequestError) Error() string { return e.Msg }
+func (e *Error) Error() string { return e.Msg }
 
 func bad(code, format string, args ...any) error {
-	return &BadRequestError{Code: code, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusBadRequest, Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// DayRange is an inclusive range of UTC dates (YYYY-MM-DD).
-type DayRange struct{ From, To string }
+func unauthorized(code, format string, args ...any) error {
+	return &Error{Status: http.StatusUnauthorized, Code: code, Msg: fmt.Sprintf(format, args...)}
+}
 
-// ParseRange turns from_ms (inclusive) and to_ms (exclusive) into the UTC
-// days they touch: from day(from_ms) to day(to_ms - 1). Both are required,
-// from_ms >= 0, to_ms > from_ms, and at most MaxRangeDays days.
-func ParseRange(fromS, toS string) (DayRange, error) {
+// Range is the half-open window [FromMs, ToMs) of epoch milliseconds.
+type Range struct{ FromMs, ToMs int64 }
+
+// ParseRange parses from_ms (inclusive) and to_ms (exclusive): both are
+// required integers, 0 <= from_ms < to_ms, and to_ms - from_ms is at most
+// MaxRangeDays days.
+func ParseRange(fromS, toS string) (Range, error) {
 	if fromS == "" || toS == "" {
-		return DayRange{}, bad("invalid_range", "from_ms and to_ms are both required (or range=lifetime)")
+		return Range{}, bad("invalid_range", "from_ms and to_ms are both required (or range=lifetime)")
 	}
 	from, err := strconv.ParseInt(fromS, 10, 64)
 	if err != nil {
-		return DayRange{}, bad("invalid_range", "from_ms must be an integer of epoch milliseconds")
+		return Range{}, bad("invalid_range", "from_ms must be an integer of epoch milliseconds")
 	}
 	to, err := strconv.ParseInt(toS, 10, 64)
 	if err != nil {
-		return DayRange{}, bad("invalid_range", "to_ms must be an integer of epoch milliseconds")
+		return Range{}, bad("invalid_range", "to_ms must be an integer of epoch milliseconds")
 	}
 	if from < 0 {
-		return DayRange{}, bad("invalid_range", "from_ms must not be negative")
+		return Range{}, bad("invalid_range", "from_ms must not be negative")
 	}
 	if to <= from {
-		return DayRange{}, bad("invalid_range", "to_ms must be greater than from_ms (to_ms is exclusive)")
+		return Range{}, bad("invalid_range", "to_ms must be greater than from_ms (to_ms is exclusive)")
 	}
-	const day = int64(24 * time.Hour / time.Millisecond)
-	if days := (to-1)/day - from/day + 1; days > MaxRangeDays {
-		return DayRange{}, bad("invalid_range", "range covers %d UTC days, at most %d", days, MaxRangeDays)
+	if to-from > MaxRangeDays*dayMs {
+		return Range{}, bad("invalid_range", "range spans %.1f days, at most %d", float64(to-from)/float64(dayMs), MaxRangeDays)
 	}
-	d := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.DateOnly) }
-	return DayRange{From: d(from), To: d(to - 1)}, nil
+	return Range{FromMs: from, ToMs: to}, nil
 }
 
 // Store reads the stats tables.
@@ -123,23 +156,45 @@ type Store struct{ db *sql.DB }
 func NewStore(db *sql.DB) *Store { return &Store{db: db} }
 
 // Lifetime returns the user's lifetime row, zeros when there is none.
-func (s *Store) Lifetime(ctx context.Context, app string, user int64) (Stats, error) {
-	var st Stats
-	err := s.db.QueryRowContext(ctx, "SELECT seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms FROM user_mic_lifetime_stats WHERE app_code = ? AND user_id = ?", app, user).
-		Scan(&st.SeatOccupiedMs, &st.MicOnlineMs, &st.SessionCount, &st.FirstMicAtMs, &st.LastMicAtMs)
+func (s *Store) Lifetime(ctx context.Context, app string, user int64) (Lifetime, error) {
+	var lt Lifetime
+	err := s.db.QueryRowContext(ctx, "SELECT seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms "+
+		"FROM user_mic_lifetime_stats WHERE app_code = ? AND user_id = ?", app, user).
+		Scan(&lt.SeatOccupiedMs, &lt.MicOnlineMs, &lt.SessionCount, &lt.FirstMicAtMs, &lt.LastMicAtMs, &lt.UpdatedAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Stats{}, nil
+		return Lifetime{}, nil
 	}
-	return st, err
+	return lt, err
 }
 
-// Range sums the user's daily rows of the days in r; first_mic_at_ms is
-// the earliest non-zero first, last_mic_at_ms the latest last.
-func (s *Store) Range(ctx context.Context, app string, user int64, r DayRange) (Stats, error) {
+// rangeQuery clamps every closed session of the user to [from, to) with
+// the mic processor's rules (processors/mic SplitDays, so a range of one
+// UTC day equals that day's user_mic_daily_stats row): seat time over
+// [seat_started, ended), mic time over [publishing_started clamped into the
+// session, ended), first = max(seat start, from), last = min(ended, to-1)
+// but not before first. A session overlaps when it has seat time inside,
+// or is zero-length and starts inside. ended_at_ms is NULL while a session
+// is open, so open sessions drop out. The covering index
+// idx_user_mic_sessions_user_ended (migration 0005) bounds the scan to the
+// user's sessions that ended at or after from.
+const rangeQuery = `SELECT
+  COALESCE(SUM(LEAST(ended_at_ms, ?) - GREATEST(seat_started_at_ms, ?)), 0),
+  COALESCE(SUM(IF(publishing_started_at_ms > 0,
+    GREATEST(0, LEAST(ended_at_ms, ?) - GREATEST(LEAST(GREATEST(publishing_started_at_ms, seat_started_at_ms), ended_at_ms), ?)), 0)), 0),
+  COUNT(*),
+  COALESCE(MIN(GREATEST(seat_started_at_ms, ?)), 0),
+  COALESCE(MAX(GREATEST(LEAST(ended_at_ms, ? - 1), seat_started_at_ms, ?)), 0)
+FROM user_mic_sessions
+WHERE app_code = ? AND user_id = ? AND ended_at_ms >= ? AND seat_started_at_ms < ?
+  AND (ended_at_ms > ? OR seat_started_at_ms >= ?)`
+
+// Range answers exactly over the user's closed sessions inside r (see
+// rangeQuery): a session crossing 00:00 UTC counts once, and partial days
+// at either edge count only their part inside r.
+func (s *Store) Range(ctx context.Context, app string, user int64, r Range) (Stats, error) {
+	f, t := r.FromMs, r.ToMs
 	var st Stats
-	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(seat_occupied_ms), 0), COALESCE(SUM(mic_online_ms), 0), COALESCE(SUM(session_count), 0), "+
-		"COALESCE(MIN(NULLIF(first_mic_at_ms, 0)), 0), COALESCE(MAX(last_mic_at_ms), 0) FROM user_mic_daily_stats "+
-		"WHERE app_code = ? AND user_id = ? AND stat_date >= ? AND stat_date <= ?", app, user, r.From, r.To).
+	err := s.db.QueryRowContext(ctx, rangeQuery, t, f, t, f, f, t, f, app, user, f, t, f, f).
 		Scan(&st.SeatOccupiedMs, &st.MicOnlineMs, &st.SessionCount, &st.FirstMicAtMs, &st.LastMicAtMs)
 	return st, err
 }
@@ -167,7 +222,7 @@ func (s *Store) Sessions(ctx context.Context, app string, user int64, limit int)
 
 // Metrics are the API's Prometheus series.
 type Metrics struct {
-	Requests *prometheus.CounterVec   // roomflow_api_requests_total{route,code}
+	Requests *prometheus.CounterVec   // roomflow_api_requests_total{route,code}; grpc:* routes carry the gRPC code name
 	Duration *prometheus.HistogramVec // roomflow_api_request_duration_seconds{route}
 }
 
@@ -176,7 +231,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_api_requests_total",
-			Help: "Stats API requests by route and HTTP status code.",
+			Help: "Stats API requests by route and status: the HTTP code, or the gRPC code name for grpc:* routes.",
 		}, []string{"route", "code"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_api_request_duration_seconds",
@@ -197,6 +252,8 @@ type API struct {
 	log        *slog.Logger
 	m          *Metrics
 	timeout    time.Duration
+	userHeader string
+	appHeader  string
 }
 
 // Option configures an API.
@@ -213,10 +270,18 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // WithQueryTimeout bounds each request's database time (default 5s).
 func WithQueryTimeout(d time.Duration) Option { return func(a *API) { a.timeout = d } }
 
-// New returns the API over db; defaultApp is used when a request has no
-// app_code parameter.
+// WithGatewayHeaders names the headers the gateway sets on the app
+// listener: the user id (api.user_header, default X-User-Id) and the
+// app_code (api.app_code_header, default X-App-Code).
+func WithGatewayHeaders(user, app string) Option {
+	return func(a *API) { a.userHeader, a.appHeader = user, app }
+}
+
+// New returns the API over db; defaultApp is used when a request names no
+// app_code.
 func New(db *sql.DB, defaultApp string, opts ...Option) *API {
-	a := &API{store: NewStore(db), defaultApp: defaultApp, timeout: 5 * time.Second}
+	a := &API{store: NewStore(db), defaultApp: defaultApp, timeout: 5 * time.Second,
+		userHeader: "X-User-Id", appHeader: "X-App-Code"}
 	for _, o := range opts {
 		o(a)
 	}
@@ -230,16 +295,83 @@ func New(db *sql.DB, defaultApp string, opts ...Option) *API {
 	return a
 }
 
-// Handler returns the routes.
+// Handler returns the internal routes (api.addr). The /me routes are not
+// served here: a caller able to reach this listener could set the
+// gateway's header itself.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-stats", a.wrap("mic-stats", a.micStats))
-	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-sessions", a.wrap("mic-sessions", a.micSessions))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		a.m.Requests.WithLabelValues("other", "404").Inc()
-		writeJSON(w, http.StatusNotFound, errBody("not_found", "no such route"))
-	})
+	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-stats", a.wrap("mic-stats", a.pathIdentity, a.micStats))
+	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-sessions", a.wrap("mic-sessions", a.pathIdentity, a.micSessions))
+	onlyApp := a.notFound("the /me routes are served only on the app listener (api.app_addr)")
+	mux.HandleFunc("GET /api/v1/users/me/mic-stats", onlyApp)
+	mux.HandleFunc("GET /api/v1/users/me/mic-sessions", onlyApp)
+	mux.HandleFunc("/", a.notFound("no such route"))
 	return mux
+}
+
+// AppHandler returns the app routes (api.app_addr), whose user is the one
+// the gateway authenticated (see Package doc); nothing else is served.
+func (a *API) AppHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/users/me/mic-stats", a.wrap("me-mic-stats", a.gatewayIdentity, a.micStats))
+	mux.HandleFunc("/", a.notFound("no such route"))
+	return mux
+}
+
+func (a *API) notFound(msg string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a.m.Requests.WithLabelValues("other", "404").Inc()
+		writeJSON(w, http.StatusNotFound, errBody("not_found", msg))
+	}
+}
+
+// identity resolves a request's app_code and user id, or an *Error.
+type identity func(r *http.Request) (app string, user int64, err error)
+
+// pathIdentity is the internal routes' identity: {user_id} and ?app_code.
+func (a *API) pathIdentity(r *http.Request) (string, int64, error) {
+	user, err := strconv.ParseInt(r.PathValue("user_id"), 10, 64)
+	if err != nil || user <= 0 {
+		return "", 0, bad("invalid_user_id", "user_id must be a positive integer")
+	}
+	app, err := a.appCode(r.URL.Query().Get("app_code"))
+	if err != nil {
+		return "", 0, bad("invalid_app_code", "%v", err)
+	}
+	return app, user, nil
+}
+
+// gatewayIdentity is the app routes' identity: the gateway's headers. A
+// missing or malformed one is 401, as the gateway failed to authenticate.
+func (a *API) gatewayIdentity(r *http.Request) (string, int64, error) {
+	vs := r.Header.Values(a.userHeader)
+	if len(vs) == 0 || vs[0] == "" {
+		return "", 0, unauthorized("unauthenticated", "missing %s header", a.userHeader)
+	}
+	user, err := strconv.ParseInt(vs[0], 10, 64)
+	if len(vs) > 1 || err != nil || user <= 0 {
+		return "", 0, unauthorized("unauthenticated", "malformed %s header: want one positive integer user id", a.userHeader)
+	}
+	apps := r.Header.Values(a.appHeader)
+	if len(apps) > 1 {
+		return "", 0, unauthorized("unauthenticated", "malformed %s header: more than one value", a.appHeader)
+	}
+	app, err := a.appCode(r.Header.Get(a.appHeader))
+	if err != nil {
+		return "", 0, unauthorized("unauthenticated", "malformed %s header: %v", a.appHeader, err)
+	}
+	return app, user, nil
+}
+
+// appCode applies the default to an empty app_code and bounds its size.
+func (a *API) appCode(v string) (string, error) {
+	if v == "" {
+		return a.defaultApp, nil
+	}
+	if len(v) > 32 {
+		return "", errors.New("app_code is at most 32 bytes")
+	}
+	return v, nil
 }
 
 type handler func(ctx context.Context, r *http.Request, app string, user int64) (any, error)
@@ -254,7 +386,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (a *API) wrap(route string, h handler) http.HandlerFunc {
+func (a *API) wrap(route string, id identity, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		code := http.StatusOK
@@ -262,36 +394,25 @@ func (a *API) wrap(route string, h handler) http.HandlerFunc {
 			a.m.Requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 			a.m.Duration.WithLabelValues(route).Observe(time.Since(t0).Seconds())
 		}()
-		user, err := strconv.ParseInt(r.PathValue("user_id"), 10, 64)
-		if err != nil || user <= 0 {
-			code = http.StatusBadRequest
-			writeJSON(w, code, errBody("invalid_user_id", "user_id must be a positive integer"))
+		var ae *Error
+		app, user, err := id(r)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
+			defer cancel()
+			var v any
+			if v, err = h(ctx, r, app, user); err == nil {
+				writeJSON(w, code, v)
+				return
+			}
+		}
+		if errors.As(err, &ae) {
+			code = ae.Status
+			writeJSON(w, code, errBody(ae.Code, ae.Msg))
 			return
 		}
-		app := r.URL.Query().Get("app_code")
-		if app == "" {
-			app = a.defaultApp
-		}
-		if len(app) > 32 {
-			code = http.StatusBadRequest
-			writeJSON(w, code, errBody("invalid_app_code", "app_code is at most 32 bytes"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
-		defer cancel()
-		v, err := h(ctx, r, app, user)
-		var be *BadRequestError
-		switch {
-		case err == nil:
-			writeJSON(w, code, v)
-		case errors.As(err, &be):
-			code = http.StatusBadRequest
-			writeJSON(w, code, errBody(be.Code, be.Msg))
-		default:
-			code = http.StatusInternalServerError
-			a.log.Error("stats query failed", "route", route, "app_code", app, "user_id", user, "error", err)
-			writeJSON(w, code, errBody("internal", "internal error"))
-		}
+		code = http.StatusInternalServerError
+		a.log.Error("stats query failed", "route", route, "app_code", app, "user_id", user, "error", err)
+		writeJSON(w, code, errBody("internal", "internal error"))
 	}
 }
 
@@ -302,15 +423,16 @@ func (a *API) micStats(ctx context.Context, r *http.Request, app string, user in
 	case rng != "" && (from != "" || to != ""):
 		return nil, bad("invalid_range", "give either range=lifetime or from_ms and to_ms, not both")
 	case rng == "lifetime":
-		return a.store.Lifetime(ctx, app, user)
+		lt, err := a.store.Lifetime(ctx, app, user)
+		return lt.Stats, err
 	case rng != "":
 		return nil, bad("invalid_range", "range must be lifetime")
 	}
-	dr, err := ParseRange(from, to)
+	rg, err := ParseRange(from, to)
 	if err != nil {
 		return nil, err
 	}
-	return a.store.Range(ctx, app, user, dr)
+	return a.store.Range(ctx, app, user, rg)
 }
 
 func (a *API) micSessions(ctx context.Context, r *http.Request, app string, user int64) (any, error) {
@@ -329,16 +451,95 @@ func (a *API) micSessions(ctx context.Context, r *http.Request, app string, user
 	return SessionList{Sessions: ss}, nil
 }
 
-// Serve listens on addr and serves the API until ctx is cancelled, then
-// shuts down within grace. A bind failure is returned at once.
-func (a *API) Serve(ctx context.Context, addr string, grace time.Duration) error {
-	srv, err := obs.Serve(addr, a.Handler())
+// Listeners are the API's addresses; an empty one is not served.
+type Listeners struct {
+	Internal string // api.addr: /api/v1/users/{user_id}/...
+	App      string // api.app_addr: /api/v1/users/me/...
+	GRPC     string // api.grpc_addr: hyapp.user.v1.UserService
+}
+
+// Serve starts every listener in l (see Start) and serves until ctx is
+// cancelled, then stops within grace (see Running.Stop).
+func (a *API) Serve(ctx context.Context, l Listeners, grace time.Duration) error {
+	run, err := a.Start(l)
 	if err != nil {
-		return fmt.Errorf("api.addr %s: %w", addr, err)
+		return err
 	}
-	a.log.Info("serving stats API", "addr", srv.Addr())
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	return run.Stop(sctx)
+}
+
+// Running is the API serving on its listeners.
+type Running struct {
+	http []*obs.Server // internal, app: nil when off
+	grpc *grpcServer   // nil when off
+}
+
+// Start binds every non-empty listener in l and serves in the background.
+// A bind failure stops what was started and is returned naming the key.
+func (a *API) Start(l Listeners) (*Running, error) {
+	if l == (Listeners{}) {
+		return nil, errors.New("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
+	}
+	run := &Running{http: make([]*obs.Server, 2)}
+	fail := func(key, addr string, err error) (*Running, error) {
+		return nil, errors.Join(fmt.Errorf("%s %s: %w", key, addr, err), run.Stop(context.Background()))
+	}
+	for i, h := range []struct {
+		key, addr string
+		h         http.Handler
+	}{{"api.addr", l.Internal, a.Handler()}, {"api.app_addr", l.App, a.AppHandler()}} {
+		if h.addr == "" {
+			continue
+		}
+		srv, err := obs.Serve(h.addr, h.h)
+		if err != nil {
+			return fail(h.key, h.addr, err)
+		}
+		run.http[i] = srv
+		a.log.Info("serving stats API", "listener", h.key, "addr", srv.Addr())
+	}
+	if l.GRPC != "" {
+		gs, err := a.serveGRPC(l.GRPC)
+		if err != nil {
+			return fail("api.grpc_addr", l.GRPC, err)
+		}
+		run.grpc = gs
+		a.log.Info("serving stats API", "listener", "api.grpc_addr", "addr", gs.Addr())
+	}
+	return run, nil
+}
+
+// Addrs returns the bound addresses ("" for a listener that is off).
+func (r *Running) Addrs() Listeners {
+	var l Listeners
+	if s := r.http[0]; s != nil {
+		l.Internal = s.Addr()
+	}
+	if s := r.http[1]; s != nil {
+		l.App = s.Addr()
+	}
+	if r.grpc != nil {
+		l.GRPC = r.grpc.Addr()
+	}
+	return l
+}
+
+// Stop stops accepting on every listener and lets in-flight requests and
+// RPCs finish until ctx ends; then the remaining RPCs are cancelled.
+func (r *Running) Stop(ctx context.Context) error {
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, s := range r.http {
+		if s != nil {
+			wg.Go(func() { errs[i] = s.Shutdown(ctx) })
+		}
+	}
+	if r.grpc != nil {
+		wg.Go(func() { errs[2] = r.grpc.Stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

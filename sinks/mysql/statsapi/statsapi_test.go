@@ -34,13 +34,6 @@ const minute = 60_000
 func seed(t *testing.T) *testenv.MySQL {
 	t.Helper()
 	m := testenv.NewMySQL(t)
-	ctx := context.Background()
-	st := mysqlsink.NewStore(m.DB, "api-test")
-	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
-	claims, err := st.Claim(ctx, "seed", []mysqlsink.TP{tp}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	aStart, aPub, aEnd := ms("2026-03-01T23:30:00Z"), ms("2026-03-01T23:40:00Z"), ms("2026-03-02T01:10:00Z")
 	bStart, bEnd := ms("2026-03-05T10:00:00Z"), ms("2026-03-05T11:00:00Z")
 	mid := ms("2026-03-02T00:00:00Z")
@@ -61,6 +54,21 @@ func seed(t *testing.T) *testenv.MySQL {
 			Daily:    []*userv1.MicDailyDelta{{StatDate: "2026-03-05", SeatOccupiedDeltaMs: 60 * minute, SessionCountDelta: 1, RoomCountDelta: 1, FirstMicAtMs: bStart, LastMicAtMs: bEnd}},
 			Lifetime: &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: 60 * minute, SessionCountDelta: 1, FirstMicAtMs: bStart, LastMicAtMs: bEnd}},
 	}
+	apply(t, m, entries)
+	return m
+}
+
+// apply writes ledger entries through the sink's own store, as the sink
+// would: sessions, daily and lifetime rows.
+func apply(t *testing.T, m *testenv.MySQL, entries []*userv1.MicLedgerEntry) {
+	t.Helper()
+	ctx := context.Background()
+	st := mysqlsink.NewStore(m.DB, "api-test")
+	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
+	claims, err := st.Claim(ctx, "seed", []mysqlsink.TP{tp}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var recs []mysqlsink.Record
 	for i, e := range entries {
 		recs = append(recs, mysqlsink.Record{TP: tp, Offset: int64(i), Ledger: e})
@@ -68,7 +76,6 @@ func seed(t *testing.T) *testenv.MySQL {
 	if _, err := st.Apply(ctx, "seed", map[mysqlsink.TP]int64{tp: claims[tp].Generation}, recs, 1); err != nil {
 		t.Fatal(err)
 	}
-	return m
 }
 
 func get(t *testing.T, srv *httptest.Server, path string, into any) int {
@@ -101,14 +108,17 @@ func TestMicStats(t *testing.T) {
 		want statsapi.Stats
 	}{
 		{"/api/v1/users/42/mic-stats?range=lifetime", statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
-		// Days 03-01 and 03-02: session A counts on both days.
-		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-03-03T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 100 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: aEnd}},
-		// to_ms is exclusive: one millisecond into 03-02 is day 03-02 only.
-		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", mid, mid+1), statsapi.Stats{SeatOccupiedMs: 70 * minute, MicOnlineMs: 70 * minute, SessionCount: 1, FirstMicAtMs: mid, LastMicAtMs: aEnd}},
-		// Ending exactly at midnight does not include the next day.
-		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T12:00:00Z"), mid), statsapi.Stats{SeatOccupiedMs: 30 * minute, MicOnlineMs: 20 * minute, SessionCount: 1, FirstMicAtMs: aStart, LastMicAtMs: mid}},
-		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-04-01T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 3, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
-		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-03T00:00:00Z"), ms("2026-03-05T00:00:00Z")), statsapi.Stats{}},
+		// Days 03-01 and 03-02: session A crosses midnight and counts once.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-03-03T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 100 * minute, MicOnlineMs: 90 * minute, SessionCount: 1, FirstMicAtMs: aStart, LastMicAtMs: aEnd}},
+		// Exact edges: one millisecond just after midnight is one millisecond, not the day.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", mid, mid+1), statsapi.Stats{SeatOccupiedMs: 1, MicOnlineMs: 1, SessionCount: 1, FirstMicAtMs: mid, LastMicAtMs: mid}},
+		// to_ms is exclusive: ending exactly at midnight leaves the next day out; last is clamped to to_ms-1 like a day's.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T12:00:00Z"), mid), statsapi.Stats{SeatOccupiedMs: 30 * minute, MicOnlineMs: 20 * minute, SessionCount: 1, FirstMicAtMs: aStart, LastMicAtMs: mid - 1}},
+		// A partial range inside one session: 23:35-23:45 has 10 min of seat and 5 of mic (publishing from 23:40).
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T23:35:00Z"), ms("2026-03-01T23:45:00Z")), statsapi.Stats{SeatOccupiedMs: 10 * minute, MicOnlineMs: 5 * minute, SessionCount: 1, FirstMicAtMs: ms("2026-03-01T23:35:00Z"), LastMicAtMs: ms("2026-03-01T23:45:00Z") - 1}},
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", ms("2026-03-01T00:00:00Z"), ms("2026-04-01T00:00:00Z")), statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}},
+		// Ending exactly where a session starts, or starting exactly where it ended: no overlap.
+		{fmt.Sprintf("/api/v1/users/42/mic-stats?from_ms=%d&to_ms=%d", aEnd, ms("2026-03-05T10:00:00Z")), statsapi.Stats{}},
 		// Unknown user, other app: zeros, not 404.
 		{"/api/v1/users/999/mic-stats?range=lifetime", statsapi.Stats{}},
 		{fmt.Sprintf("/api/v1/users/999/mic-stats?from_ms=0&to_ms=%d", ms("2026-03-03T00:00:00Z")-ms("2025-03-03T00:00:00Z")), statsapi.Stats{}},
@@ -212,17 +222,19 @@ func TestParseRange(t *testing.T) {
 	day := int64(24 * 3600 * 1000)
 	for _, tc := range []struct {
 		from, to string
-		want     statsapi.DayRange
+		want     statsapi.Range
 		bad      bool
 	}{
-		{"0", "1", statsapi.DayRange{From: "1970-01-01", To: "1970-01-01"}, false},
-		{"0", fmt.Sprint(day), statsapi.DayRange{From: "1970-01-01", To: "1970-01-01"}, false},
-		{"0", fmt.Sprint(day + 1), statsapi.DayRange{From: "1970-01-01", To: "1970-01-02"}, false},
-		{fmt.Sprint(day - 1), fmt.Sprint(day + 1), statsapi.DayRange{From: "1970-01-01", To: "1970-01-02"}, false},
-		{"0", fmt.Sprint(366 * day), statsapi.DayRange{From: "1970-01-01", To: "1971-01-01"}, false},
-		{"0", fmt.Sprint(366*day + 1), statsapi.DayRange{}, true},
-		{"5", "5", statsapi.DayRange{}, true},
-		{"", "5", statsapi.DayRange{}, true},
+		{"0", "1", statsapi.Range{FromMs: 0, ToMs: 1}, false},
+		{fmt.Sprint(day - 1), fmt.Sprint(day + 1), statsapi.Range{FromMs: day - 1, ToMs: day + 1}, false},
+		{"5", fmt.Sprint(366*day + 5), statsapi.Range{FromMs: 5, ToMs: 366*day + 5}, false},
+		{"5", fmt.Sprint(366*day + 6), statsapi.Range{}, true},
+		{"5", "5", statsapi.Range{}, true},
+		{"6", "5", statsapi.Range{}, true},
+		{"-1", "5", statsapi.Range{}, true},
+		{"", "5", statsapi.Range{}, true},
+		{"5", "", statsapi.Range{}, true},
+		{"1e3", "5000", statsapi.Range{}, true},
 	} {
 		got, err := statsapi.ParseRange(tc.from, tc.to)
 		if (err != nil) != tc.bad || got != tc.want {

@@ -1,0 +1,571 @@
+// Command failover measures how long roomflow stops working after a
+// process is killed with SIGKILL, with the real `roomflow` binary as child
+// processes, an in-process kfake cluster (3 brokers) and the local MariaDB:
+//
+//	go run ./benchmarks/failover                 # every scenario, 5 kills each, static members
+//	go run ./benchmarks/failover -n 3 -static=false -scenarios relay,run   # dynamic members, for comparison
+//
+// Scenarios (-scenarios, comma separated):
+//
+//	relay               the only relay is killed and restarted at once (a container restart)
+//	relay-standby       the leading relay is killed, a standby replica runs, no restart (a lost node)
+//	relay-standby-restart  as relay-standby, and the killed relay is restarted at once
+//	run                 the only `roomflow run` is killed and restarted at once
+//	run-standby         one of two `roomflow run` replicas is killed, no restart
+//	run-standby-restart as run-standby, and the killed replica is restarted at once
+//
+// Each kill is timed from the SIGKILL to the moment a room_outbox row
+// inserted right after it is visible downstream: for the relay, committed
+// in the room events topic; for `run`, in the room events topic (relay) and
+// as the mic event's consumption row in MySQL (relay, room processor, mic
+// processor and sink all working again). Children get --instance-id
+// (static group members) unless -static=false. kafka.session_timeout and
+// relay.failover_timeout keep their defaults (15s) unless set.
+package main
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+const imSecret = "failover-bench-secret-not-for-production"
+
+// scenario is one kind of kill.
+type scenario struct {
+	name    string
+	command string // relay or run
+	standby bool   // a second replica runs
+	restart bool   // the killed process is restarted at once
+}
+
+var scenarios = []scenario{
+	{"relay", "relay", false, true},
+	{"relay-standby", "relay", true, false},
+	{"relay-standby-restart", "relay", true, true},
+	{"run", "run", false, true},
+	{"run-standby", "run", true, false},
+	{"run-standby-restart", "run", true, true},
+}
+
+type options struct {
+	n         int
+	static    bool
+	bin       string
+	server    string
+	session   time.Duration
+	failover  time.Duration
+	scenarios string
+	keepLogs  bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 5, "kills per scenario")
+	flag.BoolVar(&o.static, "static", true, "pass --instance-id (static group membership) to the children")
+	flag.StringVar(&o.bin, "bin", "", "roomflow binary (empty: go build ./cmd/roomflow into a temporary directory)")
+	flag.StringVar(&o.server, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (a throwaway database is created)")
+	flag.DurationVar(&o.session, "session", 15*time.Second, "kafka.session_timeout")
+	flag.DurationVar(&o.failover, "failover", 15*time.Second, "relay.failover_timeout")
+	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated scenarios (empty: all)")
+	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "failover:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is the shared setup of every scenario.
+type bench struct {
+	o      options
+	dir    string
+	cfg    *config.Config
+	db     *sql.DB
+	adm    *kadm.Client
+	events []loadgen.Event
+	next   int // next marker event
+	seen   *tail
+	round  int // children started, numbering their logs
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "roomflow-failover-")
+	if err != nil {
+		return err
+	}
+	if o.keepLogs {
+		fmt.Println("children's logs in", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if o.bin == "" {
+		o.bin = filepath.Join(dir, "roomflow")
+		build := exec.CommandContext(ctx, "go", "build", "-o", o.bin, "./cmd/roomflow")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build: %w", err)
+		}
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
+	imURL, stopIM, err := im.Listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer stopIM() //nolint:errcheck // benchmark teardown
+
+	b := &bench{o: o, dir: dir}
+	dbName := fmt.Sprintf("roomflow_failover_%d", time.Now().UnixNano())
+	dsn, drop, err := createDatabase(ctx, o.server, dbName)
+	if err != nil {
+		return err
+	}
+	defer drop()
+
+	cfg := config.Default()
+	cfg.Log.Level, cfg.Log.Format = "warn", "text"
+	cfg.Metrics.Addr, cfg.API.Addr = "", ""
+	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka.Partitions = 6
+	cfg.Kafka.SessionTimeout = config.Duration(o.session)
+	cfg.Relay.FailoverTimeout = config.Duration(o.failover)
+	cfg.MySQL.DSN = dsn
+	cfg.IM.Endpoint, cfg.IM.SDKAppID = imURL, 1400000002
+	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour) // the markers' times lie in the past
+	cfg.Shutdown.Timeout = config.Duration(3 * time.Second)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	b.cfg = &cfg
+	if b.db, err = mysqlx.Open(ctx, cfg.MySQL); err != nil {
+		return err
+	}
+	defer b.db.Close()
+	ms, err := migrate.Load()
+	if err != nil {
+		return err
+	}
+	if _, err := migrate.Up(ctx, b.db, ms, time.Minute, nil); err != nil {
+		return err
+	}
+	acl, err := kafkax.NewClient(cfg.Kafka, "failover-bench", nil, nil)
+	if err != nil {
+		return err
+	}
+	defer acl.Close()
+	b.adm = kadm.NewClient(acl)
+	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka); err != nil {
+		return err
+	}
+	// Markers: mic events only (each reaches the sink's consumption table).
+	sc := loadgen.DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 2000, 0, 100, 20
+	sc.EventIDPrefix = dbName
+	b.events, _ = sc.Generate()
+	if b.seen, err = startTail(ctx, cfg.Kafka); err != nil {
+		return err
+	}
+	defer b.seen.stop()
+
+	fmt.Printf("roomflow failover: %d kills per scenario, %s members, kafka.session_timeout %s, relay.failover_timeout %s, kfake 3 brokers, %d partitions\n",
+		o.n, map[bool]string{true: "static (--instance-id)", false: "dynamic"}[o.static], o.session, o.failover, cfg.Kafka.Partitions)
+	fmt.Printf("%-22s %-26s %8s %8s %8s  %s\n", "scenario", "stage", "min", "median", "max", "samples (s)")
+	for _, s := range scenarios {
+		if o.scenarios != "" && !slices.Contains(strings.Split(o.scenarios, ","), s.name) {
+			continue
+		}
+		res, err := b.scenario(ctx, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		for _, st := range []string{"relaying again", "processing again (MySQL)"} {
+			if d := res[st]; len(d) > 0 {
+				printRow(s.name, st, d)
+			}
+		}
+	}
+	return nil
+}
+
+func printRow(name, stage string, d []time.Duration) {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	var samples []string
+	for _, x := range d {
+		samples = append(samples, fmt.Sprintf("%.2f", x.Seconds()))
+	}
+	fmt.Printf("%-22s %-26s %7.2fs %7.2fs %7.2fs  %s\n", name, stage, s[0].Seconds(), s[len(s)/2].Seconds(), s[len(s)-1].Seconds(), strings.Join(samples, " "))
+}
+
+// child is one roomflow process.
+type child struct {
+	id   string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (b *bench) start(ctx context.Context, command, id string) (*child, error) {
+	b.round++
+	// A client id of its own tells which replica leads (settle, leader).
+	cfg := *b.cfg
+	cfg.Kafka.ClientID = "rf-" + id
+	y, err := cfg.YAML()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(b.dir, id+".yaml")
+	if err := os.WriteFile(path, y, 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{command, "--config", path}
+	if b.o.static {
+		args = append(args, "--instance-id", id)
+	}
+	logf, err := os.Create(filepath.Join(b.dir, fmt.Sprintf("%03d-%s-%s.log", b.round, command, id)))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(b.o.bin, args...)
+	cmd.Env = append(os.Environ(), "ROOMFLOW_IM_SECRET_KEY="+imSecret) // the YAML is redacted
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	c := &child{id: id, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(c.done) }()
+	return c, nil
+}
+
+func (c *child) signal(sig syscall.Signal) {
+	_ = c.cmd.Process.Signal(sig)
+	<-c.done
+}
+
+// groups are the consumer groups the command's processes join.
+func (b *bench) groups(command string) []string {
+	gs := []string{relay.LeaderGroup(b.cfg.Relay)}
+	if command == "run" {
+		gs = append(gs, b.cfg.Process.RoomGroup, b.cfg.Process.MicGroup, b.cfg.Sink.Group, b.cfg.OutboxWorker.Group)
+	}
+	return gs
+}
+
+// settle waits until every group of command is stable with members
+// members: a standby has joined and the rebalances it caused are over.
+func (b *bench) settle(ctx context.Context, command string, members int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		dg, err := b.adm.DescribeGroups(ctx, b.groups(command)...)
+		if err == nil {
+			ok := true
+			for _, g := range dg {
+				if g.Err != nil || g.State != "Stable" || len(g.Members) != members {
+					ok = false
+				}
+			}
+			if ok {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("groups %v did not settle with %d members", b.groups(command), members)
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// markersPerKill is how many mic events are inserted after each kill: over
+// 20 rooms and 100 users, enough to land on every partition, so the
+// replica that was killed owned some of them.
+const markersPerKill = 30
+
+// markers inserts the next markersPerKill mic events into room_outbox in
+// one transaction and returns their ids.
+func (b *bench) markers(ctx context.Context) ([]string, error) {
+	if b.next+markersPerKill > len(b.events) {
+		return nil, errors.New("out of marker events")
+	}
+	evs := b.events[b.next : b.next+markersPerKill]
+	b.next += markersPerKill
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.Envelope.EventId
+	}
+	_, err := loadgen.WriteOutbox(ctx, b.db, evs, len(evs), 0)
+	return ids, err
+}
+
+// await waits until every marker passed the stages command runs (relayed
+// into the room events topic; for run also consumed by the sink) and
+// returns when each stage had all of them.
+func (b *bench) await(ctx context.Context, command string, ids []string, timeout time.Duration) (relayed, processed time.Time, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if relayed.IsZero() && b.seen.all(ids) {
+			relayed = time.Now()
+		}
+		if command == "run" && processed.IsZero() {
+			var n int
+			q := "SELECT COUNT(*) FROM user_mic_event_consumption WHERE event_id IN (?" + strings.Repeat(",?", len(ids)-1) + ")"
+			args := make([]any, len(ids))
+			for i, id := range ids {
+				args[i] = id
+			}
+			if err := b.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+				return relayed, processed, err
+			}
+			if n == len(ids) {
+				processed = time.Now()
+			}
+		}
+		if !relayed.IsZero() && (command != "run" || !processed.IsZero()) {
+			return relayed, processed, nil
+		}
+		if time.Now().After(deadline) {
+			return relayed, processed, fmt.Errorf("markers not through within %s", timeout)
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return relayed, processed, ctx.Err()
+		}
+	}
+}
+
+// leader is the replica whose relay leads: the member of the leader group
+// assigned partition 0 of the relay offsets topic, told by its client id.
+func (b *bench) leader(ctx context.Context, ids []string) (string, error) {
+	dg, err := b.adm.DescribeGroups(ctx, relay.LeaderGroup(b.cfg.Relay))
+	if err != nil {
+		return "", err
+	}
+	for _, g := range dg {
+		for _, m := range g.Members {
+			a, ok := m.Assigned.AsConsumer()
+			if !ok {
+				continue
+			}
+			for _, t := range a.Topics {
+				if t.Topic == b.cfg.Kafka.Topics.RelayOffsets && slices.Contains(t.Partitions, 0) {
+					for _, id := range ids {
+						if strings.HasPrefix(m.ClientID, "rf-"+id+"-") {
+							return id, nil
+						}
+					}
+				}
+			}
+		}
+	}
+	return "", errors.New("no relay leads")
+}
+
+// scenario runs o.n kills of s and returns the durations per stage.
+func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Duration, error) {
+	out := map[string][]time.Duration{}
+	ids := []string{s.name + "-a", s.name + "-b"}
+	live := map[string]*child{}
+	defer func() {
+		for _, c := range live {
+			c.signal(syscall.SIGTERM)
+		}
+	}()
+	ready := func(command string) error {
+		members := len(live)
+		if err := b.settle(ctx, command, members); err != nil {
+			return err
+		}
+		ids, err := b.markers(ctx)
+		if err != nil {
+			return err
+		}
+		_, _, err = b.await(ctx, command, ids, 2*time.Minute)
+		return err
+	}
+	startAll := func() error {
+		for i, id := range ids {
+			if i == 1 && !s.standby {
+				break
+			}
+			if live[id] != nil {
+				continue
+			}
+			c, err := b.start(ctx, s.command, id)
+			if err != nil {
+				return err
+			}
+			live[id] = c
+			// One at a time: the first one leads (the relay) before the
+			// standby joins.
+			if err := ready(s.command); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := startAll(); err != nil {
+		return nil, err
+	}
+	for range b.o.n {
+		// Kill the replica whose relay leads: with a standby, killing
+		// the other one would stop nothing the markers need.
+		victim, err := b.leader(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		c := live[victim]
+		t0 := time.Now()
+		c.signal(syscall.SIGKILL)
+		delete(live, victim)
+		if s.restart {
+			nc, err := b.start(ctx, s.command, victim)
+			if err != nil {
+				return nil, err
+			}
+			live[victim] = nc
+		}
+		markers, err := b.markers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		relayed, processed, err := b.await(ctx, s.command, markers, 3*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		out["relaying again"] = append(out["relaying again"], relayed.Sub(t0))
+		if s.command == "run" {
+			out["processing again (MySQL)"] = append(out["processing again (MySQL)"], processed.Sub(t0))
+		}
+		// Back to the starting shape before the next kill: the killed
+		// replica returns (as the standby when it was not restarted).
+		if err := startAll(); err != nil {
+			return nil, err
+		}
+		if err := ready(s.command); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// tail records when each event id first appears, committed, in the room
+// events topic.
+type tail struct {
+	cl     *kgo.Client
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
+	cl, err := kafkax.NewClient(kcfg, "failover-tail", nil, nil,
+		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &tail{cl: cl, seen: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			t.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				for _, h := range r.Headers {
+					if h.Key == "event_id" {
+						if _, ok := t.seen[string(h.Value)]; !ok {
+							t.seen[string(h.Value)] = now
+						}
+					}
+				}
+			})
+			t.mu.Unlock()
+		}
+	}()
+	return t, nil
+}
+
+func (t *tail) all(ids []string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := t.seen[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *tail) stop() {
+	t.cancel()
+	<-t.done
+	t.cl.Close()
+}
+
+// createDatabase creates database name on server and returns its DSN and
+// a function that drops it.
+func createDatabase(ctx context.Context, server, name string) (string, func(), error) {
+	c, err := mysql.ParseDSN(server)
+	if err != nil {
+		return "", nil, fmt.Errorf("-mysql: %w", err)
+	}
+	c.DBName = ""
+	admin, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		return "", nil, err
+	}
+	c.DBName = name
+	return c.FormatDSN(), func() {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name)
+		admin.Close()
+	}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
