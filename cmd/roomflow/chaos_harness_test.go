@@ -480,11 +480,10 @@ func pickErr(r *rand.Rand, errs ...*kerr.Error) *kerr.Error { return errs[r.IntN
 
 // produceError fails one produce request to a topic; REQUEST_TIMED_OUT is
 // answered after the batch was appended (the idempotent retry must not
-// duplicate it). One: kgo retries a NOT_LEADER or NOT_ENOUGH_REPLICAS
-// batch only after a metadata refresh, at most one per 5s
-// (kgo.MetadataMinAge), so n answers hold a producer about 5n s, and the
+// duplicate it). One: each NOT_LEADER or NOT_ENOUGH_REPLICAS answer holds
+// a kgo producer about 5s (a metadata refresh, kgo.MetadataMinAge), and the
 // relay's transaction (timeout 10s here) aborts after two: a burst stalls
-// the room events past the timer margins (see docs/reliability.md).
+// the room events past the timer margins (docs/reliability.md, finding 2).
 func (h *chaosHarness) produceError() bool {
 	tp, _ := h.topicPartition()
 	return h.counted("produce-error", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tp,
