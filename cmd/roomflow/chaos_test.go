@@ -157,7 +157,6 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.Mic.CompensationInterval = config.Duration(time.Second)
 	cfg.Relay.FailoverTimeout = config.Duration(2 * time.Second)
 	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
-	cfg.Shutdown.Timeout = config.Duration(3 * time.Second)
 	cfg.IM.FastPathDelay = 0 // no room-service publishes by itself here
 	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
