@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
@@ -306,6 +307,7 @@ func TestPipelineChaos(t *testing.T) {
 	}
 	roomDiffs := onceDifferences(seen, want)
 	closedDiffs := closedDifferences(t, k, tp.MicSessionClosed, oracle)
+	consumedDiffs := consumptionDifferences(t, m, sc.AppCode, events, oracle)
 
 	closes := map[string]int{}
 	for _, s := range oracle.Sessions {
@@ -325,13 +327,14 @@ func TestPipelineChaos(t *testing.T) {
 	if !converged.IsZero() {
 		convergedIn = converged.Sub(settled).Round(100 * time.Millisecond).String()
 	}
-	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs)
+	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs)
 	t.Logf("chaos run seed %d, %s of faults:%s", seed, dur, h.table([][2]string{
 		{"room events written", fmt.Sprintf("%d (writer at most %s late)", len(events), w.late.Round(time.Millisecond))},
 		{"mic sessions", fmt.Sprintf("%d: %d by down, %d publish timeout, %d publishing window", len(oracle.Sessions),
 			closes["down"], closes["compensated_publish_timeout"], closes["compensated_publishing_max_window"])},
 		{"IM messages / lucky gifts", fmt.Sprintf("%d / %d", oracle.IMMessages, oracle.LuckyGifts)},
 		{"fact differences (MySQL)", fmt.Sprintf("%d of %d rows", len(rep.Diffs), rep.LifetimeRows+rep.DailyRows+rep.SessionRows+rep.PoolRows)},
+		{"mic events consumed otherwise", fmt.Sprint(len(consumedDiffs))},
 		{"room_outbox not delivered", fmt.Sprint(notDelivered)},
 		{"room events not exactly once", fmt.Sprint(len(roomDiffs))},
 		{"sessions closed not exactly once", fmt.Sprint(len(closedDiffs))},
@@ -347,7 +350,8 @@ func TestPipelineChaos(t *testing.T) {
 		if rows != len(events) || notDelivered != 0 {
 			t.Errorf("room_outbox: %d rows, %d not delivered; want %d rows all delivered", rows, notDelivered, len(events))
 		}
-		for what, d := range map[string][]string{"IM": imDiffs, "room events topic": roomDiffs, "mic_session_closed topic": closedDiffs} {
+		for what, d := range map[string][]string{"IM": imDiffs, "room events topic": roomDiffs, "mic_session_closed topic": closedDiffs,
+			"user_mic_event_consumption": consumedDiffs} {
 			if len(d) > 0 {
 				t.Errorf("%s: %d differences: %s", what, len(d), firstN(d, 10))
 			}
@@ -456,6 +460,61 @@ func closedDifferences(t *testing.T, k *testenv.Kafka, topic string, o *loadgen.
 		wantIDs[id] = true
 	}
 	return append(d, onceDifferences(seen, wantIDs)...)
+}
+
+// consumptionDifferences lists where user_mic_event_consumption differs
+// from what the oracle implies: one row per mic event, consumed, except a
+// down of a session the timer had closed (skipped as
+// session_already_closed), and one consumed row per timer close.
+func consumptionDifferences(t *testing.T, m *testenv.MySQL, appCode string, events []loadgen.Event, o *loadgen.Oracle) []string {
+	t.Helper()
+	ended := map[string]string{}
+	want := map[string]string{}
+	for _, s := range o.Sessions {
+		ended[s.ID] = s.EndReason
+		if strings.HasPrefix(s.EndReason, "compensated_") {
+			want[mic.CompensatedEventID(s.ID)] = mic.StatusConsumed
+		}
+	}
+	for _, e := range events {
+		if e.Envelope.EventType != "RoomMicChanged" {
+			continue
+		}
+		var mc roomv1.RoomMicChanged
+		if err := proto.Unmarshal(e.Envelope.Payload, &mc); err != nil {
+			t.Fatal(err)
+		}
+		want[e.Envelope.EventId] = mic.StatusConsumed
+		if mc.Action == "down" && strings.HasPrefix(ended[mc.MicSessionId], "compensated_") {
+			want[e.Envelope.EventId] = mic.StatusSkipped + " " + mic.SkipAlreadyClosed
+		}
+	}
+	rows, err := m.DB.Query("SELECT event_id, status, skip_reason FROM user_mic_event_consumption WHERE app_code = ?", appCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var d []string
+	for rows.Next() {
+		var id, status, reason string
+		if err := rows.Scan(&id, &status, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason != "" {
+			status += " " + reason
+		}
+		if w, ok := want[id]; !ok || w != status {
+			d = append(d, fmt.Sprintf("%s: %q, want %q", id, status, w))
+		}
+		delete(want, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range want {
+		d = append(d, id+" missing")
+	}
+	return d
 }
 
 // onceDifferences lists the ids of want not seen exactly once and the ids
