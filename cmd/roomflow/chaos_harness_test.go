@@ -850,7 +850,10 @@ func (h *chaosHarness) table(rows [][2]string) string {
 
 // stopAll SIGTERMs every child and waits for it; it reports children that
 // fail to stop cleanly.
-func (h *chaosHarness) stopAll() {
+// A child still running this long after SIGTERM gets SIGQUIT: the Go
+// runtime writes every goroutine's stack to its log (shutdown.timeout is
+// 10s; the app itself gives up then).
+func (h *chaosHarness) stopAll(stackAfter time.Duration) {
 	cs := h.last()
 	for _, c := range cs {
 		if c != nil {
@@ -858,19 +861,20 @@ func (h *chaosHarness) stopAll() {
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
+	dumpAt := time.After(stackAfter)
 	for i, c := range cs {
 		if c == nil {
 			continue
 		}
 		select {
 		case <-c.done:
-			if c.err != nil {
-				h.t.Errorf("%s on SIGTERM: %v; log tail:\n%s", h.procs[i].name, c.err, c.tail(20))
-			}
-		case <-time.After(30 * time.Second):
-			h.t.Errorf("%s did not stop within 30s of SIGTERM; log tail:\n%s", h.procs[i].name, c.tail(20))
-			_ = c.cmd.Process.Kill()
+		case <-dumpAt:
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			h.t.Errorf("%s still ran %s after SIGTERM: goroutine stacks in %s", h.procs[i].name, stackAfter, c.log)
 			<-c.done
+		}
+		if c.err != nil {
+			h.t.Errorf("%s on SIGTERM: %v; log tail:\n%s", h.procs[i].name, c.err, c.tail(20))
 		}
 	}
 }

@@ -282,7 +282,7 @@ func TestPipelineChaos(t *testing.T) {
 		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d",
 			len(rep.Diffs), firstDiff(rep), delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages)
 	}
-	h.stopAll()
+	h.stopAll(cfg.Shutdown.Timeout.D() - 2*time.Second)
 
 	// The verdict, from what the stopped pipeline left.
 	if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil {
