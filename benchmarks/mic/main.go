@@ -81,6 +81,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	rt "github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 const childEnv = "ROOMFLOW_MICBENCH_KFAKE"
@@ -648,7 +649,7 @@ func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
 	for i := range evs {
 		ev := &evs[i]
 		rec := &kgo.Record{Topic: cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode(),
-			Headers: rt.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)}
+			Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))}
 		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {

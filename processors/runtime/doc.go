@@ -41,9 +41,11 @@
 // # Rejects and the DLQ
 //
 // Process returning an error made with Reject (a *RejectError) routes the
-// input record to the DLQ topic inside the same transaction: original key,
-// value and headers plus the headers `error` (reason and detail),
-// `error_reason`, `source_topic`, `source_partition` and `source_offset`.
+// input record to the DLQ topic inside the same transaction, built by
+// schemas/envelope's DeadLetter: original key, value and headers plus the
+// headers `stage` (the processor's name), `error` (reason and detail, at
+// most envelope.MaxErrorBytes), `error_reason`, `source_topic`,
+// `source_partition` and `source_offset`.
 // Records emitted and Store writes made while processing a rejected record
 // are discarded; the partition moves on. A *CorruptStateError (CorruptState:
 // a state value the processor cannot decode, which no retry can fix) is

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Runtime runs one Processor over a consumer group with Kafka transactions.
@@ -519,7 +521,7 @@ func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 	r.produce(r.dlqRecord(rec, rej))
 	r.txnDLQ[rej.Reason]++
 	t.log.Warn("record rejected to the DLQ", "offset", rec.Offset, "reason", rej.Reason, "error", rej.Err,
-		"event_id", string(Header(rec, "event_id")), "event_type", string(Header(rec, "event_type")))
+		"event_id", string(envelope.Header(rec, envelope.HeaderEventID)), "event_type", string(envelope.Header(rec, envelope.HeaderEventType)))
 	return nil
 }
 
@@ -546,25 +548,14 @@ func (r *Runtime) produce(rec *kgo.Record) {
 	r.sess.Produce(context.Background(), rec, r.promise)
 }
 
-// dlqRecord copies rec for the DLQ with the error headers.
+// dlqRecord is rec's dead letter (schemas/envelope), its error text
+// "reason: error" as always.
 func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
-	msg := rej.Reason
+	var cause error
 	if rej.Err != nil {
-		msg += ": " + rej.Err.Error()
+		cause = fmt.Errorf("%s: %w", rej.Reason, rej.Err)
 	}
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
-	h := make([]kgo.RecordHeader, 0, len(rec.Headers)+5)
-	h = append(h, rec.Headers...)
-	h = append(h,
-		kgo.RecordHeader{Key: "error", Value: []byte(msg)},
-		kgo.RecordHeader{Key: "error_reason", Value: []byte(rej.Reason)},
-		kgo.RecordHeader{Key: "source_topic", Value: []byte(rec.Topic)},
-		kgo.RecordHeader{Key: "source_partition", Value: []byte(strconv.FormatInt(int64(rec.Partition), 10))},
-		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(rec.Offset, 10))},
-	)
-	return &kgo.Record{Topic: r.o.dlq, Key: rec.Key, Value: rec.Value, Headers: h}
+	return (&envelope.DeadLetter{Stage: r.name, Reason: rej.Reason, Err: cause, From: rec}).Build(r.o.dlq)
 }
 
 // endTxn ends the open transaction. With commit it first produces the

@@ -110,28 +110,3 @@ func (t *Task) AppendBytes(hint int, fn func(buf []byte) []byte) []byte {
 // StringBytes returns a copy of s in memory with the lifetime of NewRecord
 // (e.g. for a header value or key taken from a string).
 func (t *Task) StringBytes(s string) []byte { return t.rt.arena.bytes.copyString(s) }
-
-// Header returns the value of the first header named key of r, or nil.
-func Header(r *kgo.Record, key string) []byte {
-	for i := range r.Headers {
-		if r.Headers[i].Key == key {
-			return r.Headers[i].Value
-		}
-	}
-	return nil
-}
-
-// ContentTypeProtobuf is the content-type header value of every roomflow
-// record.
-const ContentTypeProtobuf = "application/x-protobuf"
-
-// StandardHeaders returns the headers every roomflow record carries:
-// event_id, event_type, app_code and content-type application/x-protobuf.
-func StandardHeaders(eventID, eventType, appCode string) []kgo.RecordHeader {
-	return []kgo.RecordHeader{
-		{Key: "event_id", Value: []byte(eventID)},
-		{Key: "event_type", Value: []byte(eventType)},
-		{Key: "app_code", Value: []byte(appCode)},
-		{Key: "content-type", Value: []byte(ContentTypeProtobuf)},
-	}
-}

@@ -272,11 +272,11 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		}
 		out = append(out, Event{Envelope: env, Payload: b})
 	}
-	envs := make([]*roomv1.EventEnvelope, len(out))
+	values := make([][]byte, len(out))
 	for i, e := range out {
-		envs[i] = e.Envelope
+		values[i] = e.Payload
 	}
-	return out, BuildOracleTimers(envs, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
+	return out, BuildOracleTimers(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
 }
 
 // abandonKind is how a session of a Timers scenario is left open on purpose.

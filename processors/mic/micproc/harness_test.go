@@ -20,6 +20,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
@@ -130,7 +131,7 @@ func (e *env) produce(evs []mic.Event) {
 	for i := range evs {
 		ev := &evs[i]
 		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)),
-			Value: ev.Encode(), Headers: runtime.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)})
+			Value: ev.Encode(), Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))})
 	}
 	e.produceRaw(recs)
 }

@@ -73,6 +73,7 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Name is the processor's name in metrics and logs.
@@ -514,11 +515,7 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 	app := t.StringBytes(appCode)
 	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
-		h := hdrs[4*i : 4*i+4 : 4*i+4]
-		h[0] = kgo.RecordHeader{Key: "event_id", Value: t.StringBytes(eventID)}
-		h[1] = kgo.RecordHeader{Key: "event_type", Value: eventType}
-		h[2] = kgo.RecordHeader{Key: "app_code", Value: app}
-		h[3] = kgo.RecordHeader{Key: "content-type", Value: contentType}
+		h := envelope.AppendHeaders(hdrs[4*i:4*i:4*i+4], t.StringBytes(eventID), eventType, app)
 		r := t.NewRecord()
 		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
 		t.Emit(r)
@@ -546,7 +543,6 @@ func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic
 }
 
 var (
-	contentType           = []byte(runtime.ContentTypeProtobuf)
 	typeLedgerCompensated = []byte(mic.EventTypeMicSessionCompensated)
 	typeClosed            = []byte(mic.EventTypeSessionClosed)
 	typeDaily             = []byte(mic.EventTypeDailyStatsUpdated)
@@ -588,10 +584,21 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	}
 	var v mic.Session
 	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
-		s.err = runtime.CorruptState(s.key(id), err)
+		s.err = stateError(s.key(id), err)
 		return mic.Session{}, false
 	}
 	return v, true
+}
+
+// stateError is the error of a state value of key that does not decode. A
+// value a newer release wrote (a rolling upgrade side by side) is not
+// corrupt: the record's partition stalls and retries until an instance of
+// that release owns it, instead of dead-lettering the record.
+func stateError(key string, err error) error {
+	if errors.Is(err, envelope.ErrNewerVersion) {
+		return fmt.Errorf("mic: state value of key %x: %w", key, err)
+	}
+	return runtime.CorruptState(key, err)
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
@@ -609,7 +616,7 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = runtime.CorruptState(mic.DayRoomsKey(appCode, userID, day), err)
+		s.err = stateError(mic.DayRoomsKey(appCode, userID, day), err)
 	}
 	return d
 }
