@@ -3,7 +3,9 @@ GO ?= go
 PROTO_FILES := $(shell find schemas/proto -name '*.proto' | sort)
 TEST_TIMEOUT ?= 14m
 
-.PHONY: build test unit lint proto proto-tools bench demo
+CHAOS_DURATION ?= 10m
+
+.PHONY: build test unit lint proto proto-tools bench demo chaos
 
 build:
 	$(GO) build -o bin/roomflow ./cmd/roomflow
@@ -12,6 +14,12 @@ build:
 ## shuffled order (order dependence fails here; the seed is printed: -shuffle=SEED).
 test: lint
 	$(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
+
+## chaos: the pipeline chaos run (docs/reliability.md), 10 minutes of seeded faults
+## by default; CHAOS_SEED=<n> replays a run, CHAOS_DURATION=2m is make test's profile.
+chaos:
+	ROOMFLOW_CHAOS_DURATION=$(CHAOS_DURATION) ROOMFLOW_CHAOS_SEED=$(CHAOS_SEED) \
+	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./cmd/roomflow/
 
 unit:
 	$(GO) test -count=1 -short ./...

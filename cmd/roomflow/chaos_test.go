@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.yaml.in/yaml/v3"
@@ -20,19 +23,24 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
-// chaosChildEnv names the config file of a chaos child process.
-const chaosChildEnv = "ROOMFLOW_CHAOS_CHILD_CONFIG"
+const (
+	// chaosChildEnv names the config file of a chaos child process.
+	chaosChildEnv = "ROOMFLOW_CHAOS_CHILD_CONFIG"
+	// chaosArgsEnv holds the child's command line (\x1f separated).
+	chaosArgsEnv = "ROOMFLOW_CHAOS_CHILD_ARGS"
+)
 
 // TestHelperChaosChild is not a test: it is the body of a child process of
-// TestPipelineChaosSIGKILL, running the real command tree (`roomflow run
-// --config <file>`) until SIGTERM or SIGKILL. Without the environment
-// variable it returns at once.
+// TestPipelineChaos, running one real command (`roomflow relay`, `process`,
+// `sink`, `publish-im` with --config <file>) until SIGTERM or SIGKILL.
+// Without the environment variable it returns at once.
 func TestHelperChaosChild(t *testing.T) {
 	path := os.Getenv(chaosChildEnv)
 	if path == "" {
@@ -41,7 +49,7 @@ func TestHelperChaosChild(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	root := newRoot()
-	root.SetArgs([]string{"run", "--config", path})
+	root.SetArgs(append(strings.Split(os.Getenv(chaosArgsEnv), "\x1f"), "--config", path))
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "roomflow:", err)
 		os.Exit(1)
@@ -49,54 +57,84 @@ func TestHelperChaosChild(t *testing.T) {
 	os.Exit(0)
 }
 
-// chaosChild is one `roomflow run` process of the chaos test.
-type chaosChild struct {
-	n    int
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func (c *chaosChild) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
+// chaosProfile is what a run is: its seed (the fault schedule and the
+// traffic), how long faults are injected and which kinds. ROOMFLOW_CHAOS_SEED
+// and ROOMFLOW_CHAOS_DURATION set the first two; by default a random seed
+// and the 2-minute profile `make test` runs (`make chaos`: 10 minutes).
+// ROOMFLOW_CHAOS_FAULTS (comma separated kinds) narrows a replay down to
+// some kinds of fault; the schedule of those kinds changes with it.
+func chaosProfile(t *testing.T) (seed uint64, d time.Duration, only map[string]bool) {
+	d = 2 * time.Minute
+	if v := os.Getenv("ROOMFLOW_CHAOS_FAULTS"); v != "" {
+		only = map[string]bool{}
+		for _, k := range strings.Split(v, ",") {
+			only[strings.TrimSpace(k)] = true
+		}
 	}
-}
-
-func (c *chaosChild) tail() string {
-	b, _ := os.ReadFile(c.log)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	if v := os.Getenv("ROOMFLOW_CHAOS_DURATION"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < time.Minute {
+			t.Fatalf("ROOMFLOW_CHAOS_DURATION=%q: want a duration of at least 1m", v)
+		}
 	}
-	return string(b)
+	if v := os.Getenv("ROOMFLOW_CHAOS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("ROOMFLOW_CHAOS_SEED=%q: %v", v, err)
+		}
+		return seed, d, only
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000, d, only
 }
 
-// TestPipelineChaosSIGKILL runs the whole pipeline (relay, room and mic
-// processors, MySQL sink, publish-im) as real `roomflow run` processes
-// while a loadgen scenario is written into room_outbox at a steady rate,
-// SIGKILLs them at random moments (once while two of them run side by
-// side, so rebalances and transactional fencing between live instances
-// happen too), and then lets one run until the pipeline converges. Every
-// stage must have acted exactly once: the MySQL facts equal the oracle,
-// every room_outbox row is delivered, the fake Tencent IM accepted every
-// message once, and the committed topics hold every room event and every
-// closed session's UserMicSessionClosed exactly once.
-func TestPipelineChaosSIGKILL(t *testing.T) {
+// Timer windows of the run: short, so the timers close sessions during it,
+// with every real event of a session at least chaosMargin away from its
+// due time, so no fault below can decide between a timer close and a real
+// event (upstream delays stay well under it).
+const (
+	chaosPendingMaxAge    = 40 * time.Second
+	chaosPublishingMaxAge = 60 * time.Second
+	chaosMargin           = 25 * time.Second
+	// chaosLateDown is how long after the timer close a late down comes:
+	// longer than a mic-input-stall, so the stall cannot decide the close.
+	chaosLateDown       = 60 * time.Second
+	chaosSessionTimeout = 3 * time.Second
+)
+
+// TestPipelineChaos runs the pipeline as separate processes — two relays
+// (leader and standby), two processor instances, two MySQL sinks and one
+// IM publisher, each with its own --instance-id (static membership) — on a kfake cluster
+// and a fake Tencent IM hosted here, while wall-clock traffic (with mic
+// sessions left unpublished or without down on purpose, closed by the mic
+// timers) is written into room_outbox, and injects faults drawn from a
+// seeded schedule: SIGKILL and restart, SIGSTOP beyond the session timeout
+// (zombies), partition leader and coordinator moves, fetch, produce, EndTxn
+// and offset-commit errors, EndTxn held at the broker, KILL CONNECTION on
+// the children's MySQL connections, row locks on fact rows, and IM errors,
+// slowness, MsgFreqCtrl drops and lost answers. Then every stage must have
+// acted exactly once: MySQL facts equal the oracle (timer closes included),
+// every session closed exactly once on the public topic with the oracle's
+// end, every IM message accepted once, every room event relayed once.
+//
+// ROOMFLOW_CHAOS_SEED replays a run's schedule and traffic;
+// ROOMFLOW_CHAOS_DURATION sets its length (`make chaos`).
+func TestPipelineChaos(t *testing.T) {
 	if os.Getenv(chaosChildEnv) != "" {
 		return
 	}
-	session := 2500 * time.Millisecond
+	if testing.Short() {
+		t.Skip("chaos run: minutes long")
+	}
+	seed, dur, only := chaosProfile(t)
+	t.Logf("chaos seed %d, faults for %s (replay: ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s)", seed, dur, seed, dur)
 	k := testenv.NewKafka(t, testenv.FakeOpts(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
 	if k.Fake == nil {
-		session = 6 * time.Second // a real broker's group.min.session.timeout.ms
+		t.Skip("the chaos run injects faults through kfake (Fault, ControlKey, MoveTopicPartition); it cannot on a real cluster")
 	}
 	m := testenv.NewMySQL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := context.Background()
 
 	const secret = "chaos-secret-key-not-for-production"
 	im := imfake.New(imfake.Config{SDKAppID: 1400000001, AdminIdentifier: "administrator", SecretKey: secret})
@@ -106,25 +144,22 @@ func TestPipelineChaosSIGKILL(t *testing.T) {
 	}
 	defer stopIM() //nolint:errcheck // test teardown
 
-	sc := loadgen.DefaultScenario()
-	sc.Seed = rand.Uint64()
-	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 600, 1200, 120, 40
-	sc.EventIDPrefix = testenv.UniqueName(t)
-	events, oracle := sc.Generate()
-	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
-		t.Fatal(err)
-	}
-
 	cfg := testenv.Config(t, k, m)
-	cfg.AppCode = sc.AppCode
-	cfg.Log.Level, cfg.Log.Format = "warn", "text"
-	cfg.Kafka.SessionTimeout = config.Duration(session)
+	cfg.MySQL.DSN = chaosChildDSN(t, m)
+	cfg.AppCode = "hyapp"
+	cfg.Log.Level, cfg.Log.Format = "info", "text"
+	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_LEVEL"); v != "" { // debug, to follow a replay
+		cfg.Log.Level = v
+	}
+	cfg.Kafka.SessionTimeout = config.Duration(chaosSessionTimeout)
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey = imURL, 1400000001, secret
-	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour) // the scenario lies in the past
+	cfg.Mic.PendingPublishMaxAge = config.Duration(chaosPendingMaxAge)
+	cfg.Mic.PublishingSessionMaxAge = config.Duration(chaosPublishingMaxAge)
+	cfg.Mic.CompensationInterval = config.Duration(time.Second)
 	cfg.Relay.FailoverTimeout = config.Duration(2 * time.Second)
 	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
-	cfg.Shutdown.Timeout = config.Duration(3 * time.Second)
 	cfg.IM.FastPathDelay = 0 // no room-service publishes by itself here
+	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second) // a killed child's claims expire soon
 	if err := cfg.Validate(); err != nil {
@@ -135,257 +170,356 @@ func TestPipelineChaosSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_DIR"); v != "" { // keep the children's logs after the run
+		dir = filepath.Join(v, fmt.Sprintf("seed-%d-%d", seed, time.Now().Unix()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("children's logs in %s", dir)
+	}
 	cfgPath := filepath.Join(dir, "roomflow.yaml")
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	var all []*chaosChild
-	start := func() *chaosChild {
-		c := &chaosChild{n: len(all) + 1, log: filepath.Join(dir, fmt.Sprintf("child-%d.log", len(all)+1)), done: make(chan struct{})}
-		f, err := os.Create(c.log)
+	childUser, _ := mysql.ParseDSN(cfg.MySQL.DSN)
+	h := &chaosHarness{
+		t: t, dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
+		session: chaosSessionTimeout, adm: kadm.NewClient(k.Client(t)),
+		groups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group},
+		rng:    mrand.New(mrand.NewPCG(seed, seed^0x5eed)), faults: map[string]int{}, active: map[string]int{}, t0: time.Now(),
+	}
+	tp := cfg.Kafka.Topics
+	h.topics = []string{tp.RoomEvents, tp.UserMicEvents, tp.MicStateChangelog, tp.MicStateChangelog, tp.MicLedger,
+		tp.MicSessionClosed, tp.LuckyPoolInflow, tp.RelayOffsets}
+	h.changelog, h.micInput, h.micGroup = tp.MicStateChangelog, tp.UserMicEvents, cfg.Process.MicGroup
+	for _, c := range [][]string{
+		{"relay-1", "relay", "--instance-id", "relay-1"},
+		{"relay-2", "relay", "--instance-id", "relay-2"},
+		{"process-a", "process", "--instance-id", "process-a"},
+		{"process-b", "process", "--instance-id", "process-b"},
+		{"sink-1", "sink", "--instance-id", "sink-1"},
+		{"sink-2", "sink", "--instance-id", "sink-2"},
+		{"publish-im", "publish-im", "--instance-id", "publish-im"},
+	} {
+		if c[1] == "process" {
+			h.processors = append(h.processors, len(h.procs))
+		}
+		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:]})
+	}
+	t.Cleanup(h.killAll)
+	for _, p := range h.procs {
+		p.start()
+	}
+	// Traffic starts once every group has its members, so the first
+	// events do not wait for the start-up (the timers would not).
+	testenv.Eventually(t, 2*time.Minute, "every consumer group stable with its members", func() bool {
+		dg, err := h.adm.DescribeGroups(ctx, h.groups...)
 		if err != nil {
-			t.Fatal(err)
+			return false
 		}
-		c.cmd = testenv.ChildCommand("^TestHelperChaosChild$", chaosChildEnv+"="+cfgPath)
-		c.cmd.Stdout, c.cmd.Stderr = f, f
-		if err := c.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { c.err = c.cmd.Wait(); f.Close(); close(c.done) }()
-		all = append(all, c)
-		return c
-	}
-	t.Cleanup(func() {
-		for _, c := range all {
-			if !c.exited() {
-				_ = c.cmd.Process.Kill()
-				<-c.done
+		for _, g := range dg {
+			if g.Err != nil || g.State != "Stable" || len(g.Members) == 0 {
+				return false
 			}
 		}
+		return true
 	})
-	kills, selfExits := 0, 0
-	kill := func(c *chaosChild) {
-		err := c.cmd.Process.Signal(syscall.SIGKILL)
-		<-c.done
-		if err != nil { // it stopped by itself just before
-			selfExits++
-			t.Logf("child %d exited by itself (%v); log tail:\n%s", c.n, c.err, c.tail())
-			return
-		}
-		kills++
-	}
-	// live drops (and logs) children that exited on their own: a child
-	// whose transactional id was fenced by a newer one stops.
-	live := func(cs []*chaosChild) []*chaosChild {
-		var out []*chaosChild
-		for _, c := range cs {
-			if c.exited() {
-				selfExits++
-				t.Logf("child %d exited by itself (%v); log tail:\n%s", c.n, c.err, c.tail())
-				continue
-			}
-			out = append(out, c)
-		}
-		return out
-	}
-	// settle waits until no consumer group is rebalancing. kfake (unlike a
-	// Kafka broker) starts no session timer for a member whose JoinGroup
-	// answer it could not deliver, so a process killed while its members
-	// wait in their first join would stall those groups for the whole
-	// rebalance timeout (60s) instead of kafka.session_timeout. Kills still
-	// land at random points of processing, batches and transactions.
-	groups := []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group}
-	adm := kadm.NewClient(k.Client(t))
-	settle := func() {
-		if k.Fake == nil {
-			return
-		}
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			dg, err := adm.DescribeGroups(ctx, groups...)
-			if err != nil {
-				continue
-			}
-			stable := 0
-			for _, g := range dg {
-				if g.Err == nil && g.State == "Stable" {
-					stable++
-				}
-			}
-			if stable == len(groups) {
-				return
-			}
-		}
-		t.Log("consumer groups did not settle within 20s; killing anyway")
-	}
-	sleep := func(min, max time.Duration) { time.Sleep(min + rand.N(max-min)) }
 
 	t0 := time.Now()
-	written := make(chan error, 1)
+	h.logf("traffic and faults start (t0 = %d ms)", t0.UnixMilli())
+	sc := chaosScenario(seed, dur, t0)
+	events, oracle := sc.Generate()
+	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
+		t.Fatal(err)
+	}
+	type writeResult struct {
+		n    int
+		late time.Duration
+		err  error
+		at   time.Time
+	}
+	written := make(chan writeResult, 1)
 	go func() {
-		// ~3.4k events over ~22s: the kills below all land while rows
-		// are still arriving.
-		_, err := loadgen.WriteOutbox(ctx, m.DB, events, 50, float64(len(events))/22)
-		written <- err
+		n, late, err := loadgen.WriteOutboxLive(ctx, m.DB, events, 200)
+		written <- writeResult{n, late, err, time.Now()}
 	}()
 
-	running := []*chaosChild{start()}
-	target := 4 + rand.IntN(3) // 4..6 SIGKILLs
-	doubled := false
-	for kills < target {
-		sleep(1500*time.Millisecond, 3500*time.Millisecond)
-		if kills == 1 && !doubled {
-			// Two live instances: the groups rebalance between them and
-			// the newer one's transactional ids fence the older one's
-			// (same host name, so the same ids), which then stops.
-			doubled = true
-			running = append(running, start())
-			sleep(2*time.Second, 4*time.Second)
-		}
-		if running = live(running); len(running) == 0 {
-			running = append(running, start())
-			continue
-		}
-		settle()
-		j := rand.IntN(len(running))
-		kill(running[j])
-		running = append(running[:j], running[j+1:]...)
-		if len(running) == 0 {
-			running = append(running, start())
-		}
+	h.run(t0.Add(dur), only)
+	w := <-written
+	if w.err != nil {
+		t.Fatalf("write room_outbox: %v", w.err)
 	}
-	for len(running) > 1 {
-		kill(running[0])
-		running = running[1:]
+	lastFault := h.heal()
+	// Convergence is timed from the later of the last fault's end and the
+	// last write (the traffic may outlast the faults by a few seconds).
+	settled := lastFault
+	if w.at.After(settled) {
+		settled = w.at
 	}
-	final := running[0]
-	if err := <-written; err != nil {
-		t.Fatalf("write room_outbox: %v", err)
-	}
-	writtenAt := time.Since(t0)
-	t.Logf("%d events (%d IM messages, %d mic sessions) written in %s; %d SIGKILLs, %d processes, %d stopped by themselves",
-		len(events), oracle.IMMessages, len(oracle.Sessions), writtenAt.Round(time.Millisecond), kills, len(all), selfExits)
+	h.logf("faults over: the last one ended at t+%s, the last row was written at t+%s; waiting for convergence",
+		lastFault.Sub(t0).Round(100*time.Millisecond), w.at.Sub(t0).Round(100*time.Millisecond))
 
+	// Converged: facts equal the oracle (every timer close due by now),
+	// every row delivered, every IM message accepted.
 	var rep loadgen.Report
 	var delivered int
-	converged := false
-	for deadline := time.Now().Add(75 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if final.exited() {
-			t.Fatalf("the last child exited before convergence (%v); log tail:\n%s", final.err, final.tail())
-		}
+	converged := time.Time{}
+	deadline := settled.Add(4 * time.Minute)
+	for time.Now().Before(deadline) {
 		if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'delivered'").Scan(&delivered); err != nil {
 			t.Fatal(err)
 		}
-		if rep.OK() && delivered == len(events) && im.Stats().Accepted >= oracle.IMMessages {
-			converged = true
+		if rep.OK() && delivered == len(events) && len(im.AcceptedByEvent()) >= oracle.IMMessages {
+			converged = time.Now()
 			break
 		}
-		// ROOMFLOW_CHAOS_PROGRESS=1 logs every step: which stage lags.
-		if os.Getenv("ROOMFLOW_CHAOS_PROGRESS") != "" {
-			var statuses string
-			_ = m.DB.QueryRowContext(ctx, "SELECT GROUP_CONCAT(CONCAT(status, ':', n)) FROM (SELECT status, COUNT(*) n FROM room_outbox GROUP BY status) s").Scan(&statuses)
-			var gs []string
-			if lags, err := adm.Lag(ctx, groups...); err == nil {
-				for _, g := range groups {
-					l := lags[g]
-					gs = append(gs, fmt.Sprintf("%s=%s/%d members/lag %d", g[len(g)-4:], l.State, len(l.Members), l.Lag.Total()))
-				}
-			}
-			t.Logf("%s: %d diffs, %s, IM %d/%d %v", time.Since(t0).Round(time.Second), len(rep.Diffs), statuses, im.Stats().Accepted, oracle.IMMessages, gs)
-		}
+		time.Sleep(time.Second)
 	}
-	if !converged {
-		t.Fatalf("no convergence: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d accepted; last child's log:\n%s",
-			len(rep.Diffs), firstDiff(rep), delivered, len(events), im.Stats().Accepted, oracle.IMMessages, final.tail())
+	if converged.IsZero() {
+		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d",
+			len(rep.Diffs), firstDiff(rep), delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages)
 	}
-	t.Logf("converged %s after the last write, %s after the first (kills: %d)",
-		(time.Since(t0) - writtenAt).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), kills)
+	h.stopAll(cfg.Shutdown.Timeout.D() - 2*time.Second)
 
-	// Stop the last child cleanly: no transaction stays open, so the
-	// topics can be read read_committed to their end.
-	if err := final.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	// The verdict, from what the stopped pipeline left.
+	if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case <-final.done:
-		if final.err != nil {
-			t.Errorf("last child on SIGTERM: %v; log tail:\n%s", final.err, final.tail())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("last child did not stop within 20s of SIGTERM; log tail:\n%s", final.tail())
-	}
-
-	// MySQL facts again, now that nothing runs.
-	if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil || !rep.OK() {
-		t.Fatalf("facts after stop: %v %d differences (first: %v)", err, len(rep.Diffs), firstDiff(rep))
-	}
-	if rep.LifetimeRows == 0 || rep.DailyRows == 0 || rep.PoolRows == 0 {
-		t.Fatalf("facts compared nothing: %+v", rep)
 	}
 	var rows, notDelivered int
 	if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'delivered'), 0) FROM room_outbox").Scan(&rows, &notDelivered); err != nil {
 		t.Fatal(err)
 	}
-	if rows != len(events) || notDelivered != 0 {
-		t.Errorf("room_outbox: %d rows, %d not delivered; want %d rows all delivered", rows, notDelivered, len(events))
-	}
-
-	// Tencent IM: each message accepted exactly once.
-	byEvent := im.AcceptedByEvent()
-	if len(byEvent) != oracle.IMMessages {
-		t.Errorf("IM accepted %d distinct events, want %d", len(byEvent), oracle.IMMessages)
-	}
-	for id, n := range byEvent {
-		if n != 1 {
-			t.Errorf("IM accepted event %s %d times", id, n)
-		}
-	}
-	if st := im.Stats(); st.Accepted != oracle.IMMessages {
-		t.Errorf("IM accepted %d messages, want %d (stats %+v)", st.Accepted, oracle.IMMessages, st)
-	}
-
-	// The committed room events: every event exactly once.
+	imDiffs := imDifferences(im, oracle)
 	want := map[string]bool{}
 	for _, e := range events {
 		want[e.Envelope.EventId] = true
 	}
 	seen := map[string]int{}
-	for _, r := range k.DrainCommitted(t, cfg.Kafka.Topics.RoomEvents) {
+	for _, r := range k.DrainCommitted(t, tp.RoomEvents) {
 		var env roomv1.EventEnvelope
 		if err := proto.Unmarshal(r.Value, &env); err != nil {
 			t.Fatalf("room event at %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 		}
 		seen[env.EventId]++
 	}
-	checkOnce(t, "room events topic", seen, want)
+	roomDiffs := onceDifferences(seen, want)
+	closedDiffs := closedDifferences(t, k, tp.MicSessionClosed, oracle)
+	consumedDiffs := consumptionDifferences(t, m, sc.AppCode, events, oracle)
 
-	// The public session-closed topic: one UserMicSessionClosed per closed
-	// session of the oracle.
-	want = map[string]bool{}
+	closes := map[string]int{}
 	for _, s := range oracle.Sessions {
-		want[s.ID] = true
+		if strings.HasPrefix(s.EndReason, "compensated_") {
+			closes[s.EndReason]++
+		} else {
+			closes["down"]++
+		}
 	}
-	if len(want) == 0 {
-		t.Fatal("the oracle closed no session")
+	var selfExits []string
+	for _, p := range h.procs {
+		if p.selfExits > 0 {
+			selfExits = append(selfExits, fmt.Sprintf("%s %d", p.name, p.selfExits))
+		}
 	}
-	seen = map[string]int{}
-	for _, r := range k.DrainCommitted(t, cfg.Kafka.Topics.MicSessionClosed) {
+	convergedIn := "did not converge"
+	if !converged.IsZero() {
+		convergedIn = converged.Sub(settled).Round(100 * time.Millisecond).String()
+	}
+	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs)
+	t.Logf("chaos run seed %d, %s of faults:%s", seed, dur, h.table([][2]string{
+		{"room events written", fmt.Sprintf("%d (writer at most %s late)", len(events), w.late.Round(time.Millisecond))},
+		{"mic sessions", fmt.Sprintf("%d: %d by down, %d publish timeout, %d publishing window", len(oracle.Sessions),
+			closes["down"], closes["compensated_publish_timeout"], closes["compensated_publishing_max_window"])},
+		{"IM messages / lucky gifts", fmt.Sprintf("%d / %d", oracle.IMMessages, oracle.LuckyGifts)},
+		{"fact differences (MySQL)", fmt.Sprintf("%d of %d rows", len(rep.Diffs), rep.LifetimeRows+rep.DailyRows+rep.SessionRows+rep.PoolRows)},
+		{"mic events consumed otherwise", fmt.Sprint(len(consumedDiffs))},
+		{"room_outbox not delivered", fmt.Sprint(notDelivered)},
+		{"room events not exactly once", fmt.Sprint(len(roomDiffs))},
+		{"sessions closed not exactly once", fmt.Sprint(len(closedDiffs))},
+		{"IM messages not accepted once", fmt.Sprint(len(imDiffs))},
+		{"differences in total", fmt.Sprint(diffs)},
+		{"converged after last fault/write", convergedIn},
+		{"children that exited by themselves", strings.Join(append(selfExits, ""), " ")},
+	}))
+	if diffs > 0 || converged.IsZero() {
+		if len(rep.Diffs) > 0 {
+			t.Errorf("%d fact differences, first ones: %s", len(rep.Diffs), firstN(rep.Diffs, 10))
+		}
+		if rows != len(events) || notDelivered != 0 {
+			t.Errorf("room_outbox: %d rows, %d not delivered; want %d rows all delivered", rows, notDelivered, len(events))
+		}
+		for what, d := range map[string][]string{"IM": imDiffs, "room events topic": roomDiffs, "mic_session_closed topic": closedDiffs,
+			"user_mic_event_consumption": consumedDiffs} {
+			if len(d) > 0 {
+				t.Errorf("%s: %d differences: %s", what, len(d), firstN(d, 10))
+			}
+		}
+		if converged.IsZero() {
+			t.Errorf("the pipeline did not converge within 4 minutes of the last fault or write")
+		}
+		t.Errorf("replay with ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s; children:\n%s", seed, dur, h.tails())
+	}
+	if rep.LifetimeRows == 0 || rep.SessionRows == 0 || rep.PoolRows == 0 || closes["compensated_publish_timeout"] == 0 {
+		t.Errorf("the run compared nothing or closed nothing by timer: %+v %v", rep, closes)
+	}
+}
+
+// chaosScenario is the run's traffic: sessions starting over the fault
+// window (all their events written by its end), gifts, and 15% of sessions
+// abandoned early enough that their timer closes and late downs fall
+// inside the window.
+func chaosScenario(seed uint64, dur time.Duration, start time.Time) loadgen.Scenario {
+	sc := loadgen.DefaultScenario()
+	sc.Seed = seed
+	secs := int(dur.Seconds())
+	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 4*secs, 8*secs, 50+4*secs/3, 40
+	sc.EventIDPrefix = fmt.Sprintf("chaos%d", seed)
+	sc.Start = start.Add(time.Second)
+	sc.Span = dur - 20*time.Second
+	sc.MaxSessionLength = 15 * time.Second
+	sc.Timers = &loadgen.TimerPolicy{PendingPublishMaxAge: chaosPendingMaxAge, PublishingSessionMaxAge: chaosPublishingMaxAge}
+	sc.TimerMargin = chaosMargin
+	sc.Abandoned = 0.15
+	sc.LateDownAfter = chaosLateDown
+	// every abandoned session's last event (a late down at most
+	// pending max age + late down after its start) lies in the window
+	sc.AbandonWithin = max(dur-chaosPendingMaxAge-chaosLateDown-5*time.Second, 15*time.Second)
+	return sc
+}
+
+// chaosChildDSN creates a MySQL user of its own for the children on m's
+// database (dropped at cleanup), so the harness can find and kill their
+// connections and only theirs; it returns the children's DSN.
+func chaosChildDSN(t *testing.T, m *testenv.MySQL) string {
+	t.Helper()
+	user := "rf" + strings.TrimPrefix(testenv.UniqueName(t), "t_")
+	if len(user) > 32 {
+		user = user[len(user)-32:]
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE USER '" + user + "'@'%' IDENTIFIED BY 'chaos'",
+		"GRANT ALL ON `" + m.Name + "`.* TO '" + user + "'@'%'",
+	} {
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			t.Fatalf("chaos: %s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() { _, _ = m.DB.ExecContext(context.Background(), "DROP USER IF EXISTS '"+user+"'@'%'") })
+	dc, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.User, dc.Passwd = user, "chaos"
+	return dc.FormatDSN()
+}
+
+// imDifferences lists IM events not accepted exactly once.
+func imDifferences(im *imfake.Server, o *loadgen.Oracle) []string {
+	var d []string
+	by := im.AcceptedByEvent()
+	for id, n := range by {
+		if n != 1 {
+			d = append(d, fmt.Sprintf("%s accepted %d times", id, n))
+		}
+	}
+	if len(by) != o.IMMessages {
+		d = append(d, fmt.Sprintf("%d distinct events accepted, want %d", len(by), o.IMMessages))
+	}
+	return d
+}
+
+// closedDifferences reads the public session-closed topic read_committed
+// and lists every session of the oracle not closed exactly once, or closed
+// with another end than the oracle's, and every close of no such session.
+func closedDifferences(t *testing.T, k *testenv.Kafka, topic string, o *loadgen.Oracle) []string {
+	want := map[string]loadgen.MicSession{}
+	for _, s := range o.Sessions {
+		want[s.ID] = s
+	}
+	seen := map[string]int{}
+	var d []string
+	for _, r := range k.DrainCommitted(t, topic) {
 		var c userv1.UserMicSessionClosed
 		if err := proto.Unmarshal(r.Value, &c); err != nil {
 			t.Fatalf("session closed at %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 		}
 		seen[c.MicSessionId]++
+		w, ok := want[c.MicSessionId]
+		if !ok {
+			continue
+		}
+		if c.EndedAtMs != w.EndMs || c.EndReason != w.EndReason || c.SeatOccupiedMs != w.EndMs-w.SeatStartMs {
+			d = append(d, fmt.Sprintf("%s closed at %d (%s), want %d (%s)", c.MicSessionId, c.EndedAtMs, c.EndReason, w.EndMs, w.EndReason))
+		}
 	}
-	checkOnce(t, "mic_session_closed topic", seen, want)
+	wantIDs := map[string]bool{}
+	for id := range want {
+		wantIDs[id] = true
+	}
+	return append(d, onceDifferences(seen, wantIDs)...)
 }
 
-// checkOnce fails the test unless seen counts every id of want exactly
-// once and nothing else.
-func checkOnce(t *testing.T, what string, seen map[string]int, want map[string]bool) {
+// consumptionDifferences lists where user_mic_event_consumption differs
+// from what the oracle implies: one row per mic event, consumed, except a
+// down of a session the timer had closed (skipped as
+// session_already_closed), and one consumed row per timer close.
+func consumptionDifferences(t *testing.T, m *testenv.MySQL, appCode string, events []loadgen.Event, o *loadgen.Oracle) []string {
 	t.Helper()
+	ended := map[string]string{}
+	want := map[string]string{}
+	for _, s := range o.Sessions {
+		ended[s.ID] = s.EndReason
+		if strings.HasPrefix(s.EndReason, "compensated_") {
+			want[mic.CompensatedEventID(s.ID)] = mic.StatusConsumed
+		}
+	}
+	for _, e := range events {
+		if e.Envelope.EventType != "RoomMicChanged" {
+			continue
+		}
+		var mc roomv1.RoomMicChanged
+		if err := proto.Unmarshal(e.Envelope.Payload, &mc); err != nil {
+			t.Fatal(err)
+		}
+		want[e.Envelope.EventId] = mic.StatusConsumed
+		if mc.Action == "down" && strings.HasPrefix(ended[mc.MicSessionId], "compensated_") {
+			want[e.Envelope.EventId] = mic.StatusSkipped + " " + mic.SkipAlreadyClosed
+		}
+	}
+	rows, err := m.DB.Query("SELECT event_id, status, skip_reason FROM user_mic_event_consumption WHERE app_code = ?", appCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var d []string
+	for rows.Next() {
+		var id, status, reason string
+		if err := rows.Scan(&id, &status, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason != "" {
+			status += " " + reason
+		}
+		if w, ok := want[id]; !ok || w != status {
+			d = append(d, fmt.Sprintf("%s: %q, want %q", id, status, w))
+		}
+		delete(want, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range want {
+		d = append(d, id+" missing")
+	}
+	return d
+}
+
+// onceDifferences lists the ids of want not seen exactly once and the ids
+// seen that want lacks.
+func onceDifferences(seen map[string]int, want map[string]bool) []string {
 	var bad []string
 	for id, n := range seen {
 		if n != 1 || !want[id] {
@@ -397,10 +531,20 @@ func checkOnce(t *testing.T, what string, seen map[string]int, want map[string]b
 			bad = append(bad, id+" missing")
 		}
 	}
-	if len(bad) > 0 {
-		if len(bad) > 10 {
-			bad = append(bad[:10], fmt.Sprintf("... %d more", len(bad)-10))
+	return bad
+}
+
+func firstN[T any](xs []T, n int) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i == n {
+			fmt.Fprintf(&b, "; ... %d more", len(xs)-n)
+			break
 		}
-		t.Errorf("%s: %d ids of %d not exactly once: %s", what, len(bad), len(want), strings.Join(bad, "; "))
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprint(&b, x)
 	}
+	return b.String()
 }

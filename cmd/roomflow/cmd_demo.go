@@ -295,13 +295,13 @@ roomflow demo summary
   room_outbox rows written      %d in %s (%.0f events/s)
   MySQL facts equal after       %s
   IM delivery complete after    %s (paced at 200 calls/s)
-  mic facts                     %d lifetime rows, %d daily rows equal to the oracle
+  mic facts                     %d lifetime rows, %d daily rows, %d sessions equal to the oracle
   lucky pools                   %d pool rows equal to the oracle
   Tencent IM                    %d/%d messages accepted by the fake IM, %d/%d rows delivered
   differences                   %d
   verify (from the Kafka log)   %d events re-read, %d lifetime + %d daily + %d pool rows recomputed, %d differences
 `, r.Events, r.Written.Round(time.Millisecond), float64(r.Events)/r.Written.Seconds(), r.FactsEqual.Round(time.Millisecond), r.Converged.Round(time.Millisecond),
-		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs),
+		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.SessionRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs),
 		r.VerifyEvents, r.Verify.LifetimeRows, r.Verify.DailyRows, r.Verify.PoolRows, len(r.Verify.Diffs))
 }
 

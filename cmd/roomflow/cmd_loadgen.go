@@ -29,9 +29,11 @@ func loadgenCmd(g *globals) *cobra.Command {
 	sc := loadgen.DefaultScenario()
 	sc.EventIDPrefix = fmt.Sprintf("lg%d", time.Now().Unix())
 	var (
-		to    string
-		rate  float64
-		batch int
+		to        string
+		rate      float64
+		batch     int
+		live      bool
+		abandoned float64
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -41,7 +43,15 @@ func loadgenCmd(g *globals) *cobra.Command {
 writes it into room_outbox in commit order (--to mysql, the default, as the
 room service would) or straight to the room events topic (--to kafka). It
 seeds the scenario's lucky_gift_rules row, then prints the oracle: the facts
-roomflow must produce. 'roomflow verify' checks them later.`,
+roomflow must produce. 'roomflow verify' checks them later.
+
+--live writes wall-clock traffic instead: the events lie between now and
+now + --span and each row is inserted when the clock reaches its
+occurred_at; --abandoned of the sessions are left unpublished or without a
+down on purpose, for the mic timers (mic.pending_publish_max_age,
+mic.publishing_session_max_age of the config) to close, and the oracle
+includes those closes. Every other session keeps its events a third of the
+shorter max age away from its timer's due time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -49,6 +59,17 @@ roomflow must produce. 'roomflow verify' checks them later.`,
 				return err
 			}
 			sc.AppCode = cfg.AppCode
+			if live {
+				if to != "mysql" {
+					return fmt.Errorf("--live writes to mysql only")
+				}
+				if !cmd.Flags().Changed("span") {
+					sc.Span = 10 * time.Minute
+				}
+				pol := loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
+				sc.Start, sc.Timers, sc.Abandoned = time.Now().Add(time.Second), &pol, abandoned
+				sc.TimerMargin = min(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge) / 3
+			}
 			events, o := sc.Generate()
 			ctx := cmd.Context()
 			db, err := mysqlx.Open(ctx, cfg.MySQL)
@@ -62,7 +83,12 @@ roomflow must produce. 'roomflow verify' checks them later.`,
 			start := time.Now()
 			switch to {
 			case "mysql":
-				if _, err := loadgen.WriteOutbox(ctx, db, events, batch, rate); err != nil {
+				if live {
+					_, _, err = loadgen.WriteOutboxLive(ctx, db, events, batch)
+				} else {
+					_, err = loadgen.WriteOutbox(ctx, db, events, batch, rate)
+				}
+				if err != nil {
 					return err
 				}
 			case "kafka":
@@ -87,6 +113,8 @@ roomflow must produce. 'roomflow verify' checks them later.`,
 	cmd.Flags().StringVar(&to, "to", "mysql", "mysql (room_outbox) or kafka (room events topic)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "events per second (0: as fast as possible)")
 	cmd.Flags().IntVar(&batch, "batch", 200, "rows per room_outbox transaction")
+	cmd.Flags().BoolVar(&live, "live", false, "wall-clock traffic from now over --span (default 10m), sessions closed by the mic timers included")
+	cmd.Flags().Float64Var(&abandoned, "abandoned", 0.1, "with --live: share of sessions left for the mic timers to close")
 	return cmd
 }
 

@@ -57,8 +57,8 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 			}
 			printGaps(cmd.OutOrStdout(), gaps)
 			printOracle(cmd, o)
-			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d pool rows (%d users with open sessions skipped): %d differences\n",
-				rep.LifetimeRows, rep.DailyRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
+			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
+				rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
 			for i, d := range rep.Diffs {
 				if i == 20 {
 					fmt.Fprintf(cmd.OutOrStdout(), "... %d more\n", len(rep.Diffs)-20)

@@ -106,3 +106,23 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// loadgen --live writes every row once the clock reaches its occurred_at,
+// and its oracle closes every session (the abandoned ones by the mic
+// timers of the config).
+func TestLoadgenLive(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmic:\n  pending_publish_max_age: 3s\n  publishing_session_max_age: 3s\n"
+	out, err := runCLI(t, cfg, "loadgen", "--live", "--span", "2s", "--sessions", "20", "--gifts", "10", "--users", "30",
+		"--abandoned", "0.5", "--id-prefix", "live")
+	if err != nil || !strings.Contains(out, "20 closed mic sessions (0 open)") {
+		t.Fatalf("loadgen --live: %v\n%s", err, out)
+	}
+	var rows, early int
+	if err := m.DB.QueryRow("SELECT COUNT(*), COALESCE(SUM(created_at_ms < occurred_at_ms), 0) FROM room_outbox").Scan(&rows, &early); err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 || early != 0 || !strings.Contains(out, "wrote "+strconv.Itoa(rows)+" events") {
+		t.Fatalf("%d rows, %d written before their occurred_at; output:\n%s", rows, early, out)
+	}
+}

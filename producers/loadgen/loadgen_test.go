@@ -185,8 +185,31 @@ func TestWriteOutbox(t *testing.T) {
 	// Compare on an empty fact store reports every expected row as missing.
 	_, o := sc.Generate()
 	rep, err := Compare(context.Background(), m.DB, sc.AppCode, o)
-	if err != nil || rep.OK() || len(rep.Diffs) != len(o.Lifetime)+len(o.Daily)+len(o.Pools) {
-		t.Fatalf("compare on empty tables: %d diffs for %d facts (%v)", len(rep.Diffs), len(o.Lifetime)+len(o.Daily)+len(o.Pools), err)
+	facts := len(o.Lifetime) + len(o.Daily) + len(o.Sessions) + len(o.Pools)
+	if err != nil || rep.OK() || len(rep.Diffs) != facts {
+		t.Fatalf("compare on empty tables: %d diffs for %d facts (%v)", len(rep.Diffs), facts, err)
+	}
+}
+
+// WriteOutboxLive writes each event once the wall clock reaches its
+// occurred_at, never before.
+func TestWriteOutboxLive(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	sc := DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.Users = 40, 40, 40
+	sc.Start, sc.Span, sc.MaxSessionLength = time.Now(), 1500*time.Millisecond, time.Second
+	sc.Timers = &TimerPolicy{PendingPublishMaxAge: 3 * time.Second, PublishingSessionMaxAge: 3 * time.Second}
+	evs, _ := sc.Generate()
+	n, _, err := WriteOutboxLive(context.Background(), m.DB, evs, 7)
+	if err != nil || n != len(evs) {
+		t.Fatalf("wrote %d of %d: %v", n, len(evs), err)
+	}
+	var early, count int
+	if err := m.DB.QueryRow("SELECT COUNT(*), COALESCE(SUM(created_at_ms < occurred_at_ms), 0) FROM room_outbox").Scan(&count, &early); err != nil {
+		t.Fatal(err)
+	}
+	if count != len(evs) || early != 0 {
+		t.Fatalf("%d rows (want %d), %d written before their occurred_at", count, len(evs), early)
 	}
 }
 
@@ -212,5 +235,117 @@ func TestRecordsAreTheRelays(t *testing.T) {
 			h["occurred_at_ms"] != strconv.FormatInt(env.OccurredAtMs, 10) || h["content-type"] != "application/x-protobuf" {
 			t.Fatalf("record %d: topic %s key %s headers %v, want event %v", i, r.Topic, r.Key, h, env)
 		}
+	}
+}
+
+// With timers, every session ends: a never-published one at seat start +
+// pending max age with no mic time, a published one at publishing start +
+// publishing max age, and an event after the due time (a late down) finds
+// the session closed.
+func TestOracleTimers(t *testing.T) {
+	pol := &TimerPolicy{PendingPublishMaxAge: 30 * time.Second, PublishingSessionMaxAge: 60 * time.Second}
+	o := BuildOracleTimers(values(
+		micEnv("p1", "r", 1000, &roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "pending"}),
+		micEnv("q1", "r", 1000, &roomv1.RoomMicChanged{UserId: 2, Action: "up", MicSessionId: "publishing"}),
+		micEnv("q2", "r", 3000, &roomv1.RoomMicChanged{UserId: 2, Action: "publish_confirmed", MicSessionId: "publishing"}),
+		micEnv("l1", "r", 1000, &roomv1.RoomMicChanged{UserId: 3, Action: "up", MicSessionId: "late"}),
+		micEnv("n1", "r", 1000, &roomv1.RoomMicChanged{UserId: 4, Action: "up", MicSessionId: "normal"}),
+		micEnv("n2", "r", 20000, &roomv1.RoomMicChanged{UserId: 4, Action: "down", MicSessionId: "normal", Reason: "leave"}),
+		micEnv("l2", "r", 50000, &roomv1.RoomMicChanged{UserId: 3, Action: "down", MicSessionId: "late", Reason: "leave"}),
+	), nil, "a", pol)
+	if len(o.OpenSessions) != 0 || len(o.Sessions) != 4 {
+		t.Fatalf("every session must close: %d closed, open %v", len(o.Sessions), o.OpenSessions)
+	}
+	want := map[string]MicSession{
+		"pending":    {EndMs: 31000, EndReason: "compensated_publish_timeout"},
+		"publishing": {PublishMs: 3000, EndMs: 63000, EndReason: "compensated_publishing_max_window"},
+		"late":       {EndMs: 31000, EndReason: "compensated_publish_timeout"},
+		"normal":     {EndMs: 20000, EndReason: "leave"},
+	}
+	for _, s := range o.Sessions {
+		w := want[s.ID]
+		if s.PublishMs != w.PublishMs || s.EndMs != w.EndMs || s.EndReason != w.EndReason {
+			t.Errorf("session %s: %+v, want end %d reason %s publish %d", s.ID, s, w.EndMs, w.EndReason, w.PublishMs)
+		}
+	}
+	if lt := o.Lifetime[2]; lt.MicOnlineMs != 60000 || lt.SeatOccupiedMs != 62000 {
+		t.Errorf("publishing window close: %+v", lt)
+	}
+	if lt := o.Lifetime[1]; lt.MicOnlineMs != 0 || lt.SeatOccupiedMs != 30000 {
+		t.Errorf("pending close: %+v", lt)
+	}
+}
+
+// A Timers scenario keeps every session event at least the margin away
+// from the session's due time, so the pipeline's delays cannot decide
+// between a timer close and a real event; the abandoned share is closed by
+// the timers in the oracle, in all three kinds.
+func TestScenarioTimersMargins(t *testing.T) {
+	pol := TimerPolicy{PendingPublishMaxAge: 40 * time.Second, PublishingSessionMaxAge: 60 * time.Second}
+	sc := DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.Users = 600, 100, 120
+	sc.Start, sc.Span, sc.MaxSessionLength = time.Now(), 5*time.Minute, time.Hour
+	sc.Timers, sc.TimerMargin, sc.Abandoned, sc.AbandonWithin = &pol, 20*time.Second, 0.2, time.Minute
+	// the last event: a session starting at the end of the span, or a
+	// late down of one abandoned at the end of its window
+	checkTimersScenario(t, sc, pol, sc.Span+20*time.Second+2*time.Second)
+	// the chaos run's 2-minute profile: every event within 117s
+	sc.Seed, sc.Sessions, sc.Gifts, sc.Users = 2, 480, 960, 210
+	sc.Span, sc.MaxSessionLength, sc.TimerMargin, sc.Abandoned, sc.AbandonWithin, sc.LateDownAfter =
+		100*time.Second, 15*time.Second, 25*time.Second, 0.15, 15*time.Second, time.Minute
+	checkTimersScenario(t, sc, pol, 117*time.Second)
+}
+
+func checkTimersScenario(t *testing.T, sc Scenario, pol TimerPolicy, lastAt time.Duration) {
+	t.Helper()
+	evs, o := sc.Generate()
+	if last := evs[len(evs)-1].Envelope; last.OccurredAtMs > sc.Start.Add(lastAt).UnixMilli() {
+		t.Fatalf("last event %s at +%s, want by +%s", last.EventId, time.UnixMilli(last.OccurredAtMs).Sub(sc.Start), lastAt)
+	}
+	type times struct{ up, pub int64 }
+	sess := map[string]*times{}
+	for _, e := range evs {
+		if e.Envelope.EventType != "RoomMicChanged" {
+			continue
+		}
+		var m roomv1.RoomMicChanged
+		if err := proto.Unmarshal(e.Envelope.Payload, &m); err != nil {
+			t.Fatal(err)
+		}
+		at := e.Envelope.OccurredAtMs
+		s := sess[m.MicSessionId]
+		switch m.Action {
+		case "up":
+			sess[m.MicSessionId] = &times{up: at}
+			if at > sc.Start.Add(sc.Span+2*time.Second).UnixMilli() {
+				t.Fatalf("session %s starts after the span", m.MicSessionId)
+			}
+			continue
+		case "publish_confirmed":
+			if d := at - s.up; d > 5000 {
+				t.Fatalf("session %s published %dms after up", m.MicSessionId, d)
+			}
+			s.pub = at
+		}
+		due := s.up + pol.PendingPublishMaxAge.Milliseconds()
+		if s.pub > 0 && m.Action != "publish_confirmed" {
+			due = s.pub + pol.PublishingSessionMaxAge.Milliseconds()
+		}
+		if d := at - due; d > -sc.TimerMargin.Milliseconds() && d < sc.TimerMargin.Milliseconds() {
+			t.Fatalf("session %s: %s %dms from its due time, within the margin", m.MicSessionId, m.Action, d)
+		}
+	}
+	reasons := map[string]int{}
+	for _, s := range o.Sessions {
+		reasons[s.EndReason]++
+	}
+	if len(o.OpenSessions) != 0 || len(o.Sessions) != sc.Sessions {
+		t.Fatalf("%d sessions closed, %d open; want all %d closed", len(o.Sessions), len(o.OpenSessions), sc.Sessions)
+	}
+	// two thirds of the abandoned close as pending timeouts (half of them
+	// with a late down), one third as publishing windows
+	n := sc.Abandoned * float64(sc.Sessions)
+	if p, w := reasons["compensated_publish_timeout"], reasons["compensated_publishing_max_window"]; float64(p) < n/2 || float64(w) < n/6 {
+		t.Fatalf("timer closes by reason: %v", reasons)
 	}
 }

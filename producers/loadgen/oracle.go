@@ -34,9 +34,11 @@ type RuleKey struct{ GiftID, RuleVersion string }
 // the design: a reference written independently of processors/, used by
 // tests, the demo and `roomflow verify`.
 //
-// Only sessions closed by a real `down` are accounted; sessions still open
-// (or closed by the mic processor's timers) are listed in OpenSessions and
-// their users left out of the mic comparison.
+// Without a TimerPolicy only sessions closed by a real `down` are
+// accounted; sessions still open (or closed by the mic processor's timers)
+// are listed in OpenSessions and their users left out of the mic
+// comparison. With one (BuildOracleTimers), every session ends: by its
+// `down`, or by the timer close the design prescribes.
 type Oracle struct {
 	Events       int // distinct events
 	IMMessages   int // events that produce a Tencent IM message (not no-op types)
@@ -49,6 +51,26 @@ type Oracle struct {
 	// Rejected counts lucky gifts the room processor must send to the DLQ
 	// (unknown rule version, negative heat).
 	Rejected int
+
+	timers *TimerPolicy
+}
+
+// TimerPolicy is the mic processor's timer windows (mic.pending_publish_max_age,
+// mic.publishing_session_max_age), for an oracle of traffic in wall-clock
+// time whose open sessions the timers close.
+type TimerPolicy struct {
+	PendingPublishMaxAge    time.Duration
+	PublishingSessionMaxAge time.Duration
+}
+
+// dueAtMs is when the timers close s (design "Business rules"): a pending
+// session at seat start + pending max age, a publishing one at publishing
+// start + publishing max age. The close time is also the session's end.
+func (p TimerPolicy) dueAtMs(s MicSession) (int64, string) {
+	if s.PublishMs == 0 {
+		return s.SeatStartMs + p.PendingPublishMaxAge.Milliseconds(), "compensated_publish_timeout"
+	}
+	return s.PublishMs + p.PublishingSessionMaxAge.Milliseconds(), "compensated_publishing_max_window"
 }
 
 // BuildOracle computes the expected facts of appCode's events (duplicates
@@ -59,8 +81,19 @@ type Oracle struct {
 // Events and IMMessages, which the relay and the IM publisher carry for
 // every app, but not in the facts, which Compare reads for appCode only.
 func BuildOracle(values [][]byte, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
+	return BuildOracleTimers(values, rules, appCode, nil)
+}
+
+// BuildOracleTimers is BuildOracle for traffic whose times are wall-clock
+// times, with the mic timers of pol: an event of a session that comes after
+// the session's due time finds it closed by the timer (the processor skips
+// it as session_already_closed), and every session still open after the
+// last event is closed by the timer too (the run must last until then). It
+// assumes the pipeline delivers each event well before or well after a due
+// time; Scenario.Timers generates traffic with such margins.
+func BuildOracleTimers(values [][]byte, rules map[RuleKey]LuckyRule, appCode string, pol *TimerPolicy) *Oracle {
 	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
-		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}}
+		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}, timers: pol}
 	seen := map[string]bool{}
 	var e envelope.View
 	for _, value := range values {
@@ -93,8 +126,21 @@ func BuildOracle(values [][]byte, rules map[RuleKey]LuckyRule, appCode string) *
 			}
 		}
 	}
+	if pol != nil {
+		for id, s := range o.OpenSessions {
+			o.closeByTimer(id, s)
+		}
+	}
 	o.accountSessions()
 	return o
+}
+
+// closeByTimer ends the open session s the way the mic processor's timer
+// does: at its due time, without mic online time when never published.
+func (o *Oracle) closeByTimer(id string, s MicSession) {
+	s.EndMs, s.EndReason = o.timers.dueAtMs(s)
+	delete(o.OpenSessions, id)
+	o.Sessions = append(o.Sessions, s)
 }
 
 func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
@@ -103,6 +149,12 @@ func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
 		return
 	}
 	s, open := o.OpenSessions[id]
+	if open && o.timers != nil {
+		if due, _ := o.timers.dueAtMs(s); e.OccurredAtMs > due {
+			o.closeByTimer(id, s)
+			return // the session is closed: the event is skipped
+		}
+	}
 	switch string(m.Action) {
 	case "up":
 		if !open {

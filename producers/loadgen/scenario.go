@@ -52,6 +52,22 @@ type Scenario struct {
 	// envelope (and its room_outbox row), as a room-service relying on the
 	// configured app_code would: the facts must not change.
 	OmitAppCodeEvery int
+
+	// Timers, when set, makes this wall-clock traffic (Start near now,
+	// written by WriteOutboxLive) whose open sessions the mic timers
+	// close, and the oracle predicts those closes (BuildOracleTimers).
+	// Every other session keeps its events TimerMargin clear of its due
+	// time: publish within 5s of up, length at most a max age minus the
+	// margin. The Abandoned share of sessions (seat start within
+	// AbandonWithin of Start; 0: Span) is left open on purpose, in three
+	// equal kinds: never published, published without down, and never
+	// published with a late down LateDownAfter (0: TimerMargin) after
+	// the timer closed it.
+	Timers        *TimerPolicy
+	TimerMargin   time.Duration
+	Abandoned     float64
+	AbandonWithin time.Duration
+	LateDownAfter time.Duration
 }
 
 // DefaultScenario is a small mixed load over two UTC days.
@@ -101,20 +117,81 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	startMs := s.Start.UnixMilli()
 	spanMs := s.Span.Milliseconds()
 	maxLen := max(s.MaxSessionLength.Milliseconds(), 60_000)
+	publishWithin := int64(30_000)
+	var pendingAge, publishingAge, margin, lateDown, abandonSpan int64
+	if s.Timers != nil {
+		pendingAge, publishingAge = s.Timers.PendingPublishMaxAge.Milliseconds(), s.Timers.PublishingSessionMaxAge.Milliseconds()
+		margin = s.TimerMargin.Milliseconds()
+		lateDown = margin
+		if s.LateDownAfter > 0 {
+			lateDown = s.LateDownAfter.Milliseconds()
+		}
+		maxLen = max(min(s.MaxSessionLength.Milliseconds(), pendingAge-margin, publishingAge-margin)-1000, 1000) // + 1s below
+		publishWithin = 5000
+		abandonSpan = spanMs
+		if s.AbandonWithin > 0 {
+			abandonSpan = min(s.AbandonWithin.Milliseconds(), spanMs)
+		}
+	}
 	room := func() string { return fmt.Sprintf("room-%d", r.IntN(s.Rooms)) }
 
 	// Sessions: each user's sessions are sequential and never overlap.
 	nextFree := make([]int64, s.Users)
 	reasons := []string{"leave", "kick", "room_closed", "publish_timeout", "presence_stale", "rtc_audio_stopped"}
-	for i := 0; i < s.Sessions; i++ {
+	// A Timers scenario places its sessions in time order, each on a user
+	// free at its start, so sessions keep their planned times (the timers
+	// measure them against the clock).
+	type plan struct {
+		abandon abandonKind
+		at      int64
+	}
+	order := make([]int, s.Sessions)
+	for i := range order {
+		order[i] = i
+	}
+	var plans []plan
+	if s.Timers != nil {
+		plans = make([]plan, s.Sessions)
+		for i := range plans {
+			plans[i].at = startMs + r.Int64N(spanMs)
+			if r.Float64() < s.Abandoned {
+				plans[i] = plan{abandon: abandonKind(1 + r.IntN(3)), at: startMs + r.Int64N(abandonSpan)}
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return plans[order[a]].at < plans[order[b]].at })
+	}
+	for _, i := range order {
 		u := r.IntN(s.Users)
 		userID := int64(100000 + u)
-		seat := max(nextFree[u], startMs+r.Int64N(spanMs)) + 1000
+		abandon := abandonNone
+		var at int64
+		if s.Timers != nil {
+			abandon, at = plans[i].abandon, plans[i].at
+			if nextFree[u] > at { // busy: take the user free soonest
+				for v := range nextFree {
+					if nextFree[v] < nextFree[u] {
+						u = v
+					}
+				}
+				userID = int64(100000 + u)
+			}
+		} else {
+			at = startMs + r.Int64N(spanMs)
+		}
+		seat := max(nextFree[u], at) + 1000
 		length := 1000 + r.Int64N(maxLen)
 		ms := MicSession{ID: fmt.Sprintf("%s-ms-%d", s.EventIDPrefix, i), UserID: userID, RoomID: room(),
 			SeatStartMs: seat, EndMs: seat + length, EndReason: reasons[r.IntN(len(reasons))]}
-		if r.Float64() < 0.8 {
-			ms.PublishMs = seat + r.Int64N(min(30_000, length-1)) + 1
+		if abandon == abandonPublishing || abandon == abandonNone && r.Float64() < 0.8 {
+			ms.PublishMs = seat + r.Int64N(min(publishWithin, length-1)) + 1
+		}
+		switch abandon {
+		case abandonPending:
+			ms.EndMs = seat + pendingAge + margin // the user's next session starts after the timer close
+		case abandonPublishing:
+			ms.EndMs = ms.PublishMs + publishingAge + margin
+		case abandonLateDown:
+			ms.EndMs = seat + pendingAge + lateDown // the down comes after the timer closed the session
 		}
 		nextFree[u] = ms.EndMs + 1
 		seatNo := int32(1 + r.IntN(8))
@@ -134,6 +211,12 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 				m.PublishState = "publishing"
 				m.PublishEventTimeMs = ms.PublishMs
 			})
+		}
+		if abandon != abandonNone {
+			if abandon == abandonLateDown {
+				mic("down", ms.EndMs, func(m *roomv1.RoomMicChanged) { m.Reason = ms.EndReason })
+			}
+			continue
 		}
 		if r.Float64() < 0.2 {
 			at := seat + (ms.EndMs-seat)/2
@@ -193,5 +276,15 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 	for i, e := range out {
 		values[i] = e.Payload
 	}
-	return out, BuildOracle(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode)
+	return out, BuildOracleTimers(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
 }
+
+// abandonKind is how a session of a Timers scenario is left open on purpose.
+type abandonKind int
+
+const (
+	abandonNone       abandonKind = iota
+	abandonPending                // up only: closed as compensated_publish_timeout
+	abandonPublishing             // up and publish_confirmed: compensated_publishing_max_window
+	abandonLateDown               // up, then a down after the pending timer closed it
+)

@@ -22,6 +22,7 @@ func (d Diff) String() string {
 // Report is the outcome of comparing MySQL with an oracle.
 type Report struct {
 	LifetimeRows, DailyRows, PoolRows int // rows compared
+	SessionRows                       int // user_mic_sessions rows compared
 	SkippedUsers                      int // users with open sessions, not compared
 	Diffs                             []Diff
 }
@@ -29,8 +30,8 @@ type Report struct {
 // OK reports whether every compared fact matched.
 func (r Report) OK() bool { return len(r.Diffs) == 0 }
 
-// Compare reads user_mic_lifetime_stats, user_mic_daily_stats and
-// lucky_pools for appCode and diffs them against o. Users with sessions the
+// Compare reads user_mic_lifetime_stats, user_mic_daily_stats,
+// user_mic_sessions and lucky_pools for appCode and diffs them against o. Users with sessions the
 // oracle cannot close (open, or timer-closed) are skipped; rows MySQL has
 // that the oracle lacks are diffs too.
 func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report, error) {
@@ -92,6 +93,47 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 		}
 		if g := gotDaily[k]; g != want {
 			rep.Diffs = append(rep.Diffs, Diff{"user_mic_daily_stats", fmt.Sprintf("%d %s", k.UserID, k.Date), fmt.Sprintf("%+v", want), fmt.Sprintf("%+v", g)})
+		}
+	}
+
+	// user_mic_sessions: every closed session of the oracle ended as it
+	// says (an open row of a compared user is a difference too).
+	type sessionRow struct {
+		User                               int64
+		Status, Reason                     string
+		Seat, Publish, End, SeatMs, Online int64
+	}
+	gotSessions := map[string]sessionRow{}
+	if err := scanRows(ctx, db, `SELECT mic_session_id, user_id, status, end_reason, seat_started_at_ms,
+		COALESCE(publishing_started_at_ms, 0), COALESCE(ended_at_ms, 0), seat_occupied_ms, mic_online_ms
+		FROM user_mic_sessions WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
+		var id string
+		var r sessionRow
+		if err := rows.Scan(&id, &r.User, &r.Status, &r.Reason, &r.Seat, &r.Publish, &r.End, &r.SeatMs, &r.Online); err != nil {
+			return err
+		}
+		gotSessions[id] = r
+		return nil
+	}); err != nil {
+		return rep, err
+	}
+	wantSessions := map[string]sessionRow{}
+	for _, s := range o.Sessions {
+		w := sessionRow{User: s.UserID, Status: "ended", Reason: s.EndReason, Seat: s.SeatStartMs, Publish: s.PublishMs,
+			End: s.EndMs, SeatMs: s.EndMs - s.SeatStartMs}
+		if s.PublishMs > 0 {
+			w.Online = s.EndMs - s.PublishMs
+		}
+		wantSessions[s.ID] = w
+	}
+	for _, id := range unionKeys(wantSessions, gotSessions) {
+		w, g := wantSessions[id], gotSessions[id]
+		if skip[w.User] || skip[g.User] {
+			continue
+		}
+		rep.SessionRows++
+		if w != g {
+			rep.Diffs = append(rep.Diffs, Diff{"user_mic_sessions", id, fmt.Sprintf("%+v", w), fmt.Sprintf("%+v", g)})
 		}
 	}
 

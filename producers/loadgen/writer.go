@@ -69,6 +69,39 @@ func WriteOutbox(ctx context.Context, db *sql.DB, events []Event, batch int, rat
 	return written, nil
 }
 
+// WriteOutboxLive inserts events (in occurred_at order, as Generate returns
+// them) into room_outbox as the room service would in real time: each one
+// once the wall clock reaches its occurred_at, those due together in one
+// transaction of up to batch rows. It is the writer of a Timers scenario,
+// whose events lie around now. It stops at ctx's end and returns how many
+// rows it wrote and how late the latest write was behind its event time.
+func WriteOutboxLive(ctx context.Context, db *sql.DB, events []Event, batch int) (written int, maxLate time.Duration, err error) {
+	if batch <= 0 {
+		batch = 500
+	}
+	for written < len(events) {
+		now := time.Now()
+		if d := time.UnixMilli(events[written].Envelope.OccurredAtMs).Sub(now); d > 0 {
+			select {
+			case <-ctx.Done():
+				return written, maxLate, ctx.Err()
+			case <-time.After(d):
+			}
+			continue
+		}
+		n := 0
+		for written+n < len(events) && n < batch && events[written+n].Envelope.OccurredAtMs <= now.UnixMilli() {
+			n++
+		}
+		if err := insertRows(ctx, db, events[written:written+n]); err != nil {
+			return written, maxLate, err
+		}
+		maxLate = max(maxLate, time.Since(time.UnixMilli(events[written].Envelope.OccurredAtMs)))
+		written += n
+	}
+	return written, maxLate, nil
+}
+
 func insertRows(ctx context.Context, db *sql.DB, evs []Event) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload,
