@@ -221,6 +221,7 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 // is bounded by publish_timeout and its result is recorded.
 func TestWorkerCancel(t *testing.T) {
 	e := newEnv(t, false)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(500 * time.Millisecond)
 	e.insert(time.Second, gift("slow", "r1", 1))
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 10 * time.Second})
 	s := e.service()
