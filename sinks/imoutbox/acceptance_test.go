@@ -221,6 +221,7 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 // is bounded by publish_timeout and its result is recorded.
 func TestWorkerCancel(t *testing.T) {
 	e := newEnv(t, false)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(500 * time.Millisecond)
 	e.insert(time.Second, gift("slow", "r1", 1))
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 10 * time.Second})
 	s := e.service()
@@ -246,6 +247,50 @@ func TestWorkerCancel(t *testing.T) {
 	time.Sleep(3 * e.cfg.OutboxWorker.PollInterval.D())
 	if r := e.row("after-cancel"); r.Status != "pending" || r.WorkerID != "" {
 		t.Fatalf("claimed after cancel: %+v", r)
+	}
+}
+
+// A compensation round records each result as it ends: a send that hangs
+// for publish_timeout does not hold back the delivered marks of the other
+// rooms in the round (it used to record them all after its slowest send,
+// which left them delivering, under a renewed claim, for publish_timeout).
+func TestScanRecordsEachResultAsItEnds(t *testing.T) {
+	e := newEnv(t, false)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(10 * time.Second)
+	e.cfg.Shutdown.Timeout = config.Duration(time.Second)
+	evs := []event{gift("hung", "r1", 1)}
+	for i := 0; i < 5; i++ {
+		evs = append(evs, gift(fmt.Sprintf("free-%d", i), fmt.Sprintf("o%d", i), 1))
+	}
+	e.insert(time.Second, evs...)
+	e.fake.Inject(imfake.Fault{EventID: "hung", Delay: 30 * time.Second, Times: 1})
+	s := e.service()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ProcessPendingOutbox(ctx) }()
+	testenv.Eventually(t, 20*time.Second, "other rooms marked delivered while r1's send hangs", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the round ended (%v) before the other rooms' deliveries were recorded: hung %+v, %d delivered",
+				err, e.row("hung"), e.countStatus("delivered"))
+		default:
+		}
+		return e.countStatus("delivered") == 5 && e.row("hung").Status == "delivering"
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("round: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("round did not end after cancel")
+	}
+	if r := e.row("hung"); r.Status != "delivering" || r.RetryCount != 0 {
+		t.Fatalf("send cancelled at shutdown: %+v, want left delivering", r)
+	}
+	if got := e.countStatus("delivered"); got != 5 {
+		t.Fatalf("%d delivered, want 5", got)
 	}
 }
 

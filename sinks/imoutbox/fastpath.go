@@ -490,17 +490,7 @@ func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 		var batch []chainResult
 		select {
 		case first := <-f.results:
-			batch = append(batch, first)
-			timeout := time.After(5 * time.Millisecond)
-		collect:
-			for len(batch) < 1000 {
-				select {
-				case r := <-f.results:
-					batch = append(batch, r)
-				case <-timeout:
-					break collect
-				}
-			}
+			batch = collect(first, f.results)
 		case <-stop:
 			for len(f.results) > 0 {
 				batch = append(batch, <-f.results)
@@ -511,11 +501,7 @@ func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 		}
 		var all outcome
 		for _, r := range batch {
-			all.delivered = append(all.delivered, r.out.delivered...)
-			all.failed = append(all.failed, r.out.failed...)
-			all.released = append(all.released, r.out.released...)
-			all.errs = append(all.errs, r.out.errs...)
-			all.lost = append(all.lost, r.out.lost...)
+			all.merge(r.out)
 		}
 		if err := f.svc.record(lt, "fast", &all); err != nil {
 			f.svc.log.Error("fast path results had errors", "error", err.Error())

@@ -55,9 +55,12 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier = srv.URL, testApp, testKey, testAdmin
 	cfg.IM.GroupIDPrefix = "room-"
 	cfg.OutboxWorker.PollInterval = config.Duration(100 * time.Millisecond)
-	cfg.OutboxWorker.PublishTimeout = config.Duration(500 * time.Millisecond)
+	// Generous enough that a loaded machine's slow answer is no timeout
+	// (a timed-out send is retried, and may be a duplicate); tests of
+	// timeouts and lock expiry set their own.
+	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.ClaimGrace = config.Duration(300 * time.Millisecond)
-	cfg.OutboxWorker.LockTTL = config.Duration(time.Second)
+	cfg.OutboxWorker.LockTTL = config.Duration(3 * time.Second)
 	cfg.OutboxWorker.NodeID = "test-node"
 	// No room-service publishes here, so the fast path claims at once;
 	// the tests of the delay set it themselves.

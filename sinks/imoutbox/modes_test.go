@@ -3,10 +3,13 @@ package imoutbox_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -60,6 +63,10 @@ func TestDisabledDeliversNothing(t *testing.T) {
 // fields, and the metrics carry the counts.
 func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 	e := newEnv(t, true)
+	// Only the injected faults fail: a send slowed past the tests' 500ms
+	// publish_timeout by a loaded machine would add a third code.
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(5 * time.Second)
+	e.cfg.OutboxWorker.LockTTL = config.Duration(6 * time.Second)
 	const n = 60 // under the 200 calls/s pacing: failures keep coming every poll_interval
 	var evs []event
 	for i := 0; i < n; i++ {
@@ -123,5 +130,51 @@ func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 	t.Logf("%v failed publishes in %s: %d WARN lines (first per code %v, rest summaries), %d DEBUG lines", failures, elapsed.Round(time.Millisecond), warns, firsts, debugs)
 	if float64(debugs+len(firsts)) != failures || float64(summarized) != failures {
 		t.Fatalf("%v failures: %d debug + %d first lines, %d in summaries", failures, debugs, len(firsts), summarized)
+	}
+}
+
+// The last failure summary at shutdown counts the failures of sends that
+// were still in flight at cancel: it is written after every send ended, so
+// the summaries always add up to roomflow_im_outbox_retries_total.
+func TestLastSummaryCountsSendsInFlightAtStop(t *testing.T) {
+	e := newEnv(t, false)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(5 * time.Second)
+	e.cfg.OutboxWorker.LockTTL = config.Duration(6 * time.Second)
+	arrived := make(chan struct{}, 1) // the send reached IM: stop finds it in flight
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		e.fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	e.cfg.IM.Endpoint = srv.URL
+	e.insert(time.Second, gift("slow-fail", "r1", 1))
+	e.fake.Inject(imfake.Fault{EventID: "slow-fail", Delay: 2 * time.Second, Code: 10002, Times: 1})
+	p, reg := e.newPublisher(fastAndScan)
+	imoutbox.SetFailureSummaryInterval(p, time.Hour) // only the summary at shutdown
+	stop := e.run(p)
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the send never reached IM")
+	}
+	stop()
+	if r := e.row("slow-fail"); r.Status != "retryable" || r.RetryCount != 1 {
+		t.Fatalf("send in flight at stop: %+v, want its failure recorded", r)
+	}
+	summarized := 0
+	for _, l := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		if rec["msg"] == "im publish failures since the last summary" {
+			summarized += int(rec["failures"].(float64))
+		}
+	}
+	if failures := metric(t, reg, "roomflow_im_outbox_retries_total", nil); failures != 1 || summarized != 1 {
+		t.Fatalf("%v failures, %d in summaries; want 1 and 1", failures, summarized)
 	}
 }

@@ -92,6 +92,7 @@ func (e *env) startChild() *child {
 func TestKill9AndRestart(t *testing.T) {
 	e := newEnv(t, true)
 	e.cfg.OutboxWorker.LockTTL = config.Duration(2 * time.Second)
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(time.Second) // under lock_ttl
 	e.cfg.Log.Level = "info"
 	const n, rooms = 400, 20
 	var evs []event

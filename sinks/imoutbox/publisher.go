@@ -144,7 +144,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
 	}
 	wg.Go(func() { p.Service.RunLockRenewer(ctx) })
-	wg.Go(func() { p.Service.fails.run(ctx, p.Service.opt.FailureSummaryInterval) })
+	// The last summary comes after every send has ended, so it counts the
+	// failures of sends still in flight at cancel too.
+	sumCtx, stopSummaries := context.WithCancel(context.WithoutCancel(ctx))
+	summaries := make(chan struct{})
+	go func() { p.Service.fails.run(sumCtx, p.Service.opt.FailureSummaryInterval); close(summaries) }()
 	wg.Wait()
+	stopSummaries()
+	<-summaries
 	return ferr
 }

@@ -189,9 +189,12 @@ type outcome struct {
 }
 
 // deliver publishes jobs, rooms in parallel (at most Lanes at once), each
-// room's jobs in order, and records the results. lt.run ending stops new
-// sends (unsent rows are released); a send in flight finishes within
-// PublishTimeout and its result is recorded, unless lt.abort ends first.
+// room's jobs in order, and records each result as soon as it is known
+// (with whatever else ended meanwhile, see collect), so a room whose send
+// hangs for PublishTimeout never holds up the marks of the others. lt.run
+// ending stops new sends (unsent rows are released); a send in flight
+// finishes within PublishTimeout and its result is recorded, unless
+// lt.abort ends first.
 func (s *Service) deliver(lt lifetime, source string, jobs []job) error {
 	var order []string
 	byRoom := map[string][]job{}
@@ -201,20 +204,71 @@ func (s *Service) deliver(lt lifetime, source string, jobs []job) error {
 		}
 		byRoom[j.row.RoomID] = append(byRoom[j.row.RoomID], j)
 	}
-	var mu sync.Mutex
-	var out outcome
-	var wg sync.WaitGroup
-	for _, room := range order {
-		s.lanes <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-s.lanes }()
-			for _, j := range byRoom[room] {
-				s.one(lt, source, j, &mu, &out)
-			}
-		})
+	results := make(chan *outcome, len(jobs))
+	go func() {
+		var wg sync.WaitGroup
+		for _, room := range order {
+			s.lanes <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-s.lanes }()
+				var mu sync.Mutex
+				for _, j := range byRoom[room] {
+					out := &outcome{}
+					s.one(lt, source, j, &mu, out)
+					results <- out
+				}
+			})
+		}
+		wg.Wait()
+		close(results)
+	}()
+	var errs []error
+	for first := range results {
+		var all outcome
+		for _, out := range collect(first, results) {
+			all.merge(out)
+		}
+		if err := s.record(lt, source, &all); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	wg.Wait()
-	return s.record(lt, source, &out)
+	return errors.Join(errs...)
+}
+
+// recordWindow is how long a recorder waits for more results to join the
+// first one in a statement, and recordMax how many it takes at most.
+const (
+	recordWindow = 5 * time.Millisecond
+	recordMax    = 1000
+)
+
+// collect returns first and whatever else arrives on results within
+// recordWindow (at most recordMax, none after results is closed): results
+// that end together are recorded in one set of statements.
+func collect[T any](first T, results <-chan T) []T {
+	batch := []T{first}
+	timeout := time.After(recordWindow)
+	for len(batch) < recordMax {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		case <-timeout:
+			return batch
+		}
+	}
+	return batch
+}
+
+// merge appends p's results to o.
+func (o *outcome) merge(p *outcome) {
+	o.delivered = append(o.delivered, p.delivered...)
+	o.failed = append(o.failed, p.failed...)
+	o.released = append(o.released, p.released...)
+	o.errs = append(o.errs, p.errs...)
+	o.lost = append(o.lost, p.lost...)
 }
 
 func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *outcome) {
@@ -381,7 +435,7 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 
 // ProcessPendingOutbox is one compensation round (seed 000): claim up to
 // BatchSize eligible rows, publish each bounded by PublishTimeout (one
-// failure never stops the batch), record results. It returns the round's
+// failure never stops the batch), record each result as it ends. It returns the round's
 // errors (claim, mark, envelope decode) joined; rows stay in the table.
 // After ctx ends the round claims and sends nothing new and returns within
 // DrainTimeout, cancelling sends still in flight then (rows left delivering).
