@@ -238,7 +238,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		copies := func(name string, ratio float64, round int) (result, error) {
 			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
 				acc := 0.0
-				return rt.New(name, rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
+				return rt.New(name, rt.ProcessorFunc(func(t rt.Task, r *kgo.Record) error {
 					for acc += ratio; acc >= 1; acc-- {
 						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
 					}

@@ -330,7 +330,7 @@ type first struct {
 	m *mark
 }
 
-func (f first) Process(t *rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
+func (f first) Process(t rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
 
 func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *lucky.Loader, events, round int) (result, error) {
 	c := *cfg

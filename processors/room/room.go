@@ -124,7 +124,7 @@ type micOut struct {
 }
 
 // Process handles one room event.
-func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	env := &p.env
 	if err := parseEnvelope(rec.Value, env); err != nil {
 		return runtime.Reject(ReasonDecodeEnvelope, err)
@@ -180,7 +180,7 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	}
 }
 
-func (p *Processor) gifted(t *runtime.Task, env *envelopeView) error {
+func (p *Processor) gifted(t runtime.Task, env *envelopeView) error {
 	g := &p.gift
 	if err := proto.Unmarshal(env.payload, g); err != nil {
 		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))

@@ -351,7 +351,7 @@ type killAfter struct {
 	rt   *runtime.Runtime
 }
 
-func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
+func (k *killAfter) Process(t runtime.Task, rec *kgo.Record) error {
 	k.seen++
 	if k.seen == k.n {
 		k.rt.Kill()

@@ -21,14 +21,14 @@ import (
 // error to undo rec and stall its partition alone, retrying rec after a
 // back-off (see the package doc, Partition stalls).
 type Processor interface {
-	Process(t *Task, rec *kgo.Record) error
+	Process(t Task, rec *kgo.Record) error
 }
 
 // ProcessorFunc adapts a function to Processor.
-type ProcessorFunc func(t *Task, rec *kgo.Record) error
+type ProcessorFunc func(t Task, rec *kgo.Record) error
 
 // Process calls f.
-func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec) }
+func (f ProcessorFunc) Process(t Task, rec *kgo.Record) error { return f(t, rec) }
 
 // PunctuateFunc is a wall-clock timer callback of one task. now is the
 // runtime clock's time at the tick; the task has consumed its input
@@ -38,7 +38,7 @@ func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec
 // partition's records keep flowing (Reject has no meaning here: there is no
 // record to dead-letter, so skip what can never succeed, such as a corrupt
 // value).
-type PunctuateFunc func(t *Task, now time.Time) error
+type PunctuateFunc func(t Task, now time.Time) error
 
 // Option configures New.
 type Option func(*options)

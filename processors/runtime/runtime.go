@@ -36,7 +36,7 @@ type Runtime struct {
 	evMu   sync.Mutex
 	events []partEvent
 
-	tasks map[int32]*Task
+	tasks map[int32]*task
 	// arena holds the memory of the open transaction's records (see
 	// txnArena); reset when a transaction ends.
 	arena *txnArena
@@ -129,7 +129,7 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 		o:         o,
 		m:         newMetrics(o.reg),
 		log:       o.log.With("component", "processor", "processor", name),
-		tasks:     map[int32]*Task{},
+		tasks:     map[int32]*task{},
 		arena:     newTxnArena(),
 		txnOut:    map[string]int{},
 		txnDLQ:    map[string]int{},
@@ -481,26 +481,14 @@ func (r *Runtime) markContent() {
 // processRecord runs the processor on rec. A reject (or corrupt state)
 // sends rec to the DLQ; any other error is returned with rec's writes and
 // emits undone, so the open transaction stays committable.
-func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
+func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.markContent()
-	t.emits = t.emits[:0]
-	if t.store != nil {
-		t.store.beginRecord()
-	}
-	err := r.proc.Process(t, rec)
+	emits, err := t.step(func() error { return r.proc.Process(t, rec) })
 	if err == nil {
-		if t.store != nil {
-			t.store.endRecord()
-		}
-		r.produceEmits(t)
+		r.produceEmits(emits)
 		r.txnIn++
 		return nil
 	}
-	if t.store != nil {
-		t.store.rejectRecord()
-	}
-	clear(t.emits)
-	t.emits = t.emits[:0]
 	rej, ok := asDeadLetter(err)
 	if !ok {
 		return err
@@ -513,22 +501,23 @@ func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 	return nil
 }
 
-func (r *Runtime) produceEmits(t *Task) {
-	if len(t.emits) == 0 {
+// produceEmits produces the output of one successful step and clears the
+// task's references to it.
+func (r *Runtime) produceEmits(emits []*kgo.Record) {
+	if len(emits) == 0 {
 		return
 	}
 	// One clock read for the record's (or punctuation's) output instead of
 	// one per record in kgo, which stamps records without a timestamp
 	// with time.Now.
 	now := time.Now()
-	for i, e := range t.emits {
+	for i, e := range emits {
 		if e.Timestamp.IsZero() {
 			e.Timestamp = now
 		}
 		r.produce(e)
-		t.emits[i] = nil
+		emits[i] = nil
 	}
-	t.emits = t.emits[:0]
 }
 
 func (r *Runtime) produce(rec *kgo.Record) {
@@ -760,12 +749,14 @@ func removeAll(ps, rm []int32) []int32 {
 	return out
 }
 
-func (r *Runtime) newTask(p int32) *Task {
-	t := &Task{
-		rt:        r,
+func (r *Runtime) newTask(p int32) *task {
+	t := &task{
 		topic:     r.o.input,
 		partition: p,
 		log:       r.log.With("topic", r.o.input, "partition", p),
+		clock:     r.o.clock,
+		ctx:       r.runCtx,
+		arena:     r.arena,
 		nextPunct: make([]time.Time, len(r.o.punctuations)),
 	}
 	if r.o.changelog != "" {
@@ -774,7 +765,7 @@ func (r *Runtime) newTask(p int32) *Task {
 	return t
 }
 
-func (r *Runtime) startTask(t *Task) {
+func (r *Runtime) startTask(t *task) {
 	now := r.o.clock()
 	for i, p := range r.o.punctuations {
 		t.nextPunct[i] = now.Add(p.interval)
@@ -803,7 +794,7 @@ func (r *Runtime) dropTask(p int32) {
 	r.m.lag.DeleteLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10))
 }
 
-func (r *Runtime) updateStateGauges(t *Task) {
+func (r *Runtime) updateStateGauges(t *task) {
 	part := strconv.FormatInt(int64(t.partition), 10)
 	r.m.stateKeys.WithLabelValues(r.name, part).Set(float64(t.store.Len()))
 	r.m.stateBytes.WithLabelValues(r.name, part).Set(float64(t.store.Bytes()))

@@ -30,7 +30,7 @@ import (
 // Value "delete" deletes the key's state (the count starts again at 1).
 type counter struct{ out, dump string }
 
-func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
+func (c counter) Process(t runtime.Task, rec *kgo.Record) error {
 	k := string(rec.Key)
 	switch string(rec.Value) {
 	case "dump":
@@ -57,7 +57,7 @@ func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
 
 // dumpStore emits t's whole store, sorted, as "k=v;k=v" keyed by the
 // partition number.
-func dumpStore(t *runtime.Task, topic string) {
+func dumpStore(t runtime.Task, topic string) {
 	var entries []string
 	t.Store().Range(func(k string, v []byte) bool { entries = append(entries, k+"="+string(v)); return true })
 	slices.Sort(entries)
@@ -308,7 +308,7 @@ type killAfter struct {
 	rt   *runtime.Runtime
 }
 
-func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
+func (k *killAfter) Process(t runtime.Task, rec *kgo.Record) error {
 	k.seen++
 	if k.seen == k.n {
 		k.rt.Kill()
@@ -381,7 +381,7 @@ func TestRebalanceBetweenInstances(t *testing.T) {
 func TestTimerFiresOnIdlePartition(t *testing.T) {
 	h := newHarness(t, 3)
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	tick := func(task *runtime.Task, now time.Time) error {
+	tick := func(task runtime.Task, now time.Time) error {
 		task.Store().Put("ticks", []byte(now.Format(time.RFC3339)))
 		task.Emit(&kgo.Record{Topic: h.out, Key: []byte(strconv.Itoa(int(task.Partition()))), Value: []byte(now.Format(time.RFC3339))})
 		return nil
@@ -472,7 +472,7 @@ type blocker struct {
 	once             sync.Once
 }
 
-func (b *blocker) Process(t *runtime.Task, rec *kgo.Record) error {
+func (b *blocker) Process(t runtime.Task, rec *kgo.Record) error {
 	if string(rec.Value) == b.at {
 		b.once.Do(func() { close(b.reached); <-b.release })
 	}
@@ -544,7 +544,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	tick := func(who string) runtime.PunctuateFunc {
-		return func(task *runtime.Task, now time.Time) error {
+		return func(task runtime.Task, now time.Time) error {
 			if who == "a" {
 				once.Do(func() { close(reached); <-release })
 			}

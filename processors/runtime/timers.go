@@ -84,7 +84,7 @@ func (r *Runtime) punctuate() {
 
 // needsRound reports whether t has no round open and a punctuation due
 // at now.
-func (r *Runtime) needsRound(t *Task, now time.Time) bool {
+func (r *Runtime) needsRound(t *task, now time.Time) bool {
 	if t.round != nil || t.stall != nil && t.stall.waiting() {
 		return false
 	}
@@ -176,29 +176,18 @@ func (r *Runtime) positions() map[int32]int64 {
 }
 
 // runPunctuations runs t's punctuations due at at, with at as their now.
-func (r *Runtime) runPunctuations(t *Task, at time.Time) {
+func (r *Runtime) runPunctuations(t *task, at time.Time) {
 	for i, p := range r.o.punctuations {
 		if at.Before(t.nextPunct[i]) {
 			continue
 		}
 		r.markContent()
-		t.emits = t.emits[:0]
-		if t.store != nil {
-			t.store.beginRecord()
-		}
-		if err := p.fn(t, at); err != nil {
-			if t.store != nil {
-				t.store.rejectRecord()
-			}
-			clear(t.emits)
-			t.emits = t.emits[:0]
+		emits, err := t.step(func() error { return p.fn(t, at) })
+		if err != nil {
 			r.stallPunctuation(t, p.name, err)
 			return
 		}
-		if t.store != nil {
-			t.store.endRecord()
-		}
-		r.produceEmits(t)
+		r.produceEmits(emits)
 		r.txnPunct[p.name]++
 		// Next run one interval after this one, skipping missed runs.
 		next := t.nextPunct[i].Add(p.interval)

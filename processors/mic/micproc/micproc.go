@@ -215,7 +215,7 @@ func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger,
 // session or day-room state value cannot be decoded (runtime.CorruptState:
 // DLQ reason corrupt_state, no facts written from a value no retry can
 // fix).
-func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	ev, err := mic.Decode(rec.Value, p.cfg.AppCode)
 	if err != nil {
 		var de *mic.DecodeError
@@ -258,7 +258,7 @@ func (p *Processor) retention() mic.Retention {
 	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
 }
 
-func (p *Processor) watermark(t *runtime.Task) int64 {
+func (p *Processor) watermark(t runtime.Task) int64 {
 	b, _ := t.Store().Get(mic.KeyWatermark)
 	return mic.DecodeWatermark(b)
 }
@@ -268,7 +268,7 @@ func (p *Processor) watermark(t *runtime.Task) int64 {
 // notice), so most events do not write it.
 const watermarkStepMs = 1000
 
-func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
+func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
@@ -282,7 +282,7 @@ func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
 // runtime runs it only once the partition is consumed up to the last
 // stable offset read at the tick, so a session whose real events wait in
 // the partition is never closed by the timer.
-func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
+func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
 	ret := p.retention()
@@ -379,12 +379,12 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 // corrupt logs a state key or value the timer cannot decode and skips it:
 // it can never succeed, and failing the timer would stall the partition.
 // The session's next event goes to the DLQ as corrupt_state.
-func corrupt(t *runtime.Task, key string, err error) {
+func corrupt(t runtime.Task, key string, err error) {
 	t.Log().Error("timer skips a corrupt state value", "key", fmt.Sprintf("%x", key), "error", err)
 }
 
 // emit writes the ledger entry and derived events of out.
-func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic.Output) {
+func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.Output) {
 	if out.Ledger == nil {
 		return
 	}
@@ -461,7 +461,7 @@ func (s *storeState) key(id mic.SessionID) string {
 
 // state returns the processor's reusable storeState bound to t's store
 // (Process and punctuations run on one goroutine, one at a time).
-func (p *Processor) state(t *runtime.Task) *storeState {
+func (p *Processor) state(t runtime.Task) *storeState {
 	st := &p.st
 	if st.store != t.Store() {
 		*st = storeState{store: t.Store()}
