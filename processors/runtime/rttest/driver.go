@@ -31,10 +31,13 @@ type Driver struct {
 	stateful bool
 	clock    *Clock
 	log      *slog.Logger
-	tasks    map[int32]*runtime.Local
-	next     map[int32]int64 // next input offset per partition
-	out      []*kgo.Record
-	dead     []DeadLetter
+	// partitions > 0: inputs are spread by key (see KeyPartitions)
+	partitions  int
+	partitioner kgo.TopicPartitioner
+	tasks       map[int32]*runtime.Local
+	next        map[int32]int64 // next input offset per partition
+	out         []*kgo.Record
+	dead        []DeadLetter
 }
 
 // DeadLetter is an input record the processor rejected: the runtime writes
@@ -54,6 +57,17 @@ func Stateful() DriverOption { return func(d *Driver) { d.stateful = true } }
 // WithClock sets the clock of Task.Now, store TTLs and Punctuate (default
 // a Clock at the Unix epoch).
 func WithClock(c *Clock) DriverOption { return func(d *Driver) { d.clock = c } }
+
+// KeyPartitions spreads the fed records over n input partitions by key,
+// as a producer with kgo's default partitioner (murmur2, like the Java
+// client) spreads them on the input topic; each partition has its own task
+// and store, as in the runtime. Default: each record's Partition field.
+func KeyPartitions(n int) DriverOption {
+	return func(d *Driver) {
+		d.partitions = n
+		d.partitioner = kgo.StickyKeyPartitioner(nil).ForTopic(d.input)
+	}
+}
 
 // WithLogger sets the tasks' logger (default: discarded).
 func WithLogger(l *slog.Logger) DriverOption { return func(d *Driver) { d.log = l } }
@@ -92,6 +106,9 @@ func (d *Driver) Feed(recs ...*kgo.Record) error {
 	for _, rec := range recs {
 		if rec.Topic == "" {
 			rec.Topic = d.input
+		}
+		if d.partitions > 0 {
+			rec.Partition = int32(d.partitioner.Partition(rec, d.partitions))
 		}
 		rec.Offset = d.next[rec.Partition]
 		emits, perr := d.task(rec.Partition).Process(d.proc, rec)
