@@ -26,9 +26,10 @@ import (
 // env is one Kafka cluster with the mic topics and a config on it, or,
 // made by newMemEnv, the in-memory driver (rttest.Driver) with the config.
 type env struct {
-	t *testing.T
-	k *testenv.Kafka
-	d *rttest.Driver // see driver
+	t    *testing.T
+	k    *testenv.Kafka
+	d    *rttest.Driver // see driver
+	proc *micproc.Processor
 	// memPartitions > 0: the env runs on the driver (newMemEnv)
 	memPartitions int
 	cfg           *config.Config
@@ -67,10 +68,22 @@ func (e *env) driver() *rttest.Driver {
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		e.proc = p
 		e.d = rttest.NewDriver(e.t, e.cfg.Kafka.Topics.UserMicEvents, p, rttest.Stateful(), rttest.WithClock(e.clock),
 			rttest.KeyPartitions(e.memPartitions), rttest.WithLogger(testLogger()))
 	}
 	return e.d
+}
+
+// tick runs the compensation timer once on the driver, as a runtime tick
+// does once each task has caught up (on Kafka the runtime ticks by itself).
+func (e *env) tick() {
+	e.t.Helper()
+	if d := e.driver(); d != nil {
+		if err := d.Punctuate(e.proc.Compensate); err != nil {
+			e.t.Fatalf("compensation: %v", err)
+		}
+	}
 }
 
 func testLogger() *slog.Logger {
