@@ -235,11 +235,7 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 		DLQ:            cfg.Kafka.Topics.DLQ,
 		MaxRecordBytes: cfg.Relay.MaxRecordBytes,
 	}
-	m, err := newMetrics(r.reg)
-	if err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	r.m = m
+	r.m = newMetrics(r.reg)
 	return r, nil
 }
 

@@ -152,11 +152,7 @@ func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, err
 	if log == nil {
 		log = slog.Default()
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	return &Processor{cfg: c, m: m, log: log.With("component", "mic-processor")}, nil
+	return &Processor{cfg: c, m: newMetrics(reg), log: log.With("component", "mic-processor")}, nil
 }
 
 // RuntimeOptions are the runtime options of the processor: input, group,
