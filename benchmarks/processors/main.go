@@ -42,7 +42,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql" // the driver of sql.Open
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -50,7 +50,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
@@ -425,30 +425,12 @@ func prefill(ctx context.Context, cl *kgo.Client, topic string, events int, luck
 
 // ruleDB creates a throwaway database with the schema and the rose/v1 rule.
 func ruleDB(ctx context.Context, server string) (*sql.DB, func(), error) {
-	base, err := mysql.ParseDSN(server)
+	scratch, err := mysqlx.NewScratch(ctx, server, fmt.Sprintf("bench_processors_%d", time.Now().UnixNano()), true)
 	if err != nil {
 		return nil, nil, err
 	}
-	name := fmt.Sprintf("bench_processors_%d", time.Now().UnixNano())
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("mysql %s: %w", base.Addr, err)
-	}
-	drop := func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name); admin.Close() }
-	base.DBName = name
-	db, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	ms, err := migrate.Load()
-	if err == nil {
-		_, err = migrate.Up(ctx, db, ms, time.Minute, nil)
-	}
+	drop := func() { _ = scratch.Drop(context.Background()) }
+	db, err := sql.Open("mysql", scratch.DSN)
 	if err == nil {
 		r := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
 		_, err = db.ExecContext(ctx, `INSERT INTO lucky_gift_rules (gift_id, rule_version, pool_rate_ppm, platform_weight_ppm, room_weight_ppm, status)
@@ -461,7 +443,9 @@ VALUES (?, ?, ?, ?, ?, ?, TRUE)`, r.GiftID, r.RuleVersion, tr.TierID, tr.RewardT
 		}
 	}
 	if err != nil {
-		db.Close()
+		if db != nil {
+			db.Close()
+		}
 		drop()
 		return nil, nil, err
 	}

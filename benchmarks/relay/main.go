@@ -37,14 +37,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -105,12 +103,19 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	}
 
 	// MySQL.
-	db, dsn, drop, err := freshDB(ctx, serverDSN)
+	scratch, err := mysqlx.NewScratch(ctx, serverDSN, fmt.Sprintf("relay_bench_%d", time.Now().UnixNano()), true)
 	if err != nil {
 		return err
 	}
-	if !keepDB {
-		defer drop()
+	if keepDB {
+		defer scratch.Keep() //nolint:errcheck // benchmark teardown
+	} else {
+		defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
+	}
+	dsn := scratch.DSN
+	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
+	if err != nil {
+		return err
 	}
 	defer db.Close()
 
@@ -170,42 +175,6 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 		return latency(ctx, cfg, db, log, rate, txnRows, writers, payload, latDur)
 	}
 	return nil
-}
-
-func freshDB(ctx context.Context, serverDSN string) (*sql.DB, string, func(), error) {
-	base, err := mysql.ParseDSN(serverDSN)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	base.DBName = ""
-	mysqlx.Tune(base)
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return nil, "", nil, err
-	}
-	name := fmt.Sprintf("relay_bench_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		return nil, "", nil, err
-	}
-	dc := base.Clone()
-	dc.DBName = name
-	dsn := dc.FormatDSN()
-	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	ms, err := migrate.Load()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if _, err := migrate.Up(ctx, db, ms, 30*time.Second, nil); err != nil {
-		return nil, "", nil, err
-	}
-	drop := func() {
-		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
-		admin.Close()
-	}
-	return db, dsn, drop, nil
 }
 
 func payloadOf(i, n int) []byte {
