@@ -41,9 +41,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -132,11 +132,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("go build: %w", err)
 		}
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{})
 	if err != nil {
 		return err
 	}
-	defer kc.Close()
+	defer stopKafka()
 	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
 	imURL, stopIM, err := im.Listen("127.0.0.1:0")
 	if err != nil {
@@ -156,7 +156,7 @@ func run(ctx context.Context, o options) error {
 	cfg := config.Default()
 	cfg.Log.Level, cfg.Log.Format = "warn", "text"
 	cfg.Metrics.Addr, cfg.API.Addr = "", ""
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Partitions = 6
 	cfg.Kafka.SessionTimeout = config.Duration(o.session)
 	cfg.Relay.FailoverTimeout = config.Duration(o.failover)

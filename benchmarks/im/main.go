@@ -31,10 +31,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -77,11 +77,11 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	}
 	defer stopFake()
 
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{Brokers: 1})
 	if err != nil {
 		return err
 	}
-	defer kc.Close()
+	defer stopKafka()
 
 	dsn := os.Getenv("ROOMFLOW_TEST_MYSQL_DSN")
 	if dsn == "" {
@@ -96,7 +96,7 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	cfg := config.Default()
 	cfg.Metrics.Addr = ""
 	cfg.MySQL.DSN = scratch.DSN
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Partitions = int32(partitions)
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier, cfg.IM.GroupIDPrefix = url, appID, key, admin, prefix
 	cfg.IM.FastPathDelay = config.Duration(delay)

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"flag"
@@ -32,12 +31,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,9 +42,9 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the driver of sql.Open
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -58,18 +55,13 @@ import (
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
-const childEnv = "ROOMFLOW_BENCH_KFAKE_CHILD"
-
 var (
 	profileFile *os.File
 	withHeaders = true
 )
 
 func main() {
-	if os.Getenv(childEnv) != "" {
-		runKfakeChild()
-		return
-	}
+	benchkafka.RunChild()
 	var (
 		events      = flag.Int("events", 500_000, "room events to process")
 		luckyRatio  = flag.Float64("lucky", 0.1, "share of lucky RoomGiftSent among the events")
@@ -101,52 +93,9 @@ func main() {
 	}
 }
 
-// runKfakeChild runs a 3-broker kfake and prints its addresses, until
-// stdin closes (the parent exits).
-func runKfakeChild() {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(1)
-	}
-	fmt.Println(strings.Join(c.ListenAddrs(), ","))
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	c.Close()
-}
-
-func startKfake(inprocess bool) ([]string, func(), error) {
-	if inprocess {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3))
-		if err != nil {
-			return nil, nil, err
-		}
-		return c.ListenAddrs(), c.Close, nil
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.HasPrefix(line, "ERR") {
-		_ = cmd.Process.Kill()
-		return nil, nil, fmt.Errorf("kfake child: %q %v", line, err)
-	}
-	return strings.Split(strings.TrimSpace(line), ","), func() { stdin.Close(); _ = cmd.Wait() }, nil
-}
-
 func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, partitions int32, rounds, commitRecs int,
 	commitIvl time.Duration, mysqlServer string, inprocess bool) error {
-	brokers, stopKfake, err := startKfake(inprocess)
+	brokers, stopKfake, err := benchkafka.Start("", benchkafka.Options{Child: !inprocess})
 	if err != nil {
 		return err
 	}

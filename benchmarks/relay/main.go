@@ -38,9 +38,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -76,16 +76,12 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	// Kafka.
 	kcfg := config.Default().Kafka
 	kcfg.Partitions = partitions
-	if brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		kcfg.Brokers = c.ListenAddrs()
-	} else {
-		kcfg.Brokers = strings.Split(brokers, ",")
+	seeds, stopKafka, err := benchkafka.Start(brokers, benchkafka.Options{})
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	kcfg.Brokers = seeds
 	prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
 	kcfg.Topics = kcfg.Topics.WithPrefix(prefix)
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...))

@@ -50,9 +50,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -181,16 +181,12 @@ func run(o opts) error {
 	kcfg := config.Default().Kafka
 	kcfg.Partitions = o.partitions
 	kcfg.Topics = kcfg.Topics.WithPrefix(fmt.Sprintf("sinkbench%d.", time.Now().UnixNano()))
-	if o.brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		kcfg.Brokers = c.ListenAddrs()
-	} else {
-		kcfg.Brokers = strings.Split(o.brokers, ",")
+	seeds, stopKafka, err := benchkafka.Start(o.brokers, benchkafka.Options{})
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	kcfg.Brokers = seeds
 	cl, err := kafkax.NewClient(kcfg, "bench", nil, nil, kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
