@@ -57,9 +57,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 )
 
 // Name is the processor's name in metrics and logs.
@@ -156,8 +156,8 @@ func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, err
 }
 
 // RuntimeOptions are the runtime options of the processor: input, group,
-// changelog, DLQ and the compensation punctuation. Add client options,
-// commit tuning, clock, registerer and logger.
+// changelog, DLQ and the compensation punctuation. Add the ones every
+// processor takes from the config (rtconfig.Options; NewRuntime does).
 func (p *Processor) RuntimeOptions() []runtime.Option {
 	t := p.cfg.Topics
 	name := t.CompensationName
@@ -178,27 +178,16 @@ func (p *Processor) RuntimeOptions() []runtime.Option {
 }
 
 // NewRuntime builds the mic processor and its runtime from the process
-// configuration, with the processor's, the runtime's and the Kafka client's
-// (roomflow_kafka_*) metrics on reg.
+// configuration (RuntimeOptions and rtconfig.Options), with the
+// processor's, the runtime's and the Kafka client's (roomflow_kafka_*)
+// metrics on reg.
 // extra options come last (tests pass runtime.Clock, runtime.TransactionalID, ...).
 func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
 	p, err := New(ConfigFrom(cfg), reg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := append(p.RuntimeOptions(),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", reg, log)...),
-		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
-		runtime.CommitRecords(cfg.Process.CommitRecords),
-		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
-		runtime.Registerer(reg),
-	)
-	if log != nil {
-		opts = append(opts, runtime.Logger(log))
-	}
-	if d := cfg.Kafka.SessionTimeout.D(); d > 0 {
-		opts = append(opts, runtime.SessionTimeout(d))
-	}
+	opts := append(p.RuntimeOptions(), rtconfig.Options(cfg, "mic-processor", reg, log)...)
 	rt, err := runtime.New(Name, p, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, err
