@@ -52,7 +52,7 @@ type punctuation struct {
 type options struct {
 	input          string
 	group          string
-	txnID          string
+	txnID          string // empty: "<group>-<hostname>", filled in by New
 	instanceID     string
 	changelog      string
 	dlq            string
@@ -78,7 +78,6 @@ func defaultOptions() options {
 		host = "localhost"
 	}
 	return options{
-		txnID:          "", // "<group>-<hostname>", filled in New
 		commitInterval: 100 * time.Millisecond,
 		commitRecords:  5000,
 		clock:          time.Now,
@@ -90,12 +89,6 @@ func defaultOptions() options {
 		retryMin:       100 * time.Millisecond,
 		retryMax:       10 * time.Second,
 		shutdown:       10 * time.Second,
-		dlq:            "",
-		group:          "",
-		input:          "",
-		changelog:      "",
-		punctuations:   nil,
-		reg:            nil,
 		clientOpts:     []kgo.Opt{kgo.ClientID("roomflow-" + host)},
 	}
 }
