@@ -323,23 +323,6 @@ func TestDLQCases(t *testing.T) {
 	}
 }
 
-// killAfter kills the runtime (client closed, transaction left open, as in
-// a crash) once it has been handed n records.
-type killAfter struct {
-	proc runtime.Processor
-	n    int
-	seen int
-	rt   *runtime.Runtime
-}
-
-func (k *killAfter) Process(t runtime.Task, rec *kgo.Record) error {
-	k.seen++
-	if k.seen == k.n {
-		k.rt.Kill()
-	}
-	return k.proc.Process(t, rec)
-}
-
 // TestCrashExactlyOnce kills the room processor at 20 random points while
 // it works through mic events, lucky gifts and poison records, and injects
 // broker faults (a failed EndTxn, a failed output produce, failed offset
@@ -381,20 +364,20 @@ func TestCrashExactlyOnce(t *testing.T) {
 				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 2})
 			}
 		}
-		ka := &killAfter{proc: room.NewProcessor(e.cfg, e.rules), n: 1 + rng.IntN(1200)}
+		ka := &rttest.KillAfter{Proc: room.NewProcessor(e.cfg, e.rules), N: 1 + rng.IntN(1200)}
 		opts := append(room.Options(e.cfg, nil, nil), testOpts(txnID)...)
 		opts = append(opts, runtime.CommitRecords(50+rng.IntN(400)))
 		rt, err := runtime.New("room", ka, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ka.rt = rt
+		ka.RT = rt
 		r := rttest.Start(rt)
 		select {
 		case err := <-r.Done: // killed, or a fatal transaction error from a fault
-			t.Logf("crash %d after %d records: %v", i, ka.seen, err)
+			t.Logf("crash %d after %d records: %v", i, ka.Seen, err)
 		case <-time.After(3 * time.Second):
-			t.Logf("crash %d: idle after %d records", i, ka.seen)
+			t.Logf("crash %d: idle after %d records", i, ka.Seen)
 			// Fewer than n records were left: kill it idle.
 			r.Kill(t)
 		}

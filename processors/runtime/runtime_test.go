@@ -282,38 +282,8 @@ func metricCount(t *testing.T, reg *prometheus.Registry, name string) int {
 // the sample count).
 func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum
-}
-
-// killAfter wraps a processor and kills the runtime (closing its client
-// without ending the open transaction, like a crash) once it has processed
-// n records.
-type killAfter struct {
-	proc runtime.Processor
-	n    int
-	seen int
-	rt   *runtime.Runtime
-}
-
-func (k *killAfter) Process(t runtime.Task, rec *kgo.Record) error {
-	k.seen++
-	if k.seen == k.n {
-		k.rt.Kill()
-	}
-	return k.proc.Process(t, rec)
+	v, _ := testenv.Metric(reg, name)
+	return v
 }
 
 // TestStatefulExactlyOnceAcrossCrashes kills the processor at random
@@ -334,9 +304,9 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for range 6 {
-		ka := &killAfter{proc: counter{out: h.out}, n: 1 + rng.IntN(1500)}
-		ka.rt = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
-		r := rttest.Start(ka.rt)
+		ka := &rttest.KillAfter{Proc: counter{out: h.out}, N: 1 + rng.IntN(1500)}
+		ka.RT = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
+		r := rttest.Start(ka.RT)
 		select {
 		case <-r.Done:
 		case <-time.After(30 * time.Second):

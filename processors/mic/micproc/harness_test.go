@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -295,28 +296,11 @@ func (e *env) decode(r *kgo.Record, m proto.Message, ids func() (string, string,
 
 // forUser filters the outputs of one user.
 func (o *outputs) forUser(u int64) *outputs {
-	f := &outputs{}
-	for _, m := range o.ledger {
-		if m.UserId == u {
-			f.ledger = append(f.ledger, m)
-		}
-	}
-	for _, m := range o.closed {
-		if m.UserId == u {
-			f.closed = append(f.closed, m)
-		}
-	}
-	for _, m := range o.daily {
-		if m.UserId == u {
-			f.daily = append(f.daily, m)
-		}
-	}
-	for _, m := range o.lifetime {
-		if m.UserId == u {
-			f.lifetime = append(f.lifetime, m)
-		}
-	}
-	return f
+	return &outputs{ledger: ofUser(o.ledger, u), closed: ofUser(o.closed, u), daily: ofUser(o.daily, u), lifetime: ofUser(o.lifetime, u)}
+}
+
+func ofUser[M interface{ GetUserId() int64 }](ms []M, u int64) []M {
+	return slices.DeleteFunc(slices.Clone(ms), func(m M) bool { return m.GetUserId() != u })
 }
 
 // tally applies the ledger like the sink.

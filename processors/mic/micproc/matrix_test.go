@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -339,37 +340,14 @@ func TestVerificationMatrix(t *testing.T) {
 	}
 }
 
-// metricSum sums the samples of a counter or gauge family on e's registry
+// metricSum sums the series of a counter or gauge family on e's registry
 // whose labels include every pair of match.
 func metricSum(t *testing.T, e *env, name string, match map[string]string) float64 {
 	t.Helper()
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var labels []string
+	for k, v := range match {
+		labels = append(labels, k, v)
 	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range match {
-				if have[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	v, _ := testenv.Metric(e.reg, name, labels...)
+	return v
 }
