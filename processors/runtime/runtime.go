@@ -333,12 +333,13 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 
 func (r *Runtime) loop(ctx context.Context) error {
 	readyOnce := false
+	stopping := func() bool { return ctx.Err() != nil || r.killed.Load() }
 	for {
-		if ctx.Err() != nil || r.killed.Load() {
+		if stopping() {
 			return r.shutdown()
 		}
 		if _, err := r.handleEvents(ctx); err != nil {
-			if ctx.Err() != nil || r.killed.Load() {
+			if stopping() {
 				return r.shutdown()
 			}
 			return err
@@ -347,31 +348,12 @@ func (r *Runtime) loop(ctx context.Context) error {
 			readyOnce = true
 			r.ready.Store(true)
 		}
-		if !r.inTxn {
-			if err := r.sess.Begin(); err != nil {
-				if r.killed.Load() {
-					return ErrKilled
-				}
-				return &TxnError{Processor: r.name, Err: err}
-			}
-			r.inTxn = true
+		if err := r.beginTxn(); err != nil {
+			return err
 		}
 		resumeIn := r.resumeStalled()
 		r.punctuate()
-
-		wait := r.o.commitInterval
-		if r.txnContent {
-			wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
-		}
-		if resumeIn > 0 {
-			wait = min(wait, resumeIn)
-		}
-		var fetches kgo.Fetches
-		if wait > 0 || !r.txnContent {
-			pctx, cancel := context.WithTimeout(ctx, wait)
-			fetches = r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
-			cancel()
-		}
+		fetches := r.poll(ctx, resumeIn)
 		if fetches.IsClientClosed() || r.killed.Load() {
 			if r.killed.Load() {
 				return ErrKilled
@@ -388,7 +370,7 @@ func (r *Runtime) loop(ctx context.Context) error {
 		// records are stale and dropped.
 		rewound, err := r.handleEvents(ctx)
 		if err != nil {
-			if ctx.Err() != nil || r.killed.Load() {
+			if stopping() {
 				return r.shutdown()
 			}
 			return err
@@ -404,15 +386,56 @@ func (r *Runtime) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		if r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
+		if r.commitDue() {
 			if _, err := r.endTxn(r.o.txnTimeout, true, ""); err != nil {
-				if ctx.Err() != nil || r.killed.Load() {
+				if stopping() {
 					return r.shutdown()
 				}
 				return err
 			}
 		}
 	}
+}
+
+// beginTxn opens a transaction unless one is open.
+func (r *Runtime) beginTxn() error {
+	if r.inTxn {
+		return nil
+	}
+	if err := r.sess.Begin(); err != nil {
+		if r.killed.Load() {
+			return ErrKilled
+		}
+		return &TxnError{Processor: r.name, Err: err}
+	}
+	r.inTxn = true
+	return nil
+}
+
+// poll fetches up to the records the open transaction still takes, waiting
+// at most until the transaction is due (CommitInterval after its first
+// content) or a stalled partition's backoff ends (resumeIn > 0). A due
+// transaction with content polls nothing: it commits first.
+func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches {
+	wait := r.o.commitInterval
+	if r.txnContent {
+		wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
+	}
+	if resumeIn > 0 {
+		wait = min(wait, resumeIn)
+	}
+	if wait <= 0 && r.txnContent {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
+}
+
+// commitDue reports whether the open transaction holds CommitRecords input
+// records or has been open CommitInterval since its first content.
+func (r *Runtime) commitDue() bool {
+	return r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval)))
 }
 
 // processFetches hands the polled records to their tasks, in offset order
@@ -546,10 +569,10 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 	return &kgo.Record{Topic: r.o.dlq, Key: rec.Key, Value: rec.Value, Headers: h}
 }
 
-// endTxn ends the open transaction. With commit it first produces the
-// changelog records of every dirty key, flushes, and commits unless a
-// produce failed. It applies (committed) or discards (aborted) the store
-// writes either way. An error is fatal (*TxnError).
+// endTxn ends the open transaction. With commit it first prepares the
+// commit (prepareCommit) and commits unless that finds a reason to abort.
+// It applies (committed) or discards (aborted) the store writes either
+// way. An error is fatal (*TxnError).
 //
 // Ending a transaction must not be interrupted half-way (a cancelled End
 // leaves the producer unusable), so it does not follow Run's context: it
@@ -562,45 +585,9 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if commit {
-		now := time.Now() // one timestamp for the changelog records
-		for _, t := range r.tasks {
-			if t.store == nil {
-				continue
-			}
-			t.store.eachDirty(func(k string, e entry, deleted bool) {
-				rec := &r.arena.recs.take(1)[0]
-				rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
-				rec.Timestamp = now
-				if !deleted {
-					rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
-				}
-				r.produce(rec)
-			})
+		if cause := r.prepareCommit(ctx); cause != "" {
+			commit, abortCause = false, cause
 		}
-		if err := r.sess.Client().Flush(ctx); err != nil {
-			commit = false
-			abortCause = "flush"
-		}
-		if commit && r.txnIn == 0 && len(r.txnOut) > 0 {
-			// Punctuation output only: no offsets, so the broker's
-			// generation check on TxnOffsetCommit does not apply.
-			if err := r.checkMembership(ctx); err != nil {
-				if !r.killed.Load() {
-					r.log.Warn("not a confirmed group member; aborting punctuation output", "error", err)
-				}
-				commit = false
-				abortCause = "membership"
-			}
-		}
-		r.prodMu.Lock()
-		if r.prodErr != nil {
-			if !r.killed.Load() {
-				r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
-			}
-			commit = false
-			abortCause = "produce"
-		}
-		r.prodMu.Unlock()
 	}
 	try := kgo.TryAbort
 	if commit {
@@ -614,39 +601,9 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	r.prodErr = nil
 	r.prodMu.Unlock()
 	if committed && err == nil {
-		for _, t := range r.tasks {
-			if t.store != nil {
-				t.store.commit()
-				r.updateStateGauges(t)
-			}
-		}
-		r.recordsIn.Add(float64(r.txnIn))
-		for topic, n := range r.txnOut {
-			r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
-		}
-		for reason, n := range r.txnDLQ {
-			r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
-		}
-		for name, n := range r.txnPunct {
-			r.m.punctuations.WithLabelValues(r.name, name).Add(float64(n))
-		}
-		r.m.txnCommits.WithLabelValues(r.name).Inc()
+		r.committed()
 	} else {
-		for _, t := range r.tasks {
-			if t.store != nil {
-				t.store.abort()
-			}
-		}
-		if hadContent || commit {
-			cause := abortCause
-			if cause == "" {
-				cause = "rebalance"
-			}
-			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
-			if err == nil && !r.killed.Load() {
-				r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
-			}
-		}
+		r.aborted(hadContent || commit, abortCause, err)
 	}
 	if hadContent {
 		r.m.txnDuration.WithLabelValues(r.name).Observe(elapsed.Seconds())
@@ -665,6 +622,101 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	// longer references the arena.
 	r.arena.reset()
 	return committed, nil
+}
+
+// prepareCommit produces the changelog records of every dirty key and
+// flushes, then checks what a commit needs: the flush and every produce
+// succeeded and, for punctuation output alone, the group still has this
+// member at its generation. It returns the abort cause, "" to commit.
+func (r *Runtime) prepareCommit(ctx context.Context) string {
+	r.produceChangelogs()
+	cause := ""
+	if err := r.sess.Client().Flush(ctx); err != nil {
+		cause = "flush"
+	}
+	if cause == "" && r.txnIn == 0 && len(r.txnOut) > 0 {
+		// Punctuation output only: no offsets, so the broker's
+		// generation check on TxnOffsetCommit does not apply.
+		if err := r.checkMembership(ctx); err != nil {
+			if !r.killed.Load() {
+				r.log.Warn("not a confirmed group member; aborting punctuation output", "error", err)
+			}
+			cause = "membership"
+		}
+	}
+	r.prodMu.Lock()
+	defer r.prodMu.Unlock()
+	if r.prodErr != nil {
+		if !r.killed.Load() {
+			r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
+		}
+		cause = "produce"
+	}
+	return cause
+}
+
+// produceChangelogs produces one changelog record per key the open
+// transaction wrote, in the transaction's arena.
+func (r *Runtime) produceChangelogs() {
+	now := time.Now() // one timestamp for the changelog records
+	for _, t := range r.tasks {
+		if t.store == nil {
+			continue
+		}
+		t.store.eachDirty(func(k string, e entry, deleted bool) {
+			rec := &r.arena.recs.take(1)[0]
+			rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
+			rec.Timestamp = now
+			if !deleted {
+				rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
+			}
+			r.produce(rec)
+		})
+	}
+}
+
+// committed applies a committed transaction: the stores' writes become
+// committed state and the transaction's counts go to the metrics.
+func (r *Runtime) committed() {
+	for _, t := range r.tasks {
+		if t.store != nil {
+			t.store.commit()
+			r.updateStateGauges(t)
+		}
+	}
+	r.recordsIn.Add(float64(r.txnIn))
+	for topic, n := range r.txnOut {
+		r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
+	}
+	for reason, n := range r.txnDLQ {
+		r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
+	}
+	for name, n := range r.txnPunct {
+		r.m.punctuations.WithLabelValues(r.name, name).Add(float64(n))
+	}
+	r.m.txnCommits.WithLabelValues(r.name).Inc()
+}
+
+// aborted discards an aborted transaction's store writes and, when it held
+// work (counted), counts and logs the abort under cause (default
+// rebalance: GroupTransactSession refused the commit). endErr is End's
+// error, which the caller reports instead.
+func (r *Runtime) aborted(counted bool, cause string, endErr error) {
+	for _, t := range r.tasks {
+		if t.store != nil {
+			t.store.abort()
+		}
+	}
+	if !counted {
+		return
+	}
+	if cause == "" {
+		cause = "rebalance"
+	}
+	r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
+	if endErr == nil && !r.killed.Load() {
+		r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
+	}
 }
 
 // checkMembership asks the group coordinator whether this member and
