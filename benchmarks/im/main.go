@@ -38,6 +38,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim"
@@ -209,9 +210,9 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	}
 	byID := map[string]time.Time{}
 	for raw, t := range produced {
-		var env roomv1.EventEnvelope
-		_ = proto.Unmarshal([]byte(raw), &env)
-		byID[env.EventId] = t
+		var env envelope.View
+		_ = env.Parse([]byte(raw))
+		byID[string(env.EventID)] = t
 	}
 	if err := report(fake, seq, byID, start, genEnd, drained, cfg.IM.MaxCallsPerSecond, cfg.IM.MaxMessagesPerGroupPerSecond); err != nil {
 		return err

@@ -43,6 +43,14 @@
 // restore time (until every partition is restored and processing could
 // start) and the heap per open session after restore (HeapAlloc after GC,
 // minus the heap before the instance started, divided by -open).
+//
+// Compensation catch-up (-overdue): -overdue `up` events open as many
+// sessions that are never published; once the processor has consumed
+// them, its clock jumps past mic.pending_publish_max_age and the next
+// compensation tick, so all of them are overdue at once (an outage of the
+// room events). Reported: the time from that tick until every timer close
+// is committed (mic.compensation_batch_size per partition per
+// transaction, back to back), the closes per second, the transactions.
 package main
 
 import (
@@ -56,6 +64,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,12 +79,14 @@ import (
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	rt "github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 var (
-	profilePath  string
-	producerOpts []kgo.Opt // -linger, -batch-max-bytes
-	rounds       = 1
+	overdueSessions int // -overdue
+	profilePath     string
+	producerOpts    []kgo.Opt // -linger, -batch-max-bytes
+	rounds          = 1
 )
 
 func main() {
@@ -83,6 +94,7 @@ func main() {
 	var (
 		events     = flag.Int("events", 600_000, "events for the throughput runs (0 skips them)")
 		open       = flag.Int("open", 1_000_000, "open sessions for the memory and restore run (0 skips it)")
+		overdue    = flag.Int("overdue", 0, "overdue sessions for the compensation catch-up run (0 skips it)")
 		partitions = flag.Int("partitions", 6, "partitions per topic")
 		brokers    = flag.String("brokers", "", "Kafka brokers (empty: kfake with 3 brokers in a child process)")
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
@@ -126,6 +138,7 @@ func main() {
 		os.Exit(2)
 	}
 	rounds = max(*nRounds, 1)
+	overdueSessions = *overdue
 	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
@@ -288,7 +301,85 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 			return err
 		}
 	}
+
+	if overdueSessions > 0 {
+		cfg, err := newCfg(fmt.Sprintf("overdue%d.", time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		if err := fillOpen(ctx, cfg, overdueSessions); err != nil {
+			return err
+		}
+		return catchUpRun(ctx, cfg, overdueSessions, log)
+	}
 	return nil
+}
+
+// catchUpRun opens n sessions, then moves the processor's clock past the
+// pending max age and the compensation interval and measures how long the
+// timer takes to close (and commit) all of them.
+func catchUpRun(ctx context.Context, cfg *config.Config, n int, log *slog.Logger) error {
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	reg := prometheus.NewRegistry()
+	r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0), rt.Clock(clock))
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	wait := func(cond func() bool) error {
+		for !cond() {
+			select {
+			case err := <-done:
+				return fmt.Errorf("mic stopped early: %v", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	if err := wait(func() bool { in, _, _, _ := gather(reg); return in >= float64(n) }); err != nil {
+		return err
+	}
+	ledgerOut := func() float64 {
+		for _, tc := range outByTopic(reg) {
+			if tc.topic == cfg.Kafka.Topics.MicLedger {
+				return float64(tc.n)
+			}
+		}
+		return 0
+	}
+	commits0 := counter(reg, "roomflow_process_txn_commits_total")
+	c0, t0 := cpuTime(), time.Now()
+	skew.Store(int64(cfg.Mic.PendingPublishMaxAge.D() + cfg.Mic.CompensationInterval.D() + time.Minute))
+	// Every session's ledger entry is committed twice: its up and its close.
+	if err := wait(func() bool { return ledgerOut() >= float64(2*n) }); err != nil {
+		return err
+	}
+	wall, cpu := time.Since(t0), cpuTime()-c0
+	fmt.Printf("\ncompensation catch-up: %d overdue sessions over %d partitions, batch %d, interval %s\n",
+		n, cfg.Kafka.Partitions, cfg.Mic.CompensationBatchSize, cfg.Mic.CompensationInterval)
+	fmt.Printf("  all closed and committed %.2f s after the tick (%.0f closes/s wall, %.1f CPU-s), %.0f transactions, %.0f punctuation runs\n",
+		wall.Seconds(), float64(n)/wall.Seconds(), cpu.Seconds(), counter(reg, "roomflow_process_txn_commits_total")-commits0,
+		counter(reg, "roomflow_process_punctuations_total"))
+	cancel()
+	return <-done
+}
+
+// counter sums a counter's series.
+func counter(reg *prometheus.Registry, name string) float64 {
+	sum := 0.0
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // createTopic creates topic with the input's partitions (compacted: a
@@ -507,7 +598,7 @@ func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
 	for i := range evs {
 		ev := &evs[i]
 		rec := &kgo.Record{Topic: cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode(),
-			Headers: rt.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)}
+			Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))}
 		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {

@@ -23,6 +23,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -331,8 +332,8 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 	var msg proto.Message
 	if m, ok := topicTypes(topics)[r.Topic]; ok && r.Topic != topics.DLQ {
 		msg = proto.Clone(m)
-	} else if r.Topic != topics.DLQ && out.Headers["content-type"] == "application/x-protobuf" {
-		if mt := hyappType(out.Headers["event_type"]); mt != nil {
+	} else if r.Topic != topics.DLQ && out.Headers[envelope.HeaderContentType] == envelope.ContentType {
+		if mt := hyappType(out.Headers[envelope.HeaderEventType]); mt != nil {
 			msg = mt.New().Interface()
 			if mt.Descriptor().ParentFile().Package() == "hyapp.room.v1" {
 				msg = &roomv1.EventEnvelope{}

@@ -12,14 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 func verifyCmd(g *globals) *cobra.Command {
@@ -111,14 +110,12 @@ func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.Luc
 }
 
 // readAll consumes the room events topic from the start (read_committed)
-// until no record arrived for idle.
-func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([]*roomv1.EventEnvelope, error) {
-	var out []*roomv1.EventEnvelope
+// until no record arrived for idle, returning the values (EventEnvelope
+// bytes, read by loadgen.BuildOracle).
+func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([][]byte, error) {
+	var out [][]byte
 	err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) {
-		var env roomv1.EventEnvelope
-		if proto.Unmarshal(r.Value, &env) == nil {
-			out = append(out, &env)
-		}
+		out = append(out, r.Value)
 	})
 	return out, err
 }
@@ -135,17 +132,14 @@ type abandonedGap struct {
 func abandonedGaps(ctx context.Context, cfg *config.Config, idle time.Duration) ([]abandonedGap, error) {
 	var out []abandonedGap
 	err := readTopic(ctx, cfg, cfg.Kafka.Topics.DLQ, idle, func(r *kgo.Record) {
-		h := map[string]string{}
-		for _, x := range r.Headers {
-			h[x.Key] = string(x.Value)
-		}
-		if h["error_reason"] != string(relay.DLQGapAbandoned) {
+		h := func(key string) string { return string(envelope.Header(r, key)) }
+		if h(envelope.HeaderErrorReason) != string(relay.DLQGapAbandoned) {
 			return
 		}
-		g := abandonedGap{Reason: h["gap_reason"]}
-		g.From, _ = strconv.ParseUint(h["source_id_from"], 10, 64)
-		g.To, _ = strconv.ParseUint(h["source_id_to"], 10, 64)
-		g.OpenMs, _ = strconv.ParseInt(h["open_ms"], 10, 64)
+		g := abandonedGap{Reason: h(envelope.HeaderGapReason)}
+		g.From, _ = strconv.ParseUint(h(envelope.HeaderSourceIDFrom), 10, 64)
+		g.To, _ = strconv.ParseUint(h(envelope.HeaderSourceIDTo), 10, 64)
+		g.OpenMs, _ = strconv.ParseInt(h(envelope.HeaderOpenMs), 10, 64)
 		out = append(out, g)
 	})
 	slices.SortFunc(out, func(a, b abandonedGap) int { return cmp.Compare(a.From, b.From) })

@@ -122,10 +122,13 @@ type ProcessConfig struct {
 type MicConfig struct {
 	PendingPublishMaxAge    Duration `yaml:"pending_publish_max_age"`
 	PublishingSessionMaxAge Duration `yaml:"publishing_session_max_age"`
-	CompensationInterval    Duration `yaml:"compensation_interval"`
-	CompensationBatchSize   int      `yaml:"compensation_batch_size"`
-	ClosedSessionRetention  Duration `yaml:"closed_session_retention"`
-	DayRoomRetention        Duration `yaml:"day_room_retention"`
+	// CompensationEnabled is seed 001's
+	// tasks.mic_open_session_compensation.enabled: false = no timer closes.
+	CompensationEnabled    bool     `yaml:"compensation_enabled"`
+	CompensationInterval   Duration `yaml:"compensation_interval"`
+	CompensationBatchSize  int      `yaml:"compensation_batch_size"`
+	ClosedSessionRetention Duration `yaml:"closed_session_retention"`
+	DayRoomRetention       Duration `yaml:"day_room_retention"`
 }
 
 // SinkConfig tunes `roomflow sink`.
@@ -252,6 +255,7 @@ func Default() Config {
 		Mic: MicConfig{
 			PendingPublishMaxAge:    Duration(2 * time.Minute),
 			PublishingSessionMaxAge: Duration(12 * time.Hour),
+			CompensationEnabled:     true,
 			CompensationInterval:    Duration(60 * time.Second),
 			CompensationBatchSize:   100,
 			ClosedSessionRetention:  Duration(7 * 24 * time.Hour),

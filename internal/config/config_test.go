@@ -187,6 +187,7 @@ relay:
   gap_max_age: 2h
 mic:
   publishing_session_max_age: 6h
+  compensation_enabled: false
 outbox_worker:
   enabled: false
 im:
@@ -227,6 +228,8 @@ api:
 		{"gap", cfg.Relay.GapMaxAge.D(), 2 * time.Hour},
 		{"mic max window", cfg.Mic.PublishingSessionMaxAge.D(), 6 * time.Hour},
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
+		{"mic compensation switch", cfg.Mic.CompensationEnabled, false},
+		{"mic compensation on by default (seed 001)", Default().Mic.CompensationEnabled, true},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
 		{"fast path delay 0 is kept (claim at once)", cfg.IM.FastPathDelay.D(), time.Duration(0)},
 		{"api app listener disabled", cfg.API.AppAddr, ""},

@@ -14,8 +14,7 @@ type Candidate struct {
 
 // SelectDue picks the sessions due at nowMs (DueAtMs < nowMs), the longest
 // overdue first (ties by key, so the choice is deterministic), at most
-// limit of them: seed 001's "at most batch_size per run", the rest wait for
-// the next tick. It reorders cands.
+// limit of them (limit < 0: all). It reorders cands.
 func SelectDue(cands []Candidate, nowMs int64, limit int) []Candidate {
 	due := cands[:0]
 	for _, c := range cands {

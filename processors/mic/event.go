@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
@@ -107,74 +108,24 @@ func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 // The Event's strings alias value (no copies): value must stay unchanged
 // while the Event is in use. Every output of the engine copies what it keeps.
 func Decode(value []byte, defaultAppCode string) (Event, error) {
-	var ev Event
-	var payload []byte
-	r := wireReader{b: value}
-	for {
-		f, t, ok := r.next()
-		if !ok {
-			break
-		}
-		switch f {
-		case 1:
-			ev.EventID = r.str(f, t)
-		case 2:
-			ev.EventType = r.str(f, t)
-		case 3:
-			ev.AppCode = r.str(f, t)
-		case 4:
-			ev.RoomID = r.str(f, t)
-		case 5:
-			ev.RoomVersion = r.varint(f, t)
-		case 6:
-			ev.OccurredAtMs = r.varint(f, t)
-		case 7, 8: // request_id, command_id: tracing only, still proto3 strings
-			r.str(f, t)
-		case 9:
-			payload = r.bytes(f, t)
-		default:
-			r.skip(f, t)
-		}
+	var env envelope.View
+	if err := env.Parse(value); err != nil {
+		return Event{}, &DecodeError{Reason: "bad_envelope", Err: err}
 	}
-	if r.err != nil {
-		return Event{}, &DecodeError{Reason: "bad_envelope", Err: r.err}
+	if string(env.EventType) != EventTypeRoomMicChanged {
+		return Event{}, decodeErr("wrong_event_type", "event_type %q", clip(string(env.EventType)))
 	}
-	if ev.EventType != EventTypeRoomMicChanged {
-		return Event{}, decodeErr("wrong_event_type", "event_type %q", clip(ev.EventType))
+	var m envelope.MicChanged
+	if err := m.Parse(env.Payload); err != nil {
+		return Event{}, &DecodeError{Reason: "bad_payload", Err: err}
 	}
-	r = wireReader{b: payload}
-	for {
-		f, t, ok := r.next()
-		if !ok {
-			break
-		}
-		switch f {
-		case 1:
-			ev.UserID = r.varint(f, t)
-		case 2:
-			ev.SeatNo = int32(r.varint(f, t))
-		case 3:
-			ev.Action = r.str(f, t)
-		case 4:
-			ev.MicSessionID = r.str(f, t)
-		case 5:
-			ev.PublishState = r.str(f, t)
-		case 6:
-			ev.Reason = r.str(f, t)
-		case 7:
-			ev.PublishDeadlineMs = r.varint(f, t)
-		case 8:
-			ev.PublishEventTimeMs = r.varint(f, t)
-		case 9:
-			ev.PreviousSeatNo = int32(r.varint(f, t))
-		case 10:
-			ev.RTCStoppedAtMs = r.varint(f, t)
-		default:
-			r.skip(f, t)
-		}
-	}
-	if r.err != nil {
-		return Event{}, &DecodeError{Reason: "bad_payload", Err: r.err}
+	str := envelope.String
+	ev := Event{
+		EventID: str(env.EventID), EventType: EventTypeRoomMicChanged, AppCode: str(env.AppCode), RoomID: str(env.RoomID),
+		RoomVersion: env.RoomVersion, OccurredAtMs: env.OccurredAtMs,
+		UserID: m.UserID, SeatNo: m.SeatNo, PreviousSeatNo: m.PreviousSeatNo,
+		Action: str(m.Action), MicSessionID: str(m.MicSessionID), PublishState: str(m.PublishState), Reason: str(m.Reason),
+		PublishDeadlineMs: m.PublishDeadlineMs, PublishEventTimeMs: m.PublishEventTimeMs, RTCStoppedAtMs: m.RTCStoppedAtMs,
 	}
 	if ev.AppCode == "" {
 		ev.AppCode = defaultAppCode

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
@@ -242,6 +243,32 @@ func ParseDayRoomsKey(key string) (day int64, err error) {
 // State value encoding: protobuf wire format written with protowire, so the
 // changelog stays compact (varints, absent zero fields) and decodes without
 // reflection. Field numbers are part of the changelog format: never reuse.
+//
+// Versions (the rule of schemas/envelope): version 1 is this encoding
+// without a prefix; its first byte is a protobuf tag, at least 0x08, or the
+// value is empty. A later version starts with its number as a byte 0x02 to
+// 0x07, which no tag starts with (field number 0), so every value written
+// so far stays version 1. A field added with a zero value that means what
+// older writers meant needs no new version (readers skip unknown fields).
+// This release writes and reads version 1 and refuses a newer one with a
+// *envelope.VersionError.
+const (
+	stateVersion   = 1
+	maxStatePrefix = 0x07 // highest version byte: 0x08 starts the tag of field 1
+)
+
+// stateBody returns the version 1 encoding of the state value b, or the
+// error that it is written in a newer version, or corrupt.
+func stateBody(format string, b []byte) ([]byte, error) {
+	if len(b) == 0 || b[0] > maxStatePrefix {
+		return b, nil
+	}
+	if b[0] > stateVersion {
+		return nil, &envelope.VersionError{Format: format, Version: int(b[0]), Newest: stateVersion}
+	}
+	return nil, fmt.Errorf("%w: leading byte %#x", ErrCorruptState, b[0])
+}
+
 const (
 	fRoomID          = 1
 	fFirstSeat       = 2
@@ -329,6 +356,12 @@ func (s *Session) AppendBinary(b []byte) []byte {
 // MarshalBinary is AppendBinary on a fresh slice.
 func (s *Session) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil), nil }
 
+// Format names of the state values in a *envelope.VersionError.
+const (
+	formatSession  = "mic session state"
+	formatDayRooms = "mic day-room state"
+)
+
 // ErrCorruptState is returned when a state value cannot be decoded; the
 // changelog is written only by this package, so it means corruption or a
 // format this version does not know.
@@ -345,6 +378,10 @@ func (s *Session) UnmarshalBinaryAlias(b []byte) error { return s.unmarshal(b, t
 
 func (s *Session) unmarshal(b []byte, alias bool) error {
 	*s = Session{}
+	b, err := stateBody(formatSession, b)
+	if err != nil {
+		return err
+	}
 	str := func(v []byte) string {
 		if alias && len(v) > 0 {
 			return unsafe.String(&v[0], len(v))
@@ -470,6 +507,10 @@ func (d DayRooms) AppendBinary(b []byte) []byte {
 
 // UnmarshalDayRooms decodes DayRooms.AppendBinary.
 func UnmarshalDayRooms(b []byte) (DayRooms, error) {
+	b, err := stateBody(formatDayRooms, b)
+	if err != nil {
+		return nil, err
+	}
 	var d DayRooms
 	for len(b) > 0 {
 		f, t, n := protowire.ConsumeTag(b)
@@ -501,6 +542,10 @@ func UnmarshalDayRooms(b []byte) (DayRooms, error) {
 // session of a partition.
 func PeekTimer(b []byte) (Session, error) {
 	var s Session
+	b, err := stateBody(formatSession, b)
+	if err != nil {
+		return s, err
+	}
 	for len(b) > 0 {
 		f, t, n := protowire.ConsumeTag(b)
 		if n < 0 {

@@ -1,20 +1,18 @@
 package mic
 
 import (
-	"unicode/utf8"
-	"unsafe"
-
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
-// Hand-written protobuf encoders of the output messages and decoder of the
-// input: the wire format of schemas/proto/hyapp/{room,user}/v1 exactly
-// (field numbers, proto3 zero-omission, two's-complement varints for
-// int32/int64), without reflection — the generated code spent most of the
+// Hand-written protobuf encoders of the output messages (the input is read
+// by schemas/envelope's views): the wire format of
+// schemas/proto/hyapp/{room,user}/v1 exactly (field numbers, proto3
+// zero-omission, two's-complement varints for int32/int64), without
+// reflection — the generated code spent most of the
 // processor's time here. Tests check every encoder against proto.Unmarshal
-// of the generated types and the decoder against proto.Marshal.
+// of the generated types.
 //
 // Strings are written without UTF-8 validation: every string comes from a
 // decoded input event, which Decode validated, or from this package.
@@ -55,6 +53,14 @@ func endMsg(b []byte, at int) []byte {
 }
 
 // AppendLedgerEntry appends the wire form of e (hyapp.user.v1.MicLedgerEntry).
+//
+// Compatibility (the rule of schemas/envelope): the ledger evolves by
+// protobuf's rules only: fields are added, never renumbered, retyped or
+// reused, and a new field's zero value means what older writers meant, so
+// the sink of either release reads the other's entries (it skips unknown
+// fields). A change an older sink must not silently ignore gets a new
+// event_type instead, which the older sink refuses to the DLQ.
+// testdata/state-v1/ledger.bin pins today's bytes.
 func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
 	b = appendStr(b, 1, e.EventId)
 	b = appendStr(b, 2, e.AppCode)
@@ -161,79 +167,3 @@ func AppendLifetimeStatsUpdated(b []byte, l *userv1.UserMicLifetimeStatsUpdated)
 	b = appendInt(b, 9, l.FirstMicAtMs)
 	return appendInt(b, 10, l.LastMicAtMs)
 }
-
-// wireReader walks protobuf fields; the first malformed field stops it.
-type wireReader struct {
-	b   []byte
-	err error
-}
-
-func (r *wireReader) next() (protowire.Number, protowire.Type, bool) {
-	if len(r.b) == 0 || r.err != nil {
-		return 0, 0, false
-	}
-	f, t, n := protowire.ConsumeTag(r.b)
-	if n < 0 {
-		r.err = protowire.ParseError(n)
-		return 0, 0, false
-	}
-	r.b = r.b[n:]
-	return f, t, true
-}
-
-func (r *wireReader) varint(f protowire.Number, t protowire.Type) int64 {
-	if t != protowire.VarintType {
-		r.skip(f, t)
-		return 0
-	}
-	v, n := protowire.ConsumeVarint(r.b)
-	if n < 0 {
-		r.err = protowire.ParseError(n)
-		return 0
-	}
-	r.b = r.b[n:]
-	return int64(v)
-}
-
-func (r *wireReader) bytes(f protowire.Number, t protowire.Type) []byte {
-	if t != protowire.BytesType {
-		r.skip(f, t)
-		return nil
-	}
-	v, n := protowire.ConsumeBytes(r.b)
-	if n < 0 {
-		r.err = protowire.ParseError(n)
-		return nil
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// str returns a string field aliasing the input (valid only while the
-// input is), checking UTF-8 like proto3 decoding does.
-func (r *wireReader) str(f protowire.Number, t protowire.Type) string {
-	v := r.bytes(f, t)
-	if len(v) == 0 {
-		return ""
-	}
-	if !utf8.Valid(v) {
-		r.err = errInvalidUTF8
-		return ""
-	}
-	return unsafe.String(&v[0], len(v))
-}
-
-func (r *wireReader) skip(f protowire.Number, t protowire.Type) {
-	n := protowire.ConsumeFieldValue(f, t, r.b)
-	if n < 0 {
-		r.err = protowire.ParseError(n)
-		return
-	}
-	r.b = r.b[n:]
-}
-
-type wireErr string
-
-func (e wireErr) Error() string { return string(e) }
-
-const errInvalidUTF8 = wireErr("string field contains invalid UTF-8")

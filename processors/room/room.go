@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
@@ -38,7 +39,7 @@ import (
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 	"github.com/hyapp/roomflow/schemas/activityv1"
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Event types the processor knows.
@@ -96,8 +97,9 @@ type Processor struct {
 	appCode     []byte // for envelopes without app_code (config app_code)
 
 	// reused decode targets (Process runs on one goroutine)
-	env  envelopeView
-	gift roomv1.RoomGiftSent
+	env  envelope.View
+	mic  envelope.MicChanged
+	gift envelope.GiftSent
 }
 
 // NewProcessor returns the processor emitting to cfg's
@@ -110,10 +112,7 @@ func NewProcessor(cfg *config.Config, rules RuleSource) *Processor {
 		rules: rules, appCode: []byte(cfg.AppCode)}
 }
 
-var (
-	marshal     = proto.MarshalOptions{Deterministic: true}
-	contentType = []byte(runtime.ContentTypeProtobuf)
-)
+var marshal = proto.MarshalOptions{Deterministic: true}
 
 // micOut is one re-keyed mic event: record, headers and key in a single
 // allocation.
@@ -126,27 +125,26 @@ type micOut struct {
 // Process handles one room event.
 func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	env := &p.env
-	if err := parseEnvelope(rec.Value, env); err != nil {
+	if err := env.Parse(rec.Value); err != nil {
 		return runtime.Reject(ReasonDecodeEnvelope, err)
 	}
-	if len(env.eventID) == 0 {
+	if len(env.EventID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
 	}
-	if len(env.eventID) > maxEventID || len(env.appCode) > maxAppCode || len(env.roomID) > maxRoomID {
+	if len(env.EventID) > maxEventID || len(env.AppCode) > maxAppCode || len(env.RoomID) > maxRoomID {
 		return runtime.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
 	// The rule of every stage: an empty app_code is the configured one. It
 	// is resolved here once, in the forwarded mic envelope too (header and
 	// value agree), so the mic processor sees the same app_code whether
 	// room-service wrote it or left it out.
-	omitted := len(env.appCode) == 0
+	omitted := len(env.AppCode) == 0
 	if omitted {
-		env.appCode = p.appCode
+		env.AppCode = p.appCode
 	}
-	switch string(env.eventType) { // no allocation
+	switch string(env.EventType) { // no allocation
 	case EventRoomMicChanged:
-		user, err := micUserID(env.payload)
-		if err != nil {
+		if err := p.mic.Parse(env.Payload); err != nil {
 			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
 		}
 		value := rec.Value
@@ -156,33 +154,27 @@ func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 		o := new(micOut)
 		// Header values alias the envelope, which is forwarded unchanged
 		// (but for a filled-in app_code).
-		o.hdr = [4]kgo.RecordHeader{
-			{Key: "event_id", Value: env.eventID},
-			{Key: "event_type", Value: env.eventType},
-			{Key: "app_code", Value: env.appCode},
-			{Key: "content-type", Value: contentType},
-		}
 		o.rec = kgo.Record{
 			Topic:   p.micTopic,
-			Key:     strconv.AppendInt(o.key[:0], user, 10),
+			Key:     strconv.AppendInt(o.key[:0], p.mic.UserID, 10),
 			Value:   value,
-			Headers: o.hdr[:],
+			Headers: envelope.AppendHeaders(o.hdr[:0], env.EventID, env.EventType, env.AppCode),
 		}
 		t.Emit(&o.rec)
 		return nil
 	case EventRoomGiftSent:
 		return p.gifted(t, env)
 	default:
-		if passBy[string(env.eventType)] {
+		if passBy[string(env.EventType)] {
 			return nil
 		}
-		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.eventType))
+		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.EventType))
 	}
 }
 
-func (p *Processor) gifted(t runtime.Task, env *envelopeView) error {
+func (p *Processor) gifted(t runtime.Task, env *envelope.View) error {
 	g := &p.gift
-	if err := proto.Unmarshal(env.payload, g); err != nil {
+	if err := g.Parse(env.Payload); err != nil {
 		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
 	}
 	if !g.Lucky {
@@ -191,13 +183,14 @@ func (p *Processor) gifted(t runtime.Task, env *envelopeView) error {
 	if g.HeatValue < 0 {
 		return runtime.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
 	}
-	if len(env.roomID) == 0 {
+	if len(env.RoomID) == 0 {
 		return runtime.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
 	}
-	if g.LuckyRuleVersion == "" {
-		return runtime.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftId))
+	if len(g.LuckyRuleVersion) == 0 {
+		return runtime.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftID))
 	}
-	rule, err := p.rules.Get(t.Context(), g.GiftId, g.LuckyRuleVersion)
+	giftID, ruleVersion := string(g.GiftID), string(g.LuckyRuleVersion)
+	rule, err := p.rules.Get(t.Context(), giftID, ruleVersion)
 	switch {
 	case errors.Is(err, lucky.ErrUnknownRule):
 		return runtime.Reject(ReasonUnknownRuleVersion, err)
@@ -215,21 +208,21 @@ func (p *Processor) gifted(t runtime.Task, env *envelopeView) error {
 	case err != nil:
 		return runtime.Reject(ReasonInvalidRule, err)
 	}
-	src := string(env.eventID)
+	src := string(env.EventID)
 	id := EventLuckyPoolInflow + ":" + src
-	appCode, roomID := string(env.appCode), string(env.roomID)
+	appCode, roomID := string(env.AppCode), string(env.RoomID)
 	b, err := marshal.Marshal(&activityv1.LuckyPoolInflow{
 		EventId:       id,
 		AppCode:       appCode,
 		RoomId:        roomID,
-		GiftId:        g.GiftId,
-		RuleVersion:   g.LuckyRuleVersion,
+		GiftId:        giftID,
+		RuleVersion:   ruleVersion,
 		HeatValue:     g.HeatValue,
 		PoolIn:        in.PoolIn,
 		PlatformIn:    in.PlatformIn,
 		RoomIn:        in.RoomIn,
 		GiftIn:        in.GiftIn,
-		OccurredAtMs:  env.occurredAtMs,
+		OccurredAtMs:  env.OccurredAtMs,
 		SourceEventId: src,
 	})
 	if err != nil {
@@ -239,9 +232,22 @@ func (p *Processor) gifted(t runtime.Task, env *envelopeView) error {
 		Topic:   p.inflowTopic,
 		Key:     []byte(roomID),
 		Value:   b,
-		Headers: runtime.StandardHeaders(id, EventLuckyPoolInflow, appCode),
+		Headers: envelope.AppendHeaders(make([]kgo.RecordHeader, 0, 4), []byte(id), typeLuckyPoolInflow, []byte(appCode)),
 	})
 	return nil
+}
+
+var typeLuckyPoolInflow = []byte(EventLuckyPoolInflow)
+
+// withAppCode returns a copy of the envelope b with app_code set to app:
+// the field appended at the end, where protobuf parsers let the last
+// occurrence of a singular field win (b is left unchanged; it is the
+// consumed record's value).
+func withAppCode(b, app []byte) []byte {
+	out := make([]byte, 0, len(b)+2+len(app))
+	out = append(out, b...)
+	out = protowire.AppendTag(out, 3, protowire.BytesType)
+	return protowire.AppendBytes(out, app)
 }
 
 // Options are the runtime options of the room processor on cfg: input

@@ -45,9 +45,11 @@
 // # Rejects and the DLQ
 //
 // Process returning an error made with Reject (a *RejectError) routes the
-// input record to the DLQ topic inside the same transaction: original key,
-// value and headers plus the headers `error` (reason and detail),
-// `error_reason`, `source_topic`, `source_partition` and `source_offset`.
+// input record to the DLQ topic inside the same transaction, built by
+// schemas/envelope's DeadLetter: original key, value and headers plus the
+// headers `stage` (the processor's name), `error` (reason and detail, at
+// most envelope.MaxErrorBytes), `error_reason`, `source_topic`,
+// `source_partition` and `source_offset`.
 // Records emitted and Store writes made while processing a rejected record
 // are discarded; the partition moves on. A *CorruptStateError (CorruptState:
 // a state value the processor cannot decode, which no retry can fix) is
@@ -128,6 +130,18 @@
 // in punctuations_deferred_total{reason=behind|lso_unavailable}. So what a
 // timer does depends only on what Kafka held at the tick.
 //
+// A punctuation works in bounded batches and catches up with a backlog by
+// calling Task.MoreDue: the runtime commits the open transaction at once
+// and runs it again, with the same tick time and after the same LSO check,
+// in the next transaction, until a run does not call MoreDue; only then is
+// it rescheduled one interval later. Each run is its own small transaction
+// and the records already fetched for every partition are processed
+// between two runs, so 100,000 due sessions close as a thousand commits of
+// a hundred, not one huge transaction, and not one batch per interval. A
+// transaction that carries no input offsets (punctuation output only) is
+// committed on the client after the membership check, without
+// GroupTransactSession.End's 500ms pause after an offset-less commit.
+//
 // # Memory
 //
 // A transaction produces thousands of short-lived records. Task.NewRecord,
@@ -149,7 +163,8 @@
 // unowned_partition, shutdown), restore_duration_seconds, restore_records_total
 // (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
-// LagInterval), punctuations_total (per name), punctuations_deferred_total
+// LagInterval), punctuations_total (runs per name; each catch-up run
+// counts), punctuations_deferred_total
 // (per reason), partition_stalled (per partition, 1 while stalled) and
 // partition_stalls_total (failed attempts, per cause: record, punctuation).
 //

@@ -47,10 +47,11 @@ func (l *Local) Process(p Processor, rec *kgo.Record) ([]*kgo.Record, error) {
 }
 
 // Punctuate runs fn at now as the runtime runs a due punctuation, with the
-// results of Process.
-func (l *Local) Punctuate(fn PunctuateFunc, now time.Time) ([]*kgo.Record, error) {
-	emits, err := l.t.step(func() error { return fn(l.t, now) })
-	return l.hand(emits), err
+// results of Process, and reports whether fn called Task.MoreDue: the
+// runtime then commits and runs it again at the same now.
+func (l *Local) Punctuate(fn PunctuateFunc, now time.Time) ([]*kgo.Record, bool, error) {
+	emits, more, err := l.t.punctuation(fn, now)
+	return l.hand(emits), more, err
 }
 
 // hand returns a copy of the step's emits slice, which the task reuses.

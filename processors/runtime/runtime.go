@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Runtime runs one Processor over a consumer group with Kafka transactions.
@@ -49,6 +51,11 @@ type Runtime struct {
 	txnOut     map[string]int
 	txnDLQ     map[string]int
 	txnPunct   map[string]int
+	// txnCatchUp: the open transaction holds a catch-up run (Task.MoreDue)
+	// and is committed at once, so the next run can follow.
+	txnCatchUp bool
+	// txnSeq counts ended transactions.
+	txnSeq     uint64
 	prodMu     sync.Mutex
 	prodErr    error
 	promise    func(*kgo.Record, error)
@@ -415,7 +422,9 @@ func (r *Runtime) beginTxn() error {
 // poll fetches up to the records the open transaction still takes, waiting
 // at most until the transaction is due (CommitInterval after its first
 // content) or a stalled partition's backoff ends (resumeIn > 0). A due
-// transaction with content polls nothing: it commits first.
+// transaction with content polls nothing: it commits first. A catch-up run
+// polls only the records already fetched (catchUpPoll): the next run
+// follows its commit.
 func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches {
 	wait := r.o.commitInterval
 	if r.txnContent {
@@ -423,6 +432,9 @@ func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches 
 	}
 	if resumeIn > 0 {
 		wait = min(wait, resumeIn)
+	}
+	if r.txnCatchUp {
+		wait = catchUpPoll
 	}
 	if wait <= 0 && r.txnContent {
 		return nil
@@ -432,10 +444,11 @@ func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches 
 	return r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
 }
 
-// commitDue reports whether the open transaction holds CommitRecords input
-// records or has been open CommitInterval since its first content.
+// commitDue reports whether the open transaction holds a catch-up run
+// (committed at once so the next run can follow), CommitRecords input
+// records, or has been open CommitInterval since its first content.
 func (r *Runtime) commitDue() bool {
-	return r.inTxn && r.txnContent && (r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval)))
+	return r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval)))
 }
 
 // processFetches hands the polled records to their tasks, in offset order
@@ -520,7 +533,7 @@ func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.produce(r.dlqRecord(rec, rej))
 	r.txnDLQ[rej.Reason]++
 	t.log.Warn("record rejected to the DLQ", "offset", rec.Offset, "reason", rej.Reason, "error", rej.Err,
-		"event_id", string(Header(rec, "event_id")), "event_type", string(Header(rec, "event_type")))
+		"event_id", string(envelope.Header(rec, envelope.HeaderEventID)), "event_type", string(envelope.Header(rec, envelope.HeaderEventType)))
 	return nil
 }
 
@@ -548,25 +561,14 @@ func (r *Runtime) produce(rec *kgo.Record) {
 	r.sess.Produce(context.Background(), rec, r.promise)
 }
 
-// dlqRecord copies rec for the DLQ with the error headers.
+// dlqRecord is rec's dead letter (schemas/envelope), its error text
+// "reason: error" as always.
 func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
-	msg := rej.Reason
+	var cause error
 	if rej.Err != nil {
-		msg += ": " + rej.Err.Error()
+		cause = fmt.Errorf("%s: %w", rej.Reason, rej.Err)
 	}
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
-	h := make([]kgo.RecordHeader, 0, len(rec.Headers)+5)
-	h = append(h, rec.Headers...)
-	h = append(h,
-		kgo.RecordHeader{Key: "error", Value: []byte(msg)},
-		kgo.RecordHeader{Key: "error_reason", Value: []byte(rej.Reason)},
-		kgo.RecordHeader{Key: "source_topic", Value: []byte(rec.Topic)},
-		kgo.RecordHeader{Key: "source_partition", Value: []byte(strconv.FormatInt(int64(rec.Partition), 10))},
-		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(rec.Offset, 10))},
-	)
-	return &kgo.Record{Topic: r.o.dlq, Key: rec.Key, Value: rec.Value, Headers: h}
+	return (&envelope.DeadLetter{Stage: r.name, Reason: rej.Reason, Err: cause, From: rec}).Build(r.o.dlq)
 }
 
 // endTxn ends the open transaction. With commit it first prepares the
@@ -589,11 +591,17 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 			commit, abortCause = false, cause
 		}
 	}
-	try := kgo.TryAbort
-	if commit {
-		try = kgo.TryCommit
+	var committed bool
+	var err error
+	if commit && r.sess.Client().UncommittedOffsets() == nil && !r.eventsPending() {
+		committed, err = r.endWithoutOffsets(ctx)
+	} else {
+		try := kgo.TryAbort
+		if commit {
+			try = kgo.TryCommit
+		}
+		committed, err = r.sess.End(ctx, try)
 	}
-	committed, err := r.sess.End(ctx, try)
 	elapsed := time.Since(r.txnStart)
 	hadContent := r.txnContent
 	r.inTxn = false
@@ -609,6 +617,8 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 		r.m.txnDuration.WithLabelValues(r.name).Observe(elapsed.Seconds())
 	}
 	r.txnContent = false
+	r.txnCatchUp = false
+	r.txnSeq++
 	r.txnIn = 0
 	clear(r.txnOut)
 	clear(r.txnDLQ)
@@ -717,6 +727,32 @@ func (r *Runtime) aborted(counted bool, cause string, endErr error) {
 	if endErr == nil && !r.killed.Load() {
 		r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
 	}
+}
+
+// endWithoutOffsets commits a transaction that carries no input offsets
+// (punctuation output only) on the client itself. GroupTransactSession.End
+// would commit it too, but then holds the session for 500ms (a guard for
+// offset commits to brokers without KIP-447, which a commit without offsets
+// does not need), and a catch-up commits such transactions back to back.
+// What End checks is checked before: membership (checkMembership), and no
+// revoke or loss seen since the last poll (eventsPending).
+// A commit the broker refuses as abortable is retried as an abort, as End
+// does.
+func (r *Runtime) endWithoutOffsets(ctx context.Context) (bool, error) {
+	err := r.sess.Client().EndTransaction(ctx, kgo.TryCommit)
+	if errors.Is(err, kerr.OperationNotAttempted) || errors.Is(err, kerr.TransactionAbortable) {
+		r.log.Warn("commit of punctuation output not possible; aborting it", "error", err)
+		return false, r.sess.Client().EndTransaction(ctx, kgo.TryAbort)
+	}
+	return err == nil, err
+}
+
+// eventsPending reports whether an assignment change waits for
+// handleEvents.
+func (r *Runtime) eventsPending() bool {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	return len(r.events) > 0
 }
 
 // checkMembership asks the group coordinator whether this member and

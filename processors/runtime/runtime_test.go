@@ -409,7 +409,7 @@ func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
 	d := dlq[0]
 	for key, want := range map[string]string{
 		"event_id": "E-poison", "error_reason": "toy_poison", "error": "toy_poison: value is poison",
-		"source_topic": h.in, "source_partition": "0", "source_offset": "1",
+		"source_topic": h.in, "source_partition": "0", "source_offset": "1", "stage": "toy",
 	} {
 		if got := rttest.Header(d, key); got != want {
 			t.Errorf("dlq header %s = %q, want %q", key, got, want)

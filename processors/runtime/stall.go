@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // stall is a partition backing off alone after its record or punctuation
@@ -42,7 +44,7 @@ func (r *Runtime) stallRecord(t *task, rec *kgo.Record, err error) {
 	r.setBack(t, rec)
 	s := r.backOff(t, rec.Offset, "", "record")
 	t.log.Error("record failed; its partition stalls and retries it alone after a backoff",
-		"offset", rec.Offset, "event_id", string(Header(rec, "event_id")), "event_type", string(Header(rec, "event_type")),
+		"offset", rec.Offset, "event_id", string(envelope.Header(rec, envelope.HeaderEventID)), "event_type", string(envelope.Header(rec, envelope.HeaderEventType)),
 		"error", err, "attempt", s.attempt, "backoff", s.backoff.String())
 }
 

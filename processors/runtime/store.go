@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Store is a task's keyed state: an in-memory map of the partition's
@@ -283,6 +285,11 @@ func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
 
 // Changelog value format: 1 byte version (1), 8 bytes big-endian expiry in
 // unix ms (0 = none), then the value. A tombstone (nil value) deletes.
+// Compatibility (the rule of schemas/envelope): a reader decodes every
+// version up to changelogVersion and refuses a higher one with a
+// *envelope.VersionError, which stops the restore (a *RestoreError) rather
+// than guessing at another release's state; a writer writes a new version
+// only once every running release reads it.
 const changelogVersion = 1
 
 var errChangelogValue = errors.New("changelog value: bad format")
@@ -298,6 +305,9 @@ func appendChangelogValue(b []byte, e entry) []byte {
 }
 
 func decodeChangelogValue(b []byte) (entry, error) {
+	if len(b) > 0 && b[0] > changelogVersion {
+		return entry{}, &envelope.VersionError{Format: "runtime changelog value", Version: int(b[0]), Newest: changelogVersion}
+	}
 	if len(b) < 9 || b[0] != changelogVersion {
 		return entry{}, errChangelogValue
 	}

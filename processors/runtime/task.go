@@ -61,6 +61,17 @@ type Task interface {
 	// StringBytes returns a copy of s in memory with the lifetime of
 	// NewRecord (e.g. for a header value or key taken from a string).
 	StringBytes(s string) []byte
+
+	// MoreDue, called by a punctuation, reports that it stopped at its
+	// bound (a batch size) with work still due at this tick. The runtime
+	// then commits the open transaction at once and runs the punctuation
+	// again, with the same now, in the next transaction (after checking
+	// again that the task has consumed its input up to the tick's last
+	// stable offset), and again while each run calls MoreDue; only a run
+	// that does not call it is rescheduled one interval later. Input
+	// records keep flowing between the runs. Called outside a punctuation,
+	// it has no effect.
+	MoreDue()
 }
 
 // task is the Task of one owned input partition. It lives from assignment
@@ -87,6 +98,8 @@ type task struct {
 	// stall is set while the partition backs off after a failure (see
 	// stallRecord); nil when it runs normally.
 	stall *stall
+	// moreDue is set by MoreDue during the running punctuation.
+	moreDue bool
 }
 
 func (t *task) Topic() string            { return t.topic }
@@ -101,6 +114,10 @@ func (t *task) Store() *Store {
 	}
 	return t.store
 }
+
+// MoreDue marks the running punctuation as having more work due (see
+// Task.MoreDue); outside a punctuation it has no effect.
+func (t *task) MoreDue() { t.moreDue = true }
 
 func (t *task) Emit(r *kgo.Record) {
 	if r.Topic == "" {
@@ -140,27 +157,12 @@ func (t *task) step(fn func() error) ([]*kgo.Record, error) {
 	return t.emits, nil
 }
 
-// Header returns the value of the first header named key of r, or nil.
-func Header(r *kgo.Record, key string) []byte {
-	for i := range r.Headers {
-		if r.Headers[i].Key == key {
-			return r.Headers[i].Value
-		}
-	}
-	return nil
-}
-
-// ContentTypeProtobuf is the content-type header value of every roomflow
-// record.
-const ContentTypeProtobuf = "application/x-protobuf"
-
-// StandardHeaders returns the headers every roomflow record carries:
-// event_id, event_type, app_code and content-type application/x-protobuf.
-func StandardHeaders(eventID, eventType, appCode string) []kgo.RecordHeader {
-	return []kgo.RecordHeader{
-		{Key: "event_id", Value: []byte(eventID)},
-		{Key: "event_type", Value: []byte(eventType)},
-		{Key: "app_code", Value: []byte(appCode)},
-		{Key: "content-type", Value: []byte(ContentTypeProtobuf)},
-	}
+// punctuation runs fn at now as a step and reports whether it called
+// MoreDue (never after an error: the step was undone).
+func (t *task) punctuation(fn PunctuateFunc, now time.Time) ([]*kgo.Record, bool, error) {
+	t.moreDue = false
+	emits, err := t.step(func() error { return fn(t, now) })
+	more := t.moreDue && err == nil
+	t.moreDue = false
+	return emits, more, err
 }

@@ -20,10 +20,24 @@ import (
 // at the tick, not on how fast the task catches up. Until then the tick is
 // deferred (checked again after every poll) and counted in
 // roomflow_process_punctuations_deferred_total{reason="behind"}.
+//
+// A punctuation that calls Task.MoreDue keeps its round open as a catch-up:
+// the same tick (now and LSO) runs again in the next transaction, after the
+// current one has ended, and again while it reports more due. Each run is
+// its own transaction, so a large backlog of due work commits as many
+// bounded transactions with input records flowing in between, and the
+// catch-up does exactly what one unbounded run at the tick would have done,
+// less what those records settled meanwhile. The LSO gate is checked before
+// every run: an aborted transaction rewinds the position to the last
+// commit, and the catch-up then waits until the task has caught up again.
 type punctRound struct {
 	at       time.Time // runtime clock at the tick: the punctuations' now
 	lso      int64     // the input partition's last stable offset at the tick
 	deferred bool      // already counted as deferred
+	// afterTxn, for a catch-up, is the transaction (txnSeq) that holds the
+	// previous run: the next run waits until that transaction has ended.
+	afterTxn uint64
+	catchUp  bool
 }
 
 const (
@@ -32,6 +46,9 @@ const (
 	// lsoRetry is the wait after a failed LSO read: the tick is skipped,
 	// never run blind.
 	lsoRetry = 500 * time.Millisecond
+	// catchUpPoll bounds the poll between two runs of a catch-up: it
+	// takes the records already fetched and does not wait for more.
+	catchUpPoll = time.Millisecond
 )
 
 // lsoReads is the LSO read of the input's partitions. It runs beside the
@@ -60,14 +77,14 @@ func (r *Runtime) punctuate() {
 	r.openRounds(now)
 	var pos map[int32]int64
 	for _, t := range r.tasks {
-		if t.round != nil && (t.stall == nil || !t.stall.waiting()) {
+		if t.round != nil && (t.stall == nil || !t.stall.waiting()) && (!t.round.catchUp || t.round.afterTxn != r.txnSeq) {
 			if pos == nil {
 				pos = r.positions()
 			}
 			if pos[t.partition] >= t.round.lso {
-				at := t.round.at
+				round := *t.round
 				t.round = nil
-				r.runPunctuations(t, at)
+				r.runPunctuations(t, round)
 			} else if !t.round.deferred {
 				t.round.deferred = true
 				r.m.deferred.WithLabelValues(r.name, "behind").Inc()
@@ -175,28 +192,41 @@ func (r *Runtime) positions() map[int32]int64 {
 	return pos
 }
 
-// runPunctuations runs t's punctuations due at at, with at as their now.
-func (r *Runtime) runPunctuations(t *task, at time.Time) {
+// runPunctuations runs t's punctuations due at the round's tick, with its
+// time as their now. One that calls MoreDue stays due at the tick: the
+// round is kept as a catch-up and the open transaction is committed at once
+// (see punctRound).
+func (r *Runtime) runPunctuations(t *task, round punctRound) {
+	at := round.at
+	more := false
 	for i, p := range r.o.punctuations {
 		if at.Before(t.nextPunct[i]) {
 			continue
 		}
 		r.markContent()
-		emits, err := t.step(func() error { return p.fn(t, at) })
+		emits, pmore, err := t.punctuation(p.fn, at)
 		if err != nil {
 			r.stallPunctuation(t, p.name, err)
 			return
 		}
 		r.produceEmits(emits)
 		r.txnPunct[p.name]++
+		if t.stall != nil && t.stall.punct == p.name {
+			r.recovered(t)
+		}
+		if pmore {
+			more = true // still due at the tick: runs again in the next transaction
+			continue
+		}
 		// Next run one interval after this one, skipping missed runs.
 		next := t.nextPunct[i].Add(p.interval)
 		if !next.After(at) {
 			next = at.Add(p.interval)
 		}
 		t.nextPunct[i] = next
-		if t.stall != nil && t.stall.punct == p.name {
-			r.recovered(t)
-		}
+	}
+	if more {
+		t.round = &punctRound{at: at, lso: round.lso, catchUp: true, afterTxn: r.txnSeq}
+		r.txnCatchUp = true
 	}
 }

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -111,6 +112,78 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	lso.Remove()
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 4, 500*time.Millisecond, 30*time.Second); len(out) != 4 {
 		t.Fatalf("%d ticks after the LSO came back, want 4", len(out))
+	}
+	r.Stop(t)
+}
+
+// catchUp is a punctuation that reports more due (Task.MoreDue) until its
+// task has consumed `until` input records; each run emits one record with
+// the tick's time and the records seen.
+type catchUp struct {
+	seen
+	until int
+}
+
+func (c catchUp) tick(t runtime.Task, now time.Time) error {
+	v, _ := t.Store().Get("n")
+	n, _ := strconv.Atoi(string(v))
+	t.Emit(&kgo.Record{Topic: c.out, Value: []byte(fmt.Sprintf("%d %d", now.Unix(), n))})
+	if n < c.until {
+		t.MoreDue()
+	}
+	return nil
+}
+
+// TestPunctuationCatchUp: a punctuation that calls MoreDue runs again right
+// after its transaction commits, with the same tick time, each run in its
+// own transaction, without waiting for its interval (the clock stays
+// frozen), and input records are processed between the runs: this one
+// reports more due until it has seen 10 input records, produced only once
+// it has run a few times. Once it stops asking, it runs again one interval
+// after the tick.
+func TestPunctuationCatchUp(t *testing.T) {
+	h := newHarness(t, 1)
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := catchUp{seen: seen{out: h.out}, until: 10}
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-catchup", c, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Hour, c.tick),
+		runtime.Registerer(reg), runtime.CommitInterval(time.Second))
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	clock.Advance(time.Hour)
+	tick := clock.Now().Unix()
+	waitFor(t, "three runs of the catch-up", 30*time.Second, func() bool {
+		return metricSum(t, reg, "roomflow_process_punctuations_total") >= 3
+	})
+	recs := make([]*kgo.Record, 10)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: h.in, Value: []byte("x")}
+	}
+	rttest.Produce(t, h.k.Client(t), recs)
+	waitFor(t, "the catch-up to see the input and stop", 30*time.Second, func() bool {
+		out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 0, time.Second)
+		return len(out) > 0 && string(out[len(out)-1].Value) == fmt.Sprintf("%d 10", tick)
+	})
+	txns := rttest.ReadTransactions(t, h.k.Brokers, h.out, 1, 500*time.Millisecond, 10*time.Second)
+	runs := metricSum(t, reg, "roomflow_process_punctuations_total")
+	if len(txns) < 4 || float64(len(txns)) != runs {
+		t.Fatalf("%d transactions of punctuation output for %v runs, want one per run and at least 4", len(txns), runs)
+	}
+	for i, txn := range txns {
+		want := fmt.Sprintf("%d 0", tick)
+		if i == len(txns)-1 {
+			want = fmt.Sprintf("%d 10", tick)
+		}
+		if len(txn) != 1 || (i < 3 || i == len(txns)-1) && string(txn[0].Value) != want {
+			t.Fatalf("transaction %d holds %d records, first %q; want one run of the tick at %d (%q)", i, len(txn), txn[0].Value, tick, want)
+		}
+	}
+
+	// Done catching up: the next run is one interval after the tick.
+	clock.Advance(time.Hour)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, len(txns)+1, 500*time.Millisecond, 30*time.Second)
+	if len(out) != len(txns)+1 || string(out[len(out)-1].Value) != fmt.Sprintf("%d 10", tick+3600) {
+		t.Fatalf("%d records after the next interval, last %q; want one more run at %d", len(out), out[len(out)-1].Value, tick+3600)
 	}
 	r.Stop(t)
 }

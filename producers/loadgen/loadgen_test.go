@@ -28,14 +28,23 @@ func ms(s string) int64 {
 
 // The design's example: 23:30 to 01:10 gives 30 min to the first day and 70
 // to the second, for seat and online time alike.
+// values are the wire bytes of envs, as BuildOracle reads them.
+func values(envs ...*roomv1.EventEnvelope) [][]byte {
+	out := make([][]byte, len(envs))
+	for i, e := range envs {
+		out[i], _ = proto.Marshal(e)
+	}
+	return out
+}
+
 func TestOracleCrossMidnight(t *testing.T) {
 	up, pub, down := ms("2026-11-28T23:30:00Z"), ms("2026-11-28T23:30:00Z"), ms("2026-11-29T01:10:00Z")
-	o := BuildOracle([]*roomv1.EventEnvelope{
+	o := BuildOracle(values(
 		micEnv("e1", "r1", up, &roomv1.RoomMicChanged{UserId: 7, Action: "up", MicSessionId: "s1"}),
 		micEnv("e2", "r1", pub, &roomv1.RoomMicChanged{UserId: 7, Action: "publish_confirmed", MicSessionId: "s1"}),
 		micEnv("e3", "r1", down, &roomv1.RoomMicChanged{UserId: 7, Action: "down", MicSessionId: "s1", Reason: "leave"}),
 		micEnv("e3", "r1", down, &roomv1.RoomMicChanged{UserId: 7, Action: "down", MicSessionId: "s1", Reason: "leave"}), // duplicate
-	}, nil, "a")
+	), nil, "a")
 	d1, d2 := o.Daily[UserDay{7, "2026-11-28"}], o.Daily[UserDay{7, "2026-11-29"}]
 	if d1 == nil || d2 == nil || d1.SeatOccupiedMs != 30*60_000 || d2.SeatOccupiedMs != 70*60_000 ||
 		d1.MicOnlineMs != 30*60_000 || d2.MicOnlineMs != 70*60_000 {
@@ -57,12 +66,12 @@ func TestOracleCrossMidnight(t *testing.T) {
 }
 
 func TestOracleNoPublishOpenAndIncomplete(t *testing.T) {
-	o := BuildOracle([]*roomv1.EventEnvelope{
+	o := BuildOracle(values(
 		micEnv("a1", "r", 1000, &roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"}),
 		micEnv("a2", "r", 61000, &roomv1.RoomMicChanged{UserId: 1, Action: "down", MicSessionId: "s", RtcStoppedAtMs: 31000}),
 		micEnv("b1", "r", 1000, &roomv1.RoomMicChanged{UserId: 2, Action: "up", MicSessionId: "open"}),
 		micEnv("c1", "r", 1000, &roomv1.RoomMicChanged{UserId: 3, Action: "up", MicSessionId: ""}),
-	}, nil, "a")
+	), nil, "a")
 	lt := o.Lifetime[1]
 	if lt.SeatOccupiedMs != 30000 || lt.MicOnlineMs != 0 {
 		t.Fatalf("rtc_stopped_at_ms is the end; never published is 0 online: %+v", lt)
@@ -78,12 +87,12 @@ func TestOracleNoPublishOpenAndIncomplete(t *testing.T) {
 func TestOracleAppCode(t *testing.T) {
 	noApp := func(e *roomv1.EventEnvelope) *roomv1.EventEnvelope { e.AppCode = ""; return e }
 	other := func(e *roomv1.EventEnvelope) *roomv1.EventEnvelope { e.AppCode = "b"; return e }
-	o := BuildOracle([]*roomv1.EventEnvelope{
+	o := BuildOracle(values(
 		micEnv("a1", "r", 1000, &roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"}),
 		noApp(micEnv("a2", "r", 61000, &roomv1.RoomMicChanged{UserId: 1, Action: "down", MicSessionId: "s"})),
 		other(micEnv("b1", "r", 1000, &roomv1.RoomMicChanged{UserId: 2, Action: "up", MicSessionId: "t"})),
 		other(micEnv("b2", "r", 2000, &roomv1.RoomMicChanged{UserId: 2, Action: "down", MicSessionId: "t"})),
-	}, nil, "a")
+	), nil, "a")
 	if lt := o.Lifetime[1]; lt == nil || lt.SeatOccupiedMs != 60000 || len(o.Sessions) != 1 || o.Lifetime[2] != nil {
 		t.Fatalf("facts of app a: %+v, sessions %+v", o.Lifetime, o.Sessions)
 	}
@@ -98,7 +107,7 @@ func TestOraclePools(t *testing.T) {
 		b, _ := proto.Marshal(&roomv1.RoomGiftSent{GiftId: "g", HeatValue: heat, Lucky: true, LuckyRuleVersion: version})
 		return &roomv1.EventEnvelope{EventId: id, EventType: "RoomGiftSent", RoomId: "r", Payload: b}
 	}
-	o := BuildOracle([]*roomv1.EventEnvelope{gift("1", 1999, "v1"), gift("2", 1000, "v9"), gift("3", -5, "v1")},
+	o := BuildOracle(values(gift("1", 1999, "v1"), gift("2", 1000, "v9"), gift("3", -5, "v1")),
 		map[RuleKey]LuckyRule{{"g", "v1"}: rule}, "hyapp")
 	// pool_in = floor(1999*0.05) = 99; platform = room = floor(99*333333/1e6) = 32; gift = 35.
 	if o.Pools[Pool{"platform", "global"}] != 32 || o.Pools[Pool{"room", "r"}] != 32 || o.Pools[Pool{"gift", "g"}] != 35 {

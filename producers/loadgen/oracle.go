@@ -4,9 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // MicTotals are the mic facts of a user (lifetime) or a user-day (daily).
@@ -54,39 +52,44 @@ type Oracle struct {
 }
 
 // BuildOracle computes the expected facts of appCode's events (duplicates
-// by event_id count once), with rules the lucky_gift_rules rows known to
-// exist. An event without app_code is appCode's (the rule of every stage);
-// events of another app count in Events and IMMessages, which the relay
-// and the IM publisher carry for every app, but not in the facts, which
-// Compare reads for appCode only.
-func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
+// by event_id count once) from their EventEnvelope bytes (values that do
+// not decode are no events, as for the pipeline), with rules the
+// lucky_gift_rules rows known to exist. An event without app_code is
+// appCode's (the rule of every stage); events of another app count in
+// Events and IMMessages, which the relay and the IM publisher carry for
+// every app, but not in the facts, which Compare reads for appCode only.
+func BuildOracle(values [][]byte, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
 	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
 		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}}
 	seen := map[string]bool{}
-	for _, e := range events {
-		if seen[e.EventId] {
+	var e envelope.View
+	for _, value := range values {
+		if e.Parse(value) != nil {
 			continue
 		}
-		seen[e.EventId] = true
+		if seen[string(e.EventID)] {
+			continue
+		}
+		seen[string(e.EventID)] = true
 		o.Events++
-		switch e.EventType {
+		switch string(e.EventType) {
 		case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
 		default:
 			o.IMMessages++
 		}
-		if e.AppCode != "" && e.AppCode != appCode {
+		if len(e.AppCode) > 0 && string(e.AppCode) != appCode {
 			continue
 		}
-		switch e.EventType {
+		switch string(e.EventType) {
 		case "RoomMicChanged":
-			var m roomv1.RoomMicChanged
-			if proto.Unmarshal(e.Payload, &m) == nil {
-				o.mic(e, &m)
+			var m envelope.MicChanged
+			if m.Parse(e.Payload) == nil {
+				o.mic(&e, &m)
 			}
 		case "RoomGiftSent":
-			var g roomv1.RoomGiftSent
-			if proto.Unmarshal(e.Payload, &g) == nil && g.Lucky {
-				o.gift(e, &g, rules)
+			var g envelope.GiftSent
+			if g.Parse(e.Payload) == nil && g.Lucky {
+				o.gift(&e, &g, rules)
 			}
 		}
 	}
@@ -94,15 +97,16 @@ func BuildOracle(events []*roomv1.EventEnvelope, rules map[RuleKey]LuckyRule, ap
 	return o
 }
 
-func (o *Oracle) mic(e *roomv1.EventEnvelope, m *roomv1.RoomMicChanged) {
-	if m.MicSessionId == "" || m.UserId == 0 {
+func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
+	id := string(m.MicSessionID)
+	if id == "" || m.UserID == 0 {
 		return
 	}
-	s, open := o.OpenSessions[m.MicSessionId]
-	switch m.Action {
+	s, open := o.OpenSessions[id]
+	switch string(m.Action) {
 	case "up":
 		if !open {
-			o.OpenSessions[m.MicSessionId] = MicSession{ID: m.MicSessionId, UserID: m.UserId, RoomID: e.RoomId, SeatStartMs: e.OccurredAtMs}
+			o.OpenSessions[id] = MicSession{ID: id, UserID: m.UserID, RoomID: string(e.RoomID), SeatStartMs: e.OccurredAtMs}
 		}
 	case "publish_confirmed":
 		if open && s.PublishMs == 0 {
@@ -111,32 +115,33 @@ func (o *Oracle) mic(e *roomv1.EventEnvelope, m *roomv1.RoomMicChanged) {
 				s.PublishMs = m.PublishEventTimeMs
 			}
 			s.PublishMs = max(s.PublishMs, s.SeatStartMs)
-			o.OpenSessions[m.MicSessionId] = s
+			o.OpenSessions[id] = s
 		}
 	case "change":
 		if open {
 			s.SeatChanges++
-			o.OpenSessions[m.MicSessionId] = s
+			o.OpenSessions[id] = s
 		}
 	case "down":
 		if open {
 			s.EndMs = e.OccurredAtMs
-			if m.RtcStoppedAtMs > 0 {
-				s.EndMs = m.RtcStoppedAtMs
+			if m.RTCStoppedAtMs > 0 {
+				s.EndMs = m.RTCStoppedAtMs
 			}
 			s.EndMs = max(s.EndMs, s.SeatStartMs)
-			s.EndReason = m.Reason
+			s.EndReason = string(m.Reason)
 			if s.PublishMs > s.EndMs {
 				s.PublishMs = s.EndMs
 			}
-			delete(o.OpenSessions, m.MicSessionId)
+			delete(o.OpenSessions, id)
 			o.Sessions = append(o.Sessions, s)
 		}
 	}
 }
 
-func (o *Oracle) gift(e *roomv1.EventEnvelope, g *roomv1.RoomGiftSent, rules map[RuleKey]LuckyRule) {
-	rule, ok := rules[RuleKey{g.GiftId, g.LuckyRuleVersion}]
+func (o *Oracle) gift(e *envelope.View, g *envelope.GiftSent, rules map[RuleKey]LuckyRule) {
+	giftID := string(g.GiftID)
+	rule, ok := rules[RuleKey{giftID, string(g.LuckyRuleVersion)}]
 	if !ok || g.HeatValue < 0 {
 		o.Rejected++
 		return
@@ -146,8 +151,8 @@ func (o *Oracle) gift(e *roomv1.EventEnvelope, g *roomv1.RoomGiftSent, rules map
 	platform := poolIn * rule.PlatformWeightPPM / 1_000_000
 	room := poolIn * rule.RoomWeightPPM / 1_000_000
 	o.Pools[Pool{"platform", "global"}] += platform
-	o.Pools[Pool{"room", e.RoomId}] += room
-	o.Pools[Pool{"gift", g.GiftId}] += poolIn - platform - room
+	o.Pools[Pool{"room", string(e.RoomID)}] += room
+	o.Pools[Pool{"gift", giftID}] += poolIn - platform - room
 }
 
 // accountSessions sums closed sessions into lifetime and UTC-daily totals.

@@ -189,9 +189,9 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		}
 		out = append(out, Event{Envelope: env, Payload: b})
 	}
-	envs := make([]*roomv1.EventEnvelope, len(out))
+	values := make([][]byte, len(out))
 	for i, e := range out {
-		envs[i] = e.Envelope
+		values[i] = e.Payload
 	}
-	return out, BuildOracle(envs, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode)
+	return out, BuildOracle(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode)
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Hole is an outbox id below the high-water mark that has not been seen yet:
@@ -83,7 +85,8 @@ func (a Abandoned) Count() uint64 { return a.To - a.From + 1 }
 // Compatibility rule: a reader decodes every version up to its own; a
 // writer writes only the newest it knows; a version is never changed once
 // released, a new form (such as a binlog GTID set) takes a new number. A
-// reader that meets a higher version stops with ErrBadPosition instead of
+// reader that meets a higher version stops with ErrBadPosition (and an
+// *envelope.VersionError, the rule of schemas/envelope) instead of
 // guessing, so roll relays forward, not back, across a format change (an
 // older relay cannot read what a newer one wrote).
 const positionVersion = 2
@@ -163,6 +166,10 @@ func DecodePosition(b []byte) (Position, error) {
 	case positionVersion:
 		p, err = d.v2()
 	default:
+		if b[0] > positionVersion {
+			return Position{}, fmt.Errorf("%w: %w", ErrBadPosition,
+				&envelope.VersionError{Format: "relay position", Version: int(b[0]), Newest: positionVersion})
+		}
 		return Position{}, fmt.Errorf("%w: unknown version %d", ErrBadPosition, b[0])
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 func TestPositionCodec(t *testing.T) {
@@ -66,6 +67,9 @@ func TestPositionCodec(t *testing.T) {
 		if _, err := DecodePosition(b); !errors.Is(err, ErrBadPosition) {
 			t.Errorf("%s: err = %v, want ErrBadPosition", name, err)
 		}
+	}
+	if _, err := DecodePosition([]byte{9, 1, 0}); !errors.Is(err, envelope.ErrNewerVersion) {
+		t.Errorf("version 9: err = %v, want a VersionError", err)
 	}
 }
 

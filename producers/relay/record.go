@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Row is one room_outbox row as the relay reads it. The relay never decodes
@@ -51,9 +53,6 @@ const (
 	DLQGapAbandoned DLQReason = "gap_abandoned"
 )
 
-// ContentType is the content-type header of every relayed record.
-const ContentType = "application/x-protobuf"
-
 // recordOverhead is a generous allowance for the per-record and per-batch
 // framing a lone record needs on the wire (batch header 61 bytes, record
 // varints, header lengths).
@@ -76,7 +75,7 @@ func (r Router) Classify(row *Row) DLQReason {
 	}
 	// Header keys take ~60 bytes and the two decimal numbers at most 40.
 	size := row.size() + len(row.RoomID) + len(row.EventID) + len(row.EventType) +
-		len(row.AppCode) + len(ContentType) + 100 + recordOverhead
+		len(row.AppCode) + len(envelope.ContentType) + 100 + recordOverhead
 	if r.MaxRecordBytes > 0 && size > r.MaxRecordBytes {
 		return DLQTooLarge
 	}
@@ -104,26 +103,21 @@ func (r Router) Record(row *Row, forced DLQReason) (rec *kgo.Record, dlq DLQReas
 		Timestamp: time.UnixMilli(row.OccurredAtMs),
 		Headers:   row.headers(),
 	}
-	switch dlq {
-	case "":
+	if dlq == "" {
 		rec.Topic = r.Topic(row.EventType)
 		rec.Value = row.Payload
-	default:
-		rec.Topic = r.DLQ
-		rec.Headers = append(rec.Headers,
-			kgo.RecordHeader{Key: "error", Value: []byte(dlq)},
-			kgo.RecordHeader{Key: "error_reason", Value: []byte(dlq)},
-			kgo.RecordHeader{Key: "source", Value: []byte("room_outbox")},
-			kgo.RecordHeader{Key: "source_id", Value: []byte(strconv.FormatUint(row.ID, 10))},
-			kgo.RecordHeader{Key: "source_topic", Value: []byte(r.Topic(row.EventType))},
-		)
-		if dlq == DLQEmptyPayload {
-			rec.Value = row.Payload
-		} else {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "payload_bytes", Value: []byte(strconv.Itoa(row.size()))})
-		}
+		return rec, dlq
 	}
-	return rec, dlq
+	d := envelope.DeadLetter{Stage: Stage, Reason: string(dlq), Source: envelope.SourceRoomOutbox, SourceID: row.ID,
+		SourceTopic: r.Topic(row.EventType), Key: rec.Key, Headers: rec.Headers}
+	if dlq == DLQEmptyPayload {
+		d.Value = row.Payload
+	} else {
+		d.Extra = []kgo.RecordHeader{{Key: envelope.HeaderPayloadBytes, Value: []byte(strconv.Itoa(row.size()))}}
+	}
+	out := d.Build(r.DLQ)
+	out.Timestamp = rec.Timestamp
+	return out, dlq
 }
 
 // GapRecord is the DLQ record of an abandoned run of ids: no key or value,
@@ -132,24 +126,23 @@ func (r Router) Record(row *Row, forced DLQReason) (rec *kgo.Record, dlq DLQReas
 // max_open_gaps) and open_ms (how long the lowest id was waited for). It is
 // produced in the transaction of the position that drops the run.
 func (r Router) GapRecord(a Abandoned) *kgo.Record {
-	return &kgo.Record{Topic: r.DLQ, Headers: []kgo.RecordHeader{
-		{Key: "error", Value: []byte(DLQGapAbandoned)},
-		{Key: "error_reason", Value: []byte(DLQGapAbandoned)},
-		{Key: "source", Value: []byte("room_outbox")},
-		{Key: "source_id_from", Value: []byte(strconv.FormatUint(a.From, 10))},
-		{Key: "source_id_to", Value: []byte(strconv.FormatUint(a.To, 10))},
-		{Key: "gap_reason", Value: []byte(a.Reason)},
-		{Key: "open_ms", Value: []byte(strconv.FormatInt(a.OpenFor.Milliseconds(), 10))},
+	d := envelope.DeadLetter{Stage: Stage, Reason: string(DLQGapAbandoned), Source: envelope.SourceRoomOutbox, Extra: []kgo.RecordHeader{
+		{Key: envelope.HeaderSourceIDFrom, Value: []byte(strconv.FormatUint(a.From, 10))},
+		{Key: envelope.HeaderSourceIDTo, Value: []byte(strconv.FormatUint(a.To, 10))},
+		{Key: envelope.HeaderGapReason, Value: []byte(a.Reason)},
+		{Key: envelope.HeaderOpenMs, Value: []byte(strconv.FormatInt(a.OpenFor.Milliseconds(), 10))},
 	}}
+	return d.Build(r.DLQ)
 }
 
+// Stage is the stage header of the relay's dead letters.
+const Stage = "relay"
+
+// headers are the standard headers plus room_version and occurred_at_ms.
 func (row *Row) headers() []kgo.RecordHeader {
-	return []kgo.RecordHeader{
-		{Key: "event_id", Value: []byte(row.EventID)},
-		{Key: "event_type", Value: []byte(row.EventType)},
-		{Key: "app_code", Value: []byte(row.AppCode)},
-		{Key: "room_version", Value: []byte(strconv.FormatInt(row.RoomVersion, 10))},
-		{Key: "occurred_at_ms", Value: []byte(strconv.FormatInt(row.OccurredAtMs, 10))},
-		{Key: "content-type", Value: []byte(ContentType)},
-	}
+	h := envelope.AppendHeaders(make([]kgo.RecordHeader, 0, 6), []byte(row.EventID), []byte(row.EventType), []byte(row.AppCode))
+	return append(h,
+		kgo.RecordHeader{Key: envelope.HeaderRoomVersion, Value: strconv.AppendInt(nil, row.RoomVersion, 10)},
+		kgo.RecordHeader{Key: envelope.HeaderOccurredAtMs, Value: strconv.AppendInt(nil, row.OccurredAtMs, 10)},
+	)
 }

@@ -65,6 +65,7 @@ func TestRouterRecord(t *testing.T) {
 				want["error_reason"] = string(reason) // as in every stage's DLQ records
 				want["source_id"] = "77"
 				want["source"] = "room_outbox"
+				want["stage"] = "relay"
 			}
 			if tc.sizeHeadr != "" {
 				want["payload_bytes"] = tc.sizeHeadr

@@ -68,9 +68,10 @@
 // as a room's rows commit in room_version order, which room-service's
 // serial per-room writes guarantee; the relay does not reorder.
 // Rows with an empty payload or larger than relay.max_record_bytes (or
-// refused by the broker) go to kafka.topics.dlq in the same transaction with
-// "error" and "error_reason" headers naming the reason (see DLQReason); the
-// relay never stalls on them.
+// refused by the broker) go to kafka.topics.dlq in the same transaction,
+// built by schemas/envelope's DeadLetter with stage "relay", "error" and
+// "error_reason" headers naming the reason (see DLQReason) and the row as
+// source (source=room_outbox, source_id); the relay never stalls on them.
 //
 // # Shutdown
 //

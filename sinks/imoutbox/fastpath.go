@@ -10,11 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // FastPath consumes room events from Kafka (a consumer group; records are
@@ -356,23 +355,22 @@ func (f *FastPath) dispatcher(lt lifetime) {
 func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 	ctx := lt.run
 	var ids []string
-	raws := map[string][]byte{}
-	envs := map[string]*roomv1.EventEnvelope{}
+	envs := map[string]envelope.View{}
 	for _, r := range recs {
-		var env roomv1.EventEnvelope
-		if err := proto.Unmarshal(r.Value, &env); err != nil || env.GetEventId() == "" {
+		var env envelope.View
+		if err := env.Parse(r.Value); err != nil || len(env.EventID) == 0 {
 			// The compensation scan meets the same bytes in room_outbox and
 			// records the error on the row; here it is only counted.
 			f.svc.m.decodeErrors.Inc()
-			f.svc.log.Error("room event is not an EventEnvelope", "event_id", header(r, "event_id"),
+			f.svc.log.Error("room event is not an EventEnvelope", "event_id", string(envelope.Header(r, envelope.HeaderEventID)),
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", fmt.Sprint(err))
 			continue
 		}
-		if _, dup := raws[env.EventId]; !dup {
-			ids = append(ids, env.EventId)
+		id := string(env.EventID)
+		if _, dup := envs[id]; !dup {
+			ids = append(ids, id)
 		}
-		raws[env.EventId] = r.Value
-		envs[env.EventId] = &env
+		envs[id] = env
 	}
 	// Reserve in-flight room before claiming, so claimed rows never wait
 	// for capacity while their locks run.
@@ -412,7 +410,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 	m.WithLabelValues("fast", "missing").Add(float64(len(claims.Missing)))
 	for _, id := range claims.Missing {
 		f.svc.log.Warn("room event has no room_outbox row; not published", "event_id", id,
-			"event_type", envs[id].GetEventType(), "room_id", envs[id].GetRoomId())
+			"event_type", string(envs[id].EventType), "room_id", string(envs[id].RoomID))
 	}
 
 	var order []string
@@ -425,7 +423,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		if _, seen := byRoom[row.RoomID]; !seen {
 			order = append(order, row.RoomID)
 		}
-		byRoom[row.RoomID] = append(byRoom[row.RoomID], job{row: row, raw: raws[id]})
+		byRoom[row.RoomID] = append(byRoom[row.RoomID], job{row: row, env: envs[id]})
 	}
 	b := &pollBatch{recs: recs, rooms: max(1, len(order))}
 	f.mu.Lock()
@@ -543,13 +541,4 @@ func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 		}
 		f.mu.Unlock()
 	}
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -59,6 +59,10 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	e := newEnv(t, true)
 	e.cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second)
+	// A send that outlives publish_timeout is resent by design (IM dedupes
+	// it by Random) and would count as a duplicate here: on a loaded
+	// machine the default 500ms of these tests is too short for that.
+	e.cfg.OutboxWorker.PublishTimeout = config.Duration(4 * time.Second)
 	const n, rooms = 600, 40
 	var evs []event
 	for i := 0; i < n; i++ {

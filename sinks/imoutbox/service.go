@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
@@ -165,10 +164,20 @@ func (s *Service) WorkerID() string { return s.worker }
 // (crash tests: return an error to drop the result as a crash would).
 func (s *Service) SetAfterSend(f func(eventID string) error) { s.afterSend = f }
 
-// job is one claimed row with its envelope bytes.
+// job is one claimed row with its envelope, decoded once: by the fast
+// path from the Kafka record, by the scan from room_outbox.payload (the
+// view aliases those bytes). decodeErr is set when they do not decode.
 type job struct {
-	row Row
-	raw []byte
+	row       Row
+	env       envelope.View
+	decodeErr error
+}
+
+// scanJob decodes a row the compensation scan claimed.
+func scanJob(row Row) job {
+	j := job{row: row}
+	j.decodeErr = j.env.Parse(row.Payload)
+	return j
 }
 
 type outcome struct {
@@ -215,8 +224,8 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		add(func() { out.released = append(out.released, row) })
 		return
 	}
-	var env roomv1.EventEnvelope
-	if err := proto.Unmarshal(j.raw, &env); err != nil {
+	env := j.env
+	if err := j.decodeErr; err != nil {
 		s.m.decodeErrors.Inc()
 		e := fmt.Errorf("envelope decode failed for event %s: %v", row.EventID, err)
 		add(func() {
@@ -232,10 +241,10 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		s.fails.failed(row, source, status, "decode", e)
 		return
 	}
-	if env.AppCode == "" {
-		env.AppCode = s.opt.AppCode
+	if len(env.AppCode) == 0 {
+		env.AppCode = []byte(s.opt.AppCode)
 	}
-	if tencentim.IsNoOp(env.GetEventType()) {
+	if tencentim.IsNoOp(string(env.EventType)) {
 		s.m.events.WithLabelValues(source, "noop").Inc()
 		add(func() { out.delivered = append(out.delivered, row.ID) })
 		return
@@ -264,8 +273,8 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 				"event_id", row.EventID, "event_type", row.EventType, "room_id", row.RoomID, "status", StatusDelivering)
 			return
 		}
-		if err == nil && env.GetOccurredAtMs() > 0 {
-			s.m.lag.Observe(time.Since(time.UnixMilli(env.GetOccurredAtMs())).Seconds())
+		if err == nil && env.OccurredAtMs > 0 {
+			s.m.lag.Observe(time.Since(time.UnixMilli(env.OccurredAtMs)).Seconds())
 		}
 	}
 	if err == nil {
@@ -400,7 +409,7 @@ func (s *Service) processPending(lt lifetime) error {
 	}
 	jobs := make([]job, len(rows))
 	for i, r := range rows {
-		jobs[i] = job{row: r, raw: r.Payload}
+		jobs[i] = scanJob(r)
 	}
 	return s.deliver(lt, "scan", jobs)
 }

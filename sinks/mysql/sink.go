@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/obs"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Hooks let tests stop the sink at chosen points as a crash would. A hook
@@ -580,16 +580,7 @@ func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, c
 	s.m.DLQ.WithLabelValues(reason).Inc()
 	s.log.Warn("record sent to DLQ", "event_id", header(kr, "event_id"), "event_type", header(kr, "event_type"),
 		"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
-	headers := append([]kgo.RecordHeader(nil), kr.Headers...)
-	headers = append(headers,
-		kgo.RecordHeader{Key: "error", Value: []byte(cause.Error())},
-		kgo.RecordHeader{Key: "error_reason", Value: []byte(reason)},
-		kgo.RecordHeader{Key: "source_topic", Value: []byte(kr.Topic)},
-		kgo.RecordHeader{Key: "source_partition", Value: []byte(strconv.Itoa(int(kr.Partition)))},
-		kgo.RecordHeader{Key: "source_offset", Value: []byte(strconv.FormatInt(kr.Offset, 10))},
-		kgo.RecordHeader{Key: "stage", Value: []byte("sink")},
-	)
-	rec := &kgo.Record{Topic: s.cfg.Kafka.Topics.DLQ, Key: kr.Key, Value: kr.Value, Headers: headers}
+	rec := (&envelope.DeadLetter{Stage: "sink", Reason: reason, Err: cause, From: kr}).Build(s.cfg.Kafka.Topics.DLQ)
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("mysql sink: dlq: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Event types that are not pushed to IM (seed 000: no-op success, marked
@@ -117,42 +117,43 @@ var marshalOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated:
 // output is a pure function of the envelope and groupPrefix: protojson's
 // deliberately unstable whitespace is compacted away, so a resend after a
 // restart (even of another build) is byte-identical.
-func BuildMessage(env *roomv1.EventEnvelope, groupPrefix string) (*Message, error) {
+func BuildMessage(env *envelope.View, groupPrefix string) (*Message, error) {
+	eventID, eventType, roomID := string(env.EventID), string(env.EventType), string(env.RoomID)
 	d := eventData{
-		EventID: env.GetEventId(), EventType: env.GetEventType(), AppCode: env.GetAppCode(),
-		RoomID: env.GetRoomId(), RoomVersion: env.GetRoomVersion(), OccurredAtMs: env.GetOccurredAtMs(),
+		EventID: eventID, EventType: eventType, AppCode: string(env.AppCode),
+		RoomID: roomID, RoomVersion: env.RoomVersion, OccurredAtMs: env.OccurredAtMs,
 	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("hyapp.room.v1." + env.GetEventType()))
-	if err == nil && env.GetEventType() != "EventEnvelope" {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("hyapp.room.v1." + eventType))
+	if err == nil && eventType != "EventEnvelope" {
 		m := mt.New().Interface()
-		if err := proto.Unmarshal(env.GetPayload(), m); err != nil {
-			return nil, &PayloadError{EventType: env.GetEventType(), Err: err}
+		if err := proto.Unmarshal(env.Payload, m); err != nil {
+			return nil, &PayloadError{EventType: eventType, Err: err}
 		}
 		js, err := marshalOpts.Marshal(m)
 		if err != nil {
-			return nil, &PayloadError{EventType: env.GetEventType(), Err: err}
+			return nil, &PayloadError{EventType: eventType, Err: err}
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, js); err != nil {
-			return nil, &PayloadError{EventType: env.GetEventType(), Err: err}
+			return nil, &PayloadError{EventType: eventType, Err: err}
 		}
 		d.Event = buf.Bytes()
-	} else if len(env.GetPayload()) > 0 {
-		d.PayloadB64 = env.GetPayload()
+	} else if len(env.Payload) > 0 {
+		d.PayloadB64 = env.Payload
 	}
 	data, err := json.Marshal(d)
 	if err != nil {
 		return nil, fmt.Errorf("tencentim: encode data: %w", err)
 	}
 	body, err := json.Marshal([]msgElem{{MsgType: "TIMCustomElem", MsgContent: msgContent{
-		Data: string(data), Desc: env.GetEventType(), Ext: env.GetEventId()}}})
+		Data: string(data), Desc: eventType, Ext: eventID}}})
 	if err != nil {
 		return nil, fmt.Errorf("tencentim: encode body: %w", err)
 	}
 	m := &Message{
-		EventID: env.GetEventId(), EventType: env.GetEventType(), RoomID: env.GetRoomId(),
-		GroupID: groupPrefix + env.GetRoomId(), Random: RandomFor(env.GetEventId()),
-		Priority: Priority(env.GetEventType()), Size: len(body),
+		EventID: eventID, EventType: eventType, RoomID: roomID,
+		GroupID: groupPrefix + roomID, Random: RandomFor(eventID),
+		Priority: Priority(eventType), Size: len(body),
 	}
 	m.Body, err = json.Marshal(sendGroupMsgReq{GroupID: m.GroupID, Random: m.Random, MsgPriority: m.Priority, MsgBody: body})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -106,6 +107,19 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// build is BuildMessage on the wire bytes of env, as the publisher reads them.
+func build(env *roomv1.EventEnvelope, groupPrefix string) (*tencentim.Message, error) {
+	b, err := proto.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	var v envelope.View
+	if err := v.Parse(b); err != nil {
+		return nil, err
+	}
+	return tencentim.BuildMessage(&v, groupPrefix)
+}
+
 func giftEnvelope(eventID, room string) *roomv1.EventEnvelope {
 	p, _ := proto.Marshal(&roomv1.RoomGiftSent{SenderUserId: 7, TargetUserId: 8, GiftId: "rose", GiftCount: 3, CoinSpent: 30})
 	return &roomv1.EventEnvelope{EventId: eventID, EventType: "RoomGiftSent", AppCode: "hyapp", RoomId: room,
@@ -114,11 +128,11 @@ func giftEnvelope(eventID, room string) *roomv1.EventEnvelope {
 
 func TestBuildMessage(t *testing.T) {
 	env := giftEnvelope("evt-1", "r1")
-	m1, err := tencentim.BuildMessage(env, "room-")
+	m1, err := build(env, "room-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, _ := tencentim.BuildMessage(proto.Clone(env).(*roomv1.EventEnvelope), "room-")
+	m2, _ := build(proto.Clone(env).(*roomv1.EventEnvelope), "room-")
 	if !bytes.Equal(m1.Body, m2.Body) {
 		t.Fatal("body differs between builds of the same event")
 	}
@@ -157,11 +171,11 @@ func TestBuildMessage(t *testing.T) {
 		t.Fatalf("data %+v", data)
 	}
 	join, _ := proto.Marshal(&roomv1.RoomUserJoined{UserId: 1})
-	mj, _ := tencentim.BuildMessage(&roomv1.EventEnvelope{EventId: "j", EventType: "RoomUserJoined", RoomId: "r", Payload: join}, "")
+	mj, _ := build(&roomv1.EventEnvelope{EventId: "j", EventType: "RoomUserJoined", RoomId: "r", Payload: join}, "")
 	if mj.Priority != "Normal" {
 		t.Fatalf("join priority %s", mj.Priority)
 	}
-	if _, err := tencentim.BuildMessage(&roomv1.EventEnvelope{EventId: "b", EventType: "RoomGiftSent", RoomId: "r", Payload: []byte{0xff, 0xff}}, ""); !errors.As(err, new(*tencentim.PayloadError)) {
+	if _, err := build(&roomv1.EventEnvelope{EventId: "b", EventType: "RoomGiftSent", RoomId: "r", Payload: []byte{0xff, 0xff}}, ""); !errors.As(err, new(*tencentim.PayloadError)) {
 		t.Fatalf("bad payload: %v", err)
 	}
 	for _, typ := range []string{"RoomCreated", "RoomHeatChanged", "RoomRankChanged"} {
@@ -237,7 +251,7 @@ func TestClientAgainstFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	m, _ := tencentim.BuildMessage(giftEnvelope("e1", "r1"), "room-")
+	m, _ := build(giftEnvelope("e1", "r1"), "room-")
 	if _, err := c.Send(ctx, m); err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -251,14 +265,14 @@ func TestClientAgainstFake(t *testing.T) {
 
 	// 70001 -> regenerate at once and succeed in the same Send.
 	f.Inject(imfake.Fault{Code: 70001, Times: 1})
-	m2, _ := tencentim.BuildMessage(giftEnvelope("e2", "r1"), "room-")
+	m2, _ := build(giftEnvelope("e2", "r1"), "room-")
 	if _, err := c.Send(ctx, m2); err != nil {
 		t.Fatalf("send after 70001: %v", err)
 	}
 	// Revoked sigs (70052) are detected by the fake itself.
 	f.InvalidateSigs()
 	time.Sleep(1100 * time.Millisecond) // the fresh sig must carry a later TLS.time
-	m3, _ := tencentim.BuildMessage(giftEnvelope("e3", "r1"), "room-")
+	m3, _ := build(giftEnvelope("e3", "r1"), "room-")
 	if _, err := c.Send(ctx, m3); err != nil {
 		t.Fatalf("send after invalidation: %v", err)
 	}
@@ -282,7 +296,7 @@ func TestClientAgainstFake(t *testing.T) {
 	}
 	for i, cs := range cases {
 		f.Inject(cs.fault)
-		m, _ := tencentim.BuildMessage(giftEnvelope("f"+string(rune('a'+i)), "r2"), "room-")
+		m, _ := build(giftEnvelope("f"+string(rune('a'+i)), "r2"), "room-")
 		cc, _ := tencentim.New(imCfg(url)) // 70050 pauses its client for 60 s
 		_, err := cc.Send(ctx, m)
 		if cl, code := tencentim.Classification(err); cl != cs.class || code != cs.code {
@@ -293,7 +307,7 @@ func TestClientAgainstFake(t *testing.T) {
 	f.Inject(imfake.Fault{Delay: 2 * time.Second, Times: 1})
 	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	m4, _ := tencentim.BuildMessage(giftEnvelope("slow", "r3"), "room-")
+	m4, _ := build(giftEnvelope("slow", "r3"), "room-")
 	start := time.Now()
 	_, err = c.Send(tctx, m4)
 	if cl, code := tencentim.Classification(err); cl != tencentim.Retryable || code != "timeout" && code != "transport" || time.Since(start) > time.Second {
@@ -304,7 +318,7 @@ func TestClientAgainstFake(t *testing.T) {
 	big := giftEnvelope("big", "r1")
 	big.EventType = "RoomUserLeft"
 	big.Payload, _ = proto.Marshal(&roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)})
-	mb, _ := tencentim.BuildMessage(big, "room-")
+	mb, _ := build(big, "room-")
 	before := f.Stats().Requests
 	_, err = c.Send(ctx, mb)
 	if cl, code := tencentim.Classification(err); cl != tencentim.Permanent || code != "80002" || f.Stats().Requests != before {
@@ -318,7 +332,7 @@ func TestFakeRejectsBadRequests(t *testing.T) {
 	bad := imCfg(url)
 	bad.SecretKey = "wrong"
 	c, _ := tencentim.New(bad)
-	m, _ := tencentim.BuildMessage(giftEnvelope("x", "r"), "")
+	m, _ := build(giftEnvelope("x", "r"), "")
 	_, err := c.Send(context.Background(), m)
 	if _, code := tencentim.Classification(err); code != "70009" {
 		t.Fatalf("wrong key: %v", err)
@@ -336,7 +350,7 @@ func TestFakeRejectsBadRequests(t *testing.T) {
 	big := giftEnvelope("big", "r1")
 	big.EventType = "RoomUserLeft"
 	big.Payload, _ = proto.Marshal(&roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)})
-	mb, _ := tencentim.BuildMessage(big, "")
+	mb, _ := build(big, "")
 	_, err = c.Send(context.Background(), mb)
 	if _, code := tencentim.Classification(err); code != "80002" {
 		t.Fatalf("fake size limit: %v", err)
@@ -360,7 +374,7 @@ func TestFakeRateLimits(t *testing.T) {
 		if i%5 != 0 {
 			room = fmt.Sprintf("r%d", i)
 		}
-		m, _ := tencentim.BuildMessage(giftEnvelope(fmt.Sprintf("rl-%d", i), room), "")
+		m, _ := build(giftEnvelope(fmt.Sprintf("rl-%d", i), room), "")
 		wg.Go(func() { _, err := c.Send(context.Background(), m); results <- err })
 	}
 	wg.Wait()
@@ -389,7 +403,7 @@ func TestTransportErrorHasNoSecrets(t *testing.T) {
 	srv.Close() // connection refused from now on
 	var logs bytes.Buffer
 	c, _ := tencentim.New(imCfg(url), tencentim.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	m, _ := tencentim.BuildMessage(giftEnvelope("x", "r"), "")
+	m, _ := build(giftEnvelope("x", "r"), "")
 	_, err := c.Send(context.Background(), m)
 	if err == nil {
 		t.Fatal("expected a connection error")
@@ -414,7 +428,7 @@ func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
 	cfg.UserSigTTL = config.Duration(time.Hour)
 	c, _ := tencentim.New(cfg, tencentim.WithClock(func() time.Time { return clock }))
 	send := func(id string) {
-		m, _ := tencentim.BuildMessage(giftEnvelope(id, "r"), "")
+		m, _ := build(giftEnvelope(id, "r"), "")
 		if _, err := c.Send(context.Background(), m); err != nil {
 			t.Fatalf("send %s: %v", id, err)
 		}
@@ -446,7 +460,7 @@ func TestLogsKeepTheCallersComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := tencentim.BuildMessage(giftEnvelope("log-1", "r"), "")
+	m, _ := build(giftEnvelope("log-1", "r"), "")
 	if _, err := c.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +487,7 @@ func TestNewRefusesNonPositiveRateLimits(t *testing.T) {
 		mut(&cfg)
 		c, err := tencentim.New(cfg)
 		if err == nil {
-			m, _ := tencentim.BuildMessage(giftEnvelope("rl", "r"), "")
+			m, _ := build(giftEnvelope("rl", "r"), "")
 			func() {
 				defer func() {
 					if p := recover(); p != nil {
@@ -504,7 +518,7 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		m, _ := tencentim.BuildMessage(giftEnvelope(fmt.Sprintf("rl-%d", i), fmt.Sprintf("r%d", i)), "")
+		m, _ := build(giftEnvelope(fmt.Sprintf("rl-%d", i), fmt.Sprintf("r%d", i)), "")
 		wg.Go(func() {
 			if _, err := c.Deliver(context.Background(), m); err == nil {
 				t.Error("a refused call succeeded")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
 )
@@ -67,5 +68,31 @@ func TestCorruptStateGoesToDLQ(t *testing.T) {
 	if len(o.dlq) != 1 || rttest.Header(o.dlq[0], "error_reason") != "corrupt_state" ||
 		rttest.Header(o.dlq[0], "event_id") != down.EventID || rttest.Header(o.dlq[0], "source_offset") != "0" {
 		t.Fatalf("DLQ %v, want the down of the corrupt session with reason corrupt_state", o.dlq)
+	}
+}
+
+// TestNewerStateVersionStallsThePartition: a session state value written in
+// a newer state version (by a newer release running side by side in a
+// rolling upgrade) is not corrupt: the event that reads it is not
+// dead-lettered but its partition stalls, retrying until an instance that
+// reads the version owns it.
+func TestNewerStateVersionStallsThePartition(t *testing.T) {
+	e := newEnv(t, 1, matrixClock)
+	s := mic.Session{RoomID: "r", Status: mic.StatusPendingPublish, SeatStartedAtMs: base, CreatedAtMs: base}
+	// The runtime's changelog frame (version 1, no expiry) around a state
+	// value of version 2.
+	frame := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 2}, s.AppendBinary(nil)...)
+	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Kafka.Topics.MicStateChangelog,
+		Key: []byte(mic.SessionID{AppCode: "hy", UserID: 5, MicSessionID: "ms-5"}.Key()), Value: frame}})
+	newer := &sess{u: 5, room: "r", id: "ms-5"}
+	e.produce([]mic.Event{newer.ev("down", base+mins, withReason("leave"))})
+	r := e.start()
+	testenv.Eventually(t, 30*time.Second, "partition 0 stalled", func() bool {
+		v, _ := testenv.Metric(e.reg, "roomflow_process_partition_stalled", "partition", "0")
+		return v == 1
+	})
+	r.stop(t)
+	if o := e.read(0, 2*time.Second); len(o.dlq) != 0 || len(o.ledger) != 0 {
+		t.Fatalf("DLQ %v, ledger %v: the event must wait, not be dead-lettered or consumed", o.dlq, o.ledger)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
@@ -76,8 +77,9 @@ func (e *env) driver() *rttest.Driver {
 	return e.d
 }
 
-// tick runs the compensation timer once on the driver, as a runtime tick
-// does once each task has caught up (on Kafka the runtime ticks by itself).
+// tick runs the compensation timer once on the driver, its catch-up runs
+// (MoreDue) included, as a runtime tick does once each task has caught up
+// (on Kafka the runtime ticks by itself).
 func (e *env) tick() {
 	e.t.Helper()
 	if d := e.driver(); d != nil {
@@ -173,7 +175,7 @@ func (e *env) produce(evs []mic.Event) {
 	for i := range evs {
 		ev := &evs[i]
 		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)),
-			Value: ev.Encode(), Headers: runtime.StandardHeaders(ev.EventID, mic.EventTypeRoomMicChanged, ev.AppCode)})
+			Value: ev.Encode(), Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))})
 	}
 	e.produceRaw(recs)
 }

@@ -66,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		open: prometheus.NewDesc("roomflow_mic_open_sessions",
 			"Open mic sessions by status, as of the last compensation scan of each owned partition.", []string{"status"}, nil),
 		overdueD: prometheus.NewDesc("roomflow_mic_overdue_sessions",
-			"Open mic sessions due for a timer close but left for a later tick (batch size reached).", nil, nil),
+			"Open mic sessions due for a timer close and not closed yet: what the running catch-up has left (every due one with mic.compensation_enabled=false).", nil, nil),
 	}
 	// A second processor on the same registry shares the first one's
 	// series (and its open-sessions collector).

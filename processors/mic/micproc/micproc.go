@@ -28,10 +28,23 @@
 // The timers need every open session of a partition. The runtime offers no
 // restore hook, and an in-memory index kept beside the store would diverge
 // from it when a transaction aborts (the store rolls back, the index would
-// not). So each tick scans the partition's store with Range, decoding only
-// status and start times (mic.PeekTimer), and closes the longest overdue
-// sessions, at most mic.compensation_batch_size per partition per tick. The
+// not). So each tick scans the partition's store once with Range, decoding
+// only status and start times (mic.PeekTimer), and queues the sessions due
+// at the tick, the longest overdue first. It closes them in batches of at
+// most mic.compensation_batch_size, each batch its own transaction, back to
+// back (runtime Task.MoreDue) until none due at the tick is left; only then
+// does the timer wait for mic.compensation_interval (seed 001: the next batch
+// at once while overdue sessions remain). A batch pops its sessions from the
+// queue and re-reads each from the store, so the queue is only a list of
+// candidates: a session a real event closed meanwhile is skipped, and when
+// the store no longer holds the previous batch's closes (its transaction
+// aborted) or belongs to a new task, the queue is rebuilt by a new scan. The
 // scan also feeds the open-sessions gauge.
+//
+// With mic.compensation_enabled=false (seed 001's
+// tasks.mic_open_session_compensation.enabled) no session is closed by a
+// timer: open sessions stay open until their real down. The punctuation
+// mic-retention then only prunes the state and feeds the gauges.
 //
 // Metrics (besides the runtime's roomflow_process_*):
 // roomflow_mic_events_total{action,outcome,reason},
@@ -60,6 +73,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Name is the processor's name in metrics and logs.
@@ -79,9 +93,18 @@ type Topics struct {
 	CompensationName string // punctuation name; empty: "mic-compensation"
 }
 
+// Punctuation names: the timer closes, or, with compensation disabled, the
+// state pruning alone.
+const (
+	PunctuationCompensation = "mic-compensation"
+	PunctuationRetention    = "mic-retention"
+)
+
 // Settings are the processor's knobs (config keys mic.*).
 type Settings struct {
-	Policy                 mic.Policy
+	Policy mic.Policy
+	// CompensationEnabled runs the timer closes (mic.compensation_enabled).
+	CompensationEnabled    bool
 	CompensationInterval   time.Duration
 	CompensationBatchSize  int
 	ClosedSessionRetention time.Duration
@@ -116,6 +139,7 @@ func ConfigFrom(cfg *config.Config) Config {
 				PendingPublishMaxAge:    cfg.Mic.PendingPublishMaxAge.D(),
 				PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D(),
 			},
+			CompensationEnabled:    cfg.Mic.CompensationEnabled,
 			CompensationInterval:   cfg.Mic.CompensationInterval.D(),
 			CompensationBatchSize:  cfg.Mic.CompensationBatchSize,
 			ClosedSessionRetention: cfg.Mic.ClosedSessionRetention.D(),
@@ -134,6 +158,21 @@ type Processor struct {
 	// sc holds the messages of the Output being emitted (reused likewise;
 	// an Output is encoded before the next event is handled).
 	sc mic.Scratch
+	// overdue is each partition's catch-up in progress (see Compensate).
+	overdue map[int32]*overdue
+}
+
+// overdue is what one tick's scan found in a partition: the open sessions
+// due at the tick and not closed yet, the longest overdue first, which the
+// tick's catch-up closes batch by batch.
+type overdue struct {
+	store  *runtime.Store  // the task store it was scanned from
+	at     time.Time       // the tick
+	due    []mic.Candidate // left to close
+	counts openCounts      // open sessions, for the gauge
+	// last is the session the previous batch closed last: still open in
+	// the store, it tells that batch's transaction was aborted.
+	last string
 }
 
 // New validates c and registers the processor's metrics on reg (nil: none).
@@ -152,24 +191,34 @@ func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, err
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Processor{cfg: c, m: newMetrics(reg), log: log.With("component", "mic-processor")}, nil
+	return &Processor{cfg: c, m: newMetrics(reg), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}, nil
 }
 
 // RuntimeOptions are the runtime options of the processor: input, group,
-// changelog, DLQ and the compensation punctuation. Add the ones every
-// processor takes from the config (rtconfig.Options; NewRuntime does).
+// changelog, DLQ and the compensation punctuation (with compensation
+// disabled, the retention punctuation instead, and an INFO log saying so).
+// Add the ones every processor takes from the config (rtconfig.Options;
+// NewRuntime does).
 func (p *Processor) RuntimeOptions() []runtime.Option {
 	t := p.cfg.Topics
-	name := t.CompensationName
-	if name == "" {
-		name = "mic-compensation"
+	s := p.cfg.Settings
+	timer := runtime.Punctuate(PunctuationRetention, s.CompensationInterval, p.Prune)
+	if s.CompensationEnabled {
+		name := t.CompensationName
+		if name == "" {
+			name = PunctuationCompensation
+		}
+		timer = runtime.Punctuate(name, s.CompensationInterval, p.Compensate)
+	} else {
+		p.log.Info("mic session compensation disabled (mic.compensation_enabled=false): no timer closes, open sessions stay open until their down",
+			"interval", s.CompensationInterval.String())
 	}
 	opts := []runtime.Option{
 		runtime.Input(t.Input),
 		runtime.Group(t.ConsumerGroupID),
 		runtime.Changelog(t.StateChangelog),
 		runtime.DLQ(t.DeadLetter),
-		runtime.Punctuate(name, p.cfg.Settings.CompensationInterval, p.Compensate),
+		timer,
 	}
 	if t.TransactionalID != "" {
 		opts = append(opts, runtime.TransactionalID(t.TransactionalID))
@@ -261,19 +310,75 @@ func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 
 // Compensate is the timer (runtime.PunctuateFunc): it closes the open
 // sessions of t's partition that are due at now, the longest overdue
-// first, at most mic.compensation_batch_size of them, then drops the
-// tombstones and day-room sets that fell out of their retention. A state
-// value it cannot decode is logged and skipped, never a failed tick. The
-// runtime runs it only once the partition is consumed up to the last
+// first, at most mic.compensation_batch_size of them per run. While due
+// sessions remain it calls t.MoreDue, so the runtime commits and runs it
+// again at once with the same now (a catch-up); the first run of a tick
+// scans the partition (see scan), the next ones pop the queue it built. A
+// state value it cannot decode is logged and skipped, never a failed run.
+// The runtime runs it only once the partition is consumed up to the last
 // stable offset read at the tick, so a session whose real events wait in
 // the partition is never closed by the timer.
 func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
+	part := t.Partition()
+	q := p.continued(t, now)
+	if q == nil {
+		for k, o := range p.overdue {
+			if now.Sub(o.at) > p.cfg.Settings.CompensationInterval {
+				delete(p.overdue, k) // a catch-up of a task since dropped
+			}
+		}
+		q = p.scan(t, now)
+		q.due = mic.SelectDue(q.due, now.UnixMilli(), -1)
+		p.overdue[part] = q
+	}
+	p.closeBatch(t, q, now)
+	if len(q.due) > 0 {
+		t.MoreDue()
+	} else {
+		delete(p.overdue, part)
+	}
+	p.m.setOpen(part, q.counts, len(q.due), now, p.cfg.Settings.CompensationInterval)
+	return nil
+}
+
+// Prune is the timer with compensation disabled (runtime.PunctuateFunc):
+// the scan alone, dropping what fell out of retention and feeding the
+// gauges; it closes nothing.
+func (p *Processor) Prune(t runtime.Task, now time.Time) error {
+	q := p.scan(t, now)
+	p.m.setOpen(t.Partition(), q.counts, len(q.due), now, p.cfg.Settings.CompensationInterval)
+	return nil
+}
+
+// continued returns the catch-up of t's partition if this run continues
+// it: the same tick, the same task store, and the previous batch's closes
+// committed. Otherwise nil: the run scans.
+func (p *Processor) continued(t runtime.Task, now time.Time) *overdue {
+	q := p.overdue[t.Partition()]
+	if q == nil || q.store != t.Store() || !q.at.Equal(now) {
+		return nil
+	}
+	if q.last != "" {
+		if v, ok := t.Store().Get(q.last); ok {
+			if s, err := mic.PeekTimer(v); err == nil && s.Status.Open() {
+				t.Log().Info("mic compensation batch was rolled back; rescanning the partition", "mic_session_key", fmt.Sprintf("%x", q.last))
+				return nil
+			}
+		}
+	}
+	return q
+}
+
+// scan reads every state key of t's partition once: it counts the open
+// sessions, lists those due at now (unsorted), and drops the tombstones
+// and day-room sets that fell out of their retention (at most pruneLimit
+// of each per scan).
+func (p *Processor) scan(t runtime.Task, now time.Time) *overdue {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
 	ret := p.retention()
 	wm := p.watermark(t)
-	var counts openCounts
-	var due []mic.Candidate
+	q := &overdue{store: t.Store(), at: now}
 	var expired []string // tombstones out of retention
 	type dayKey struct {
 		key string
@@ -304,9 +409,9 @@ func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 		}
 		switch s.Status {
 		case mic.StatusPendingPublish:
-			counts.pending++
+			q.counts.pending++
 		case mic.StatusPublishing:
-			counts.publishing++
+			q.counts.publishing++
 		default:
 			if len(expired) < pruneLimit && ret.TombstoneExpired(&s, wm) {
 				expired = append(expired, key)
@@ -315,36 +420,10 @@ func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 		}
 		oldestOpenDay = min(oldestOpenDay, mic.DayOf(s.SeatStartedAtMs))
 		if at := pol.DueAtMs(&s); at < nowMs {
-			due = append(due, mic.Candidate{Key: key, DueAtMs: at})
+			q.due = append(q.due, mic.Candidate{Key: key, DueAtMs: at})
 		}
 		return true
 	})
-	batch := mic.SelectDue(due, nowMs, p.cfg.Settings.CompensationBatchSize)
-	st := p.state(t)
-	for _, c := range batch {
-		id, err := mic.ParseSessionKey(c.Key)
-		if err != nil {
-			corrupt(t, c.Key, err)
-			continue
-		}
-		out, ok := p.sc.Compensate(st, pol, id, nowMs)
-		if st.err != nil {
-			corrupt(t, c.Key, st.err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		p.emit(t, id.AppCode, id.UserID, &out)
-		p.m.observeTimer(&out)
-		if out.Before == mic.StatusPendingPublish {
-			counts.pending--
-		} else {
-			counts.publishing--
-		}
-		t.Log().Debug("timer closed a mic session", "event_id", out.Ledger.EventId, "mic_session_id", id.MicSessionID,
-			"user_id", id.UserID, "room_id", out.Ledger.RoomId, "end_reason", out.Closed.EndReason)
-	}
 	for _, k := range expired {
 		t.Store().Delete(k)
 	}
@@ -357,8 +436,42 @@ func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 	}
 	p.m.pruned.WithLabelValues("closed_session").Add(float64(len(expired)))
 	p.m.pruned.WithLabelValues("day_rooms").Add(float64(prunedDays))
-	p.m.setOpen(t.Partition(), counts, len(due)-len(batch), now, p.cfg.Settings.CompensationInterval)
-	return nil
+	return q
+}
+
+// closeBatch pops at most mic.compensation_batch_size sessions from q and
+// closes those still open and due at now.
+func (p *Processor) closeBatch(t runtime.Task, q *overdue, now time.Time) {
+	n := min(p.cfg.Settings.CompensationBatchSize, len(q.due))
+	batch := q.due[:n]
+	q.due, q.last = q.due[n:], ""
+	pol := p.cfg.Settings.Policy
+	st := p.state(t)
+	for _, c := range batch {
+		id, err := mic.ParseSessionKey(c.Key)
+		if err != nil {
+			corrupt(t, c.Key, err)
+			continue
+		}
+		out, ok := p.sc.Compensate(st, pol, id, now.UnixMilli())
+		if st.err != nil {
+			corrupt(t, c.Key, st.err)
+			continue
+		}
+		if !ok {
+			continue // closed by its real events since the scan
+		}
+		p.emit(t, id.AppCode, id.UserID, &out)
+		p.m.observeTimer(&out)
+		if out.Before == mic.StatusPendingPublish {
+			q.counts.pending--
+		} else {
+			q.counts.publishing--
+		}
+		q.last = c.Key
+		t.Log().Debug("timer closed a mic session", "event_id", out.Ledger.EventId, "mic_session_id", id.MicSessionID,
+			"user_id", id.UserID, "room_id", out.Ledger.RoomId, "end_reason", out.Closed.EndReason)
+	}
 }
 
 // corrupt logs a state key or value the timer cannot decode and skips it:
@@ -388,11 +501,7 @@ func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.
 	app := t.StringBytes(appCode)
 	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
-		h := hdrs[4*i : 4*i+4 : 4*i+4]
-		h[0] = kgo.RecordHeader{Key: "event_id", Value: t.StringBytes(eventID)}
-		h[1] = kgo.RecordHeader{Key: "event_type", Value: eventType}
-		h[2] = kgo.RecordHeader{Key: "app_code", Value: app}
-		h[3] = kgo.RecordHeader{Key: "content-type", Value: contentType}
+		h := envelope.AppendHeaders(hdrs[4*i:4*i:4*i+4], t.StringBytes(eventID), eventType, app)
 		r := t.NewRecord()
 		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
 		t.Emit(r)
@@ -420,7 +529,6 @@ func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.
 }
 
 var (
-	contentType           = []byte(runtime.ContentTypeProtobuf)
 	typeLedgerCompensated = []byte(mic.EventTypeMicSessionCompensated)
 	typeClosed            = []byte(mic.EventTypeSessionClosed)
 	typeDaily             = []byte(mic.EventTypeDailyStatsUpdated)
@@ -462,10 +570,21 @@ func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	}
 	var v mic.Session
 	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
-		s.err = runtime.CorruptState(s.key(id), err)
+		s.err = stateError(s.key(id), err)
 		return mic.Session{}, false
 	}
 	return v, true
+}
+
+// stateError is the error of a state value of key that does not decode. A
+// value a newer release wrote (a rolling upgrade side by side) is not
+// corrupt: the record's partition stalls and retries until an instance of
+// that release owns it, instead of dead-lettering the record.
+func stateError(key string, err error) error {
+	if errors.Is(err, envelope.ErrNewerVersion) {
+		return fmt.Errorf("mic: state value of key %x: %w", key, err)
+	}
+	return runtime.CorruptState(key, err)
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
@@ -483,7 +602,7 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = runtime.CorruptState(mic.DayRoomsKey(appCode, userID, day), err)
+		s.err = stateError(mic.DayRoomsKey(appCode, userID, day), err)
 	}
 	return d
 }

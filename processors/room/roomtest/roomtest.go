@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
@@ -52,14 +53,11 @@ type MicEvent struct {
 
 // RelayHeaders are the headers the relay puts on room-topic records.
 func RelayHeaders(eventID, eventType string, roomVersion, occurredAtMs int64) []kgo.RecordHeader {
-	return []kgo.RecordHeader{
-		{Key: "event_id", Value: []byte(eventID)},
-		{Key: "event_type", Value: []byte(eventType)},
-		{Key: "app_code", Value: []byte(AppCode)},
-		{Key: "room_version", Value: []byte(strconv.FormatInt(roomVersion, 10))},
-		{Key: "occurred_at_ms", Value: []byte(strconv.FormatInt(occurredAtMs, 10))},
-		{Key: "content-type", Value: []byte("application/x-protobuf")},
-	}
+	h := envelope.AppendHeaders(nil, []byte(eventID), []byte(eventType), []byte(AppCode))
+	return append(h,
+		kgo.RecordHeader{Key: envelope.HeaderRoomVersion, Value: strconv.AppendInt(nil, roomVersion, 10)},
+		kgo.RecordHeader{Key: envelope.HeaderOccurredAtMs, Value: strconv.AppendInt(nil, occurredAtMs, 10)},
+	)
 }
 
 // MicWorkload is a stream of RoomMicChanged events over rooms and users:

@@ -137,21 +137,32 @@ func (d *Driver) MustFeed(recs ...*kgo.Record) {
 
 // Punctuate runs fn on every task created so far (partitions in order) at
 // the clock's time and commits, as one runtime tick does once every task
-// has caught up with its input. An error undoes that task's step and is
-// returned after the other tasks ran.
+// has caught up with its input. A task whose run calls Task.MoreDue runs
+// fn again at the same time after that commit, as the runtime's catch-up
+// does, until a run does not call it; each round of runs commits on its
+// own. An error undoes that task's step, ends its runs, and is returned
+// after the other tasks ran.
 func (d *Driver) Punctuate(fn runtime.PunctuateFunc) error {
 	d.t.Helper()
 	now := d.clock.Now()
 	var errs []error
-	for _, p := range slices.Sorted(maps.Keys(d.tasks)) {
-		emits, err := d.tasks[p].Punctuate(fn, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	due := slices.Sorted(maps.Keys(d.tasks))
+	for len(due) > 0 {
+		var more []int32
+		for _, p := range due {
+			emits, again, err := d.tasks[p].Punctuate(fn, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.keep(emits)
+			if again {
+				more = append(more, p)
+			}
 		}
-		d.keep(emits)
+		d.commit()
+		due = more
 	}
-	d.commit()
 	return errors.Join(errs...)
 }
 

@@ -78,3 +78,48 @@ func TestDriverPunctuate(t *testing.T) {
 		t.Fatal("punctuation's deletes not committed")
 	}
 }
+
+// TestDriverPunctuateCatchUp: a run that calls MoreDue runs again at the
+// same time, round after round, until a run does not call it; a failing run
+// ends its task's catch-up with its own step undone and the earlier runs
+// kept, while the other tasks go on.
+func TestDriverPunctuateCatchUp(t *testing.T) {
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := rttest.NewDriver(t, "in", counter, rttest.Stateful(), rttest.WithClock(clock))
+	d.MustFeed(rec("a", ""), &kgo.Record{Partition: 2, Key: []byte("b")})
+	clock.Advance(time.Hour)
+	var seen []string
+	err := d.Punctuate(func(t runtime.Task, now time.Time) error {
+		if !now.Equal(clock.Now()) {
+			return errors.New("catch-up run at another time")
+		}
+		b, _ := t.Store().Get("runs")
+		n, _ := strconv.Atoi(string(b))
+		n++
+		t.Store().Put("runs", []byte(strconv.Itoa(n)))
+		t.Emit(&kgo.Record{Topic: "tick", Value: t.StringBytes(strconv.Itoa(n))})
+		seen = append(seen, strconv.Itoa(int(t.Partition())))
+		switch {
+		case t.Partition() == 0 && n < 3, t.Partition() == 2 && n == 1:
+			t.MoreDue()
+		case t.Partition() == 2 && n == 2:
+			t.MoreDue() // undone with the step: no further run
+			return errors.New("batch failed")
+		}
+		return nil
+	})
+	if err == nil || err.Error() != "batch failed" {
+		t.Fatalf("punctuate error %v, want the failed batch", err)
+	}
+	if want := []string{"0", "2", "0", "2", "0"}; !slices.Equal(seen, want) {
+		t.Fatalf("runs on %v, want %v", seen, want)
+	}
+	if n := len(d.Output("tick")); n != 4 {
+		t.Fatalf("%d punctuation records, want 4 (3 runs on 0, 1 kept on 2)", n)
+	}
+	for p, want := range map[int32]string{0: "3", 2: "1"} {
+		if v, _ := d.Store(p).Get("runs"); string(v) != want {
+			t.Errorf("partition %d: %s runs committed, want %s", p, v, want)
+		}
+	}
+}

@@ -74,6 +74,48 @@ func ReadCommitted(t testing.TB, brokers []string, topic string, want int, settl
 	return out
 }
 
+// ReadTransactions reads topic from the start with read_committed like
+// ReadCommitted (until it has at least want data records and then none new
+// for settle, or until timeout) and groups its data records by the
+// transaction that wrote them, in offset order per partition: a group ends
+// at its partition's next control record (the commit marker).
+func ReadTransactions(t testing.TB, brokers []string, topic string, want int, settle, timeout time.Duration) [][]*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatalf("rttest: client: %v", err)
+	}
+	defer cl.Close()
+	var txns [][]*kgo.Record
+	open := map[int32][]*kgo.Record{}
+	n := 0
+	deadline := time.Now().Add(timeout)
+	lastNew := time.Now()
+	for time.Now().Before(deadline) && (n < want || time.Since(lastNew) < settle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			lastNew = time.Now()
+			if !r.Attrs.IsControl() {
+				open[r.Partition] = append(open[r.Partition], r)
+				n++
+			} else if len(open[r.Partition]) > 0 {
+				txns = append(txns, open[r.Partition])
+				delete(open, r.Partition)
+			}
+		})
+	}
+	return txns
+}
+
 // Header returns the value of header key of r as a string ("" if absent).
 func Header(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {

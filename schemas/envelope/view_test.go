@@ -1,4 +1,4 @@
-package room
+package envelope
 
 import (
 	"bytes"
@@ -65,41 +65,23 @@ func mutate(rng *rand.Rand, b []byte) []byte {
 	}
 }
 
-// TestWireMatchesProtoUnmarshal: on valid and mutated inputs, the
-// zero-copy parsers accept exactly what proto.Unmarshal accepts and
-// extract the same values.
-func TestWireMatchesProtoUnmarshal(t *testing.T) {
+// TestViewsMatchProtoUnmarshal runs the checks of FuzzView on 100,000
+// valid and mutated envelopes and payloads (deterministic, every run).
+func TestViewsMatchProtoUnmarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	var v envelopeView
 	accepted, rejected := 0, 0
 	for range 100000 {
 		b := mutate(rng, validEnvelope(rng))
-		var env roomv1.EventEnvelope
-		perr := proto.Unmarshal(b, &env)
-		werr := parseEnvelope(b, &v)
-		if (perr == nil) != (werr == nil) {
-			t.Fatalf("envelope %x: proto.Unmarshal err %v, parseEnvelope err %v", b, perr, werr)
-		}
-		if perr != nil {
+		checkEnvelope(t, b)
+		var v View
+		if v.Parse(b) != nil {
 			rejected++
 			continue
 		}
 		accepted++
-		if string(v.eventID) != env.EventId || string(v.eventType) != env.EventType || string(v.appCode) != env.AppCode ||
-			string(v.roomID) != env.RoomId || string(v.requestID) != env.RequestId || string(v.commandID) != env.CommandId ||
-			!bytes.Equal(v.payload, env.Payload) || v.roomVersion != env.RoomVersion || v.occurredAtMs != env.OccurredAtMs {
-			t.Fatalf("envelope %x: view %+v differs from %v", b, v, &env)
-		}
-		p := mutate(rng, env.Payload)
-		var mc roomv1.RoomMicChanged
-		perr = proto.Unmarshal(p, &mc)
-		user, werr := micUserID(p)
-		if (perr == nil) != (werr == nil) {
-			t.Fatalf("payload %x: proto.Unmarshal err %v, micUserID err %v", p, perr, werr)
-		}
-		if perr == nil && user != mc.UserId {
-			t.Fatalf("payload %x: user %d, proto says %d", p, user, mc.UserId)
-		}
+		p := mutate(rng, v.Payload)
+		checkMic(t, p)
+		checkGift(t, p)
 	}
 	if accepted < 10000 || rejected < 10000 {
 		t.Fatalf("mutations not varied enough: %d accepted, %d rejected", accepted, rejected)
@@ -109,13 +91,14 @@ func TestWireMatchesProtoUnmarshal(t *testing.T) {
 func BenchmarkParseEnvelope(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	in := validEnvelope(rng)
-	var v envelopeView
+	var v View
+	var m MicChanged
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := parseEnvelope(in, &v); err != nil {
+		if err := v.Parse(in); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := micUserID(v.payload); err != nil {
+		if err := m.Parse(v.Payload); err != nil {
 			b.Fatal(err)
 		}
 	}
