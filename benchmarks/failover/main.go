@@ -40,14 +40,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -134,11 +132,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("go build: %w", err)
 		}
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{})
 	if err != nil {
 		return err
 	}
-	defer kc.Close()
+	defer stopKafka()
 	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
 	imURL, stopIM, err := im.Listen("127.0.0.1:0")
 	if err != nil {
@@ -148,16 +146,17 @@ func run(ctx context.Context, o options) error {
 
 	b := &bench{o: o, dir: dir}
 	dbName := fmt.Sprintf("roomflow_failover_%d", time.Now().UnixNano())
-	dsn, drop, err := createDatabase(ctx, o.server, dbName)
+	scratch, err := mysqlx.NewScratch(ctx, o.server, dbName, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("-mysql: %w", err)
 	}
-	defer drop()
+	defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
+	dsn := scratch.DSN
 
 	cfg := config.Default()
 	cfg.Log.Level, cfg.Log.Format = "warn", "text"
 	cfg.Metrics.Addr, cfg.API.Addr = "", ""
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Partitions = 6
 	cfg.Kafka.SessionTimeout = config.Duration(o.session)
 	cfg.Relay.FailoverTimeout = config.Duration(o.failover)
@@ -173,13 +172,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.db.Close()
-	ms, err := migrate.Load()
-	if err != nil {
-		return err
-	}
-	if _, err := migrate.Up(ctx, b.db, ms, time.Minute, nil); err != nil {
-		return err
-	}
 	acl, err := kafkax.NewClient(cfg.Kafka, "failover-bench", nil, nil)
 	if err != nil {
 		return err
@@ -536,29 +528,6 @@ func (t *tail) stop() {
 	t.cancel()
 	<-t.done
 	t.cl.Close()
-}
-
-// createDatabase creates database name on server and returns its DSN and
-// a function that drops it.
-func createDatabase(ctx context.Context, server, name string) (string, func(), error) {
-	c, err := mysql.ParseDSN(server)
-	if err != nil {
-		return "", nil, fmt.Errorf("-mysql: %w", err)
-	}
-	c.DBName = ""
-	admin, err := sql.Open("mysql", c.FormatDSN())
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	c.DBName = name
-	return c.FormatDSN(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name)
-		admin.Close()
-	}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -30,16 +29,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -81,36 +78,26 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	}
 	defer stopFake()
 
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{Brokers: 1})
 	if err != nil {
 		return err
 	}
-	defer kc.Close()
+	defer stopKafka()
 
 	dsn := os.Getenv("ROOMFLOW_TEST_MYSQL_DSN")
 	if dsn == "" {
 		dsn = "root@tcp(127.0.0.1:3306)/"
 	}
-	base, err := mysql.ParseDSN(dsn)
+	scratch, err := mysqlx.NewScratch(ctx, dsn, fmt.Sprintf("bench_im_%d", time.Now().UnixNano()), true)
 	if err != nil {
 		return err
 	}
-	dbName := fmt.Sprintf("bench_im_%d", time.Now().UnixNano())
-	admDB, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer admDB.Close()
-	if _, err := admDB.Exec("CREATE DATABASE `" + dbName + "`"); err != nil {
-		return err
-	}
-	defer admDB.Exec("DROP DATABASE `" + dbName + "`")
-	base.DBName = dbName
+	defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
 
 	cfg := config.Default()
 	cfg.Metrics.Addr = ""
-	cfg.MySQL.DSN = base.FormatDSN()
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.MySQL.DSN = scratch.DSN
+	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Partitions = int32(partitions)
 	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier, cfg.IM.GroupIDPrefix = url, appID, key, admin, prefix
 	cfg.IM.FastPathDelay = config.Duration(delay)
@@ -122,13 +109,6 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 		return err
 	}
 	defer db.Close()
-	ms, err := migrate.Load()
-	if err != nil {
-		return err
-	}
-	if _, err := migrate.Up(ctx, db, ms, 30*time.Second, nil); err != nil {
-		return err
-	}
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		return err

@@ -60,8 +60,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -72,9 +70,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/mic"
@@ -84,8 +82,6 @@ import (
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
-const childEnv = "ROOMFLOW_MICBENCH_KFAKE"
-
 var (
 	overdueSessions int // -overdue
 	profilePath     string
@@ -94,10 +90,7 @@ var (
 )
 
 func main() {
-	if addr := os.Getenv(childEnv); addr != "" {
-		runKfake(addr)
-		return
-	}
+	benchkafka.RunChild()
 	var (
 		events     = flag.Int("events", 600_000, "events for the throughput runs (0 skips them)")
 		open       = flag.Int("open", 1_000_000, "open sessions for the memory and restore run (0 skips it)")
@@ -153,59 +146,15 @@ func main() {
 	}
 }
 
-// runKfake is the child process: a kfake cluster until killed.
-func runKfake(addr string) {
-	host, p, _ := strings.Cut(addr, ":")
-	port, _ := strconv.Atoi(p)
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.Ports(port, port+1, port+2),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kfake:", err)
-		os.Exit(1)
-	}
-	_ = host
-	fmt.Println("ready")
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
-	<-ch
-	c.Close()
-}
-
-func startKfake() (addr string, stop func(), err error) {
-	for try := 0; try < 10; try++ {
-		port := 20000 + rand.IntN(20000)
-		addr = fmt.Sprintf("127.0.0.1:%d", port)
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childEnv+"="+addr)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return "", nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return "", nil, err
-		}
-		buf := make([]byte, 6)
-		if _, err := out.Read(buf); err != nil {
-			_ = cmd.Wait()
-			continue // a port was taken: try others
-		}
-		return addr, func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }, nil
-	}
-	return "", nil, fmt.Errorf("kfake child did not start")
-}
-
 func run(events, open int, partitions int32, brokers string, commitRecs int, commitIvl time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if brokers == "" {
-		addr, stop, err := startKfake()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		brokers = addr
+	seeds, stop, err := benchkafka.Start(brokers, benchkafka.Options{Child: true})
+	if err != nil {
+		return err
 	}
+	defer stop()
+	brokers = strings.Join(seeds, ",")
 	fmt.Printf("mic processor benchmark: GOMAXPROCS=%d, NumCPU=%d, partitions=%d, commit %d records / %s, brokers %s\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), partitions, commitRecs, commitIvl, brokers)
 
@@ -251,7 +200,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		copies := func(name string, ratio float64, round int) (result, error) {
 			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
 				acc := 0.0
-				return rt.New(name, rt.ProcessorFunc(func(t *rt.Task, r *kgo.Record) error {
+				return rt.New(name, rt.ProcessorFunc(func(t rt.Task, r *kgo.Record) error {
 					for acc += ratio; acc >= 1; acc-- {
 						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
 					}

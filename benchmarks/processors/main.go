@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"flag"
@@ -32,25 +31,23 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql" // the driver of sql.Open
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
+	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
@@ -58,18 +55,13 @@ import (
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
-const childEnv = "ROOMFLOW_BENCH_KFAKE_CHILD"
-
 var (
 	profileFile *os.File
 	withHeaders = true
 )
 
 func main() {
-	if os.Getenv(childEnv) != "" {
-		runKfakeChild()
-		return
-	}
+	benchkafka.RunChild()
 	var (
 		events      = flag.Int("events", 500_000, "room events to process")
 		luckyRatio  = flag.Float64("lucky", 0.1, "share of lucky RoomGiftSent among the events")
@@ -101,52 +93,9 @@ func main() {
 	}
 }
 
-// runKfakeChild runs a 3-broker kfake and prints its addresses, until
-// stdin closes (the parent exits).
-func runKfakeChild() {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(1)
-	}
-	fmt.Println(strings.Join(c.ListenAddrs(), ","))
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	c.Close()
-}
-
-func startKfake(inprocess bool) ([]string, func(), error) {
-	if inprocess {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3))
-		if err != nil {
-			return nil, nil, err
-		}
-		return c.ListenAddrs(), c.Close, nil
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.HasPrefix(line, "ERR") {
-		_ = cmd.Process.Kill()
-		return nil, nil, fmt.Errorf("kfake child: %q %v", line, err)
-	}
-	return strings.Split(strings.TrimSpace(line), ","), func() { stdin.Close(); _ = cmd.Wait() }, nil
-}
-
 func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, partitions int32, rounds, commitRecs int,
 	commitIvl time.Duration, mysqlServer string, inprocess bool) error {
-	brokers, stopKfake, err := startKfake(inprocess)
+	brokers, stopKfake, err := benchkafka.Start("", benchkafka.Options{Child: !inprocess})
 	if err != nil {
 		return err
 	}
@@ -330,7 +279,7 @@ type first struct {
 	m *mark
 }
 
-func (f first) Process(t *rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
+func (f first) Process(t rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
 
 func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *lucky.Loader, events, round int) (result, error) {
 	c := *cfg
@@ -425,30 +374,12 @@ func prefill(ctx context.Context, cl *kgo.Client, topic string, events int, luck
 
 // ruleDB creates a throwaway database with the schema and the rose/v1 rule.
 func ruleDB(ctx context.Context, server string) (*sql.DB, func(), error) {
-	base, err := mysql.ParseDSN(server)
+	scratch, err := mysqlx.NewScratch(ctx, server, fmt.Sprintf("bench_processors_%d", time.Now().UnixNano()), true)
 	if err != nil {
 		return nil, nil, err
 	}
-	name := fmt.Sprintf("bench_processors_%d", time.Now().UnixNano())
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("mysql %s: %w", base.Addr, err)
-	}
-	drop := func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name); admin.Close() }
-	base.DBName = name
-	db, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	ms, err := migrate.Load()
-	if err == nil {
-		_, err = migrate.Up(ctx, db, ms, time.Minute, nil)
-	}
+	drop := func() { _ = scratch.Drop(context.Background()) }
+	db, err := sql.Open("mysql", scratch.DSN)
 	if err == nil {
 		r := roomtest.Rule("rose", "v1", 50000, 200000, 300000)
 		_, err = db.ExecContext(ctx, `INSERT INTO lucky_gift_rules (gift_id, rule_version, pool_rate_ppm, platform_weight_ppm, room_weight_ppm, status)
@@ -461,7 +392,9 @@ VALUES (?, ?, ?, ?, ?, ?, TRUE)`, r.GiftID, r.RuleVersion, tr.TierID, tr.RewardT
 		}
 	}
 	if err != nil {
-		db.Close()
+		if db != nil {
+			db.Close()
+		}
 		drop()
 		return nil, nil, err
 	}

@@ -37,14 +37,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -78,16 +76,12 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	// Kafka.
 	kcfg := config.Default().Kafka
 	kcfg.Partitions = partitions
-	if brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		kcfg.Brokers = c.ListenAddrs()
-	} else {
-		kcfg.Brokers = strings.Split(brokers, ",")
+	seeds, stopKafka, err := benchkafka.Start(brokers, benchkafka.Options{})
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	kcfg.Brokers = seeds
 	prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
 	kcfg.Topics = kcfg.Topics.WithPrefix(prefix)
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...))
@@ -105,12 +99,19 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	}
 
 	// MySQL.
-	db, dsn, drop, err := freshDB(ctx, serverDSN)
+	scratch, err := mysqlx.NewScratch(ctx, serverDSN, fmt.Sprintf("relay_bench_%d", time.Now().UnixNano()), true)
 	if err != nil {
 		return err
 	}
-	if !keepDB {
-		defer drop()
+	if keepDB {
+		defer scratch.Keep() //nolint:errcheck // benchmark teardown
+	} else {
+		defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
+	}
+	dsn := scratch.DSN
+	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
+	if err != nil {
+		return err
 	}
 	defer db.Close()
 
@@ -170,42 +171,6 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 		return latency(ctx, cfg, db, log, rate, txnRows, writers, payload, latDur)
 	}
 	return nil
-}
-
-func freshDB(ctx context.Context, serverDSN string) (*sql.DB, string, func(), error) {
-	base, err := mysql.ParseDSN(serverDSN)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	base.DBName = ""
-	mysqlx.Tune(base)
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return nil, "", nil, err
-	}
-	name := fmt.Sprintf("relay_bench_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		return nil, "", nil, err
-	}
-	dc := base.Clone()
-	dc.DBName = name
-	dsn := dc.FormatDSN()
-	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	ms, err := migrate.Load()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if _, err := migrate.Up(ctx, db, ms, 30*time.Second, nil); err != nil {
-		return nil, "", nil, err
-	}
-	drop := func() {
-		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
-		admin.Close()
-	}
-	return db, dsn, drop, nil
 }
 
 func payloadOf(i, n int) []byte {

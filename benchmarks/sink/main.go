@@ -50,14 +50,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -111,38 +109,37 @@ func main() {
 	}
 }
 
+// database is one round's scratch database and its pool.
 type database struct {
-	db   *sql.DB
-	dsn  string
-	name string
+	*mysqlx.Scratch
+	db *sql.DB
 }
 
-func newDatabase(ctx context.Context, o opts, admin *sql.DB, suffix string) (*database, error) {
+func newDatabase(ctx context.Context, o opts, suffix string) (*database, error) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	name := "sinkbench_" + hex.EncodeToString(b[:]) + "_" + suffix
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		return nil, err
-	}
-	dc, err := mysql.ParseDSN(o.serverDSN)
+	scratch, err := mysqlx.NewScratch(ctx, o.serverDSN, "sinkbench_"+hex.EncodeToString(b[:])+"_"+suffix, true)
 	if err != nil {
 		return nil, err
 	}
-	dc.DBName = name
 	cfg := config.Default().MySQL
-	cfg.DSN = dc.FormatDSN()
+	cfg.DSN = scratch.DSN
 	db, err := mysqlx.Open(ctx, cfg)
 	if err != nil {
+		_ = scratch.Drop(ctx)
 		return nil, err
 	}
-	ms, err := migrate.Load()
-	if err != nil {
-		return nil, err
+	return &database{Scratch: scratch, db: db}, nil
+}
+
+// release closes the pool and drops the database unless -keep-db.
+func (d *database) release(ctx context.Context, keep bool) {
+	d.db.Close()
+	if keep {
+		_ = d.Keep()
+		return
 	}
-	if _, err := migrate.Up(ctx, db, ms, time.Minute, nil); err != nil {
-		return nil, err
-	}
-	return &database{db: db, dsn: cfg.DSN, name: name}, nil
+	_ = d.Drop(ctx)
 }
 
 type result struct {
@@ -176,24 +173,10 @@ func run(o opts) error {
 	fmt.Printf("ledger: %d entries, %d users: %.1f%% session updates, %.1f%% closes (%.2f daily deltas per close)\n",
 		len(ledger), o.users, 100*float64(len(ledger)-closes)/float64(len(ledger)), 100*float64(closes)/float64(len(ledger)), float64(dailies)/float64(closes))
 
-	adc, err := mysql.ParseDSN(o.serverDSN)
-	if err != nil {
-		return err
-	}
-	adc.DBName = ""
-	mysqlx.Tune(adc)
-	admin, err := sql.Open("mysql", adc.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
 	var dbs []*database
 	defer func() {
 		for _, d := range dbs {
-			d.db.Close()
-			if !o.keepDB {
-				_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+d.name+"`")
-			}
+			d.release(ctx, o.keepDB)
 		}
 	}()
 	// Kafka: the ledger is produced once; each sink round reads it with a
@@ -201,16 +184,12 @@ func run(o opts) error {
 	kcfg := config.Default().Kafka
 	kcfg.Partitions = o.partitions
 	kcfg.Topics = kcfg.Topics.WithPrefix(fmt.Sprintf("sinkbench%d.", time.Now().UnixNano()))
-	if o.brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(3))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		kcfg.Brokers = c.ListenAddrs()
-	} else {
-		kcfg.Brokers = strings.Split(o.brokers, ",")
+	seeds, stopKafka, err := benchkafka.Start(o.brokers, benchkafka.Options{})
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	kcfg.Brokers = seeds
 	cl, err := kafkax.NewClient(kcfg, "bench", nil, nil, kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
@@ -231,7 +210,7 @@ func run(o opts) error {
 	ends.Each(func(l kadm.ListedOffset) { want[l.Partition] = l.Offset })
 
 	fresh := func(s string) (*database, error) {
-		d, err := newDatabase(ctx, o, admin, s)
+		d, err := newDatabase(ctx, o, s)
 		if err == nil {
 			dbs = append(dbs, d)
 		}
@@ -261,10 +240,7 @@ func run(o opts) error {
 			byMode[m.name] = r.rate()
 			rates[m.name] = append(rates[m.name], r.rate())
 			fmt.Printf("  round %d %-6s %9.0f entries/s (%d in %s)\n", round, m.name, r.rate(), r.entries, r.elapsed.Round(time.Millisecond))
-			d.db.Close()
-			if !o.keepDB {
-				_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+d.name+"`")
-			}
+			d.release(ctx, o.keepDB)
 			dbs = dbs[:len(dbs)-1]
 		}
 		sinkVsRaw = append(sinkVsRaw, byMode["sink"]/byMode["raw"])
@@ -419,11 +395,11 @@ func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, 
 func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map[int32]int64, n int, o opts) (result, error) {
 	cfg := config.Default()
 	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
-	cfg.MySQL.DSN = d.dsn
+	cfg.MySQL.DSN = d.DSN
 	cfg.Kafka = kcfg
 	cfg.Sink.BatchSize = o.batch
 	cfg.Sink.FlushInterval = config.Duration(o.flush)
-	cfg.Sink.Group = d.name
+	cfg.Sink.Group = d.Name
 	store := mysqlsink.NewStore(d.db, cfg.Sink.Group,
 		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
 		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)))

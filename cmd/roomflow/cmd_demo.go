@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -17,7 +16,6 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/producers/loadgen"
@@ -106,13 +104,6 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 		return res, err
 	}
 	defer db.Close()
-	ms, err := migrate.Load()
-	if err != nil {
-		return res, err
-	}
-	if _, err := migrate.Up(ctx, db, ms, time.Minute, nil); err != nil {
-		return res, err
-	}
 	if err := loadgen.SeedRule(ctx, db, o.Scenario.Rule); err != nil {
 		return res, err
 	}
@@ -216,37 +207,19 @@ func firstDiff(r loadgen.Report) any {
 	return r.Diffs[0]
 }
 
-// demoDatabase creates the demo database on the configured server.
+// demoDatabase creates and migrates the demo database on the configured
+// server; the cleanup drops it unless --keep.
 func demoDatabase(ctx context.Context, o demoOptions) (string, func(), error) {
-	base, err := mysql.ParseDSN(o.ServerDSN)
+	s, err := mysqlx.NewScratch(ctx, o.ServerDSN, o.Database, true)
 	if err != nil {
-		return "", nil, fmt.Errorf("demo: MySQL DSN: %w", err)
+		return "", nil, fmt.Errorf("demo: MySQL/MariaDB is needed (set ROOMFLOW_MYSQL_DSN; on Debian: start-stop-daemon --start --background --exec /usr/sbin/mariadbd): %w", err)
 	}
-	base.DBName = ""
-	mysqlx.Tune(base)
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		return "", nil, err
-	}
-	if err := admin.PingContext(ctx); err != nil {
-		admin.Close()
-		return "", nil, fmt.Errorf("demo: MySQL/MariaDB is needed at %s (set ROOMFLOW_MYSQL_DSN; on Debian: start-stop-daemon --start --background --exec /usr/sbin/mariadbd): %w", base.Addr, err)
-	}
-	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+o.Database+"`"); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+o.Database+"`"); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	dc := base.Clone()
-	dc.DBName = o.Database
-	return dc.FormatDSN(), func() {
-		if !o.Keep {
-			admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+o.Database+"`") //nolint:errcheck // best effort
+	return s.DSN, func() {
+		if o.Keep {
+			s.Keep() //nolint:errcheck // closing an idle connection
+			return
 		}
-		admin.Close()
+		s.Drop(context.Background()) //nolint:errcheck // best effort
 	}, nil
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -101,19 +99,9 @@ the partitions move to the other replicas at once.`,
 // stops the others. Each runtime commits or aborts its own open transaction
 // on the way out.
 func runRuntimes(rts []*runtime.Runtime) app.Component {
-	return app.ComponentFunc(func(ctx context.Context) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		errs := make([]error, len(rts))
-		var wg sync.WaitGroup
-		for i, rt := range rts {
-			wg.Go(func() {
-				if errs[i] = rt.Run(ctx); errs[i] != nil {
-					cancel()
-				}
-			})
-		}
-		wg.Wait()
-		return errors.Join(errs...)
-	})
+	cs := make([]app.Component, len(rts))
+	for i, rt := range rts {
+		cs[i] = rt
+	}
+	return app.Together(cs...)
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -81,7 +79,7 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 			if apiListeners(d) == (statsapi.Listeners{}) {
 				return sink, nil
 			}
-			return both(sink, apiComponent(db, d)), nil
+			return app.Together(sink, apiComponent(db, d)), nil
 		},
 	})
 	extraCommands = append(extraCommands, apiCmd)
@@ -99,26 +97,6 @@ func apiComponent(db *sql.DB, d *app.Deps) app.Component {
 		statsapi.WithGatewayHeaders(d.Config.API.UserHeader, d.Config.API.AppCodeHeader))
 	return app.ComponentFunc(func(ctx context.Context) error {
 		return api.Serve(ctx, apiListeners(d), d.Config.Shutdown.Timeout.D())
-	})
-}
-
-// both runs a and b until ctx ends or either fails; a failure stops the
-// other.
-func both(a, b app.Component) app.Component {
-	return app.ComponentFunc(func(ctx context.Context) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i, c := range []app.Component{a, b} {
-			wg.Go(func() {
-				if errs[i] = c.Run(ctx); errs[i] != nil {
-					cancel()
-				}
-			})
-		}
-		wg.Wait()
-		return errors.Join(errs...)
 	})
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -159,7 +160,7 @@ func (d *Deps) Close() error {
 
 // Run builds the given components, serves metrics.addr, runs them
 // concurrently until ctx is cancelled or one fails, and shuts down in order.
-// It returns the component errors joined, and an error naming any
+// It returns the first component failure, and an error naming any
 // component that did not stop in time.
 func Run(ctx context.Context, d *Deps, run []Spec) error {
 	if len(run) == 0 {
@@ -195,44 +196,45 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 	}
 
 	// Components run on their own context, cancelled only after the
-	// process is marked draining.
+	// process is marked draining; the group cancels it at the first
+	// failure, with the failure as its cause.
 	compCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
+	g, gctx := errgroup.WithContext(compCtx)
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
-		errs    []error
 		running = map[string]bool{}
 	)
 	for i, c := range comps {
 		running[run[i].Name] = true
-		wg.Go(func() {
-			err := c.Run(compCtx)
+		g.Go(func() error {
+			err := c.Run(gctx)
 			mu.Lock()
-			defer mu.Unlock()
 			delete(running, run[i].Name)
+			mu.Unlock()
 			if err != nil {
 				err = fmt.Errorf("%s: %w", run[i].Name, err)
-				errs = append(errs, err)
 				d.Log.Error("component failed", "component", run[i].Name, "error", err)
-				cancel(err)
 			}
+			return err
 		})
 	}
-	var cause error
+	var cause, failed error
 	select {
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
-	case <-compCtx.Done():
-		cause = context.Cause(compCtx)
+	case <-gctx.Done():
+		cause = context.Cause(gctx)
+		failed = cause
 	}
 	d.Health.SetDraining()
 	cancel(cause)
 	d.Log.Info("stopping", "component", "app", "cause", cause)
-	wait := make(chan struct{})
-	go func() { wg.Wait(); close(wait) }()
+	wait := make(chan error, 1)
+	go func() { wait <- g.Wait() }()
 	select {
-	case <-wait:
+	case err := <-wait:
+		return err
 	case <-time.After(d.Config.Shutdown.Timeout.D() + 5*time.Second):
 		mu.Lock()
 		defer mu.Unlock()
@@ -240,7 +242,20 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		closeDB = false
 		d.Log.Error("components did not stop within shutdown.timeout; exiting with MySQL still open under them", "component", "app",
 			"timeout", d.Config.Shutdown.Timeout.String(), "running", stuck)
-		return errors.Join(append(errs, fmt.Errorf("app: %s did not stop within shutdown.timeout (%s)", strings.Join(stuck, ", "), d.Config.Shutdown.Timeout))...)
+		err := fmt.Errorf("app: %s did not stop within shutdown.timeout (%s)", strings.Join(stuck, ", "), d.Config.Shutdown.Timeout)
+		return errors.Join(failed, err) // failed: the failure that started the stop, if any
 	}
-	return errors.Join(errs...)
+}
+
+// Together runs cs as one component: until ctx ends or one fails, the
+// first failure cancelling the others (an errgroup). It returns the first
+// failure once every one has returned.
+func Together(cs ...Component) Component {
+	return ComponentFunc(func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		for _, c := range cs {
+			g.Go(func() error { return c.Run(ctx) })
+		}
+		return g.Wait()
+	})
 }

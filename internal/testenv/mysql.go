@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql" // the driver of sql.Open
 
-	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 )
 
@@ -30,45 +29,20 @@ func ServerDSN() string {
 
 // NewMySQL creates a fresh database with migrations applied; it is dropped
 // when the test ends. Fails the test if the server is unreachable.
-func NewMySQL(t testing.TB) *MySQL {
-	m := NewEmptyMySQL(t)
-	ms, err := migrate.Load()
-	if err != nil {
-		t.Fatalf("testenv: load migrations: %v", err)
-	}
-	if _, err := migrate.Up(context.Background(), m.DB, ms, 30*time.Second, nil); err != nil {
-		t.Fatalf("testenv: migrate: %v", err)
-	}
-	return m
-}
+func NewMySQL(t testing.TB) *MySQL { return newMySQL(t, true) }
 
 // NewEmptyMySQL creates a fresh database without migrations.
-func NewEmptyMySQL(t testing.TB) *MySQL {
+func NewEmptyMySQL(t testing.TB) *MySQL { return newMySQL(t, false) }
+
+func newMySQL(t testing.TB, migrated bool) *MySQL {
 	t.Helper()
-	base, err := mysql.ParseDSN(ServerDSN())
-	if err != nil {
-		t.Fatalf("testenv: ROOMFLOW_TEST_MYSQL_DSN does not parse: %v", err)
-	}
-	base.DBName = ""
-	mysqlx.Tune(base)
-	admin, err := sql.Open("mysql", base.FormatDSN())
-	if err != nil {
-		t.Fatalf("testenv: mysql: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		admin.Close()
-		t.Fatalf("testenv: MySQL is required at %s (set ROOMFLOW_TEST_MYSQL_DSN): %v", base.Addr, err)
+	s, err := mysqlx.NewScratch(ctx, ServerDSN(), UniqueName(t), migrated)
+	if err != nil {
+		t.Fatalf("testenv: MySQL is required (set ROOMFLOW_TEST_MYSQL_DSN): %v", err)
 	}
-	name := UniqueName(t)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		admin.Close()
-		t.Fatalf("testenv: create database: %v", err)
-	}
-	dc := base.Clone()
-	dc.DBName = name
-	db, err := sql.Open("mysql", dc.FormatDSN())
+	db, err := sql.Open("mysql", s.DSN)
 	if err != nil {
 		t.Fatalf("testenv: mysql: %v", err)
 	}
@@ -78,10 +52,9 @@ func NewEmptyMySQL(t testing.TB) *MySQL {
 		db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-			t.Logf("testenv: drop database %s: %v", name, err)
+		if err := s.Drop(ctx); err != nil {
+			t.Logf("testenv: drop database %s: %v", s.Name, err)
 		}
-		admin.Close()
 	})
-	return &MySQL{DB: db, DSN: dc.FormatDSN(), Name: name}
+	return &MySQL{DB: db, DSN: s.DSN, Name: s.Name}
 }

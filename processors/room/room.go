@@ -35,9 +35,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -123,7 +123,7 @@ type micOut struct {
 }
 
 // Process handles one room event.
-func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	env := &p.env
 	if err := env.Parse(rec.Value); err != nil {
 		return runtime.Reject(ReasonDecodeEnvelope, err)
@@ -172,7 +172,7 @@ func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
 	}
 }
 
-func (p *Processor) gifted(t *runtime.Task, env *envelope.View) error {
+func (p *Processor) gifted(t runtime.Task, env *envelope.View) error {
 	g := &p.gift
 	if err := g.Parse(env.Payload); err != nil {
 		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
@@ -252,34 +252,19 @@ func withAppCode(b, app []byte) []byte {
 
 // Options are the runtime options of the room processor on cfg: input
 // kafka.topics.room_events, group process.room_group, DLQ kafka.topics.dlq,
-// commit every process.commit_interval or process.commit_records records,
-// group session kafka.session_timeout, shutdown.timeout for the final
-// commit, Kafka client from kafkax (kprom metrics on reg when non-nil).
+// and the options every processor takes from the config (rtconfig.Options:
+// commit bounds, session and shutdown timeouts, Kafka client with kprom
+// metrics on reg when non-nil).
 func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []runtime.Option {
-	if log == nil {
-		log = slog.Default()
-	}
 	var preg prometheus.Registerer // a nil *Registry must stay a nil interface
 	if reg != nil {
 		preg = reg
 	}
-	opts := []runtime.Option{
+	return append([]runtime.Option{
 		runtime.Input(cfg.Kafka.Topics.RoomEvents),
 		runtime.Group(cfg.Process.RoomGroup),
 		runtime.DLQ(cfg.Kafka.Topics.DLQ),
-		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
-		runtime.CommitRecords(cfg.Process.CommitRecords),
-		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", preg, log)...),
-		runtime.Logger(log),
-	}
-	if d := cfg.Kafka.SessionTimeout.D(); d > 0 {
-		opts = append(opts, runtime.SessionTimeout(d))
-	}
-	if preg != nil {
-		opts = append(opts, runtime.Registerer(preg))
-	}
-	return opts
+	}, rtconfig.Options(cfg, "room-processor", preg, log)...)
 }
 
 // New builds the room processor's runtime: NewProcessor over Options, then

@@ -39,7 +39,17 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	k := testenv.NewKafka(t)
+	e := newMemEnv(t)
+	e.k = testenv.NewKafka(t)
+	e.cfg.Kafka = e.k.Config
+	e.topics = e.cfg.Kafka.Topics
+	return e
+}
+
+// newMemEnv is an env without Kafka, for behaviour tests on the in-memory
+// driver (drive): the lucky rules still come from MySQL.
+func newMemEnv(t *testing.T) *env {
+	var k *testenv.Kafka
 	m := testenv.NewMySQL(t)
 	cfg := testenv.Config(t, k, m)
 	cfg.Process.CommitInterval = config.Duration(50 * time.Millisecond)
@@ -57,6 +67,15 @@ func testOpts(txnID string) []runtime.Option {
 	}
 }
 
+// drive runs the room processor on recs in memory (rttest.Driver): what
+// it would commit and dead-letter, without a broker.
+func (e *env) drive(recs []*kgo.Record) *rttest.Driver {
+	e.t.Helper()
+	d := rttest.NewDriver(e.t, e.topics.RoomEvents, room.NewProcessor(e.cfg, e.rules))
+	d.MustFeed(recs...)
+	return d
+}
+
 func (e *env) produce(recs []*kgo.Record) { rttest.Produce(e.t, e.k.Client(e.t), recs) }
 
 func (e *env) read(topic string, want int) []*kgo.Record {
@@ -67,7 +86,7 @@ func (e *env) read(topic string, want int) []*kgo.Record {
 // arrive in the user topic exactly once, unchanged, keyed by user_id, each
 // user in one partition, each session in order. Other event types pass by.
 func TestRepartitionMicEvents(t *testing.T) {
-	e := newEnv(t)
+	e := newMemEnv(t)
 	w := roomtest.Mic(20000, 200, 1000, 42)
 	recs := w.Records(e.topics.RoomEvents)
 	// Pass-by traffic interleaved: joins and non-lucky gifts produce nothing.
@@ -80,22 +99,15 @@ func TestRepartitionMicEvents(t *testing.T) {
 		pos := i * len(recs) / 500
 		recs = slices.Insert(recs, pos, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte(roomID), Value: v})
 	}
-	e.produce(recs)
-
-	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rttest.Start(rt)
-	out := e.read(e.topics.UserMicEvents, len(w.Events))
-	r.Stop(t)
+	d := e.drive(recs)
+	out := d.Output(e.topics.UserMicEvents)
 
 	byID := map[string]roomtest.MicEvent{}
 	for _, ev := range w.Events {
 		byID[ev.EventID] = ev
 	}
 	seen := map[string]bool{}
-	userPartition := map[string]int32{}
+	users := map[string]bool{}
 	order := map[string][]string{} // session -> event ids in output order
 	for _, rec := range out {
 		id := rttest.Header(rec, "event_id")
@@ -117,10 +129,7 @@ func TestRepartitionMicEvents(t *testing.T) {
 			rttest.Header(rec, "content-type") != "application/x-protobuf" {
 			t.Fatalf("event %s headers %v", id, rec.Headers)
 		}
-		if p, ok := userPartition[string(rec.Key)]; ok && p != rec.Partition {
-			t.Fatalf("user %s in partitions %d and %d", rec.Key, p, rec.Partition)
-		}
-		userPartition[string(rec.Key)] = rec.Partition
+		users[string(rec.Key)] = true
 		order[ev.SessionID] = append(order[ev.SessionID], id)
 	}
 	if len(seen) != len(w.Events) || len(out) != len(w.Events) {
@@ -131,13 +140,13 @@ func TestRepartitionMicEvents(t *testing.T) {
 			t.Fatalf("session %s out of order: got %v want %v", sid, order[sid], want)
 		}
 	}
-	if len(userPartition) < 900 {
-		t.Fatalf("only %d users seen; the workload should cover most of 1000", len(userPartition))
+	if len(users) < 900 {
+		t.Fatalf("only %d users seen; the workload should cover most of 1000", len(users))
 	}
-	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.LuckyPoolInflow, 0, 200*time.Millisecond, time.Second)); n != 0 {
+	if n := len(d.Output(e.topics.LuckyPoolInflow)); n != 0 {
 		t.Fatalf("%d inflow records from non-lucky traffic", n)
 	}
-	if n := len(rttest.ReadCommitted(t, e.k.Brokers, e.topics.DLQ, 0, 200*time.Millisecond, time.Second)); n != 0 {
+	if n := len(d.DeadLetters()); n != 0 {
 		t.Fatalf("%d DLQ records from valid traffic", n)
 	}
 }
@@ -199,7 +208,7 @@ func checkInflow(t *testing.T, out []*kgo.Record, want map[string]*activityv1.Lu
 // TestLuckyPoolInflow: lucky gifts produce seed 003's inflow with the
 // rule version they name (two versions of one gift differ), keyed by room.
 func TestLuckyPoolInflow(t *testing.T) {
-	e := newEnv(t)
+	e := newMemEnv(t)
 	rules := map[string]*lucky.Rule{
 		"rose/v1":   roomtest.Rule("rose", "v1", 50000, 200000, 300000),
 		"rose/v2":   roomtest.Rule("rose", "v2", 80000, 100000, 100000),
@@ -229,23 +238,16 @@ func TestLuckyPoolInflow(t *testing.T) {
 		want["LuckyPoolInflow:"+c.eventID] = expectInflow(c, r)
 		recs = append(recs, luckyRecord(e.topics.RoomEvents, c, int64(i+1)))
 	}
-	e.produce(recs)
-	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rttest.Start(rt)
-	out := e.read(e.topics.LuckyPoolInflow, len(want))
-	r.Stop(t)
-	checkInflow(t, out, want)
+	checkInflow(t, e.drive(recs).Output(e.topics.LuckyPoolInflow), want)
 }
 
 // TestDLQCases: garbage bytes, an unknown event_type, a truncated
 // protobuf, an unknown rule version, a negative heat and an invalid rule
-// each land in the DLQ with their reason and source coordinates, while the
+// each are rejected with their reason (the DLQ record and its headers are
+// the runtime's: TestRejectGoesToDLQAndPartitionMovesOn there), while the
 // good records after each of them still flow (all in one partition).
 func TestDLQCases(t *testing.T) {
-	e := newEnv(t)
+	e := newMemEnv(t)
 	roomtest.InsertRule(t, e.m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000))
 	broken := roomtest.Rule("rose", "broken", 50000, 200000, 300000)
 	broken.Tiers[0].ProbabilityPPM-- // tiers sum to 999,999
@@ -299,31 +301,17 @@ func TestDLQCases(t *testing.T) {
 			wantReasons = append(wantReasons, i.reason)
 		}
 	}
-	e.produce(recs)
-	reg := prometheus.NewRegistry()
-	rt, err := room.New(e.cfg, e.rules, reg, nil, testOpts(testenv.UniqueName(t))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rttest.Start(rt)
-	dlq := e.read(e.topics.DLQ, len(wantReasons))
-	mics := e.read(e.topics.UserMicEvents, 8)
-	inflow := e.read(e.topics.LuckyPoolInflow, 1)
-	r.Stop(t)
+	d := e.drive(recs)
+	dlq, mics, inflow := d.DeadLetters(), d.Output(e.topics.UserMicEvents), d.Output(e.topics.LuckyPoolInflow)
 
 	if len(dlq) != len(wantReasons) {
 		t.Fatalf("%d DLQ records, want %d", len(dlq), len(wantReasons))
 	}
-	for i, d := range dlq {
-		off, _ := strconv.Atoi(rttest.Header(d, "source_offset"))
-		if got := rttest.Header(d, "error_reason"); got != wantReasons[i] {
-			t.Errorf("DLQ[%d] reason %q, want %q", i, got, wantReasons[i])
+	for i, dl := range dlq {
+		if dl.Reason != wantReasons[i] || dl.Err == nil {
+			t.Errorf("DLQ[%d] reason %q (%v), want %q", i, dl.Reason, dl.Err, wantReasons[i])
 		}
-		if rttest.Header(d, "error") == "" || rttest.Header(d, "source_topic") != e.topics.RoomEvents ||
-			rttest.Header(d, "source_partition") != strconv.Itoa(int(recs[off].Partition)) || rttest.Header(d, "trace") != "t1" {
-			t.Errorf("DLQ[%d] headers %v", i, d.Headers)
-		}
-		if !slices.Equal(d.Value, recs[off].Value) || string(d.Key) != roomID {
+		if off := dl.Record.Offset; !slices.Equal(dl.Record.Value, recs[off].Value) || string(dl.Record.Key) != roomID {
 			t.Errorf("DLQ[%d] is not the original record at offset %d", i, off)
 		}
 	}
@@ -333,30 +321,6 @@ func TestDLQCases(t *testing.T) {
 	if len(inflow) != 1 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" {
 		t.Fatalf("inflow %v", inflow)
 	}
-	reasons := map[string]float64{}
-	for _, r := range []string{room.ReasonDecodeEnvelope, room.ReasonUnknownRuleVersion, room.ReasonInvalidRule} {
-		reasons[r], _ = testenv.Metric(reg, "roomflow_process_dlq_total", "reason", r)
-	}
-	if reasons[room.ReasonDecodeEnvelope] != 2 || reasons[room.ReasonUnknownRuleVersion] != 1 || reasons[room.ReasonInvalidRule] != 1 {
-		t.Fatalf("dlq metric by reason %v", reasons)
-	}
-}
-
-// killAfter kills the runtime (client closed, transaction left open, as in
-// a crash) once it has been handed n records.
-type killAfter struct {
-	proc runtime.Processor
-	n    int
-	seen int
-	rt   *runtime.Runtime
-}
-
-func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
-	k.seen++
-	if k.seen == k.n {
-		k.rt.Kill()
-	}
-	return k.proc.Process(t, rec)
 }
 
 // TestCrashExactlyOnce kills the room processor at 20 random points while
@@ -400,20 +364,20 @@ func TestCrashExactlyOnce(t *testing.T) {
 				e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 2})
 			}
 		}
-		ka := &killAfter{proc: room.NewProcessor(e.cfg, e.rules), n: 1 + rng.IntN(1200)}
+		ka := &rttest.KillAfter{Proc: room.NewProcessor(e.cfg, e.rules), N: 1 + rng.IntN(1200)}
 		opts := append(room.Options(e.cfg, nil, nil), testOpts(txnID)...)
 		opts = append(opts, runtime.CommitRecords(50+rng.IntN(400)))
 		rt, err := runtime.New("room", ka, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ka.rt = rt
+		ka.RT = rt
 		r := rttest.Start(rt)
 		select {
 		case err := <-r.Done: // killed, or a fatal transaction error from a fault
-			t.Logf("crash %d after %d records: %v", i, ka.seen, err)
+			t.Logf("crash %d after %d records: %v", i, ka.Seen, err)
 		case <-time.After(3 * time.Second):
-			t.Logf("crash %d: idle after %d records", i, ka.seen)
+			t.Logf("crash %d: idle after %d records", i, ka.Seen)
 			// Fewer than n records were left: kill it idle.
 			r.Kill(t)
 		}
@@ -551,7 +515,7 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 // header, and the inflow) equal those of the same envelope naming that
 // app_code itself, so the mic processor and the sink derive the same facts.
 func TestDefaultAppCode(t *testing.T) {
-	e := newEnv(t)
+	e := newMemEnv(t)
 	e.cfg.AppCode = "fallback"
 	roomtest.InsertRule(t, e.m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000))
 	payload := func(m proto.Message) []byte { b, _ := proto.Marshal(m); return b }
@@ -564,15 +528,8 @@ func TestDefaultAppCode(t *testing.T) {
 		in = append(in, &kgo.Record{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: mic},
 			&kgo.Record{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: gift})
 	}
-	e.produce(in)
-	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(testenv.UniqueName(t))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rttest.Start(rt)
-	mics := e.read(e.topics.UserMicEvents, 2)
-	inflows := e.read(e.topics.LuckyPoolInflow, 2)
-	r.Stop(t)
+	d := e.drive(in)
+	mics, inflows := d.Output(e.topics.UserMicEvents), d.Output(e.topics.LuckyPoolInflow)
 	for name, recs := range map[string][]*kgo.Record{"mic": mics, "inflow": inflows} {
 		var msgs [2]proto.Message
 		for i, rec := range recs {

@@ -17,7 +17,7 @@ import (
 // with reason corrupt_state and the partition moves on.
 func TestCorruptStateGoesToDLQ(t *testing.T) {
 	h := newHarness(t, 1)
-	proc := runtime.ProcessorFunc(func(task *runtime.Task, rec *kgo.Record) error {
+	proc := runtime.ProcessorFunc(func(task runtime.Task, rec *kgo.Record) error {
 		k := string(rec.Key)
 		if string(rec.Value) == "corrupt" { // plant a value the next record cannot decode
 			task.Store().Put(k, []byte("not a number"))

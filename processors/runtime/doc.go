@@ -15,6 +15,10 @@
 // locking); throughput scales out with partitions and replicas in the same
 // group.
 //
+// A processor sees its task through the Task interface (emit, store, clock,
+// context, logger). Local runs the same per-record contract without Kafka;
+// rttest.Driver builds on it so processor behaviour tests need no broker.
+//
 //	rt, err := runtime.New("room", proc,
 //		runtime.Input(cfg.Kafka.Topics.RoomEvents),
 //		runtime.Group(cfg.Process.RoomGroup),

@@ -1,9 +1,9 @@
 package runtime
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 // metrics are shared by every runtime on one registerer (processor label).
@@ -95,39 +95,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Failed attempts that stalled a partition, by cause (record, punctuation).",
 		}, []string{"processor", "cause"}),
 	}
-	if reg == nil {
-		return m
-	}
-	m.recordsIn = register(reg, m.recordsIn)
-	m.recordsOut = register(reg, m.recordsOut)
-	m.dlq = register(reg, m.dlq)
-	m.txnDuration = register(reg, m.txnDuration)
-	m.txnCommits = register(reg, m.txnCommits)
-	m.txnAborts = register(reg, m.txnAborts)
-	m.restoreDur = register(reg, m.restoreDur)
-	m.restoreRecs = register(reg, m.restoreRecs)
-	m.restoring = register(reg, m.restoring)
-	m.stateKeys = register(reg, m.stateKeys)
-	m.stateBytes = register(reg, m.stateBytes)
-	m.lag = register(reg, m.lag)
-	m.punctuations = register(reg, m.punctuations)
-	m.deferred = register(reg, m.deferred)
-	m.stalled = register(reg, m.stalled)
-	m.stalls = register(reg, m.stalls)
+	m.recordsIn = promreg.Register(reg, m.recordsIn)
+	m.recordsOut = promreg.Register(reg, m.recordsOut)
+	m.dlq = promreg.Register(reg, m.dlq)
+	m.txnDuration = promreg.Register(reg, m.txnDuration)
+	m.txnCommits = promreg.Register(reg, m.txnCommits)
+	m.txnAborts = promreg.Register(reg, m.txnAborts)
+	m.restoreDur = promreg.Register(reg, m.restoreDur)
+	m.restoreRecs = promreg.Register(reg, m.restoreRecs)
+	m.restoring = promreg.Register(reg, m.restoring)
+	m.stateKeys = promreg.Register(reg, m.stateKeys)
+	m.stateBytes = promreg.Register(reg, m.stateBytes)
+	m.lag = promreg.Register(reg, m.lag)
+	m.punctuations = promreg.Register(reg, m.punctuations)
+	m.deferred = promreg.Register(reg, m.deferred)
+	m.stalled = promreg.Register(reg, m.stalled)
+	m.stalls = promreg.Register(reg, m.stalls)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same description (a second runtime on the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("runtime: register metrics: " + err.Error())
-	}
-	return c
 }

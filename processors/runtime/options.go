@@ -21,14 +21,14 @@ import (
 // error to undo rec and stall its partition alone, retrying rec after a
 // back-off (see the package doc, Partition stalls).
 type Processor interface {
-	Process(t *Task, rec *kgo.Record) error
+	Process(t Task, rec *kgo.Record) error
 }
 
 // ProcessorFunc adapts a function to Processor.
-type ProcessorFunc func(t *Task, rec *kgo.Record) error
+type ProcessorFunc func(t Task, rec *kgo.Record) error
 
 // Process calls f.
-func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec) }
+func (f ProcessorFunc) Process(t Task, rec *kgo.Record) error { return f(t, rec) }
 
 // PunctuateFunc is a wall-clock timer callback of one task. now is the
 // runtime clock's time at the tick; the task has consumed its input
@@ -38,7 +38,7 @@ func (f ProcessorFunc) Process(t *Task, rec *kgo.Record) error { return f(t, rec
 // partition's records keep flowing (Reject has no meaning here: there is no
 // record to dead-letter, so skip what can never succeed, such as a corrupt
 // value).
-type PunctuateFunc func(t *Task, now time.Time) error
+type PunctuateFunc func(t Task, now time.Time) error
 
 // Option configures New.
 type Option func(*options)
@@ -52,7 +52,7 @@ type punctuation struct {
 type options struct {
 	input          string
 	group          string
-	txnID          string
+	txnID          string // empty: "<group>-<hostname>", filled in by New
 	instanceID     string
 	changelog      string
 	dlq            string
@@ -78,7 +78,6 @@ func defaultOptions() options {
 		host = "localhost"
 	}
 	return options{
-		txnID:          "", // "<group>-<hostname>", filled in New
 		commitInterval: 100 * time.Millisecond,
 		commitRecords:  5000,
 		clock:          time.Now,
@@ -90,12 +89,6 @@ func defaultOptions() options {
 		retryMin:       100 * time.Millisecond,
 		retryMax:       10 * time.Second,
 		shutdown:       10 * time.Second,
-		dlq:            "",
-		group:          "",
-		input:          "",
-		changelog:      "",
-		punctuations:   nil,
-		reg:            nil,
 		clientOpts:     []kgo.Opt{kgo.ClientID("roomflow-" + host)},
 	}
 }

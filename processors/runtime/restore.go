@@ -58,7 +58,7 @@ func (r *Runtime) restore(ctx context.Context, parts []int32) (aborted bool, err
 	if err != nil {
 		return aborted, err
 	}
-	tasks := map[int32]*Task{}
+	tasks := map[int32]*task{}
 	for _, p := range parts {
 		tasks[p] = r.newTask(p)
 	}
@@ -163,7 +163,7 @@ func markerValue(txnID string) []byte {
 // its start into the task's store until it has read a record at or after
 // the partition's marker offset (the marker itself, or a later record if
 // compaction removed it).
-func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*Task, markers map[int32]int64) error {
+func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, markers map[int32]int64) error {
 	consume := map[int32]kgo.Offset{}
 	for p := range markers {
 		consume[p] = kgo.NewOffset().AtStart()

@@ -87,7 +87,7 @@ func TestRestoreWaitsOutChangelogStall(t *testing.T) {
 // close record; "dump" dumps the store.
 type sessions struct{ out, dump, who string }
 
-func (s sessions) Process(t *runtime.Task, rec *kgo.Record) error {
+func (s sessions) Process(t runtime.Task, rec *kgo.Record) error {
 	switch string(rec.Value) {
 	case "open":
 		t.Store().Put("open:"+string(rec.Key), []byte("1"))
@@ -97,7 +97,7 @@ func (s sessions) Process(t *runtime.Task, rec *kgo.Record) error {
 	return nil
 }
 
-func (s sessions) closeAll(t *runtime.Task, _ time.Time) error {
+func (s sessions) closeAll(t runtime.Task, _ time.Time) error {
 	var open []string
 	t.Store().Range(func(k string, _ []byte) bool {
 		if id, ok := strings.CutPrefix(k, "open:"); ok {

@@ -38,7 +38,7 @@ type Runtime struct {
 	evMu   sync.Mutex
 	events []partEvent
 
-	tasks map[int32]*Task
+	tasks map[int32]*task
 	// arena holds the memory of the open transaction's records (see
 	// txnArena); reset when a transaction ends.
 	arena *txnArena
@@ -136,7 +136,7 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 		o:         o,
 		m:         newMetrics(o.reg),
 		log:       o.log.With("component", "processor", "processor", name),
-		tasks:     map[int32]*Task{},
+		tasks:     map[int32]*task{},
 		arena:     newTxnArena(),
 		txnOut:    map[string]int{},
 		txnDLQ:    map[string]int{},
@@ -340,12 +340,13 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 
 func (r *Runtime) loop(ctx context.Context) error {
 	readyOnce := false
+	stopping := func() bool { return ctx.Err() != nil || r.killed.Load() }
 	for {
-		if ctx.Err() != nil || r.killed.Load() {
+		if stopping() {
 			return r.shutdown()
 		}
 		if _, err := r.handleEvents(ctx); err != nil {
-			if ctx.Err() != nil || r.killed.Load() {
+			if stopping() {
 				return r.shutdown()
 			}
 			return err
@@ -354,36 +355,12 @@ func (r *Runtime) loop(ctx context.Context) error {
 			readyOnce = true
 			r.ready.Store(true)
 		}
-		if !r.inTxn {
-			if err := r.sess.Begin(); err != nil {
-				if r.killed.Load() {
-					return ErrKilled
-				}
-				return &TxnError{Processor: r.name, Err: err}
-			}
-			r.inTxn = true
+		if err := r.beginTxn(); err != nil {
+			return err
 		}
 		resumeIn := r.resumeStalled()
 		r.punctuate()
-
-		wait := r.o.commitInterval
-		if r.txnContent {
-			wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
-		}
-		if resumeIn > 0 {
-			wait = min(wait, resumeIn)
-		}
-		if r.txnCatchUp {
-			// Take the records already fetched, without idling the
-			// catch-up: its next run follows this commit.
-			wait = catchUpPoll
-		}
-		var fetches kgo.Fetches
-		if wait > 0 || !r.txnContent {
-			pctx, cancel := context.WithTimeout(ctx, wait)
-			fetches = r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
-			cancel()
-		}
+		fetches := r.poll(ctx, resumeIn)
 		if fetches.IsClientClosed() || r.killed.Load() {
 			if r.killed.Load() {
 				return ErrKilled
@@ -400,7 +377,7 @@ func (r *Runtime) loop(ctx context.Context) error {
 		// records are stale and dropped.
 		rewound, err := r.handleEvents(ctx)
 		if err != nil {
-			if ctx.Err() != nil || r.killed.Load() {
+			if stopping() {
 				return r.shutdown()
 			}
 			return err
@@ -416,15 +393,62 @@ func (r *Runtime) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		if r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval))) {
+		if r.commitDue() {
 			if _, err := r.endTxn(r.o.txnTimeout, true, ""); err != nil {
-				if ctx.Err() != nil || r.killed.Load() {
+				if stopping() {
 					return r.shutdown()
 				}
 				return err
 			}
 		}
 	}
+}
+
+// beginTxn opens a transaction unless one is open.
+func (r *Runtime) beginTxn() error {
+	if r.inTxn {
+		return nil
+	}
+	if err := r.sess.Begin(); err != nil {
+		if r.killed.Load() {
+			return ErrKilled
+		}
+		return &TxnError{Processor: r.name, Err: err}
+	}
+	r.inTxn = true
+	return nil
+}
+
+// poll fetches up to the records the open transaction still takes, waiting
+// at most until the transaction is due (CommitInterval after its first
+// content) or a stalled partition's backoff ends (resumeIn > 0). A due
+// transaction with content polls nothing: it commits first. A catch-up run
+// polls only the records already fetched (catchUpPoll): the next run
+// follows its commit.
+func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches {
+	wait := r.o.commitInterval
+	if r.txnContent {
+		wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
+	}
+	if resumeIn > 0 {
+		wait = min(wait, resumeIn)
+	}
+	if r.txnCatchUp {
+		wait = catchUpPoll
+	}
+	if wait <= 0 && r.txnContent {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
+}
+
+// commitDue reports whether the open transaction holds a catch-up run
+// (committed at once so the next run can follow), CommitRecords input
+// records, or has been open CommitInterval since its first content.
+func (r *Runtime) commitDue() bool {
+	return r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval)))
 }
 
 // processFetches hands the polled records to their tasks, in offset order
@@ -493,26 +517,14 @@ func (r *Runtime) markContent() {
 // processRecord runs the processor on rec. A reject (or corrupt state)
 // sends rec to the DLQ; any other error is returned with rec's writes and
 // emits undone, so the open transaction stays committable.
-func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
+func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.markContent()
-	t.emits = t.emits[:0]
-	if t.store != nil {
-		t.store.beginRecord()
-	}
-	err := r.proc.Process(t, rec)
+	emits, err := t.step(func() error { return r.proc.Process(t, rec) })
 	if err == nil {
-		if t.store != nil {
-			t.store.endRecord()
-		}
-		r.produceEmits(t)
+		r.produceEmits(emits)
 		r.txnIn++
 		return nil
 	}
-	if t.store != nil {
-		t.store.rejectRecord()
-	}
-	clear(t.emits)
-	t.emits = t.emits[:0]
 	rej, ok := asDeadLetter(err)
 	if !ok {
 		return err
@@ -525,22 +537,23 @@ func (r *Runtime) processRecord(t *Task, rec *kgo.Record) error {
 	return nil
 }
 
-func (r *Runtime) produceEmits(t *Task) {
-	if len(t.emits) == 0 {
+// produceEmits produces the output of one successful step and clears the
+// task's references to it.
+func (r *Runtime) produceEmits(emits []*kgo.Record) {
+	if len(emits) == 0 {
 		return
 	}
 	// One clock read for the record's (or punctuation's) output instead of
 	// one per record in kgo, which stamps records without a timestamp
 	// with time.Now.
 	now := time.Now()
-	for i, e := range t.emits {
+	for i, e := range emits {
 		if e.Timestamp.IsZero() {
 			e.Timestamp = now
 		}
 		r.produce(e)
-		t.emits[i] = nil
+		emits[i] = nil
 	}
-	t.emits = t.emits[:0]
 }
 
 func (r *Runtime) produce(rec *kgo.Record) {
@@ -558,10 +571,10 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 	return (&envelope.DeadLetter{Stage: r.name, Reason: rej.Reason, Err: cause, From: rec}).Build(r.o.dlq)
 }
 
-// endTxn ends the open transaction. With commit it first produces the
-// changelog records of every dirty key, flushes, and commits unless a
-// produce failed. It applies (committed) or discards (aborted) the store
-// writes either way. An error is fatal (*TxnError).
+// endTxn ends the open transaction. With commit it first prepares the
+// commit (prepareCommit) and commits unless that finds a reason to abort.
+// It applies (committed) or discards (aborted) the store writes either
+// way. An error is fatal (*TxnError).
 //
 // Ending a transaction must not be interrupted half-way (a cancelled End
 // leaves the producer unusable), so it does not follow Run's context: it
@@ -574,45 +587,9 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if commit {
-		now := time.Now() // one timestamp for the changelog records
-		for _, t := range r.tasks {
-			if t.store == nil {
-				continue
-			}
-			t.store.eachDirty(func(k string, e entry, deleted bool) {
-				rec := &r.arena.recs.take(1)[0]
-				rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
-				rec.Timestamp = now
-				if !deleted {
-					rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
-				}
-				r.produce(rec)
-			})
+		if cause := r.prepareCommit(ctx); cause != "" {
+			commit, abortCause = false, cause
 		}
-		if err := r.sess.Client().Flush(ctx); err != nil {
-			commit = false
-			abortCause = "flush"
-		}
-		if commit && r.txnIn == 0 && len(r.txnOut) > 0 {
-			// Punctuation output only: no offsets, so the broker's
-			// generation check on TxnOffsetCommit does not apply.
-			if err := r.checkMembership(ctx); err != nil {
-				if !r.killed.Load() {
-					r.log.Warn("not a confirmed group member; aborting punctuation output", "error", err)
-				}
-				commit = false
-				abortCause = "membership"
-			}
-		}
-		r.prodMu.Lock()
-		if r.prodErr != nil {
-			if !r.killed.Load() {
-				r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
-			}
-			commit = false
-			abortCause = "produce"
-		}
-		r.prodMu.Unlock()
 	}
 	var committed bool
 	var err error
@@ -632,39 +609,9 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	r.prodErr = nil
 	r.prodMu.Unlock()
 	if committed && err == nil {
-		for _, t := range r.tasks {
-			if t.store != nil {
-				t.store.commit()
-				r.updateStateGauges(t)
-			}
-		}
-		r.recordsIn.Add(float64(r.txnIn))
-		for topic, n := range r.txnOut {
-			r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
-		}
-		for reason, n := range r.txnDLQ {
-			r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
-		}
-		for name, n := range r.txnPunct {
-			r.m.punctuations.WithLabelValues(r.name, name).Add(float64(n))
-		}
-		r.m.txnCommits.WithLabelValues(r.name).Inc()
+		r.committed()
 	} else {
-		for _, t := range r.tasks {
-			if t.store != nil {
-				t.store.abort()
-			}
-		}
-		if hadContent || commit {
-			cause := abortCause
-			if cause == "" {
-				cause = "rebalance"
-			}
-			r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
-			if err == nil && !r.killed.Load() {
-				r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
-			}
-		}
+		r.aborted(hadContent || commit, abortCause, err)
 	}
 	if hadContent {
 		r.m.txnDuration.WithLabelValues(r.name).Observe(elapsed.Seconds())
@@ -685,6 +632,101 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	// longer references the arena.
 	r.arena.reset()
 	return committed, nil
+}
+
+// prepareCommit produces the changelog records of every dirty key and
+// flushes, then checks what a commit needs: the flush and every produce
+// succeeded and, for punctuation output alone, the group still has this
+// member at its generation. It returns the abort cause, "" to commit.
+func (r *Runtime) prepareCommit(ctx context.Context) string {
+	r.produceChangelogs()
+	cause := ""
+	if err := r.sess.Client().Flush(ctx); err != nil {
+		cause = "flush"
+	}
+	if cause == "" && r.txnIn == 0 && len(r.txnOut) > 0 {
+		// Punctuation output only: no offsets, so the broker's
+		// generation check on TxnOffsetCommit does not apply.
+		if err := r.checkMembership(ctx); err != nil {
+			if !r.killed.Load() {
+				r.log.Warn("not a confirmed group member; aborting punctuation output", "error", err)
+			}
+			cause = "membership"
+		}
+	}
+	r.prodMu.Lock()
+	defer r.prodMu.Unlock()
+	if r.prodErr != nil {
+		if !r.killed.Load() {
+			r.log.Error("produce failed; aborting the transaction", "error", r.prodErr)
+		}
+		cause = "produce"
+	}
+	return cause
+}
+
+// produceChangelogs produces one changelog record per key the open
+// transaction wrote, in the transaction's arena.
+func (r *Runtime) produceChangelogs() {
+	now := time.Now() // one timestamp for the changelog records
+	for _, t := range r.tasks {
+		if t.store == nil {
+			continue
+		}
+		t.store.eachDirty(func(k string, e entry, deleted bool) {
+			rec := &r.arena.recs.take(1)[0]
+			rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
+			rec.Timestamp = now
+			if !deleted {
+				rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
+			}
+			r.produce(rec)
+		})
+	}
+}
+
+// committed applies a committed transaction: the stores' writes become
+// committed state and the transaction's counts go to the metrics.
+func (r *Runtime) committed() {
+	for _, t := range r.tasks {
+		if t.store != nil {
+			t.store.commit()
+			r.updateStateGauges(t)
+		}
+	}
+	r.recordsIn.Add(float64(r.txnIn))
+	for topic, n := range r.txnOut {
+		r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
+	}
+	for reason, n := range r.txnDLQ {
+		r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
+	}
+	for name, n := range r.txnPunct {
+		r.m.punctuations.WithLabelValues(r.name, name).Add(float64(n))
+	}
+	r.m.txnCommits.WithLabelValues(r.name).Inc()
+}
+
+// aborted discards an aborted transaction's store writes and, when it held
+// work (counted), counts and logs the abort under cause (default
+// rebalance: GroupTransactSession refused the commit). endErr is End's
+// error, which the caller reports instead.
+func (r *Runtime) aborted(counted bool, cause string, endErr error) {
+	for _, t := range r.tasks {
+		if t.store != nil {
+			t.store.abort()
+		}
+	}
+	if !counted {
+		return
+	}
+	if cause == "" {
+		cause = "rebalance"
+	}
+	r.m.txnAborts.WithLabelValues(r.name, cause).Inc()
+	if endErr == nil && !r.killed.Load() {
+		r.log.Warn("transaction aborted; consumption rewound to the last commit", "cause", cause, "records", r.txnIn)
+	}
 }
 
 // endWithoutOffsets commits a transaction that carries no input offsets
@@ -795,12 +837,14 @@ func removeAll(ps, rm []int32) []int32 {
 	return out
 }
 
-func (r *Runtime) newTask(p int32) *Task {
-	t := &Task{
-		rt:        r,
+func (r *Runtime) newTask(p int32) *task {
+	t := &task{
 		topic:     r.o.input,
 		partition: p,
 		log:       r.log.With("topic", r.o.input, "partition", p),
+		clock:     r.o.clock,
+		ctx:       r.runCtx,
+		arena:     r.arena,
 		nextPunct: make([]time.Time, len(r.o.punctuations)),
 	}
 	if r.o.changelog != "" {
@@ -809,7 +853,7 @@ func (r *Runtime) newTask(p int32) *Task {
 	return t
 }
 
-func (r *Runtime) startTask(t *Task) {
+func (r *Runtime) startTask(t *task) {
 	now := r.o.clock()
 	for i, p := range r.o.punctuations {
 		t.nextPunct[i] = now.Add(p.interval)
@@ -838,7 +882,7 @@ func (r *Runtime) dropTask(p int32) {
 	r.m.lag.DeleteLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10))
 }
 
-func (r *Runtime) updateStateGauges(t *Task) {
+func (r *Runtime) updateStateGauges(t *task) {
 	part := strconv.FormatInt(int64(t.partition), 10)
 	r.m.stateKeys.WithLabelValues(r.name, part).Set(float64(t.store.Len()))
 	r.m.stateBytes.WithLabelValues(r.name, part).Set(float64(t.store.Bytes()))

@@ -30,7 +30,7 @@ import (
 // Value "delete" deletes the key's state (the count starts again at 1).
 type counter struct{ out, dump string }
 
-func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
+func (c counter) Process(t runtime.Task, rec *kgo.Record) error {
 	k := string(rec.Key)
 	switch string(rec.Value) {
 	case "dump":
@@ -57,7 +57,7 @@ func (c counter) Process(t *runtime.Task, rec *kgo.Record) error {
 
 // dumpStore emits t's whole store, sorted, as "k=v;k=v" keyed by the
 // partition number.
-func dumpStore(t *runtime.Task, topic string) {
+func dumpStore(t runtime.Task, topic string) {
 	var entries []string
 	t.Store().Range(func(k string, v []byte) bool { entries = append(entries, k+"="+string(v)); return true })
 	slices.Sort(entries)
@@ -282,38 +282,8 @@ func metricCount(t *testing.T, reg *prometheus.Registry, name string) int {
 // the sample count).
 func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum
-}
-
-// killAfter wraps a processor and kills the runtime (closing its client
-// without ending the open transaction, like a crash) once it has processed
-// n records.
-type killAfter struct {
-	proc runtime.Processor
-	n    int
-	seen int
-	rt   *runtime.Runtime
-}
-
-func (k *killAfter) Process(t *runtime.Task, rec *kgo.Record) error {
-	k.seen++
-	if k.seen == k.n {
-		k.rt.Kill()
-	}
-	return k.proc.Process(t, rec)
+	v, _ := testenv.Metric(reg, name)
+	return v
 }
 
 // TestStatefulExactlyOnceAcrossCrashes kills the processor at random
@@ -334,9 +304,9 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for range 6 {
-		ka := &killAfter{proc: counter{out: h.out}, n: 1 + rng.IntN(1500)}
-		ka.rt = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
-		r := rttest.Start(ka.rt)
+		ka := &rttest.KillAfter{Proc: counter{out: h.out}, N: 1 + rng.IntN(1500)}
+		ka.RT = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
+		r := rttest.Start(ka.RT)
 		select {
 		case <-r.Done:
 		case <-time.After(30 * time.Second):
@@ -381,7 +351,7 @@ func TestRebalanceBetweenInstances(t *testing.T) {
 func TestTimerFiresOnIdlePartition(t *testing.T) {
 	h := newHarness(t, 3)
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	tick := func(task *runtime.Task, now time.Time) error {
+	tick := func(task runtime.Task, now time.Time) error {
 		task.Store().Put("ticks", []byte(now.Format(time.RFC3339)))
 		task.Emit(&kgo.Record{Topic: h.out, Key: []byte(strconv.Itoa(int(task.Partition()))), Value: []byte(now.Format(time.RFC3339))})
 		return nil
@@ -472,7 +442,7 @@ type blocker struct {
 	once             sync.Once
 }
 
-func (b *blocker) Process(t *runtime.Task, rec *kgo.Record) error {
+func (b *blocker) Process(t runtime.Task, rec *kgo.Record) error {
 	if string(rec.Value) == b.at {
 		b.once.Do(func() { close(b.reached); <-b.release })
 	}
@@ -544,7 +514,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	tick := func(who string) runtime.PunctuateFunc {
-		return func(task *runtime.Task, now time.Time) error {
+		return func(task runtime.Task, now time.Time) error {
 			if who == "a" {
 				once.Do(func() { close(reached); <-release })
 			}

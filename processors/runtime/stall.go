@@ -40,7 +40,7 @@ func (s *stall) waiting() bool { return !s.until.IsZero() }
 func (s *stall) fetchPaused() bool { return s.offset >= 0 && s.waiting() }
 
 // stallRecord stalls t's partition at rec, which failed with err.
-func (r *Runtime) stallRecord(t *Task, rec *kgo.Record, err error) {
+func (r *Runtime) stallRecord(t *task, rec *kgo.Record, err error) {
 	r.setBack(t, rec)
 	s := r.backOff(t, rec.Offset, "", "record")
 	t.log.Error("record failed; its partition stalls and retries it alone after a backoff",
@@ -51,7 +51,7 @@ func (r *Runtime) stallRecord(t *Task, rec *kgo.Record, err error) {
 // setBack pauses t's partition and sets its consume (and commit) position
 // to rec: rec and the records polled after it are fetched again once the
 // partition resumes.
-func (r *Runtime) setBack(t *Task, rec *kgo.Record) {
+func (r *Runtime) setBack(t *task, rec *kgo.Record) {
 	cl := r.sess.Client()
 	// Pause before setting the offset: SetOffsets restarts fetching, and
 	// a paused partition's buffered records are never returned by a poll.
@@ -61,7 +61,7 @@ func (r *Runtime) setBack(t *Task, rec *kgo.Record) {
 
 // stallPunctuation holds t's punctuations back after name failed; they
 // run again once the backoff has passed and the task has caught up.
-func (r *Runtime) stallPunctuation(t *Task, name string, err error) {
+func (r *Runtime) stallPunctuation(t *task, name string, err error) {
 	s := r.backOff(t, -1, name, "punctuation")
 	t.log.Error("punctuation failed; it is retried after a backoff",
 		"punctuation", name, "error", err, "attempt", s.attempt, "backoff", s.backoff.String())
@@ -69,7 +69,7 @@ func (r *Runtime) stallPunctuation(t *Task, name string, err error) {
 
 // backOff records a failed attempt: the backoff doubles (from RetryBackoff's
 // minimum to its maximum) while the same record or punctuation keeps failing.
-func (r *Runtime) backOff(t *Task, offset int64, punct, cause string) *stall {
+func (r *Runtime) backOff(t *task, offset int64, punct, cause string) *stall {
 	s := t.stall
 	if s == nil || s.offset != offset || s.punct != punct {
 		s = &stall{offset: offset, punct: punct, backoff: r.o.retryMin}
@@ -113,7 +113,7 @@ func (r *Runtime) resumeStalled() time.Duration {
 }
 
 // recovered ends t's stall once what failed has succeeded.
-func (r *Runtime) recovered(t *Task) {
+func (r *Runtime) recovered(t *task) {
 	t.log.Info("stalled partition recovered", "offset", t.stall.offset, "punctuation", t.stall.punct, "attempts", t.stall.attempt)
 	t.stall = nil
 	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(0)
@@ -122,7 +122,7 @@ func (r *Runtime) recovered(t *Task) {
 // unstall forgets t's stall when its task is dropped: a paused partition
 // stays paused in the client across rebalances, so a later assignment of
 // it would never fetch.
-func (r *Runtime) unstall(t *Task) {
+func (r *Runtime) unstall(t *task) {
 	if t.stall != nil && t.stall.fetchPaused() {
 		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.o.input: {t.partition}})
 	}

@@ -26,7 +26,7 @@ type failingKey struct {
 	tries   atomic.Int64 // Process calls for key
 }
 
-func (f *failingKey) Process(t *runtime.Task, rec *kgo.Record) error {
+func (f *failingKey) Process(t runtime.Task, rec *kgo.Record) error {
 	if string(rec.Key) == f.key {
 		f.tries.Add(1)
 		if f.failing.Load() {
@@ -154,7 +154,7 @@ func TestFailingPunctuationIsRetriedAlone(t *testing.T) {
 	}
 	var failing atomic.Bool
 	failing.Store(true)
-	tick := func(task *runtime.Task, now time.Time) error {
+	tick := func(task runtime.Task, now time.Time) error {
 		task.Emit(&kgo.Record{Topic: ticks, Key: []byte(strconv.Itoa(int(task.Partition())))})
 		if task.Partition() == 0 && failing.Load() {
 			return errors.New("timer lookup failed") // after an emit, which must be undone

@@ -101,7 +101,7 @@ func (r *Runtime) punctuate() {
 
 // needsRound reports whether t has no round open and a punctuation due
 // at now.
-func (r *Runtime) needsRound(t *Task, now time.Time) bool {
+func (r *Runtime) needsRound(t *task, now time.Time) bool {
 	if t.round != nil || t.stall != nil && t.stall.waiting() {
 		return false
 	}
@@ -196,7 +196,7 @@ func (r *Runtime) positions() map[int32]int64 {
 // time as their now. One that calls MoreDue stays due at the tick: the
 // round is kept as a catch-up and the open transaction is committed at once
 // (see punctRound).
-func (r *Runtime) runPunctuations(t *Task, round punctRound) {
+func (r *Runtime) runPunctuations(t *task, round punctRound) {
 	at := round.at
 	more := false
 	for i, p := range r.o.punctuations {
@@ -204,27 +204,12 @@ func (r *Runtime) runPunctuations(t *Task, round punctRound) {
 			continue
 		}
 		r.markContent()
-		t.emits = t.emits[:0]
-		if t.store != nil {
-			t.store.beginRecord()
-		}
-		t.moreDue = false
-		err := p.fn(t, at)
-		pmore := t.moreDue
-		t.moreDue = false
+		emits, pmore, err := t.punctuation(p.fn, at)
 		if err != nil {
-			if t.store != nil {
-				t.store.rejectRecord()
-			}
-			clear(t.emits)
-			t.emits = t.emits[:0]
 			r.stallPunctuation(t, p.name, err)
 			return
 		}
-		if t.store != nil {
-			t.store.endRecord()
-		}
-		r.produceEmits(t)
+		r.produceEmits(emits)
 		r.txnPunct[p.name]++
 		if t.stall != nil && t.stall.punct == p.name {
 			r.recovered(t)

@@ -22,7 +22,7 @@ import (
 // the timer ran.
 type seen struct{ out string }
 
-func (s seen) Process(t *runtime.Task, _ *kgo.Record) error {
+func (s seen) Process(t runtime.Task, _ *kgo.Record) error {
 	n := 0
 	if v, ok := t.Store().Get("n"); ok {
 		n, _ = strconv.Atoi(string(v))
@@ -31,7 +31,7 @@ func (s seen) Process(t *runtime.Task, _ *kgo.Record) error {
 	return nil
 }
 
-func (s seen) tick(t *runtime.Task, _ time.Time) error {
+func (s seen) tick(t runtime.Task, _ time.Time) error {
 	v, _ := t.Store().Get("n")
 	t.Emit(&kgo.Record{Topic: s.out, Key: []byte(strconv.Itoa(int(t.Partition()))), Value: append([]byte(nil), v...)})
 	return nil
@@ -124,7 +124,7 @@ type catchUp struct {
 	until int
 }
 
-func (c catchUp) tick(t *runtime.Task, now time.Time) error {
+func (c catchUp) tick(t runtime.Task, now time.Time) error {
 	v, _ := t.Store().Get("n")
 	n, _ := strconv.Atoi(string(v))
 	t.Emit(&kgo.Record{Topic: c.out, Value: []byte(fmt.Sprintf("%d %d", now.Unix(), n))})

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 // metrics are the relay's own series (Kafka client series come from kprom
@@ -19,7 +21,7 @@ type metrics struct {
 	idReissue      prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms .. ~16s
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -66,14 +68,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the outbox table's AUTO_INCREMENT is at or below the relayed high-water id (ids are being reissued, e.g. after a failover to a lagging replica) and the relay has stopped; 0 otherwise.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.events, m.batches, m.lag, m.openGaps, m.gapsAbandoned, m.isLeader, m.batchDuration, m.commitDuration, m.batchBytes, m.idReissue} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
+	m.events = promreg.Register(reg, m.events)
+	m.batches = promreg.Register(reg, m.batches)
+	m.lag = promreg.Register(reg, m.lag)
+	m.openGaps = promreg.Register(reg, m.openGaps)
+	m.gapsAbandoned = promreg.Register(reg, m.gapsAbandoned)
+	m.isLeader = promreg.Register(reg, m.isLeader)
+	m.batchDuration = promreg.Register(reg, m.batchDuration)
+	m.commitDuration = promreg.Register(reg, m.commitDuration)
+	m.batchBytes = promreg.Register(reg, m.batchBytes)
+	m.idReissue = promreg.Register(reg, m.idReissue)
 	for _, r := range []string{"relayed", "dead_lettered"} {
 		m.events.WithLabelValues(r)
 	}
@@ -83,5 +87,5 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []AbandonReason{AbandonMaxAge, AbandonMaxOpenGaps} {
 		m.gapsAbandoned.WithLabelValues(string(r))
 	}
-	return m, nil
+	return m
 }

@@ -236,11 +236,7 @@ func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
 		DLQ:            cfg.Kafka.Topics.DLQ,
 		MaxRecordBytes: cfg.Relay.MaxRecordBytes,
 	}
-	m, err := newMetrics(r.reg)
-	if err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	r.m = m
+	r.m = newMetrics(r.reg)
 	return r, nil
 }
 
@@ -642,20 +638,58 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	if err := txn.BeginTransaction(); err != nil {
 		return fmt.Errorf("relay: begin transaction: %w", err)
 	}
-	var (
-		mu       sync.Mutex
-		firstErr error
-		suspects []uint64 // rows of produce batches the broker refused
-		dead     []deadRow
-		newest   int64
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
+	var res produced
+	dead, newest, err := r.produceRows(ctx, txn, b, &res)
+	if err != nil {
+		r.abort(txn)
+		return err
 	}
+	for _, a := range b.abandoned {
+		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
+			if err != nil {
+				res.fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
+			}
+		})
+	}
+	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
+	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			res.fail(fmt.Errorf("relay: produce position: %w", err))
+		}
+	})
+	commitStart := r.now()
+	if err := r.flushBatch(ctx, txn, &res); err != nil {
+		r.abort(txn)
+		return err
+	}
+	if err := r.endBatch(ctx, txn, b); err != nil {
+		return err
+	}
+	r.committed(b, dead, newest, commitStart)
+	return nil
+}
+
+// produced collects what the produce callbacks of one batch report.
+type produced struct {
+	mu       sync.Mutex
+	firstErr error
+	suspects []uint64 // rows of produce batches the broker refused
+}
+
+func (p *produced) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.firstErr == nil {
+		p.firstErr = err
+	}
+}
+
+// produceRows produces b's rows in id order, each to its route or the DLQ,
+// and returns the dead-lettered rows and the newest occurred_at_ms. A row
+// suspected of a refused produce batch is produced alone and waited for:
+// refused again, it goes to the DLQ in the next attempt. The error is a
+// failed flush; produce failures go to res.
+func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res *produced) (dead []deadRow, newest int64, err error) {
 	for i := range b.rows {
 		row := &b.rows[i]
 		forced, suspect := r.forcedReason(row.ID)
@@ -671,8 +705,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			// Isolate the suspect in a produce batch of its own, keeping
 			// id order: flush what is before it, then wait for it alone.
 			if err := txn.Flush(ctx); err != nil {
-				r.abort(txn)
-				return fmt.Errorf("relay: flush: %w", err)
+				return nil, 0, fmt.Errorf("relay: flush: %w", err)
 			}
 			err := txn.ProduceSync(ctx, rec).FirstErr()
 			r.forcedMu.Lock()
@@ -682,7 +715,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			}
 			r.forcedMu.Unlock()
 			if err != nil {
-				fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+				res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
 				break
 			}
 			continue
@@ -691,47 +724,40 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			if err == nil {
 				return
 			}
-			fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+			res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
 			if refused(err) {
-				mu.Lock()
-				suspects = append(suspects, id)
-				mu.Unlock()
+				res.mu.Lock()
+				res.suspects = append(res.suspects, id)
+				res.mu.Unlock()
 			}
 		})
 	}
-	for _, a := range b.abandoned {
-		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
-			if err != nil {
-				fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
-			}
-		})
-	}
-	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
-	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
-		if err != nil {
-			fail(fmt.Errorf("relay: produce position: %w", err))
-		}
-	})
+	return dead, newest, nil
+}
 
-	commitStart := r.now()
+// flushBatch waits for every produce of the batch and returns the first
+// failure, marking the rows of refused produce batches as suspects for the
+// next attempt.
+func (r *Relay) flushBatch(ctx context.Context, txn *kgo.Client, res *produced) error {
 	if err := txn.Flush(ctx); err != nil {
-		r.abort(txn)
 		return fmt.Errorf("relay: flush: %w", err)
 	}
-	mu.Lock()
-	perr := firstErr
-	if len(suspects) > 0 {
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	if len(res.suspects) > 0 {
 		r.forcedMu.Lock()
-		for _, id := range suspects {
+		for _, id := range res.suspects {
 			r.suspect[id] = true
 		}
 		r.forcedMu.Unlock()
 	}
-	mu.Unlock()
-	if perr != nil {
-		r.abort(txn)
-		return perr
-	}
+	return res.firstErr
+}
+
+// endBatch is the commit point: once the batch is flushed and ctx still
+// runs, it commits and finishes the commit even if ctx ends meanwhile,
+// within shutdown.timeout. On error the transaction is aborted.
+func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
 	if r.hooks.BeforeCommit != nil {
 		r.hooks.BeforeCommit(ctx, b.info)
 	}
@@ -739,8 +765,6 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		r.abort(txn)
 		return err
 	}
-	// The commit point: finish it even if ctx ends now, within
-	// shutdown.timeout.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.shutdown)
 	err := txn.EndTransaction(ectx, kgo.TryCommit)
 	cancel()
@@ -751,6 +775,12 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		r.abort(txn)
 		return fmt.Errorf("relay: commit: %w", err)
 	}
+	return nil
+}
+
+// committed records a committed batch: metrics, logs of its abandoned gaps
+// and dead-lettered rows, and the end of its rows' refusal bookkeeping.
+func (r *Relay) committed(b *batch, dead []deadRow, newest int64, commitStart time.Time) {
 	now := r.now()
 	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
 	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
@@ -774,7 +804,6 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,
 		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
 		"duration", now.Sub(b.started).String())
-	return nil
 }
 
 // forget drops the refusal bookkeeping of a committed batch's rows.

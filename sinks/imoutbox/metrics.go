@@ -1,7 +1,7 @@
 package imoutbox
 
 import (
-	"github.com/hyapp/roomflow/internal/obs"
+	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -68,16 +68,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when publish-im delivers (fast path and compensation scan), 0 when outbox_worker.enabled is false and nothing is delivered.",
 		}),
 	}
-	m.claims = obs.Register(reg, m.claims)
-	m.held = obs.Register(reg, m.held)
-	m.enabled = obs.Register(reg, m.enabled)
-	m.claimBatch = obs.Register(reg, m.claimBatch)
-	m.events = obs.Register(reg, m.events)
-	m.retries = obs.Register(reg, m.retries)
-	m.decodeErrors = obs.Register(reg, m.decodeErrors)
-	m.batchErrors = obs.Register(reg, m.batchErrors)
-	m.pending = obs.Register(reg, m.pending)
-	m.oldestAge = obs.Register(reg, m.oldestAge)
-	m.lag = obs.Register(reg, m.lag)
+	m.claims = promreg.Register(reg, m.claims)
+	m.held = promreg.Register(reg, m.held)
+	m.enabled = promreg.Register(reg, m.enabled)
+	m.claimBatch = promreg.Register(reg, m.claimBatch)
+	m.events = promreg.Register(reg, m.events)
+	m.retries = promreg.Register(reg, m.retries)
+	m.decodeErrors = promreg.Register(reg, m.decodeErrors)
+	m.batchErrors = promreg.Register(reg, m.batchErrors)
+	m.pending = promreg.Register(reg, m.pending)
+	m.oldestAge = promreg.Register(reg, m.oldestAge)
+	m.lag = promreg.Register(reg, m.lag)
 	return m
 }

@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/sinks/tencentim"
@@ -124,33 +124,28 @@ func NewPublisher(cfg *config.Config, db *sql.DB, reg prometheus.Registerer, log
 // their rows left delivering). Every goroutine has ended when it returns:
 // the caller closes MySQL afterwards.
 func (p *Publisher) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() { p.Service.RunGauges(ctx, p.interval) })
+	// A dead fast path stops the whole component: the group cancels the
+	// others at its error.
+	g, ctx := errgroup.WithContext(ctx)
+	loop := func(fn func(context.Context)) { g.Go(func() error { fn(ctx); return nil }) }
+	loop(func(ctx context.Context) { p.Service.RunGauges(ctx, p.interval) })
 	if p.fast == nil {
 		p.log.Warn("outbox_worker.enabled is false: publish-im delivers nothing to Tencent IM (no fast path, no compensation scan); room_outbox rows stay pending until it is enabled",
 			"metric", "roomflow_im_delivery_enabled")
-		wg.Wait()
-		return nil
+		return g.Wait()
 	}
-	var ferr error
-	wg.Go(func() {
-		if ferr = p.fast.Run(ctx); ferr != nil {
-			cancel() // a dead fast path stops the whole component
-		}
-	})
+	g.Go(func() error { return p.fast.Run(ctx) })
 	if p.scan {
-		wg.Go(func() { p.Service.RunOutboxWorker(ctx) })
+		loop(p.Service.RunOutboxWorker)
 	}
-	wg.Go(func() { p.Service.RunLockRenewer(ctx) })
+	loop(p.Service.RunLockRenewer)
 	// The last summary comes after every send has ended, so it counts the
 	// failures of sends still in flight at cancel too.
 	sumCtx, stopSummaries := context.WithCancel(context.WithoutCancel(ctx))
 	summaries := make(chan struct{})
 	go func() { p.Service.fails.run(sumCtx, p.Service.opt.FailureSummaryInterval); close(summaries) }()
-	wg.Wait()
+	err := g.Wait()
 	stopSummaries()
 	<-summaries
-	return ferr
+	return err
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/obs"
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 // SendGroupMsgPath is the REST path of send_group_msg.
@@ -325,10 +325,10 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 			Help: "UserSig generations: reason initial|scheduled|expired|invalidated.",
 		}, []string{"reason"}),
 	}
-	m.publish = obs.Register(reg, m.publish)
-	m.duration = obs.Register(reg, m.duration)
-	m.pacingWait = obs.Register(reg, m.pacingWait)
-	m.sigRenewals = obs.Register(reg, m.sigRenewals)
+	m.publish = promreg.Register(reg, m.publish)
+	m.duration = promreg.Register(reg, m.duration)
+	m.pacingWait = promreg.Register(reg, m.pacingWait)
+	m.sigRenewals = promreg.Register(reg, m.sigRenewals)
 	return m
 }
 

@@ -2,7 +2,6 @@ package micproc_test
 
 import (
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -16,7 +15,7 @@ import (
 // the same facts (one session, same times, app_code set), and nothing goes
 // to the DLQ (today's code dead-lettered them as missing_app_code).
 func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
-	e := newEnv(t, 1, matrixClock)
+	e := newMemEnv(t, 1, matrixClock)
 	e.cfg.AppCode = "hy"
 	noApp := func(ev *mic.Event) { ev.AppCode = "" }
 	named := &sess{u: 5, room: "r", id: "ms-5"}
@@ -25,9 +24,7 @@ func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
 		named.ev("up", base), named.ev("publish_confirmed", base+sec), named.ev("down", base+mins),
 		mixed.ev("up", base), mixed.ev("publish_confirmed", base+sec, noApp), mixed.ev("down", base+mins, noApp),
 	})
-	r := e.start()
-	o := e.collect(6, 30*time.Second)
-	r.stop(t)
+	o := e.collect(6, 0)
 	if len(o.dlq) != 0 {
 		t.Fatalf("%d records dead-lettered, want none", len(o.dlq))
 	}

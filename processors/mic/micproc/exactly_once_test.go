@@ -93,6 +93,7 @@ func closeAllByTimer(t *testing.T, e *env, want int) *outputs {
 	t.Helper()
 	for i := 0; i < 50; i++ {
 		e.clock.Advance(30 * 24 * time.Hour)
+		e.tick()
 		o := e.read(want, 2*time.Second)
 		if len(o.ledger) >= want {
 			return e.collect(want, 20*time.Second)
@@ -113,21 +114,21 @@ func openCount(stream mictest.Stream) int {
 }
 
 // TestPropertyThroughProcessor: a random valid stream with duplicates,
-// skips, cross-day and left-open sessions, through the processor on Kafka.
+// skips, cross-day and left-open sessions, through the processor and its
+// timer on the in-memory driver (TestCrashRestartMidOpenSessions runs a
+// stream through Kafka with crashes).
 func TestPropertyThroughProcessor(t *testing.T) {
 	r := rand.New(rand.NewPCG(42, 7))
 	stream := mictest.Generate(r, mictest.Gen{Users: 60, Sessions: 600, StartMs: streamStart, SpreadMs: 5 * 24 * hour,
 		MaxLen: 40 * time.Hour, DupRate: 0.15, OpenRate: 0.1, Skips: true})
-	e := newEnv(t, 3, time.UnixMilli(streamStart).Add(40*24*time.Hour))
+	e := newMemEnv(t, 3, time.UnixMilli(streamStart).Add(40*24*time.Hour))
 	e.cfg.Mic.CompensationInterval = config.Duration(time.Second)
 	e.cfg.Mic.CompensationBatchSize = 25
 	pol := mic.Policy{PendingPublishMaxAge: e.cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: e.cfg.Mic.PublishingSessionMaxAge.D()}
 	e.produce(stream.Events)
-	run := e.start()
 	n := countLedger(stream.Events)
-	e.collect(n, 60*time.Second)
+	e.collect(n, 0)
 	o := closeAllByTimer(t, e, n+openCount(stream))
-	run.stop(t)
 	checkAgainstOracles(t, o, stream, pol)
 	t.Logf("%d events, %d sessions (%d closed by timer), %d ledger entries, %d daily events",
 		len(stream.Events), len(stream.Sessions), openCount(stream), len(o.ledger), len(o.daily))

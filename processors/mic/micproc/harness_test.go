@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -24,14 +25,19 @@ import (
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
-// env is one Kafka cluster with the mic topics and a config on it.
+// env is one Kafka cluster with the mic topics and a config on it, or,
+// made by newMemEnv, the in-memory driver (rttest.Driver) with the config.
 type env struct {
-	t     *testing.T
-	k     *testenv.Kafka
-	cfg   *config.Config
-	clock *rttest.Clock
-	reg   *prometheus.Registry
-	txnID string
+	t    *testing.T
+	k    *testenv.Kafka
+	d    *rttest.Driver // see driver
+	proc *micproc.Processor
+	// memPartitions > 0: the env runs on the driver (newMemEnv)
+	memPartitions int
+	cfg           *config.Config
+	clock         *rttest.Clock
+	reg           *prometheus.Registry
+	txnID         string
 }
 
 func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
@@ -43,6 +49,44 @@ func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
 	cfg.Shutdown.Timeout = config.Duration(10 * time.Second)
 	return &env{t: t, k: k, cfg: cfg, clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
 		txnID: testenv.UniqueName(t) + "-mic"}
+}
+
+// newMemEnv runs the processor on rttest.Driver: its behaviour in
+// milliseconds, without a broker. Inputs are spread over partitions by key
+// as the producer spreads them on the topic, so each partition's task has
+// its own store and watermark as on Kafka; the clock is the runtime clock.
+// The driver starts with the first produce, on e.cfg as it is then.
+func newMemEnv(t *testing.T, partitions int, clockAt time.Time) *env {
+	t.Helper()
+	return &env{t: t, cfg: testenv.Config(t, nil, nil), clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
+		memPartitions: partitions}
+}
+
+// driver is the env's in-memory driver, nil on Kafka.
+func (e *env) driver() *rttest.Driver {
+	e.t.Helper()
+	if e.d == nil && e.memPartitions > 0 {
+		p, err := micproc.New(micproc.ConfigFrom(e.cfg), e.reg, testLogger())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.proc = p
+		e.d = rttest.NewDriver(e.t, e.cfg.Kafka.Topics.UserMicEvents, p, rttest.Stateful(), rttest.WithClock(e.clock),
+			rttest.KeyPartitions(e.memPartitions), rttest.WithLogger(testLogger()))
+	}
+	return e.d
+}
+
+// tick runs the compensation timer once on the driver, its catch-up runs
+// (MoreDue) included, as a runtime tick does once each task has caught up
+// (on Kafka the runtime ticks by itself).
+func (e *env) tick() {
+	e.t.Helper()
+	if d := e.driver(); d != nil {
+		if err := d.Punctuate(e.proc.Compensate); err != nil {
+			e.t.Fatalf("compensation: %v", err)
+		}
+	}
 }
 
 func testLogger() *slog.Logger {
@@ -138,6 +182,10 @@ func (e *env) produce(evs []mic.Event) {
 
 func (e *env) produceRaw(recs []*kgo.Record) {
 	e.t.Helper()
+	if d := e.driver(); d != nil {
+		d.MustFeed(recs...)
+		return
+	}
 	rttest.Produce(e.t, e.k.Client(e.t), recs)
 }
 
@@ -148,6 +196,9 @@ type outputs struct {
 	daily    []*userv1.UserMicDailyStatsUpdated
 	lifetime []*userv1.UserMicLifetimeStatsUpdated
 	dlq      []*kgo.Record
+	// dlqReasons are the DLQ records' error_reason (a dead letter's
+	// reason on the driver)
+	dlqReasons []string
 }
 
 // collect reads the committed outputs once the ledger holds wantLedger
@@ -165,6 +216,17 @@ func (e *env) collect(wantLedger int, timeout time.Duration) *outputs {
 // read is collect without the count check.
 func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
 	e.t.Helper()
+	if d := e.driver(); d != nil {
+		o := &outputs{}
+		for _, r := range d.Output("") {
+			e.add(o, r)
+		}
+		for _, dl := range d.DeadLetters() {
+			o.dlq = append(o.dlq, dl.Record)
+			o.dlqReasons = append(o.dlqReasons, dl.Reason)
+		}
+		return o
+	}
 	tp := e.cfg.Kafka.Topics
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...),
 		kgo.ConsumeTopics(tp.MicLedger, tp.MicSessionClosed, tp.MicDailyStats, tp.MicLifetimeStats, tp.DLQ),
@@ -182,35 +244,43 @@ func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			lastNew = time.Now()
-			switch r.Topic {
-			case tp.MicLedger:
-				m := &userv1.MicLedgerEntry{}
-				e.decode(r, m, func() (string, string, string, int64) { return m.EventId, m.EventType, m.AppCode, m.UserId })
-				o.ledger = append(o.ledger, m)
-			case tp.MicSessionClosed:
-				m := &userv1.UserMicSessionClosed{}
-				e.decode(r, m, func() (string, string, string, int64) {
-					return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
-				})
-				o.closed = append(o.closed, m)
-			case tp.MicDailyStats:
-				m := &userv1.UserMicDailyStatsUpdated{}
-				e.decode(r, m, func() (string, string, string, int64) {
-					return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
-				})
-				o.daily = append(o.daily, m)
-			case tp.MicLifetimeStats:
-				m := &userv1.UserMicLifetimeStatsUpdated{}
-				e.decode(r, m, func() (string, string, string, int64) {
-					return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
-				})
-				o.lifetime = append(o.lifetime, m)
-			case tp.DLQ:
-				o.dlq = append(o.dlq, r)
-			}
+			e.add(o, r)
 		})
 	}
 	return o
+}
+
+// add decodes a committed output record into o.
+func (e *env) add(o *outputs, r *kgo.Record) {
+	e.t.Helper()
+	tp := e.cfg.Kafka.Topics
+	switch r.Topic {
+	case tp.MicLedger:
+		m := &userv1.MicLedgerEntry{}
+		e.decode(r, m, func() (string, string, string, int64) { return m.EventId, m.EventType, m.AppCode, m.UserId })
+		o.ledger = append(o.ledger, m)
+	case tp.MicSessionClosed:
+		m := &userv1.UserMicSessionClosed{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
+		})
+		o.closed = append(o.closed, m)
+	case tp.MicDailyStats:
+		m := &userv1.UserMicDailyStatsUpdated{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
+		})
+		o.daily = append(o.daily, m)
+	case tp.MicLifetimeStats:
+		m := &userv1.UserMicLifetimeStatsUpdated{}
+		e.decode(r, m, func() (string, string, string, int64) {
+			return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
+		})
+		o.lifetime = append(o.lifetime, m)
+	case tp.DLQ:
+		o.dlq = append(o.dlq, r)
+		o.dlqReasons = append(o.dlqReasons, rttest.Header(r, "error_reason"))
+	}
 }
 
 func (e *env) decode(r *kgo.Record, m proto.Message, ids func() (string, string, string, int64)) {
@@ -228,28 +298,11 @@ func (e *env) decode(r *kgo.Record, m proto.Message, ids func() (string, string,
 
 // forUser filters the outputs of one user.
 func (o *outputs) forUser(u int64) *outputs {
-	f := &outputs{}
-	for _, m := range o.ledger {
-		if m.UserId == u {
-			f.ledger = append(f.ledger, m)
-		}
-	}
-	for _, m := range o.closed {
-		if m.UserId == u {
-			f.closed = append(f.closed, m)
-		}
-	}
-	for _, m := range o.daily {
-		if m.UserId == u {
-			f.daily = append(f.daily, m)
-		}
-	}
-	for _, m := range o.lifetime {
-		if m.UserId == u {
-			f.lifetime = append(f.lifetime, m)
-		}
-	}
-	return f
+	return &outputs{ledger: ofUser(o.ledger, u), closed: ofUser(o.closed, u), daily: ofUser(o.daily, u), lifetime: ofUser(o.lifetime, u)}
+}
+
+func ofUser[M interface{ GetUserId() int64 }](ms []M, u int64) []M {
+	return slices.DeleteFunc(slices.Clone(ms), func(m M) bool { return m.GetUserId() != u })
 }
 
 // tally applies the ledger like the sink.

@@ -1,12 +1,12 @@
 package micproc
 
 import (
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/processors/mic"
 )
 
@@ -35,7 +35,7 @@ type metrics struct {
 	stale                        time.Duration
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_mic_events_total",
@@ -68,37 +68,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overdueD: prometheus.NewDesc("roomflow_mic_overdue_sessions",
 			"Open mic sessions due for a timer close and not closed yet: what the running catch-up has left (every due one with mic.compensation_enabled=false).", nil, nil),
 	}
-	if reg == nil {
-		m.initCache()
-		return m, nil
-	}
-	register := func(c prometheus.Collector) (prometheus.Collector, error) {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return are.ExistingCollector, nil // share the first processor's series
-			}
-			return nil, err
-		}
-		return c, nil
-	}
-	for _, cv := range []**prometheus.CounterVec{&m.events, &m.late, &m.timer, &m.rejected, &m.pruned} {
-		c, err := register(*cv)
-		if err != nil {
-			return nil, err
-		}
-		*cv = c.(*prometheus.CounterVec)
-	}
-	c, err := register(m.duration)
-	if err != nil {
-		return nil, err
-	}
-	m.duration = c.(*prometheus.HistogramVec)
+	// A second processor on the same registry shares the first one's
+	// series (and its open-sessions collector).
+	m.events = promreg.Register(reg, m.events)
+	m.late = promreg.Register(reg, m.late)
+	m.timer = promreg.Register(reg, m.timer)
+	m.rejected = promreg.Register(reg, m.rejected)
+	m.pruned = promreg.Register(reg, m.pruned)
+	m.duration = promreg.Register(reg, m.duration)
 	m.initCache()
-	if _, err := register((*openCollector)(m)); err != nil {
-		return nil, err
-	}
-	return m, nil
+	promreg.Register(reg, (*openCollector)(m))
+	return m
 }
 
 func (m *metrics) initCache() {

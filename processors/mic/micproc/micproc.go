@@ -70,9 +70,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -191,17 +191,14 @@ func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, err
 	if log == nil {
 		log = slog.Default()
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	return &Processor{cfg: c, m: m, log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}, nil
+	return &Processor{cfg: c, m: newMetrics(reg), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}, nil
 }
 
 // RuntimeOptions are the runtime options of the processor: input, group,
 // changelog, DLQ and the compensation punctuation (with compensation
 // disabled, the retention punctuation instead, and an INFO log saying so).
-// Add client options, commit tuning, clock, registerer and logger.
+// Add the ones every processor takes from the config (rtconfig.Options;
+// NewRuntime does).
 func (p *Processor) RuntimeOptions() []runtime.Option {
 	t := p.cfg.Topics
 	s := p.cfg.Settings
@@ -230,27 +227,16 @@ func (p *Processor) RuntimeOptions() []runtime.Option {
 }
 
 // NewRuntime builds the mic processor and its runtime from the process
-// configuration, with the processor's, the runtime's and the Kafka client's
-// (roomflow_kafka_*) metrics on reg.
+// configuration (RuntimeOptions and rtconfig.Options), with the
+// processor's, the runtime's and the Kafka client's (roomflow_kafka_*)
+// metrics on reg.
 // extra options come last (tests pass runtime.Clock, runtime.TransactionalID, ...).
 func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
 	p, err := New(ConfigFrom(cfg), reg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := append(p.RuntimeOptions(),
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "mic-processor", reg, log)...),
-		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
-		runtime.CommitRecords(cfg.Process.CommitRecords),
-		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),
-		runtime.Registerer(reg),
-	)
-	if log != nil {
-		opts = append(opts, runtime.Logger(log))
-	}
-	if d := cfg.Kafka.SessionTimeout.D(); d > 0 {
-		opts = append(opts, runtime.SessionTimeout(d))
-	}
+	opts := append(p.RuntimeOptions(), rtconfig.Options(cfg, "mic-processor", reg, log)...)
 	rt, err := runtime.New(Name, p, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, err
@@ -263,7 +249,7 @@ func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger,
 // session or day-room state value cannot be decoded (runtime.CorruptState:
 // DLQ reason corrupt_state, no facts written from a value no retry can
 // fix).
-func (p *Processor) Process(t *runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	ev, err := mic.Decode(rec.Value, p.cfg.AppCode)
 	if err != nil {
 		var de *mic.DecodeError
@@ -306,7 +292,7 @@ func (p *Processor) retention() mic.Retention {
 	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
 }
 
-func (p *Processor) watermark(t *runtime.Task) int64 {
+func (p *Processor) watermark(t runtime.Task) int64 {
 	b, _ := t.Store().Get(mic.KeyWatermark)
 	return mic.DecodeWatermark(b)
 }
@@ -316,7 +302,7 @@ func (p *Processor) watermark(t *runtime.Task) int64 {
 // notice), so most events do not write it.
 const watermarkStepMs = 1000
 
-func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
+func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
@@ -332,7 +318,7 @@ func (p *Processor) advanceWatermark(t *runtime.Task, wm, occurredAtMs int64) {
 // The runtime runs it only once the partition is consumed up to the last
 // stable offset read at the tick, so a session whose real events wait in
 // the partition is never closed by the timer.
-func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
+func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 	part := t.Partition()
 	q := p.continued(t, now)
 	if q == nil {
@@ -358,7 +344,7 @@ func (p *Processor) Compensate(t *runtime.Task, now time.Time) error {
 // Prune is the timer with compensation disabled (runtime.PunctuateFunc):
 // the scan alone, dropping what fell out of retention and feeding the
 // gauges; it closes nothing.
-func (p *Processor) Prune(t *runtime.Task, now time.Time) error {
+func (p *Processor) Prune(t runtime.Task, now time.Time) error {
 	q := p.scan(t, now)
 	p.m.setOpen(t.Partition(), q.counts, len(q.due), now, p.cfg.Settings.CompensationInterval)
 	return nil
@@ -367,7 +353,7 @@ func (p *Processor) Prune(t *runtime.Task, now time.Time) error {
 // continued returns the catch-up of t's partition if this run continues
 // it: the same tick, the same task store, and the previous batch's closes
 // committed. Otherwise nil: the run scans.
-func (p *Processor) continued(t *runtime.Task, now time.Time) *overdue {
+func (p *Processor) continued(t runtime.Task, now time.Time) *overdue {
 	q := p.overdue[t.Partition()]
 	if q == nil || q.store != t.Store() || !q.at.Equal(now) {
 		return nil
@@ -387,7 +373,7 @@ func (p *Processor) continued(t *runtime.Task, now time.Time) *overdue {
 // sessions, lists those due at now (unsorted), and drops the tombstones
 // and day-room sets that fell out of their retention (at most pruneLimit
 // of each per scan).
-func (p *Processor) scan(t *runtime.Task, now time.Time) *overdue {
+func (p *Processor) scan(t runtime.Task, now time.Time) *overdue {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
 	ret := p.retention()
@@ -455,7 +441,7 @@ func (p *Processor) scan(t *runtime.Task, now time.Time) *overdue {
 
 // closeBatch pops at most mic.compensation_batch_size sessions from q and
 // closes those still open and due at now.
-func (p *Processor) closeBatch(t *runtime.Task, q *overdue, now time.Time) {
+func (p *Processor) closeBatch(t runtime.Task, q *overdue, now time.Time) {
 	n := min(p.cfg.Settings.CompensationBatchSize, len(q.due))
 	batch := q.due[:n]
 	q.due, q.last = q.due[n:], ""
@@ -491,12 +477,12 @@ func (p *Processor) closeBatch(t *runtime.Task, q *overdue, now time.Time) {
 // corrupt logs a state key or value the timer cannot decode and skips it:
 // it can never succeed, and failing the timer would stall the partition.
 // The session's next event goes to the DLQ as corrupt_state.
-func corrupt(t *runtime.Task, key string, err error) {
+func corrupt(t runtime.Task, key string, err error) {
 	t.Log().Error("timer skips a corrupt state value", "key", fmt.Sprintf("%x", key), "error", err)
 }
 
 // emit writes the ledger entry and derived events of out.
-func (p *Processor) emit(t *runtime.Task, appCode string, userID int64, out *mic.Output) {
+func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.Output) {
 	if out.Ledger == nil {
 		return
 	}
@@ -568,7 +554,7 @@ func (s *storeState) key(id mic.SessionID) string {
 
 // state returns the processor's reusable storeState bound to t's store
 // (Process and punctuations run on one goroutine, one at a time).
-func (p *Processor) state(t *runtime.Task) *storeState {
+func (p *Processor) state(t runtime.Task) *storeState {
 	st := &p.st
 	if st.store != t.Store() {
 		*st = storeState{store: t.Store()}

@@ -186,3 +186,23 @@ func (r *Running) Kill(t testing.TB) {
 	}
 	r.cancel()
 }
+
+// KillAfter wraps Proc and kills its runtime (Kill: the client closes
+// without ending the open transaction, as in a crash) when it is handed its
+// Nth record. Set RT to the runtime built over it before it runs.
+type KillAfter struct {
+	Proc runtime.Processor
+	N    int
+	RT   *runtime.Runtime
+	// Seen counts the records handed to it.
+	Seen int
+}
+
+// Process implements runtime.Processor.
+func (k *KillAfter) Process(t runtime.Task, rec *kgo.Record) error {
+	k.Seen++
+	if k.Seen == k.N {
+		k.RT.Kill()
+	}
+	return k.Proc.Process(t, rec)
+}

@@ -1,4 +1,7 @@
-package obs
+// Package promreg registers Prometheus collectors the one way every roomflow
+// component does. It depends on nothing of roomflow, so domain packages use
+// it without pulling in the process frame.
+package promreg
 
 import (
 	"errors"
@@ -8,10 +11,10 @@ import (
 
 // Register registers c on reg and returns the collector to use: c, or the
 // identical collector already registered there, so two instances of a
-// component on one registry (two IM clients, two outbox services) share
-// their series instead of failing. A nil reg leaves c unregistered. It
-// panics, like MustRegister, when reg holds a different collector under
-// c's name or c is invalid: a programming error.
+// component on one registry (two runtimes, two IM clients, two relays in a
+// test) share their series instead of failing. A nil reg leaves c
+// unregistered. It panics, like MustRegister, when reg holds a different
+// collector under c's name or c is invalid: a programming error.
 func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if reg == nil {
 		return c
