@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 // Metrics are the sink's Prometheus series (base units).
@@ -66,9 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records skipped because their offset was below the one stored in MySQL (already applied).",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.BatchRecords, m.TxnSeconds, m.Records, m.Rows, m.Retries, m.Fenced, m.DLQ, m.Lag, m.Claims, m.Behind)
-	}
+	// Two sinks on one registry (tests, one process per partition set)
+	// share their series instead of panicking.
+	m.BatchRecords, m.TxnSeconds = promreg.Register(reg, m.BatchRecords), promreg.Register(reg, m.TxnSeconds)
+	m.Records, m.Rows, m.Retries = promreg.Register(reg, m.Records), promreg.Register(reg, m.Rows), promreg.Register(reg, m.Retries)
+	m.Fenced, m.DLQ, m.Lag = promreg.Register(reg, m.Fenced), promreg.Register(reg, m.DLQ), promreg.Register(reg, m.Lag)
+	m.Claims, m.Behind = promreg.Register(reg, m.Claims), promreg.Register(reg, m.Behind)
 	return m
 }
 

@@ -50,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/obs"
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 // MaxRangeDays bounds a from_ms/to_ms query: to_ms - from_ms is at most
@@ -239,9 +240,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"route"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.Requests, m.Duration)
-	}
+	m.Requests, m.Duration = promreg.Register(reg, m.Requests), promreg.Register(reg, m.Duration)
 	return m
 }
 
