@@ -1,0 +1,60 @@
+package runtime_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/runtime/rttest"
+)
+
+// TestShutdownBoundedWhileJoinGroupHangs (issue 10, chaos finding 3): the
+// group coordinator never answers the instance's JoinGroup (a rebalance
+// waiting for a static member that is gone). Cancelling Run must still
+// return within ShutdownTimeout: leaving the group waits for the join, so
+// the close is abandoned after the bound instead of holding the process.
+func TestShutdownBoundedWhileJoinGroupHangs(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake request control to hold a JoinGroup; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before kfake closes
+	heldOnce := false
+	h.k.Fake.ControlKey(kmsg.JoinGroup.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		h.k.Fake.KeepControl()
+		if kreq.(*kmsg.JoinGroupRequest).Group != h.grp {
+			return nil, nil, false
+		}
+		if !heldOnce {
+			heldOnce = true
+			close(held)
+		}
+		h.k.Fake.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	rt := h.runtime("join-a", counter{out: h.out, dump: h.dump}, runtime.ShutdownTimeout(2*time.Second),
+		// kgo waits for a JoinGroup answer up to the rebalance
+		// timeout (plus 10s): kgo's default, as in production.
+		runtime.ClientOpts(kgo.ClientID("join-a-client"), kgo.RebalanceTimeout(time.Minute)))
+	run := rttest.Start(rt)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the instance never sent a JoinGroup")
+	}
+	run.Cancel()
+	// Unfixed, Run waits for the JoinGroup answer (70s); 2s shutdown
+	// plus a generous margin for a loaded machine.
+	select {
+	case err := <-run.Done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within the shutdown timeout while its JoinGroup was unanswered")
+	}
+}
