@@ -71,5 +71,7 @@ func (r *Runtime) closeBound() time.Duration {
 // closeClient closes the session's client within closeBound: leaving the
 // group may wait for a JoinGroup answer far longer (kafkax.CloseWithin).
 func (r *Runtime) closeClient() {
-	kafkax.CloseWithin(r.sess.Client(), r.closeBound(), r.log)
+	ctx, cancel := context.WithTimeout(context.Background(), r.closeBound())
+	defer cancel()
+	kafkax.CloseWithin(ctx, r.sess.Client(), r.log)
 }

@@ -226,7 +226,12 @@ func (s *Sink) Run(ctx context.Context) error {
 			break
 		}
 	}
-	cl.CloseAllowingRebalance()
+	// Leaving the group may wait for a JoinGroup answer up to the
+	// rebalance timeout: bounded by shutdown.timeout.
+	cl.AllowRebalance()
+	cctx, cancel := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
+	kafkax.CloseWithin(cctx, cl, s.log)
+	cancel()
 	s.log.Info("sink stopped", "owner_id", s.owner)
 	return nil
 }
