@@ -568,7 +568,8 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 // endTxn ends the open transaction. With commit it first produces the
 // changelog records of every dirty key, flushes, and commits unless a
 // produce failed. It applies (committed) or discards (aborted) the store
-// writes either way. An error is fatal (*TxnError).
+// writes either way. An error is fatal (*TxnError), except a failed
+// commit kgo aborted with the producer still usable (endAborted).
 //
 // Ending a transaction must not be interrupted half-way (a cancelled End
 // leaves the producer unusable), so it does not follow Run's context: it
