@@ -217,7 +217,10 @@ func (s *Sink) Run(ctx context.Context) error {
 				break
 			}
 			if err != nil {
-				cl.CloseAllowingRebalance()
+				cl.AllowRebalance()
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Shutdown.Timeout.D())
+				kafkax.CloseWithin(cctx, cl, s.log)
+				cancel()
 				return err
 			}
 		}
