@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -23,21 +22,7 @@ func TestCloseWithinBoundsAHeldJoinGroup(t *testing.T) {
 		t.Skip("needs kfake request control to hold a JoinGroup; ROOMFLOW_KAFKA_BROKERS is set")
 	}
 	group := testenv.UniqueName(t)
-	held, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before kfake closes
-	heldOnce := false
-	k.Fake.ControlKey(kmsg.JoinGroup.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		k.Fake.KeepControl()
-		if kreq.(*kmsg.JoinGroupRequest).Group != group {
-			return nil, nil, false
-		}
-		if !heldOnce {
-			heldOnce = true
-			close(held)
-		}
-		k.Fake.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	held := k.HoldJoinGroups(t, group)
 	cl, err := kafkax.NewClient(k.Config, "closetest", nil, nil,
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(k.Config.Topics.RoomEvents), kgo.RebalanceTimeout(time.Minute))
 	if err != nil {

@@ -25,21 +25,7 @@ func TestShutdownBoundedWhileJoinGroupHangs(t *testing.T) {
 	if h.k.Fake == nil {
 		t.Skip("needs kfake request control to hold a JoinGroup; ROOMFLOW_KAFKA_BROKERS is set")
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before kfake closes
-	heldOnce := false
-	h.k.Fake.ControlKey(kmsg.JoinGroup.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		h.k.Fake.KeepControl()
-		if kreq.(*kmsg.JoinGroupRequest).Group != h.grp {
-			return nil, nil, false
-		}
-		if !heldOnce {
-			heldOnce = true
-			close(held)
-		}
-		h.k.Fake.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	held := h.k.HoldJoinGroups(t, h.grp)
 	rt := h.runtime("join-a", counter{out: h.out, dump: h.dump}, runtime.ShutdownTimeout(2*time.Second),
 		// kgo waits for a JoinGroup answer up to the rebalance
 		// timeout (plus 10s): kgo's default, as in production.
