@@ -7,8 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // commitErrorCause is the txn_aborts cause of a commit that kgo aborted
@@ -57,21 +55,4 @@ func (r *Runtime) endAborted(ctx context.Context, err error) bool {
 	case <-r.runCtx.Done():
 	}
 	return true
-}
-
-// closeBound is what is left of ShutdownTimeout for closing the client
-// once shutdown began (the whole of it after a fatal error).
-func (r *Runtime) closeBound() time.Duration {
-	if r.stopBy.IsZero() {
-		return r.o.shutdown
-	}
-	return time.Until(r.stopBy)
-}
-
-// closeClient closes the session's client within closeBound: leaving the
-// group may wait for a JoinGroup answer far longer (kafkax.CloseWithin).
-func (r *Runtime) closeClient() {
-	ctx, cancel := context.WithTimeout(context.Background(), r.closeBound())
-	defer cancel()
-	kafkax.CloseWithin(ctx, r.sess.Client(), r.log)
 }
