@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Eventually calls cond every 20ms until it returns true. If timeout
@@ -235,4 +236,24 @@ func RunUntil(t testing.TB, run func(context.Context) error, timeout time.Durati
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return within 30s of cancel")
 	}
+}
+
+// HoldJoinGroups makes kfake leave every JoinGroup of group unanswered
+// until the test ends (a rebalance waiting for a member that is gone), and
+// returns a channel closed at the first one held. It needs kfake (k.Fake).
+func (k *Kafka) HoldJoinGroups(t testing.TB, group string) <-chan struct{} {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before kfake closes
+	var once sync.Once
+	k.Fake.ControlKey(kmsg.JoinGroup.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		k.Fake.KeepControl()
+		if kreq.(*kmsg.JoinGroupRequest).Group != group {
+			return nil, nil, false
+		}
+		once.Do(func() { close(held) })
+		k.Fake.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	return held
 }

@@ -95,7 +95,19 @@
 // (KIP-447). On revoke or loss the open
 // transaction is aborted (GroupTransactSession) and the task and its state
 // are dropped. On context cancel (SIGTERM) the open transaction is committed
-// within the shutdown timeout, or aborted; never partly. A zombie — an
+// within the shutdown timeout, or aborted; never partly. Leaving the group
+// gets what is left of that timeout: kgo's leave waits for a JoinGroup in
+// flight, which the coordinator may hold up to the rebalance timeout, so
+// past the bound the client is closed in the background with a WARN
+// (kafkax.CloseWithin) and the broker expires the member after the session
+// timeout. A commit whose TxnOffsetCommit fails with an error kgo does not
+// retry (REQUEST_TIMED_OUT, ...) is aborted by kgo; the producer stays
+// usable (the runtime checks that a transaction can begin again), so the
+// runtime rewinds as for any abort (cause commit_error, a WARN with the
+// error, a back-off doubling from the retry minimum while commits keep
+// failing) instead of stopping. An End error that leaves kgo in the
+// transaction or its producer id failed (an EndTxn failure or unknown
+// outcome, a fenced producer) stays fatal (*TxnError). A zombie — an
 // instance that lost its partitions without noticing — is fenced by the
 // group generation in TxnOffsetCommit (KIP-447) and, when it shares the
 // transactional id with its replacement (TransactionalID defaults to
@@ -160,7 +172,7 @@
 // transactions only; out includes changelog and DLQ records), dlq_total
 // (per reason), txn_duration_seconds, txn_commits_total, txn_aborts_total
 // (per cause: rebalance, restore, produce, flush, membership,
-// unowned_partition, shutdown), restore_duration_seconds, restore_records_total
+// unowned_partition, commit_error, shutdown), restore_duration_seconds, restore_records_total
 // (counted as read: restore progress), restoring_partitions, state_keys
 // and state_bytes (per partition), consumer_lag (per partition, kadm, every
 // LagInterval), punctuations_total (runs per name; each catch-up run

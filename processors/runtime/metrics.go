@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_txn_aborts_total",
-			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, shutdown).",
+			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, commit_error, shutdown).",
 		}, []string{"processor", "cause"}),
 		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_process_restore_duration_seconds",

@@ -183,6 +183,6 @@ func RetryBackoff(min, max time.Duration) Option {
 	return func(o *options) { o.retryMin, o.retryMax = min, max }
 }
 
-// ShutdownTimeout bounds the final commit on context cancel (default 10s,
-// shutdown.timeout).
+// ShutdownTimeout bounds the stop on context cancel: the final commit,
+// then leaving the group with what is left (default 10s, shutdown.timeout).
 func ShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdown = d } }

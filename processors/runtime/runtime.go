@@ -55,7 +55,13 @@ type Runtime struct {
 	// and is committed at once, so the next run can follow.
 	txnCatchUp bool
 	// txnSeq counts ended transactions.
-	txnSeq     uint64
+	txnSeq uint64
+	// commitErrSeq is txnSeq after the last transaction whose commit
+	// failed and was aborted, commitErrBackoff its back-off (endAborted).
+	commitErrSeq     uint64
+	commitErrBackoff time.Duration
+	// stopBy is the end of ShutdownTimeout, set when shutdown begins.
+	stopBy     time.Time
 	prodMu     sync.Mutex
 	prodErr    error
 	promise    func(*kgo.Record, error)
@@ -283,7 +289,7 @@ func (r *Runtime) closeSession() {
 		if r.killed.Load() {
 			return // Kill closes it
 		}
-		r.sess.Close()
+		r.closeClient()
 	})
 	for p := range r.tasks {
 		r.dropTask(p)
@@ -495,6 +501,7 @@ func (r *Runtime) shutdown() error {
 	if r.killed.Load() {
 		return ErrKilled
 	}
+	r.stopBy = time.Now().Add(r.o.shutdown)
 	if r.inTxn {
 		committed, err := r.endTxn(r.o.shutdown, r.txnContent, "shutdown")
 		if err != nil {
@@ -574,7 +581,8 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 // endTxn ends the open transaction. With commit it first prepares the
 // commit (prepareCommit) and commits unless that finds a reason to abort.
 // It applies (committed) or discards (aborted) the store writes either
-// way. An error is fatal (*TxnError).
+// way. An error is fatal (*TxnError), except a failed commit kgo aborted
+// with the producer still usable (endAborted).
 //
 // Ending a transaction must not be interrupted half-way (a cancelled End
 // leaves the producer unusable), so it does not follow Run's context: it
@@ -601,6 +609,9 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 			try = kgo.TryCommit
 		}
 		committed, err = r.sess.End(ctx, try)
+	}
+	if err != nil && commit && r.endAborted(ctx, err) {
+		err, abortCause = nil, commitErrorCause
 	}
 	elapsed := time.Since(r.txnStart)
 	hadContent := r.txnContent

@@ -282,8 +282,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		// A dynamic member leaves the group here, so a standby takes over
 		// at once; a static one (WithInstanceID) does not, so that its
 		// restart leads again at once: on a deliberate stop its caller
-		// leaves for it (kafkax.LeaveGroup).
-		gcl.Close()
+		// leaves for it (kafkax.LeaveGroup). Leaving may wait for a
+		// JoinGroup answer up to the rebalance timeout: bounded.
+		cctx, cancel := context.WithTimeout(context.Background(), r.shutdown)
+		kafkax.CloseWithin(cctx, gcl, r.log)
+		cancel()
 		wg.Wait()
 	}()
 	r.started.Store(true)

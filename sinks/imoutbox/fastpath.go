@@ -201,13 +201,9 @@ func (f *FastPath) Run(ctx context.Context) error {
 		// member's session to expire must not hold SIGTERM up beyond the
 		// bound (the broker then drops us at session timeout).
 		f.cl.AllowRebalance()
-		closed := make(chan struct{})
-		go func() { f.cl.Close(); close(closed) }()
-		select {
-		case <-closed:
-		case <-time.After(left()):
-			f.svc.log.Warn("kafka client did not leave the group within shutdown.timeout; continuing shutdown")
-		}
+		cctx, cancel = context.WithTimeout(context.Background(), left())
+		kafkax.CloseWithin(cctx, f.cl, f.svc.log)
+		cancel()
 	}()
 	for {
 		room := f.waitHoldRoom(ctx)

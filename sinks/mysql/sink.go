@@ -217,7 +217,10 @@ func (s *Sink) Run(ctx context.Context) error {
 				break
 			}
 			if err != nil {
-				cl.CloseAllowingRebalance()
+				cl.AllowRebalance()
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Shutdown.Timeout.D())
+				kafkax.CloseWithin(cctx, cl, s.log)
+				cancel()
 				return err
 			}
 		}
@@ -226,7 +229,12 @@ func (s *Sink) Run(ctx context.Context) error {
 			break
 		}
 	}
-	cl.CloseAllowingRebalance()
+	// Leaving the group may wait for a JoinGroup answer up to the
+	// rebalance timeout: bounded by shutdown.timeout.
+	cl.AllowRebalance()
+	cctx, cancel := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
+	kafkax.CloseWithin(cctx, cl, s.log)
+	cancel()
 	s.log.Info("sink stopped", "owner_id", s.owner)
 	return nil
 }
