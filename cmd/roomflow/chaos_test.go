@@ -145,7 +145,7 @@ func TestPipelineChaos(t *testing.T) {
 	defer stopIM() //nolint:errcheck // test teardown
 
 	cfg := testenv.Config(t, k, m)
-	cfg.MySQL.DSN = chaosChildDSN(t, m)
+	cfg.MySQL.DSN, _ = m.OwnUser(t) // the harness kills their connections, found by user
 	cfg.AppCode = "hyapp"
 	cfg.Log.Level, cfg.Log.Format = "info", "text"
 	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_LEVEL"); v != "" { // debug, to follow a replay
@@ -387,33 +387,6 @@ func chaosScenario(seed uint64, dur time.Duration, start time.Time) loadgen.Scen
 	// pending max age + late down after its start) lies in the window
 	sc.AbandonWithin = max(dur-chaosPendingMaxAge-chaosLateDown-5*time.Second, 15*time.Second)
 	return sc
-}
-
-// chaosChildDSN creates a MySQL user of its own for the children on m's
-// database (dropped at cleanup), so the harness can find and kill their
-// connections and only theirs; it returns the children's DSN.
-func chaosChildDSN(t *testing.T, m *testenv.MySQL) string {
-	t.Helper()
-	user := "rf" + strings.TrimPrefix(testenv.UniqueName(t), "t_")
-	if len(user) > 32 {
-		user = user[len(user)-32:]
-	}
-	ctx := context.Background()
-	for _, q := range []string{
-		"CREATE USER '" + user + "'@'%' IDENTIFIED BY 'chaos'",
-		"GRANT ALL ON `" + m.Name + "`.* TO '" + user + "'@'%'",
-	} {
-		if _, err := m.DB.ExecContext(ctx, q); err != nil {
-			t.Fatalf("chaos: %s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() { _, _ = m.DB.ExecContext(context.Background(), "DROP USER IF EXISTS '"+user+"'@'%'") })
-	dc, err := mysql.ParseDSN(m.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc.User, dc.Passwd = user, "chaos"
-	return dc.FormatDSN()
 }
 
 // imDifferences lists IM events not accepted exactly once.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the driver of sql.Open
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/hyapp/roomflow/internal/mysqlx"
 )
@@ -57,4 +58,33 @@ func newMySQL(t testing.TB, migrated bool) *MySQL {
 		}
 	})
 	return &MySQL{DB: db, DSN: s.DSN, Name: s.Name}
+}
+
+// OwnUser creates a MySQL user of its own with every right on m's
+// database (dropped when the test ends) and returns a DSN connecting as it
+// and its name. A test hands that DSN to the client under test, so it can
+// find that client's connections in information_schema.PROCESSLIST by
+// user and kill them (KILL CONNECTION) without touching its own.
+func (m *MySQL) OwnUser(t testing.TB) (dsn, user string) {
+	t.Helper()
+	user = "rf" + strings.TrimPrefix(UniqueName(t), "t_")
+	if len(user) > 32 {
+		user = user[len(user)-32:]
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE USER '" + user + "'@'%' IDENTIFIED BY 'own'",
+		"GRANT ALL ON `" + m.Name + "`.* TO '" + user + "'@'%'",
+	} {
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			t.Fatalf("testenv: %s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() { _, _ = m.DB.ExecContext(context.Background(), "DROP USER IF EXISTS '"+user+"'@'%'") })
+	dc, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	dc.User, dc.Passwd = user, "own"
+	return dc.FormatDSN(), user
 }

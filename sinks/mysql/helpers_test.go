@@ -36,6 +36,9 @@ type env struct {
 	// the extraAppliers of every sink started.
 	extraTopics   []string
 	extraAppliers []mysqlsink.StoreOption
+	// sinkDB, when set, is the pool of every sink started instead of m.DB
+	// (a MySQL user of its own whose connections a test kills).
+	sinkDB *sql.DB
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
@@ -63,7 +66,11 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	if os.Getenv("SINK_TEST_LOG") != "" {
 		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	s, err := mysqlsink.New(cfg, sinkStore(e.m.DB, cfg, e.extraAppliers...), append(base, opts...)...)
+	db := e.m.DB
+	if e.sinkDB != nil {
+		db = e.sinkDB
+	}
+	s, err := mysqlsink.New(cfg, sinkStore(db, cfg, e.extraAppliers...), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
