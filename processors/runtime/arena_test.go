@@ -21,7 +21,7 @@ func TestArenaBuffersDoNotOverlap(t *testing.T) {
 		if i%3 == 0 {
 			hint = 1 // outgrows its room: falls back to the heap
 		}
-		b := a.bytes.appendTo(hint, func(b []byte) []byte { return append(b, v...) })
+		b := a.bytes.Append(hint, func(b []byte) []byte { return append(b, v...) })
 		if cap(b) != len(b) {
 			t.Fatalf("buffer %d: cap %d != len %d", i, cap(b), len(b))
 		}
@@ -36,7 +36,7 @@ func TestArenaBuffersDoNotOverlap(t *testing.T) {
 			t.Fatalf("buffer %d = %q, want %q", i, got[i], want[i])
 		}
 	}
-	large := a.bytes.appendTo(1<<20, func(b []byte) []byte { return append(b, "big"...) })
+	large := a.bytes.Append(1<<20, func(b []byte) []byte { return append(b, "big"...) })
 	if string(large) != "big" {
 		t.Fatalf("large buffer = %q", large)
 	}
@@ -54,7 +54,7 @@ func TestArenaResetZeroesAndShrinks(t *testing.T) {
 		r.Topic, r.Key, r.Partition = "t", []byte("k"), 7
 		r.Headers = a.hdrs.take(4)
 		r.Headers[0] = kgo.RecordHeader{Key: "h", Value: []byte("v")}
-		_ = a.bytes.appendTo(1000, func(b []byte) []byte { return append(b, make([]byte, 1000)...) })
+		_ = a.bytes.Append(1000, func(b []byte) []byte { return append(b, make([]byte, 1000)...) })
 	}
 	if n := len(a.recs.chunks); n != 4 {
 		t.Fatalf("record chunks after 1000 records = %d, want 4", n)
