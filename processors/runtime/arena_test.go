@@ -87,3 +87,23 @@ func TestArenaResetZeroesAndShrinks(t *testing.T) {
 		t.Fatalf("large header run len %d", len(big))
 	}
 }
+
+// Building a value through the Task interface costs no allocation: the
+// closure handed to Bytes().Append stays on the caller's stack. (Through an
+// interface method taking the closure it escaped: one allocation per
+// emitted key or value, ~5% of the mic processor's CPU.)
+func TestTaskBytesAppendDoesNotAllocate(t *testing.T) {
+	var tk Task = &task{arena: newTxnArena()}
+	allocs := testing.AllocsPerRun(100, func() { _ = appendUserKey(tk, 1234567) })
+	if allocs != 0 {
+		t.Fatalf("Task.Bytes().Append: %v allocations per call, want 0", allocs)
+	}
+}
+
+// appendUserKey is a processor's emit: t is an interface value, not
+// devirtualized by inlining into the test.
+//
+//go:noinline
+func appendUserKey(t Task, userID int64) []byte {
+	return t.Bytes().Append(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
+}
