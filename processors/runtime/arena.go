@@ -4,7 +4,7 @@ import "github.com/twmb/franz-go/pkg/kgo"
 
 // txnArena is memory that lives exactly as long as the open transaction:
 // the records, headers, keys and values a processor emits (Task.NewRecord,
-// Task.NewHeaders, Task.AppendBytes) and the runtime's changelog records.
+// Task.NewHeaders, Task.Bytes) and the runtime's changelog records.
 //
 // Why: a transaction produces thousands of short-lived records, and
 // allocating each from the heap makes the garbage collector a large share
@@ -20,14 +20,14 @@ import "github.com/twmb/franz-go/pkg/kgo"
 type txnArena struct {
 	recs  slab[kgo.Record]
 	hdrs  slab[kgo.RecordHeader]
-	bytes byteSlab
+	bytes ByteArena
 }
 
 func newTxnArena() *txnArena {
 	return &txnArena{
 		recs:  slab[kgo.Record]{size: 256},
 		hdrs:  slab[kgo.RecordHeader]{size: 1024},
-		bytes: byteSlab{size: 64 << 10},
+		bytes: ByteArena{size: 64 << 10},
 	}
 }
 
@@ -79,19 +79,27 @@ func (s *slab[T]) reset() {
 	s.ci, s.off = 0, 0
 }
 
-// byteSlab hands out byte buffers from fixed-size chunks. Contents are not
-// zeroed: buffers are handed out empty, for appending.
-type byteSlab struct {
+// ByteArena hands out byte buffers from fixed-size chunks of the open
+// transaction's arena (Task.Bytes). Contents are not zeroed: buffers are
+// handed out empty, for appending. It is a concrete type, not a Task
+// method, so that the closure passed to Append stays on the caller's stack
+// (through an interface method it would escape: one allocation per call).
+type ByteArena struct {
 	size   int
 	chunks [][]byte
 	ci     int
 	off    int
 }
 
-// appendTo returns fn(buf) where buf is an empty slice of the arena with
-// room for at least hint bytes; the bytes fn appended stay reserved. If fn
-// outgrows buf, its result is on the heap, which is correct, only slower.
-func (s *byteSlab) appendTo(hint int, fn func([]byte) []byte) []byte {
+// Append returns fn(buf) where buf is an empty slice of the arena with room
+// for at least hint bytes; the bytes fn appended stay reserved, with the
+// lifetime of Task.NewRecord: use it for the keys, values and header values
+// of emitted records. fn must only append to its argument and return the
+// result (as the protobuf and strconv Append functions do); if it outgrows
+// buf, its result is on the heap, which is correct, only slower. The
+// result's capacity equals its length, so appending to it later never
+// overwrites other arena bytes.
+func (s *ByteArena) Append(hint int, fn func(buf []byte) []byte) []byte {
 	hint = max(hint, 1)
 	if hint > s.size/4 {
 		return fn(make([]byte, 0, hint))
@@ -105,7 +113,7 @@ func (s *byteSlab) appendTo(hint int, fn func([]byte) []byte) []byte {
 }
 
 // copyString returns a copy of v in the arena.
-func (s *byteSlab) copyString(v string) []byte {
+func (s *ByteArena) copyString(v string) []byte {
 	if len(v) > s.size/4 {
 		return []byte(v)
 	}
@@ -117,7 +125,7 @@ func (s *byteSlab) copyString(v string) []byte {
 
 // room returns the free rest of the current chunk if it holds at least n
 // bytes, else of a fresh chunk.
-func (s *byteSlab) room(n int) []byte {
+func (s *ByteArena) room(n int) []byte {
 	for {
 		if s.ci < len(s.chunks) {
 			c := s.chunks[s.ci]
@@ -132,7 +140,7 @@ func (s *byteSlab) room(n int) []byte {
 	}
 }
 
-func (s *byteSlab) reset() {
+func (s *ByteArena) reset() {
 	used := min(s.ci+1, len(s.chunks))
 	clear(s.chunks[used:])
 	s.chunks = s.chunks[:used]

@@ -21,7 +21,7 @@ func TestArenaBuffersDoNotOverlap(t *testing.T) {
 		if i%3 == 0 {
 			hint = 1 // outgrows its room: falls back to the heap
 		}
-		b := a.bytes.appendTo(hint, func(b []byte) []byte { return append(b, v...) })
+		b := a.bytes.Append(hint, func(b []byte) []byte { return append(b, v...) })
 		if cap(b) != len(b) {
 			t.Fatalf("buffer %d: cap %d != len %d", i, cap(b), len(b))
 		}
@@ -36,7 +36,7 @@ func TestArenaBuffersDoNotOverlap(t *testing.T) {
 			t.Fatalf("buffer %d = %q, want %q", i, got[i], want[i])
 		}
 	}
-	large := a.bytes.appendTo(1<<20, func(b []byte) []byte { return append(b, "big"...) })
+	large := a.bytes.Append(1<<20, func(b []byte) []byte { return append(b, "big"...) })
 	if string(large) != "big" {
 		t.Fatalf("large buffer = %q", large)
 	}
@@ -54,7 +54,7 @@ func TestArenaResetZeroesAndShrinks(t *testing.T) {
 		r.Topic, r.Key, r.Partition = "t", []byte("k"), 7
 		r.Headers = a.hdrs.take(4)
 		r.Headers[0] = kgo.RecordHeader{Key: "h", Value: []byte("v")}
-		_ = a.bytes.appendTo(1000, func(b []byte) []byte { return append(b, make([]byte, 1000)...) })
+		_ = a.bytes.Append(1000, func(b []byte) []byte { return append(b, make([]byte, 1000)...) })
 	}
 	if n := len(a.recs.chunks); n != 4 {
 		t.Fatalf("record chunks after 1000 records = %d, want 4", n)
@@ -86,4 +86,24 @@ func TestArenaResetZeroesAndShrinks(t *testing.T) {
 	if len(big) != 10_000 {
 		t.Fatalf("large header run len %d", len(big))
 	}
+}
+
+// Building a value through the Task interface costs no allocation: the
+// closure handed to Bytes().Append stays on the caller's stack. (Through an
+// interface method taking the closure it escaped: one allocation per
+// emitted key or value, ~5% of the mic processor's CPU.)
+func TestTaskBytesAppendDoesNotAllocate(t *testing.T) {
+	var tk Task = &task{arena: newTxnArena()}
+	allocs := testing.AllocsPerRun(100, func() { _ = appendUserKey(tk, 1234567) })
+	if allocs != 0 {
+		t.Fatalf("Task.Bytes().Append: %v allocations per call, want 0", allocs)
+	}
+}
+
+// appendUserKey is a processor's emit: t is an interface value, not
+// devirtualized by inlining into the test.
+//
+//go:noinline
+func appendUserKey(t Task, userID int64) []byte {
+	return t.Bytes().Append(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
 }

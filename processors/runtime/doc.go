@@ -157,7 +157,7 @@
 // # Memory
 //
 // A transaction produces thousands of short-lived records. Task.NewRecord,
-// Task.NewHeaders, Task.AppendBytes and Task.StringBytes hand out memory
+// Task.NewHeaders, Task.Bytes and Task.StringBytes hand out memory
 // from a per-runtime arena that is reused once the transaction has ended
 // (kgo has then released every record), so emitting costs the garbage
 // collector nothing; the runtime's changelog records use it too. Records

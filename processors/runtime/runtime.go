@@ -689,7 +689,7 @@ func (r *Runtime) produceChangelogs() {
 			rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
 			rec.Timestamp = now
 			if !deleted {
-				rec.Value = r.arena.bytes.appendTo(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
+				rec.Value = r.arena.bytes.Append(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
 			}
 			r.produce(rec)
 		})

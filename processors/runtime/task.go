@@ -49,15 +49,9 @@ type Task interface {
 	// NewHeaders returns n zeroed headers (len n, cap n) with the lifetime
 	// of NewRecord.
 	NewHeaders(n int) []kgo.RecordHeader
-	// AppendBytes returns append(buf, ...) as computed by fn, where buf is
-	// an empty slice with room for about hint bytes in memory with the
-	// lifetime of NewRecord: use it for the keys, values and header values
-	// of emitted records. fn must only append to its argument and return
-	// the result (as the protobuf and strconv Append functions do); if it
-	// appends more than the room, the result is on the heap, which is
-	// correct. The result's capacity equals its length, so appending to it
-	// later never overwrites other arena bytes.
-	AppendBytes(hint int, fn func(buf []byte) []byte) []byte
+	// Bytes returns the byte arena of the open transaction: its Append
+	// builds keys, values and header values with the lifetime of NewRecord.
+	Bytes() *ByteArena
 	// StringBytes returns a copy of s in memory with the lifetime of
 	// NewRecord (e.g. for a header value or key taken from a string).
 	StringBytes(s string) []byte
@@ -130,9 +124,7 @@ func (t *task) NewRecord() *kgo.Record              { return &t.arena.recs.take(
 func (t *task) NewHeaders(n int) []kgo.RecordHeader { return t.arena.hdrs.take(n) }
 func (t *task) StringBytes(s string) []byte         { return t.arena.bytes.copyString(s) }
 
-func (t *task) AppendBytes(hint int, fn func(buf []byte) []byte) []byte {
-	return t.arena.bytes.appendTo(hint, fn)
-}
+func (t *task) Bytes() *ByteArena { return &t.arena.bytes }
 
 // step runs fn (a Process or a punctuation) as one unit of the open
 // transaction: on success its emits are handed out (returned; the caller

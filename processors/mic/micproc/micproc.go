@@ -494,10 +494,11 @@ func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.
 		n++
 	}
 	// Records, headers, key and values live in the transaction's arena
-	// (runtime.Task.NewRecord): no garbage per record. The header values
+	// (runtime.Task.NewRecord, Task.Bytes): no garbage per record. The header values
 	// other than event_id are shared (kgo never modifies them).
 	hdrs := t.NewHeaders(4 * n)
-	key := t.AppendBytes(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
+	buf := t.Bytes()
+	key := buf.Append(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
 	app := t.StringBytes(appCode)
 	i := 0
 	put := func(topic, eventID string, eventType []byte, value []byte) {
@@ -513,18 +514,18 @@ func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.
 		ledgerType = t.StringBytes(out.Ledger.EventType)
 	}
 	put(tp.Ledger, out.Ledger.EventId, ledgerType,
-		t.AppendBytes(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
+		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
 	if c := out.Closed; c != nil {
 		put(tp.SessionClosed, c.EventId, typeClosed,
-			t.AppendBytes(192, func(b []byte) []byte { return mic.AppendSessionClosed(b, c) }))
+			buf.Append(192, func(b []byte) []byte { return mic.AppendSessionClosed(b, c) }))
 	}
 	for _, d := range out.Daily {
 		put(tp.DailyStats, d.EventId, typeDaily,
-			t.AppendBytes(160, func(b []byte) []byte { return mic.AppendDailyStatsUpdated(b, d) }))
+			buf.Append(160, func(b []byte) []byte { return mic.AppendDailyStatsUpdated(b, d) }))
 	}
 	if l := out.Lifetime; l != nil {
 		put(tp.LifetimeStats, l.EventId, typeLifetime,
-			t.AppendBytes(160, func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(b, l) }))
+			buf.Append(160, func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(b, l) }))
 	}
 }
 
