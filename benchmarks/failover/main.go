@@ -172,7 +172,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.db.Close()
-	acl, err := kafkax.NewClient(cfg.Kafka, "failover-bench", nil, nil)
+	acl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("failover-bench")
 	if err != nil {
 		return err
 	}
@@ -483,7 +483,7 @@ type tail struct {
 }
 
 func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
-	cl, err := kafkax.NewClient(kcfg, "failover-tail", nil, nil,
+	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("failover-tail",
 		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(50*time.Millisecond))

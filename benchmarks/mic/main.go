@@ -168,7 +168,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		cfg.Process.CommitRecords = commitRecs
 		cfg.Process.CommitInterval = config.Duration(commitIvl)
 		cfg.Process.MicGroup = prefix + "mic"
-		cl, err := kafkax.NewClient(cfg.Kafka, "bench-admin", nil, nil)
+		cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-admin")
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 					return nil
 				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(fmt.Sprintf("%s-%s-%d", cfg.Process.MicGroup, name, round)),
 					rt.DLQ(cfg.Kafka.Topics.DLQ),
-					rt.ClientOpts(kafkax.Opts(cfg.Kafka, name, reg, log)...), rt.ClientOpts(producerOpts...),
+					rt.ClientOpts(kafkax.NewCluster(cfg.Kafka, reg, log).Opts(name)...), rt.ClientOpts(producerOpts...),
 					rt.CommitInterval(cfg.Process.CommitInterval.D()),
 					rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
 			})
@@ -385,7 +385,7 @@ func counter(reg *prometheus.Registry, name string) float64 {
 // createTopic creates topic with the input's partitions (compacted: a
 // changelog).
 func createTopic(ctx context.Context, cfg *config.Config, topic string, compacted bool) error {
-	cl, err := kafkax.NewClient(cfg.Kafka, "bench-admin", nil, nil)
+	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-admin")
 	if err != nil {
 		return err
 	}
@@ -588,7 +588,7 @@ func uuidLike(r *rand.Rand) string {
 }
 
 func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
-	cl, err := kafkax.NewClient(cfg.Kafka, "bench-producer", nil, nil, kgo.ProducerLinger(5*time.Millisecond),
+	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-producer", kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(200_000))
 	if err != nil {
 		return err

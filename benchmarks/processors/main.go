@@ -113,7 +113,7 @@ func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, 
 	cfg.Kafka.ReplicationFactor = -1
 	cfg.Process.CommitRecords = commitRecs
 	cfg.Process.CommitInterval = config.Duration(commitIvl)
-	cl, err := kafkax.NewClient(cfg.Kafka, "bench", nil, nil, kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench", kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}

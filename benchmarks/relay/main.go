@@ -229,7 +229,7 @@ func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int
 // rawScan is the raw limit: the relay's read query, the same record
 // building, a plain idempotent producer, no transactions, no position.
 func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router relay.Router, batch, maxBytes int) (time.Duration, int, error) {
-	cl, err := kafkax.NewClient(kcfg, "bench-raw", nil, nil, kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
+	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("bench-raw", kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -190,7 +190,7 @@ func run(o opts) error {
 	}
 	defer stopKafka()
 	kcfg.Brokers = seeds
-	cl, err := kafkax.NewClient(kcfg, "bench", nil, nil, kgo.ProducerBatchMaxBytes(1<<20))
+	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("bench", kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
 	}

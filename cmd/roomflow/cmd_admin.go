@@ -69,7 +69,7 @@ existing topics are never altered.`,
 			if err != nil {
 				return err
 			}
-			cl, err := kafkax.NewClient(cfg.Kafka, "topics", nil, nil)
+			cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("topics")
 			if err != nil {
 				return err
 			}

@@ -107,7 +107,7 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	if err := loadgen.SeedRule(ctx, db, o.Scenario.Rule); err != nil {
 		return res, err
 	}
-	admCl, err := kafkax.NewClient(cfg.Kafka, "demo", nil, nil)
+	admCl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("demo")
 	if err != nil {
 		return res, err
 	}

@@ -92,7 +92,7 @@ shorter max age away from its timer's due time.`,
 					return err
 				}
 			case "kafka":
-				cl, err := kafkax.NewClient(cfg.Kafka, "loadgen", nil, nil, kgo.ProducerLinger(5*time.Millisecond))
+				cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
 				if err != nil {
 					return err
 				}

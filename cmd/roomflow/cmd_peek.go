@@ -92,7 +92,7 @@ func peek(ctx context.Context, cfg *config.Config, topicArg string, o peekOpts, 
 			topic = t.Name
 		}
 	}
-	adm, err := kafkax.NewClient(cfg.Kafka, "peek", nil, nil)
+	adm, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("peek")
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func consume(ctx context.Context, cfg *config.Config, topic string, from, ends m
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)
 	}
-	cl, err := kafkax.NewClient(cfg.Kafka, "peek", nil, nil,
+	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("peek",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords())

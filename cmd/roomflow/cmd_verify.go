@@ -164,7 +164,7 @@ func printGaps(w io.Writer, gaps []abandonedGap) {
 // readTopic consumes topic from the start (read_committed) until no
 // record arrived for idle.
 func readTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, each func(*kgo.Record)) error {
-	cl, err := kafkax.NewClient(cfg.Kafka, "verify", nil, nil,
+	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("verify",
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 )
 
@@ -20,36 +21,72 @@ import (
 // collectors per client, labelled by client id, so ids must be unique.
 var clientSeq atomic.Int64
 
-// Opts returns the base options for a client of component: seed brokers,
-// client id "<client_id>-<component>-<n>", kprom metrics roomflow_kafka_*
-// labelled with that client id on reg (when non-nil; unregistered when the
-// client closes), and franz-go logs at warn and above through log with
-// component=<component> added: pass a logger that has no component field
-// yet, or the lines carry two.
-func Opts(cfg config.KafkaConfig, component string, reg prometheus.Registerer, log *slog.Logger) []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(fmt.Sprintf("%s-%s-%d", cfg.ClientID, component, clientSeq.Add(1))),
-	}
-	if reg != nil {
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(reg), kprom.WithClientLabel())))
-	}
-	if log != nil {
-		opts = append(opts, kgo.WithLogger(kslog{log.With("component", component)}))
-	}
-	return opts
+// Cluster is how a component reaches Kafka: the seed brokers, the client id
+// prefix, the consumer-group session, and where its clients' metrics and
+// franz-go logs go. Components take one in their Config and build every
+// client of theirs from it, each under its own component name, so client
+// ids stay unique and kprom's collectors never clash.
+type Cluster struct {
+	Brokers []string
+	// ClientID prefixes every client id ("<ClientID>-<component>-<n>");
+	// empty means "roomflow".
+	ClientID string
+	// SessionTimeout is the consumer-group session; 0 keeps kgo's default.
+	SessionTimeout time.Duration
+	// Metrics, when non-nil, gets kprom's roomflow_kafka_* series of every
+	// client, labelled by client id (unregistered when the client closes).
+	Metrics prometheus.Registerer
+	// Logger, when non-nil, gets franz-go's warnings with component=<name>
+	// added: pass a logger that has no component field yet.
+	Logger *slog.Logger
+	// Extra is appended to every client's options (tests: hooks, retries).
+	Extra []kgo.Opt
 }
 
-// GroupOpts are the consumer-group session options for cfg: session
-// timeout kafka.session_timeout and a heartbeat every HeartbeatInterval of
-// it. A zero SessionTimeout (a hand-built KafkaConfig) keeps kgo's
-// defaults. Pass them before a caller's own options so those still win.
-func GroupOpts(cfg config.KafkaConfig) []kgo.Opt {
-	d := cfg.SessionTimeout.D()
-	if d <= 0 {
+// NewCluster maps the app-wide kafka block; metrics and logs are the
+// caller's.
+func NewCluster(cfg config.KafkaConfig, metrics prometheus.Registerer, log *slog.Logger) Cluster {
+	return Cluster{Brokers: cfg.Brokers, ClientID: cfg.ClientID, SessionTimeout: cfg.SessionTimeout.D(), Metrics: metrics, Logger: log}
+}
+
+// Validate names the cluster's own fields.
+func (c Cluster) Validate() error {
+	if len(c.Brokers) == 0 {
+		return &cfgerr.FieldError{Key: "brokers", Msg: "must list at least one broker"}
+	}
+	return nil
+}
+
+// Opts returns the base options of a client of component: seed brokers,
+// a unique client id, kprom metrics and franz-go logs (see Cluster), then
+// Extra.
+func (c Cluster) Opts(component string) []kgo.Opt {
+	prefix := c.ClientID
+	if prefix == "" {
+		prefix = "roomflow"
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(fmt.Sprintf("%s-%s-%d", prefix, component, clientSeq.Add(1))),
+	}
+	if c.Metrics != nil {
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(c.Metrics), kprom.WithClientLabel())))
+	}
+	if c.Logger != nil {
+		opts = append(opts, kgo.WithLogger(kslog{c.Logger.With("component", component)}))
+	}
+	return append(opts, c.Extra...)
+}
+
+// GroupOpts are the consumer-group session options: SessionTimeout and a
+// heartbeat every HeartbeatInterval of it. A zero SessionTimeout keeps
+// kgo's defaults. Pass them before a caller's own options so those still
+// win.
+func (c Cluster) GroupOpts() []kgo.Opt {
+	if c.SessionTimeout <= 0 {
 		return nil
 	}
-	return []kgo.Opt{kgo.SessionTimeout(d), kgo.HeartbeatInterval(HeartbeatInterval(d))}
+	return []kgo.Opt{kgo.SessionTimeout(c.SessionTimeout), kgo.HeartbeatInterval(HeartbeatInterval(c.SessionTimeout))}
 }
 
 // HeartbeatInterval is the heartbeat for a group session of session: a
@@ -60,9 +97,9 @@ func HeartbeatInterval(session time.Duration) time.Duration {
 	return min(session/3, 3*time.Second)
 }
 
-// NewClient is kgo.NewClient over Opts plus extra.
-func NewClient(cfg config.KafkaConfig, component string, reg prometheus.Registerer, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append(Opts(cfg, component, reg, log), extra...)...)
+// NewClient is kgo.NewClient over Opts(component) plus extra.
+func (c Cluster) NewClient(component string, extra ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(c.Opts(component), extra...)...)
 }
 
 // kslog adapts slog to kgo.Logger at warn and above (franz-go's info is chatty).

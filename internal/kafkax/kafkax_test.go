@@ -18,11 +18,11 @@ import (
 func TestClientMetricsShareRegistry(t *testing.T) {
 	k := testenv.NewKafka(t)
 	reg := prometheus.NewRegistry()
-	a, err := kafkax.NewClient(k.Config, "relay", reg, nil)
+	a, err := kafkax.NewCluster(k.Config, reg, nil).NewClient("relay")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := kafkax.NewClient(k.Config, "relay", reg, nil)
+	b, err := kafkax.NewCluster(k.Config, reg, nil).NewClient("relay")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,10 @@ func TestHeartbeatInterval(t *testing.T) {
 			t.Errorf("HeartbeatInterval(%s) = %s, want %s", c.session, got, c.want)
 		}
 	}
-	if opts := kafkax.GroupOpts(config.KafkaConfig{}); opts != nil {
+	if opts := kafkax.NewCluster(config.KafkaConfig{}, nil, nil).GroupOpts(); opts != nil {
 		t.Errorf("GroupOpts without a session timeout = %d options, want none (kgo defaults)", len(opts))
 	}
-	if opts := kafkax.GroupOpts(config.Default().Kafka); len(opts) != 2 {
+	if opts := kafkax.NewCluster(config.Default().Kafka, nil, nil).GroupOpts(); len(opts) != 2 {
 		t.Errorf("GroupOpts(defaults) = %d options, want session timeout and heartbeat", len(opts))
 	}
 }

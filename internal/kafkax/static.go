@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/hyapp/roomflow/internal/config"
 )
 
 // LeaveGroup takes the static member instanceID out of group at once, with
@@ -21,8 +18,9 @@ import (
 // timeout. Call it after the member's own client is closed: a member that
 // is still running would rejoin. An id the group no longer knows (expired,
 // or already replaced by a restart) is not an error.
-func LeaveGroup(ctx context.Context, cfg config.KafkaConfig, component, group, instanceID string, log *slog.Logger) error {
-	cl, err := NewClient(cfg, component+"-leave", nil, log)
+func LeaveGroup(ctx context.Context, cluster Cluster, component, group, instanceID string) error {
+	cluster.Metrics = nil
+	cl, err := cluster.NewClient(component + "-leave")
 	if err != nil {
 		return fmt.Errorf("leave group %s: %w", group, err)
 	}

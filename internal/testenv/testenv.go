@@ -135,3 +135,7 @@ func UniqueName(t testing.TB) string {
 	_, _ = rand.Read(b[:])
 	return "t_" + n + "_" + hex.EncodeToString(b[:])
 }
+
+// Cluster is how components under test reach k: its brokers and the
+// default group session, no metrics, no logs.
+func (k *Kafka) Cluster() kafkax.Cluster { return kafkax.NewCluster(k.Config, nil, nil) }

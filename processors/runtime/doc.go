@@ -23,7 +23,7 @@
 //		runtime.Input(cfg.Kafka.Topics.RoomEvents),
 //		runtime.Group(cfg.Process.RoomGroup),
 //		runtime.DLQ(cfg.Kafka.Topics.DLQ),
-//		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, "room-processor", reg, log)...),
+//		runtime.ClientOpts(kafkax.NewCluster(cfg.Kafka, reg, log).Opts("room-processor")...),
 //		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
 //		runtime.CommitRecords(cfg.Process.CommitRecords),
 //	)

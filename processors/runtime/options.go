@@ -157,7 +157,7 @@ func Registerer(reg prometheus.Registerer) Option { return func(o *options) { o.
 func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // ClientOpts adds franz-go options (seed brokers, client id, hooks, ...),
-// e.g. kafkax.Opts(cfg.Kafka, component, reg, log). The runtime adds the
+// e.g. kafkax.NewCluster(cfg.Kafka, reg, log).Opts(component). The runtime adds the
 // group, transactional id and isolation options itself.
 func ClientOpts(opts ...kgo.Opt) Option {
 	return func(o *options) { o.clientOpts = append(o.clientOpts, opts...) }

@@ -265,7 +265,7 @@ func (r *Relay) sessionTimeout() time.Duration {
 func (r *Relay) Run(ctx context.Context) error {
 	el := newElector(r.log)
 	group := LeaderGroup(r.cfg)
-	gcl, err := kafkax.NewClient(r.kcfg, Component+"-leader", r.kafkaReg, r.klog,
+	gcl, err := kafkax.NewCluster(r.kcfg, r.kafkaReg, r.klog).NewClient(Component+"-leader",
 		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
 	if err != nil {
 		return fmt.Errorf("relay: leader group client: %w", err)
@@ -353,7 +353,7 @@ type batch struct {
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
 func (r *Relay) lead(ctx context.Context, led *bool) error {
-	txn, err := kafkax.NewClient(r.kcfg, Component, r.kafkaReg, r.klog, append(append([]kgo.Opt(nil), r.kopts...),
+	txn, err := kafkax.NewCluster(r.kcfg, r.kafkaReg, r.klog).NewClient(Component, append(append([]kgo.Opt(nil), r.kopts...),
 		kgo.TransactionalID(r.cfg.TransactionalID),
 		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout.D(), 10*time.Second)),
 		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
@@ -372,7 +372,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if _, _, err := txn.ProducerID(ctx); err != nil {
 		return fmt.Errorf("relay: init producer id: %w", err)
 	}
-	pos, found, err := loadPosition(ctx, txn, append(kafkax.Opts(r.kcfg, Component+"-position", nil, r.klog), r.kopts...),
+	pos, found, err := loadPosition(ctx, txn, append(kafkax.NewCluster(r.kcfg, nil, r.klog).Opts(Component+"-position"), r.kopts...),
 		r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID)
 	if err != nil {
 		return err

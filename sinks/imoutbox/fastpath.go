@@ -116,12 +116,12 @@ func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg promet
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsRevoked(f.onRevoked),
-	}, kafkax.GroupOpts(kcfg)...)
+	}, kafkax.NewCluster(kcfg, nil, nil).GroupOpts()...)
 	// A crashed publisher's partitions move after kafka.session_timeout,
 	// not Kafka's 45 s default; the compensation scan covers the gap
 	// either way. extra (tests) comes last and wins.
 	opts = append(opts, extra...)
-	cl, err := kafkax.NewClient(kcfg, "publish-im", reg, log, opts...)
+	cl, err := kafkax.NewCluster(kcfg, reg, log).NewClient("publish-im", opts...)
 	if err != nil {
 		return nil, err
 	}

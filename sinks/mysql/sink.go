@@ -193,12 +193,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		}),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
-	}, kafkax.GroupOpts(s.cfg.Kafka)...)
+	}, kafkax.NewCluster(s.cfg.Kafka, nil, nil).GroupOpts()...)
 	if s.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(s.instanceID))
 	}
 	opts = append(opts, s.kopts...)
-	cl, err := kafkax.NewClient(s.cfg.Kafka, "sink", s.kreg, s.klog, opts...)
+	cl, err := kafkax.NewCluster(s.cfg.Kafka, s.kreg, s.klog).NewClient("sink", opts...)
 	if err != nil {
 		return fmt.Errorf("mysql sink: kafka client: %w", err)
 	}

@@ -25,7 +25,7 @@ func Options(cfg *config.Config, component string, reg prometheus.Registerer, lo
 		log = slog.Default()
 	}
 	opts := []runtime.Option{
-		runtime.ClientOpts(kafkax.Opts(cfg.Kafka, component, reg, log)...),
+		runtime.ClientOpts(kafkax.NewCluster(cfg.Kafka, reg, log).Opts(component)...),
 		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
 		runtime.CommitRecords(cfg.Process.CommitRecords),
 		runtime.ShutdownTimeout(cfg.Shutdown.Timeout.D()),

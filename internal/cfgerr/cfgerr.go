@@ -1,0 +1,95 @@
+// Package cfgerr is the one way a roomflow component reports an invalid
+// configuration value: a *FieldError naming the key of the value.
+//
+// The dialect: every component (relay, processor runtime, sinks, IM
+// publisher) owns a Config struct of its settings and dependencies. Its
+// Validate returns the problems joined, each a *FieldError keyed by the
+// component's own field name in snake case ("batch_size"), never by where
+// the value came from. cmd/roomflow's wiring maps the application config
+// onto each component's Config and re-keys the errors with Under, so an
+// operator reads the dotted key of the YAML file ("relay.batch_size: must
+// be > 0"). A component never imports the application config.
+package cfgerr
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// FieldError is an invalid configuration value. Key names it: a field of
+// the component that validated it, or after Under the application's dotted
+// key. Msg never holds a secret value.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Key + ": " + e.Msg }
+
+// Checks collects field errors while a Validate walks its fields; the zero
+// value is ready to use.
+type Checks struct{ errs []error }
+
+// Bad records that key is invalid for the reason format (fmt.Sprintf).
+func (c *Checks) Bad(key, format string, args ...any) {
+	c.errs = append(c.errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Positive requires v > 0.
+func (c *Checks) Positive(key string, v int) {
+	if v <= 0 {
+		c.Bad(key, "must be > 0 (got %d)", v)
+	}
+}
+
+// PositiveDuration requires d > 0.
+func (c *Checks) PositiveDuration(key string, d time.Duration) {
+	if d <= 0 {
+		c.Bad(key, "must be a positive duration (got %s)", d)
+	}
+}
+
+// Set requires a non-empty string.
+func (c *Checks) Set(key, v string) {
+	if v == "" {
+		c.Bad(key, "must be set")
+	}
+}
+
+// Add records err as it is (a nested component's Validate, already keyed).
+func (c *Checks) Add(err error) {
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+}
+
+// Err returns every recorded problem joined, or nil.
+func (c *Checks) Err() error { return errors.Join(c.errs...) }
+
+// Under re-keys every FieldError in err (a single one or an errors.Join
+// tree) for the application config: a key listed in keys becomes its
+// value, any other becomes prefix + "." + key. Other errors are kept as
+// they are. It is what cmd/roomflow's wiring calls on a component's
+// Validate result.
+func Under(prefix string, keys map[string]string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *FieldError
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range joined.Unwrap() {
+			out = append(out, Under(prefix, keys, e))
+		}
+		return errors.Join(out...)
+	}
+	if !errors.As(err, &fe) {
+		return err
+	}
+	key, ok := keys[fe.Key]
+	if !ok {
+		key = prefix + "." + fe.Key
+	}
+	return &FieldError{Key: key, Msg: fe.Msg}
+}
