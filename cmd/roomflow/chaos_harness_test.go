@@ -478,16 +478,15 @@ func (h *chaosHarness) counted(kind string, f kfake.Fault, what string, most int
 
 func pickErr(r *rand.Rand, errs ...*kerr.Error) *kerr.Error { return errs[r.IntN(len(errs))] }
 
-// produceError fails one produce request to a topic; REQUEST_TIMED_OUT is
-// answered after the batch was appended (the idempotent retry must not
-// duplicate it). One: each NOT_LEADER or NOT_ENOUGH_REPLICAS answer holds
-// a kgo producer about 5s (a metadata refresh, kgo.MetadataMinAge), and the
-// relay's transaction (timeout 10s here) aborts after two: a burst stalls
-// the room events past the timer margins (docs/reliability.md, finding 2).
+// produceError fails 1 to 4 produce requests to a topic; REQUEST_TIMED_OUT
+// is answered after the batch was appended (the idempotent retry must not
+// duplicate it). Each NOT_LEADER or NOT_ENOUGH_REPLICAS answer waits for a
+// metadata refresh, kafkax.MetadataRefreshMin apart (it was kgo's 5s, and
+// a burst aborted the relay's transaction: docs/reliability.md, finding 2).
 func (h *chaosHarness) produceError() bool {
 	tp, _ := h.topicPartition()
 	return h.counted("produce-error", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tp,
-		Err: pickErr(h.rng, kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas)}, tp, 1)
+		Err: pickErr(h.rng, kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas)}, tp, 4)
 }
 
 // endTxnError fails EndTxn at the transaction coordinator.

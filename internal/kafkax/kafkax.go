@@ -58,7 +58,7 @@ func (c Cluster) Validate() error {
 }
 
 // Opts returns the base options of a client of component: seed brokers,
-// a unique client id, kprom metrics and franz-go logs (see Cluster), then
+// a unique client id, MetadataRefreshMin, kprom metrics and franz-go logs (see Cluster), then
 // Extra.
 func (c Cluster) Opts(component string) []kgo.Opt {
 	prefix := c.ClientID
@@ -68,6 +68,7 @@ func (c Cluster) Opts(component string) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(fmt.Sprintf("%s-%s-%d", prefix, component, clientSeq.Add(1))),
+		kgo.MetadataMinAge(MetadataRefreshMin),
 	}
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(c.Metrics), kprom.WithClientLabel())))
@@ -117,3 +118,12 @@ func (k kslog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		k.l.Debug(msg, keyvals...)
 	}
 }
+
+// MetadataRefreshMin is the least time between two metadata refreshes of a
+// client (kgo.MetadataMinAge; kgo's default is 5s). A produce or fetch
+// answered NOT_LEADER or NOT_ENOUGH_REPLICAS waits for a refresh before it
+// is retried, so kgo's default held a transaction's produce up to 5 s per
+// such answer, and two could outlast the relay's transaction timeout
+// (issue 10, chaos finding 2). Refreshes still happen only on errors and
+// every metadata max age (5m).
+const MetadataRefreshMin = 250 * time.Millisecond
