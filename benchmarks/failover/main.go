@@ -268,7 +268,7 @@ func (c *child) signal(sig syscall.Signal) {
 
 // groups are the consumer groups the command's processes join.
 func (b *bench) groups(command string) []string {
-	gs := []string{relay.LeaderGroup(b.cfg.Relay)}
+	gs := []string{relay.LeaderGroup(b.cfg.Relay.TransactionalID)}
 	if command == "run" {
 		gs = append(gs, b.cfg.Process.RoomGroup, b.cfg.Process.MicGroup, b.cfg.Sink.Group, b.cfg.OutboxWorker.Group)
 	}
@@ -360,7 +360,7 @@ func (b *bench) await(ctx context.Context, command string, ids []string, timeout
 // leader is the replica whose relay leads: the member of the leader group
 // assigned partition 0 of the relay offsets topic, told by its client id.
 func (b *bench) leader(ctx context.Context, ids []string) (string, error) {
-	dg, err := b.adm.DescribeGroups(ctx, relay.LeaderGroup(b.cfg.Relay))
+	dg, err := b.adm.DescribeGroups(ctx, relay.LeaderGroup(b.cfg.Relay.TransactionalID))
 	if err != nil {
 		return "", err
 	}

@@ -126,6 +126,9 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := relayConfig(cfg, log).Validate(); err != nil {
+		return err
+	}
 
 	fmt.Printf("filling room_outbox with %d rows of %d-byte payloads...\n", rows, payload)
 	t0 := time.Now()
@@ -273,6 +276,28 @@ func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router re
 	return time.Since(start), n, nil
 }
 
+// relayConfig is the benchmark's relay on cfg, logging to log (its Kafka
+// clients' warnings too), without metrics.
+func relayConfig(cfg config.Config, log *slog.Logger) relay.Config {
+	return relay.Config{
+		BatchSize:       cfg.Relay.BatchSize,
+		PollInterval:    cfg.Relay.PollInterval.D(),
+		GapMaxAge:       cfg.Relay.GapMaxAge.D(),
+		MaxOpenGaps:     cfg.Relay.MaxOpenGaps,
+		FailoverTimeout: cfg.Relay.FailoverTimeout.D(),
+		TransactionalID: cfg.Relay.TransactionalID,
+		MaxRecordBytes:  cfg.Relay.MaxRecordBytes,
+		MaxBatchBytes:   cfg.Relay.MaxBatchBytes,
+		Routes:          cfg.Relay.Routes,
+		Topic:           cfg.Kafka.Topics.RoomEvents,
+		DLQTopic:        cfg.Kafka.Topics.DLQ,
+		OffsetsTopic:    cfg.Kafka.Topics.RelayOffsets,
+		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
+		Kafka:           kafkax.NewCluster(cfg.Kafka, nil, log),
+		Logger:          log,
+	}
+}
+
 // relayRun runs the relay until it has committed maxID and returns the
 // time from leadership to that commit.
 func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, maxID uint64) (time.Duration, time.Duration, error) {
@@ -280,7 +305,8 @@ func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logg
 	done := make(chan struct{})
 	var once sync.Once
 	start := time.Now()
-	r, err := relay.New(&cfg, db, relay.WithLogger(log), relay.WithHooks(relay.Hooks{
+	rc := relayConfig(cfg, log)
+	rc.Hooks = relay.Hooks{
 		OnLeader: func(l bool) {
 			if l && leadAt.IsZero() {
 				leadAt = time.Now()
@@ -291,7 +317,8 @@ func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logg
 				once.Do(func() { close(done) })
 			}
 		},
-	}))
+	}
+	r, err := relay.New(rc, db)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -327,7 +354,7 @@ func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logge
 	poll(ctx, cl, 300*time.Millisecond)
 
 	// The throughput run left everything relayed; a new relay resumes.
-	r, err := relay.New(&cfg, db, relay.WithLogger(log))
+	r, err := relay.New(relayConfig(cfg, log), db)
 	if err != nil {
 		return err
 	}

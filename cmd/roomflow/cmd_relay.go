@@ -29,17 +29,16 @@ takes over at once. The relay never locks or writes room_outbox.`,
 		Order: 10,
 		Flags: instanceIDFlag,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			cfg, err := relayConfig(d, memberID(d, "relay"))
+			if err != nil {
+				return nil, err
+			}
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
-			member := staticMember{group: relay.LeaderGroup(d.Config.Relay), id: memberID(d, "relay")}
-			r, err := relay.New(d.Config, db,
-				relay.WithLogger(d.Log),
-				relay.WithRegisterer(d.Registry),
-				relay.WithKafkaMetrics(d.Registry),
-				relay.WithInstanceID(member.id),
-			)
+			member := staticMember{group: relay.LeaderGroup(cfg.TransactionalID), id: cfg.InstanceID}
+			r, err := relay.New(cfg, db)
 			if err != nil {
 				return nil, err
 			}

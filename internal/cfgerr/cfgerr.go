@@ -93,3 +93,23 @@ func Under(prefix string, keys map[string]string, err error) error {
 	}
 	return &FieldError{Key: key, Msg: fe.Msg}
 }
+
+// TopicName returns why name is not a valid Kafka topic name, or nil.
+func TopicName(name string) error {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return fmt.Errorf("invalid topic name %q", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("invalid topic name %q: only [a-zA-Z0-9._-]", name)
+		}
+	}
+	return nil
+}
+
+// Topic requires a valid Kafka topic name (see TopicName).
+func (c *Checks) Topic(key, name string) {
+	if err := TopicName(name); err != nil {
+		c.Bad(key, "%v", err)
+	}
+}

@@ -30,3 +30,14 @@ func TestUnderRekeysJoinedFieldErrors(t *testing.T) {
 		t.Error("no checks failed, Err() != nil")
 	}
 }
+
+func TestTopic(t *testing.T) {
+	for name, ok := range map[string]bool{"hyapp.room.events.v1": true, "a_b-C9": true, "": false, ".": false, "..": false,
+		"no spaces": false, "bad!": false, strings.Repeat("a", 249): true, strings.Repeat("a", 250): false} {
+		var c Checks
+		c.Topic("topic", name)
+		if err := c.Err(); (err == nil) != ok {
+			t.Errorf("Topic(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}

@@ -48,17 +48,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"mysql.max_idle_conns", func(c *Config) { c.MySQL.MaxIdleConns = -1 }},
 		{"mysql.conn_max_lifetime", func(c *Config) { c.MySQL.ConnMaxLife = 0 }},
 		{"shutdown.timeout", func(c *Config) { c.Shutdown.Timeout = 0 }},
-		{"relay.batch_size", func(c *Config) { c.Relay.BatchSize = 0 }},
-		{"relay.poll_interval", func(c *Config) { c.Relay.PollInterval = -1 }},
-		{"relay.gap_max_age", func(c *Config) { c.Relay.GapMaxAge = 0 }},
-		{"relay.max_open_gaps", func(c *Config) { c.Relay.MaxOpenGaps = 0 }},
-		{"relay.failover_timeout", func(c *Config) { c.Relay.FailoverTimeout = 0 }},
-		{"relay.failover_timeout", func(c *Config) { c.Relay.FailoverTimeout = Duration(100 * time.Millisecond) }},
-		{"relay.transactional_id", func(c *Config) { c.Relay.TransactionalID = "" }},
-		{"relay.max_record_bytes", func(c *Config) { c.Relay.MaxRecordBytes = 0 }},
-		{"relay.max_batch_bytes", func(c *Config) { c.Relay.MaxBatchBytes = 0 }},
-		{"relay.routes", func(c *Config) { c.Relay.Routes = map[string]string{"": "x"} }},
-		{"relay.routes.RoomGiftSent", func(c *Config) { c.Relay.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
 		{"process.commit_interval", func(c *Config) { c.Process.CommitInterval = 0 }},
 		{"process.commit_records", func(c *Config) { c.Process.CommitRecords = 0 }},
 		{"process.room_group", func(c *Config) { c.Process.RoomGroup = "" }},
@@ -144,10 +133,10 @@ func flatten(err error) []error {
 
 func TestValidateJoinsEveryProblem(t *testing.T) {
 	c := Default()
-	c.Relay.BatchSize = 0
-	c.Sink.BatchSize = 0
+	c.MySQL.MaxOpenConns = 0
+	c.Shutdown.Timeout = 0
 	err := c.Validate()
-	if !hasKey(err, "relay.batch_size") || !hasKey(err, "sink.batch_size") {
+	if !hasKey(err, "mysql.max_open_conns") || !hasKey(err, "shutdown.timeout") {
 		t.Fatalf("want both keys named, got %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
 // FieldError is an invalid configuration value. Key is the YAML path
@@ -115,28 +117,6 @@ func (c *Config) Validate() error {
 	positiveDur("mysql.conn_max_lifetime", c.MySQL.ConnMaxLife)
 	positiveDur("shutdown.timeout", c.Shutdown.Timeout)
 
-	positive("relay.batch_size", c.Relay.BatchSize)
-	positiveDur("relay.poll_interval", c.Relay.PollInterval)
-	positiveDur("relay.gap_max_age", c.Relay.GapMaxAge)
-	positive("relay.max_open_gaps", c.Relay.MaxOpenGaps)
-	positiveDur("relay.failover_timeout", c.Relay.FailoverTimeout)
-	if c.Relay.FailoverTimeout > 0 && c.Relay.FailoverTimeout.D() < time.Second {
-		bad("relay.failover_timeout", "must be at least 1s (got %s)", c.Relay.FailoverTimeout)
-	}
-	if c.Relay.TransactionalID == "" {
-		bad("relay.transactional_id", "must be set")
-	}
-	positive("relay.max_record_bytes", c.Relay.MaxRecordBytes)
-	positive("relay.max_batch_bytes", c.Relay.MaxBatchBytes)
-	for typ, topic := range c.Relay.Routes {
-		if typ == "" {
-			bad("relay.routes", "has an empty event_type")
-		}
-		if err := validTopicName(topic); err != nil {
-			bad("relay.routes."+typ, "%v", err)
-		}
-	}
-
 	positiveDur("process.commit_interval", c.Process.CommitInterval)
 	positive("process.commit_records", c.Process.CommitRecords)
 	if c.Process.RoomGroup == "" {
@@ -239,14 +219,4 @@ func (c *Config) ValidateIM() error {
 	return errors.Join(errs...)
 }
 
-func validTopicName(name string) error {
-	if name == "" || len(name) > 249 || name == "." || name == ".." {
-		return fmt.Errorf("invalid topic name %q", name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("invalid topic name %q: only [a-zA-Z0-9._-]", name)
-		}
-	}
-	return nil
-}
+func validTopicName(name string) error { return cfgerr.TopicName(name) }

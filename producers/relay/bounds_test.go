@@ -23,12 +23,12 @@ func TestBatchBytesBounded(t *testing.T) {
 	const mib = 1 << 20
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.MaxBatchBytes = 5 * mib
-	cfg.Relay.MaxRecordBytes = 7 * mib
-	big := cfg.Kafka.Topics.RoomEvents + ".big"
+	cfg := testConfig(t, k)
+	cfg.MaxBatchBytes = 5 * mib
+	cfg.MaxRecordBytes = 7 * mib
+	big := cfg.Topic + ".big"
 	createTopic(t, k, big, 16*mib)
-	cfg.Relay.Routes = map[string]string{"RoomMicChanged": big}
+	cfg.Routes = map[string]string{"RoomMicChanged": big}
 
 	var mu sync.Mutex
 	var batches []relay.BatchInfo
@@ -53,7 +53,7 @@ func TestBatchBytesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	x := startRelay(t, cfg, m.DB, nil, relay.WithHooks(hooks))
+	x := startRelay(t, withHooks(cfg, hooks), m.DB, nil)
 	waitCount(t, k, big, 10, 60*time.Second)
 
 	// A hole fill of 3 x 2 MiB: ids taken by an open transaction, rows
@@ -76,7 +76,7 @@ func TestBatchBytesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCount(t, k, big, 14, 60*time.Second)
-	waitCount(t, k, cfg.Kafka.Topics.DLQ, 1, 30*time.Second)
+	waitCount(t, k, cfg.DLQTopic, 1, 30*time.Second)
 	x.stop(t)
 
 	mu.Lock()
@@ -85,12 +85,12 @@ func TestBatchBytesBounded(t *testing.T) {
 	for _, b := range batches {
 		peak = max(peak, b.ReadBytes)
 		t.Logf("batch: %d rows, ids %d..%d, high %d, %d bytes read", b.Rows, b.FirstID, b.LastID, b.High, b.ReadBytes)
-		if b.ReadBytes > cfg.Relay.MaxBatchBytes && (b.Rows != 1 || b.ReadBytes > cfg.Relay.MaxBatchBytes+cfg.Relay.MaxRecordBytes) {
+		if b.ReadBytes > cfg.MaxBatchBytes && (b.Rows != 1 || b.ReadBytes > cfg.MaxBatchBytes+cfg.MaxRecordBytes) {
 			t.Errorf("batch of %d rows (ids %d..%d) read %d payload bytes, above relay.max_batch_bytes %d and not a single row within max_record_bytes",
-				b.Rows, b.FirstID, b.LastID, b.ReadBytes, cfg.Relay.MaxBatchBytes)
+				b.Rows, b.FirstID, b.LastID, b.ReadBytes, cfg.MaxBatchBytes)
 		}
 	}
-	t.Logf("%d batches, peak %d payload bytes read (max_batch_bytes %d, the alone row %d)", len(batches), peak, cfg.Relay.MaxBatchBytes, 6*mib)
+	t.Logf("%d batches, peak %d payload bytes read (max_batch_bytes %d, the alone row %d)", len(batches), peak, cfg.MaxBatchBytes, 6*mib)
 	if peak < 6*mib || peak > 6*mib+1024 {
 		t.Errorf("peak batch read %d bytes, want the 6 MiB row read alone (and a few small rows inline)", peak)
 	}
@@ -100,7 +100,7 @@ func TestBatchBytesBounded(t *testing.T) {
 	oracle := loadOracle(t, m.DB)
 	delete(oracle, "oversized")
 	checkExactlyOnce(t, oracle, drain(t, k, big))
-	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	dlq := drain(t, k, cfg.DLQTopic)
 	if len(dlq) != 1 || dlq[0].eventID() != "oversized" || dlq[0].headers["error_reason"] != "payload_too_large" ||
 		dlq[0].headers["payload_bytes"] != strconv.Itoa(9*mib) || len(dlq[0].value) != 0 {
 		t.Fatalf("dlq = %d records %+v, want the 9 MiB row as payload_too_large without its value", len(dlq), dlq)
@@ -115,12 +115,12 @@ func TestByteBudgetKeepsRoomOrder(t *testing.T) {
 	const mib = 1 << 20
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.MaxBatchBytes = 5 * mib
-	cfg.Relay.MaxRecordBytes = 4 * mib
-	big := cfg.Kafka.Topics.RoomEvents + ".big"
+	cfg := testConfig(t, k)
+	cfg.MaxBatchBytes = 5 * mib
+	cfg.MaxRecordBytes = 4 * mib
+	big := cfg.Topic + ".big"
 	createTopic(t, k, big, 8*mib)
-	cfg.Relay.Routes = map[string]string{"RoomMicChanged": big}
+	cfg.Routes = map[string]string{"RoomMicChanged": big}
 	ctx := context.Background()
 	row := func(room string, version int64, n int) outboxRow {
 		id := fmt.Sprintf("%s-v%d", room, version)
@@ -151,11 +151,11 @@ func TestByteBudgetKeepsRoomOrder(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var batches []relay.BatchInfo
-	y := startRelay(t, cfg, m.DB, nil, relay.WithHooks(relay.Hooks{BeforeCommit: func(_ context.Context, b relay.BatchInfo) {
+	y := startRelay(t, withHooks(cfg, relay.Hooks{BeforeCommit: func(_ context.Context, b relay.BatchInfo) {
 		mu.Lock()
 		batches = append(batches, b)
 		mu.Unlock()
-	}}))
+	}}), m.DB, nil)
 	waitCount(t, k, big, 5, 30*time.Second)
 	y.stop(t)
 	mu.Lock()

@@ -22,8 +22,8 @@ import (
 func TestCrashExactlyOnce(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.BatchSize = 500
+	cfg := testConfig(t, k)
+	cfg.BatchSize = 500
 	const total = 100_000
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	seed := rnd.Uint64()
@@ -62,8 +62,10 @@ func TestCrashExactlyOnce(t *testing.T) {
 					}
 				},
 			}
-			r, err := relay.New(cfg, m.DB, relay.WithHooks(hooks), relay.WithInstanceID(instance),
-				relay.WithLogger(quietLogger(t)))
+			rc := withHooks(cfg, hooks)
+			rc.InstanceID, rc.Logger = instance, quietLogger(t)
+			rc.Kafka.Logger = rc.Logger
+			r, err := relay.New(rc, m.DB)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +95,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 			if mode == 2 {
 				env = append(env, fmt.Sprintf("%s=%d", envKillAfter, rnd.IntN(8)))
 			}
-			c := startChild(t, fmt.Sprintf("crash-%d", i), cfg, env...)
+			c := startChild(t, fmt.Sprintf("crash-%d", i), cfg, m.DSN, env...)
 			if idx, _ := c.waitLine(0, "LEADER", 20*time.Second); idx < 0 {
 				t.Fatalf("crash %d: child never led: %q", i, c.snapshot())
 			}
@@ -117,10 +119,12 @@ func TestCrashExactlyOnce(t *testing.T) {
 	if commits.Load() == 0 {
 		t.Fatal("no incarnation committed anything: the crashes did not happen during the run")
 	}
-	x := startRelay(t, cfg, m.DB, quietLogger(t), relay.WithInstanceID(instance))
-	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, total, 120*time.Second)
+	final := cfg
+	final.InstanceID = instance
+	x := startRelay(t, final, m.DB, quietLogger(t))
+	waitCount(t, k, cfg.Topic, total, 120*time.Second)
 	x.stop(t)
-	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Kafka.Topics.RoomEvents))
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 	if a := metric(t, x.reg, "roomflow_relay_batches_total", "result", "committed"); a == 0 && commits.Load()*500 < total {
 		t.Errorf("final relay committed nothing yet rows remained")
 	}

@@ -16,9 +16,9 @@ import (
 func TestDeadLetters(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.MaxRecordBytes = 4096
-	cfg.Relay.Routes = map[string]string{"RoomGiftSent": cfg.Kafka.Topics.LuckyPoolInflow}
+	cfg := testConfig(t, k)
+	cfg.MaxRecordBytes = 4096
+	cfg.Routes = map[string]string{"RoomGiftSent": k.Config.Topics.LuckyPoolInflow}
 	x := startRelay(t, cfg, m.DB, nil)
 	ctx := context.Background()
 
@@ -34,12 +34,12 @@ func TestDeadLetters(t *testing.T) {
 	if err := insertRows(ctx, m.DB, rows); err != nil {
 		t.Fatal(err)
 	}
-	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, 3, 30*time.Second)
-	waitCount(t, k, cfg.Kafka.Topics.DLQ, 2, 30*time.Second)
-	waitCount(t, k, cfg.Kafka.Topics.LuckyPoolInflow, 1, 30*time.Second)
+	waitCount(t, k, cfg.Topic, 3, 30*time.Second)
+	waitCount(t, k, cfg.DLQTopic, 2, 30*time.Second)
+	waitCount(t, k, k.Config.Topics.LuckyPoolInflow, 1, 30*time.Second)
 	x.stop(t)
 
-	events := drain(t, k, cfg.Kafka.Topics.RoomEvents)
+	events := drain(t, k, cfg.Topic)
 	var ids []string
 	for _, r := range events {
 		ids = append(ids, r.eventID())
@@ -54,19 +54,19 @@ func TestDeadLetters(t *testing.T) {
 	if len(ids) != 3 || ids[0] != "ok-1" || ids[1] != "garbage" || ids[2] != "ok-2" {
 		t.Errorf("room events = %v, want [ok-1 garbage ok-2]", ids)
 	}
-	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	dlq := drain(t, k, cfg.DLQTopic)
 	reasons := map[string]string{}
 	for _, r := range dlq {
 		reasons[r.eventID()] = r.headers["error"]
 		if r.key != "r1" || r.headers["source"] != "room_outbox" || r.headers["source_id"] == "" ||
-			r.headers["source_topic"] != cfg.Kafka.Topics.RoomEvents || r.headers["room_version"] == "" {
+			r.headers["source_topic"] != cfg.Topic || r.headers["room_version"] == "" {
 			t.Errorf("dlq %s: key %q headers %v", r.eventID(), r.key, r.headers)
 		}
 	}
 	if len(dlq) != 2 || reasons["empty"] != "empty_payload" || reasons["huge"] != "payload_too_large" {
 		t.Errorf("dlq = %v, want empty->empty_payload, huge->payload_too_large", reasons)
 	}
-	gifts := drain(t, k, cfg.Kafka.Topics.LuckyPoolInflow)
+	gifts := drain(t, k, k.Config.Topics.LuckyPoolInflow)
 	if len(gifts) != 1 || gifts[0].eventID() != "gift" || !bytes.Equal(gifts[0].value, payloadFor("gift", 50)) {
 		t.Errorf("routed topic = %+v", gifts)
 	}
@@ -84,10 +84,10 @@ func TestDeadLetters(t *testing.T) {
 func TestBrokerRefusal(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	small := cfg.Kafka.Topics.RoomEvents + ".small"
+	cfg := testConfig(t, k)
+	small := cfg.Topic + ".small"
 	createTopic(t, k, small, 1500)
-	cfg.Relay.Routes = map[string]string{"RoomUserJoined": small}
+	cfg.Routes = map[string]string{"RoomUserJoined": small}
 	x := startRelay(t, cfg, m.DB, nil)
 
 	now := time.Now().UnixMilli()
@@ -100,16 +100,16 @@ func TestBrokerRefusal(t *testing.T) {
 	if err := insertRows(context.Background(), m.DB, rows); err != nil {
 		t.Fatal(err)
 	}
-	waitCount(t, k, cfg.Kafka.Topics.DLQ, 1, 60*time.Second)
+	waitCount(t, k, cfg.DLQTopic, 1, 60*time.Second)
 	waitCount(t, k, small, 2, 30*time.Second)
 	x.stop(t)
 
-	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	dlq := drain(t, k, cfg.DLQTopic)
 	if len(dlq) != 1 || dlq[0].eventID() != "j-big" || dlq[0].headers["error"] != "rejected_by_broker" ||
 		dlq[0].headers["payload_bytes"] != "5000" || dlq[0].headers["source_topic"] != small {
 		t.Fatalf("dlq = %+v", dlq)
 	}
-	got := append(drain(t, k, small), drain(t, k, cfg.Kafka.Topics.RoomEvents)...)
+	got := append(drain(t, k, small), drain(t, k, cfg.Topic)...)
 	oracle := loadOracle(t, m.DB)
 	delete(oracle, "j-big")
 	checkExactlyOnce(t, oracle, got)

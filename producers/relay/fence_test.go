@@ -19,7 +19,7 @@ import (
 func TestFencedLeaderCannotCommit(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
+	cfg := testConfig(t, k)
 	ctx := context.Background()
 
 	pinned := make(chan relay.BatchInfo, 1)
@@ -41,7 +41,7 @@ func TestFencedLeaderCannotCommit(t *testing.T) {
 			}
 		},
 	}
-	x := startRelay(t, cfg, m.DB, nil, relay.WithHooks(hooks))
+	x := startRelay(t, withHooks(cfg, hooks), m.DB, nil)
 	if err := insertRows(ctx, m.DB, seq("f", 1, 50, "room-f")); err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +53,14 @@ func TestFencedLeaderCannotCommit(t *testing.T) {
 
 	// The "new leader": same transactional id, InitProducerID, one
 	// committed transaction.
-	usurper := k.Client(t, kgo.TransactionalID(cfg.Relay.TransactionalID))
+	usurper := k.Client(t, kgo.TransactionalID(cfg.TransactionalID))
 	if _, _, err := usurper.ProducerID(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := usurper.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := usurper.ProduceSync(ctx, &kgo.Record{Topic: cfg.Kafka.Topics.DLQ, Value: []byte("usurper")}).FirstErr(); err != nil {
+	if err := usurper.ProduceSync(ctx, &kgo.Record{Topic: cfg.DLQTopic, Value: []byte("usurper")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := usurper.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -79,7 +79,7 @@ func TestFencedLeaderCannotCommit(t *testing.T) {
 	}
 	usurper.Close()
 	x.stop(t)
-	if got := drain(t, k, cfg.Kafka.Topics.RoomEvents); len(got) != 0 {
+	if got := drain(t, k, cfg.Topic); len(got) != 0 {
 		// The relay retried after being fenced and fenced the usurper in
 		// turn: then the rows are there, but exactly once.
 		checkExactlyOnce(t, loadOracle(t, m.DB), got)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -32,12 +31,12 @@ func seq(prefix string, from, n int, room string) []outboxRow {
 func TestOutOfOrderCommit(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.GapMaxAge = config.Duration(7 * time.Second)
+	cfg := testConfig(t, k)
+	cfg.GapMaxAge = 7 * time.Second
 	logs := &testenv.SyncBuffer{}
 	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx := context.Background()
-	topic := cfg.Kafka.Topics.RoomEvents
+	topic := cfg.Topic
 
 	if err := insertRows(ctx, m.DB, seq("a", 1, 10, "room-a")); err != nil {
 		t.Fatal(err)
@@ -116,7 +115,7 @@ func TestOutOfOrderCommit(t *testing.T) {
 		t.Errorf("no warn log for the abandoned id %d:\n%s", rbID, log)
 	}
 	// The abandoned id is on record in the DLQ, committed with the position.
-	dlq := drain(t, k, cfg.Kafka.Topics.DLQ)
+	dlq := drain(t, k, cfg.DLQTopic)
 	if len(dlq) != 1 || dlq[0].headers["error_reason"] != "gap_abandoned" || dlq[0].headers["gap_reason"] != "max_age" ||
 		dlq[0].headers["source_id_from"] != fmt.Sprint(rbID) || dlq[0].headers["source_id_to"] != fmt.Sprint(rbID) {
 		t.Errorf("dlq = %+v, want one gap_abandoned record for id %d", dlq, rbID)
@@ -136,8 +135,8 @@ func TestOutOfOrderCommit(t *testing.T) {
 func TestFirstStartBelowLowestID(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.BatchSize = 100
+	cfg := testConfig(t, k)
+	cfg.BatchSize = 100
 	ctx := context.Background()
 	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox AUTO_INCREMENT = 500000"); err != nil {
 		t.Fatal(err)
@@ -146,15 +145,15 @@ func TestFirstStartBelowLowestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := startRelay(t, cfg, m.DB, nil)
-	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, 250, 30*time.Second)
-	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got > float64(cfg.Relay.BatchSize) {
-		t.Errorf("open gaps = %v after a first start on a table starting at id 500000, want at most one batch (%d)", got, cfg.Relay.BatchSize)
+	waitCount(t, k, cfg.Topic, 250, 30*time.Second)
+	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got > float64(cfg.BatchSize) {
+		t.Errorf("open gaps = %v after a first start on a table starting at id 500000, want at most one batch (%d)", got, cfg.BatchSize)
 	}
 	if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_open_gaps"); got != 0 {
 		t.Errorf("abandoned %v ids at first start", got)
 	}
 	x.stop(t)
-	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Kafka.Topics.RoomEvents))
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 }
 
 // TestHoleSurvivesRestart: the open holes are part of the committed
@@ -163,8 +162,8 @@ func TestFirstStartBelowLowestID(t *testing.T) {
 func TestHoleSurvivesRestart(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	topic := cfg.Kafka.Topics.RoomEvents
+	cfg := testConfig(t, k)
+	topic := cfg.Topic
 
 	held := holdOneInsert(t, m.DB)
 	x := startRelay(t, cfg, m.DB, nil)
@@ -194,14 +193,16 @@ func TestHoleSurvivesRestart(t *testing.T) {
 func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.GapMaxAge = config.Duration(time.Hour)
+	cfg := testConfig(t, k)
+	cfg.GapMaxAge = time.Hour
 	ctx := context.Background()
-	topic := cfg.Kafka.Topics.RoomEvents
+	topic := cfg.Topic
 
 	held := holdOneInsert(t, m.DB)
 	behind := func() time.Time { return time.Now().Add(-3 * time.Hour) }
-	x := startRelay(t, cfg, m.DB, nil, relay.WithClock(behind))
+	behindCfg := cfg
+	behindCfg.Now = behind
+	x := startRelay(t, behindCfg, m.DB, nil)
 	waitCount(t, k, topic, 10, 30*time.Second)
 	x.stop(t)
 	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 1 {
@@ -235,9 +236,9 @@ func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
 func TestIDReissueStops(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
+	cfg := testConfig(t, k)
 	ctx := context.Background()
-	topic := cfg.Kafka.Topics.RoomEvents
+	topic := cfg.Topic
 	logs := &testenv.SyncBuffer{}
 	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err := insertRows(ctx, m.DB, seq("first-", 1, 20, "room-1")); err != nil {
@@ -317,11 +318,11 @@ func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
 func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.BatchSize = 5
-	cfg.Relay.PollInterval = config.Duration(3 * time.Second)
+	cfg := testConfig(t, k)
+	cfg.BatchSize = 5
+	cfg.PollInterval = 3 * time.Second
 	ctx := context.Background()
-	topic := cfg.Kafka.Topics.RoomEvents
+	topic := cfg.Topic
 	held, err := m.DB.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +343,7 @@ func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
 	}
 	var once sync.Once
 	hookErr := make(chan error, 1)
-	y := startRelay(t, cfg, m.DB, nil, relay.WithHooks(relay.Hooks{BeforeCommit: func(context.Context, relay.BatchInfo) {
+	y := startRelay(t, withHooks(cfg, relay.Hooks{BeforeCommit: func(context.Context, relay.BatchInfo) {
 		once.Do(func() {
 			// Room r's next row may only be inserted once its first committed;
 			// it lands in a full batch (four more rows after it).
@@ -352,7 +353,7 @@ func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
 			}
 			hookErr <- err
 		})
-	}}))
+	}}), m.DB, nil)
 	if err := <-hookErr; err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -56,22 +55,22 @@ func waitLeader(t *testing.T, d time.Duration, not *child, cs ...*child) (*child
 func TestTwoReplicas(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
-	cfg.Relay.BatchSize = 200
+	cfg := testConfig(t, k)
+	cfg.BatchSize = 200
 	if k.Fake != nil {
 		// session 3.3s: room for a loaded machine within the 5s bound
-		cfg.Relay.FailoverTimeout = config.Duration(5 * time.Second)
+		cfg.FailoverTimeout = 5 * time.Second
 	}
-	failover := cfg.Relay.FailoverTimeout.D()
+	failover := cfg.FailoverTimeout
 	ctx := context.Background()
 	dir := t.TempDir()
 	freeze := func(name string) string { return filepath.Join(dir, name+".freeze") }
 
-	a := startChild(t, "a", cfg, envFreezeFile+"="+freeze("a"))
+	a := startChild(t, "a", cfg, m.DSN, envFreezeFile+"="+freeze("a"))
 	if idx, _ := a.waitLine(0, "LEADER", 20*time.Second); idx < 0 {
 		t.Fatalf("first replica never led: %q", a.snapshot())
 	}
-	b := startChild(t, "b", cfg, envFreezeFile+"="+freeze("b"))
+	b := startChild(t, "b", cfg, m.DSN, envFreezeFile+"="+freeze("b"))
 	time.Sleep(failover / 2) // b joins the group as standby (or takes partition 0 in a handover)
 
 	// Rows keep arriving (about 4,000/s) until the scenario is over.
@@ -96,7 +95,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 
 	// 2. A third replica stands by; freeze the leader inside a transaction.
-	c := startChild(t, "c", cfg)
+	c := startChild(t, "c", cfg, m.DSN)
 	time.Sleep(failover / 2)
 	if leaderOf(a, b, c) != l2 {
 		// the joining standby may have been handed partition 0; freeze whoever leads
@@ -152,7 +151,7 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := countRows(t, m.DB)
-	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, total, 120*time.Second)
+	waitCount(t, k, cfg.Topic, total, 120*time.Second)
 	for _, x := range []*child{a, b, c} {
 		select {
 		case <-x.exited:
@@ -164,5 +163,5 @@ func TestTwoReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("failed commits after the freeze: new leader %d, resumed %d", l3.count("COMMIT_FAILED"), l2.count("COMMIT_FAILED"))
-	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Kafka.Topics.RoomEvents))
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 }

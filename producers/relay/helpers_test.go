@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -253,17 +254,35 @@ func waitCount(t testing.TB, k *testenv.Kafka, topic string, count int, d time.D
 	}
 }
 
-// testConfig is a config on k and m tuned for fast tests.
-func testConfig(t testing.TB, k *testenv.Kafka, m *testenv.MySQL) *config.Config {
-	cfg := testenv.Config(t, k, m)
-	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
-	cfg.Shutdown.Timeout = config.Duration(10 * time.Second)
+// testConfig is a relay on k's topics with a transactional id of its own,
+// tuned for fast tests; the other settings keep New's defaults.
+func testConfig(t testing.TB, k *testenv.Kafka) relay.Config {
+	cfg := relay.Config{
+		TransactionalID: testenv.UniqueName(t) + "-relay",
+		Topic:           k.Config.Topics.RoomEvents,
+		DLQTopic:        k.Config.Topics.DLQ,
+		OffsetsTopic:    k.Config.Topics.RelayOffsets,
+		PollInterval:    20 * time.Millisecond,
+		ShutdownTimeout: 10 * time.Second,
+		FailoverTimeout: 9 * time.Second, // session 6s: a default broker's minimum
+		Kafka:           k.Cluster(),
+	}
 	if k.Fake != nil {
-		cfg.Relay.FailoverTimeout = config.Duration(3 * time.Second)
-	} else {
-		cfg.Relay.FailoverTimeout = config.Duration(9 * time.Second) // session 6s: a default broker's minimum
+		cfg.FailoverTimeout = 3 * time.Second
 	}
 	return cfg
+}
+
+// unconnectedConfig is a valid relay config whose broker accepts no
+// connection.
+func unconnectedConfig(t testing.TB) relay.Config {
+	return relay.Config{
+		TransactionalID: testenv.UniqueName(t) + "-relay",
+		Topic:           "events",
+		DLQTopic:        "dlq",
+		OffsetsTopic:    "offsets",
+		Kafka:           kafkax.Cluster{Brokers: []string{testenv.ClosedAddr(t)}},
+	}
 }
 
 // newKafka is a cluster whose group session minimum allows short tests.
@@ -293,16 +312,19 @@ func (x *running) stop(t testing.TB) {
 	}
 }
 
-func startRelay(t testing.TB, cfg *config.Config, db *sql.DB, log *slog.Logger, opts ...relay.Opt) *running {
+// startRelay runs a relay on cfg with a registry of its own and log (nil:
+// info and above to t.Log) for the relay's and its Kafka clients' lines.
+func startRelay(t testing.TB, cfg relay.Config, db *sql.DB, log *slog.Logger) *running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	cfg.Logger, cfg.Registerer, cfg.Kafka.Logger = log, reg, log
 	if os.Getenv("ROOMFLOW_RELAY_HELPER_KGO_DEBUG") == "1" {
-		opts = append(opts, relay.WithKafkaOpts(kgo.WithLogger(kgo.BasicLogger(testWriter{t}, kgo.LogLevelDebug, nil))))
+		cfg.Kafka.Extra = append(slices.Clip(cfg.Kafka.Extra), kgo.WithLogger(kgo.BasicLogger(testWriter{t}, kgo.LogLevelDebug, nil)))
 	}
-	r, err := relay.New(cfg, db, append([]relay.Opt{relay.WithLogger(log), relay.WithRegisterer(reg)}, opts...)...)
+	r, err := relay.New(cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +339,12 @@ func startRelay(t testing.TB, cfg *config.Config, db *sql.DB, log *slog.Logger, 
 		}
 	})
 	return x
+}
+
+// withHooks is cfg with hooks h.
+func withHooks(cfg relay.Config, h relay.Hooks) relay.Config {
+	cfg.Hooks = h
+	return cfg
 }
 
 // metric is testenv.Metric on reg, failing the test when no series of

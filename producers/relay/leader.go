@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hyapp/roomflow/internal/config"
 )
 
-// LeaderGroup is the consumer group the replicas sharing cfg's
-// transactional id elect their leader in.
-func LeaderGroup(cfg config.RelayConfig) string { return cfg.TransactionalID + ".leader" }
+// LeaderGroup is the consumer group the replicas sharing transactionalID
+// (Config.TransactionalID) elect their leader in.
+func LeaderGroup(transactionalID string) string { return transactionalID + ".leader" }
 
 // elector picks one active relay among replicas sharing
 // relay.transactional_id, with Kafka's own group protocol instead of a

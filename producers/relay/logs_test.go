@@ -15,15 +15,16 @@ import (
 // Kafka clients' warnings carry their own component (relay-leader, ...)
 // once, its own lines component=relay.
 func TestRelayLogsUnderOneComponent(t *testing.T) {
-	cfg := testenv.Config(t, nil, nil)
-	cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)}
+	cfg := unconnectedConfig(t)
 	db, err := sql.Open("mysql", testenv.ServerDSN()) // never used: the relay never leads
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	logs := &testenv.SyncBuffer{}
-	r, err := relay.New(cfg, db, relay.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Kafka.Logger = cfg.Logger
+	r, err := relay.New(cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // series like every other component, instead of the second failing to
 // build with "duplicate metrics collector registration".
 func TestTwoRelaysShareOneRegistry(t *testing.T) {
-	cfg := testenv.Config(t, nil, nil)
+	cfg := unconnectedConfig(t)
 	db, err := sql.Open("mysql", testenv.ServerDSN()) // never used: the relays never run
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +22,8 @@ func TestTwoRelaysShareOneRegistry(t *testing.T) {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	for i := range 2 {
-		if _, err := relay.New(cfg, db, relay.WithRegisterer(reg)); err != nil {
+		cfg.Registerer = reg
+		if _, err := relay.New(cfg, db); err != nil {
 			t.Fatalf("relay %d: %v", i+1, err)
 		}
 	}

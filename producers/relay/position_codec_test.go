@@ -13,7 +13,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -193,22 +194,23 @@ func clz(v uint64) int {
 	return n
 }
 
-// TestNewRejectsOpenGapsThatCannotFit: a relay.max_open_gaps whose
+// TestNewRejectsOpenGapsThatCannotFit: a MaxOpenGaps whose
 // worst-case position exceeds a Kafka record is refused at start, naming
-// the key. Today's relay accepts a million and fails every commit once
+// the key (max_open_gaps). A relay that accepted a million would fail every commit once
 // about 500k gaps are open.
 func TestNewRejectsOpenGapsThatCannotFit(t *testing.T) {
-	cfg := config.Default()
-	cfg.Relay.MaxOpenGaps = 1_000_000
-	_, err := New(&cfg, nilDB(t))
-	var fe *config.FieldError
-	if !errors.As(err, &fe) || fe.Key != "relay.max_open_gaps" {
-		t.Fatalf("New with 1,000,000 open gaps: %v, want a relay.max_open_gaps field error", err)
+	cfg := Config{TransactionalID: "roomflow-relay", Topic: "events", DLQTopic: "dlq", OffsetsTopic: "offsets",
+		Kafka: kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}}
+	cfg.MaxOpenGaps = 1_000_000
+	_, err := New(cfg, nilDB(t))
+	var fe *cfgerr.FieldError
+	if !errors.As(err, &fe) || fe.Key != "max_open_gaps" {
+		t.Fatalf("New with 1,000,000 open gaps: %v, want a max_open_gaps field error", err)
 	}
 	t.Log(err)
-	cfg.Relay.MaxOpenGaps = MaxOpenGapsFor(cfg.Relay.TransactionalID, cfg.Relay.GapMaxAge.D())
-	if _, err := New(&cfg, nilDB(t)); err != nil {
-		t.Fatalf("New at the limit %d: %v", cfg.Relay.MaxOpenGaps, err)
+	cfg.MaxOpenGaps = MaxOpenGapsFor(cfg.TransactionalID, DefaultGapMaxAge)
+	if _, err := New(cfg, nilDB(t)); err != nil {
+		t.Fatalf("New at the limit %d: %v", cfg.MaxOpenGaps, err)
 	}
 }
 

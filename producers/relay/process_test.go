@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -37,12 +39,50 @@ import (
 // ROOMFLOW_RELAY_HELPER_STDERR_DIR=<dir>.
 const (
 	envHelper     = "ROOMFLOW_RELAY_HELPER"             // "1" in a child
-	envConfig     = "ROOMFLOW_RELAY_HELPER_CONFIG"      // config.Config as JSON
+	envConfig     = "ROOMFLOW_RELAY_HELPER_CONFIG"      // childConfig as JSON
 	envInstance   = "ROOMFLOW_RELAY_HELPER_INSTANCE"    // static member id, optional
 	envKillAfter  = "ROOMFLOW_RELAY_HELPER_KILL_AFTER"  // SIGKILL self before the commit after N commits
 	envFreezeFile = "ROOMFLOW_RELAY_HELPER_FREEZE_FILE" // when this file exists: park before a commit until <file>.continue exists
 	helperPrefix  = "RELAYHELPER "
 )
+
+// childConfig is what a child relay runs with: the settings of the
+// parent's relay.Config (its hooks, logger, registry and clients do not
+// cross a process) and the database.
+type childConfig struct {
+	DSN             string
+	Brokers         []string
+	ClientID        string
+	TransactionalID string
+	Topic           string
+	DLQTopic        string
+	OffsetsTopic    string
+	BatchSize       int
+	PollInterval    time.Duration
+	GapMaxAge       time.Duration
+	MaxOpenGaps     int
+	FailoverTimeout time.Duration
+	ShutdownTimeout time.Duration
+	MaxRecordBytes  int
+	MaxBatchBytes   int
+	Routes          map[string]string
+}
+
+func newChildConfig(cfg relay.Config, dsn string) childConfig {
+	return childConfig{DSN: dsn, Brokers: cfg.Kafka.Brokers, ClientID: cfg.Kafka.ClientID,
+		TransactionalID: cfg.TransactionalID, Topic: cfg.Topic, DLQTopic: cfg.DLQTopic, OffsetsTopic: cfg.OffsetsTopic,
+		BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, GapMaxAge: cfg.GapMaxAge, MaxOpenGaps: cfg.MaxOpenGaps,
+		FailoverTimeout: cfg.FailoverTimeout, ShutdownTimeout: cfg.ShutdownTimeout,
+		MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchBytes: cfg.MaxBatchBytes, Routes: cfg.Routes}
+}
+
+func (c childConfig) relay() relay.Config {
+	return relay.Config{Kafka: kafkax.Cluster{Brokers: c.Brokers, ClientID: c.ClientID},
+		TransactionalID: c.TransactionalID, Topic: c.Topic, DLQTopic: c.DLQTopic, OffsetsTopic: c.OffsetsTopic,
+		BatchSize: c.BatchSize, PollInterval: c.PollInterval, GapMaxAge: c.GapMaxAge, MaxOpenGaps: c.MaxOpenGaps,
+		FailoverTimeout: c.FailoverTimeout, ShutdownTimeout: c.ShutdownTimeout,
+		MaxRecordBytes: c.MaxRecordBytes, MaxBatchBytes: c.MaxBatchBytes, Routes: c.Routes}
+}
 
 // TestHelperRelayProcess is not a test: it is the body of a child relay
 // process and returns at once unless ROOMFLOW_RELAY_HELPER=1.
@@ -51,14 +91,14 @@ func TestHelperRelayProcess(t *testing.T) {
 		return
 	}
 	say := func(format string, args ...any) { fmt.Printf(helperPrefix+format+"\n", args...) }
-	var cfg config.Config
-	if err := json.Unmarshal([]byte(os.Getenv(envConfig)), &cfg); err != nil {
+	var child childConfig
+	if err := json.Unmarshal([]byte(os.Getenv(envConfig)), &child); err != nil {
 		say("ERROR config: %v", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	db, err := openTuned(ctx, child.DSN)
 	if err != nil {
 		say("ERROR mysql: %v", err)
 		os.Exit(2)
@@ -110,15 +150,15 @@ func TestHelperRelayProcess(t *testing.T) {
 			say("COMMITTED %d", b.LastID)
 		},
 	}
-	opts := []relay.Opt{relay.WithHooks(hooks),
-		relay.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
+	cfg := child.relay()
+	cfg.Hooks = hooks
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Kafka.Logger = cfg.Logger
 	if os.Getenv("ROOMFLOW_RELAY_HELPER_KGO_DEBUG") == "1" {
-		opts = append(opts, relay.WithKafkaOpts(kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil))))
+		cfg.Kafka.Extra = []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil))}
 	}
-	if id := os.Getenv(envInstance); id != "" {
-		opts = append(opts, relay.WithInstanceID(id))
-	}
-	r, err := relay.New(&cfg, db, opts...)
+	cfg.InstanceID = os.Getenv(envInstance)
+	r, err := relay.New(cfg, db)
 	if err != nil {
 		say("ERROR new: %v", err)
 		os.Exit(2)
@@ -128,6 +168,26 @@ func TestHelperRelayProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	say("EXITED")
+}
+
+// openTuned opens dsn with the driver settings roomflow's own pool uses
+// (mysqlx.Tune) and checks that the server answers.
+func openTuned(ctx context.Context, dsn string) (*sql.DB, error) {
+	dc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	mysqlx.Tune(dc)
+	connector, err := mysql.NewConnector(dc)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // child is a relay process started by a test.
@@ -142,9 +202,11 @@ type child struct {
 	stderr *testenv.SyncBuffer
 }
 
-func startChild(t testing.TB, name string, cfg *config.Config, env ...string) *child {
+// startChild starts a child relay on cfg's settings reading the database
+// at dsn.
+func startChild(t testing.TB, name string, cfg relay.Config, dsn string, env ...string) *child {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
+	raw, err := json.Marshal(newChildConfig(cfg, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}

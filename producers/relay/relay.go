@@ -5,14 +5,14 @@
 // # Reading
 //
 // The relay reads rows in id order with plain consistent reads,
-// `SELECT ... FROM room_outbox WHERE id > ? ORDER BY id LIMIT relay.batch_size`,
+// `SELECT ... FROM room_outbox WHERE id > ? ORDER BY id LIMIT <BatchSize>`,
 // re-polling at once while batches are full and sleeping
-// relay.poll_interval when idle. It never locks or writes the table and
+// PollInterval when idle. It never locks or writes the table and
 // never uses SERIALIZABLE, so room-service's writes never wait on it.
 // Reads are bounded by bytes too: a batch reads LENGTH(payload) with the
 // other columns (small payloads inline) and loads the larger payloads of
-// the prefix that fits relay.max_batch_bytes (a larger row alone; one over
-// relay.max_record_bytes, bound for the DLQ, not at all), see Source.
+// the prefix that fits MaxBatchBytes (a larger row alone; one over
+// MaxRecordBytes, bound for the DLQ, not at all), see Source.
 //
 // # Gaps
 //
@@ -24,12 +24,13 @@
 // clock ages a hole), looks them up again with `WHERE id IN (...)` once
 // per poll interval (a bounded rotation of them when many are open, see
 // Tracker.ProbeIDs) and the youngest ones with every batch that found new
-// rows, and relays a row that fills a hole as soon as it appears. A hole older than relay.gap_max_age is given up
+// rows, and relays a row that fills a hole as soon as it appears. A hole
+// older than GapMaxAge is given up
 // (roomflow_relay_gaps_abandoned_total, a warn log, and a gap_abandoned
 // record on the DLQ topic in the same transaction, see Router.GapRecord);
-// at most relay.max_open_gaps holes are remembered, the oldest being
+// at most MaxOpenGaps holes are remembered, the oldest being
 // given up first when the bound is reached. Consequently an insert
-// transaction that stays open longer than gap_max_age is not relayed: that
+// transaction that stays open longer than GapMaxAge is not relayed: that
 // is the trade the bound buys. A relay with no committed position starts
 // one batch below the lowest id present, so purged early rows are not
 // mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
@@ -39,8 +40,7 @@
 // # Exactly once
 //
 // The relay's position (high-water id plus open holes, see Position) is a
-// record in the compacted kafka.topics.relay_offsets topic, key
-// relay.transactional_id, written in the same Kafka transaction as the
+// record in the compacted OffsetsTopic, key TransactionalID, written in the same Kafka transaction as the
 // records it covers — like Kafka Connect's source offsets. A
 // read_committed consumer therefore sees every row exactly once whatever
 // instant the relay crashes at: a batch is either committed together with
@@ -50,10 +50,10 @@
 //
 // # High availability
 //
-// Any number of replicas may run with the same relay.transactional_id.
+// Any number of replicas may run with the same TransactionalID.
 // Exactly one leads (see elector: a consumer group whose owner of partition
 // 0 of the offsets topic leads, session timeout two thirds of
-// relay.failover_timeout). A standby takes over when the leader's session
+// FailoverTimeout). A standby takes over when the leader's session
 // expires; its InitProducerID fences the old leader's transactional
 // producer, so a paused or partitioned former leader can no longer commit.
 //
@@ -62,13 +62,13 @@
 // key = room_id, value = payload exactly as stored (never decoded),
 // timestamp = occurred_at_ms, headers event_id, event_type, app_code,
 // room_version, occurred_at_ms, content-type: application/x-protobuf. Topic
-// by event_type through relay.routes, default kafka.topics.room_events.
+// by event_type through Routes, default Topic.
 // Records are produced in the order their rows became visible (a late row
 // after the rows that overtook it). Per-room order therefore holds as long
 // as a room's rows commit in room_version order, which room-service's
 // serial per-room writes guarantee; the relay does not reorder.
-// Rows with an empty payload or larger than relay.max_record_bytes (or
-// refused by the broker) go to kafka.topics.dlq in the same transaction,
+// Rows with an empty payload or larger than MaxRecordBytes (or
+// refused by the broker) go to DLQTopic in the same transaction,
 // built by schemas/envelope's DeadLetter with stage "relay", "error" and
 // "error_reason" headers naming the reason (see DLQReason) and the row as
 // source (source=room_outbox, source_id); the relay never stalls on them.
@@ -77,9 +77,28 @@
 //
 // On cancel the relay stops reading, aborts the open transaction if it has
 // not reached its commit point (or finishes the commit if it has, bounded by
-// shutdown.timeout), closes its Kafka clients and leaves the group so a
+// ShutdownTimeout), closes its Kafka clients and leaves the group so a
 // standby takes over at once. A half-applied position cannot exist: the
 // position is only ever written inside the transaction.
+//
+// # Configuration
+//
+// Every setting above is a field of Config (the names in this
+// documentation); `roomflow relay` maps its relay.*, kafka.* and
+// shutdown.timeout keys onto one. A minimal relay:
+//
+//	r, err := relay.New(relay.Config{
+//		TransactionalID: "roomflow-relay",
+//		Topic:           "hyapp.room.events.v1",
+//		DLQTopic:        "hyapp.room.events.dlq.v1",
+//		OffsetsTopic:    "roomflow.relay.offsets.v1",
+//		Kafka:           kafkax.Cluster{Brokers: []string{"localhost:9092"}},
+//		Registerer:      prometheus.DefaultRegisterer,
+//	}, db)
+//	if err != nil {
+//		return err // a *cfgerr.FieldError per bad field, e.g. "batch_size"
+//	}
+//	return r.Run(ctx)
 package relay
 
 import (
@@ -88,16 +107,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
@@ -132,61 +150,15 @@ type Hooks struct {
 	AfterCommit func(b BatchInfo, err error)
 }
 
-// Opt configures a Relay.
-type Opt func(*Relay)
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Opt { return func(r *Relay) { r.log = l } }
-
-// WithRegisterer registers the roomflow_relay_* metrics on reg (default:
-// not registered).
-func WithRegisterer(reg prometheus.Registerer) Opt { return func(r *Relay) { r.reg = reg } }
-
-// WithKafkaMetrics adds the roomflow_kafka_* client metrics on reg.
-func WithKafkaMetrics(reg prometheus.Registerer) Opt { return func(r *Relay) { r.kafkaReg = reg } }
-
-// WithKafkaOpts appends franz-go options to every client the relay
-// creates (for example TLS or SASL, or a more verbose logger); options that
-// the relay's correctness depends on (transactional id, partitioner,
-// isolation level, group settings) are applied after them and win.
-func WithKafkaOpts(opts ...kgo.Opt) Opt {
-	return func(r *Relay) { r.kopts = append(r.kopts, opts...) }
-}
-
-// WithHooks installs hooks.
-func WithHooks(h Hooks) Opt { return func(r *Relay) { r.hooks = h } }
-
-// WithInstanceID makes this replica a static member of the leader group
-// (KIP-345): a restarted replica with the same id takes its old place at
-// once instead of waiting for the old session to time out. Ids must be
-// unique among running replicas (e.g. a StatefulSet pod name).
-func WithInstanceID(id string) Opt { return func(r *Relay) { r.instanceID = id } }
-
-// WithClock replaces time.Now (gap ages, lag).
-func WithClock(now func() time.Time) Opt { return func(r *Relay) { r.now = now } }
-
-// WithTable reads another table of room_outbox's shape (default room_outbox).
-func WithTable(name string) Opt { return func(r *Relay) { r.table = name } }
-
 // Relay is the outbox relay component. Create it with New and run it with
 // Run; it is an app.Component.
 type Relay struct {
-	cfg        config.RelayConfig
-	kcfg       config.KafkaConfig
-	shutdown   time.Duration
-	db         *sql.DB
-	table      string
-	src        *Source
-	router     Router
-	log        *slog.Logger // tagged component=relay
-	klog       *slog.Logger // untagged, for kafkax, which tags each client
-	reg        prometheus.Registerer
-	kafkaReg   prometheus.Registerer
-	m          *metrics
-	hooks      Hooks
-	instanceID string
-	now        func() time.Time
-	kopts      []kgo.Opt
+	cfg    Config // defaulted
+	db     *sql.DB
+	src    *Source
+	router Router
+	log    *slog.Logger // cfg.Logger tagged component=relay
+	m      *metrics
 
 	started atomic.Bool
 
@@ -199,44 +171,33 @@ type Relay struct {
 	suspect  map[uint64]bool
 }
 
-// New builds a relay on cfg reading db. It fails on a config that does not
-// validate or metrics that cannot be registered; it does not connect yet.
-func New(cfg *config.Config, db *sql.DB, opts ...Opt) (*Relay, error) {
+// New builds a relay on cfg reading db. It fills cfg's defaults and fails
+// on a config that does not validate (the error as Validate returns it) or
+// metrics that cannot be registered; it does not connect yet.
+func New(cfg Config, db *sql.DB) (*Relay, error) {
 	if db == nil {
 		return nil, errors.New("relay: nil database")
 	}
+	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if limit := MaxOpenGapsFor(cfg.Relay.TransactionalID, cfg.Relay.GapMaxAge.D()); cfg.Relay.MaxOpenGaps > limit {
-		return nil, &config.FieldError{Key: "relay.max_open_gaps", Msg: fmt.Sprintf(
-			"must be at most %d with relay.gap_max_age %s (got %d): a position with more open gaps can exceed the %d bytes a position record may take",
-			limit, cfg.Relay.GapMaxAge, cfg.Relay.MaxOpenGaps, positionValueLimit(cfg.Relay.TransactionalID))}
-	}
+	cfg.Routes = maps.Clone(cfg.Routes)
 	r := &Relay{
-		cfg:      cfg.Relay,
-		kcfg:     cfg.Kafka,
-		shutdown: cfg.Shutdown.Timeout.D(),
-		db:       db,
-		table:    "room_outbox",
-		log:      slog.Default(),
-		now:      time.Now,
-		forced:   map[uint64]DLQReason{},
-		suspect:  map[uint64]bool{},
+		cfg:     cfg,
+		db:      db,
+		src:     NewSource(db, cfg.Table),
+		log:     cfg.Logger.With("component", Component),
+		forced:  map[uint64]DLQReason{},
+		suspect: map[uint64]bool{},
+		router: Router{
+			Default:        cfg.Topic,
+			Routes:         cfg.Routes,
+			DLQ:            cfg.DLQTopic,
+			MaxRecordBytes: cfg.MaxRecordBytes,
+		},
 	}
-	for _, o := range opts {
-		o(r)
-	}
-	r.klog = r.log
-	r.log = r.log.With("component", Component)
-	r.src = NewSource(db, r.table)
-	r.router = Router{
-		Default:        cfg.Kafka.Topics.RoomEvents,
-		Routes:         cfg.Relay.Routes,
-		DLQ:            cfg.Kafka.Topics.DLQ,
-		MaxRecordBytes: cfg.Relay.MaxRecordBytes,
-	}
-	r.m = newMetrics(r.reg)
+	r.m = newMetrics(cfg.Registerer)
 	return r, nil
 }
 
@@ -250,12 +211,12 @@ func (r *Relay) Ready() error {
 }
 
 // sessionTimeout is the leader group's session timeout: two thirds of
-// relay.failover_timeout, leaving the rest for the rebalance, fencing and
+// FailoverTimeout, leaving the rest for the rebalance, fencing and
 // reading the position back. Real brokers refuse less than
 // group.min.session.timeout.ms (6s by default), so a failover_timeout below
 // 9s needs that broker setting lowered.
 func (r *Relay) sessionTimeout() time.Duration {
-	return r.cfg.FailoverTimeout.D() * 2 / 3
+	return r.cfg.FailoverTimeout * 2 / 3
 }
 
 // Run relays until ctx is cancelled (returns nil) or the leader group
@@ -264,27 +225,27 @@ func (r *Relay) sessionTimeout() time.Duration {
 // down, and the next one starts again from the position committed in Kafka.
 func (r *Relay) Run(ctx context.Context) error {
 	el := newElector(r.log)
-	group := LeaderGroup(r.cfg)
-	gcl, err := kafkax.NewCluster(r.kcfg, r.kafkaReg, r.klog).NewClient(Component+"-leader",
-		append(append([]kgo.Opt(nil), r.kopts...), el.groupOpts(group, r.kcfg.Topics.RelayOffsets, r.sessionTimeout(), r.instanceID)...)...)
+	group := LeaderGroup(r.cfg.TransactionalID)
+	gcl, err := r.cfg.Kafka.NewClient(Component+"-leader",
+		el.groupOpts(group, r.cfg.OffsetsTopic, r.sessionTimeout(), r.cfg.InstanceID)...)
 	if err != nil {
 		return fmt.Errorf("relay: leader group client: %w", err)
 	}
 	el.cl = gcl
 	// Membership is all the elector needs; the positions themselves are
 	// read by the leader alone (loadPosition).
-	gcl.PauseFetchTopics(r.kcfg.Topics.RelayOffsets)
+	gcl.PauseFetchTopics(r.cfg.OffsetsTopic)
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { el.run(pctx) })
 	defer func() {
 		pcancel()
 		// A dynamic member leaves the group here, so a standby takes over
-		// at once; a static one (WithInstanceID) does not, so that its
+		// at once; a static one (Config.InstanceID) does not, so that its
 		// restart leads again at once: on a deliberate stop its caller
 		// leaves for it (kafkax.LeaveGroup). Leaving may wait for a
 		// JoinGroup answer up to the rebalance timeout: bounded.
-		cctx, cancel := context.WithTimeout(context.Background(), r.shutdown)
+		cctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
 		kafkax.CloseWithin(cctx, gcl, r.log)
 		cancel()
 		wg.Wait()
@@ -303,8 +264,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		cancel()
 		if led {
 			r.m.isLeader.Set(0)
-			if r.hooks.OnLeader != nil {
-				r.hooks.OnLeader(false)
+			if r.cfg.Hooks.OnLeader != nil {
+				r.cfg.Hooks.OnLeader(false)
 			}
 		}
 		if ctx.Err() != nil {
@@ -353,14 +314,14 @@ type batch struct {
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
 func (r *Relay) lead(ctx context.Context, led *bool) error {
-	txn, err := kafkax.NewCluster(r.kcfg, r.kafkaReg, r.klog).NewClient(Component, append(append([]kgo.Opt(nil), r.kopts...),
+	txn, err := r.cfg.Kafka.NewClient(Component,
 		kgo.TransactionalID(r.cfg.TransactionalID),
-		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout.D(), 10*time.Second)),
-		kgo.RecordPartitioner(newPartitioner(r.kcfg.Topics.RelayOffsets)),
+		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout, 10*time.Second)),
+		kgo.RecordPartitioner(newPartitioner(r.cfg.OffsetsTopic)),
 		kgo.ProducerBatchMaxBytes(int32(max(r.cfg.MaxRecordBytes, 1<<20))),
 		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
 		kgo.ProducerLinger(0),
-	)...)
+	)
 	if err != nil {
 		return fmt.Errorf("relay: transactional client: %w", err)
 	}
@@ -372,8 +333,10 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if _, _, err := txn.ProducerID(ctx); err != nil {
 		return fmt.Errorf("relay: init producer id: %w", err)
 	}
-	pos, found, err := loadPosition(ctx, txn, append(kafkax.NewCluster(r.kcfg, nil, r.klog).Opts(Component+"-position"), r.kopts...),
-		r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID)
+	// The short-lived position reader reports no client metrics.
+	position := r.cfg.Kafka
+	position.Metrics = nil
+	pos, found, err := loadPosition(ctx, txn, position.Opts(Component+"-position"), r.cfg.OffsetsTopic, r.cfg.TransactionalID)
 	if err != nil {
 		return err
 	}
@@ -385,13 +348,13 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	if err := r.checkReissue(ctx, pos.High); err != nil {
 		return err
 	}
-	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge.D(), r.now())
+	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge, r.cfg.Now())
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
 	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
 	*led = true
 	r.m.isLeader.Set(1)
-	if r.hooks.OnLeader != nil {
-		r.hooks.OnLeader(true)
+	if r.cfg.Hooks.OnLeader != nil {
+		r.cfg.Hooks.OnLeader(true)
 	}
 
 	rctx, rcancel := context.WithCancel(ctx)
@@ -449,8 +412,8 @@ const reissueCheckEvery = time.Second
 // them (a bounded rotation when many are open) once per poll interval,
 // and the youngest maxInList in every other batch that scanned rows. Both
 // reads bring sizes and only small payloads inline (each at most half of
-// relay.max_batch_bytes in all); the batch then takes filled holes first
-// and scanned rows after them within the relay.max_batch_bytes budget (see
+// MaxBatchBytes in all); the batch then takes filled holes first
+// and scanned rows after them within the MaxBatchBytes budget (see
 // Budget) and loads just their larger payloads. A batch so reads at most
 // max_batch_bytes, or one larger row alone besides its inline reads.
 //
@@ -467,9 +430,9 @@ const reissueCheckEvery = time.Second
 func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
 	var lastProbe, lastReissueCheck time.Time
 	var pending []uint64 // found holes the last budget left behind
-	poll := r.cfg.PollInterval.D()
+	poll := r.cfg.PollInterval
 	for {
-		started := r.now()
+		started := r.cfg.Now()
 		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, r.cfg.MaxBatchBytes/2/r.cfg.BatchSize)
 		if err != nil {
 			return err
@@ -598,7 +561,7 @@ func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
 	}
 	if next != 0 && next <= high {
 		r.m.idReissue.Set(1)
-		return &IDReissueError{Table: r.table, AutoIncrement: next, High: high}
+		return &IDReissueError{Table: r.cfg.Table, AutoIncrement: next, High: high}
 	}
 	r.m.idReissue.Set(0)
 	return nil
@@ -654,13 +617,13 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 			}
 		})
 	}
-	posRec := positionRecord(r.kcfg.Topics.RelayOffsets, r.cfg.TransactionalID, b.pos)
+	posRec := positionRecord(r.cfg.OffsetsTopic, r.cfg.TransactionalID, b.pos)
 	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			res.fail(fmt.Errorf("relay: produce position: %w", err))
 		}
 	})
-	commitStart := r.now()
+	commitStart := r.cfg.Now()
 	if err := r.flushBatch(ctx, txn, &res); err != nil {
 		r.abort(txn)
 		return err
@@ -759,20 +722,20 @@ func (r *Relay) flushBatch(ctx context.Context, txn *kgo.Client, res *produced) 
 
 // endBatch is the commit point: once the batch is flushed and ctx still
 // runs, it commits and finishes the commit even if ctx ends meanwhile,
-// within shutdown.timeout. On error the transaction is aborted.
+// within ShutdownTimeout. On error the transaction is aborted.
 func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
-	if r.hooks.BeforeCommit != nil {
-		r.hooks.BeforeCommit(ctx, b.info)
+	if r.cfg.Hooks.BeforeCommit != nil {
+		r.cfg.Hooks.BeforeCommit(ctx, b.info)
 	}
 	if err := ctx.Err(); err != nil {
 		r.abort(txn)
 		return err
 	}
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.shutdown)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
 	err := txn.EndTransaction(ectx, kgo.TryCommit)
 	cancel()
-	if r.hooks.AfterCommit != nil {
-		r.hooks.AfterCommit(b.info, err)
+	if r.cfg.Hooks.AfterCommit != nil {
+		r.cfg.Hooks.AfterCommit(b.info, err)
 	}
 	if err != nil {
 		r.abort(txn)
@@ -784,7 +747,7 @@ func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
 // committed records a committed batch: metrics, logs of its abandoned gaps
 // and dead-lettered rows, and the end of its rows' refusal bookkeeping.
 func (r *Relay) committed(b *batch, dead []deadRow, newest int64, commitStart time.Time) {
-	now := r.now()
+	now := r.cfg.Now()
 	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
 	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
 	r.m.batches.WithLabelValues("committed").Inc()
@@ -823,11 +786,11 @@ func (r *Relay) forget(b *batch) {
 }
 
 // abort ends the open transaction with an abort, best effort, within
-// shutdown.timeout. Whatever it cannot settle, the next leader's
+// ShutdownTimeout. Whatever it cannot settle, the next leader's
 // InitProducerID does.
 func (r *Relay) abort(txn *kgo.Client) {
 	r.m.batches.WithLabelValues("aborted").Inc()
-	ctx, cancel := context.WithTimeout(context.Background(), r.shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
 	defer cancel()
 	_ = txn.AbortBufferedRecords(ctx)
 	_ = txn.EndTransaction(ctx, kgo.TryAbort)

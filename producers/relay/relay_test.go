@@ -14,7 +14,7 @@ import (
 func TestConcurrentWriters(t *testing.T) {
 	k := newKafka(t)
 	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k, m)
+	cfg := testConfig(t, k)
 	x := startRelay(t, cfg, m.DB, nil)
 
 	const total = 50_000
@@ -24,7 +24,7 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("inserted %d rows in %s", total, time.Since(start))
-	waitCount(t, k, cfg.Kafka.Topics.RoomEvents, total, 90*time.Second)
+	waitCount(t, k, cfg.Topic, total, 90*time.Second)
 	t.Logf("counted at %s", time.Since(start))
 	if got := metric(t, x.reg, "roomflow_relay_is_leader"); got != 1 {
 		t.Errorf("is_leader = %v while relaying alone, want 1", got)
@@ -41,7 +41,7 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Errorf("is_leader = %v after stop, want 0", got)
 	}
 	t.Logf("stopped at %s", time.Since(start))
-	got := drain(t, k, cfg.Kafka.Topics.RoomEvents)
+	got := drain(t, k, cfg.Topic)
 	t.Logf("drained at %s", time.Since(start))
 	checkExactlyOnce(t, loadOracle(t, m.DB), got)
 	t.Logf("checked at %s", time.Since(start))

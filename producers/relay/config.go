@@ -1,0 +1,200 @@
+package relay
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
+)
+
+// Config is everything a Relay needs besides its database: its settings,
+// topics, Kafka cluster and observation hooks. New fills the defaults named
+// below and validates it; the defaults equal roomflow's relay.* defaults.
+type Config struct {
+	// BatchSize is the most rows one batch (one Kafka transaction) reads.
+	// Default 1000.
+	BatchSize int
+	// PollInterval is how long the relay sleeps when a read found nothing
+	// new, and how often it looks every open gap up again. Default 100ms.
+	PollInterval time.Duration
+	// GapMaxAge is how long a skipped id (a gap) is waited for before it is
+	// given up (a gap_abandoned record on DLQTopic). Default 1h.
+	GapMaxAge time.Duration
+	// MaxOpenGaps bounds the gaps remembered at once; the oldest is given
+	// up first when it is reached. At most MaxOpenGapsFor(TransactionalID,
+	// GapMaxAge), so the position always fits its record. Default 100000.
+	MaxOpenGaps int
+	// FailoverTimeout is how soon a standby takes over a dead leader: the
+	// leader group's session timeout is two thirds of it (Kafka.SessionTimeout
+	// is not used for that group), and it is the transaction timeout (at
+	// least 10s). At least 1s. Default 15s.
+	FailoverTimeout time.Duration
+	// TransactionalID names this relay: the Kafka transactional id, the key
+	// of its position in OffsetsTopic and, with ".leader", its leader group
+	// (LeaderGroup). Replicas sharing it are one relay. Required.
+	TransactionalID string
+	// MaxRecordBytes is the largest record relayed; a row whose record
+	// would be larger goes to DLQTopic (payload_too_large). Default 1 MiB.
+	MaxRecordBytes int
+	// MaxBatchBytes bounds the payload bytes one batch reads from MySQL (a
+	// larger row is read alone). Default 16 MiB.
+	MaxBatchBytes int
+	// Routes sends an event type to a topic of its own (event_type ->
+	// topic); every other type goes to Topic. Optional.
+	Routes map[string]string
+
+	// Topic is where rows go unless Routes names another topic for their
+	// event type (roomflow's kafka.topics.room_events). Required.
+	Topic string
+	// DLQTopic gets dead-lettered rows and abandoned gaps. Required.
+	DLQTopic string
+	// OffsetsTopic holds the relay's position (compacted; partition 0 is
+	// the one read) and is the topic of the leader group. Required.
+	OffsetsTopic string
+	// ShutdownTimeout bounds finishing a commit on cancel, an abort, and
+	// leaving the leader group. Default 10s.
+	ShutdownTimeout time.Duration
+
+	// Kafka is the cluster the relay's clients connect to (Brokers
+	// required); its Metrics get the roomflow_kafka_* series of the
+	// relay's clients, its Logger their franz-go warnings (nil: not
+	// logged), its Extra options (TLS, SASL, a debug logger) apply to every
+	// client before the options the relay's correctness depends on
+	// (transactional id, partitioner, isolation, group settings).
+	Kafka kafkax.Cluster
+	// Registerer gets the roomflow_relay_* metrics; nil: not registered.
+	Registerer prometheus.Registerer
+	// Logger is the relay's logger (its lines carry component=relay); nil:
+	// slog.Default().
+	Logger *slog.Logger
+	// InstanceID, when set, makes this replica a static member of the
+	// leader group (KIP-345): restarted under the same id it leads again at
+	// once instead of after the old session expires, and it does not leave
+	// the group when it stops (its caller does, on a deliberate stop: see
+	// kafkax.LeaveGroup). Unique among running replicas (a pod name).
+	// Optional.
+	InstanceID string
+	// Hooks are observation and fault-injection points (tests,
+	// benchmarks); zero: none.
+	Hooks Hooks
+	// Now is the clock of gap ages and lag; nil: time.Now.
+	Now func() time.Time
+	// Table is the table read, of room_outbox's shape; an unquoted MySQL
+	// identifier. Default "room_outbox".
+	Table string
+}
+
+// Defaults of Config, equal to roomflow's relay.* and shutdown.timeout
+// defaults.
+const (
+	DefaultBatchSize       = 1000
+	DefaultPollInterval    = 100 * time.Millisecond
+	DefaultGapMaxAge       = time.Hour
+	DefaultMaxOpenGaps     = 100000
+	DefaultFailoverTimeout = 15 * time.Second
+	DefaultMaxRecordBytes  = 1 << 20
+	DefaultMaxBatchBytes   = 16 << 20
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultTable           = "room_outbox"
+)
+
+func (c *Config) setDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.GapMaxAge == 0 {
+		c.GapMaxAge = DefaultGapMaxAge
+	}
+	if c.MaxOpenGaps == 0 {
+		c.MaxOpenGaps = DefaultMaxOpenGaps
+	}
+	if c.FailoverTimeout == 0 {
+		c.FailoverTimeout = DefaultFailoverTimeout
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+}
+
+// Validate checks every setting, keyed by the field's snake-case name
+// ("batch_size", "routes.<event_type>", "kafka.brokers"). It does not
+// apply defaults: New does that first.
+func (c Config) Validate() error {
+	var v cfgerr.Checks
+	v.Positive("batch_size", c.BatchSize)
+	v.PositiveDuration("poll_interval", c.PollInterval)
+	v.PositiveDuration("gap_max_age", c.GapMaxAge)
+	v.Positive("max_open_gaps", c.MaxOpenGaps)
+	v.PositiveDuration("failover_timeout", c.FailoverTimeout)
+	if c.FailoverTimeout > 0 && c.FailoverTimeout < time.Second {
+		v.Bad("failover_timeout", "must be at least 1s (got %s)", c.FailoverTimeout)
+	}
+	v.Set("transactional_id", c.TransactionalID)
+	if c.MaxOpenGaps > 0 && c.GapMaxAge > 0 && c.TransactionalID != "" {
+		if limit := MaxOpenGapsFor(c.TransactionalID, c.GapMaxAge); c.MaxOpenGaps > limit {
+			v.Bad("max_open_gaps", "must be at most %d with gap_max_age %s (got %d): a position with more open gaps can exceed the %d bytes a position record may take",
+				limit, c.GapMaxAge, c.MaxOpenGaps, positionValueLimit(c.TransactionalID))
+		}
+	}
+	v.Positive("max_record_bytes", c.MaxRecordBytes)
+	v.Positive("max_batch_bytes", c.MaxBatchBytes)
+	types := make([]string, 0, len(c.Routes))
+	for typ := range c.Routes {
+		types = append(types, typ)
+	}
+	slices.Sort(types) // stable error text
+	for _, typ := range types {
+		if typ == "" {
+			v.Bad("routes", "has an empty event_type")
+			continue
+		}
+		v.Topic("routes."+typ, c.Routes[typ])
+		if c.Routes[typ] == c.OffsetsTopic {
+			v.Bad("routes."+typ, "must not be the offsets topic %q", c.OffsetsTopic)
+		}
+	}
+	v.Topic("topic", c.Topic)
+	v.Topic("dlq_topic", c.DLQTopic)
+	v.Topic("offsets_topic", c.OffsetsTopic)
+	if c.OffsetsTopic != "" && (c.OffsetsTopic == c.Topic || c.OffsetsTopic == c.DLQTopic) {
+		v.Bad("offsets_topic", "must differ from topic and dlq_topic (got %q)", c.OffsetsTopic)
+	}
+	v.PositiveDuration("shutdown_timeout", c.ShutdownTimeout)
+	v.Add(cfgerr.Under("kafka", nil, c.Kafka.Validate()))
+	if c.Table != "" && !identifier(c.Table) {
+		v.Bad("table", "must be an unquoted MySQL identifier, [A-Za-z0-9_$] (got %q)", c.Table)
+	}
+	return v.Err()
+}
+
+// identifier reports whether s is safe to put into a query as a table name.
+func identifier(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '$') {
+			return false
+		}
+	}
+	return s != ""
+}
