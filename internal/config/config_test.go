@@ -72,19 +72,11 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"mic.closed_session_retention", func(c *Config) { c.Mic.ClosedSessionRetention = 0 }},
 		{"mic.day_room_retention", func(c *Config) { c.Mic.DayRoomRetention = 0 }},
 		{"mic.day_room_retention", func(c *Config) { c.Mic.DayRoomRetention = Duration(time.Hour) }},
-		{"sink.batch_size", func(c *Config) { c.Sink.BatchSize = 0 }},
-		{"sink.flush_interval", func(c *Config) { c.Sink.FlushInterval = 0 }},
-		{"sink.group", func(c *Config) { c.Sink.Group = "" }},
-		{"sink.max_retries", func(c *Config) { c.Sink.MaxRetries = 0 }},
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
 		{"api.app_addr", func(c *Config) { c.API.AppAddr = "8081" }},
 		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
 		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = "grpc" }},
 		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = c.API.AppAddr }},
-		{"api.user_header", func(c *Config) { c.API.UserHeader = "" }},
-		{"api.user_header", func(c *Config) { c.API.UserHeader = "X User" }},
-		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "X-App:Code" }},
-		{"api.app_code_header", func(c *Config) { c.API.AppCodeHeader = "x-user-id" }},
 		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
 		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = Duration(time.Second) }},
@@ -145,9 +137,9 @@ func flatten(err error) []error {
 func TestValidateJoinsEveryProblem(t *testing.T) {
 	c := Default()
 	c.Relay.BatchSize = 0
-	c.Sink.BatchSize = 0
+	c.MySQL.MaxOpenConns = 0
 	err := c.Validate()
-	if !hasKey(err, "relay.batch_size") || !hasKey(err, "sink.batch_size") {
+	if !hasKey(err, "relay.batch_size") || !hasKey(err, "mysql.max_open_conns") {
 		t.Fatalf("want both keys named, got %v", err)
 	}
 }
@@ -264,7 +256,7 @@ func TestLoadRejects(t *testing.T) {
 		{"unknown key", "relay:\n  batchsize: 3\n", nil, "batchsize"},
 		{"bare integer duration", "relay:\n  poll_interval: 100\n", nil, "not a duration"},
 		{"bad duration", "mic:\n  compensation_interval: soon\n", nil, "not a duration"},
-		{"invalid value", "sink:\n  batch_size: -5\n", nil, "sink.batch_size"},
+		{"invalid value", "mysql:\n  max_open_conns: -5\n", nil, "mysql.max_open_conns"},
 		{"bad sdk app id env", "", map[string]string{"ROOMFLOW_IM_SDK_APP_ID": "abc"}, "im.sdk_app_id"},
 		{"retry strategy", "outbox_worker:\n  retry_strategy: exponential_backoff\n", nil, "outbox_worker.retry_strategy"},
 	}
