@@ -363,7 +363,14 @@ func startMariaDB(ctx context.Context, bufferPool string) (string, func(), error
 func partitionOf(user int64, n int32) int32 { return int32(user % int64(n)) }
 
 func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, o opts) (result, error) {
-	st := mysqlsink.NewStore(db, "bench", mysqlsink.WithApplier(micledger.New("ledger", "hyapp")))
+	ledgerApplier, err := micledger.New(micledger.Config{Topic: "ledger", DefaultAppCode: "hyapp"})
+	if err != nil {
+		return result{}, err
+	}
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "bench", Appliers: []mysqlsink.Registration{mysqlsink.Register(ledgerApplier)}}, db)
+	if err != nil {
+		return result{}, err
+	}
 	var tps []mysqlsink.TP
 	for p := range o.partitions {
 		tps = append(tps, mysqlsink.TP{Topic: "ledger", Partition: p})
@@ -393,19 +400,32 @@ func runStore(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, 
 }
 
 func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map[int32]int64, n int, o opts) (result, error) {
-	cfg := config.Default()
-	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
-	cfg.MySQL.DSN = d.DSN
-	cfg.Kafka = kcfg
-	cfg.Sink.BatchSize = o.batch
-	cfg.Sink.FlushInterval = config.Duration(o.flush)
-	cfg.Sink.Group = d.Name
-	store := mysqlsink.NewStore(d.db, cfg.Sink.Group,
-		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
-		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)))
-	s, err := mysqlsink.New(&cfg, store,
-		mysqlsink.WithParallelism(o.parallelism),
-		mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	group := d.Name
+	ledgerApplier, err := micledger.New(micledger.Config{Topic: kcfg.Topics.MicLedger, DefaultAppCode: "hyapp"})
+	if err != nil {
+		return result{}, err
+	}
+	inflowApplier, err := luckyinflow.New(luckyinflow.Config{Topic: kcfg.Topics.LuckyPoolInflow, DefaultAppCode: "hyapp"})
+	if err != nil {
+		return result{}, err
+	}
+	store, err := mysqlsink.NewStore(mysqlsink.StoreConfig{
+		Group:    group,
+		Appliers: []mysqlsink.Registration{mysqlsink.Register(ledgerApplier), mysqlsink.Register(inflowApplier)},
+	}, d.db)
+	if err != nil {
+		return result{}, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := mysqlsink.New(mysqlsink.Config{
+		BatchSize:     o.batch,
+		FlushInterval: o.flush,
+		Group:         group,
+		DLQTopic:      kcfg.Topics.DLQ,
+		Kafka:         kafkax.NewCluster(kcfg, nil, log),
+		Logger:        log,
+		Parallelism:   o.parallelism,
+	}, store)
 	if err != nil {
 		return result{}, err
 	}
@@ -415,7 +435,7 @@ func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map
 	go func() { done <- s.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 	for {
-		rows, err := d.db.QueryContext(ctx, "SELECT partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", cfg.Sink.Group, cfg.Kafka.Topics.MicLedger)
+		rows, err := d.db.QueryContext(ctx, "SELECT partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", group, kcfg.Topics.MicLedger)
 		if err != nil {
 			return result{}, err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
-	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
 
@@ -46,55 +43,48 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 			instanceIDFlag(fs)
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+			// Every config first, before MySQL is even opened.
+			sinkCfg, err := sinkConfig(d)
+			if err != nil {
+				return nil, err
+			}
+			storeCfg, err := sinkStoreConfig(d)
+			if err != nil {
+				return nil, err
+			}
+			apiCfg, err := statsAPIConfig(d)
+			if err != nil {
+				return nil, err
+			}
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
-			ownerID := d.Flag("owner-id")
-			if ownerID == "" {
-				ownerID = d.Flag("instance-id")
-			}
-			parallelism, err := d.Flags.GetInt("parallelism")
+			store, err := mysqlsink.NewStore(storeCfg, db)
 			if err != nil {
 				return nil, err
 			}
-			member := staticMember{group: d.Config.Sink.Group, id: memberID(d, "sink")}
-			store := mysqlsink.NewStore(db, d.Config.Sink.Group,
-				mysqlsink.WithApplier(micledger.New(d.Config.Kafka.Topics.MicLedger, d.Config.AppCode)),
-				mysqlsink.WithApplier(luckyinflow.New(d.Config.Kafka.Topics.LuckyPoolInflow, d.Config.AppCode)),
-			)
-			s, err := mysqlsink.New(d.Config, store,
-				mysqlsink.WithLogger(d.Log),
-				mysqlsink.WithRegisterer(d.Registry),
-				mysqlsink.WithKafkaMetrics(d.Registry),
-				mysqlsink.WithHealth(d.Health),
-				mysqlsink.WithOwnerID(ownerID),
-				mysqlsink.WithParallelism(parallelism),
-				mysqlsink.WithInstanceID(member.id),
-			)
+			s, err := mysqlsink.New(sinkCfg, store)
 			if err != nil {
 				return nil, err
 			}
-			sink := leavingOnStop(d, "sink", s, member)
+			sink := leavingOnStop(d, "sink", s, staticMember{group: sinkCfg.Group, id: sinkCfg.InstanceID})
 			if apiListeners(d) == (statsapi.Listeners{}) {
 				return sink, nil
 			}
-			return app.Together(sink, apiComponent(db, d)), nil
+			api, err := statsapi.New(apiCfg, db)
+			if err != nil {
+				return nil, err
+			}
+			return app.Together(sink, apiComponent(api, d)), nil
 		},
 	})
 	extraCommands = append(extraCommands, apiCmd)
 }
 
-// apiListeners are the configured stats API addresses.
-func apiListeners(d *app.Deps) statsapi.Listeners {
-	return statsapi.Listeners{Internal: d.Config.API.Addr, App: d.Config.API.AppAddr, GRPC: d.Config.API.GRPCAddr}
-}
-
-// apiComponent serves the stats API over db on its listeners until ctx
-// ends, then shuts them down within shutdown.timeout.
-func apiComponent(db *sql.DB, d *app.Deps) app.Component {
-	api := statsapi.New(db, d.Config.AppCode, statsapi.WithLogger(d.Log), statsapi.WithRegisterer(d.Registry),
-		statsapi.WithGatewayHeaders(d.Config.API.UserHeader, d.Config.API.AppCodeHeader))
+// apiComponent serves api on the configured listeners until ctx ends, then
+// shuts them down within shutdown.timeout.
+func apiComponent(api *statsapi.API, d *app.Deps) app.Component {
 	return app.ComponentFunc(func(ctx context.Context) error {
 		return api.Serve(ctx, apiListeners(d), d.Config.Shutdown.Timeout.D())
 	})
@@ -142,12 +132,20 @@ without rows get zeros, never 404. 'roomflow sink' serves the same API.`,
 			if apiListeners(d) == (statsapi.Listeners{}) {
 				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
+			apiCfg, err := statsAPIConfig(d)
+			if err != nil {
+				return err
+			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 				db, err := d.DB(ctx)
 				if err != nil {
 					return nil, err
 				}
-				return apiComponent(db, d), nil
+				api, err := statsapi.New(apiCfg, db)
+				if err != nil {
+					return nil, err
+				}
+				return apiComponent(api, d), nil
 			}}
 			return app.Run(cmd.Context(), d, []app.Spec{spec})
 		},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 )
@@ -38,11 +37,6 @@ func (c *Config) Validate() error {
 	positiveDur := func(key string, v Duration) {
 		if v <= 0 {
 			bad(key, "must be a positive duration (got %s)", v)
-		}
-	}
-	headerName := func(key, v string) {
-		if !httpguts.ValidHeaderFieldName(v) {
-			bad(key, "must be an HTTP header name (got %q)", v)
 		}
 	}
 	addr := func(key, v string, required bool) {
@@ -142,12 +136,6 @@ func (c *Config) Validate() error {
 		bad("mic.day_room_retention", "must cover a whole UTC day, at least 24h (got %s)", c.Mic.DayRoomRetention)
 	}
 
-	positive("sink.batch_size", c.Sink.BatchSize)
-	positiveDur("sink.flush_interval", c.Sink.FlushInterval)
-	if c.Sink.Group == "" {
-		bad("sink.group", "must be set")
-	}
-	positive("sink.max_retries", c.Sink.MaxRetries)
 	addr("api.addr", c.API.Addr, false)
 	addr("api.app_addr", c.API.AppAddr, false)
 	addr("api.grpc_addr", c.API.GRPCAddr, false)
@@ -158,11 +146,6 @@ func (c *Config) Validate() error {
 	}
 	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
 		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
-	}
-	headerName("api.user_header", c.API.UserHeader)
-	headerName("api.app_code_header", c.API.AppCodeHeader)
-	if strings.EqualFold(c.API.UserHeader, c.API.AppCodeHeader) {
-		bad("api.app_code_header", "must differ from api.user_header (%q)", c.API.UserHeader)
 	}
 
 	// outbox_worker: seed 000 — <= 0 falls back (done in normalize), but an

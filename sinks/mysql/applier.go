@@ -84,20 +84,15 @@ func (a typed[T]) apply(ctx context.Context, tx *Tx, items []any) (Applied, erro
 // appliers are the registered appliers by topic.
 type appliers map[string]applier
 
-// StoreOption configures a Store.
-type StoreOption func(*Store)
+// Registration is an Applier as a Store holds it, its item type erased:
+// StoreConfig.Appliers lists them.
+type Registration struct{ a applier }
 
-// WithApplier registers a. The sink consumes exactly the topics of its
-// store's appliers, one applier per topic: New refuses a store with two
-// for one topic (two kafka.topics keys naming the same topic).
-func WithApplier[T any](a Applier[T]) StoreOption {
-	return func(s *Store) {
-		if _, ok := s.appliers[a.Topic()]; ok {
-			s.conflicts = append(s.conflicts, a.Topic())
-		}
-		s.appliers[a.Topic()] = typed[T]{a}
-	}
-}
+// Register returns the registration of a for StoreConfig.Appliers. The
+// sink consumes exactly the topics of its store's appliers, one applier
+// per topic: NewStore refuses two for one topic (two kafka.topics keys
+// naming the same topic).
+func Register[T any](a Applier[T]) Registration { return Registration{typed[T]{a}} }
 
 // InvalidRecordError says why a record can never be applied (undecodable
 // bytes, a missing id, a value wider than its column). Decode returns it;

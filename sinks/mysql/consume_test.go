@@ -18,7 +18,7 @@ import (
 func TestChunkedDedupeRollsBackToSavepoint(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(m.DB, "g")
+	st := newStore(t, m.DB, "g")
 	mysqlsink.SetChunk(st, 10)
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
 	claims, err := st.Claim(ctx, "o", []mysqlsink.TP{tp}, 1)
@@ -52,7 +52,7 @@ func TestChunkedDedupeRollsBackToSavepoint(t *testing.T) {
 func TestConsumeKeepsFirstOfABatch(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(m.DB, "g")
+	st := newStore(t, m.DB, "g")
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
 	claims, err := st.Claim(ctx, "o", []mysqlsink.TP{tp}, 1)
 	if err != nil {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -37,7 +35,7 @@ var errKilled = errors.New("killed by test")
 // at the end the tables must equal the oracle.
 func TestKilledTwentyTimes(t *testing.T) {
 	e := newEnv(t, 6)
-	e.cfg.Sink.BatchSize = 500
+	e.cfg.BatchSize = 500
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 11))
 
@@ -52,13 +50,13 @@ func TestKilledTwentyTimes(t *testing.T) {
 	var dups []*kgo.Record
 	for _, en := range ledger {
 		if rng.IntN(50) == 0 {
-			dups = append(dups, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, []*userv1.MicLedgerEntry{en})...)
+			dups = append(dups, sinktest.LedgerRecords(e.ledgerTopic(), []*userv1.MicLedgerEntry{en})...)
 		}
 	}
 
 	// Produce while the sink runs, in chunks.
 	pcl := e.k.Client(t)
-	all := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	all := append(sinktest.LedgerRecords(e.ledgerTopic(), ledger), sinktest.InflowRecords(e.inflowTopic(), inflows)...)
 	all = append(all, dups...)
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	// The shuffle also puts each user's entries out of order: snapshots
@@ -117,7 +115,9 @@ func TestKilledTwentyTimes(t *testing.T) {
 				return nil
 			}
 		}
-		r := e.start(t, nil, mysqlsink.WithHooks(hooks))
+		cfg := e.cfg
+		cfg.Hooks = hooks
+		r := e.start(t, cfg)
 		select {
 		case err := <-r.done:
 			if !errors.Is(err, errKilled) {
@@ -134,16 +134,9 @@ func TestKilledTwentyTimes(t *testing.T) {
 
 	// Then real processes killed with SIGKILL at random times: connections
 	// drop mid-transaction, nothing is closed, nothing left cleanly.
-	cfgPath := filepath.Join(t.TempDir(), "sink.yaml")
-	y, err := e.cfg.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, y, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	childEnv := e.childEnv(t)
 	child := func() (*exec.Cmd, *testenv.SyncBuffer) {
-		cmd := testenv.ChildCommand("^$", "ROOMFLOW_SINK_CHILD="+cfgPath, "ROOMFLOW_MYSQL_DSN="+e.m.DSN)
+		cmd := testenv.ChildCommand("^$", childEnv)
 		out := &testenv.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
@@ -152,7 +145,7 @@ func TestKilledTwentyTimes(t *testing.T) {
 		return cmd, out
 	}
 	progress := func() (n int64) {
-		for _, o := range stored(t, e.m.DB, e.cfg.Sink.Group) {
+		for _, o := range stored(t, e.m.DB, e.cfg.Group) {
 			n += max(o, 0)
 		}
 		return n
@@ -179,7 +172,7 @@ func TestKilledTwentyTimes(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	ends := e.endOffsets(t)
 	deadline := time.Now().Add(90 * time.Second)
-	for !e.caughtUp(t, e.cfg.Sink.Group, ends) {
+	for !e.caughtUp(t, e.cfg.Group, ends) {
 		select {
 		case err := <-exited:
 			t.Fatalf("final sink process exited: %v\n%s", err, out)
@@ -224,7 +217,7 @@ func (e *env) offsetsAgreeWithFacts(t *testing.T, after string) {
 	defer tx.Rollback() //nolint:errcheck // read-only
 	next := map[string]map[int32]kgo.Offset{}
 	ends := map[mysqlsink.TP]int64{}
-	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ?", e.cfg.Sink.Group)
+	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ?", e.cfg.Group)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 // Package mysqlsink is the engine of `roomflow sink`: it applies Kafka
 // topics to MySQL exactly once. It knows nothing about facts: each input
-// topic has an Applier, registered with WithApplier, that decodes its
-// records and writes their facts, recording every event in its own
-// consumption table. `roomflow sink` registers two:
+// topic has an Applier, registered in StoreConfig.Appliers with Register,
+// that decodes its records and writes their facts, recording every event in
+// its own consumption table. `roomflow sink` registers two:
 //
 //   - micledger: hyapp.user.mic-ledger.v1 (userv1.MicLedgerEntry) into
 //     user_mic_event_consumption, user_mic_sessions, user_mic_daily_stats,
@@ -12,9 +12,33 @@
 //     lucky_pools.
 //
 // A new fact stream is a new applier package (Topic, Decode, Apply,
-// SharedRows; Consumption does the event_id dedupe) and one WithApplier
-// line where the store is built (cmd/roomflow/cmd_sink.go); the engine,
-// its offsets table and its tests stay as they are.
+// SharedRows; Consumption does the event_id dedupe) and one Register line
+// where the store's config is built (cmd/roomflow's sink wiring); the
+// engine, its offsets table and its tests stay as they are.
+//
+// # Use
+//
+// A Store (StoreConfig: the group and the appliers) writes to MySQL; a
+// Sink (Config: batching, retries, the DLQ topic, the Kafka cluster,
+// metrics, logs) consumes the appliers' topics into it:
+//
+//	ledger, err := micledger.New(micledger.Config{Topic: "hyapp.user.mic-ledger.v1", DefaultAppCode: "hyapp"})
+//	...
+//	store, err := mysqlsink.NewStore(mysqlsink.StoreConfig{
+//		Group:    "roomflow-mysql-sink",
+//		Appliers: []mysqlsink.Registration{mysqlsink.Register(ledger)},
+//	}, db)
+//	...
+//	sink, err := mysqlsink.New(mysqlsink.Config{
+//		Kafka:      kafkax.Cluster{Brokers: []string{"127.0.0.1:9092"}},
+//		Registerer: prometheus.DefaultRegisterer,
+//	}, store)
+//	...
+//	err = sink.Run(ctx)
+//
+// Zero fields take the defaults documented on Config (those of `roomflow
+// sink`); New and NewStore return the fields that do not validate as
+// *cfgerr.FieldError, keyed by the field's snake-case name.
 //
 // # Exactly once
 //
@@ -46,18 +70,18 @@
 //
 // Deadlocks (1213), lock wait timeouts (1205), duplicate keys from a
 // concurrent insert (1062) and lost connections roll the transaction back
-// and retry the whole batch, up to sink.max_retries, with backoff. Records
+// and retry the whole batch, up to Config.MaxRetries, with backoff. Records
 // an applier's Decode refuses (undecodable, missing ids, values wider than
-// their column) go to kafka.topics.dlq with headers naming the error and
+// their column) go to Config.DLQTopic with headers naming the error and
 // the source position, and their offsets advance with the batch. Any other
 // MySQL error stops the sink (Run returns it); nothing of the failed batch
 // was applied, and a restart resumes from the stored offsets.
 //
 // # Throughput
 //
-// A batch is up to sink.batch_size records or what arrived within
-// sink.flush_interval. Batches are split by partition into up to
-// WithParallelism concurrent transactions: the mic ledger is keyed by
+// A batch is up to Config.BatchSize records or what arrived within
+// Config.FlushInterval. Batches are split by partition into up to
+// Config.Parallelism concurrent transactions: the mic ledger is keyed by
 // user_id, so its partitions share no row; the partitions of a topic whose
 // applier reports SharedRows (the lucky pool inflow: every inflow adds to
 // the (platform, global) row) stay in one transaction, so the hot row is

@@ -60,7 +60,7 @@ func (g giftTotals) Apply(ctx context.Context, tx *mysqlsink.Tx, gs []gift) (mys
 }
 
 // TestNewFactStreamIsOneApplier: a third topic with its own tables joins
-// `roomflow sink` by one more WithApplier, and the engine gives it what it
+// `roomflow sink` by one more mysqlsink.Register, and the engine gives it what it
 // gives the mic ledger: facts exactly once across producer repeats, its
 // undecodable records in the DLQ with the applier's reason and the
 // partition moving on, offsets in roomflow_sink_offsets, metrics by its
@@ -68,7 +68,7 @@ func (g giftTotals) Apply(ctx context.Context, tx *mysqlsink.Tx, gs []gift) (mys
 func TestNewFactStreamIsOneApplier(t *testing.T) {
 	e := newEnv(t, 3)
 	ctx := context.Background()
-	topic := e.cfg.Kafka.Topics.MicLedger + "-gift-totals"
+	topic := e.ledgerTopic() + "-gift-totals"
 	if _, err := e.adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -99,14 +99,14 @@ func TestNewFactStreamIsOneApplier(t *testing.T) {
 	ledger := sinktest.NewLedgerGen(51, "hyapp", 50).Next(1000)
 	o := sinktest.NewOracle()
 	o.AddLedger(ledger...)
-	recs = append(recs, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger)...)
+	recs = append(recs, sinktest.LedgerRecords(e.ledgerTopic(), ledger)...)
 	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
 		t.Fatal(err)
 	}
 
-	e.extraAppliers = []mysqlsink.StoreOption{mysqlsink.WithApplier(giftTotals{topic})}
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	e.extraAppliers = []mysqlsink.Registration{mysqlsink.Register(giftTotals{topic})}
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestNewFactStreamIsOneApplier(t *testing.T) {
 	if a, d := testenv.Total(m.Records.WithLabelValues("test_gift_consumption", "applied")), testenv.Total(m.Records.WithLabelValues("test_gift_consumption", "deduplicated")); a != 600 || d != 60 {
 		t.Fatalf("records metric: %v applied, %v deduplicated; want 600 and 60", a, d)
 	}
-	dlq := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ)
+	dlq := e.k.DrainCommitted(t, e.cfg.DLQTopic)
 	if len(dlq) != 3 {
 		t.Fatalf("DLQ holds %d records, want the 3 bad gifts", len(dlq))
 	}

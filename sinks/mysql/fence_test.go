@@ -20,7 +20,7 @@ import (
 func TestStoreFencesRevokedOwner(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(m.DB, "g")
+	st := newStore(t, m.DB, "g")
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 3}
 	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(20)
 	recs := func(from int64, n int) []mysqlsink.Record { return ledgerRecords(tp, from, ledger[from:from+int64(n)]) }
@@ -97,17 +97,20 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 		in := igen.Next(n / 10)
 		o.AddLedger(l...)
 		o.AddInflows(in...)
-		recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, l), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, in)...)
+		recs := append(sinktest.LedgerRecords(e.ledgerTopic(), l), sinktest.InflowRecords(e.inflowTopic(), in)...)
 		if err := sinktest.Produce(ctx, pcl, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fast := mysqlsink.WithKafkaOpts(kgo.RebalanceTimeout(2*time.Second), kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))
+	// Short sessions: Kafka.Extra overrides the sink's group options.
+	e.cfg.Kafka.Extra = []kgo.Opt{kgo.RebalanceTimeout(2 * time.Second), kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond)}
 
 	var hold atomic.Bool
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	a := e.start(t, nil, fast, mysqlsink.WithOwnerID("instance-a"), mysqlsink.WithHooks(mysqlsink.Hooks{
+	cfgA := e.cfg
+	cfgA.OwnerID = "instance-a"
+	cfgA.Hooks = mysqlsink.Hooks{
 		BeforeApply: func(ctx context.Context, _ int) error {
 			if hold.CompareAndSwap(true, false) {
 				held <- struct{}{}
@@ -118,9 +121,10 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 			}
 			return nil
 		},
-	}))
+	}
+	a := e.start(t, cfgA)
 	produce(3000)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, a)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, a)
 
 	// A polls the next records and stalls before its transaction.
 	hold.Store(true)
@@ -130,11 +134,13 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("A never picked up the second batch")
 	}
-	b := e.start(t, nil, fast, mysqlsink.WithOwnerID("instance-b"))
+	cfgB := e.cfg
+	cfgB.OwnerID = "instance-b"
+	b := e.start(t, cfgB)
 	testenv.Eventually(t, 45*time.Second, "B to claim every partition while A stalls", func() bool {
-		return count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Sink.Group) == 0
+		return count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Group) == 0
 	})
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, b)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, b)
 
 	// A wakes up: its commit must be fenced.
 	close(release)
@@ -149,14 +155,14 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(2000)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, a)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, a)
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", e.cfg.Sink.Group); n == 0 {
+	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", e.cfg.Group); n == 0 {
 		t.Fatal("A never owned a partition again after B left")
 	}
 }

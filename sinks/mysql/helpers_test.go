@@ -3,6 +3,8 @@ package mysqlsink_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
@@ -27,15 +31,20 @@ import (
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
+// appCode is the app_code of the test data and the appliers' default.
+const appCode = "hyapp"
+
 type env struct {
-	k   *testenv.Kafka
-	m   *testenv.MySQL
-	cfg *config.Config
+	k *testenv.Kafka
+	m *testenv.MySQL
+	// cfg is the config of every sink started (start); tests change its
+	// fields before starting one.
+	cfg mysqlsink.Config
 	adm *kadm.Client
 	// extraTopics are consumed besides the mic ledger and the inflow, by
 	// the extraAppliers of every sink started.
 	extraTopics   []string
-	extraAppliers []mysqlsink.StoreOption
+	extraAppliers []mysqlsink.Registration
 	// sinkDB, when set, is the pool of every sink started instead of m.DB
 	// (a MySQL user of its own whose connections a test kills).
 	sinkDB *sql.DB
@@ -45,10 +54,31 @@ func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
 	k := testenv.NewKafka(t, testenv.Partitions(partitions))
 	m := testenv.NewMySQL(t)
-	cfg := testenv.Config(t, k, m)
-	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
-	return &env{k: k, m: m, cfg: cfg, adm: k.Admin(t)}
+	return &env{k: k, m: m, cfg: testConfig(t, k), adm: k.Admin(t)}
 }
+
+// testConfig is a sink on k in a consumer group of this test, dead letters
+// to k's DLQ topic, a 5s drain, logs discarded (SINK_TEST_LOG set: debug
+// lines on stderr, franz-go's included).
+func testConfig(t testing.TB, k *testenv.Kafka) mysqlsink.Config {
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("SINK_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cluster := k.Cluster()
+	cluster.Logger = log
+	return mysqlsink.Config{
+		Group:           testenv.UniqueName(t) + "-sink",
+		DLQTopic:        k.Config.Topics.DLQ,
+		ShutdownTimeout: 5 * time.Second,
+		Kafka:           cluster,
+		Logger:          log,
+	}
+}
+
+// ledgerTopic and inflowTopic are the topics of the two appliers.
+func (e *env) ledgerTopic() string { return e.k.Config.Topics.MicLedger }
+func (e *env) inflowTopic() string { return e.k.Config.Topics.LuckyPoolInflow }
 
 type running struct {
 	sink   *mysqlsink.Sink
@@ -56,21 +86,18 @@ type running struct {
 	done   chan error
 }
 
-// start runs a sink on e.cfg in the background.
-func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) *running {
+// start runs a sink on cfg (e.cfg, or a copy a test changed) in the
+// background, its metrics on a registry of its own unless cfg has one.
+func (e *env) start(t *testing.T, cfg mysqlsink.Config) *running {
 	t.Helper()
-	if cfg == nil {
-		cfg = e.cfg
-	}
-	base := []mysqlsink.Option{mysqlsink.WithRegisterer(prometheus.NewRegistry())}
-	if os.Getenv("SINK_TEST_LOG") != "" {
-		base = append(base, mysqlsink.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
 	}
 	db := e.m.DB
 	if e.sinkDB != nil {
 		db = e.sinkDB
 	}
-	s, err := mysqlsink.New(cfg, sinkStore(db, cfg, e.extraAppliers...), append(base, opts...)...)
+	s, err := mysqlsink.New(cfg, sinkStore(t, db, e.k, cfg.Group, e.extraAppliers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,21 +108,57 @@ func (e *env) start(t *testing.T, cfg *config.Config, opts ...mysqlsink.Option) 
 	return r
 }
 
-// sinkStore is the store `roomflow sink` builds from cfg, the mic ledger
-// and lucky pool inflow appliers, plus extra.
-func sinkStore(db *sql.DB, cfg *config.Config, extra ...mysqlsink.StoreOption) *mysqlsink.Store {
-	return mysqlsink.NewStore(db, cfg.Sink.Group, append([]mysqlsink.StoreOption{
-		mysqlsink.WithApplier(micledger.New(cfg.Kafka.Topics.MicLedger, cfg.AppCode)),
-		mysqlsink.WithApplier(luckyinflow.New(cfg.Kafka.Topics.LuckyPoolInflow, cfg.AppCode)),
-	}, extra...)...)
+// sinkStore is the store `roomflow sink` builds: group, the mic ledger and
+// lucky pool inflow appliers on k's topics, plus extra.
+func sinkStore(t testing.TB, db *sql.DB, k *testenv.Kafka, group string, extra ...mysqlsink.Registration) *mysqlsink.Store {
+	t.Helper()
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: group, Appliers: append(appliers(t, k.Config.Topics.MicLedger, k.Config.Topics.LuckyPoolInflow), extra...)}, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// appliers registers the mic ledger applier on ledger and the inflow
+// applier on inflow, both defaulting app_code to appCode.
+func appliers(t testing.TB, ledger, inflow string) []mysqlsink.Registration {
+	t.Helper()
+	ml, err := micledger.New(micledger.Config{Topic: ledger, DefaultAppCode: appCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	li, err := luckyinflow.New(luckyinflow.Config{Topic: inflow, DefaultAppCode: appCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []mysqlsink.Registration{mysqlsink.Register(ml), mysqlsink.Register(li)}
 }
 
 // newStore is a store of group with the same appliers on the topics
 // "ledger" and "inflow", for tests that call Store.Apply themselves.
-func newStore(db *sql.DB, group string) *mysqlsink.Store {
-	return mysqlsink.NewStore(db, group,
-		mysqlsink.WithApplier(micledger.New("ledger", "hyapp")),
-		mysqlsink.WithApplier(luckyinflow.New("inflow", "hyapp")))
+func newStore(t testing.TB, db *sql.DB, group string) *mysqlsink.Store {
+	t.Helper()
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: group, Appliers: appliers(t, "ledger", "inflow")}, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// fieldKeys are the keys of the *cfgerr.FieldError in err (one or joined).
+func fieldKeys(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, fieldKeys(e)...)
+		}
+		return out
+	}
+	var fe *cfgerr.FieldError
+	if errors.As(err, &fe) {
+		return []string{fe.Key}
+	}
+	return nil
 }
 
 // ledgerRecords are es as consecutive records of tp from offset from.
@@ -130,7 +193,7 @@ func (e *env) endOffsets(t *testing.T) map[mysqlsink.TP]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := e.adm.ListEndOffsets(ctx, append([]string{e.cfg.Kafka.Topics.MicLedger, e.cfg.Kafka.Topics.LuckyPoolInflow}, e.extraTopics...)...)
+	ends, err := e.adm.ListEndOffsets(ctx, append([]string{e.ledgerTopic(), e.inflowTopic()}, e.extraTopics...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,37 +305,91 @@ func count(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 }
 
 // TestMain doubles as a sink process for the SIGKILL test: with
-// ROOMFLOW_SINK_CHILD set to a config file it runs one sink (static group
-// member "sink-child", so a restarted child takes over at once) until it
-// is killed.
+// ROOMFLOW_SINK_CHILD set to the JSON of a childConfig it runs one sink
+// (static group member "sink-child", so a restarted child takes over at
+// once) until it is killed.
 func TestMain(m *testing.M) {
-	if path := os.Getenv("ROOMFLOW_SINK_CHILD"); path != "" {
-		os.Exit(runChild(path))
+	if c := os.Getenv("ROOMFLOW_SINK_CHILD"); c != "" {
+		os.Exit(runChild(c))
 	}
 	os.Exit(m.Run())
+}
+
+// childConfig is what a sink child needs of its parent test.
+type childConfig struct {
+	Brokers              []string
+	DSN                  string
+	Group, DLQ           string
+	Ledger, Inflow       string
+	BatchSize            int
+	ShutdownTimeoutMilli int64
+}
+
+// childEnv returns the environment of a sink child running like e.cfg.
+func (e *env) childEnv(t *testing.T) string {
+	t.Helper()
+	b, err := json.Marshal(childConfig{
+		Brokers: e.k.Brokers, DSN: e.m.DSN, Group: e.cfg.Group, DLQ: e.cfg.DLQTopic,
+		Ledger: e.ledgerTopic(), Inflow: e.inflowTopic(), BatchSize: e.cfg.BatchSize,
+		ShutdownTimeoutMilli: e.cfg.ShutdownTimeout.Milliseconds(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "ROOMFLOW_SINK_CHILD=" + string(b)
 }
 
 // childReady is what a sink child prints once SIGTERM stops it gracefully;
 // a SIGTERM before that kills it.
 const childReady = "sink child: SIGTERM handler installed"
 
-func runChild(path string) int {
-	cfg, err := config.Load(path, os.Getenv)
-	if err != nil {
+func runChild(js string) int {
+	var c childConfig
+	if err := json.Unmarshal([]byte(js), &c); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintln(os.Stderr, childReady)
-	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	dc, err := mysql.ParseDSN(c.DSN)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := mysqlsink.New(cfg, sinkStore(db, cfg),
-		mysqlsink.WithOwnerID(fmt.Sprintf("child-%d", os.Getpid())),
-		mysqlsink.WithKafkaOpts(kgo.InstanceID("sink-child"), kgo.SessionTimeout(10*time.Second)))
+	mysqlx.Tune(dc) // as `roomflow sink` connects
+	connector, err := mysql.NewConnector(dc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	ml, err := micledger.New(micledger.Config{Topic: c.Ledger, DefaultAppCode: appCode})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	li, err := luckyinflow.New(luckyinflow.Config{Topic: c.Inflow, DefaultAppCode: appCode})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	store, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: c.Group, Appliers: []mysqlsink.Registration{mysqlsink.Register(ml), mysqlsink.Register(li)}}, db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	s, err := mysqlsink.New(mysqlsink.Config{
+		BatchSize:       c.BatchSize,
+		Group:           c.Group,
+		DLQTopic:        c.DLQ,
+		ShutdownTimeout: time.Duration(c.ShutdownTimeoutMilli) * time.Millisecond,
+		Kafka:           kafkax.Cluster{Brokers: c.Brokers, SessionTimeout: 10 * time.Second},
+		Logger:          slog.New(slog.DiscardHandler),
+		OwnerID:         fmt.Sprintf("child-%d", os.Getpid()),
+		InstanceID:      "sink-child",
+	}, store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
@@ -291,7 +408,7 @@ func (e *env) produce(t *testing.T, ledger []*userv1.MicLedgerEntry, inflows []*
 	o := sinktest.NewOracle()
 	o.AddLedger(ledger...)
 	o.AddInflows(inflows...)
-	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	recs := append(sinktest.LedgerRecords(e.ledgerTopic(), ledger), sinktest.InflowRecords(e.inflowTopic(), inflows)...)
 	if err := sinktest.Produce(context.Background(), e.k.Client(t, opts...), recs); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -14,15 +15,19 @@ import (
 // The sink logs under one component: with Kafka unreachable, the Kafka
 // client's warnings carry component=sink once, like the sink's own lines.
 func TestSinkLogsUnderOneComponent(t *testing.T) {
-	cfg := testenv.Config(t, nil, nil)
-	cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)}
 	db, err := sql.Open("mysql", testenv.ServerDSN()) // never used: nothing is consumed
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	logs := &testenv.SyncBuffer{}
-	s, err := mysqlsink.New(cfg, sinkStore(db, cfg), mysqlsink.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	group := testenv.UniqueName(t)
+	s, err := mysqlsink.New(mysqlsink.Config{
+		Group:  group,
+		Kafka:  kafkax.Cluster{Brokers: []string{testenv.ClosedAddr(t)}, Logger: log},
+		Logger: log,
+	}, newStore(t, db, group))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
-	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
@@ -23,28 +22,31 @@ import (
 // absorbed by whole-batch retries.
 func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 	e := newEnv(t, 4)
-	e.cfg.Sink.BatchSize = 100
+	e.cfg.BatchSize = 100
 	ctx := context.Background()
 
 	var rs []*running
 	for i := range 4 {
 		// Round robin deals the sorted inflow partitions one per member
 		// (the default sticky balancer only balances the total count).
-		rs = append(rs, e.start(t, nil, mysqlsink.WithOwnerID(fmt.Sprintf("pool-%d", i)), mysqlsink.WithKafkaOpts(kgo.Balancers(kgo.RoundRobinBalancer()))))
+		cfg := e.cfg
+		cfg.OwnerID = fmt.Sprintf("pool-%d", i)
+		cfg.Kafka.Extra = []kgo.Opt{kgo.Balancers(kgo.RoundRobinBalancer())}
+		rs = append(rs, e.start(t, cfg))
 	}
 	// Wait until every instance owns a partition of the inflow topic.
 	testenv.Eventually(t, 45*time.Second, "each of the four instances to own a partition", func() bool {
-		return count(t, e.m.DB, "SELECT COUNT(DISTINCT owner_id) FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", e.cfg.Sink.Group, e.cfg.Kafka.Topics.LuckyPoolInflow) >= 4
+		return count(t, e.m.DB, "SELECT COUNT(DISTINCT owner_id) FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", e.cfg.Group, e.inflowTopic()) >= 4
 	})
 
 	inflows := sinktest.NewInflowGen(12, "hyapp", 8, 3).Next(20_000)
 	o := sinktest.NewOracle()
 	o.AddInflows(inflows...)
 	pcl := e.k.Client(t)
-	if err := sinktest.Produce(ctx, pcl, sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)); err != nil {
+	if err := sinktest.Produce(ctx, pcl, sinktest.InflowRecords(e.inflowTopic(), inflows)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 90*time.Second, rs...)
+	e.waitCaughtUp(t, e.cfg.Group, 90*time.Second, rs...)
 	var retries, batches float64
 	for _, r := range rs {
 		if err := r.stop(t); err != nil {
@@ -80,19 +82,21 @@ func TestLuckyPoolsFourConcurrentPartitions(t *testing.T) {
 // rolled back and retried whole, and nothing is half-applied or doubled.
 func TestDeadlockRetriesWholeBatch(t *testing.T) {
 	e := newEnv(t, 3)
-	e.cfg.Sink.BatchSize = 200
+	e.cfg.BatchSize = 200
 	ctx := context.Background()
 	ledger := sinktest.NewLedgerGen(21, "hyapp", 200).Next(4000)
 	inflows := sinktest.NewInflowGen(22, "hyapp", 5, 2).Next(1000)
 	o := e.produce(t, ledger, inflows)
 	var n atomic.Int64
-	r := e.start(t, nil, mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(context.Context) error {
+	cfg := e.cfg
+	cfg.Hooks.InTxn = func(context.Context) error {
 		if n.Add(1)%3 == 0 {
 			return &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 		}
 		return nil
-	}}))
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	}
+	r := e.start(t, cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func TestDeadlockRetriesWholeBatch(t *testing.T) {
 // and retries the whole batch on a new one, and the tables stay exact.
 func TestLostConnectionRetriesWholeBatch(t *testing.T) {
 	e := newEnv(t, 3)
-	e.cfg.Sink.BatchSize = 300
+	e.cfg.BatchSize = 300
 	ctx := context.Background()
 	ledger := sinktest.NewLedgerGen(31, "hyapp", 200).Next(3000)
 	inflows := sinktest.NewInflowGen(32, "hyapp", 5, 2).Next(500)
@@ -129,7 +133,9 @@ func TestLostConnectionRetriesWholeBatch(t *testing.T) {
 	}
 	defer e.sinkDB.Close()
 	var n, killed atomic.Int64
-	r := e.start(t, nil, mysqlsink.WithParallelism(1), mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(ctx context.Context) error {
+	cfg := e.cfg
+	cfg.Parallelism = 1
+	cfg.Hooks.InTxn = func(ctx context.Context) error {
 		if n.Add(1)%4 != 0 {
 			return nil
 		}
@@ -152,8 +158,9 @@ func TestLostConnectionRetriesWholeBatch(t *testing.T) {
 			}
 		}
 		return nil
-	}}))
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	}
+	r := e.start(t, cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

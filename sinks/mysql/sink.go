@@ -2,24 +2,18 @@ package mysqlsink
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -42,67 +36,17 @@ type Hooks struct {
 	AfterApply func(ctx context.Context, res Result) error
 }
 
-// Option configures a Sink.
-type Option func(*Sink)
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
-
-// WithRegisterer registers the sink's metrics on reg (default: none).
-func WithRegisterer(reg prometheus.Registerer) Option { return func(s *Sink) { s.reg = reg } }
-
-// WithKafkaMetrics hooks the Kafka client's kprom metrics on reg.
-func WithKafkaMetrics(reg prometheus.Registerer) Option { return func(s *Sink) { s.kreg = reg } }
-
-// WithHealth registers a readiness check named "sink" on h.
-func WithHealth(h *obs.Health) Option { return func(s *Sink) { s.health = h } }
-
-// WithOwnerID sets the instance id written to roomflow_sink_offsets
-// (default: hostname-pid-random). It must be unique per running instance.
-func WithOwnerID(id string) Option { return func(s *Sink) { s.owner = id } }
-
-// WithInstanceID makes the sink a static member of sink.group
-// (group.instance.id): restarted with the same id, it takes its partitions
-// straight back instead of waiting for its predecessor's session timeout.
-// Unique per running replica and stable across its restarts (the pod
-// name); empty (the default) keeps a dynamic member. Fencing does not
-// depend on it: every assignment, a static rejoin included, claims the
-// partitions in MySQL at a new generation.
-func WithInstanceID(id string) Option { return func(s *Sink) { s.instanceID = id } }
-
-// WithParallelism sets how many transactions one batch may be split into,
-// by partition (default 2; 1 applies each batch in one transaction).
-func WithParallelism(n int) Option { return func(s *Sink) { s.parallelism = max(1, n) } }
-
-// WithHooks installs crash hooks (tests).
-func WithHooks(h Hooks) Option { return func(s *Sink) { s.hooks = h } }
-
-// WithKafkaOpts appends client options (tests: shorter session timeouts).
-func WithKafkaOpts(opts ...kgo.Opt) Option {
-	return func(s *Sink) { s.kopts = append(s.kopts, opts...) }
-}
-
 // Sink is the engine of `roomflow sink`: it consumes the topics of its
-// store's appliers in consumer group sink.group and applies them to MySQL
-// exactly once (see Store.Apply). Kafka offsets committed by the sink are
-// informational; the positions that count are the ones in
+// store's appliers in consumer group Config.Group and applies them to
+// MySQL exactly once (see Store.Apply). Kafka offsets committed by the
+// sink are informational; the positions that count are the ones in
 // roomflow_sink_offsets, read on every assignment.
 type Sink struct {
-	cfg    *config.Config
-	store  *Store
-	log    *slog.Logger // tagged component=sink
-	klog   *slog.Logger // untagged, for kafkax
-	reg    prometheus.Registerer
-	kreg   prometheus.Registerer
-	health *obs.Health
-	owner  string
-	// instanceID is the static group member id ("" = dynamic).
-	instanceID string
-	hooks      Hooks
-	kopts      []kgo.Opt
-	m          *Metrics
+	cfg   Config
+	store *Store
+	log   *slog.Logger // cfg.Logger tagged component=sink
+	m     *Metrics
 
-	parallelism int
 	// shared are the topics whose partitions stay in one transaction
 	// (Applier.SharedRows).
 	shared map[string]bool
@@ -114,50 +58,34 @@ type Sink struct {
 }
 
 // New returns a sink applying the topics of store's appliers to store's
-// database. It fails on a config that does not validate (a
-// sink.batch_size of 0 would poll nothing, in a busy loop), a store
-// without appliers or with two for one topic, or an invalid owner id;
-// Kafka is only contacted by Run.
-func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
+// database. It fills cfg's defaults and fails on a config that does not
+// validate (each error a *cfgerr.FieldError naming the field) or whose
+// Group is not the store's; Kafka is only contacted by Run.
+func New(cfg Config, store *Store) (*Sink, error) {
+	if cfg.Group == "" {
+		cfg.Group = store.group
+	}
+	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if len(store.appliers) == 0 {
-		return nil, errors.New("mysql sink: no applier registered (mysqlsink.WithApplier)")
+	if cfg.Group != store.group {
+		return nil, &cfgerr.FieldError{Key: "group", Msg: fmt.Sprintf("must be the store's group %q: the offsets in roomflow_sink_offsets are kept under it (got %q)", store.group, cfg.Group)}
 	}
-	if len(store.conflicts) > 0 {
-		return nil, fmt.Errorf("mysql sink: more than one applier for topic %s", strings.Join(store.conflicts, ", "))
-	}
-	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, parallelism: 2, shared: map[string]bool{}}
+	s := &Sink{cfg: cfg, store: store, claims: map[TP]int64{}, shared: map[string]bool{}}
 	for topic, a := range store.appliers {
 		s.shared[topic] = a.SharedRows()
 	}
-	for _, o := range opts {
-		o(s)
+	s.log = cfg.Logger.With("component", "sink")
+	s.m = NewMetrics(cfg.Registerer)
+	if cfg.Hooks.InTxn != nil {
+		store.inTxn = cfg.Hooks.InTxn
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	if cfg.Hooks.AfterCommit != nil {
+		store.afterCommit = cfg.Hooks.AfterCommit
 	}
-	s.klog = s.log // kafkax tags its client's lines with component=sink itself
-	s.log = s.log.With("component", "sink")
-	if s.owner == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		s.owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	}
-	if len(s.owner) > 128 {
-		return nil, fmt.Errorf("mysql sink: owner id longer than 128 bytes")
-	}
-	s.m = NewMetrics(s.reg)
-	if s.hooks.InTxn != nil {
-		store.inTxn = s.hooks.InTxn
-	}
-	if s.hooks.AfterCommit != nil {
-		store.afterCommit = s.hooks.AfterCommit
-	}
-	if s.health != nil {
-		s.health.AddReadiness("sink", func() error {
+	if cfg.Health != nil {
+		cfg.Health.AddReadiness("sink", func() error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.lastErr
@@ -167,7 +95,7 @@ func New(cfg *config.Config, store *Store, opts ...Option) (*Sink, error) {
 }
 
 // Owner is the instance id used for fencing.
-func (s *Sink) Owner() string { return s.owner }
+func (s *Sink) Owner() string { return s.cfg.OwnerID }
 
 // Metrics returns the sink's metrics.
 func (s *Sink) Metrics() *Metrics { return s.m }
@@ -175,13 +103,13 @@ func (s *Sink) Metrics() *Metrics { return s.m }
 func nowMs() int64 { return time.Now().UnixMilli() }
 
 // Run consumes until ctx is cancelled, then applies the batch in flight
-// (within shutdown.timeout), closes its Kafka client and returns nil. It
-// returns an error when a batch cannot be applied after sink.max_retries
-// attempts or a non-transient MySQL error occurs.
+// (within Config.ShutdownTimeout), closes its Kafka client and returns
+// nil. It returns an error when a batch cannot be applied after
+// Config.MaxRetries retries or a non-transient MySQL error occurs.
 func (s *Sink) Run(ctx context.Context) error {
 	topics := s.store.Topics()
 	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(s.cfg.Sink.Group),
+		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -193,19 +121,20 @@ func (s *Sink) Run(ctx context.Context) error {
 		}),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
-	}, kafkax.NewCluster(s.cfg.Kafka, nil, nil).GroupOpts()...)
-	if s.instanceID != "" {
-		opts = append(opts, kgo.InstanceID(s.instanceID))
+	}, s.cfg.Kafka.GroupOpts()...)
+	if s.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(s.cfg.InstanceID))
 	}
-	opts = append(opts, s.kopts...)
-	cl, err := kafkax.NewCluster(s.cfg.Kafka, s.kreg, s.klog).NewClient("sink", opts...)
+	// The cluster's options (brokers, client id, metrics, logs) come last,
+	// so its Extra overrides the sink's own.
+	cl, err := kgo.NewClient(append(opts, s.cfg.Kafka.Opts("sink")...)...)
 	if err != nil {
 		return fmt.Errorf("mysql sink: kafka client: %w", err)
 	}
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
-	s.log.Info("sink started", "owner_id", s.owner, "group", s.cfg.Sink.Group, "topics", topics)
+	s.log.Info("sink started", "owner_id", s.cfg.OwnerID, "group", s.cfg.Group, "topics", topics)
 	for {
 		recs, hw, closed := s.collect(ctx, cl)
 		if len(recs) > 0 {
@@ -218,7 +147,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			}
 			if err != nil {
 				cl.AllowRebalance()
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Shutdown.Timeout.D())
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 				kafkax.CloseWithin(cctx, cl, s.log)
 				cancel()
 				return err
@@ -230,22 +159,22 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 	}
 	// Leaving the group may wait for a JoinGroup answer up to the
-	// rebalance timeout: bounded by shutdown.timeout.
+	// rebalance timeout: bounded by Config.ShutdownTimeout.
 	cl.AllowRebalance()
-	cctx, cancel := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
+	cctx, cancel := drainContext(ctx, s.cfg.ShutdownTimeout)
 	kafkax.CloseWithin(cctx, cl, s.log)
 	cancel()
-	s.log.Info("sink stopped", "owner_id", s.owner)
+	s.log.Info("sink stopped", "owner_id", s.cfg.OwnerID)
 	return nil
 }
 
-// collect polls up to sink.batch_size records, waiting at most
-// sink.flush_interval after the first one.
+// collect polls up to Config.BatchSize records, waiting at most
+// Config.FlushInterval after the first one.
 func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[TP]int64, bool) {
 	var out []*kgo.Record
 	hw := map[TP]int64{}
 	var deadline time.Time
-	for len(out) < s.cfg.Sink.BatchSize {
+	for len(out) < s.cfg.BatchSize {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if !deadline.IsZero() {
 			if time.Until(deadline) <= 0 {
@@ -253,7 +182,7 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 			}
 			pctx, cancel = context.WithDeadline(ctx, deadline)
 		}
-		fs := cl.PollRecords(pctx, s.cfg.Sink.BatchSize-len(out))
+		fs := cl.PollRecords(pctx, s.cfg.BatchSize-len(out))
 		cancel()
 		if fs.IsClientClosed() {
 			return out, hw, true
@@ -274,7 +203,7 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 			// (BlockRebalanceOnPoll); nothing is in flight, so allow it.
 			cl.AllowRebalance()
 		} else if deadline.IsZero() {
-			deadline = time.Now().Add(s.cfg.Sink.FlushInterval.D())
+			deadline = time.Now().Add(s.cfg.FlushInterval)
 		}
 		if ctx.Err() != nil {
 			break
@@ -297,8 +226,8 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	var claimed map[TP]Claimed
 	var err error
 	for attempt := 0; ; attempt++ {
-		claimed, err = s.store.Claim(ctx, s.owner, tps, nowMs())
-		if err == nil || !Retryable(err) || attempt >= s.cfg.Sink.MaxRetries {
+		claimed, err = s.store.Claim(ctx, s.cfg.OwnerID, tps, nowMs())
+		if err == nil || !Retryable(err) || attempt >= s.cfg.MaxRetries {
 			break
 		}
 		s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
@@ -322,7 +251,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	}
 	s.mu.Unlock()
 	s.m.Claims.Add(float64(len(claimed)))
-	s.log.Info("partitions claimed in MySQL", "owner_id", s.owner, "partitions", len(claimed))
+	s.log.Info("partitions claimed in MySQL", "owner_id", s.cfg.OwnerID, "partitions", len(claimed))
 	// A partition fenced earlier was paused; it is ours again now.
 	s.mu.Lock()
 	cl := s.cl
@@ -364,9 +293,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // process decodes recs, sends undecodable ones to the DLQ, and applies the
 // batch with whole-batch retries. After ctx is cancelled the batch still
-// gets shutdown.timeout to commit.
+// gets Config.ShutdownTimeout to commit.
 func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record, hw map[TP]int64) error {
-	ctx, done := drainContext(ctx, s.cfg.Shutdown.Timeout.D())
+	ctx, done := drainContext(ctx, s.cfg.ShutdownTimeout)
 	defer done()
 	s.mu.Lock()
 	claims := maps.Clone(s.claims)
@@ -399,7 +328,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	// Disjoint partition groups commit in concurrent transactions; each
 	// carries the offsets of its own partitions, so each is exactly once on
 	// its own. Partitions that share fact rows (SharedRows) stay together.
-	groups := splitByPartition(recs, s.parallelism, s.shared)
+	groups := splitByPartition(recs, s.cfg.Parallelism, s.shared)
 	results := make([]Result, len(groups))
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
@@ -417,7 +346,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 			continue // fenced as a whole
 		}
 		s.m.observe(res)
-		if h := s.hooks.AfterApply; h != nil {
+		if h := s.cfg.Hooks.AfterApply; h != nil {
 			if err := h(ctx, res); err != nil {
 				return err
 			}
@@ -452,13 +381,13 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 // left empty returns a zero Result.
 func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int64, recs []Record) (Result, error) {
 	for attempt := 0; len(recs) > 0; {
-		if h := s.hooks.BeforeApply; h != nil {
+		if h := s.cfg.Hooks.BeforeApply; h != nil {
 			if err := h(ctx, len(recs)); err != nil {
 				return Result{}, err
 			}
 		}
 		t0 := time.Now()
-		res, err := s.store.Apply(ctx, s.owner, claims, recs, nowMs())
+		res, err := s.store.Apply(ctx, s.cfg.OwnerID, claims, recs, nowMs())
 		var fe *FencedError
 		switch {
 		case err == nil:
@@ -470,7 +399,7 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 			s.m.Fenced.Inc()
 			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
 			recs = s.fence(cl, fe.Partitions, claims, recs)
-		case Retryable(err) && attempt < s.cfg.Sink.MaxRetries:
+		case Retryable(err) && attempt < s.cfg.MaxRetries:
 			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
 			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
 			s.setErr(err)
@@ -589,7 +518,7 @@ func (s *Sink) setErr(err error) {
 	s.mu.Unlock()
 }
 
-// deadLetter sends a record that can never be applied to kafka.topics.dlq
+// deadLetter sends a record that can never be applied to Config.DLQTopic
 // with headers naming the error and the source position. Its offset still
 // advances with the batch, so it never blocks the partition.
 func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, cause error) error {
@@ -601,7 +530,7 @@ func (s *Sink) deadLetter(ctx context.Context, cl *kgo.Client, kr *kgo.Record, c
 	s.m.DLQ.WithLabelValues(reason).Inc()
 	s.log.Warn("record sent to DLQ", "event_id", string(envelope.Header(kr, envelope.HeaderEventID)), "event_type", string(envelope.Header(kr, envelope.HeaderEventType)),
 		"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", reason, "error", cause)
-	rec := (&envelope.DeadLetter{Stage: "sink", Reason: reason, Err: cause, From: kr}).Build(s.cfg.Kafka.Topics.DLQ)
+	rec := (&envelope.DeadLetter{Stage: "sink", Reason: reason, Err: cause, From: kr}).Build(s.cfg.DLQTopic)
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("mysql sink: dlq: %w", err)
 	}

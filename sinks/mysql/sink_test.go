@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -30,8 +32,8 @@ func TestReplayChangesNothing(t *testing.T) {
 	inflows := sinktest.NewInflowGen(2, "hyapp", 20, 5).Next(2000)
 	o := e.produce(t, ledger, inflows, kgo.ProducerLinger(0))
 
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, r)
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatalf("first pass: %v", err)
 	}
@@ -40,7 +42,7 @@ func TestReplayChangesNothing(t *testing.T) {
 
 	// Second pass: the same records again, at new offsets.
 	e.produce(t, ledger, inflows, kgo.ProducerLinger(0))
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 60*time.Second, r)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +51,10 @@ func TestReplayChangesNothing(t *testing.T) {
 	}
 
 	// Third pass: a new group reads both copies from offset 0.
-	cfg3 := *e.cfg
-	cfg3.Sink.Group = testenv.UniqueName(t) + "-third"
-	r3 := e.start(t, &cfg3)
-	e.waitCaughtUp(t, cfg3.Sink.Group, 60*time.Second, r3)
+	cfg3 := e.cfg
+	cfg3.Group = testenv.UniqueName(t) + "-third"
+	r3 := e.start(t, cfg3)
+	e.waitCaughtUp(t, cfg3.Group, 60*time.Second, r3)
 	if err := r3.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -73,22 +75,22 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 	ledger := sinktest.NewLedgerGen(41, "hyapp", 20).Next(100)
 	o := sinktest.NewOracle()
 	o.AddLedger(ledger...)
-	recs := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[:50])
-	bad := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, []*userv1.MicLedgerEntry{{AppCode: "hyapp", Status: "consumed"}})[0]
-	recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.MicLedger, Key: []byte("1"), Value: []byte{0xff, 0x01, 0x02}}, bad)
-	recs = append(recs, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[50:])...)
+	recs := sinktest.LedgerRecords(e.ledgerTopic(), ledger[:50])
+	bad := sinktest.LedgerRecords(e.ledgerTopic(), []*userv1.MicLedgerEntry{{AppCode: "hyapp", Status: "consumed"}})[0]
+	recs = append(recs, &kgo.Record{Topic: e.ledgerTopic(), Key: []byte("1"), Value: []byte{0xff, 0x01, 0x02}}, bad)
+	recs = append(recs, sinktest.LedgerRecords(e.ledgerTopic(), ledger[50:])...)
 	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}
-	got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ)
+	got := e.k.DrainCommitted(t, e.cfg.DLQTopic)
 	if len(got) != 2 {
 		t.Fatalf("DLQ holds %d records, want 2", len(got))
 	}
@@ -97,7 +99,7 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 		for _, kv := range got[i].Headers {
 			h[kv.Key] = string(kv.Value)
 		}
-		if h["error_reason"] != want.reason || h["source_offset"] != want.offset || h["source_topic"] != e.cfg.Kafka.Topics.MicLedger || h["error"] == "" {
+		if h["error_reason"] != want.reason || h["source_offset"] != want.offset || h["source_topic"] != e.ledgerTopic() || h["error"] == "" {
 			t.Fatalf("DLQ record %d headers %v, want reason %s at offset %s", i, h, want.reason, want.offset)
 		}
 	}
@@ -110,8 +112,8 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx := context.Background()
-	ledger := sinktest.NewLedgerGen(43, e.cfg.AppCode, 20).Next(80)
-	inflows := sinktest.NewInflowGen(43, e.cfg.AppCode, 5, 5).Next(40)
+	ledger := sinktest.NewLedgerGen(43, appCode, 20).Next(80)
+	inflows := sinktest.NewInflowGen(43, appCode, 5, 5).Next(40)
 	o := sinktest.NewOracle()
 	o.AddLedger(ledger...)
 	o.AddInflows(inflows...)
@@ -128,44 +130,81 @@ func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
 			inflows[i].AppCode = ""
 		}
 	}
-	recs := append(sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger), sinktest.InflowRecords(e.cfg.Kafka.Topics.LuckyPoolInflow, inflows)...)
+	recs := append(sinktest.LedgerRecords(e.ledgerTopic(), ledger), sinktest.InflowRecords(e.inflowTopic(), inflows)...)
 	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ); len(got) != 0 {
+	if got := e.k.DrainCommitted(t, e.cfg.DLQTopic); len(got) != 0 {
 		t.Fatalf("DLQ holds %d records, want none", len(got))
 	}
 }
 
-// A config that does not validate is refused at New (a batch size of 0
-// used to give a sink that polled nothing, in a busy loop).
+// A config that does not validate is refused at New, each problem named
+// by its field (a batch size of 0 used to give a sink that polled nothing,
+// in a busy loop; now 0 is the default and a negative one is refused).
+// Zero fields take their defaults.
 func TestNewRefusesInvalidConfig(t *testing.T) {
-	cfg := testenv.Config(t, nil, nil)
-	cfg.Sink.BatchSize = 0
-	if _, err := mysqlsink.New(cfg, sinkStore(nil, cfg)); err == nil || !strings.Contains(err.Error(), "sink.batch_size") {
-		t.Fatalf("New with sink.batch_size 0: %v, want a sink.batch_size error", err)
+	st := newStore(t, nil, "g")
+	valid := func() mysqlsink.Config {
+		return mysqlsink.Config{Group: "g", Kafka: kafkax.Cluster{Brokers: []string{"127.0.0.1:9092"}}}
+	}
+	s, err := mysqlsink.New(valid(), st)
+	if err != nil {
+		t.Fatalf("New with defaults: %v", err)
+	}
+	if s.Owner() == "" {
+		t.Fatal("no default owner id")
+	}
+	noGroup := valid()
+	noGroup.Group = ""
+	if _, err := mysqlsink.New(noGroup, st); err != nil {
+		t.Fatalf("New without a group (the store's): %v", err)
+	}
+	for _, tc := range []struct {
+		key string
+		mut func(c *mysqlsink.Config)
+	}{
+		{"batch_size", func(c *mysqlsink.Config) { c.BatchSize = -1 }},
+		{"flush_interval", func(c *mysqlsink.Config) { c.FlushInterval = -time.Second }},
+		{"max_retries", func(c *mysqlsink.Config) { c.MaxRetries = -1 }},
+		{"shutdown_timeout", func(c *mysqlsink.Config) { c.ShutdownTimeout = -time.Second }},
+		{"parallelism", func(c *mysqlsink.Config) { c.Parallelism = -2 }},
+		{"owner_id", func(c *mysqlsink.Config) { c.OwnerID = strings.Repeat("o", 129) }},
+		{"kafka.brokers", func(c *mysqlsink.Config) { c.Kafka.Brokers = nil }},
+		{"group", func(c *mysqlsink.Config) { c.Group = "another" }}, // not the store's
+	} {
+		c := valid()
+		tc.mut(&c)
+		if _, err := mysqlsink.New(c, st); !slices.Contains(fieldKeys(err), tc.key) {
+			t.Errorf("New with a bad %s: %v, want a %s field error", tc.key, err, tc.key)
+		}
 	}
 }
 
-// New refuses a store it could not route records with: no applier at all,
-// or two for one topic (kafka.topics.mic_ledger and lucky_pool_inflow
+// NewStore refuses a store it could not route records with: no applier at
+// all, or two for one topic (kafka.topics.mic_ledger and lucky_pool_inflow
 // naming the same topic would decode ledger entries as inflows).
-func TestNewRefusesStoreWithoutOneApplierPerTopic(t *testing.T) {
-	cfg := testenv.Config(t, nil, nil)
-	if _, err := mysqlsink.New(cfg, mysqlsink.NewStore(nil, cfg.Sink.Group)); err == nil || !strings.Contains(err.Error(), "no applier") {
-		t.Fatalf("New without appliers: %v, want a no applier error", err)
+func TestNewStoreRefusesStoreWithoutOneApplierPerTopic(t *testing.T) {
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g"}, nil); !slices.Contains(fieldKeys(err), "appliers") || !strings.Contains(err.Error(), "at least one applier") {
+		t.Fatalf("NewStore without appliers: %v, want an appliers error", err)
 	}
-	cfg.Kafka.Topics.LuckyPoolInflow = cfg.Kafka.Topics.MicLedger
-	if _, err := mysqlsink.New(cfg, sinkStore(nil, cfg)); err == nil || !strings.Contains(err.Error(), cfg.Kafka.Topics.MicLedger) {
-		t.Fatalf("New with two appliers for %s: %v, want an error naming the topic", cfg.Kafka.Topics.MicLedger, err)
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: []mysqlsink.Registration{{}}}, nil); !slices.Contains(fieldKeys(err), "appliers") {
+		t.Fatalf("NewStore with a zero Registration: %v, want an appliers error", err)
+	}
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: appliers(t, "same", "same")}, nil); !slices.Contains(fieldKeys(err), "appliers") || !strings.Contains(err.Error(), "same") {
+		t.Fatalf("NewStore with two appliers for one topic: %v, want an error naming the topic", err)
+	}
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Appliers: appliers(t, "ledger", "inflow")}, nil)
+	if err != nil || st.Group() != mysqlsink.DefaultGroup {
+		t.Fatalf("NewStore without a group: %v, group %q; want the default group", err, st.Group())
 	}
 }
 
@@ -182,15 +221,17 @@ func TestDeadLetterRepeatsWithSameCoordinates(t *testing.T) {
 	ledger := sinktest.NewLedgerGen(43, "hyapp", 20).Next(40)
 	o := sinktest.NewOracle()
 	o.AddLedger(ledger...)
-	recs := sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[:20])
-	recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.MicLedger, Key: []byte("7"), Value: []byte{0xff, 0x07}})
-	recs = append(recs, sinktest.LedgerRecords(e.cfg.Kafka.Topics.MicLedger, ledger[20:])...)
+	recs := sinktest.LedgerRecords(e.ledgerTopic(), ledger[:20])
+	recs = append(recs, &kgo.Record{Topic: e.ledgerTopic(), Key: []byte("7"), Value: []byte{0xff, 0x07}})
+	recs = append(recs, sinktest.LedgerRecords(e.ledgerTopic(), ledger[20:])...)
 	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	// The first owner dead-letters the record, then dies before its MySQL
 	// commit.
-	crashed := e.start(t, nil, mysqlsink.WithHooks(mysqlsink.Hooks{InTxn: func(context.Context) error { return errKilled }}))
+	cfg := e.cfg
+	cfg.Hooks.InTxn = func(context.Context) error { return errKilled }
+	crashed := e.start(t, cfg)
 	select {
 	case err := <-crashed.done:
 		if !errors.Is(err, errKilled) {
@@ -203,15 +244,15 @@ func TestDeadLetterRepeatsWithSameCoordinates(t *testing.T) {
 	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM user_mic_event_consumption"); n != 0 {
 		t.Fatalf("the crashed batch left %d consumption rows", n)
 	}
-	r := e.start(t, nil)
-	e.waitCaughtUp(t, e.cfg.Sink.Group, 30*time.Second, r)
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
 	}
-	got := e.k.DrainCommitted(t, e.cfg.Kafka.Topics.DLQ)
+	got := e.k.DrainCommitted(t, e.cfg.DLQTopic)
 	if len(got) != 2 {
 		t.Fatalf("DLQ holds %d records, want the dead letter twice", len(got))
 	}
@@ -226,7 +267,7 @@ func TestDeadLetterRepeatsWithSameCoordinates(t *testing.T) {
 	if !maps.Equal(a, b) || string(got[0].Key) != string(got[1].Key) || !bytes.Equal(got[0].Value, got[1].Value) {
 		t.Fatalf("the repeated dead letter differs:\n%v\n%v", a, b)
 	}
-	if a["source_topic"] != e.cfg.Kafka.Topics.MicLedger || a["source_partition"] != "0" || a["source_offset"] != "20" {
-		t.Fatalf("dead letter coordinates %v, want %s/0@20", a, e.cfg.Kafka.Topics.MicLedger)
+	if a["source_topic"] != e.ledgerTopic() || a["source_partition"] != "0" || a["source_offset"] != "20" {
+		t.Fatalf("dead letter coordinates %v, want %s/0@20", a, e.ledgerTopic())
 	}
 }

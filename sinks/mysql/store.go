@@ -103,8 +103,6 @@ type Store struct {
 	db       *sql.DB
 	group    string
 	appliers appliers
-	// conflicts are topics registered twice (New refuses the store).
-	conflicts []string
 	// chunk caps the rows of one multi-row statement.
 	chunk int
 	// inTxn, when set, runs after the facts are written and before the
@@ -115,18 +113,26 @@ type Store struct {
 	afterCommit func(ctx context.Context) error
 }
 
-// NewStore returns a Store for consumer group group on db, applying the
-// topics of the appliers registered with WithApplier.
-func NewStore(db *sql.DB, group string, opts ...StoreOption) *Store {
-	s := &Store{db: db, group: group, chunk: 1000, appliers: appliers{}}
-	for _, o := range opts {
-		o(s)
+// NewStore returns a Store for consumer group cfg.Group on db, applying
+// the topics of cfg.Appliers. It fails on a config that does not validate:
+// no applier, or two for one topic.
+func NewStore(cfg StoreConfig, db *sql.DB) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	return s
+	s := &Store{db: db, group: cfg.Group, chunk: 1000, appliers: appliers{}}
+	for _, r := range cfg.Appliers {
+		s.appliers[r.a.Topic()] = r.a
+	}
+	return s, nil
 }
 
 // DB is the pool the store writes to.
 func (s *Store) DB() *sql.DB { return s.db }
+
+// Group is the consumer group whose offsets the store keeps.
+func (s *Store) Group() string { return s.group }
 
 // Topics are the topics of the registered appliers, sorted.
 func (s *Store) Topics() []string {

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -41,17 +42,52 @@ const (
 	maxRuleVersion = 64
 )
 
+// DefaultTopic is the lucky pool inflow topic of the design (Config.Topic's
+// default).
+const DefaultTopic = "hyapp.activity.lucky-pool-inflow.v1"
+
+// Config configures the applier (New).
+type Config struct {
+	// Topic is the lucky pool inflow topic the applier consumes (default
+	// DefaultTopic).
+	Topic string
+	// DefaultAppCode is the app_code of an inflow that carries none, at most
+	// 32 bytes; empty (the default) makes such an inflow invalid (a dead
+	// letter, reason missing_app_code).
+	DefaultAppCode string
+}
+
+func (c *Config) setDefaults() {
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+}
+
+// Validate names the problems by field: "topic", "default_app_code".
+func (c Config) Validate() error {
+	var v cfgerr.Checks
+	v.Set("topic", c.Topic)
+	if len(c.DefaultAppCode) > maxAppCode {
+		v.Bad("default_app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.DefaultAppCode))
+	}
+	return v.Err()
+}
+
 // Applier applies the lucky pool inflow topic; register it with
-// mysqlsink.WithApplier.
+// mysqlsink.Register.
 type Applier struct {
 	topic          string
 	defaultAppCode string
 }
 
-// New returns the applier of topic (kafka.topics.lucky_pool_inflow); an
-// inflow without app_code belongs to defaultAppCode (config app_code).
-func New(topic, defaultAppCode string) *Applier {
-	return &Applier{topic: topic, defaultAppCode: defaultAppCode}
+// New returns the applier of cfg.Topic, filling cfg's defaults; it fails
+// on a config that does not validate.
+func New(cfg Config) (*Applier, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Applier{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
 }
 
 // Topic is the lucky pool inflow topic.

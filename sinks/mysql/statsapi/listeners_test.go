@@ -21,12 +21,13 @@ import (
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 )
 
-// startAll serves the seeded API on all three loopback listeners, its
-// metrics on reg.
-func startAll(t *testing.T, reg *prometheus.Registry, opts ...statsapi.Option) statsapi.Listeners {
+// startAll serves the seeded API of cfg on all three loopback listeners,
+// its metrics on reg.
+func startAll(t *testing.T, reg *prometheus.Registry, cfg statsapi.Config) statsapi.Listeners {
 	t.Helper()
 	m := seed(t)
-	api := statsapi.New(m.DB, "hyapp", append([]statsapi.Option{statsapi.WithRegisterer(reg)}, opts...)...)
+	cfg.Registerer = reg
+	api := newAPI(t, cfg, m.DB)
 	run, err := api.Start(statsapi.Listeners{Internal: "127.0.0.1:0", App: "127.0.0.1:0", GRPC: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ type errResp struct {
 // app listener serves nothing else, and the internal listener does not
 // honour the header routes.
 func TestAppRoutes(t *testing.T) {
-	addrs := startAll(t, prometheus.NewRegistry(), statsapi.WithGatewayHeaders("X-Auth-User", "X-Auth-App"))
+	addrs := startAll(t, prometheus.NewRegistry(), statsapi.Config{DefaultAppCode: "hyapp", UserHeader: "X-Auth-User", AppCodeHeader: "X-Auth-App"})
 	aStart, aEnd, bEnd := ms("2026-03-01T23:30:00Z"), ms("2026-03-02T01:10:00Z"), ms("2026-03-05T11:00:00Z")
 	user42 := map[string][]string{"X-Auth-User": {"42"}}
 	lifetime := statsapi.Stats{SeatOccupiedMs: 160 * minute, MicOnlineMs: 90 * minute, SessionCount: 2, FirstMicAtMs: aStart, LastMicAtMs: bEnd}
@@ -147,7 +148,7 @@ func TestAppRoutes(t *testing.T) {
 // real gRPC client over loopback against MariaDB.
 func TestGRPCGetUserMicLifetimeStats(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	addrs := startAll(t, reg)
+	addrs := startAll(t, reg, statsapi.Config{DefaultAppCode: "hyapp"})
 	conn, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestGRPCGetUserMicLifetimeStats(t *testing.T) {
 // parked on a row lock), then the listeners are closed.
 func TestStopIsGraceful(t *testing.T) {
 	m := seed(t)
-	api := statsapi.New(m.DB, "hyapp")
+	api := newAPI(t, statsapi.Config{DefaultAppCode: "hyapp"}, m.DB)
 	run, err := api.Start(statsapi.Listeners{GRPC: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

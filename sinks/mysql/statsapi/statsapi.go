@@ -3,26 +3,27 @@
 // listeners so that a header only the gateway may set is never honoured
 // where anyone can reach the internal routes.
 //
-// Internal listener (api.addr; back office, tasks):
+// Internal listener (Listeners.Internal, api.addr; back office, tasks):
 //
 //	GET /api/v1/users/{user_id}/mic-stats?range=lifetime
 //	GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
 //	GET /api/v1/users/{user_id}/mic-sessions?limit=...
 //
-// Each takes an optional app_code (default: the configured app_code). The
+// Each takes an optional app_code (default: Config.DefaultAppCode). The
 // /me routes answer 404 here.
 //
-// App listener (api.app_addr; only the gateway reaches it):
+// App listener (Listeners.App, api.app_addr; only the gateway reaches it):
 //
 //	GET /api/v1/users/me/mic-stats?range=lifetime
 //	GET /api/v1/users/me/mic-stats?from_ms=...&to_ms=...
 //
-// The user is the gateway's api.user_header (default X-User-Id), the app
-// its api.app_code_header (default X-App-Code; absent: the configured
-// app_code); a missing or malformed identity is 401. Only these routes are
-// served there.
+// The user is the gateway's Config.UserHeader (default X-User-Id), the app
+// its Config.AppCodeHeader (default X-App-Code; absent:
+// Config.DefaultAppCode); a missing or malformed identity is 401. Only
+// these routes are served there.
 //
-// gRPC listener (api.grpc_addr): hyapp.user.v1.UserService (see grpc.go).
+// gRPC listener (Listeners.GRPC, api.grpc_addr): hyapp.user.v1.UserService
+// (see grpc.go).
 //
 // A range is exact over closed sessions: the seat and mic online
 // milliseconds inside [from_ms, to_ms), session_count = the distinct closed
@@ -33,6 +34,12 @@
 // A user without rows gets zeros (or no sessions), never 404. Invalid input
 // gets 400 with {"error":{"code":...,"message":...}}; a database failure
 // gets 500 with a generic message (no SQL, no DSN).
+//
+// Use:
+//
+//	api, err := statsapi.New(statsapi.Config{DefaultAppCode: "hyapp", Registerer: reg, Logger: log}, db)
+//	...
+//	err = api.Serve(ctx, statsapi.Listeners{Internal: ":8080", App: ":8081", GRPC: ":13005"}, 10*time.Second)
 package statsapi
 
 import (
@@ -44,11 +51,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/internal/promreg"
 )
@@ -244,6 +254,72 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Defaults of Config.
+const (
+	DefaultQueryTimeout  = 5 * time.Second
+	DefaultUserHeader    = "X-User-Id"
+	DefaultAppCodeHeader = "X-App-Code"
+)
+
+// maxAppCode is the width of the app_code columns.
+const maxAppCode = 32
+
+// Config configures an API (New).
+type Config struct {
+	// DefaultAppCode is the app_code of a request that names none;
+	// required, at most 32 bytes.
+	DefaultAppCode string
+	// QueryTimeout bounds each request's database time (default
+	// DefaultQueryTimeout).
+	QueryTimeout time.Duration
+	// UserHeader carries the user id the gateway authenticated, on the app
+	// listener (default DefaultUserHeader).
+	UserHeader string
+	// AppCodeHeader carries the app_code the gateway sets on the app
+	// listener; absent means DefaultAppCode. It must differ from
+	// UserHeader (default DefaultAppCodeHeader).
+	AppCodeHeader string
+	// Registerer gets the roomflow_api_* metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	// Logger gets the API's lines, tagged component=api (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.UserHeader == "" {
+		c.UserHeader = DefaultUserHeader
+	}
+	if c.AppCodeHeader == "" {
+		c.AppCodeHeader = DefaultAppCodeHeader
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate names the problems by field: "default_app_code",
+// "query_timeout", "user_header", "app_code_header".
+func (c Config) Validate() error {
+	var v cfgerr.Checks
+	if c.DefaultAppCode == "" || len(c.DefaultAppCode) > maxAppCode {
+		v.Bad("default_app_code", "must be 1..%d bytes (got %d)", maxAppCode, len(c.DefaultAppCode))
+	}
+	v.PositiveDuration("query_timeout", c.QueryTimeout)
+	if !httpguts.ValidHeaderFieldName(c.UserHeader) {
+		v.Bad("user_header", "must be an HTTP header name (got %q)", c.UserHeader)
+	}
+	if !httpguts.ValidHeaderFieldName(c.AppCodeHeader) {
+		v.Bad("app_code_header", "must be an HTTP header name (got %q)", c.AppCodeHeader)
+	} else if strings.EqualFold(c.UserHeader, c.AppCodeHeader) {
+		v.Bad("app_code_header", "must differ from user_header (%q)", c.UserHeader)
+	}
+	return v.Err()
+}
+
 // API serves the routes.
 type API struct {
 	store      *Store
@@ -255,43 +331,19 @@ type API struct {
 	appHeader  string
 }
 
-// Option configures an API.
-type Option func(*API)
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(a *API) { a.log = l } }
-
-// WithRegisterer registers the API metrics on reg.
-func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(a *API) { a.m = NewMetrics(reg) }
-}
-
-// WithQueryTimeout bounds each request's database time (default 5s).
-func WithQueryTimeout(d time.Duration) Option { return func(a *API) { a.timeout = d } }
-
-// WithGatewayHeaders names the headers the gateway sets on the app
-// listener: the user id (api.user_header, default X-User-Id) and the
-// app_code (api.app_code_header, default X-App-Code).
-func WithGatewayHeaders(user, app string) Option {
-	return func(a *API) { a.userHeader, a.appHeader = user, app }
-}
-
-// New returns the API over db; defaultApp is used when a request names no
-// app_code.
-func New(db *sql.DB, defaultApp string, opts ...Option) *API {
-	a := &API{store: NewStore(db), defaultApp: defaultApp, timeout: 5 * time.Second,
-		userHeader: "X-User-Id", appHeader: "X-App-Code"}
-	for _, o := range opts {
-		o(a)
+// New returns the API over db, filling cfg's defaults; it fails on a
+// config that does not validate (each error a *cfgerr.FieldError naming
+// the field).
+func New(cfg Config, db *sql.DB) (*API, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
-	a.log = a.log.With("component", "api")
-	if a.m == nil {
-		a.m = NewMetrics(nil)
-	}
-	return a
+	return &API{
+		store: NewStore(db), defaultApp: cfg.DefaultAppCode, timeout: cfg.QueryTimeout,
+		userHeader: cfg.UserHeader, appHeader: cfg.AppCodeHeader,
+		log: cfg.Logger.With("component", "api"), m: NewMetrics(cfg.Registerer),
+	}, nil
 }
 
 // Handler returns the internal routes (api.addr). The /me routes are not
@@ -367,7 +419,7 @@ func (a *API) appCode(v string) (string, error) {
 	if v == "" {
 		return a.defaultApp, nil
 	}
-	if len(v) > 32 {
+	if len(v) > maxAppCode {
 		return "", errors.New("app_code is at most 32 bytes")
 	}
 	return v, nil

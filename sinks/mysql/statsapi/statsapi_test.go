@@ -2,16 +2,21 @@ package statsapi_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -59,12 +64,33 @@ func seed(t *testing.T) *testenv.MySQL {
 	return m
 }
 
+// newAPI is statsapi.New(cfg, db) with its logs discarded unless cfg has a
+// logger.
+func newAPI(t *testing.T, cfg statsapi.Config, db *sql.DB) *statsapi.API {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	api, err := statsapi.New(cfg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
 // apply writes ledger entries through the sink's own store, as the sink
 // would: sessions, daily and lifetime rows.
 func apply(t *testing.T, m *testenv.MySQL, entries []*userv1.MicLedgerEntry) {
 	t.Helper()
 	ctx := context.Background()
-	st := mysqlsink.NewStore(m.DB, "api-test", mysqlsink.WithApplier(micledger.New("ledger", "hyapp")))
+	ledger, err := micledger.New(micledger.Config{Topic: "ledger", DefaultAppCode: "hyapp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "api-test", Appliers: []mysqlsink.Registration{mysqlsink.Register(ledger)}}, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
 	claims, err := st.Claim(ctx, "seed", []mysqlsink.TP{tp}, 1)
 	if err != nil {
@@ -98,7 +124,7 @@ func get(t *testing.T, srv *httptest.Server, path string, into any) int {
 
 func TestMicStats(t *testing.T) {
 	m := seed(t)
-	api := statsapi.New(m.DB, "hyapp", statsapi.WithRegisterer(prometheus.NewRegistry()))
+	api := newAPI(t, statsapi.Config{DefaultAppCode: "hyapp", Registerer: prometheus.NewRegistry()}, m.DB)
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 
@@ -150,7 +176,7 @@ func TestMicStats(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	m := seed(t)
-	srv := httptest.NewServer(statsapi.New(m.DB, "hyapp").Handler())
+	srv := httptest.NewServer(newAPI(t, statsapi.Config{DefaultAppCode: "hyapp"}, m.DB).Handler())
 	defer srv.Close()
 	for _, path := range []string{
 		"/api/v1/users/abc/mic-stats?range=lifetime",
@@ -191,7 +217,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestMicSessions(t *testing.T) {
 	m := seed(t)
-	srv := httptest.NewServer(statsapi.New(m.DB, "hyapp").Handler())
+	srv := httptest.NewServer(newAPI(t, statsapi.Config{DefaultAppCode: "hyapp"}, m.DB).Handler())
 	defer srv.Close()
 	var got statsapi.SessionList
 	if code := get(t, srv, "/api/v1/users/42/mic-sessions", &got); code != http.StatusOK {
@@ -240,6 +266,31 @@ func TestParseRange(t *testing.T) {
 		got, err := statsapi.ParseRange(tc.from, tc.to)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Fatalf("ParseRange(%s, %s) = %+v, %v", tc.from, tc.to, got, err)
+		}
+	}
+}
+
+// New fills the defaults and refuses a config that does not validate,
+// naming the field.
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	if _, err := statsapi.New(statsapi.Config{DefaultAppCode: "hyapp"}, nil); err != nil {
+		t.Fatalf("New with defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		key string
+		cfg statsapi.Config
+	}{
+		{"default_app_code", statsapi.Config{}},
+		{"default_app_code", statsapi.Config{DefaultAppCode: strings.Repeat("a", 33)}},
+		{"query_timeout", statsapi.Config{DefaultAppCode: "hyapp", QueryTimeout: -time.Second}},
+		{"user_header", statsapi.Config{DefaultAppCode: "hyapp", UserHeader: "X User"}},
+		{"app_code_header", statsapi.Config{DefaultAppCode: "hyapp", AppCodeHeader: "X-App:Code"}},
+		{"app_code_header", statsapi.Config{DefaultAppCode: "hyapp", AppCodeHeader: "x-user-id"}}, // the default user header
+	} {
+		_, err := statsapi.New(tc.cfg, nil)
+		var fe *cfgerr.FieldError
+		if !errors.As(err, &fe) || fe.Key != tc.key {
+			t.Errorf("New(%+v): %v, want a %s field error", tc.cfg, err, tc.key)
 		}
 	}
 }
