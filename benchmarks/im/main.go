@@ -121,7 +121,21 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 	tr := &timingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}
 	tr.next.MaxIdleConnsPerHost = 128
 	reg := prometheus.NewRegistry()
-	pub, err := imoutbox.NewPublisher(&cfg, db, reg, log, imoutbox.WithIMOpts(tencentim.WithHTTPClient(&http.Client{Transport: tr})))
+	// The publisher as `roomflow publish-im` wires it from cfg, on a
+	// transport of the benchmark's own that times the calls.
+	ow, im := cfg.OutboxWorker, cfg.IM
+	pub, err := imoutbox.NewPublisher(imoutbox.Config{
+		ServiceConfig: imoutbox.ServiceConfig{
+			GroupIDPrefix: im.GroupIDPrefix, PollInterval: ow.PollInterval.D(), BatchSize: ow.BatchSize,
+			PublishTimeout: ow.PublishTimeout.D(), ClaimGrace: ow.ClaimGrace.D(), LockTTL: ow.LockTTL.D(),
+			DrainTimeout: cfg.Shutdown.Timeout.D(), AppCode: cfg.AppCode, Registerer: reg, Logger: log,
+		},
+		IM: tencentim.Config{Endpoint: im.Endpoint, SDKAppID: im.SDKAppID, AdminIdentifier: im.AdminIdentifier, SecretKey: im.SecretKey,
+			UserSigTTL: im.UserSigTTL.D(), MaxCallsPerSecond: im.MaxCallsPerSecond, MaxMessagesPerGroupPerSecond: im.MaxMessagesPerGroupPerSecond,
+			MaxMessageBytes: im.MaxMessageBytes, HTTPClient: &http.Client{Transport: tr}},
+		FastPathDelay: im.FastPathDelay.D(), Group: ow.Group, Topic: cfg.Kafka.Topics.RoomEvents,
+		Kafka: kafkax.NewCluster(cfg.Kafka, reg, log),
+	}, db)
 	if err != nil {
 		return err
 	}

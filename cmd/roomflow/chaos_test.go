@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
@@ -163,6 +164,9 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second) // a killed child's claims expire soon
 	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); err != nil { // the publish-im children's own check
 		t.Fatal(err)
 	}
 	raw, err := yaml.Marshal(cfg)

@@ -99,6 +99,9 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
+	if _, err := imPublisherConfig(&app.Deps{Config: &cfg}, ""); err != nil { // before anything starts
+		return res, err
+	}
 	db, err := mysqlx.Open(ctx, cfg.MySQL)
 	if err != nil {
 		return res, err

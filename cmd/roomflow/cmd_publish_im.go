@@ -51,17 +51,16 @@ by SIGTERM it leaves the group.`,
 		Order: 40,
 		Flags: instanceIDFlag,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			if d.Config.OutboxWorker.Enabled { // fail on missing credentials before dialling MySQL
-				if err := d.Config.ValidateIM(); err != nil {
-					return nil, err
-				}
+			member := staticMember{group: d.Config.OutboxWorker.Group, id: memberID(d, "publish-im")}
+			cfg, err := imPublisherConfig(d, member.id) // bad keys, missing credentials: before dialling MySQL
+			if err != nil {
+				return nil, err
 			}
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
 			}
-			member := staticMember{group: d.Config.OutboxWorker.Group, id: memberID(d, "publish-im")}
-			p, err := imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log, imoutbox.WithInstanceID(member.id))
+			p, err := imoutbox.NewPublisher(cfg, db)
 			if err != nil {
 				return nil, err
 			}

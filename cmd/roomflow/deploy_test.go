@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -99,8 +100,8 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the ConfigMap's config does not validate: %v", err)
 	}
-	if err := cfg.ValidateIM(); err != nil {
-		t.Fatalf("the example Secret must satisfy publish-im: %v", err)
+	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); err != nil {
+		t.Fatalf("the ConfigMap's config and the example Secret must satisfy publish-im: %v", err)
 	}
 }
 

@@ -160,8 +160,10 @@ type APIConfig struct {
 	AppCodeHeader string `yaml:"app_code_header"`
 }
 
-// OutboxWorkerConfig is seed 000's block, names unchanged. Values <= 0 fall
-// back to defaults (seed 000: never a busy loop, never a full scan).
+// OutboxWorkerConfig is seed 000's block, names unchanged. poll_interval,
+// batch_size and publish_timeout <= 0 fall back to their defaults (seed
+// 000: never a busy loop, never a full scan); sinks/imoutbox applies that
+// rule.
 //
 // Enabled false switches IM delivery off as a whole: publish-im then runs
 // neither the Kafka fast path nor the compensation scan (it only reports the
@@ -298,7 +300,8 @@ func Default() Config {
 }
 
 // Load reads path (empty: defaults only), applies environment overrides from
-// getenv (nil: os.Getenv), normalises seed 000's fallbacks and validates.
+// getenv (nil: os.Getenv) and validates the app-wide keys; each component's
+// own keys are validated by cmd/roomflow's wiring of that component.
 func Load(path string, getenv func(string) string) (*Config, error) {
 	cfg := Default()
 	if path != "" {
@@ -316,7 +319,6 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if err := cfg.applyEnv(getenv); err != nil {
 		return nil, err
 	}
-	cfg.normalize()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -380,18 +382,4 @@ func lookup(getenv func(string) string, key string) (string, bool) {
 		return "", true
 	}
 	return v, true
-}
-
-// normalize applies seed 000's rule: outbox_worker values <= 0 use defaults.
-func (c *Config) normalize() {
-	d := Default().OutboxWorker
-	if c.OutboxWorker.PollInterval <= 0 {
-		c.OutboxWorker.PollInterval = d.PollInterval
-	}
-	if c.OutboxWorker.BatchSize <= 0 {
-		c.OutboxWorker.BatchSize = d.BatchSize
-	}
-	if c.OutboxWorker.PublishTimeout <= 0 {
-		c.OutboxWorker.PublishTimeout = d.PublishTimeout
-	}
 }

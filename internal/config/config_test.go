@@ -14,10 +14,6 @@ func TestDefaultIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults must validate: %v", err)
 	}
-	// Seed 000: room-service publishes itself; the fast path waits for it.
-	if c.IM.FastPathDelay.D() != 3*time.Second || c.OutboxWorker.ClaimGrace < c.IM.FastPathDelay {
-		t.Fatalf("im.fast_path_delay %s, outbox_worker.claim_grace %s", c.IM.FastPathDelay, c.OutboxWorker.ClaimGrace)
-	}
 }
 
 // Every validation rule, each with the key its error must name.
@@ -66,24 +62,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
 		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = "grpc" }},
 		{"api.grpc_addr", func(c *Config) { c.API.GRPCAddr = c.API.AppAddr }},
-		{"outbox_worker.retry_strategy", func(c *Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
-		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = 0 }},
-		{"outbox_worker.claim_grace", func(c *Config) { c.OutboxWorker.ClaimGrace = Duration(time.Second) }},
-		{"outbox_worker.lock_ttl", func(c *Config) { c.OutboxWorker.LockTTL = 0 }},
-		{"outbox_worker.lock_ttl", func(c *Config) { c.OutboxWorker.LockTTL = c.OutboxWorker.PublishTimeout }},
-		{"outbox_worker.group", func(c *Config) { c.OutboxWorker.Group = "" }},
-		{"im.endpoint", func(c *Config) { c.IM.Endpoint = "ftp://x" }},
-		{"im.endpoint", func(c *Config) { c.IM.Endpoint = "http://" }},
-		{"im.sdk_app_id", func(c *Config) { c.IM.SDKAppID = -1 }},
-		{"im.sdk_app_id", func(c *Config) { c.IM.SDKAppID = 1 << 33 }},
-		{"im.admin_identifier", func(c *Config) { c.IM.AdminIdentifier = "" }},
-		{"im.usersig_ttl", func(c *Config) { c.IM.UserSigTTL = 0 }},
-		{"im.usersig_ttl", func(c *Config) { c.IM.UserSigTTL = Duration(time.Minute) }},
-		{"im.max_calls_per_second", func(c *Config) { c.IM.MaxCallsPerSecond = 0 }},
-		{"im.max_messages_per_group_per_second", func(c *Config) { c.IM.MaxMessagesPerGroupPerSecond = 0 }},
-		{"im.max_message_bytes", func(c *Config) { c.IM.MaxMessageBytes = 0 }},
-		{"im.fast_path_delay", func(c *Config) { c.IM.FastPathDelay = -1 }},
-		{"im.fast_path_delay", func(c *Config) { c.IM.FastPathDelay = Duration(time.Hour) }},
 	}
 	for _, tc := range cases {
 		c := Default()
@@ -130,18 +108,6 @@ func TestValidateJoinsEveryProblem(t *testing.T) {
 	err := c.Validate()
 	if !hasKey(err, "mysql.max_open_conns") || !hasKey(err, "shutdown.timeout") {
 		t.Fatalf("want both keys named, got %v", err)
-	}
-}
-
-func TestValidateIM(t *testing.T) {
-	c := Default()
-	err := c.ValidateIM()
-	if !hasKey(err, "im.sdk_app_id") || !hasKey(err, "im.secret_key") {
-		t.Fatalf("want sdk_app_id and secret_key required, got %v", err)
-	}
-	c.IM.SDKAppID, c.IM.SecretKey = 1400000000, "k"
-	if err := c.ValidateIM(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -247,7 +213,6 @@ func TestLoadRejects(t *testing.T) {
 		{"bad duration", "mic:\n  compensation_interval: soon\n", nil, "not a duration"},
 		{"invalid value", "mysql:\n  max_open_conns: -5\n", nil, "mysql.max_open_conns"},
 		{"bad sdk app id env", "", map[string]string{"ROOMFLOW_IM_SDK_APP_ID": "abc"}, "im.sdk_app_id"},
-		{"retry strategy", "outbox_worker:\n  retry_strategy: exponential_backoff\n", nil, "outbox_worker.retry_strategy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,24 +224,6 @@ func TestLoadRejects(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil)); err == nil {
 		t.Fatal("a missing config file must be an error")
-	}
-}
-
-// Seed 000: outbox_worker values <= 0 fall back to the defaults.
-func TestOutboxWorkerFallbacks(t *testing.T) {
-	cfg, err := Load(writeFile(t, `
-outbox_worker:
-  poll_interval: 0s
-  batch_size: -3
-  publish_timeout: -1s
-  retry_strategy: ""
-`), env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cfg.OutboxWorker
-	if w.PollInterval.D() != time.Second || w.BatchSize != 100 || w.PublishTimeout.D() != 3*time.Second {
-		t.Fatalf("fallbacks not applied: %+v", w)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
@@ -148,57 +147,6 @@ func (c *Config) Validate() error {
 		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
 	}
 
-	// outbox_worker: seed 000 — <= 0 falls back (done in normalize), but an
-	// unknown retry strategy must stop the process.
-	switch c.OutboxWorker.RetryStrategy {
-	case "", "fixed_interval":
-	default:
-		bad("outbox_worker.retry_strategy", "must be empty or fixed_interval (got %q)", c.OutboxWorker.RetryStrategy)
-	}
-	positiveDur("outbox_worker.claim_grace", c.OutboxWorker.ClaimGrace)
-	if c.OutboxWorker.ClaimGrace > 0 && c.OutboxWorker.ClaimGrace < c.IM.FastPathDelay {
-		bad("outbox_worker.claim_grace", "must be at least im.fast_path_delay (%s), or the scan sends rows room-service is still publishing itself", c.IM.FastPathDelay)
-	}
-	positiveDur("outbox_worker.lock_ttl", c.OutboxWorker.LockTTL)
-	if c.OutboxWorker.LockTTL > 0 && c.OutboxWorker.LockTTL <= c.OutboxWorker.PublishTimeout {
-		bad("outbox_worker.lock_ttl", "must exceed outbox_worker.publish_timeout (%s), or a live claim could be stolen", c.OutboxWorker.PublishTimeout)
-	}
-	if c.OutboxWorker.Group == "" {
-		bad("outbox_worker.group", "must be set")
-	}
-
-	if u, err := url.Parse(c.IM.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("im.endpoint", "must be an http(s) base URL (got %q)", c.IM.Endpoint)
-	}
-	if c.IM.SDKAppID < 0 || c.IM.SDKAppID > 1<<32-1 {
-		bad("im.sdk_app_id", "must be a uint32 (got %d)", c.IM.SDKAppID)
-	}
-	if c.IM.AdminIdentifier == "" {
-		bad("im.admin_identifier", "must be set")
-	}
-	positiveDur("im.usersig_ttl", c.IM.UserSigTTL)
-	if c.IM.UserSigTTL > 0 && c.IM.UserSigTTL.D() < 10*time.Minute {
-		bad("im.usersig_ttl", "must be at least 10m so a sig can be renewed before it expires (got %s)", c.IM.UserSigTTL)
-	}
-	positive("im.max_calls_per_second", c.IM.MaxCallsPerSecond)
-	positive("im.max_messages_per_group_per_second", c.IM.MaxMessagesPerGroupPerSecond)
-	positive("im.max_message_bytes", c.IM.MaxMessageBytes)
-	if c.IM.FastPathDelay < 0 || c.IM.FastPathDelay.D() > 10*time.Minute {
-		bad("im.fast_path_delay", "must be between 0 (claim at once) and 10m (got %s)", c.IM.FastPathDelay)
-	}
-	return errors.Join(errs...)
-}
-
-// ValidateIM is the extra check of commands that call Tencent IM: the
-// credentials must be present. Other commands run without them.
-func (c *Config) ValidateIM() error {
-	var errs []error
-	if c.IM.SDKAppID == 0 {
-		errs = append(errs, &FieldError{Key: "im.sdk_app_id", Msg: "must be set to call Tencent IM"})
-	}
-	if c.IM.SecretKey == "" {
-		errs = append(errs, &FieldError{Key: "im.secret_key", Msg: "must be set to call Tencent IM"})
-	}
 	return errors.Join(errs...)
 }
 

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
@@ -118,7 +118,7 @@ func TestDropAndPermanentErrors(t *testing.T) {
 	if r := e.row("g-gone"); r.Status != "retryable" || !strings.Contains(r.LastError.String, "permanent 10010") {
 		t.Fatalf("permanent, V1: %+v", r)
 	}
-	e.cfg.IM.MarkPermanentFailed = true
+	e.cfg.MarkPermanentFailed = true
 	if err := e.service().ProcessPendingOutbox(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 // is bounded by publish_timeout and its result is recorded.
 func TestWorkerCancel(t *testing.T) {
 	e := newEnv(t, false)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(500 * time.Millisecond)
+	e.cfg.PublishTimeout = 500 * time.Millisecond
 	e.insert(time.Second, gift("slow", "r1", 1))
 	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 10 * time.Second})
 	s := e.service()
@@ -238,13 +238,13 @@ func TestWorkerCancel(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("worker did not stop")
 	}
-	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+2*time.Second {
-		t.Fatalf("stopped after %s, publish_timeout is %s", el, e.cfg.OutboxWorker.PublishTimeout)
+	if el := time.Since(start); el > e.cfg.PublishTimeout+2*time.Second {
+		t.Fatalf("stopped after %s, publish_timeout is %s", el, e.cfg.PublishTimeout)
 	}
 	if r := e.row("slow"); r.Status != "retryable" || r.RetryCount != 1 || !strings.Contains(r.LastError.String, "timeout") {
 		t.Fatalf("in-flight result not recorded: %+v", r)
 	}
-	time.Sleep(3 * e.cfg.OutboxWorker.PollInterval.D())
+	time.Sleep(3 * e.cfg.PollInterval)
 	if r := e.row("after-cancel"); r.Status != "pending" || r.WorkerID != "" {
 		t.Fatalf("claimed after cancel: %+v", r)
 	}
@@ -256,8 +256,9 @@ func TestWorkerCancel(t *testing.T) {
 // which left them delivering, under a renewed claim, for publish_timeout).
 func TestScanRecordsEachResultAsItEnds(t *testing.T) {
 	e := newEnv(t, false)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(10 * time.Second)
-	e.cfg.Shutdown.Timeout = config.Duration(time.Second)
+	e.cfg.PublishTimeout = 10 * time.Second
+	e.cfg.LockTTL = 11 * time.Second // over publish_timeout
+	e.cfg.DrainTimeout = time.Second
 	evs := []event{gift("hung", "r1", 1)}
 	for i := 0; i < 5; i++ {
 		evs = append(evs, gift(fmt.Sprintf("free-%d", i), fmt.Sprintf("o%d", i), 1))
@@ -298,7 +299,7 @@ func TestScanRecordsEachResultAsItEnds(t *testing.T) {
 // resent with the same Random and body, which the IM dedup absorbs.
 func TestCrashBetweenSendAndMark(t *testing.T) {
 	e := newEnv(t, false)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(3 * time.Second) // outlives the crashed round even on a loaded machine
+	e.cfg.LockTTL = 3 * time.Second // outlives the crashed round even on a loaded machine
 	const n = 40
 	var evs []event
 	for i, id := range ids("crash", n) {
@@ -374,7 +375,7 @@ func TestConnectionErrorHasNoSecrets(t *testing.T) {
 	if r.Status != "retryable" || !strings.Contains(r.LastError.String, "transport") {
 		t.Fatalf("%+v", r)
 	}
-	sig, _ := tencentim.GenUserSig(testApp, testKey, testAdmin, time.Now(), e.cfg.IM.UserSigTTL.D())
+	sig, _ := tencentim.GenUserSig(testApp, testKey, testAdmin, time.Now(), 24*time.Hour)
 	for _, secret := range []string{testKey, sig[:24], "usersig=", "sdkappid="} {
 		if strings.Contains(r.LastError.String, secret) || strings.Contains(e.logs.String(), secret) {
 			t.Fatalf("secret %q leaked:\nlast_error=%s\nlogs=%s", secret, r.LastError.String, e.logs.String())
@@ -386,38 +387,111 @@ func TestConnectionErrorHasNoSecrets(t *testing.T) {
 }
 
 // Seed 000's configuration rules: <= 0 falls back to defaults, unknown
-// retry strategies fail at start, IM credentials are required.
+// retry strategies fail at start, IM credentials are required when
+// delivering (and only then). Each problem names its field.
 func TestConfigRules(t *testing.T) {
-	yaml := func(s string) (*config.Config, error) {
-		p := t.TempDir() + "/c.yaml"
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return config.Load(p, func(string) string { return "" })
-	}
-	c, err := yaml("outbox_worker:\n  poll_interval: 0s\n  batch_size: -5\n  publish_timeout: -1s\n  retry_strategy: \"\"\n")
+	s, err := imoutbox.NewService(imoutbox.ServiceConfig{PollInterval: 0, BatchSize: -5, PublishTimeout: -time.Second}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.OutboxWorker.PollInterval.D() != time.Second || c.OutboxWorker.BatchSize != 100 || c.OutboxWorker.PublishTimeout.D() != 3*time.Second {
-		t.Fatalf("defaults not applied: %+v", c.OutboxWorker)
+	if c := imoutbox.Settings(s); c.PollInterval != time.Second || c.BatchSize != 100 || c.PublishTimeout != 3*time.Second {
+		t.Fatalf("defaults not applied: %+v", c)
 	}
-	if _, err := yaml("outbox_worker:\n  retry_strategy: exponential\n"); err == nil || !strings.Contains(err.Error(), "outbox_worker.retry_strategy") {
-		t.Fatalf("unknown strategy: %v", err)
+	// lock_ttl is compared with the publish_timeout in effect (3s).
+	if err := (imoutbox.ServiceConfig{ClaimGrace: time.Second, LockTTL: 2 * time.Second, PublishTimeout: -1}).Validate(); !hasKey(err, "lock_ttl") {
+		t.Fatalf("lock_ttl under the default publish_timeout: %v", err)
 	}
-	if _, err := yaml("outbox_worker:\n  retry_strategy: fixed_interval\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ValidateIM(); err == nil || !strings.Contains(err.Error(), "im.secret_key") {
-		t.Fatalf("ValidateIM: %v", err)
-	}
-	// The service applies the same rules to options given directly.
-	if _, err := imoutbox.NewService(nil, nil, imoutbox.Options{RetryStrategy: "exponential"}, nil, nil); !errors.Is(err, imoutbox.ErrRetryStrategy) {
+	if _, err := imoutbox.NewService(imoutbox.ServiceConfig{RetryStrategy: "exponential"}, nil, nil); !hasKey(err, "retry_strategy") {
 		t.Fatalf("service strategy: %v", err)
 	}
-	if _, err := imoutbox.NewPublisher(c, nil, nil, nil); err == nil {
-		t.Fatal("publisher without IM credentials must not start")
+	if _, err := imoutbox.NewService(imoutbox.ServiceConfig{RetryStrategy: "fixed_interval"}, nil, nil); err != nil {
+		t.Fatal(err)
 	}
+
+	cfg := imoutbox.Config{Group: "g", Topic: "t", Kafka: kafkax.Cluster{Brokers: []string{testenv.ClosedAddr(t)}}}
+	_, err = imoutbox.NewPublisher(cfg, nil)
+	if !hasKey(err, "im.sdk_app_id") || !hasKey(err, "im.secret_key") {
+		t.Fatalf("publisher without IM credentials: %v", err)
+	}
+	cfg.IM.SecretKey = testKey
+	if _, err := imoutbox.NewPublisher(cfg, nil); err == nil || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("publisher without an sdk_app_id: %v", err)
+	}
+	// With delivery off, neither IM nor Kafka is needed nor checked.
+	if _, err := imoutbox.NewPublisher(imoutbox.Config{DisableDelivery: true, IM: tencentim.Config{Endpoint: "ftp://x"}}, nil); err != nil {
+		t.Fatalf("disabled publisher: %v", err)
+	}
+}
+
+// Config.Validate names every invalid field: the service's, the fast
+// path's, the cluster's under kafka. and the IM client's under im.
+func TestConfigValidateNamesTheField(t *testing.T) {
+	valid := func() imoutbox.Config {
+		return imoutbox.Config{
+			ServiceConfig: imoutbox.ServiceConfig{PublishTimeout: 3 * time.Second, ClaimGrace: 5 * time.Second, LockTTL: 30 * time.Second, DrainTimeout: 10 * time.Second},
+			IM: tencentim.Config{Endpoint: "https://im.example", SDKAppID: testApp, AdminIdentifier: testAdmin, SecretKey: testKey,
+				UserSigTTL: 24 * time.Hour, MaxCallsPerSecond: 200, MaxMessagesPerGroupPerSecond: 40, MaxMessageBytes: 12 << 10},
+			FastPathDelay: 3 * time.Second, Group: "g", Topic: "t", Kafka: kafkax.Cluster{Brokers: []string{"k:9092"}},
+		}
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid: %v", err)
+	}
+	cases := []struct {
+		key string
+		mut func(*imoutbox.Config)
+	}{
+		{"retry_strategy", func(c *imoutbox.Config) { c.RetryStrategy = "exponential" }},
+		{"claim_grace", func(c *imoutbox.Config) { c.ClaimGrace = 0 }},
+		{"claim_grace", func(c *imoutbox.Config) { c.ClaimGrace = time.Second }}, // < fast_path_delay
+		{"lock_ttl", func(c *imoutbox.Config) { c.LockTTL = 0 }},
+		{"lock_ttl", func(c *imoutbox.Config) { c.LockTTL = c.PublishTimeout }},
+		{"lanes", func(c *imoutbox.Config) { c.Lanes = -1 }},
+		{"drain_timeout", func(c *imoutbox.Config) { c.DrainTimeout = 0 }},
+		{"failure_summary_interval", func(c *imoutbox.Config) { c.FailureSummaryInterval = -1 }},
+		{"fast_path_delay", func(c *imoutbox.Config) { c.FastPathDelay = -1 }},
+		{"fast_path_delay", func(c *imoutbox.Config) { c.FastPathDelay = time.Hour }},
+		{"group", func(c *imoutbox.Config) { c.Group = "" }},
+		{"topic", func(c *imoutbox.Config) { c.Topic = "" }},
+		{"kafka.brokers", func(c *imoutbox.Config) { c.Kafka.Brokers = nil }},
+		{"im.endpoint", func(c *imoutbox.Config) { c.IM.Endpoint = "ftp://x" }},
+		{"im.sdk_app_id", func(c *imoutbox.Config) { c.IM.SDKAppID = 0 }},
+		{"im.secret_key", func(c *imoutbox.Config) { c.IM.SecretKey = "" }},
+		{"im.usersig_ttl", func(c *imoutbox.Config) { c.IM.UserSigTTL = time.Minute }},
+		{"im.max_calls_per_second", func(c *imoutbox.Config) { c.IM.MaxCallsPerSecond = 0 }},
+	}
+	for _, tc := range cases {
+		c := valid()
+		tc.mut(&c)
+		if err := c.Validate(); !hasKey(err, tc.key) {
+			t.Errorf("%s: error does not name the field: %v", tc.key, err)
+		}
+	}
+	// With delivery off, only the service's fields are checked.
+	c := valid()
+	c.DisableDelivery = true
+	c.IM, c.Kafka, c.Group, c.Topic, c.FastPathDelay = tencentim.Config{}, kafkax.Cluster{}, "", "", time.Hour
+	if err := c.Validate(); err != nil {
+		t.Fatalf("disabled: %v", err)
+	}
+	c.LockTTL = 0
+	if err := c.Validate(); !hasKey(err, "lock_ttl") {
+		t.Fatalf("disabled, bad lock_ttl: %v", err)
+	}
+}
+
+// hasKey reports whether err (joined or not) has a FieldError for key.
+func hasKey(err error, key string) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if hasKey(e, key) {
+				return true
+			}
+		}
+		return false
+	}
+	var fe *cfgerr.FieldError
+	return errors.As(err, &fe) && fe.Key == key
 }
 
 // Tencent stored the message but the answer was lost (gateway 502): the

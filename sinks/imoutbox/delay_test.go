@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
@@ -22,9 +21,9 @@ import (
 // event is sent once, in room order, and never before the delay.
 func TestFastPathLeavesRoomServiceItsOwnPublish(t *testing.T) {
 	e := newEnv(t, true)
-	def := config.Default()
-	e.cfg.IM.FastPathDelay, e.cfg.OutboxWorker.ClaimGrace = def.IM.FastPathDelay, def.OutboxWorker.ClaimGrace
-	delay := e.cfg.IM.FastPathDelay.D()
+	// roomflow's defaults: im.fast_path_delay 3s, outbox_worker.claim_grace 5s.
+	e.cfg.FastPathDelay, e.cfg.ClaimGrace = 3*time.Second, 5*time.Second
+	delay := e.cfg.FastPathDelay
 	reg, stop := e.publisher(fastAndScan)
 
 	const n, rooms = 200, 20
@@ -99,9 +98,9 @@ func TestFastPathLeavesRoomServiceItsOwnPublish(t *testing.T) {
 // never exceeds it) and still delivers everything.
 func TestFastPathHoldIsBounded(t *testing.T) {
 	e := newEnv(t, true)
-	e.cfg.IM.FastPathDelay = config.Duration(time.Second)
-	e.cfg.OutboxWorker.ClaimGrace = config.Duration(time.Hour) // the fast path alone
-	const n, limit = 2500, 1000                                // limit: max(1000, 2 x 200/s x 1s)
+	e.cfg.FastPathDelay = time.Second
+	e.cfg.ClaimGrace = time.Hour // the fast path alone
+	const n, limit = 2500, 1000  // limit: max(1000, 2 x 200/s x 1s)
 	var evs []event
 	for i := 0; i < n; i++ { // no-op events: no IM calls, so only the hold paces them
 		evs = append(evs, event{ID: fmt.Sprintf("h-%04d", i), Type: "RoomHeatChanged", Room: fmt.Sprintf("r%d", i%50), Payload: &roomv1.RoomHeatChanged{Heat: int64(i)}})
@@ -129,8 +128,8 @@ func TestFastPathHoldIsBounded(t *testing.T) {
 // start delivers each exactly once.
 func TestHeldRecordsAreNotCommitted(t *testing.T) {
 	e := newEnv(t, true)
-	e.cfg.IM.FastPathDelay = config.Duration(time.Minute)
-	e.cfg.OutboxWorker.ClaimGrace = config.Duration(time.Hour)
+	e.cfg.FastPathDelay = time.Minute
+	e.cfg.ClaimGrace = time.Hour
 	var evs []event
 	for i := 0; i < 40; i++ {
 		evs = append(evs, gift(fmt.Sprintf("held-%02d", i), fmt.Sprintf("r%d", i%4), int64(i/4+1)))
@@ -142,7 +141,7 @@ func TestHeldRecordsAreNotCommitted(t *testing.T) {
 		return metric(t, reg, "roomflow_im_fast_path_held_records", nil) == float64(len(evs))
 	})
 	stop()
-	offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.OutboxWorker.Group)
+	offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.Group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +153,7 @@ func TestHeldRecordsAreNotCommitted(t *testing.T) {
 	if got := e.countStatus("pending"); got != len(evs) || len(e.fake.Requests()) != 0 {
 		t.Fatalf("%d rows pending, %d IM requests after a stop with everything held", got, len(e.fake.Requests()))
 	}
-	e.cfg.IM.FastPathDelay = 0
+	e.cfg.FastPathDelay = 0
 	_, stop2 := e.publisher(fastOnly)
 	testenv.Eventually(t, 30*time.Second, "delivered after restart", func() bool { return e.countStatus("delivered") == len(evs) })
 	stop2()

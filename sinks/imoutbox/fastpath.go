@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -25,7 +22,7 @@ import (
 // room's events are sent in order across polls, and a busy room (paced at
 // 40/s) never holds up the others.
 //
-// Before claiming, each poll is held for im.fast_path_delay from the moment
+// Before claiming, each poll is held for Config.FastPathDelay from the moment
 // it was consumed (this process's monotonic clock; no other host's clock
 // is compared): room-service publishes each event itself right after its
 // transaction and marks the row delivered (seed 000), and the fast path
@@ -89,39 +86,41 @@ type chainResult struct {
 	last bool // the room's last result in this poll
 }
 
-// NewFastPath creates the fast path and its Kafka client on kcfg: topic
-// room events, consumer group group, read_committed (the relay writes
+// newFastPath creates the fast path and its Kafka client on cfg.Kafka:
+// topic cfg.Topic, consumer group cfg.Group (a static member when
+// cfg.InstanceID is set), read_committed (the relay writes
 // transactionally), marked-offset autocommit every second, rebalances held
 // while a poll is being claimed and drained before partitions are revoked.
-// appRate is im.max_calls_per_second, used to bound claimed work so that
-// it drains within a third of lock_ttl. delay is im.fast_path_delay; the
-// hold keeps at most twice what appRate sends in delay (at least 1000
-// records), so it never limits throughput below appRate. reg (may be nil)
-// gets the client's roomflow_kafka_* metrics; log (may be nil) its
-// warnings, tagged component=publish-im (see kafkax.Opts).
-func NewFastPath(svc *Service, kcfg config.KafkaConfig, group string, reg prometheus.Registerer, log *slog.Logger, appRate int, delay time.Duration, extra ...kgo.Opt) (*FastPath, error) {
-	inflight := int(float64(appRate) * svc.opt.LockTTL.Seconds() / 3)
+// appRate (the IM client's calls per second) bounds claimed work so that
+// it drains within a third of lock_ttl. The hold keeps at most twice what
+// appRate sends in cfg.FastPathDelay (at least 1000 records), so it never
+// limits throughput below appRate.
+func newFastPath(svc *Service, cfg Config, appRate int) (*FastPath, error) {
+	delay := cfg.FastPathDelay
+	inflight := int(float64(appRate) * svc.cfg.LockTTL.Seconds() / 3)
 	inflight = max(100, min(inflight, 10000))
 	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
 		delay: delay, maxHeld: max(1000, int(2*float64(appRate)*delay.Seconds())),
 		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
 		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
 	f.idle = sync.NewCond(&f.mu)
-	opts := append([]kgo.Opt{
-		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
-		kgo.ConsumerGroup(group),
+	// A crashed publisher's partitions move after the cluster's session
+	// timeout, not Kafka's 45 s default; the compensation scan covers the
+	// gap either way.
+	opts := append(cfg.Kafka.GroupOpts(),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumerGroup(cfg.Group),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(time.Second),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.OnPartitionsRevoked(f.onRevoked),
-	}, kafkax.NewCluster(kcfg, nil, nil).GroupOpts()...)
-	// A crashed publisher's partitions move after kafka.session_timeout,
-	// not Kafka's 45 s default; the compensation scan covers the gap
-	// either way. extra (tests) comes last and wins.
-	opts = append(opts, extra...)
-	cl, err := kafkax.NewCluster(kcfg, reg, log).NewClient("publish-im", opts...)
+	)
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	cl, err := cfg.Kafka.NewClient("publish-im", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +136,8 @@ func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[st
 	f.claiming.Lock()
 	f.dropHeld(revoked)
 	f.claiming.Unlock()
-	f.drain(f.svc.opt.DrainTimeout)
-	cctx, cancel := context.WithTimeout(ctx, f.svc.opt.DrainTimeout)
+	f.drain(f.svc.cfg.DrainTimeout)
+	cctx, cancel := context.WithTimeout(ctx, f.svc.cfg.DrainTimeout)
 	defer cancel()
 	if err := cl.CommitMarkedOffsets(cctx); err != nil {
 		f.svc.m.batchErrors.WithLabelValues("commit").Inc()
@@ -179,7 +178,7 @@ func (f *FastPath) Run(ctx context.Context) error {
 	go func() { f.dispatcher(lt); close(dispDone) }()
 	defer func() {
 		stop()
-		deadline := time.Now().Add(f.svc.opt.DrainTimeout)
+		deadline := time.Now().Add(f.svc.cfg.DrainTimeout)
 		left := func() time.Duration { return max(time.Until(deadline), 100*time.Millisecond) }
 		<-dispDone
 		f.chains.Wait() // sends end by lt.abort at the latest
@@ -381,7 +380,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 	var claims EventClaims
 	for {
 		var err error
-		claims, err = f.svc.repo.ClaimEvents(ctx, f.svc.worker, ids, f.svc.opt.LockTTL)
+		claims, err = f.svc.repo.ClaimEvents(ctx, f.svc.worker, ids, f.svc.cfg.LockTTL)
 		if err == nil {
 			break
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
@@ -26,7 +25,7 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	e.produce(raws, evs)
 	// A value that is not an envelope is counted and skipped (its row, if
 	// any, is the compensation scan's to report).
-	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
+	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Topic, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	reg, stop := e.publisher(fastOnly)
@@ -58,11 +57,11 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 // oracle, and no resend reaches it at all (claims, not dedup, prevent it).
 func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	e := newEnv(t, true)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second)
+	e.cfg.LockTTL = 5 * time.Second
 	// A send that times out may still have reached IM and is then resent
 	// (at least once, absorbed by dedup): a loaded machine must not turn
 	// slow answers into timeouts here, where any resend is a failure.
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(4 * time.Second)
+	e.cfg.PublishTimeout = 4 * time.Second
 	const n, rooms = 600, 40
 	var evs []event
 	for i := 0; i < n; i++ {

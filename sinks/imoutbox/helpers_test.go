@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
@@ -31,8 +31,9 @@ const (
 
 type env struct {
 	t    *testing.T
-	cfg  *config.Config
+	cfg  imoutbox.Config // tests change it before building services and publishers
 	db   *sql.DB
+	m    *testenv.MySQL
 	k    *testenv.Kafka
 	fake *imfake.Server
 	url  string
@@ -48,28 +49,11 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	if withKafka {
 		k = testenv.NewKafka(t, testenv.Partitions(4))
 	}
-	cfg := testenv.Config(t, k, m)
 	fake := imfake.New(imfake.Config{SDKAppID: testApp, AdminIdentifier: testAdmin, SecretKey: testKey})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	cfg.IM.Endpoint, cfg.IM.SDKAppID, cfg.IM.SecretKey, cfg.IM.AdminIdentifier = srv.URL, testApp, testKey, testAdmin
-	cfg.IM.GroupIDPrefix = "room-"
-	cfg.OutboxWorker.PollInterval = config.Duration(100 * time.Millisecond)
-	// Generous enough that a loaded machine's slow answer is no timeout
-	// (a timed-out send is retried, and may be a duplicate); tests of
-	// timeouts and lock expiry set their own.
-	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
-	cfg.OutboxWorker.ClaimGrace = config.Duration(300 * time.Millisecond)
-	cfg.OutboxWorker.LockTTL = config.Duration(3 * time.Second)
-	cfg.OutboxWorker.NodeID = "test-node"
-	// No room-service publishes here, so the fast path claims at once;
-	// the tests of the delay set it themselves.
-	cfg.IM.FastPathDelay = 0
-	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, cfg: cfg, db: m.DB, k: k, fake: fake, url: srv.URL, logs: &testenv.SyncBuffer{}}
+	cfg := testConfig(t, k, srv.URL)
+	e := &env{t: t, cfg: cfg, db: m.DB, m: m, k: k, fake: fake, url: srv.URL, logs: &testenv.SyncBuffer{}}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -94,6 +78,38 @@ func newEnv(t *testing.T, withKafka bool) *env {
 	return e
 }
 
+// testConfig is a publisher's config on k (nil: an unreachable broker)
+// and the fake IM server at imURL, with timings that suit tests; its other
+// fields are left to the defaults.
+func testConfig(t *testing.T, k *testenv.Kafka, imURL string) imoutbox.Config {
+	cfg := imoutbox.Config{
+		ServiceConfig: imoutbox.ServiceConfig{
+			NodeID:        "test-node",
+			GroupIDPrefix: "room-",
+			PollInterval:  100 * time.Millisecond,
+			// Generous enough that a loaded machine's slow answer is no
+			// timeout (a timed-out send is retried, and may be a
+			// duplicate); tests of timeouts and lock expiry set their own.
+			PublishTimeout: 2 * time.Second,
+			ClaimGrace:     300 * time.Millisecond,
+			LockTTL:        3 * time.Second,
+			DrainTimeout:   5 * time.Second,
+			AppCode:        "hyapp",
+		},
+		IM: tencentim.Config{Endpoint: imURL, SDKAppID: testApp, SecretKey: testKey, AdminIdentifier: testAdmin},
+		// No room-service publishes here, so the fast path claims at once;
+		// the tests of the delay set it themselves.
+		FastPathDelay: 0,
+		Group:         testenv.UniqueName(t) + "-im",
+		Topic:         "hyapp.room.events.v1",
+		Kafka:         kafkax.Cluster{Brokers: []string{testenv.ClosedAddr(t)}},
+	}
+	if k != nil {
+		cfg.Topic, cfg.Kafka = k.Config.Topics.RoomEvents, k.Cluster()
+	}
+	return cfg
+}
+
 func (e *env) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
@@ -107,7 +123,9 @@ func (e *env) serviceOn(reg *prometheus.Registry) *imoutbox.Service {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := imoutbox.NewService(imoutbox.NewRepo(e.db), c, imoutbox.OptionsFrom(e.cfg), reg, e.logger())
+	cfg := e.cfg.ServiceConfig
+	cfg.Registerer, cfg.Logger = reg, e.logger()
+	s, err := imoutbox.NewService(cfg, imoutbox.NewRepo(e.db), c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -120,7 +138,7 @@ type pubMode int
 const (
 	fastAndScan pubMode = iota // publish-im as deployed
 	fastOnly                   // the compensation scan switched off (imoutbox.FastPathOnly)
-	disabled                   // outbox_worker.enabled=false
+	disabled                   // DisableDelivery (outbox_worker.enabled=false)
 )
 
 // publisher starts a publish-im in mode and returns its registry and a
@@ -131,12 +149,20 @@ func (e *env) publisher(mode pubMode) (*prometheus.Registry, func()) {
 	return reg, e.run(p)
 }
 
+// publisherConfig is e.cfg in mode, its metrics (the Kafka client's too)
+// on reg and its logs (the Kafka client's too) in e.logs.
+func (e *env) publisherConfig(mode pubMode, reg prometheus.Registerer) imoutbox.Config {
+	cfg := e.cfg
+	cfg.DisableDelivery = mode == disabled
+	cfg.Registerer, cfg.Logger = reg, e.logger()
+	cfg.Kafka.Metrics, cfg.Kafka.Logger = reg, e.logger()
+	return cfg
+}
+
 func (e *env) newPublisher(mode pubMode) (*imoutbox.Publisher, *prometheus.Registry) {
 	e.t.Helper()
-	cfg := *e.cfg
-	cfg.OutboxWorker.Enabled = mode != disabled
 	reg := prometheus.NewRegistry()
-	p, err := imoutbox.NewPublisher(&cfg, e.db, reg, e.logger())
+	p, err := imoutbox.NewPublisher(e.publisherConfig(mode, reg), e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -214,7 +240,7 @@ func (e *env) produce(raws map[string][]byte, order []event) {
 	cl := e.k.Client(e.t)
 	var recs []*kgo.Record
 	for _, ev := range order {
-		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.RoomEvents, Key: []byte(ev.Room), Value: raws[ev.ID],
+		recs = append(recs, &kgo.Record{Topic: e.cfg.Topic, Key: []byte(ev.Room), Value: raws[ev.ID],
 			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(ev.ID)}, {Key: "event_type", Value: []byte(ev.Type)}}})
 	}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {

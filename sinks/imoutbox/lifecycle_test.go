@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -23,8 +22,8 @@ import (
 // delivers them through the compensation scan.
 func TestPublisherShutdownAndRestart(t *testing.T) {
 	e := newEnv(t, true)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second) // the slow send is in flight at SIGTERM
-	e.cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second)
+	e.cfg.PublishTimeout = 2 * time.Second // the slow send is in flight at SIGTERM
+	e.cfg.LockTTL = 5 * time.Second
 	evs := []event{gift("slow", "r1", 1)}
 	for i := 2; i <= 21; i++ {
 		evs = append(evs, gift(fmt.Sprintf("behind-%02d", i), "r1", int64(i)))
@@ -42,8 +41,8 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	stop()
-	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+3*time.Second {
-		t.Fatalf("shutdown took %s (publish_timeout %s)", el, e.cfg.OutboxWorker.PublishTimeout)
+	if el := time.Since(start); el > e.cfg.PublishTimeout+3*time.Second {
+		t.Fatalf("shutdown took %s (publish_timeout %s)", el, e.cfg.PublishTimeout)
 	}
 	if r := e.row("slow"); r.Status != "retryable" || r.RetryCount != 1 || !strings.Contains(r.LastError.String, "timeout") {
 		t.Fatalf("in-flight result: %+v", r)
@@ -107,15 +106,16 @@ func TestDrainUnderAppFrame(t *testing.T) {
 
 func testDrainUnderAppFrame(t *testing.T, fast bool) {
 	e := newEnv(t, true)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(8 * time.Second)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(9 * time.Second)
+	e.cfg.PublishTimeout = 8 * time.Second
+	e.cfg.LockTTL = 9 * time.Second
 	// Sends are cancelled at 3/4 of it: the last quarter records the
 	// hand-backs, which a loaded machine does not finish in 250ms.
-	e.cfg.Shutdown.Timeout = config.Duration(3 * time.Second)
-	e.cfg.Metrics.Addr = testenv.ClosedAddr(t)
+	e.cfg.DrainTimeout = 3 * time.Second
+	d := app.NewDeps(testenv.Config(t, e.k, e.m), e.logger())
+	d.Config.Metrics.Addr = testenv.ClosedAddr(t)
 	createdAgo := time.Second // past claim_grace: the scan claims at once
 	if fast {
-		e.cfg.OutboxWorker.ClaimGrace = config.Duration(time.Minute) // the scan leaves fresh rows to the fast path
+		e.cfg.ClaimGrace = time.Minute // the scan leaves fresh rows to the fast path
 		createdAgo = 0
 	}
 	evs := []event{gift("hung", "r1", 1)}
@@ -131,19 +131,21 @@ func testDrainUnderAppFrame(t *testing.T, fast bool) {
 		e.produce(raws, evs)
 	}
 
-	d := app.NewDeps(e.cfg, e.logger())
 	spec := app.Spec{Name: "publish-im", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return imoutbox.NewPublisher(d.Config, db, d.Registry, d.Log)
+		cfg := e.cfg
+		cfg.Registerer, cfg.Logger = d.Registry, d.Log
+		cfg.Kafka.Metrics, cfg.Kafka.Logger = d.Registry, d.Log
+		return imoutbox.NewPublisher(cfg, db)
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, d, []app.Spec{spec}) }()
 	readyz := func() int {
-		resp, err := http.Get("http://" + e.cfg.Metrics.Addr + "/readyz")
+		resp, err := http.Get("http://" + d.Config.Metrics.Addr + "/readyz")
 		if err != nil {
 			return 0
 		}
@@ -164,8 +166,8 @@ func testDrainUnderAppFrame(t *testing.T, fast bool) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	if el := time.Since(start); el > e.cfg.Shutdown.Timeout.D()+3*time.Second {
-		t.Fatalf("stop took %s, shutdown.timeout is %s", el, e.cfg.Shutdown.Timeout)
+	if el := time.Since(start); el > e.cfg.DrainTimeout+3*time.Second {
+		t.Fatalf("stop took %s, shutdown.timeout is %s", el, e.cfg.DrainTimeout)
 	}
 	time.Sleep(200 * time.Millisecond) // anything still running would hit the closed pool now
 	if l := e.logs.String(); strings.Contains(l, "database is closed") {

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
-	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -65,8 +63,8 @@ func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 	e := newEnv(t, true)
 	// Only the injected faults fail: a send slowed past the tests' 500ms
 	// publish_timeout by a loaded machine would add a third code.
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(5 * time.Second)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(6 * time.Second)
+	e.cfg.PublishTimeout = 5 * time.Second
+	e.cfg.LockTTL = 6 * time.Second
 	const n = 60 // under the 200 calls/s pacing: failures keep coming every poll_interval
 	var evs []event
 	for i := 0; i < n; i++ {
@@ -75,9 +73,9 @@ func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 	raws := e.insert(0, evs...)
 	e.fake.Inject(imfake.Fault{GroupID: "room-r00", HTTPStatus: 502}) // a gateway error for one room
 	e.fake.Inject(imfake.Fault{Code: 10002})                          // an internal error for the rest
-	p, reg := e.newPublisher(fastAndScan)
 	const interval = 1500 * time.Millisecond
-	imoutbox.SetFailureSummaryInterval(p, interval)
+	e.cfg.FailureSummaryInterval = interval
+	p, reg := e.newPublisher(fastAndScan)
 	start := time.Now()
 	stop := e.run(p)
 	e.produce(raws, evs)
@@ -138,8 +136,8 @@ func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 // the summaries always add up to roomflow_im_outbox_retries_total.
 func TestLastSummaryCountsSendsInFlightAtStop(t *testing.T) {
 	e := newEnv(t, false)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(5 * time.Second)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(6 * time.Second)
+	e.cfg.PublishTimeout = 5 * time.Second
+	e.cfg.LockTTL = 6 * time.Second
 	arrived := make(chan struct{}, 1) // the send reached IM: stop finds it in flight
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -152,8 +150,8 @@ func TestLastSummaryCountsSendsInFlightAtStop(t *testing.T) {
 	e.cfg.IM.Endpoint = srv.URL
 	e.insert(time.Second, gift("slow-fail", "r1", 1))
 	e.fake.Inject(imfake.Fault{EventID: "slow-fail", Delay: 2 * time.Second, Code: 10002, Times: 1})
+	e.cfg.FailureSummaryInterval = time.Hour // only the summary at shutdown
 	p, reg := e.newPublisher(fastAndScan)
-	imoutbox.SetFailureSummaryInterval(p, time.Hour) // only the summary at shutdown
 	stop := e.run(p)
 	select {
 	case <-arrived:

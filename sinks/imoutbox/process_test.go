@@ -2,6 +2,7 @@ package imoutbox_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
+	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -31,24 +34,38 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childConfig is what a child publisher is built from: the test's config
+// without its IM client's (the fake's credentials are constants).
+type childConfig struct {
+	DSN           string
+	Service       imoutbox.ServiceConfig
+	IMEndpoint    string
+	FastPathDelay time.Duration
+	Group, Topic  string
+	Kafka         kafkax.Cluster
+}
+
 // runChild is `roomflow publish-im` in miniature: config, MySQL pool,
 // publisher, SIGTERM, MySQL closed last.
 func runChild() int {
-	var cfg config.Config
-	if err := json.Unmarshal([]byte(os.Getenv("IMOUTBOX_CHILD_CONFIG")), &cfg); err != nil {
+	var cc childConfig
+	if err := json.Unmarshal([]byte(os.Getenv("IMOUTBOX_CHILD_CONFIG")), &cc); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	db, err := openDB(ctx, cc.DSN)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child mysql:", err)
 		return 2
 	}
 	defer db.Close()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	p, err := imoutbox.NewPublisher(&cfg, db, prometheus.NewRegistry(), log)
+	cfg := imoutbox.Config{ServiceConfig: cc.Service, FastPathDelay: cc.FastPathDelay, Group: cc.Group, Topic: cc.Topic, Kafka: cc.Kafka,
+		IM: tencentim.Config{Endpoint: cc.IMEndpoint, SDKAppID: testApp, SecretKey: testKey, AdminIdentifier: testAdmin}}
+	cfg.Registerer, cfg.Logger, cfg.Kafka.Logger = prometheus.NewRegistry(), log, log
+	p, err := imoutbox.NewPublisher(cfg, db)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child publisher:", err)
 		return 2
@@ -61,6 +78,27 @@ func runChild() int {
 	return 0
 }
 
+// openDB is mysqlx.Open with roomflow's pool defaults, on a DSN.
+func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
+	dc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	mysqlx.Tune(dc)
+	conn, err := mysql.NewConnector(dc)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 type child struct {
 	cmd *exec.Cmd
 	out *testenv.SyncBuffer
@@ -68,7 +106,8 @@ type child struct {
 
 func (e *env) startChild() *child {
 	e.t.Helper()
-	raw, err := json.Marshal(e.cfg)
+	raw, err := json.Marshal(childConfig{DSN: e.m.DSN, Service: e.cfg.ServiceConfig, IMEndpoint: e.cfg.IM.Endpoint,
+		FastPathDelay: e.cfg.FastPathDelay, Group: e.cfg.Group, Topic: e.cfg.Topic, Kafka: e.cfg.Kafka})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -91,9 +130,8 @@ func (e *env) startChild() *child {
 // publish_timeout plus shutdown.timeout.
 func TestKill9AndRestart(t *testing.T) {
 	e := newEnv(t, true)
-	e.cfg.OutboxWorker.LockTTL = config.Duration(2 * time.Second)
-	e.cfg.OutboxWorker.PublishTimeout = config.Duration(time.Second) // under lock_ttl
-	e.cfg.Log.Level = "info"
+	e.cfg.LockTTL = 2 * time.Second
+	e.cfg.PublishTimeout = time.Second // under lock_ttl
 	const n, rooms = 400, 20
 	var evs []event
 	for i := 0; i < n; i++ {
@@ -126,7 +164,7 @@ func TestKill9AndRestart(t *testing.T) {
 	// Bounded by publish_timeout (in-flight sends) plus shutdown.timeout
 	// (recording results, leaving a group whose rebalance may still wait
 	// for the killed member's session to expire).
-	if el := time.Since(start); el > e.cfg.OutboxWorker.PublishTimeout.D()+e.cfg.Shutdown.Timeout.D()+2*time.Second {
+	if el := time.Since(start); el > e.cfg.PublishTimeout+e.cfg.DrainTimeout+2*time.Second {
 		t.Fatalf("SIGTERM took %s", el)
 	}
 

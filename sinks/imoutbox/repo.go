@@ -17,6 +17,21 @@
 // the row delivering until its lock expires, then it is sent again with the
 // same Random and the same bytes, which Tencent IM drops as a duplicate
 // within 5 minutes. Clients also dedupe by event_id.
+//
+// A Publisher is built from a Config (zero fields take their defaults; the
+// IM credentials, the consumer group, the topic and the brokers are
+// required when delivering) on a MySQL pool:
+//
+//	p, err := imoutbox.NewPublisher(imoutbox.Config{
+//		ServiceConfig: imoutbox.ServiceConfig{Registerer: reg, Logger: log},
+//		IM:            tencentim.Config{SDKAppID: 1400000000, SecretKey: secret},
+//		FastPathDelay: 3 * time.Second, // room-service publishes itself first
+//		Group:         "roomflow-im-publisher",
+//		Topic:         "hyapp.room.events.v1",
+//		Kafka:         kafkax.Cluster{Brokers: brokers},
+//	}, db)
+//	...
+//	err = p.Run(ctx)
 package imoutbox
 
 import (

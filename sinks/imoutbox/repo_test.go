@@ -55,7 +55,9 @@ func TestClaimsRenewAndGauges(t *testing.T) {
 
 	c, _ := tencentim.New(e.cfg.IM)
 	reg := prometheus.NewRegistry()
-	s, err := imoutbox.NewService(repo, c, imoutbox.OptionsFrom(e.cfg), reg, e.logger())
+	cfg := e.cfg.ServiceConfig
+	cfg.Registerer, cfg.Logger = reg, e.logger()
+	s, err := imoutbox.NewService(cfg, repo, c)
 	if err != nil {
 		t.Fatal(err)
 	}

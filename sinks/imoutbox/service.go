@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -25,76 +23,11 @@ type Sender interface {
 	Deliver(ctx context.Context, m *tencentim.Message) (tencentim.Result, error)
 }
 
-// Options are seed 000's worker options plus the claim tuning. Zero or
-// negative durations and sizes fall back to the defaults (seed 000: never a
-// busy loop, never a full scan, never an unbounded call).
-type Options struct {
-	NodeID         string
-	GroupIDPrefix  string
-	PollInterval   time.Duration // 1s
-	BatchSize      int           // 100
-	PublishTimeout time.Duration // 3s
-	RetryStrategy  string        // "" or fixed_interval
-	ClaimGrace     time.Duration // 5s
-	LockTTL        time.Duration // 30s
-	// MarkPermanentFailed marks rows failed on a permanent error instead of
-	// retrying them on the fixed interval (seed 000 V1: off).
-	MarkPermanentFailed bool
-	// Lanes bounds the rooms published concurrently (64).
-	Lanes int
-	// DrainTimeout bounds the whole stop after cancel (10s,
-	// shutdown.timeout): sends still in flight then are cancelled and their
-	// rows left delivering, results no longer recorded.
-	DrainTimeout time.Duration
-	// FailureSummaryInterval is how often repeated publish failures are
-	// summarized at WARN (30s); see failureLog.
-	FailureSummaryInterval time.Duration
-	// AppCode (config app_code) is the app_code an envelope without one
-	// belongs to (the rule of every stage): clients see it in the message.
-	AppCode string
-}
-
-// ErrRetryStrategy is an unknown retry_strategy (seed 000: fail at start).
-var ErrRetryStrategy = errors.New("imoutbox: retry_strategy must be empty or fixed_interval")
-
-func (o Options) normalized() (Options, error) {
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 100
-	}
-	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = 3 * time.Second
-	}
-	if o.ClaimGrace <= 0 {
-		o.ClaimGrace = 5 * time.Second
-	}
-	if o.LockTTL <= 0 {
-		o.LockTTL = 30 * time.Second
-	}
-	if o.Lanes <= 0 {
-		o.Lanes = 64
-	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = 10 * time.Second
-	}
-	if o.FailureSummaryInterval <= 0 {
-		o.FailureSummaryInterval = 30 * time.Second
-	}
-	switch o.RetryStrategy {
-	case "", "fixed_interval":
-	default:
-		return o, fmt.Errorf("%w (got %q)", ErrRetryStrategy, o.RetryStrategy)
-	}
-	return o, nil
-}
-
 // Service publishes claimed room_outbox rows to IM and records results.
 type Service struct {
 	repo   *Repo
 	im     Sender
-	opt    Options
+	cfg    ServiceConfig // defaults filled
 	log    *slog.Logger
 	fails  *failureLog
 	m      *metrics
@@ -109,14 +42,16 @@ type Service struct {
 	afterSend func(eventID string) error
 }
 
-// NewService returns a service. worker_id is node_id plus a random suffix,
-// so two processes sharing a node id never share claims.
-func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, log *slog.Logger) (*Service, error) {
-	opt, err := opt.normalized()
-	if err != nil {
+// NewService returns a service on repo sending with im (nil when nothing
+// is delivered) from cfg (defaults filled, see ServiceConfig). worker_id is
+// node_id plus a random suffix, so two processes sharing a node id never
+// share claims.
+func NewService(cfg ServiceConfig, repo *Repo, im Sender) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	node := opt.NodeID
+	node := cfg.NodeID
 	if node == "" {
 		node, _ = os.Hostname()
 	}
@@ -125,12 +60,9 @@ func NewService(repo *Repo, im Sender, opt Options, reg prometheus.Registerer, l
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	if log == nil {
-		log = slog.Default()
-	}
-	s := &Service{repo: repo, im: im, opt: opt, m: newMetrics(reg), worker: node + "-" + hex.EncodeToString(b[:]),
-		lanes: make(chan struct{}, opt.Lanes), inflight: map[int64]struct{}{}}
-	s.log = log.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
+	s := &Service{repo: repo, im: im, cfg: cfg, m: newMetrics(cfg.Registerer), worker: node + "-" + hex.EncodeToString(b[:]),
+		lanes: make(chan struct{}, cfg.Lanes), inflight: map[int64]struct{}{}}
+	s.log = cfg.Logger.With("worker", "room_outbox", "node_id", node, "worker_id", s.worker)
 	s.fails = newFailureLog(s.log)
 	return s, nil
 }
@@ -148,7 +80,7 @@ type lifetime struct{ run, sends, abort context.Context }
 func (s *Service) newLifetime(ctx context.Context) (lt lifetime, release func()) {
 	abort, cancelAbort := context.WithCancel(context.WithoutCancel(ctx))
 	sends, cancelSends := context.WithCancel(abort)
-	grace := s.opt.DrainTimeout
+	grace := s.cfg.DrainTimeout
 	reserve := min(grace/4, 2*time.Second) // for recording what the cancelled sends leave
 	stop := context.AfterFunc(ctx, func() {
 		time.AfterFunc(grace-reserve, cancelSends)
@@ -284,10 +216,10 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		e := fmt.Errorf("envelope decode failed for event %s: %v", row.EventID, err)
 		add(func() {
 			out.errs = append(out.errs, e)
-			out.failed = append(out.failed, Failure{ID: row.ID, Error: "decode: " + err.Error(), Failed: s.opt.MarkPermanentFailed})
+			out.failed = append(out.failed, Failure{ID: row.ID, Error: "decode: " + err.Error(), Failed: s.cfg.MarkPermanentFailed})
 		})
 		status := StatusRetryable
-		if s.opt.MarkPermanentFailed {
+		if s.cfg.MarkPermanentFailed {
 			status = StatusFailed
 		}
 		s.m.events.WithLabelValues(source, status).Inc()
@@ -296,14 +228,14 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		return
 	}
 	if len(env.AppCode) == 0 {
-		env.AppCode = []byte(s.opt.AppCode)
+		env.AppCode = []byte(s.cfg.AppCode)
 	}
 	if tencentim.IsNoOp(string(env.EventType)) {
 		s.m.events.WithLabelValues(source, "noop").Inc()
 		add(func() { out.delivered = append(out.delivered, row.ID) })
 		return
 	}
-	msg, err := tencentim.BuildMessage(&env, s.opt.GroupIDPrefix)
+	msg, err := tencentim.BuildMessage(&env, s.cfg.GroupIDPrefix)
 	if err == nil {
 		err = s.im.CheckSize(msg)
 	}
@@ -314,7 +246,7 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		}
 	}
 	if err == nil {
-		cctx, cancel := context.WithTimeout(lt.sends, s.opt.PublishTimeout)
+		cctx, cancel := context.WithTimeout(lt.sends, s.cfg.PublishTimeout)
 		_, err = s.im.Deliver(cctx, msg)
 		cancel()
 		if err != nil && lt.sends.Err() != nil {
@@ -345,7 +277,7 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 		return
 	}
 	class, code := tencentim.Classification(err)
-	failed := class == tencentim.Permanent && s.opt.MarkPermanentFailed
+	failed := class == tencentim.Permanent && s.cfg.MarkPermanentFailed
 	status := StatusRetryable
 	if failed {
 		status = StatusFailed
@@ -391,7 +323,7 @@ func (s *Service) forget(ids ...[]int64) {
 // expire and the compensation scan sends them again (absorbed by Tencent's
 // dedup).
 func (s *Service) record(lt lifetime, source string, out *outcome) error {
-	ctx, cancel := context.WithTimeout(lt.abort, s.opt.DrainTimeout)
+	ctx, cancel := context.WithTimeout(lt.abort, s.cfg.DrainTimeout)
 	defer cancel()
 	failedIDs := make([]int64, len(out.failed))
 	for i, f := range out.failed {
@@ -450,7 +382,7 @@ func (s *Service) processPending(lt lifetime) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	rows, err := s.repo.ClaimPending(ctx, s.worker, s.opt.BatchSize, s.opt.ClaimGrace, s.opt.LockTTL)
+	rows, err := s.repo.ClaimPending(ctx, s.worker, s.cfg.BatchSize, s.cfg.ClaimGrace, s.cfg.LockTTL)
 	if err != nil {
 		s.m.batchErrors.WithLabelValues("claim").Inc()
 		return err
@@ -472,7 +404,7 @@ func (s *Service) processPending(lt lifetime) error {
 // PollInterval until ctx ends (seed 000). After cancel it starts no new
 // round; the round in flight ends as ProcessPendingOutbox describes.
 func (s *Service) RunOutboxWorker(ctx context.Context) {
-	tick := time.NewTicker(s.opt.PollInterval)
+	tick := time.NewTicker(s.cfg.PollInterval)
 	defer tick.Stop()
 	for {
 		if err := s.ProcessPendingOutbox(ctx); err != nil && ctx.Err() == nil {
@@ -490,7 +422,7 @@ func (s *Service) RunOutboxWorker(ctx context.Context) {
 // ends, so work that waits long for pacing (a busy room, a backlog) is not
 // taken over and sent twice while this process is alive.
 func (s *Service) RunLockRenewer(ctx context.Context) {
-	tick := time.NewTicker(s.opt.LockTTL / 3)
+	tick := time.NewTicker(s.cfg.LockTTL / 3)
 	defer tick.Stop()
 	for {
 		select {
@@ -504,7 +436,7 @@ func (s *Service) RunLockRenewer(ctx context.Context) {
 			ids = append(ids, id)
 		}
 		s.inflightMu.Unlock()
-		if _, err := s.repo.RenewLocks(ctx, s.worker, ids, s.opt.LockTTL); err != nil && ctx.Err() == nil {
+		if _, err := s.repo.RenewLocks(ctx, s.worker, ids, s.cfg.LockTTL); err != nil && ctx.Err() == nil {
 			s.m.batchErrors.WithLabelValues("renew").Inc()
 			s.log.Warn("claim renewal failed", "error", err.Error())
 		}

@@ -7,6 +7,16 @@
 // Nothing this package returns or logs contains the UserSig or the secret
 // key: the request URL (which carries the usersig) is never printed and is
 // stripped from transport errors.
+//
+// A client is built from a Config; zero fields take their defaults (the
+// Tencent limits, a 24h UserSig), only the credentials are required:
+//
+//	c, err := tencentim.New(tencentim.Config{
+//		Endpoint:   "https://adminapisgp.im.qcloud.com",
+//		SDKAppID:   1400000000,
+//		SecretKey:  secret,
+//		Registerer: reg,
+//	})
 package tencentim
 
 import (
@@ -27,7 +37,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/promreg"
 )
 
@@ -38,86 +47,45 @@ const SendGroupMsgPath = "/v4/group_open_http_svc/send_group_msg"
 // made: nothing reached Tencent, the caller may hand the event back.
 var ErrNotSent = errors.New("tencentim: not sent")
 
-// Opt configures a Client.
-type Opt func(*Client)
-
-// WithHTTPClient replaces the pooled keep-alive HTTP client.
-func WithHTTPClient(h *http.Client) Opt { return func(c *Client) { c.http = h } }
-
-// WithRegisterer registers the client's metrics on r (default: none).
-func WithRegisterer(r prometheus.Registerer) Opt { return func(c *Client) { c.reg = r } }
-
-// WithLogger sets the logger (default: slog.Default() with component
-// "tencentim"). The client adds no component field of its own, so a caller
-// passing its component's logger gets its lines under that one component.
-func WithLogger(l *slog.Logger) Opt { return func(c *Client) { c.log = l } }
-
-// WithClock sets the clock used for UserSig lifetimes (tests).
-func WithClock(now func() time.Time) Opt { return func(c *Client) { c.now = now } }
-
-// WithPacingWindow sets the pacing window (default 1s + 10ms guard).
-func WithPacingWindow(d time.Duration) Opt { return func(c *Client) { c.window = d } }
-
 // Client calls Tencent IM. Safe for concurrent use.
 type Client struct {
-	cfg    config.IMConfig
-	base   string
-	http   *http.Client
-	reg    prometheus.Registerer
-	log    *slog.Logger
-	now    func() time.Time
-	window time.Duration
-	pacer  *Pacer
-	m      *clientMetrics
+	cfg   Config // defaults filled
+	base  string
+	log   *slog.Logger
+	pacer *Pacer
+	m     *clientMetrics
 
 	sigMu      sync.Mutex
 	sig        string
 	sigRenewAt time.Time
 }
 
-// New returns a client for cfg. It fails when credentials are missing (see
-// config.ValidateIM), a rate limit is not positive, or the endpoint does
-// not parse.
-func New(cfg config.IMConfig, opts ...Opt) (*Client, error) {
-	if cfg.SDKAppID == 0 || cfg.SecretKey == "" || cfg.AdminIdentifier == "" {
-		return nil, errors.New("tencentim: im.sdk_app_id, im.secret_key and im.admin_identifier must be set")
+// New returns a client for cfg (defaults filled, see Config). It fails
+// when cfg does not validate: credentials missing, a limit not positive,
+// the endpoint not an http(s) URL; the error never holds the secret key.
+func New(cfg Config) (*Client, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxCallsPerSecond <= 0 || cfg.MaxMessagesPerGroupPerSecond <= 0 {
-		return nil, errors.New("tencentim: im.max_calls_per_second and im.max_messages_per_group_per_second must be > 0")
-	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Host == "" {
-		return nil, errors.New("tencentim: im.endpoint is not a base URL")
-	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), now: time.Now,
-		window: time.Second + 10*time.Millisecond}
-	for _, o := range opts {
-		o(c)
-	}
-	if c.log == nil {
-		c.log = slog.Default().With("component", "tencentim")
-	}
-	if c.http == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 256
-		tr.MaxIdleConnsPerHost = 128
-		tr.IdleConnTimeout = 90 * time.Second
-		c.http = &http.Client{Transport: tr}
-	}
-	c.pacer = NewPacer(cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond, c.window)
-	c.m = newClientMetrics(c.reg)
+	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), log: cfg.Logger,
+		pacer: NewPacer(cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond, cfg.PacingWindow),
+		m:     newClientMetrics(cfg.Registerer)}
 	return c, nil
 }
 
 // MaxMessageBytes is the configured size limit.
 func (c *Client) MaxMessageBytes() int { return c.cfg.MaxMessageBytes }
 
+// MaxCallsPerSecond is the configured app call rate.
+func (c *Client) MaxCallsPerSecond() int { return c.cfg.MaxCallsPerSecond }
+
 // userSig returns the cached sig, generating one on first use, when a
 // quarter of its lifetime is left, or when force is set (70001/70052).
 func (c *Client) userSig(force bool, reason string) (string, error) {
 	c.sigMu.Lock()
 	defer c.sigMu.Unlock()
-	now := c.now()
+	now := c.cfg.Now()
 	if c.sig != "" && !force && now.Before(c.sigRenewAt) {
 		return c.sig, nil
 	}
@@ -126,7 +94,7 @@ func (c *Client) userSig(force bool, reason string) (string, error) {
 	} else if !force {
 		reason = "scheduled"
 	}
-	ttl := c.cfg.UserSigTTL.D()
+	ttl := c.cfg.UserSigTTL
 	sig, err := GenUserSig(c.cfg.SDKAppID, c.cfg.SecretKey, c.cfg.AdminIdentifier, now, ttl)
 	if err != nil {
 		return "", err
@@ -258,7 +226,7 @@ func (c *Client) call(ctx context.Context, sig string, m *Message) (Result, erro
 	}
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := c.http.Do(req)
+	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		c.m.duration.Observe(time.Since(start).Seconds())
 		return Result{}, scrubURLError(err)

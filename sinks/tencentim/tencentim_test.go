@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -229,11 +229,8 @@ func TestPacerWindow(t *testing.T) {
 	}
 }
 
-func imCfg(endpoint string) config.IMConfig {
-	c := config.Default().IM
-	c.Endpoint, c.SDKAppID, c.SecretKey, c.AdminIdentifier = endpoint, vecApp, vecKey, "admin"
-	c.GroupIDPrefix = "room-"
-	return c
+func imCfg(endpoint string) tencentim.Config {
+	return tencentim.Config{Endpoint: endpoint, SDKAppID: vecApp, SecretKey: vecKey, AdminIdentifier: "admin"}
 }
 
 func fakeServer(t *testing.T) (*imfake.Server, string) {
@@ -246,7 +243,9 @@ func fakeServer(t *testing.T) (*imfake.Server, string) {
 func TestClientAgainstFake(t *testing.T) {
 	f, url := fakeServer(t)
 	reg := prometheus.NewRegistry()
-	c, err := tencentim.New(imCfg(url), tencentim.WithRegisterer(reg))
+	cfg := imCfg(url)
+	cfg.Registerer = reg
+	c, err := tencentim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +401,9 @@ func TestTransportErrorHasNoSecrets(t *testing.T) {
 	url := srv.URL
 	srv.Close() // connection refused from now on
 	var logs bytes.Buffer
-	c, _ := tencentim.New(imCfg(url), tencentim.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	cfg := imCfg(url)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	c, _ := tencentim.New(cfg)
 	m, _ := build(giftEnvelope("x", "r"), "")
 	_, err := c.Send(context.Background(), m)
 	if err == nil {
@@ -425,8 +426,9 @@ func TestUserSigCacheAndScheduledRenewal(t *testing.T) {
 	_, url := fakeServer(t)
 	clock := time.Now()
 	cfg := imCfg(url)
-	cfg.UserSigTTL = config.Duration(time.Hour)
-	c, _ := tencentim.New(cfg, tencentim.WithClock(func() time.Time { return clock }))
+	cfg.UserSigTTL = time.Hour
+	cfg.Now = func() time.Time { return clock }
+	c, _ := tencentim.New(cfg)
 	send := func(id string) {
 		m, _ := build(giftEnvelope(id, "r"), "")
 		if _, err := c.Send(context.Background(), m); err != nil {
@@ -456,7 +458,9 @@ func TestLogsKeepTheCallersComponent(t *testing.T) {
 	_, url := fakeServer(t)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil)).With("component", "publish-im")
-	c, err := tencentim.New(imCfg(url), tencentim.WithLogger(log))
+	cfg := imCfg(url)
+	cfg.Logger = log
+	c, err := tencentim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,13 +479,14 @@ func TestLogsKeepTheCallersComponent(t *testing.T) {
 	}
 }
 
-// A client without positive rate limits is refused at New; it used to be
-// built and then panic (an empty pacer window) on its first send.
+// A client with negative rate limits is refused at New (0 is the
+// default); it used to be built and then panic (an empty pacer window) on
+// its first send.
 func TestNewRefusesNonPositiveRateLimits(t *testing.T) {
 	_, url := fakeServer(t)
-	for _, mut := range []func(*config.IMConfig){
-		func(c *config.IMConfig) { c.MaxCallsPerSecond = 0 },
-		func(c *config.IMConfig) { c.MaxMessagesPerGroupPerSecond = -1 },
+	for _, mut := range []func(*tencentim.Config){
+		func(c *tencentim.Config) { c.MaxCallsPerSecond = -1 },
+		func(c *tencentim.Config) { c.MaxMessagesPerGroupPerSecond = -1 },
 	} {
 		cfg := imCfg(url)
 		mut(&cfg)
@@ -509,8 +514,10 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 	f.Inject(imfake.Fault{Code: 60007})
 	logs := &testenv.SyncBuffer{}
 	reg := prometheus.NewRegistry()
-	c, err := tencentim.New(imCfg(url), tencentim.WithRegisterer(reg),
-		tencentim.WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	cfg := imCfg(url)
+	cfg.Registerer = reg
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := tencentim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,4 +550,75 @@ func TestRateLimitPauseWarnsOnce(t *testing.T) {
 	if v, _ := testenv.Metric(reg, "roomflow_im_publish_total", "code", "60007"); v != n {
 		t.Fatalf("refusals counted: %v", v)
 	}
+}
+
+// Validate names the field of every invalid value and never the secret;
+// New fills the defaults of zero fields first, so only the credentials are
+// required.
+func TestConfigValidateNamesTheField(t *testing.T) {
+	valid := func() tencentim.Config {
+		return tencentim.Config{Endpoint: "https://im.example", SDKAppID: vecApp, AdminIdentifier: "admin", SecretKey: vecKey,
+			UserSigTTL: time.Hour, MaxCallsPerSecond: 200, MaxMessagesPerGroupPerSecond: 40, MaxMessageBytes: 12 << 10}
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	cases := []struct {
+		key string
+		mut func(*tencentim.Config)
+	}{
+		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "ftp://x" }},
+		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "http://" }},
+		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "" }},
+		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = 0 }},
+		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = -1 }},
+		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = 1 << 33 }},
+		{"admin_identifier", func(c *tencentim.Config) { c.AdminIdentifier = "" }},
+		{"secret_key", func(c *tencentim.Config) { c.SecretKey = "" }},
+		{"usersig_ttl", func(c *tencentim.Config) { c.UserSigTTL = 0 }},
+		{"usersig_ttl", func(c *tencentim.Config) { c.UserSigTTL = time.Minute }},
+		{"max_calls_per_second", func(c *tencentim.Config) { c.MaxCallsPerSecond = 0 }},
+		{"max_messages_per_group_per_second", func(c *tencentim.Config) { c.MaxMessagesPerGroupPerSecond = 0 }},
+		{"max_message_bytes", func(c *tencentim.Config) { c.MaxMessageBytes = 0 }},
+		{"pacing_window", func(c *tencentim.Config) { c.PacingWindow = -time.Second }},
+	}
+	for _, tc := range cases {
+		c := valid()
+		tc.mut(&c)
+		err := c.Validate()
+		if !hasKey(err, tc.key) {
+			t.Errorf("%s: error does not name the field: %v", tc.key, err)
+		}
+		if err != nil && strings.Contains(err.Error(), vecKey) {
+			t.Errorf("%s: error contains the secret key: %v", tc.key, err)
+		}
+	}
+
+	// New: the defaults fill every zero but the credentials.
+	if _, err := tencentim.New(tencentim.Config{SDKAppID: vecApp, SecretKey: vecKey}); err != nil {
+		t.Fatalf("New with credentials only: %v", err)
+	}
+	_, err := tencentim.New(tencentim.Config{})
+	if !hasKey(err, "sdk_app_id") || !hasKey(err, "secret_key") {
+		t.Fatalf("New without credentials: %v", err)
+	}
+	bad := valid()
+	bad.Endpoint = "::"
+	if _, err := tencentim.New(bad); !hasKey(err, "endpoint") || strings.Contains(err.Error(), vecKey) {
+		t.Fatalf("New with a bad endpoint: %v", err)
+	}
+}
+
+// hasKey reports whether err (joined or not) has a FieldError for key.
+func hasKey(err error, key string) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if hasKey(e, key) {
+				return true
+			}
+		}
+		return false
+	}
+	var fe *cfgerr.FieldError
+	return errors.As(err, &fe) && fe.Key == key
 }

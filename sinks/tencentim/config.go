@@ -1,0 +1,138 @@
+package tencentim
+
+import (
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
+)
+
+// Defaults of Config, equal to roomflow's im.* defaults.
+const (
+	DefaultEndpoint                     = "https://adminapisgp.im.qcloud.com"
+	DefaultAdminIdentifier              = "administrator"
+	DefaultUserSigTTL                   = 24 * time.Hour
+	DefaultMaxCallsPerSecond            = 200
+	DefaultMaxMessagesPerGroupPerSecond = 40
+	DefaultMaxMessageBytes              = 12 * 1024
+	// DefaultPacingWindow is 1s plus a guard against clock skew with
+	// Tencent.
+	DefaultPacingWindow = time.Second + 10*time.Millisecond
+)
+
+// Config configures a Client. New fills the defaults of zero fields, then
+// validates; Validate checks the fields as they are and names them in
+// snake case ("sdk_app_id"). Neither ever returns a secret.
+type Config struct {
+	// Endpoint is the base URL of the Tencent IM REST API, http(s) with a
+	// host. Default DefaultEndpoint (Singapore).
+	Endpoint string
+	// SDKAppID is the IM application's SDKAppID, a uint32. Required.
+	SDKAppID int64
+	// AdminIdentifier is the app administrator the calls are made as (and
+	// the UserSig is signed for). Default DefaultAdminIdentifier.
+	AdminIdentifier string
+	// SecretKey signs the UserSig. Required; a secret: never logged nor
+	// part of an error.
+	SecretKey string
+	// UserSigTTL is the lifetime of a generated UserSig, at least 10m (it
+	// is renewed when a quarter of it is left). Default DefaultUserSigTTL
+	// (24h).
+	UserSigTTL time.Duration
+	// MaxCallsPerSecond paces calls under Tencent's per-app limit (per
+	// process: divide it among replicas). Default
+	// DefaultMaxCallsPerSecond (200).
+	MaxCallsPerSecond int
+	// MaxMessagesPerGroupPerSecond paces each group under Tencent's
+	// per-group limit. Default DefaultMaxMessagesPerGroupPerSecond (40).
+	MaxMessagesPerGroupPerSecond int
+	// MaxMessageBytes refuses larger messages before any call (Tencent's
+	// limit is 12 KiB). Default DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// HTTPClient makes the calls. Default: a pooled keep-alive client.
+	HTTPClient *http.Client
+	// Registerer gets the client's roomflow_im_* metrics. Default nil: not
+	// registered.
+	Registerer prometheus.Registerer
+	// Logger gets the client's lines, with no component field added, so a
+	// caller passing its component's logger gets them under that one
+	// component. Default slog.Default() with component=tencentim.
+	Logger *slog.Logger
+	// Now is the clock of UserSig lifetimes (tests). Default time.Now.
+	Now func() time.Time
+	// PacingWindow is the window the rate limits count in. Default
+	// DefaultPacingWindow.
+	PacingWindow time.Duration
+}
+
+// setDefaults fills the zero fields that have a default.
+func (c *Config) setDefaults() {
+	if c.Endpoint == "" {
+		c.Endpoint = DefaultEndpoint
+	}
+	if c.AdminIdentifier == "" {
+		c.AdminIdentifier = DefaultAdminIdentifier
+	}
+	if c.UserSigTTL == 0 {
+		c.UserSigTTL = DefaultUserSigTTL
+	}
+	if c.MaxCallsPerSecond == 0 {
+		c.MaxCallsPerSecond = DefaultMaxCallsPerSecond
+	}
+	if c.MaxMessagesPerGroupPerSecond == 0 {
+		c.MaxMessagesPerGroupPerSecond = DefaultMaxMessagesPerGroupPerSecond
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.HTTPClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 256
+		tr.MaxIdleConnsPerHost = 128
+		tr.IdleConnTimeout = 90 * time.Second
+		c.HTTPClient = &http.Client{Transport: tr}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default().With("component", "tencentim")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.PacingWindow == 0 {
+		c.PacingWindow = DefaultPacingWindow
+	}
+}
+
+// Validate reports every invalid field, keyed by its snake-case name; the
+// secret key is only ever reported as missing.
+func (c Config) Validate() error {
+	var ch cfgerr.Checks
+	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ch.Bad("endpoint", "must be an http(s) base URL (got %q)", c.Endpoint)
+	}
+	switch {
+	case c.SDKAppID == 0:
+		ch.Bad("sdk_app_id", "must be set to call Tencent IM")
+	case c.SDKAppID < 0 || c.SDKAppID > 1<<32-1:
+		ch.Bad("sdk_app_id", "must be a uint32 (got %d)", c.SDKAppID)
+	}
+	ch.Set("admin_identifier", c.AdminIdentifier)
+	if c.SecretKey == "" {
+		ch.Bad("secret_key", "must be set to call Tencent IM")
+	}
+	ch.PositiveDuration("usersig_ttl", c.UserSigTTL)
+	if c.UserSigTTL > 0 && c.UserSigTTL < 10*time.Minute {
+		ch.Bad("usersig_ttl", "must be at least 10m so a sig can be renewed before it expires (got %s)", c.UserSigTTL)
+	}
+	ch.Positive("max_calls_per_second", c.MaxCallsPerSecond)
+	ch.Positive("max_messages_per_group_per_second", c.MaxMessagesPerGroupPerSecond)
+	ch.Positive("max_message_bytes", c.MaxMessageBytes)
+	if c.PacingWindow < 0 {
+		ch.Bad("pacing_window", "must be a positive duration, or 0 for the default (got %s)", c.PacingWindow)
+	}
+	return ch.Err()
+}
