@@ -200,16 +200,15 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		copies := func(name string, ratio float64, round int) (result, error) {
 			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
 				acc := 0.0
-				return rt.New(name, rt.ProcessorFunc(func(t rt.Task, r *kgo.Record) error {
+				rc := runtimeConfig(cfg, reg, log)
+				rc.Name, rc.Group = name, fmt.Sprintf("%s-%s-%d", cfg.Process.MicGroup, name, round)
+				rc.Kafka.Extra = producerOpts
+				return rt.New(rc, rt.ProcessorFunc(func(t rt.Task, r *kgo.Record) error {
 					for acc += ratio; acc >= 1; acc-- {
 						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
 					}
 					return nil
-				}), rt.Input(cfg.Kafka.Topics.UserMicEvents), rt.Group(fmt.Sprintf("%s-%s-%d", cfg.Process.MicGroup, name, round)),
-					rt.DLQ(cfg.Kafka.Topics.DLQ),
-					rt.ClientOpts(kafkax.NewCluster(cfg.Kafka, reg, log).Opts(name)...), rt.ClientOpts(producerOpts...),
-					rt.CommitInterval(cfg.Process.CommitInterval.D()),
-					rt.CommitRecords(cfg.Process.CommitRecords), rt.Registerer(reg), rt.Logger(log), rt.LagInterval(0))
+				}))
 			})
 		}
 		var tot [3]result
@@ -237,7 +236,9 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 				}
 			}
 			micRes, err := measure(ctx, &mcfg, "mic", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
-				r, _, err := micproc.NewRuntime(&mcfg, reg, log, rt.LagInterval(0), rt.ClientOpts(producerOpts...))
+				mc := micConfig(&mcfg, reg, log)
+				mc.Runtime.Kafka.Extra = producerOpts
+				r, _, err := micproc.NewRuntime(mc)
 				return r, err
 			})
 			if err != nil {
@@ -288,7 +289,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		}
 		fmt.Printf("\nmemory and restore: %d open sessions\n", open)
 		first, err := measure(ctx, cfg, "mic", open, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
-			r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
+			r, _, err := micproc.NewRuntime(micConfig(cfg, reg, log))
 			return r, err
 		})
 		if err != nil {
@@ -315,6 +316,42 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 	return nil
 }
 
+// runtimeConfig is the runtime of the benchmark's processors on cfg: the
+// mic input, group and DLQ, cfg's commit bounds, no lag polling.
+func runtimeConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) rt.Config {
+	t := cfg.Kafka.Topics
+	kafka := kafkax.NewCluster(cfg.Kafka, reg, log)
+	return rt.Config{
+		Input: t.UserMicEvents, Group: cfg.Process.MicGroup, DLQ: t.DLQ,
+		CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
+		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
+		Kafka:           kafka, Registerer: reg, Logger: log,
+		LagInterval: -1,
+	}
+}
+
+// micConfig is the mic processor on cfg (its topics and mic settings) and
+// runtimeConfig with cfg's changelog.
+func micConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) micproc.Config {
+	t, m := cfg.Kafka.Topics, cfg.Mic
+	c := micproc.Config{
+		Runtime: runtimeConfig(cfg, reg, log),
+		Topics: micproc.Topics{Ledger: t.MicLedger, SessionClosed: t.MicSessionClosed, DailyStats: t.MicDailyStats,
+			LifetimeStats: t.MicLifetimeStats},
+		Settings: micproc.Settings{
+			Policy:                 mic.Policy{PendingPublishMaxAge: m.PendingPublishMaxAge.D(), PublishingSessionMaxAge: m.PublishingSessionMaxAge.D()},
+			DisableCompensation:    !m.CompensationEnabled,
+			CompensationInterval:   m.CompensationInterval.D(),
+			CompensationBatchSize:  m.CompensationBatchSize,
+			ClosedSessionRetention: m.ClosedSessionRetention.D(),
+			DayRoomRetention:       m.DayRoomRetention.D(),
+		},
+		AppCode: cfg.AppCode,
+	}
+	c.Runtime.Changelog = t.MicStateChangelog
+	return c
+}
+
 // catchUpRun opens n sessions, then moves the processor's clock past the
 // pending max age and the compensation interval and measures how long the
 // timer takes to close (and commit) all of them.
@@ -322,7 +359,9 @@ func catchUpRun(ctx context.Context, cfg *config.Config, n int, log *slog.Logger
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	reg := prometheus.NewRegistry()
-	r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0), rt.Clock(clock))
+	mc := micConfig(cfg, reg, log)
+	mc.Runtime.Now = clock
+	r, _, err := micproc.NewRuntime(mc)
 	if err != nil {
 		return err
 	}
@@ -515,7 +554,7 @@ func outByTopic(reg *prometheus.Registry) []topicCount {
 // sessions and measures restore time and heap per open session.
 func restoreRun(ctx context.Context, cfg *config.Config, open int, partitions int32, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	r, _, err := micproc.NewRuntime(cfg, reg, log, rt.LagInterval(0))
+	r, _, err := micproc.NewRuntime(micConfig(cfg, reg, log))
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,11 @@ func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, 
 		if profileFile != nil && i == 0 {
 			_ = pprof.StartCPUProfile(profileFile)
 		}
-		rm, err := roomRun(ctx, log, &cfg, lucky.NewLoader(db, 1000), events, i)
+		rules, err := lucky.NewLoader(lucky.LoaderConfig{CacheSize: 1000}, db)
+		if err != nil {
+			return err
+		}
+		rm, err := roomRun(ctx, log, &cfg, rules, events, i)
 		if profileFile != nil && i == 0 {
 			pprof.StopCPUProfile()
 		}
@@ -282,13 +286,23 @@ type first struct {
 func (f first) Process(t rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
 
 func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *lucky.Loader, events, round int) (result, error) {
-	c := *cfg
-	c.Process.RoomGroup = fmt.Sprintf("bench-room-%d-%d", round, time.Now().UnixNano())
+	group := fmt.Sprintf("bench-room-%d-%d", round, time.Now().UnixNano())
 	reg := prometheus.NewRegistry()
 	var m mark
-	opts := append(room.Options(&c, nil, log), rt.Registerer(reg), rt.LagInterval(0),
-		rt.TransactionalID(c.Process.RoomGroup))
-	runtime, err := rt.New("room", first{p: room.NewProcessor(&c, rules), m: &m}, opts...)
+	t := cfg.Kafka.Topics
+	c := room.Config{
+		Runtime: rt.Config{
+			Name: room.Name, Input: t.RoomEvents, Group: group, TransactionalID: group, DLQ: t.DLQ,
+			CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
+			ShutdownTimeout: cfg.Shutdown.Timeout.D(),
+			Kafka:           kafkax.NewCluster(cfg.Kafka, nil, log), Registerer: reg, Logger: log, LagInterval: -1,
+		},
+		MicTopic: t.UserMicEvents, InflowTopic: t.LuckyPoolInflow, AppCode: cfg.AppCode,
+	}
+	if err := c.Validate(); err != nil {
+		return result{}, err
+	}
+	runtime, err := rt.New(c.Runtime, first{p: room.NewProcessor(c, rules), m: &m})
 	if err != nil {
 		return result{}, err
 	}

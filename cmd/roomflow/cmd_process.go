@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -43,52 +44,56 @@ the partitions move to the other replicas at once.`,
 			instanceIDFlag(fs)
 		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			sel := d.Config.Process.Only
-			if only := d.Flag("only"); only != "" {
-				if only != "room" && only != "mic" {
-					return nil, fmt.Errorf("--only: must be room or mic (got %q)", only)
-				}
-				sel = only
+			sel, err := processSelection(d)
+			if err != nil {
+				return nil, err
 			}
-			instanceID := d.Flag("instance-id")
+			runRoom, runMic := sel == "" || sel == "room", sel == "" || sel == "mic"
+			// Every selected processor's config is checked before
+			// anything connects.
+			var (
+				roomCfg  room.Config
+				rulesCfg lucky.LoaderConfig
+				micCfg   micproc.Config
+				errs     [3]error
+			)
+			if runRoom {
+				roomCfg, errs[0] = roomConfig(d)
+				rulesCfg, errs[1] = ruleLoaderConfig(d)
+			}
+			if runMic {
+				micCfg, errs[2] = micConfig(d)
+			}
+			if err := errors.Join(errs[:]...); err != nil {
+				return nil, err
+			}
 			var rts []*runtime.Runtime
 			var members []staticMember
-			if sel == "" || sel == "room" {
+			if runRoom {
 				db, err := d.DB(ctx)
 				if err != nil {
 					return nil, err
 				}
-				member := staticMember{group: d.Config.Process.RoomGroup, id: memberID(d, "room")}
-				var extra []runtime.Option
-				if instanceID != "" {
-					extra = append(extra, runtime.TransactionalID(d.Config.Process.RoomGroup+"-"+instanceID), runtime.InstanceID(member.id))
+				rules, err := lucky.NewLoader(rulesCfg, db)
+				if err != nil {
+					return nil, fmt.Errorf("room processor: %w", err)
 				}
-				rt, err := room.New(d.Config, lucky.NewLoader(db, d.Config.Process.RuleCacheSize), d.Registry, d.Log, extra...)
+				rt, err := room.New(roomCfg, rules)
 				if err != nil {
 					return nil, fmt.Errorf("room processor: %w", err)
 				}
 				d.Health.AddReadiness("room-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, member)
+				members = append(members, staticMember{group: roomCfg.Runtime.Group, id: roomCfg.Runtime.InstanceID})
 			}
-			// ---- mic processor (processors/mic, its own issue): add it here ----
-			if sel == "" || sel == "mic" {
-				member := staticMember{group: d.Config.Process.MicGroup, id: memberID(d, "mic")}
-				var extra []runtime.Option
-				if instanceID != "" {
-					extra = append(extra, runtime.TransactionalID(d.Config.Process.MicGroup+"-"+instanceID), runtime.InstanceID(member.id))
-				}
-				rt, _, err := micproc.NewRuntime(d.Config, d.Registry, d.Log, extra...)
+			if runMic {
+				rt, _, err := micproc.NewRuntime(micCfg)
 				if err != nil {
 					return nil, fmt.Errorf("mic processor: %w", err)
 				}
 				d.Health.AddReadiness("mic-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, member)
-			}
-			// ---- end mic processor ----
-			if len(rts) == 0 {
-				return nil, fmt.Errorf("process: no processor selected (only=%q)", sel)
+				members = append(members, staticMember{group: micCfg.Runtime.Group, id: micCfg.Runtime.InstanceID})
 			}
 			return leavingOnStop(d, "process", runRuntimes(rts), members...), nil
 		},

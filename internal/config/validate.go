@@ -110,31 +110,6 @@ func (c *Config) Validate() error {
 	positiveDur("mysql.conn_max_lifetime", c.MySQL.ConnMaxLife)
 	positiveDur("shutdown.timeout", c.Shutdown.Timeout)
 
-	positiveDur("process.commit_interval", c.Process.CommitInterval)
-	positive("process.commit_records", c.Process.CommitRecords)
-	if c.Process.RoomGroup == "" {
-		bad("process.room_group", "must be set")
-	}
-	if c.Process.MicGroup == "" {
-		bad("process.mic_group", "must be set")
-	}
-	switch c.Process.Only {
-	case "", "room", "mic":
-	default:
-		bad("process.only", "must be empty, room or mic (got %q)", c.Process.Only)
-	}
-	positive("process.rule_cache_size", c.Process.RuleCacheSize)
-
-	positiveDur("mic.pending_publish_max_age", c.Mic.PendingPublishMaxAge)
-	positiveDur("mic.publishing_session_max_age", c.Mic.PublishingSessionMaxAge)
-	positiveDur("mic.compensation_interval", c.Mic.CompensationInterval)
-	positive("mic.compensation_batch_size", c.Mic.CompensationBatchSize)
-	positiveDur("mic.closed_session_retention", c.Mic.ClosedSessionRetention)
-	positiveDur("mic.day_room_retention", c.Mic.DayRoomRetention)
-	if c.Mic.DayRoomRetention > 0 && c.Mic.DayRoomRetention.D() < 24*time.Hour {
-		bad("mic.day_room_retention", "must cover a whole UTC day, at least 24h (got %s)", c.Mic.DayRoomRetention)
-	}
-
 	addr("api.addr", c.API.Addr, false)
 	addr("api.app_addr", c.API.AppAddr, false)
 	addr("api.grpc_addr", c.API.GRPCAddr, false)

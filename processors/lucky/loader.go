@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
 // ErrUnknownRule is a (gift_id, rule_version) with no lucky_gift_rules row.
@@ -15,10 +17,10 @@ var ErrUnknownRule = errors.New("lucky: unknown rule version")
 // Loader reads rule versions from MySQL (lucky_gift_rules and
 // lucky_reward_tiers) and caches them. Versions are immutable once
 // published, so a valid version is cached until evicted by size. A missing
-// or invalid version is remembered only for MissTTL (5s): a writer that
-// inserts the rule row and its tiers in separate statements makes a
-// version briefly visible half-published, and it must be found whole
-// moments later rather than stay invalid for good.
+// or invalid version is remembered only for LoaderConfig.MissTTL (5s): a
+// writer that inserts the rule row and its tiers in separate statements
+// makes a version briefly visible half-published, and it must be found
+// whole moments later rather than stay invalid for good.
 //
 // Get is safe for concurrent use.
 type Loader struct {
@@ -39,19 +41,50 @@ type cached struct {
 	expiresAt time.Time // zero: never (valid versions)
 }
 
-// NewLoader returns a loader on db caching up to maxEntries versions
-// (process.rule_cache_size; <= 0 means 10,000).
-func NewLoader(db *sql.DB, maxEntries int) *Loader {
-	if maxEntries <= 0 {
-		maxEntries = 10000
-	}
-	return &Loader{db: db, max: maxEntries, missTTL: 5 * time.Second, now: time.Now, cache: map[ruleKey]cached{}}
+// LoaderConfig configures NewLoader.
+type LoaderConfig struct {
+	// CacheSize is how many rule versions the loader caches. Default
+	// 10,000.
+	CacheSize int
+	// MissTTL is how long a missing or invalid version is remembered
+	// before MySQL is asked again. Default 5s.
+	MissTTL time.Duration
+	// Now is the clock of the MissTTL expiry. Default time.Now.
+	Now func() time.Time
 }
 
-// WithClock replaces time.Now for the MissTTL expiry (tests).
-func (l *Loader) WithClock(now func() time.Time) *Loader {
-	l.now = now
-	return l
+func (c *LoaderConfig) setDefaults() {
+	if c.CacheSize == 0 {
+		c.CacheSize = 10000
+	}
+	if c.MissTTL == 0 {
+		c.MissTTL = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports the invalid fields of c with its defaults applied,
+// keyed "cache_size" and "miss_ttl".
+func (c LoaderConfig) Validate() error {
+	c.setDefaults()
+	var ch cfgerr.Checks
+	ch.Positive("cache_size", c.CacheSize)
+	ch.PositiveDuration("miss_ttl", c.MissTTL)
+	return ch.Err()
+}
+
+// NewLoader returns a loader of the rules in db.
+func NewLoader(cfg LoaderConfig, db *sql.DB) (*Loader, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil {
+		return nil, errors.New("lucky: nil database")
+	}
+	return &Loader{db: db, max: cfg.CacheSize, missTTL: cfg.MissTTL, now: cfg.Now, cache: map[ruleKey]cached{}}, nil
 }
 
 // Get returns the validated rule version. Errors: ErrUnknownRule (no such

@@ -3,6 +3,7 @@ package lucky_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestLoaderMariaDB(t *testing.T) {
 		Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 999999, Enabled: true}}}
 	roomtest.InsertRule(t, m.DB, bad)
 
-	l := lucky.NewLoader(m.DB, 100)
+	l := newLoader(t, lucky.LoaderConfig{CacheSize: 100}, m)
 	r, err := l.Get(ctx, "rose", "2026-01")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestLoaderMariaDB(t *testing.T) {
 	}
 	// A database failure is an error that is neither unknown nor invalid.
 	m.DB.Close()
-	if _, err := lucky.NewLoader(m.DB, 10).Get(ctx, "rose", "2026-01"); err == nil ||
+	if _, err := newLoader(t, lucky.LoaderConfig{CacheSize: 10}, m).Get(ctx, "rose", "2026-01"); err == nil ||
 		errors.Is(err, lucky.ErrUnknownRule) || errors.Is(err, lucky.ErrInvalidRule) {
 		t.Fatalf("closed database: %v", err)
 	}
@@ -68,7 +69,7 @@ func TestLoaderRetriesHalfPublishedVersion(t *testing.T) {
 		Status: "active", Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 900000, Enabled: true}}}
 	roomtest.InsertRule(t, m.DB, half)
 	now := time.Unix(1_800_000_000, 0)
-	l := lucky.NewLoader(m.DB, 10).WithClock(func() time.Time { return now })
+	l := newLoader(t, lucky.LoaderConfig{CacheSize: 10, Now: func() time.Time { return now }}, m)
 	if _, err := l.Get(ctx, "lily", "v1"); !errors.Is(err, lucky.ErrInvalidRule) {
 		t.Fatalf("half-published version: %v", err)
 	}
@@ -83,5 +84,28 @@ func TestLoaderRetriesHalfPublishedVersion(t *testing.T) {
 	r, err := l.Get(ctx, "lily", "v1")
 	if err != nil || len(r.Tiers) != 2 {
 		t.Fatalf("whole version not found after MissTTL: %+v %v", r, err)
+	}
+}
+
+func newLoader(t *testing.T, cfg lucky.LoaderConfig, m *testenv.MySQL) *lucky.Loader {
+	t.Helper()
+	l, err := lucky.NewLoader(cfg, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLoaderConfigValidate(t *testing.T) {
+	if err := (lucky.LoaderConfig{}).Validate(); err != nil {
+		t.Fatalf("zero config (defaults): %v", err)
+	}
+	for key, c := range map[string]lucky.LoaderConfig{
+		"cache_size": {CacheSize: -1},
+		"miss_ttl":   {MissTTL: -time.Second},
+	} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("%s: %v", key, err)
+		}
 	}
 }

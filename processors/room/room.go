@@ -5,7 +5,7 @@
 //     envelope bytes unchanged to hyapp.user.mic-events.v1, so that all of
 //     one user's mic events meet in one partition of the mic processor,
 //     still in room order (hence in mic-session order); an envelope without
-//     app_code gets the configured app_code appended (see NewProcessor);
+//     app_code gets Config.AppCode appended;
 //   - turns every RoomGiftSent with lucky=true into a LuckyPoolInflow (seed
 //     003, integer ppm, the rule version the event names) keyed by room_id
 //     on hyapp.activity.lucky-pool-inflow.v1;
@@ -20,24 +20,38 @@
 // The processor is stateless; rules come from MySQL through a cache
 // (lucky.Loader). A MySQL failure is not a reject: the record's partition
 // stalls alone and retries it after a backoff while the others go on.
+//
+// New builds the processor on its runtime from a Config; NewProcessor
+// builds the processor alone (for rttest.Driver, or to wrap it):
+//
+//	rules, err := lucky.NewLoader(lucky.LoaderConfig{}, db)
+//	rt, err := room.New(room.Config{
+//		Runtime: runtime.Config{
+//			Input: "hyapp.room.events.v1",
+//			Group: "roomflow-room-processor",
+//			DLQ:   "hyapp.room.events.dlq.v1",
+//			Kafka: kafkax.Cluster{Brokers: brokers},
+//		},
+//		MicTopic:    "hyapp.user.mic-events.v1",
+//		InflowTopic: "hyapp.activity.lucky-pool-inflow.v1",
+//		AppCode:     "hyapp",
+//	}, rules)
+//	err = rt.Run(ctx)
 package room
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/runtime"
-	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -102,14 +116,72 @@ type Processor struct {
 	gift envelope.GiftSent
 }
 
-// NewProcessor returns the processor emitting to cfg's
-// kafka.topics.user_mic_events and lucky_pool_inflow. An envelope without
-// app_code belongs to cfg's app_code (the rule of every stage): its outputs
-// carry it in headers and values, so they are the same as for an envelope
-// that names the configured app_code itself.
-func NewProcessor(cfg *config.Config, rules RuleSource) *Processor {
-	return &Processor{micTopic: cfg.Kafka.Topics.UserMicEvents, inflowTopic: cfg.Kafka.Topics.LuckyPoolInflow,
-		rules: rules, appCode: []byte(cfg.AppCode)}
+// Name is the room processor's runtime name: the processor label of its
+// metrics and logs, the stage of its dead letters.
+const Name = "room"
+
+// Config is everything New needs besides the rules.
+type Config struct {
+	// Runtime is the runtime the processor runs on: Input (the room
+	// events), Group, DLQ, commit bounds, Kafka, Registerer, Logger and the
+	// rest (see runtime.Config; its defaults apply). Name defaults to
+	// Name ("room"). The processor keeps no state: Changelog stays empty.
+	// Required: Input, Group, DLQ, Kafka.Brokers.
+	Runtime runtime.Config
+	// MicTopic receives every RoomMicChanged re-keyed by user_id
+	// (hyapp.user.mic-events.v1). Required.
+	MicTopic string
+	// InflowTopic receives the LuckyPoolInflow of lucky gifts
+	// (hyapp.activity.lucky-pool-inflow.v1). Required.
+	InflowTopic string
+	// AppCode is the app_code of an envelope that carries none, the rule
+	// of every stage: its outputs carry it in headers and values, so they
+	// are the same as for an envelope naming it. At most 32 bytes.
+	// Default "": such an envelope's outputs carry none either (the mic
+	// processor then dead-letters them).
+	AppCode string
+}
+
+func (c *Config) setDefaults() {
+	if c.Runtime.Name == "" {
+		c.Runtime.Name = Name
+	}
+}
+
+// Validate reports the invalid fields of c with its defaults applied:
+// "mic_topic", "inflow_topic", "app_code", and the runtime's under
+// "runtime." ("runtime.group").
+func (c Config) Validate() error {
+	c.setDefaults()
+	var ch cfgerr.Checks
+	ch.Set("mic_topic", c.MicTopic)
+	ch.Set("inflow_topic", c.InflowTopic)
+	if len(c.AppCode) > maxAppCode {
+		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
+	}
+	ch.Add(cfgerr.Under("runtime", nil, c.Runtime.Validate()))
+	return ch.Err()
+}
+
+// NewProcessor returns the processor of cfg alone, without its runtime
+// (cfg.Runtime is not used): for rttest.Driver, or to wrap it in another
+// runtime.Processor. It does not validate cfg; New does.
+func NewProcessor(cfg Config, rules RuleSource) *Processor {
+	return &Processor{micTopic: cfg.MicTopic, inflowTopic: cfg.InflowTopic, rules: rules, appCode: []byte(cfg.AppCode)}
+}
+
+// New validates cfg and builds the room processor on its runtime, reading
+// lucky rules from rules (a lucky.Loader). It does not connect.
+func New(cfg Config, rules RuleSource) (*runtime.Runtime, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rules == nil {
+		return nil, errors.New("room: nil rule source")
+	}
+	rt, err := runtime.New(cfg.Runtime, NewProcessor(cfg, rules))
+	return rt, cfgerr.Under("runtime", nil, err)
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -248,27 +320,4 @@ func withAppCode(b, app []byte) []byte {
 	out = append(out, b...)
 	out = protowire.AppendTag(out, 3, protowire.BytesType)
 	return protowire.AppendBytes(out, app)
-}
-
-// Options are the runtime options of the room processor on cfg: input
-// kafka.topics.room_events, group process.room_group, DLQ kafka.topics.dlq,
-// and the options every processor takes from the config (rtconfig.Options:
-// commit bounds, session and shutdown timeouts, Kafka client with kprom
-// metrics on reg when non-nil).
-func Options(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) []runtime.Option {
-	var preg prometheus.Registerer // a nil *Registry must stay a nil interface
-	if reg != nil {
-		preg = reg
-	}
-	return append([]runtime.Option{
-		runtime.Input(cfg.Kafka.Topics.RoomEvents),
-		runtime.Group(cfg.Process.RoomGroup),
-		runtime.DLQ(cfg.Kafka.Topics.DLQ),
-	}, rtconfig.Options(cfg, "room-processor", preg, log)...)
-}
-
-// New builds the room processor's runtime: NewProcessor over Options, then
-// extra (tests pass TransactionalID, shorter timeouts, ...).
-func New(cfg *config.Config, rules RuleSource, reg *prometheus.Registry, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, error) {
-	return runtime.New("room", NewProcessor(cfg, rules), append(Options(cfg, reg, log), extra...)...)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
@@ -33,45 +33,67 @@ type env struct {
 	t      *testing.T
 	k      *testenv.Kafka
 	m      *testenv.MySQL
-	cfg    *config.Config
+	cfg    room.Config
 	rules  *lucky.Loader
-	topics config.Topics
+	topics topics
 }
 
+// topics are the test's topic names.
+type topics struct{ RoomEvents, UserMicEvents, LuckyPoolInflow, DLQ string }
+
 func newEnv(t *testing.T) *env {
-	e := newMemEnv(t)
-	e.k = testenv.NewKafka(t)
-	e.cfg.Kafka = e.k.Config
-	e.topics = e.cfg.Kafka.Topics
-	return e
+	return newEnvOn(t, testenv.NewKafka(t))
 }
 
 // newMemEnv is an env without Kafka, for behaviour tests on the in-memory
 // driver (drive): the lucky rules still come from MySQL.
-func newMemEnv(t *testing.T) *env {
-	var k *testenv.Kafka
+func newMemEnv(t *testing.T) *env { return newEnvOn(t, nil) }
+
+func newEnvOn(t *testing.T, k *testenv.Kafka) *env {
 	m := testenv.NewMySQL(t)
-	cfg := testenv.Config(t, k, m)
-	cfg.Process.CommitInterval = config.Duration(50 * time.Millisecond)
-	return &env{t: t, k: k, m: m, cfg: cfg, rules: lucky.NewLoader(m.DB, 100), topics: cfg.Kafka.Topics}
+	cfg := testConfig(t, k)
+	rules, err := lucky.NewLoader(lucky.LoaderConfig{CacheSize: 100}, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, k: k, m: m, cfg: cfg, rules: rules,
+		topics: topics{RoomEvents: cfg.Runtime.Input, UserMicEvents: cfg.MicTopic, LuckyPoolInflow: cfg.InflowTopic, DLQ: cfg.Runtime.DLQ}}
 }
 
-// testOpts make takeovers fast in tests.
-func testOpts(txnID string) []runtime.Option {
-	return []runtime.Option{
-		runtime.TransactionalID(txnID),
-		runtime.ClientOpts(kgo.RebalanceTimeout(5 * time.Second)),
-		runtime.SessionTimeout(6 * time.Second),
-		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
-		runtime.LagInterval(0),
+// testConfig is the room processor's config on k (nil: the default topic
+// names and no brokers, for the in-memory driver), in a group of its own.
+func testConfig(t *testing.T, k *testenv.Kafka) room.Config {
+	c := testenv.Config(t, k, nil)
+	tp := c.Kafka.Topics
+	var kafka kafkax.Cluster
+	if k != nil {
+		kafka = k.Cluster()
 	}
+	return room.Config{
+		Runtime: runtime.Config{Input: tp.RoomEvents, Group: testenv.UniqueName(t) + "-room", DLQ: tp.DLQ, Kafka: kafka,
+			CommitInterval: 50 * time.Millisecond},
+		MicTopic:    tp.UserMicEvents,
+		InflowTopic: tp.LuckyPoolInflow,
+		AppCode:     c.AppCode,
+	}
+}
+
+// fast is c for instance txnID with takeovers made fast for tests.
+func fast(c room.Config, txnID string) room.Config {
+	r := &c.Runtime
+	r.TransactionalID = txnID
+	r.Kafka.Extra = append(slices.Clip(r.Kafka.Extra), kgo.RebalanceTimeout(5*time.Second))
+	r.Kafka.SessionTimeout = 6 * time.Second
+	r.RetryBackoffMin, r.RetryBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+	r.LagInterval = -1
+	return c
 }
 
 // drive runs the room processor on recs in memory (rttest.Driver): what
 // it would commit and dead-letter, without a broker.
 func (e *env) drive(recs []*kgo.Record) *rttest.Driver {
 	e.t.Helper()
-	d := rttest.NewDriver(e.t, e.topics.RoomEvents, room.NewProcessor(e.cfg, e.rules))
+	d := rttest.NewDriver(e.t, rttest.DriverConfig{Input: e.topics.RoomEvents}, room.NewProcessor(e.cfg, e.rules))
 	d.MustFeed(recs...)
 	return d
 }
@@ -365,9 +387,10 @@ func TestCrashExactlyOnce(t *testing.T) {
 			}
 		}
 		ka := &rttest.KillAfter{Proc: room.NewProcessor(e.cfg, e.rules), N: 1 + rng.IntN(1200)}
-		opts := append(room.Options(e.cfg, nil, nil), testOpts(txnID)...)
-		opts = append(opts, runtime.CommitRecords(50+rng.IntN(400)))
-		rt, err := runtime.New("room", ka, opts...)
+		rc := fast(e.cfg, txnID).Runtime
+		rc.Name = room.Name
+		rc.CommitRecords = 50 + rng.IntN(400)
+		rt, err := runtime.New(rc, ka)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +406,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 		}
 		r.Cancel()
 	}
-	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	rt, err := room.New(fast(e.cfg, txnID), e.rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +470,9 @@ func TestRuleStoreOutageRetries(t *testing.T) {
 	}
 	e.produce(recs)
 	reg := prometheus.NewRegistry()
-	rt, err := room.New(e.cfg, e.rules, reg, nil, testOpts(testenv.UniqueName(t))...)
+	cfg := fast(e.cfg, testenv.UniqueName(t))
+	cfg.Runtime.Registerer = reg
+	rt, err := room.New(cfg, e.rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +515,7 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	c := luckyCase{eventID: "evt-locked", roomID: "room-1", gift: "rose", version: "v1", heat: 12345}
 	e.produce([]*kgo.Record{luckyRecord(e.topics.RoomEvents, c, 1)})
 	txnID := testenv.UniqueName(t)
-	rt, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	rt, err := room.New(fast(e.cfg, txnID), e.rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +525,7 @@ func TestShutdownDuringRuleLoad(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
 		t.Fatal(err)
 	}
-	rt2, err := room.New(e.cfg, e.rules, nil, nil, testOpts(txnID)...)
+	rt2, err := room.New(fast(e.cfg, txnID), e.rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,4 +577,42 @@ func TestDefaultAppCode(t *testing.T) {
 			t.Fatalf("%s outputs differ between an empty and the explicit app_code:\n%v\n%v", name, msgs[0], msgs[1])
 		}
 	}
+}
+
+// TestConfigValidate: New refuses an invalid config with the key of the
+// field, the runtime's under "runtime."; a zero rule source is refused too.
+func TestConfigValidate(t *testing.T) {
+	valid := testConfig(t, nil)
+	valid.Runtime.Kafka.Brokers = []string{"localhost:9092"}
+	for key, set := range map[string]func(*room.Config){
+		"mic_topic":              func(c *room.Config) { c.MicTopic = "" },
+		"inflow_topic":           func(c *room.Config) { c.InflowTopic = "" },
+		"app_code":               func(c *room.Config) { c.AppCode = strings.Repeat("a", 33) },
+		"runtime.group":          func(c *room.Config) { c.Runtime.Group = "" },
+		"runtime.commit_records": func(c *room.Config) { c.Runtime.CommitRecords = -1 },
+		"runtime.kafka.brokers":  func(c *room.Config) { c.Runtime.Kafka.Brokers = nil },
+	} {
+		c := valid
+		set(&c)
+		if _, err := room.New(c, noRules{}); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("%s: New = %v", key, err)
+		}
+	}
+	rt, err := room.New(valid, noRules{})
+	if err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	if err := rt.Ready(); err == nil || !strings.Contains(err.Error(), "runtime room:") {
+		t.Fatalf("runtime not named %q: %v", room.Name, err)
+	}
+	if _, err := room.New(valid, nil); err == nil {
+		t.Fatal("nil rule source accepted")
+	}
+}
+
+// noRules is a rule source without rules.
+type noRules struct{}
+
+func (noRules) Get(_ context.Context, giftID, version string) (*lucky.Rule, error) {
+	return nil, fmt.Errorf("%w: %s/%s", lucky.ErrUnknownRule, giftID, version)
 }

@@ -11,7 +11,7 @@ import (
 // once shutdown began (the whole of it after a fatal error).
 func (r *Runtime) closeBound() time.Duration {
 	if r.stopBy.IsZero() {
-		return r.o.shutdown
+		return r.cfg.ShutdownTimeout
 	}
 	return time.Until(r.stopBy)
 }

@@ -40,7 +40,7 @@ func TestCorruptStateGoesToDLQ(t *testing.T) {
 		{Topic: h.in, Key: []byte("b"), Value: []byte("x")},
 	})
 	reg := prometheus.NewRegistry()
-	r := rttest.Start(h.runtime("toy-corrupt", proc, runtime.Registerer(reg)))
+	r := rttest.Start(h.runtime("toy-corrupt", proc, withRegisterer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 300*time.Millisecond, 30*time.Second)
 	dlq := rttest.ReadCommitted(t, h.k.Brokers, h.dlq, 1, 300*time.Millisecond, 30*time.Second)
 	r.Stop(t)

@@ -10,7 +10,7 @@
 // assigned input partition the runtime owns one Task: a keyed in-memory Store
 // backed by a compacted changelog topic co-partitioned with the input
 // (changelog partition N holds the state of input partition N), an emit
-// buffer, and the wall-clock punctuations registered with Punctuate. All
+// buffer, and the wall-clock timers of Config.Punctuations. All
 // tasks of one runtime are driven by a single goroutine (Process needs no
 // locking); throughput scales out with partitions and replicas in the same
 // group.
@@ -19,14 +19,17 @@
 // context, logger). Local runs the same per-record contract without Kafka;
 // rttest.Driver builds on it so processor behaviour tests need no broker.
 //
-//	rt, err := runtime.New("room", proc,
-//		runtime.Input(cfg.Kafka.Topics.RoomEvents),
-//		runtime.Group(cfg.Process.RoomGroup),
-//		runtime.DLQ(cfg.Kafka.Topics.DLQ),
-//		runtime.ClientOpts(kafkax.NewCluster(cfg.Kafka, reg, log).Opts("room-processor")...),
-//		runtime.CommitInterval(cfg.Process.CommitInterval.D()),
-//		runtime.CommitRecords(cfg.Process.CommitRecords),
-//	)
+//	rt, err := runtime.New(runtime.Config{
+//		Name:           "room",
+//		Input:          "hyapp.room.events.v1",
+//		Group:          "roomflow-room-processor",
+//		DLQ:            "hyapp.room.events.dlq.v1",
+//		Kafka:          kafkax.Cluster{Brokers: brokers, Metrics: reg, Logger: log},
+//		CommitInterval: 100 * time.Millisecond, // the default
+//		CommitRecords:  5000,                   // the default
+//		Registerer:     reg,
+//		Logger:         log,
+//	}, proc)
 //	err = rt.Run(ctx)
 //
 // # Transactions and batching
@@ -63,8 +66,9 @@
 // (kgo SetOffsets, which also sets the offset the GroupTransactSession
 // commits for it), so the open transaction commits the partition exactly
 // up to the records before the failing one and never a record it did not
-// process. After a backoff (RetryBackoff, doubling while the same record
-// keeps failing) the partition resumes from the failing record. The other
+// process. After a backoff (RetryBackoffMin, doubling up to
+// RetryBackoffMax while the same record keeps failing) the partition
+// resumes from the failing record. The other
 // partitions keep processing and committing meanwhile. A stalled partition
 // shows as roomflow_process_partition_stalled{partition}=1 and an error log
 // naming topic, partition, offset, event_id and the error. A failing
@@ -182,7 +186,7 @@
 //
 // # Time
 //
-// Task.Now and punctuations read the injected Clock (time.Now by default),
+// Task.Now and punctuations read the injected Config.Now (time.Now by default),
 // never time.Now directly, so processors stay deterministic and timer tests
 // can drive time.
 package runtime

@@ -41,9 +41,9 @@ func (r *Runtime) endAborted(ctx context.Context, err error) bool {
 		return false
 	}
 	if r.commitErrBackoff > 0 && r.commitErrSeq == r.txnSeq {
-		r.commitErrBackoff = min(2*r.commitErrBackoff, r.o.retryMax)
+		r.commitErrBackoff = min(2*r.commitErrBackoff, r.cfg.RetryBackoffMax)
 	} else {
-		r.commitErrBackoff = r.o.retryMin
+		r.commitErrBackoff = r.cfg.RetryBackoffMin
 	}
 	r.commitErrSeq = r.txnSeq + 1 // the sequence number once this transaction has ended
 	r.log.Warn("transaction commit failed and was aborted; consumption rewound to the last commit",

@@ -39,7 +39,7 @@ const restoreReportEvery = 10 * time.Second
 // transaction fails (fenced), a *RestoreError if the changelog cannot be
 // read, ErrKilled after Kill, ctx.Err() on cancel.
 func (r *Runtime) restore(ctx context.Context, parts []int32) (aborted bool, err error) {
-	if r.o.changelog == "" {
+	if r.cfg.Changelog == "" {
 		for _, p := range parts {
 			r.startTask(r.newTask(p))
 		}
@@ -48,7 +48,7 @@ func (r *Runtime) restore(ctx context.Context, parts []int32) (aborted bool, err
 	r.setRestoring(len(parts))
 	defer r.setRestoring(0)
 	if r.inTxn {
-		if _, err := r.endTxn(r.o.txnTimeout, false, "restore"); err != nil {
+		if _, err := r.endTxn(r.cfg.TransactionTimeout, false, "restore"); err != nil {
 			return true, err
 		}
 		aborted = true
@@ -88,7 +88,7 @@ func (r *Runtime) setRestoring(n int) {
 // each of parts and returns their offsets. A transaction whose produce
 // fails is aborted and retried after a back-off.
 func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
-	backoff := r.o.retryMin
+	backoff := r.cfg.RetryBackoffMin
 	for {
 		offsets, err := r.markerTxn(parts)
 		if err != nil || offsets != nil {
@@ -102,7 +102,7 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 		if r.killed.Load() {
 			return nil, ErrKilled
 		}
-		backoff = min(backoff*2, r.o.retryMax)
+		backoff = min(backoff*2, r.cfg.RetryBackoffMax)
 	}
 }
 
@@ -115,7 +115,7 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 // transaction. Like endTxn it is bounded by the transaction timeout, not
 // by Run's context (an interrupted end leaves the producer unusable).
 func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.o.txnTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.TransactionTimeout)
 	defer cancel()
 	cl := r.sess.Client()
 	fatal := func(err error) error {
@@ -127,15 +127,15 @@ func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, fatal(err)
 	}
-	value := markerValue(r.o.txnID)
+	value := markerValue(r.cfg.TransactionalID)
 	recs := make([]*kgo.Record, len(parts))
 	for i, p := range parts {
-		recs[i] = &kgo.Record{Topic: r.o.changelog, Partition: p, Key: []byte(markerKey), Value: value}
+		recs[i] = &kgo.Record{Topic: r.cfg.Changelog, Partition: p, Key: []byte(markerKey), Value: value}
 	}
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
 		if !r.killed.Load() {
-			r.log.Warn("restore marker not written; aborting its transaction", "topic", r.o.changelog, "error", err)
+			r.log.Warn("restore marker not written; aborting its transaction", "topic", r.cfg.Changelog, "error", err)
 		}
 		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			return nil, fatal(err)
@@ -170,16 +170,16 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 	}
 	opts := append([]kgo.Opt{}, r.restoreOpts...)
 	opts = append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.o.changelog: consume}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the marker's commit marker also ends a partition
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return &RestoreError{Topic: r.o.changelog, Partition: -1, Err: err}
+		return &RestoreError{Topic: r.cfg.Changelog, Partition: -1, Err: err}
 	}
 	defer cl.Close()
-	nowMs := r.o.clock().UnixMilli()
+	nowMs := r.cfg.Now().UnixMilli()
 	pending := maps.Clone(markers)
 	restoreRecs := r.m.restoreRecs.WithLabelValues(r.name)
 	start := time.Now()
@@ -239,9 +239,9 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 // warns once the wait exceeds the transaction timeout.
 func (r *Runtime) logRestoreWait(ctx context.Context, pending map[int32]int64, waited time.Duration) {
 	var openTxn, stalled []int32
-	lso, err := r.adm.ListCommittedOffsets(ctx, r.o.changelog)
+	lso, err := r.adm.ListCommittedOffsets(ctx, r.cfg.Changelog)
 	for p, marker := range pending {
-		if o, ok := lso.Lookup(r.o.changelog, p); err == nil && ok && o.Err == nil && o.Offset <= marker {
+		if o, ok := lso.Lookup(r.cfg.Changelog, p); err == nil && ok && o.Err == nil && o.Offset <= marker {
 			openTxn = append(openTxn, p)
 		} else {
 			stalled = append(stalled, p)
@@ -250,10 +250,10 @@ func (r *Runtime) logRestoreWait(ctx context.Context, pending map[int32]int64, w
 	slices.Sort(openTxn)
 	slices.Sort(stalled)
 	level := slog.LevelInfo
-	if waited > r.o.txnTimeout {
+	if waited > r.cfg.TransactionTimeout {
 		level = slog.LevelWarn
 	}
-	attrs := []any{"topic", r.o.changelog, "waited", waited.Round(time.Millisecond).String(),
+	attrs := []any{"topic", r.cfg.Changelog, "waited", waited.Round(time.Millisecond).String(),
 		"waiting_for_open_transaction", openTxn, "fetch_stalled", stalled}
 	if err != nil {
 		attrs = append(attrs, "list_offsets_error", err)

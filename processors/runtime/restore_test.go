@@ -38,7 +38,7 @@ func TestRestoreWaitsOutChangelogStall(t *testing.T) {
 
 	stalled := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: h.cl, Err: kerr.NotLeaderForPartition, Count: -1})
 	reg := prometheus.NewRegistry()
-	bRT := h.runtime("stall-b", counter{out: h.out}, runtime.Registerer(reg))
+	bRT := h.runtime("stall-b", counter{out: h.out}, withRegisterer(reg))
 	b := rttest.Start(bRT)
 	testenv.Eventually(t, 30*time.Second, "the restore to fetch the changelog", func() bool { return stalled.Hits() > 0 })
 	stallStart := time.Now()
@@ -129,8 +129,8 @@ func TestPausedTimerCommitAfterTakeoverClosesOnce(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	start := func(who string, reg *prometheus.Registry) (*runtime.Runtime, *rttest.Running) {
 		p := sessions{out: h.out, dump: h.dump, who: who}
-		rt := h.runtime("close-"+who, p, runtime.Clock(clock.Now), runtime.Punctuate("close", time.Minute, p.closeAll),
-			runtime.Registerer(reg), runtime.ClientOpts(kgo.ClientID("close-"+who+"-client")))
+		rt := h.runtime("close-"+who, p, withTimer(clock.Now, "close", time.Minute, p.closeAll),
+			withRegisterer(reg), withClientID("close-"+who+"-client"))
 		return rt, rttest.Start(rt)
 	}
 	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("s1"), Value: []byte("open")}})

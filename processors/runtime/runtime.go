@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,7 +28,7 @@ import (
 type Runtime struct {
 	name string
 	proc Processor
-	o    options
+	cfg  Config
 	m    *metrics
 	log  *slog.Logger
 
@@ -94,54 +94,25 @@ type partEvent struct {
 	partitions []int32
 }
 
-// New validates the options and returns a runtime named name (the
-// processor label of its metrics and logs). It does not connect.
-func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
-	}
-	switch {
-	case name == "":
-		return nil, errors.New("runtime: empty processor name")
-	case proc == nil:
+// New validates cfg (with its defaults applied, see Config) and returns
+// a runtime running proc under cfg.Name. It does not connect. A
+// configuration error is keyed by Config's field names (cfgerr).
+func New(cfg Config, proc Processor) (*Runtime, error) {
+	if proc == nil {
 		return nil, errors.New("runtime: nil processor")
-	case o.input == "":
-		return nil, errors.New("runtime: Input topic is required")
-	case o.group == "":
-		return nil, errors.New("runtime: Group is required")
-	case o.dlq == "":
-		return nil, errors.New("runtime: DLQ topic is required")
-	case o.commitInterval <= 0:
-		return nil, errors.New("runtime: CommitInterval must be positive")
-	case o.commitRecords <= 0:
-		return nil, errors.New("runtime: CommitRecords must be positive")
-	case o.changelog != "" && o.changelog == o.input:
-		return nil, errors.New("runtime: Changelog must differ from Input")
-	case o.clock == nil:
-		return nil, errors.New("runtime: nil Clock")
 	}
-	for _, p := range o.punctuations {
-		if p.interval <= 0 || p.fn == nil {
-			return nil, fmt.Errorf("runtime: punctuation %q needs a positive interval and a function", p.name)
-		}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if o.ttlSweep <= 0 {
-		o.ttlSweep = time.Minute
-	}
-	if o.txnID == "" {
-		host, _ := os.Hostname()
-		o.txnID = o.group + "-" + host
-	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
+	cfg.Punctuations = slices.Clone(cfg.Punctuations)
+	name := cfg.Name
 	r := &Runtime{
 		name:      name,
 		proc:      proc,
-		o:         o,
-		m:         newMetrics(o.reg),
-		log:       o.log.With("component", "processor", "processor", name),
+		cfg:       cfg,
+		m:         newMetrics(cfg.Registerer),
+		log:       cfg.Logger.With("component", "processor", "processor", name),
 		tasks:     map[int32]*task{},
 		arena:     newTxnArena(),
 		txnOut:    map[string]int{},
@@ -158,7 +129,7 @@ func New(name string, proc Processor, opts ...Option) (*Runtime, error) {
 			r.prodMu.Unlock()
 		}
 	}
-	r.recordsIn = r.m.recordsIn.WithLabelValues(name, o.input)
+	r.recordsIn = r.m.recordsIn.WithLabelValues(name, cfg.Input)
 	return r, nil
 }
 
@@ -226,7 +197,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
-	if r.o.lagInterval > 0 {
+	if r.cfg.LagInterval > 0 {
 		go r.lagLoop(lagCtx)
 	}
 
@@ -238,17 +209,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 }
 
 func (r *Runtime) start() error {
-	opts := append([]kgo.Opt{}, r.o.clientOpts...)
-	opts = append(opts,
-		kgo.ConsumerGroup(r.o.group),
-		kgo.ConsumeTopics(r.o.input),
-		kgo.TransactionalID(r.o.txnID),
-		kgo.TransactionTimeout(r.o.txnTimeout),
-		kgo.SessionTimeout(r.o.sessionTimeout),
-		// A third of the session, at most kgo's default 3s: with a short
-		// session (a test, a fast failover) the default would let the
-		// member expire between two heartbeats.
-		kgo.HeartbeatInterval(min(r.o.sessionTimeout/3, 3*time.Second)),
+	opts := r.cfg.clientOpts(
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.cfg.Input),
+		kgo.TransactionalID(r.cfg.TransactionalID),
+		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Transaction markers advance the consume position, so a
 		// caught-up task reaches the last stable offset (punctuate).
@@ -256,19 +221,19 @@ func (r *Runtime) start() error {
 		kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RecordPartitioner(partitioner{changelog: r.o.changelog, def: kgo.StickyKeyPartitioner(nil)}),
+		kgo.RecordPartitioner(partitioner{changelog: r.cfg.Changelog, def: kgo.StickyKeyPartitioner(nil)}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.pushEvent(evAssigned, m[r.o.input])
+			r.pushEvent(evAssigned, m[r.cfg.Input])
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.pushEvent(evRevoked, m[r.o.input])
+			r.pushEvent(evRevoked, m[r.cfg.Input])
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			r.pushEvent(evRevoked, m[r.o.input])
+			r.pushEvent(evRevoked, m[r.cfg.Input])
 		}),
 	)
-	if r.o.instanceID != "" {
-		opts = append(opts, kgo.InstanceID(r.o.instanceID))
+	if r.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
 	}
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
@@ -315,22 +280,22 @@ func (r *Runtime) takeEvents() []partEvent {
 
 // checkTopics verifies that the changelog is co-partitioned with the input.
 func (r *Runtime) checkTopics(ctx context.Context) error {
-	if r.o.changelog == "" {
+	if r.cfg.Changelog == "" {
 		return nil
 	}
 	for {
-		td, err := r.adm.ListTopics(ctx, r.o.input, r.o.changelog)
+		td, err := r.adm.ListTopics(ctx, r.cfg.Input, r.cfg.Changelog)
 		if err == nil {
-			in, okIn := td[r.o.input]
-			cl, okCl := td[r.o.changelog]
+			in, okIn := td[r.cfg.Input]
+			cl, okCl := td[r.cfg.Changelog]
 			if okIn && okCl && in.Err == nil && cl.Err == nil {
 				if len(cl.Partitions) < len(in.Partitions) {
 					return fmt.Errorf("runtime %s: changelog %s has %d partitions, input %s has %d: must be co-partitioned",
-						r.name, r.o.changelog, len(cl.Partitions), r.o.input, len(in.Partitions))
+						r.name, r.cfg.Changelog, len(cl.Partitions), r.cfg.Input, len(in.Partitions))
 				}
 				return nil
 			}
-			err = fmt.Errorf("topics %s or %s missing", r.o.input, r.o.changelog)
+			err = fmt.Errorf("topics %s or %s missing", r.cfg.Input, r.cfg.Changelog)
 		}
 		if r.killed.Load() {
 			return ErrKilled
@@ -393,14 +358,14 @@ func (r *Runtime) loop(ctx context.Context) error {
 				// The client and the tasks disagree on the assignment:
 				// rewind everything to the last commit.
 				r.log.Error("transaction aborted", "error", err)
-				if _, err := r.endTxn(r.o.txnTimeout, false, "unowned_partition"); err != nil {
+				if _, err := r.endTxn(r.cfg.TransactionTimeout, false, "unowned_partition"); err != nil {
 					return err
 				}
 				continue
 			}
 		}
 		if r.commitDue() {
-			if _, err := r.endTxn(r.o.txnTimeout, true, ""); err != nil {
+			if _, err := r.endTxn(r.cfg.TransactionTimeout, true, ""); err != nil {
 				if stopping() {
 					return r.shutdown()
 				}
@@ -432,9 +397,9 @@ func (r *Runtime) beginTxn() error {
 // polls only the records already fetched (catchUpPoll): the next run
 // follows its commit.
 func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches {
-	wait := r.o.commitInterval
+	wait := r.cfg.CommitInterval
 	if r.txnContent {
-		wait = max(time.Until(r.txnStart.Add(r.o.commitInterval)), 0)
+		wait = max(time.Until(r.txnStart.Add(r.cfg.CommitInterval)), 0)
 	}
 	if resumeIn > 0 {
 		wait = min(wait, resumeIn)
@@ -447,14 +412,14 @@ func (r *Runtime) poll(ctx context.Context, resumeIn time.Duration) kgo.Fetches 
 	}
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return r.sess.PollRecords(pctx, max(r.o.commitRecords-r.txnIn, 1))
+	return r.sess.PollRecords(pctx, max(r.cfg.CommitRecords-r.txnIn, 1))
 }
 
 // commitDue reports whether the open transaction holds a catch-up run
 // (committed at once so the next run can follow), CommitRecords input
 // records, or has been open CommitInterval since its first content.
 func (r *Runtime) commitDue() bool {
-	return r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.o.commitRecords || !time.Now().Before(r.txnStart.Add(r.o.commitInterval)))
+	return r.inTxn && r.txnContent && (r.txnCatchUp || r.txnIn >= r.cfg.CommitRecords || !time.Now().Before(r.txnStart.Add(r.cfg.CommitInterval)))
 }
 
 // processFetches hands the polled records to their tasks, in offset order
@@ -464,7 +429,7 @@ func (r *Runtime) commitDue() bool {
 func (r *Runtime) processFetches(fetches kgo.Fetches) error {
 	var err error
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if err != nil || fp.Topic != r.o.input || len(fp.Records) == 0 {
+		if err != nil || fp.Topic != r.cfg.Input || len(fp.Records) == 0 {
 			return
 		}
 		t := r.tasks[fp.Partition]
@@ -501,9 +466,9 @@ func (r *Runtime) shutdown() error {
 	if r.killed.Load() {
 		return ErrKilled
 	}
-	r.stopBy = time.Now().Add(r.o.shutdown)
+	r.stopBy = time.Now().Add(r.cfg.ShutdownTimeout)
 	if r.inTxn {
-		committed, err := r.endTxn(r.o.shutdown, r.txnContent, "shutdown")
+		committed, err := r.endTxn(r.cfg.ShutdownTimeout, r.txnContent, "shutdown")
 		if err != nil {
 			r.log.Error("final transaction failed; it is aborted by the broker", "error", err)
 			return nil
@@ -575,7 +540,7 @@ func (r *Runtime) dlqRecord(rec *kgo.Record, rej *RejectError) *kgo.Record {
 	if rej.Err != nil {
 		cause = fmt.Errorf("%s: %w", rej.Reason, rej.Err)
 	}
-	return (&envelope.DeadLetter{Stage: r.name, Reason: rej.Reason, Err: cause, From: rec}).Build(r.o.dlq)
+	return (&envelope.DeadLetter{Stage: r.name, Reason: rej.Reason, Err: cause, From: rec}).Build(r.cfg.DLQ)
 }
 
 // endTxn ends the open transaction. With commit it first prepares the
@@ -686,7 +651,7 @@ func (r *Runtime) produceChangelogs() {
 		}
 		t.store.eachDirty(func(k string, e entry, deleted bool) {
 			rec := &r.arena.recs.take(1)[0]
-			rec.Topic, rec.Partition, rec.Key = r.o.changelog, t.partition, r.arena.bytes.copyString(k)
+			rec.Topic, rec.Partition, rec.Key = r.cfg.Changelog, t.partition, r.arena.bytes.copyString(k)
 			rec.Timestamp = now
 			if !deleted {
 				rec.Value = r.arena.bytes.Append(9+len(e.value), func(b []byte) []byte { return appendChangelogValue(b, e) })
@@ -777,7 +742,7 @@ func (r *Runtime) checkMembership(ctx context.Context) error {
 		return errors.New("not in the group")
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
-	req.Group = r.o.group
+	req.Group = r.cfg.Group
 	req.MemberID = member
 	req.Generation = gen
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -805,7 +770,7 @@ func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 		switch ev.kind {
 		case evRevoked:
 			if r.inTxn && !rewound {
-				if _, err := r.endTxn(r.o.txnTimeout, false, "rebalance"); err != nil {
+				if _, err := r.endTxn(r.cfg.TransactionTimeout, false, "rebalance"); err != nil {
 					return true, err
 				}
 				rewound = true
@@ -850,26 +815,26 @@ func removeAll(ps, rm []int32) []int32 {
 
 func (r *Runtime) newTask(p int32) *task {
 	t := &task{
-		topic:     r.o.input,
+		topic:     r.cfg.Input,
 		partition: p,
-		log:       r.log.With("topic", r.o.input, "partition", p),
-		clock:     r.o.clock,
+		log:       r.log.With("topic", r.cfg.Input, "partition", p),
+		clock:     r.cfg.Now,
 		ctx:       r.runCtx,
 		arena:     r.arena,
-		nextPunct: make([]time.Time, len(r.o.punctuations)),
+		nextPunct: make([]time.Time, len(r.cfg.Punctuations)),
 	}
-	if r.o.changelog != "" {
-		t.store = newStore(r.o.clock)
+	if r.cfg.Changelog != "" {
+		t.store = newStore(r.cfg.Now)
 	}
 	return t
 }
 
 func (r *Runtime) startTask(t *task) {
-	now := r.o.clock()
-	for i, p := range r.o.punctuations {
-		t.nextPunct[i] = now.Add(p.interval)
+	now := r.cfg.Now()
+	for i, p := range r.cfg.Punctuations {
+		t.nextPunct[i] = now.Add(p.Interval)
 	}
-	t.nextSweep = now.Add(r.o.ttlSweep)
+	t.nextSweep = now.Add(r.cfg.TTLSweepInterval)
 	r.tasks[t.partition] = t
 	if t.store != nil {
 		r.updateStateGauges(t)
@@ -890,7 +855,7 @@ func (r *Runtime) dropTask(p int32) {
 		r.m.stateKeys.DeleteLabelValues(r.name, part)
 		r.m.stateBytes.DeleteLabelValues(r.name, part)
 	}
-	r.m.lag.DeleteLabelValues(r.name, r.o.input, strconv.FormatInt(int64(p), 10))
+	r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, strconv.FormatInt(int64(p), 10))
 }
 
 func (r *Runtime) updateStateGauges(t *task) {
@@ -902,7 +867,7 @@ func (r *Runtime) updateStateGauges(t *task) {
 // lagLoop publishes the group's lag for the input partitions this
 // instance owns.
 func (r *Runtime) lagLoop(ctx context.Context) {
-	tick := time.NewTicker(r.o.lagInterval)
+	tick := time.NewTicker(r.cfg.LagInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -910,14 +875,14 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		lags, err := r.adm.Lag(ctx, r.o.group)
+		lags, err := r.adm.Lag(ctx, r.cfg.Group)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Debug("lag", "error", err)
 			}
 			continue
 		}
-		gl, ok := lags[r.o.group]
+		gl, ok := lags[r.cfg.Group]
 		if !ok || gl.Error() != nil {
 			continue
 		}
@@ -925,15 +890,15 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 		for _, p := range r.Assigned() {
 			owned[p] = true
 		}
-		for p, ml := range gl.Lag[r.o.input] {
+		for p, ml := range gl.Lag[r.cfg.Input] {
 			// Each member exports the partitions it owns, so replicas
 			// never report the same partition twice.
 			part := strconv.FormatInt(int64(p), 10)
 			switch {
 			case !owned[p]:
-				r.m.lag.DeleteLabelValues(r.name, r.o.input, part)
+				r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, part)
 			case ml.Lag >= 0:
-				r.m.lag.WithLabelValues(r.name, r.o.input, part).Set(float64(ml.Lag))
+				r.m.lag.WithLabelValues(r.name, r.cfg.Input, part).Set(float64(ml.Lag))
 			}
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
@@ -127,22 +129,55 @@ func (h *harness) dropHeartbeats(clientID string) {
 		}})
 }
 
-func (h *harness) runtime(txnID string, proc runtime.Processor, extra ...runtime.Option) *runtime.Runtime {
-	h.t.Helper()
-	opts := []runtime.Option{
-		runtime.Input(h.in), runtime.Group(h.grp), runtime.Changelog(h.cl), runtime.DLQ(h.dlq),
-		runtime.TransactionalID(txnID),
-		runtime.ClientOpts(kgo.SeedBrokers(h.k.Brokers...), kgo.RebalanceTimeout(5*time.Second)),
-		runtime.SessionTimeout(6 * time.Second),
-		runtime.CommitInterval(50 * time.Millisecond), runtime.CommitRecords(500),
-		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
-		runtime.LagInterval(200 * time.Millisecond),
+// config is the toy runtime's config of instance txnID on the harness.
+func (h *harness) config(txnID string) runtime.Config {
+	kafka := h.k.Cluster()
+	kafka.SessionTimeout = 6 * time.Second
+	kafka.Extra = []kgo.Opt{kgo.RebalanceTimeout(5 * time.Second)}
+	return runtime.Config{
+		Name: "toy", Input: h.in, Group: h.grp, Changelog: h.cl, DLQ: h.dlq,
+		TransactionalID: txnID,
+		Kafka:           kafka,
+		CommitInterval:  50 * time.Millisecond, CommitRecords: 500,
+		RetryBackoffMin: 20 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond,
+		LagInterval: 200 * time.Millisecond,
 	}
-	rt, err := runtime.New("toy", proc, append(opts, extra...)...)
+}
+
+// runtime builds a toy runtime of instance txnID running proc on the
+// harness's config, changed by set.
+func (h *harness) runtime(txnID string, proc runtime.Processor, set ...func(*runtime.Config)) *runtime.Runtime {
+	h.t.Helper()
+	cfg := h.config(txnID)
+	for _, f := range set {
+		f(&cfg)
+	}
+	rt, err := runtime.New(cfg, proc)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return rt
+}
+
+// withRegisterer sets the runtime's metrics registerer.
+func withRegisterer(reg prometheus.Registerer) func(*runtime.Config) {
+	return func(c *runtime.Config) { c.Registerer = reg }
+}
+
+// withTimer sets the runtime's clock and adds a punctuation.
+func withTimer(now func() time.Time, name string, interval time.Duration, fn runtime.PunctuateFunc) func(*runtime.Config) {
+	return func(c *runtime.Config) {
+		c.Now = now
+		c.Punctuations = append(c.Punctuations, runtime.Punctuation{Name: name, Interval: interval, Fn: fn})
+	}
+}
+
+// withClientID adds a client id option (the restore client's id gets
+// "-restore" appended).
+func withClientID(id string, more ...kgo.Opt) func(*runtime.Config) {
+	return func(c *runtime.Config) {
+		c.Kafka.Extra = append(append(c.Kafka.Extra, kgo.ClientID(id)), more...)
+	}
 }
 
 // inputs produces n records over keys keys, value = sequence number, and
@@ -219,12 +254,12 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	toy := counter{out: h.out, dump: h.dump}
 	reg := prometheus.NewRegistry()
 	oracle := h.inputs(900, 30, 0)
-	a := rttest.Start(h.runtime("toy-a", toy, runtime.Registerer(reg)))
+	a := rttest.Start(h.runtime("toy-a", toy, withRegisterer(reg)))
 	rttest.ReadCommitted(t, h.k.Brokers, h.out, 900, 0, 30*time.Second)
 	before := h.dumps(3, 3)
 	a.Stop(t)
 
-	b := rttest.Start(h.runtime("toy-b", toy, runtime.Registerer(reg)))
+	b := rttest.Start(h.runtime("toy-b", toy, withRegisterer(reg)))
 	after := h.dumps(3, 6)
 	if len(before) != 3 || len(after) != 3 {
 		t.Fatalf("dumps of %d and %d partitions, want 3", len(before), len(after))
@@ -305,7 +340,7 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for range 6 {
 		ka := &rttest.KillAfter{Proc: counter{out: h.out}, N: 1 + rng.IntN(1500)}
-		ka.RT = h.runtime("toy-crashy", ka, runtime.CommitRecords(100+rng.IntN(400)), runtime.Registerer(reg))
+		ka.RT = h.runtime("toy-crashy", ka, func(c *runtime.Config) { c.CommitRecords = 100 + rng.IntN(400) }, withRegisterer(reg))
 		r := rttest.Start(ka.RT)
 		select {
 		case <-r.Done:
@@ -313,7 +348,7 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 			t.Fatal("instance not killed within 30s")
 		}
 	}
-	final := rttest.Start(h.runtime("toy-crashy", counter{out: h.out}, runtime.Registerer(reg)))
+	final := rttest.Start(h.runtime("toy-crashy", counter{out: h.out}, withRegisterer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, n, time.Second, 60*time.Second)
 	final.Stop(t)
 	checkCounts(t, out, oracle)
@@ -356,7 +391,7 @@ func TestTimerFiresOnIdlePartition(t *testing.T) {
 		task.Emit(&kgo.Record{Topic: h.out, Key: []byte(strconv.Itoa(int(task.Partition()))), Value: []byte(now.Format(time.RFC3339))})
 		return nil
 	}
-	rt := h.runtime("toy-timer", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick))
+	rt := h.runtime("toy-timer", counter{out: h.out}, withTimer(clock.Now, "tick", time.Minute, tick))
 	r := rttest.Start(rt)
 	waitFor(t, "3 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 3 })
 	clock.Advance(59 * time.Second)
@@ -398,7 +433,7 @@ func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
 		{Topic: h.in, Key: []byte("a"), Value: []byte("2")},
 	}
 	rttest.Produce(t, cl, recs)
-	r := rttest.Start(h.runtime("toy-dlq", counter{out: h.out}, runtime.Registerer(reg)))
+	r := rttest.Start(h.runtime("toy-dlq", counter{out: h.out}, withRegisterer(reg)))
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 300*time.Millisecond, 30*time.Second)
 	dlq := rttest.ReadCommitted(t, h.k.Brokers, h.dlq, 1, 300*time.Millisecond, 30*time.Second)
 	r.Stop(t)
@@ -466,8 +501,8 @@ func TestZombieIsFenced(t *testing.T) {
 			}
 			oracle := h.inputs(1000, 10, 0)
 			bl := &blocker{proc: counter{out: h.out}, at: "500", reached: make(chan struct{}), release: make(chan struct{})}
-			a := rttest.Start(h.runtime("zombie-a", bl, runtime.CommitRecords(100),
-				runtime.ClientOpts(kgo.ClientID("zombie-a-client"))))
+			a := rttest.Start(h.runtime("zombie-a", bl, func(c *runtime.Config) { c.CommitRecords = 100 },
+				withClientID("zombie-a-client")))
 			select {
 			case <-bl.reached:
 			case <-time.After(30 * time.Second):
@@ -523,8 +558,8 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 			return nil
 		}
 	}
-	aRT := h.runtime("zp-a", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("a")),
-		runtime.ClientOpts(kgo.ClientID("zp-a-client")))
+	aRT := h.runtime("zp-a", counter{out: h.out}, withTimer(clock.Now, "tick", time.Minute, tick("a")),
+		withClientID("zp-a-client"))
 	a := rttest.Start(aRT)
 	waitFor(t, "A owns the partition", 30*time.Second, func() bool { return len(aRT.Assigned()) == 1 })
 	clock.Advance(time.Minute)
@@ -534,7 +569,7 @@ func TestZombiePunctuationIsFenced(t *testing.T) {
 		t.Fatal("A's punctuation never ran")
 	}
 	h.dropHeartbeats("zp-a-client")
-	bRT := h.runtime("zp-b", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, tick("b")))
+	bRT := h.runtime("zp-b", counter{out: h.out}, withTimer(clock.Now, "tick", time.Minute, tick("b")))
 	b := rttest.Start(bRT)
 	waitFor(t, "B owns the partition", 60*time.Second, func() bool { return len(bRT.Assigned()) == 1 })
 	close(release)
@@ -559,7 +594,7 @@ func TestChangelogMustBeCoPartitioned(t *testing.T) {
 	if _, err := h.k.Admin(t).CreateTopic(context.Background(), 2, -1, nil, small); err != nil {
 		t.Fatal(err)
 	}
-	rt := h.runtime("toy-copart", counter{out: h.out}, runtime.Changelog(small))
+	rt := h.runtime("toy-copart", counter{out: h.out}, func(c *runtime.Config) { c.Changelog = small })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := rt.Run(ctx)
@@ -568,21 +603,40 @@ func TestChangelogMustBeCoPartitioned(t *testing.T) {
 	}
 }
 
-func TestNewValidatesOptions(t *testing.T) {
+func TestNewValidatesConfig(t *testing.T) {
 	p := counter{}
-	for name, opts := range map[string][]runtime.Option{
-		"no input":        {runtime.Group("g"), runtime.DLQ("d")},
-		"no group":        {runtime.Input("i"), runtime.DLQ("d")},
-		"no dlq":          {runtime.Input("i"), runtime.Group("g")},
-		"bad commit":      {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.CommitRecords(0)},
-		"changelog=input": {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.Changelog("i")},
-		"bad punctuation": {runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d"), runtime.Punctuate("x", 0, nil)},
+	minimal := func() runtime.Config {
+		return runtime.Config{Name: "toy", Input: "i", Group: "g", DLQ: "d", Kafka: kafkax.Cluster{Brokers: []string{"localhost:9092"}}}
+	}
+	for key, set := range map[string]func(*runtime.Config){
+		"name":                  func(c *runtime.Config) { c.Name = "" },
+		"input":                 func(c *runtime.Config) { c.Input = "" },
+		"group":                 func(c *runtime.Config) { c.Group = "" },
+		"dlq":                   func(c *runtime.Config) { c.DLQ = "" },
+		"commit_records":        func(c *runtime.Config) { c.CommitRecords = -1 },
+		"commit_interval":       func(c *runtime.Config) { c.CommitInterval = -time.Second },
+		"changelog":             func(c *runtime.Config) { c.Changelog = "i" },
+		"punctuations.x":        func(c *runtime.Config) { c.Punctuations = []runtime.Punctuation{{Name: "x"}} },
+		"kafka.brokers":         func(c *runtime.Config) { c.Kafka.Brokers = nil },
+		"kafka.session_timeout": func(c *runtime.Config) { c.Kafka.SessionTimeout = -time.Second },
+		"ttl_sweep_interval":    func(c *runtime.Config) { c.TTLSweepInterval = -time.Second },
+		"transaction_timeout":   func(c *runtime.Config) { c.TransactionTimeout = -time.Second },
+		"retry_backoff_min":     func(c *runtime.Config) { c.RetryBackoffMin = -time.Second },
+		"retry_backoff_max":     func(c *runtime.Config) { c.RetryBackoffMax = time.Millisecond },
+		"shutdown_timeout":      func(c *runtime.Config) { c.ShutdownTimeout = -time.Second },
 	} {
-		if _, err := runtime.New("toy", p, opts...); err == nil {
-			t.Errorf("%s: accepted", name)
+		c := minimal()
+		set(&c)
+		_, err := runtime.New(c, p)
+		var fe *cfgerr.FieldError
+		if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("%s: New = %v, want a field error keyed %s", key, err, key)
 		}
 	}
-	if _, err := runtime.New("toy", p, runtime.Input("i"), runtime.Group("g"), runtime.DLQ("d")); err != nil {
-		t.Fatalf("minimal options rejected: %v", err)
+	if _, err := runtime.New(minimal(), p); err != nil {
+		t.Fatalf("minimal config rejected: %v", err)
+	}
+	if _, err := runtime.New(minimal(), nil); err == nil {
+		t.Fatal("nil processor accepted")
 	}
 }

@@ -26,10 +26,10 @@ func TestShutdownBoundedWhileJoinGroupHangs(t *testing.T) {
 		t.Skip("needs kfake request control to hold a JoinGroup; ROOMFLOW_KAFKA_BROKERS is set")
 	}
 	held := h.k.HoldJoinGroups(t, h.grp)
-	rt := h.runtime("join-a", counter{out: h.out, dump: h.dump}, runtime.ShutdownTimeout(2*time.Second),
+	rt := h.runtime("join-a", counter{out: h.out, dump: h.dump}, func(c *runtime.Config) { c.ShutdownTimeout = 2 * time.Second },
 		// kgo waits for a JoinGroup answer up to the rebalance
 		// timeout (plus 10s): kgo's default, as in production.
-		runtime.ClientOpts(kgo.ClientID("join-a-client"), kgo.RebalanceTimeout(time.Minute)))
+		withClientID("join-a-client", kgo.RebalanceTimeout(time.Minute)))
 	run := rttest.Start(rt)
 	select {
 	case <-held:
@@ -64,7 +64,7 @@ func TestTxnOffsetCommitTimeoutAbortsAndRewinds(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	oracle := h.inputs(300, 10, 0)
 	fault := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.RequestTimedOut, Count: 1})
-	run := rttest.Start(h.runtime("offsets-a", toy, runtime.Registerer(reg)))
+	run := rttest.Start(h.runtime("offsets-a", toy, withRegisterer(reg)))
 	testenv.Eventually(t, 30*time.Second, "the TxnOffsetCommit to fail once", func() bool { return fault.Hits() == 1 })
 	more := h.inputs(300, 10, 300)
 	for k, v := range more {

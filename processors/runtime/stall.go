@@ -55,8 +55,8 @@ func (r *Runtime) setBack(t *task, rec *kgo.Record) {
 	cl := r.sess.Client()
 	// Pause before setting the offset: SetOffsets restarts fetching, and
 	// a paused partition's buffered records are never returned by a poll.
-	cl.PauseFetchPartitions(map[string][]int32{r.o.input: {t.partition}})
-	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.o.input: {t.partition: {Epoch: rec.LeaderEpoch, Offset: rec.Offset}}})
+	cl.PauseFetchPartitions(map[string][]int32{r.cfg.Input: {t.partition}})
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.cfg.Input: {t.partition: {Epoch: rec.LeaderEpoch, Offset: rec.Offset}}})
 }
 
 // stallPunctuation holds t's punctuations back after name failed; they
@@ -67,15 +67,15 @@ func (r *Runtime) stallPunctuation(t *task, name string, err error) {
 		"punctuation", name, "error", err, "attempt", s.attempt, "backoff", s.backoff.String())
 }
 
-// backOff records a failed attempt: the backoff doubles (from RetryBackoff's
+// backOff records a failed attempt: the backoff doubles (from RetryBackoffMin.s
 // minimum to its maximum) while the same record or punctuation keeps failing.
 func (r *Runtime) backOff(t *task, offset int64, punct, cause string) *stall {
 	s := t.stall
 	if s == nil || s.offset != offset || s.punct != punct {
-		s = &stall{offset: offset, punct: punct, backoff: r.o.retryMin}
+		s = &stall{offset: offset, punct: punct, backoff: r.cfg.RetryBackoffMin}
 		t.stall = s
 	} else {
-		s.backoff = min(s.backoff*2, r.o.retryMax)
+		s.backoff = min(s.backoff*2, r.cfg.RetryBackoffMax)
 	}
 	s.attempt++
 	s.until = time.Now().Add(s.backoff)
@@ -107,7 +107,7 @@ func (r *Runtime) resumeStalled() time.Duration {
 		t.stall.until = time.Time{}
 	}
 	if len(resume) > 0 {
-		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.o.input: resume})
+		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.cfg.Input: resume})
 	}
 	return next
 }
@@ -124,7 +124,7 @@ func (r *Runtime) recovered(t *task) {
 // it would never fetch.
 func (r *Runtime) unstall(t *task) {
 	if t.stall != nil && t.stall.fetchPaused() {
-		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.o.input: {t.partition}})
+		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.cfg.Input: {t.partition}})
 	}
 	t.stall = nil
 	r.m.stalled.DeleteLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10))

@@ -95,7 +95,9 @@ func TestFailingRecordStallsOnlyItsPartition(t *testing.T) {
 	proc := &failingKey{proc: counter{out: h.out}, key: "bad"}
 	proc.failing.Store(true)
 	reg := prometheus.NewRegistry()
-	r := rttest.Start(h.runtime("toy-stall", proc, runtime.Registerer(reg), runtime.RetryBackoff(20*time.Millisecond, 300*time.Millisecond)))
+	r := rttest.Start(h.runtime("toy-stall", proc, withRegisterer(reg), func(c *runtime.Config) {
+		c.RetryBackoffMin, c.RetryBackoffMax = 20*time.Millisecond, 300*time.Millisecond
+	}))
 
 	// Everything but the failing record and what follows it in partition 0.
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 155, 500*time.Millisecond, 60*time.Second); len(out) != 155 {
@@ -163,8 +165,8 @@ func TestFailingPunctuationIsRetriedAlone(t *testing.T) {
 	}
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
-	rt := h.runtime("toy-punct-stall", counter{out: h.out}, runtime.Clock(clock.Now), runtime.Registerer(reg),
-		runtime.Punctuate("tick", time.Minute, tick))
+	rt := h.runtime("toy-punct-stall", counter{out: h.out}, withRegisterer(reg),
+		withTimer(clock.Now, "tick", time.Minute, tick))
 	r := rttest.Start(rt)
 	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
 	clock.Advance(time.Minute)

@@ -20,7 +20,7 @@ type Task interface {
 	// Partition is the input partition this task owns (and its changelog
 	// partition).
 	Partition() int32
-	// Now is the runtime clock's current time (see Clock).
+	// Now is the runtime clock's current time (see Config.Now).
 	Now() time.Time
 	// Context is Run's context: cancelled at shutdown. Use it to bound
 	// calls a processor makes (e.g. a MySQL lookup); a call failing
@@ -104,7 +104,7 @@ func (t *task) Log() *slog.Logger        { return t.log }
 
 func (t *task) Store() *Store {
 	if t.store == nil {
-		panic("runtime: Task.Store used without a Changelog option")
+		panic("runtime: Task.Store used without a Config.Changelog")
 	}
 	return t.store
 }

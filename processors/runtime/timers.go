@@ -73,7 +73,7 @@ func (r *Runtime) punctuate() {
 	if len(r.tasks) == 0 {
 		return
 	}
-	now := r.o.clock()
+	now := r.cfg.Now()
 	r.openRounds(now)
 	var pos map[int32]int64
 	for _, t := range r.tasks {
@@ -91,7 +91,7 @@ func (r *Runtime) punctuate() {
 			}
 		}
 		if t.store != nil && !now.Before(t.nextSweep) {
-			t.nextSweep = now.Add(r.o.ttlSweep)
+			t.nextSweep = now.Add(r.cfg.TTLSweepInterval)
 			if t.store.sweepExpired(now) > 0 {
 				r.markContent()
 			}
@@ -105,7 +105,7 @@ func (r *Runtime) needsRound(t *task, now time.Time) bool {
 	if t.round != nil || t.stall != nil && t.stall.waiting() {
 		return false
 	}
-	for i := range r.o.punctuations {
+	for i := range r.cfg.Punctuations {
 		if !now.Before(t.nextPunct[i]) {
 			return true
 		}
@@ -135,7 +135,7 @@ func (r *Runtime) openRounds(now time.Time) {
 			go func() {
 				ctx, cancel := context.WithTimeout(r.runCtx, lsoTimeout)
 				defer cancel()
-				lsos, err := r.adm.ListCommittedOffsets(ctx, r.o.input) // read_committed: the LSO
+				lsos, err := r.adm.ListCommittedOffsets(ctx, r.cfg.Input) // read_committed: the LSO
 				r.lso.done <- lsoRead{at: now, lsos: lsos, err: err}
 			}()
 			return
@@ -151,7 +151,7 @@ func (r *Runtime) applyLSOs(res lsoRead) {
 		if !r.needsRound(t, res.at) {
 			continue
 		}
-		lo, ok := res.lsos.Lookup(r.o.input, t.partition)
+		lo, ok := res.lsos.Lookup(r.cfg.Input, t.partition)
 		switch {
 		case ok && lo.Err == nil:
 			t.round = &punctRound{at: res.at, lso: lo.Offset}
@@ -169,7 +169,7 @@ func (r *Runtime) applyLSOs(res lsoRead) {
 	r.lso.retryAt = time.Now().Add(lsoRetry)
 	r.m.deferred.WithLabelValues(r.name, "lso_unavailable").Add(float64(failed))
 	if r.runCtx.Err() == nil && !r.killed.Load() {
-		r.log.Warn("cannot read the input's last stable offsets; punctuations wait", "topic", r.o.input,
+		r.log.Warn("cannot read the input's last stable offsets; punctuations wait", "topic", r.cfg.Input,
 			"tasks", failed, "error", err, "retry", lsoRetry.String())
 	}
 }
@@ -183,10 +183,10 @@ func (r *Runtime) applyLSOs(res lsoRead) {
 func (r *Runtime) positions() map[int32]int64 {
 	cl := r.sess.Client()
 	pos := map[int32]int64{}
-	for p, eo := range cl.CommittedOffsets()[r.o.input] {
+	for p, eo := range cl.CommittedOffsets()[r.cfg.Input] {
 		pos[p] = eo.Offset
 	}
-	for p, eo := range cl.UncommittedOffsets()[r.o.input] {
+	for p, eo := range cl.UncommittedOffsets()[r.cfg.Input] {
 		pos[p] = eo.Offset
 	}
 	return pos
@@ -199,19 +199,19 @@ func (r *Runtime) positions() map[int32]int64 {
 func (r *Runtime) runPunctuations(t *task, round punctRound) {
 	at := round.at
 	more := false
-	for i, p := range r.o.punctuations {
+	for i, p := range r.cfg.Punctuations {
 		if at.Before(t.nextPunct[i]) {
 			continue
 		}
 		r.markContent()
-		emits, pmore, err := t.punctuation(p.fn, at)
+		emits, pmore, err := t.punctuation(p.Fn, at)
 		if err != nil {
-			r.stallPunctuation(t, p.name, err)
+			r.stallPunctuation(t, p.Name, err)
 			return
 		}
 		r.produceEmits(emits)
-		r.txnPunct[p.name]++
-		if t.stall != nil && t.stall.punct == p.name {
+		r.txnPunct[p.Name]++
+		if t.stall != nil && t.stall.punct == p.Name {
 			r.recovered(t)
 		}
 		if pmore {
@@ -219,9 +219,9 @@ func (r *Runtime) runPunctuations(t *task, round punctRound) {
 			continue
 		}
 		// Next run one interval after this one, skipping missed runs.
-		next := t.nextPunct[i].Add(p.interval)
+		next := t.nextPunct[i].Add(p.Interval)
 		if !next.After(at) {
-			next = at.Add(p.interval)
+			next = at.Add(p.Interval)
 		}
 		t.nextPunct[i] = next
 	}

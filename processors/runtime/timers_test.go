@@ -78,7 +78,7 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := seen{out: h.out}
 	reg := prometheus.NewRegistry()
-	rt := h.runtime("toy-lso", s, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Minute, s.tick), runtime.Registerer(reg))
+	rt := h.runtime("toy-lso", s, withTimer(clock.Now, "tick", time.Minute, s.tick), withRegisterer(reg))
 	r := rttest.Start(rt)
 	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
 	clock.Advance(time.Minute)
@@ -146,8 +146,8 @@ func TestPunctuationCatchUp(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := catchUp{seen: seen{out: h.out}, until: 10}
 	reg := prometheus.NewRegistry()
-	rt := h.runtime("toy-catchup", c, runtime.Clock(clock.Now), runtime.Punctuate("tick", time.Hour, c.tick),
-		runtime.Registerer(reg), runtime.CommitInterval(time.Second))
+	rt := h.runtime("toy-catchup", c, withTimer(clock.Now, "tick", time.Hour, c.tick),
+		withRegisterer(reg), func(cfg *runtime.Config) { cfg.CommitInterval = time.Second })
 	r := rttest.Start(rt)
 	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
 	clock.Advance(time.Hour)

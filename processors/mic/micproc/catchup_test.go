@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
@@ -22,7 +21,7 @@ import (
 func timerCloseTxns(t *testing.T, e *env, wantLedger int, timeout time.Duration) [][]*userv1.MicLedgerEntry {
 	t.Helper()
 	var txns [][]*userv1.MicLedgerEntry
-	for _, recs := range rttest.ReadTransactions(t, e.k.Brokers, e.cfg.Kafka.Topics.MicLedger, wantLedger, 500*time.Millisecond, timeout) {
+	for _, recs := range rttest.ReadTransactions(t, e.k.Brokers, e.cfg.Topics.Ledger, wantLedger, 500*time.Millisecond, timeout) {
 		var closes []*userv1.MicLedgerEntry
 		for _, r := range recs {
 			l := &userv1.MicLedgerEntry{}
@@ -50,9 +49,9 @@ func timerCloseTxns(t *testing.T, e *env, wantLedger int, timeout time.Duration)
 func TestCompensationCatchUp(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, 1, now) // one partition: the batch bound is per partition
-	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Minute)
-	e.cfg.Mic.CompensationBatchSize = 100
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	e.cfg.Settings.CompensationInterval = 10 * time.Minute
+	e.cfg.Settings.CompensationBatchSize = 100
 	const n = 5000
 	c := now.UnixMilli()
 	evs := make([]mic.Event, 0, n)
@@ -115,10 +114,10 @@ func TestCompensationCatchUp(t *testing.T) {
 func TestCompensationDisabled(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, 1, now)
-	e.cfg.Mic.CompensationEnabled = false
-	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
-	e.cfg.Mic.PublishingSessionMaxAge = config.Duration(10 * time.Minute)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
+	e.cfg.Settings.DisableCompensation = true
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	e.cfg.Settings.Policy.PublishingSessionMaxAge = 10 * time.Minute
+	e.cfg.Settings.CompensationInterval = 10 * time.Second
 	c := now.UnixMilli()
 	const n = 50
 	ss := make([]*sess, n+1)
@@ -173,9 +172,9 @@ func TestCompensationCatchUpAbort(t *testing.T) {
 	if e.k.Fake == nil {
 		t.Skip("needs kfake fault injection (a failing produce); ROOMFLOW_KAFKA_BROKERS is set")
 	}
-	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Minute)
-	e.cfg.Mic.CompensationBatchSize = 100
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	e.cfg.Settings.CompensationInterval = 10 * time.Minute
+	e.cfg.Settings.CompensationBatchSize = 100
 	const n = 1000
 	c := now.UnixMilli()
 	evs := make([]mic.Event, 0, n)
@@ -188,7 +187,7 @@ func TestCompensationCatchUpAbort(t *testing.T) {
 	e.collect(n, 60*time.Second)
 
 	ledgerProduces := 0
-	e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.cfg.Kafka.Topics.MicLedger, Err: kerr.InvalidRecord,
+	e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.cfg.Topics.Ledger, Err: kerr.InvalidRecord,
 		When: func(kmsg.Request) bool { ledgerProduces++; return ledgerProduces == 4 }})
 	e.clock.Advance(10 * time.Minute)
 	txns := timerCloseTxns(t, e, 2*n, 120*time.Second)

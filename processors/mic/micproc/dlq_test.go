@@ -16,7 +16,7 @@ import (
 // still flow.
 func TestPoisonRecordsGoToDLQ(t *testing.T) {
 	e := newMemEnv(t, 1, matrixClock)
-	topic := e.cfg.Kafka.Topics.UserMicEvents
+	topic := e.cfg.Runtime.Input
 	gift := mic.Event{EventID: "gift-1", EventType: "RoomGiftSent", AppCode: "hy", RoomID: "r", OccurredAtMs: base, UserID: 5}
 	noID := mic.Event{EventType: mic.EventTypeRoomMicChanged, AppCode: "hy", RoomID: "r", OccurredAtMs: base, UserID: 5, Action: "up", MicSessionID: "m"}
 	e.produceRaw([]*kgo.Record{
@@ -54,7 +54,7 @@ func TestCorruptStateGoesToDLQ(t *testing.T) {
 	// The runtime's changelog frame (version 1, no expiry) around a value
 	// that is not a session.
 	frame := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, 0xff, 0xff, 0xff)
-	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Kafka.Topics.MicStateChangelog,
+	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Runtime.Changelog,
 		Key: []byte(mic.SessionID{AppCode: "hy", UserID: 5, MicSessionID: "ms-5"}.Key()), Value: frame}})
 	good := &sess{u: 6, room: "r", id: "ms-6"}
 	down := bad.ev("down", base+mins, withReason("leave"))
@@ -82,7 +82,7 @@ func TestNewerStateVersionStallsThePartition(t *testing.T) {
 	// The runtime's changelog frame (version 1, no expiry) around a state
 	// value of version 2.
 	frame := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 2}, s.AppendBinary(nil)...)
-	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Kafka.Topics.MicStateChangelog,
+	e.produceRaw([]*kgo.Record{{Topic: e.cfg.Runtime.Changelog,
 		Key: []byte(mic.SessionID{AppCode: "hy", UserID: 5, MicSessionID: "ms-5"}.Key()), Value: frame}})
 	newer := &sess{u: 5, room: "r", id: "ms-5"}
 	e.produce([]mic.Event{newer.ev("down", base+mins, withReason("leave"))})

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 )
@@ -122,9 +121,9 @@ func TestPropertyThroughProcessor(t *testing.T) {
 	stream := mictest.Generate(r, mictest.Gen{Users: 60, Sessions: 600, StartMs: streamStart, SpreadMs: 5 * 24 * hour,
 		MaxLen: 40 * time.Hour, DupRate: 0.15, OpenRate: 0.1, Skips: true})
 	e := newMemEnv(t, 3, time.UnixMilli(streamStart).Add(40*24*time.Hour))
-	e.cfg.Mic.CompensationInterval = config.Duration(time.Second)
-	e.cfg.Mic.CompensationBatchSize = 25
-	pol := mic.Policy{PendingPublishMaxAge: e.cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: e.cfg.Mic.PublishingSessionMaxAge.D()}
+	e.cfg.Settings.CompensationInterval = time.Second
+	e.cfg.Settings.CompensationBatchSize = 25
+	pol := e.cfg.Settings.Policy
 	e.produce(stream.Events)
 	n := countLedger(stream.Events)
 	e.collect(n, 0)
@@ -143,10 +142,10 @@ func TestCrashRestartMidOpenSessions(t *testing.T) {
 	stream := mictest.Generate(r, mictest.Gen{Users: 80, Sessions: 1500, StartMs: streamStart, SpreadMs: 3 * 24 * hour,
 		MaxLen: 30 * time.Hour, DupRate: 0.1, OpenRate: 0.05})
 	e := newEnv(t, 3, time.UnixMilli(streamStart).Add(40*24*time.Hour))
-	e.cfg.Process.CommitRecords = 200 // many transactions, so kills land between and inside them
-	e.cfg.Mic.CompensationInterval = config.Duration(time.Second)
-	e.cfg.Mic.CompensationBatchSize = 40
-	pol := mic.Policy{PendingPublishMaxAge: e.cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: e.cfg.Mic.PublishingSessionMaxAge.D()}
+	e.cfg.Runtime.CommitRecords = 200 // many transactions, so kills land between and inside them
+	e.cfg.Settings.CompensationInterval = time.Second
+	e.cfg.Settings.CompensationBatchSize = 40
+	pol := e.cfg.Settings.Policy
 
 	const crashes = 6
 	chunk := len(stream.Events)/crashes + 1

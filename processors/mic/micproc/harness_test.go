@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
@@ -34,7 +35,7 @@ type env struct {
 	proc *micproc.Processor
 	// memPartitions > 0: the env runs on the driver (newMemEnv)
 	memPartitions int
-	cfg           *config.Config
+	cfg           micproc.Config
 	clock         *rttest.Clock
 	reg           *prometheus.Registry
 	txnID         string
@@ -43,12 +44,39 @@ type env struct {
 func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
 	t.Helper()
 	k := testenv.NewKafka(t, testenv.Partitions(partitions))
-	cfg := testenv.Config(t, k, nil)
-	cfg.Process.CommitInterval = config.Duration(50 * time.Millisecond)
-	cfg.Process.CommitRecords = 1000
-	cfg.Shutdown.Timeout = config.Duration(10 * time.Second)
+	cfg := testConfig(t, k)
+	cfg.Runtime.CommitInterval = 50 * time.Millisecond
+	cfg.Runtime.CommitRecords = 1000
+	cfg.Runtime.ShutdownTimeout = 10 * time.Second
 	return &env{t: t, k: k, cfg: cfg, clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
 		txnID: testenv.UniqueName(t) + "-mic"}
+}
+
+// testConfig is the mic processor's config on k (nil: the default topic
+// names and no brokers, for the in-memory driver), in a group of its own,
+// with the settings of the application's defaults spelled out (tests read
+// them).
+func testConfig(t *testing.T, k *testenv.Kafka) micproc.Config {
+	c := testenv.Config(t, k, nil)
+	tp := c.Kafka.Topics
+	var kafka kafkax.Cluster
+	if k != nil {
+		kafka = k.Cluster()
+	}
+	return micproc.Config{
+		Runtime: runtime.Config{Input: tp.UserMicEvents, Group: testenv.UniqueName(t) + "-mic", Changelog: tp.MicStateChangelog,
+			DLQ: tp.DLQ, Kafka: kafka},
+		Topics: micproc.Topics{Ledger: tp.MicLedger, SessionClosed: tp.MicSessionClosed, DailyStats: tp.MicDailyStats,
+			LifetimeStats: tp.MicLifetimeStats},
+		Settings: micproc.Settings{
+			Policy:                 mic.Policy{PendingPublishMaxAge: 2 * time.Minute, PublishingSessionMaxAge: 12 * time.Hour},
+			CompensationInterval:   60 * time.Second,
+			CompensationBatchSize:  100,
+			ClosedSessionRetention: 7 * 24 * time.Hour,
+			DayRoomRetention:       48 * time.Hour,
+		},
+		AppCode: c.AppCode,
+	}
 }
 
 // newMemEnv runs the processor on rttest.Driver: its behaviour in
@@ -58,7 +86,7 @@ func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
 // The driver starts with the first produce, on e.cfg as it is then.
 func newMemEnv(t *testing.T, partitions int, clockAt time.Time) *env {
 	t.Helper()
-	return &env{t: t, cfg: testenv.Config(t, nil, nil), clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
+	return &env{t: t, cfg: testConfig(t, nil), clock: rttest.NewClock(clockAt), reg: prometheus.NewRegistry(),
 		memPartitions: partitions}
 }
 
@@ -66,13 +94,15 @@ func newMemEnv(t *testing.T, partitions int, clockAt time.Time) *env {
 func (e *env) driver() *rttest.Driver {
 	e.t.Helper()
 	if e.d == nil && e.memPartitions > 0 {
-		p, err := micproc.New(micproc.ConfigFrom(e.cfg), e.reg, testLogger())
+		cfg := e.cfg
+		cfg.Runtime.Registerer, cfg.Runtime.Logger = e.reg, testLogger()
+		p, err := micproc.New(cfg)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		e.proc = p
-		e.d = rttest.NewDriver(e.t, e.cfg.Kafka.Topics.UserMicEvents, p, rttest.Stateful(), rttest.WithClock(e.clock),
-			rttest.KeyPartitions(e.memPartitions), rttest.WithLogger(testLogger()))
+		e.d = rttest.NewDriver(e.t, rttest.DriverConfig{Input: cfg.Runtime.Input, Stateful: true, Clock: e.clock,
+			Partitions: e.memPartitions, Logger: testLogger()}, p)
 	}
 	return e.d
 }
@@ -107,28 +137,30 @@ type running struct {
 // so a restart fences its predecessor like a restarted pod).
 func (e *env) start() *running {
 	e.t.Helper()
-	rt, _, err := micproc.NewRuntime(e.cfg, e.reg, testLogger(),
-		runtime.Clock(e.clock.Now),
-		runtime.TransactionalID(e.txnID),
-		runtime.ClientOpts(kgo.RebalanceTimeout(5*time.Second)),
-		runtime.SessionTimeout(6*time.Second),
-		runtime.RetryBackoff(20*time.Millisecond, 200*time.Millisecond),
-		runtime.LagInterval(0),
-	)
+	cfg := e.cfg
+	r := &cfg.Runtime
+	r.Registerer, r.Logger = e.reg, testLogger()
+	r.Now = e.clock.Now
+	r.TransactionalID = e.txnID
+	r.Kafka.Extra = append(slices.Clip(r.Kafka.Extra), kgo.RebalanceTimeout(5*time.Second))
+	r.Kafka.SessionTimeout = 6 * time.Second
+	r.RetryBackoffMin, r.RetryBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+	r.LagInterval = -1
+	rt, _, err := micproc.NewRuntime(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
-	go func() { r.err = rt.Run(ctx); close(r.done) }()
+	run := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
+	go func() { run.err = rt.Run(ctx); close(run.done) }()
 	e.t.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.done:
+		case <-run.done:
 		case <-time.After(20 * time.Second):
 		}
 	})
-	return r
+	return run
 }
 
 func (r *running) stop(t *testing.T) {
@@ -174,7 +206,7 @@ func (e *env) produce(evs []mic.Event) {
 	recs := make([]*kgo.Record, 0, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		recs = append(recs, &kgo.Record{Topic: e.cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)),
+		recs = append(recs, &kgo.Record{Topic: e.cfg.Runtime.Input, Key: []byte(strconv.FormatInt(ev.UserID, 10)),
 			Value: ev.Encode(), Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))})
 	}
 	e.produceRaw(recs)
@@ -227,9 +259,9 @@ func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
 		}
 		return o
 	}
-	tp := e.cfg.Kafka.Topics
+	tp := e.cfg.Topics
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...),
-		kgo.ConsumeTopics(tp.MicLedger, tp.MicSessionClosed, tp.MicDailyStats, tp.MicLifetimeStats, tp.DLQ),
+		kgo.ConsumeTopics(tp.Ledger, tp.SessionClosed, tp.DailyStats, tp.LifetimeStats, e.cfg.Runtime.DLQ),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
@@ -253,31 +285,31 @@ func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
 // add decodes a committed output record into o.
 func (e *env) add(o *outputs, r *kgo.Record) {
 	e.t.Helper()
-	tp := e.cfg.Kafka.Topics
+	tp := e.cfg.Topics
 	switch r.Topic {
-	case tp.MicLedger:
+	case tp.Ledger:
 		m := &userv1.MicLedgerEntry{}
 		e.decode(r, m, func() (string, string, string, int64) { return m.EventId, m.EventType, m.AppCode, m.UserId })
 		o.ledger = append(o.ledger, m)
-	case tp.MicSessionClosed:
+	case tp.SessionClosed:
 		m := &userv1.UserMicSessionClosed{}
 		e.decode(r, m, func() (string, string, string, int64) {
 			return m.EventId, mic.EventTypeSessionClosed, m.AppCode, m.UserId
 		})
 		o.closed = append(o.closed, m)
-	case tp.MicDailyStats:
+	case tp.DailyStats:
 		m := &userv1.UserMicDailyStatsUpdated{}
 		e.decode(r, m, func() (string, string, string, int64) {
 			return m.EventId, mic.EventTypeDailyStatsUpdated, m.AppCode, m.UserId
 		})
 		o.daily = append(o.daily, m)
-	case tp.MicLifetimeStats:
+	case tp.LifetimeStats:
 		m := &userv1.UserMicLifetimeStatsUpdated{}
 		e.decode(r, m, func() (string, string, string, int64) {
 			return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
 		})
 		o.lifetime = append(o.lifetime, m)
-	case tp.DLQ:
+	case e.cfg.Runtime.DLQ:
 		o.dlq = append(o.dlq, r)
 		o.dlqReasons = append(o.dlqReasons, rttest.Header(r, "error_reason"))
 	}
@@ -344,3 +376,54 @@ func countLedger(evs []mic.Event) int {
 }
 
 func mictestUser(u int64) mictest.UserKey { return mictest.UserKey{AppCode: "hy", UserID: u} }
+
+// TestConfigValidate: New and NewRuntime refuse an invalid config with the
+// key of the field; New checks only the processor's own fields, so the
+// in-memory driver needs no runtime; zero settings take their defaults.
+func TestConfigValidate(t *testing.T) {
+	valid := testConfig(t, nil)
+	valid.Runtime.Kafka.Brokers = []string{"localhost:9092"}
+	for key, set := range map[string]func(*micproc.Config){
+		"topics.ledger":                              func(c *micproc.Config) { c.Topics.Ledger = "" },
+		"topics.lifetime_stats":                      func(c *micproc.Config) { c.Topics.LifetimeStats = "" },
+		"settings.policy.pending_publish_max_age":    func(c *micproc.Config) { c.Settings.Policy.PendingPublishMaxAge = -1 },
+		"settings.policy.publishing_session_max_age": func(c *micproc.Config) { c.Settings.Policy.PublishingSessionMaxAge = -1 },
+		"settings.compensation_interval":             func(c *micproc.Config) { c.Settings.CompensationInterval = -1 },
+		"settings.compensation_batch_size":           func(c *micproc.Config) { c.Settings.CompensationBatchSize = -1 },
+		"settings.closed_session_retention":          func(c *micproc.Config) { c.Settings.ClosedSessionRetention = -1 },
+		"settings.day_room_retention":                func(c *micproc.Config) { c.Settings.DayRoomRetention = 23 * time.Hour },
+		"app_code":                                   func(c *micproc.Config) { c.AppCode = strings.Repeat("a", 33) },
+	} {
+		c := valid
+		set(&c)
+		if _, err := micproc.New(c); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("New: %s: %v", key, err)
+		}
+		if _, _, err := micproc.NewRuntime(c); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("NewRuntime: %s: %v", key, err)
+		}
+	}
+	for key, set := range map[string]func(*micproc.Config){
+		"runtime.changelog":     func(c *micproc.Config) { c.Runtime.Changelog = "" },
+		"runtime.group":         func(c *micproc.Config) { c.Runtime.Group = "" },
+		"runtime.kafka.brokers": func(c *micproc.Config) { c.Runtime.Kafka.Brokers = nil },
+	} {
+		c := valid
+		set(&c)
+		if _, err := micproc.New(c); err != nil {
+			t.Errorf("New checks the runtime's %s: %v", key, err)
+		}
+		if _, _, err := micproc.NewRuntime(c); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("NewRuntime: %s: %v", key, err)
+		}
+	}
+	zero := valid
+	zero.Settings = micproc.Settings{}
+	rt, _, err := micproc.NewRuntime(zero)
+	if err != nil {
+		t.Fatalf("zero settings (defaults): %v", err)
+	}
+	if err := rt.Ready(); err == nil || !strings.Contains(err.Error(), "runtime "+micproc.Name+":") {
+		t.Fatalf("runtime not named %q: %v", micproc.Name, err)
+	}
+}

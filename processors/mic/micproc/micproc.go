@@ -41,10 +41,11 @@
 // aborted) or belongs to a new task, the queue is rebuilt by a new scan. The
 // scan also feeds the open-sessions gauge.
 //
-// With mic.compensation_enabled=false (seed 001's
-// tasks.mic_open_session_compensation.enabled) no session is closed by a
-// timer: open sessions stay open until their real down. The punctuation
-// mic-retention then only prunes the state and feeds the gauges.
+// With Settings.DisableCompensation (mic.compensation_enabled=false, seed
+// 001's tasks.mic_open_session_compensation.enabled) no session is closed
+// by a timer: open sessions stay open until their real down. The
+// punctuation mic-retention then only prunes the state and feeds the
+// gauges.
 //
 // Metrics (besides the runtime's roomflow_process_*):
 // roomflow_mic_events_total{action,outcome,reason},
@@ -55,6 +56,21 @@
 // roomflow_mic_state_pruned_total{kind}. The counters count processing, so
 // records reprocessed after an aborted transaction count again; the facts
 // themselves are exactly once.
+//
+// NewRuntime builds the processor on its runtime from a Config; New builds
+// the processor alone (for rttest.Driver):
+//
+//	rt, p, err := micproc.NewRuntime(micproc.Config{
+//		Runtime: runtime.Config{
+//			Input:     "hyapp.user.mic-events.v1",
+//			Group:     "roomflow-mic-processor",
+//			Changelog: "hyapp.mic.state-changelog.v1",
+//			DLQ:       "hyapp.room.events.dlq.v1",
+//			Kafka:     kafkax.Cluster{Brokers: brokers},
+//		},
+//		Topics:  micproc.Topics{Ledger: ..., SessionClosed: ..., DailyStats: ..., LifetimeStats: ...},
+//		AppCode: "hyapp",
+//	})
 package micproc
 
 import (
@@ -63,34 +79,35 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/runtime"
-	"github.com/hyapp/roomflow/processors/runtime/rtconfig"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Name is the processor's name in metrics and logs.
 const Name = "mic"
 
-// Topics names the processor's topics, consumer group and ids.
+// Topics names the processor's output topics (all required).
 type Topics struct {
-	Ledger           string // kafka.topics.mic_ledger
-	SessionClosed    string // kafka.topics.mic_session_closed
-	DailyStats       string // kafka.topics.mic_daily_stats
-	LifetimeStats    string // kafka.topics.mic_lifetime_stats
-	StateChangelog   string // kafka.topics.mic_state_changelog
-	Input            string // kafka.topics.user_mic_events
-	DeadLetter       string // kafka.topics.dlq
-	ConsumerGroupID  string // process.mic_group
-	TransactionalID  string // empty: the runtime's default
-	CompensationName string // punctuation name; empty: "mic-compensation"
+	// Ledger receives one MicLedgerEntry per input event
+	// (hyapp.user.mic-ledger.v1).
+	Ledger string
+	// SessionClosed receives UserMicSessionClosed.
+	SessionClosed string
+	// DailyStats receives UserMicDailyStatsUpdated.
+	DailyStats string
+	// LifetimeStats receives UserMicLifetimeStatsUpdated.
+	LifetimeStats string
+	// CompensationName names the compensation punctuation in metrics and
+	// logs. Default PunctuationCompensation.
+	CompensationName string
 }
 
 // Punctuation names: the timer closes, or, with compensation disabled, the
@@ -100,53 +117,109 @@ const (
 	PunctuationRetention    = "mic-retention"
 )
 
-// Settings are the processor's knobs (config keys mic.*).
+// Settings are the processor's knobs (seed 001's open session compensation
+// and the state retention).
 type Settings struct {
+	// Policy holds the timer's max ages: PendingPublishMaxAge, default 2m,
+	// and PublishingSessionMaxAge, default 12h.
 	Policy mic.Policy
-	// CompensationEnabled runs the timer closes (mic.compensation_enabled).
-	CompensationEnabled    bool
-	CompensationInterval   time.Duration
-	CompensationBatchSize  int
+	// DisableCompensation turns the timer closes off: open sessions stay
+	// open until their real down, and the timer only prunes the state.
+	// Default false: compensation runs (seed 001's default).
+	DisableCompensation bool
+	// CompensationInterval is the timer's period. Default 60s.
+	CompensationInterval time.Duration
+	// CompensationBatchSize bounds the sessions one timer run closes per
+	// partition (one transaction each). Default 100.
+	CompensationBatchSize int
+	// ClosedSessionRetention is how long, in event time, a closed
+	// session's tombstone is kept. Default 7 days.
 	ClosedSessionRetention time.Duration
-	DayRoomRetention       time.Duration
+	// DayRoomRetention is how long, in event time, after the end of a UTC
+	// day a user's room set of that day is kept; at least 24h. Default 48h.
+	DayRoomRetention time.Duration
 }
 
-// Config is everything New needs.
+// Config is everything New and NewRuntime need.
 type Config struct {
-	Topics   Topics
+	// Runtime is the runtime NewRuntime runs the processor on: Input (the
+	// mic events keyed by user_id), Group, Changelog (the state store,
+	// required), DLQ, commit bounds, Kafka and the rest (see
+	// runtime.Config; its defaults apply). Name defaults to Name ("mic");
+	// NewRuntime adds the processor's timer to Punctuations. Its
+	// Registerer also gets the processor's metrics (nil: none) and its
+	// Logger the processor's logs (nil: slog.Default()), with New too.
+	Runtime runtime.Config
+	// Topics are the output topics (required).
+	Topics Topics
+	// Settings tune the timer and the retention (defaults above).
 	Settings Settings
-	// AppCode (config app_code) is the app_code of an input event that
-	// carries none, the rule of every stage; empty: such events go to the DLQ.
+	// AppCode is the app_code of an input event that carries none, the
+	// rule of every stage; at most 32 bytes. Default "": such events go to
+	// the DLQ.
 	AppCode string
 }
 
-// ConfigFrom maps the process configuration.
-func ConfigFrom(cfg *config.Config) Config {
-	t := cfg.Kafka.Topics
-	return Config{
-		Topics: Topics{
-			Ledger:          t.MicLedger,
-			SessionClosed:   t.MicSessionClosed,
-			DailyStats:      t.MicDailyStats,
-			LifetimeStats:   t.MicLifetimeStats,
-			StateChangelog:  t.MicStateChangelog,
-			Input:           t.UserMicEvents,
-			DeadLetter:      t.DLQ,
-			ConsumerGroupID: cfg.Process.MicGroup,
-		},
-		Settings: Settings{
-			Policy: mic.Policy{
-				PendingPublishMaxAge:    cfg.Mic.PendingPublishMaxAge.D(),
-				PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D(),
-			},
-			CompensationEnabled:    cfg.Mic.CompensationEnabled,
-			CompensationInterval:   cfg.Mic.CompensationInterval.D(),
-			CompensationBatchSize:  cfg.Mic.CompensationBatchSize,
-			ClosedSessionRetention: cfg.Mic.ClosedSessionRetention.D(),
-			DayRoomRetention:       cfg.Mic.DayRoomRetention.D(),
-		},
-		AppCode: cfg.AppCode,
+// maxAppCode bounds AppCode (the envelope contract's app_code column).
+const maxAppCode = 32
+
+func (c *Config) setDefaults() {
+	if c.Runtime.Name == "" {
+		c.Runtime.Name = Name
 	}
+	if c.Topics.CompensationName == "" {
+		c.Topics.CompensationName = PunctuationCompensation
+	}
+	s := &c.Settings
+	setDuration := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	setDuration(&s.Policy.PendingPublishMaxAge, 2*time.Minute)
+	setDuration(&s.Policy.PublishingSessionMaxAge, 12*time.Hour)
+	setDuration(&s.CompensationInterval, 60*time.Second)
+	if s.CompensationBatchSize == 0 {
+		s.CompensationBatchSize = 100
+	}
+	setDuration(&s.ClosedSessionRetention, 7*24*time.Hour)
+	setDuration(&s.DayRoomRetention, 48*time.Hour)
+}
+
+// Validate reports the invalid fields of c with its defaults applied,
+// keyed by their path in c: "topics.ledger",
+// "settings.compensation_interval", "settings.policy.pending_publish_max_age",
+// "app_code", and the runtime's under "runtime." ("runtime.changelog").
+func (c Config) Validate() error {
+	c.setDefaults()
+	var ch cfgerr.Checks
+	ch.Add(c.validateProcessor())
+	ch.Set("runtime.changelog", c.Runtime.Changelog)
+	ch.Add(cfgerr.Under("runtime", nil, c.Runtime.Validate()))
+	return ch.Err()
+}
+
+// validateProcessor checks what New needs (not the runtime's fields).
+func (c *Config) validateProcessor() error {
+	var ch cfgerr.Checks
+	t, s := c.Topics, c.Settings
+	ch.Set("topics.ledger", t.Ledger)
+	ch.Set("topics.session_closed", t.SessionClosed)
+	ch.Set("topics.daily_stats", t.DailyStats)
+	ch.Set("topics.lifetime_stats", t.LifetimeStats)
+	ch.PositiveDuration("settings.policy.pending_publish_max_age", s.Policy.PendingPublishMaxAge)
+	ch.PositiveDuration("settings.policy.publishing_session_max_age", s.Policy.PublishingSessionMaxAge)
+	ch.PositiveDuration("settings.compensation_interval", s.CompensationInterval)
+	ch.Positive("settings.compensation_batch_size", s.CompensationBatchSize)
+	ch.PositiveDuration("settings.closed_session_retention", s.ClosedSessionRetention)
+	ch.PositiveDuration("settings.day_room_retention", s.DayRoomRetention)
+	if s.DayRoomRetention > 0 && s.DayRoomRetention < 24*time.Hour {
+		ch.Bad("settings.day_room_retention", "must cover a whole UTC day, at least 24h (got %s)", s.DayRoomRetention)
+	}
+	if len(c.AppCode) > maxAppCode {
+		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
+	}
+	return ch.Err()
 }
 
 // Processor is the mic processor: a runtime.Processor plus its timer.
@@ -175,71 +248,48 @@ type overdue struct {
 	last string
 }
 
-// New validates c and registers the processor's metrics on reg (nil: none).
-func New(c Config, reg prometheus.Registerer, log *slog.Logger) (*Processor, error) {
-	t, s := c.Topics, c.Settings
-	switch {
-	case t.Ledger == "" || t.SessionClosed == "" || t.DailyStats == "" || t.LifetimeStats == "":
-		return nil, errors.New("micproc: every output topic must be set")
-	case s.Policy.PendingPublishMaxAge <= 0 || s.Policy.PublishingSessionMaxAge <= 0:
-		return nil, errors.New("micproc: mic max ages must be positive")
-	case s.CompensationInterval <= 0 || s.CompensationBatchSize <= 0:
-		return nil, errors.New("micproc: compensation interval and batch size must be positive")
-	case s.ClosedSessionRetention <= 0 || s.DayRoomRetention <= 0:
-		return nil, errors.New("micproc: retentions must be positive")
+// New validates c's processor fields (Topics, Settings, AppCode; not the
+// runtime's) and returns the processor alone, its metrics registered on
+// c.Runtime.Registerer (nil: none): for rttest.Driver. NewRuntime runs it.
+func New(c Config) (*Processor, error) {
+	c.setDefaults()
+	if err := c.validateProcessor(); err != nil {
+		return nil, err
 	}
+	return newProcessor(c), nil
+}
+
+func newProcessor(c Config) *Processor {
+	log := c.Runtime.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Processor{cfg: c, m: newMetrics(reg), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}, nil
+	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}
 }
 
-// RuntimeOptions are the runtime options of the processor: input, group,
-// changelog, DLQ and the compensation punctuation (with compensation
-// disabled, the retention punctuation instead, and an INFO log saying so).
-// Add the ones every processor takes from the config (rtconfig.Options;
-// NewRuntime does).
-func (p *Processor) RuntimeOptions() []runtime.Option {
-	t := p.cfg.Topics
-	s := p.cfg.Settings
-	timer := runtime.Punctuate(PunctuationRetention, s.CompensationInterval, p.Prune)
-	if s.CompensationEnabled {
-		name := t.CompensationName
-		if name == "" {
-			name = PunctuationCompensation
-		}
-		timer = runtime.Punctuate(name, s.CompensationInterval, p.Compensate)
+// NewRuntime validates c and builds the mic processor and its runtime:
+// c.Runtime with the processor's timer added to its punctuations, every
+// Settings.CompensationInterval, Compensate (or, with DisableCompensation,
+// Prune, and an INFO log saying so). It does not connect.
+func NewRuntime(c Config) (*runtime.Runtime, *Processor, error) {
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	p := newProcessor(c)
+	s := c.Settings
+	timer := runtime.Punctuation{Name: PunctuationRetention, Interval: s.CompensationInterval, Fn: p.Prune}
+	if !s.DisableCompensation {
+		timer = runtime.Punctuation{Name: c.Topics.CompensationName, Interval: s.CompensationInterval, Fn: p.Compensate}
 	} else {
 		p.log.Info("mic session compensation disabled (mic.compensation_enabled=false): no timer closes, open sessions stay open until their down",
 			"interval", s.CompensationInterval.String())
 	}
-	opts := []runtime.Option{
-		runtime.Input(t.Input),
-		runtime.Group(t.ConsumerGroupID),
-		runtime.Changelog(t.StateChangelog),
-		runtime.DLQ(t.DeadLetter),
-		timer,
-	}
-	if t.TransactionalID != "" {
-		opts = append(opts, runtime.TransactionalID(t.TransactionalID))
-	}
-	return opts
-}
-
-// NewRuntime builds the mic processor and its runtime from the process
-// configuration (RuntimeOptions and rtconfig.Options), with the
-// processor's, the runtime's and the Kafka client's (roomflow_kafka_*)
-// metrics on reg.
-// extra options come last (tests pass runtime.Clock, runtime.TransactionalID, ...).
-func NewRuntime(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, extra ...runtime.Option) (*runtime.Runtime, *Processor, error) {
-	p, err := New(ConfigFrom(cfg), reg, log)
+	rc := c.Runtime
+	rc.Punctuations = append(slices.Clip(rc.Punctuations), timer)
+	rt, err := runtime.New(rc, p)
 	if err != nil {
-		return nil, nil, err
-	}
-	opts := append(p.RuntimeOptions(), rtconfig.Options(cfg, "mic-processor", reg, log)...)
-	rt, err := runtime.New(Name, p, append(opts, extra...)...)
-	if err != nil {
-		return nil, nil, err
+		return nil, nil, cfgerr.Under("runtime", nil, err)
 	}
 	return rt, p, nil
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 )
@@ -20,9 +19,9 @@ import (
 func TestPrunedStateStaysPrunedAfterRestart(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, 1, now)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
-	e.cfg.Mic.ClosedSessionRetention = config.Duration(30 * time.Minute)
-	e.cfg.Mic.DayRoomRetention = config.Duration(time.Hour)
+	e.cfg.Settings.CompensationInterval = 10 * time.Second
+	e.cfg.Settings.ClosedSessionRetention = 30 * time.Minute
+	e.cfg.Settings.DayRoomRetention = 24 * time.Hour // the minimum: day 27 is out of it on the 29th
 	c := now.UnixMilli()
 	twoDaysAgo := c - 48*hour
 

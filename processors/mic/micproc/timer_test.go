@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -49,11 +48,11 @@ func compensated(o *outputs) []*userv1.MicLedgerEntry {
 func TestTimerCloses(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, 1, now) // one partition: the batch limit is per partition
-	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
-	e.cfg.Mic.PublishingSessionMaxAge = config.Duration(time.Hour)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
-	e.cfg.Mic.CompensationBatchSize = 2
-	e.cfg.Mic.ClosedSessionRetention = config.Duration(30 * time.Minute)
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	e.cfg.Settings.Policy.PublishingSessionMaxAge = time.Hour
+	e.cfg.Settings.CompensationInterval = 10 * time.Second
+	e.cfg.Settings.CompensationBatchSize = 2
+	e.cfg.Settings.ClosedSessionRetention = 30 * time.Minute
 	c := now.UnixMilli()
 
 	var evs []mic.Event
@@ -180,10 +179,10 @@ func TestTimersWaitForBacklog(t *testing.T) {
 	if e.k.Fake == nil {
 		t.Skip("needs kfake fault injection (holding the input's fetches); ROOMFLOW_KAFKA_BROKERS is set")
 	}
-	e.cfg.Mic.PendingPublishMaxAge = config.Duration(2 * time.Minute)
-	e.cfg.Mic.PublishingSessionMaxAge = config.Duration(10 * time.Minute)
-	e.cfg.Mic.CompensationInterval = config.Duration(10 * time.Second)
-	e.cfg.Mic.CompensationBatchSize = 1000
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	e.cfg.Settings.Policy.PublishingSessionMaxAge = 10 * time.Minute
+	e.cfg.Settings.CompensationInterval = 10 * time.Second
+	e.cfg.Settings.CompensationBatchSize = 1000
 	c := now.UnixMilli()
 	const n = 200
 	ss := make([]*sess, n+1)
@@ -209,7 +208,7 @@ func TestTimersWaitForBacklog(t *testing.T) {
 	e.produce(backlog)
 	e.clock.Advance(time.Hour)
 
-	hold := e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: e.cfg.Kafka.Topics.UserMicEvents,
+	hold := e.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: e.cfg.Runtime.Input,
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	r = e.start()
 	r.waitAssigned(t, 4)

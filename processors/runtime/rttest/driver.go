@@ -31,7 +31,7 @@ type Driver struct {
 	stateful bool
 	clock    *Clock
 	log      *slog.Logger
-	// partitions > 0: inputs are spread by key (see KeyPartitions)
+	// partitions > 0: inputs are spread by key (see DriverConfig.Partitions)
 	partitions  int
 	partitioner kgo.TopicPartitioner
 	tasks       map[int32]*runtime.Local
@@ -48,39 +48,41 @@ type DeadLetter struct {
 	Err    error
 }
 
-// DriverOption configures NewDriver.
-type DriverOption func(*Driver)
-
-// Stateful gives every task a Store (the runtime's Changelog option).
-func Stateful() DriverOption { return func(d *Driver) { d.stateful = true } }
-
-// WithClock sets the clock of Task.Now, store TTLs and Punctuate (default
-// a Clock at the Unix epoch).
-func WithClock(c *Clock) DriverOption { return func(d *Driver) { d.clock = c } }
-
-// KeyPartitions spreads the fed records over n input partitions by key,
-// as a producer with kgo's default partitioner (murmur2, like the Java
-// client) spreads them on the input topic; each partition has its own task
-// and store, as in the runtime. Default: each record's Partition field.
-func KeyPartitions(n int) DriverOption {
-	return func(d *Driver) {
-		d.partitions = n
-		d.partitioner = kgo.StickyKeyPartitioner(nil).ForTopic(d.input)
-	}
+// DriverConfig is what NewDriver needs besides the processor.
+type DriverConfig struct {
+	// Input is the input topic the fed records belong to (required).
+	Input string
+	// Stateful gives every task a Store (the runtime's Config.Changelog).
+	// Default false: Task.Store panics, as on a stateless runtime.
+	Stateful bool
+	// Clock is the clock of Task.Now, store TTLs and Punctuate. Default a
+	// Clock at the Unix epoch.
+	Clock *Clock
+	// Partitions > 0 spreads the fed records over that many input
+	// partitions by key, as a producer with kgo's default partitioner
+	// (murmur2, like the Java client) spreads them on the input topic; each
+	// partition has its own task and store, as in the runtime. Default 0:
+	// each record's Partition field.
+	Partitions int
+	// Logger is the tasks' logger. Default: discarded.
+	Logger *slog.Logger
 }
 
-// WithLogger sets the tasks' logger (default: discarded).
-func WithLogger(l *slog.Logger) DriverOption { return func(d *Driver) { d.log = l } }
-
-// NewDriver returns a driver of proc reading input.
-func NewDriver(t testing.TB, input string, proc runtime.Processor, opts ...DriverOption) *Driver {
-	d := &Driver{t: t, input: input, proc: proc, tasks: map[int32]*runtime.Local{}, next: map[int32]int64{},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, o := range opts {
-		o(d)
+// NewDriver returns a driver of proc on cfg.
+func NewDriver(t testing.TB, cfg DriverConfig, proc runtime.Processor) *Driver {
+	if cfg.Input == "" {
+		t.Fatal("rttest: DriverConfig.Input is required")
+	}
+	d := &Driver{t: t, input: cfg.Input, proc: proc, stateful: cfg.Stateful, clock: cfg.Clock, log: cfg.Logger,
+		partitions: cfg.Partitions, tasks: map[int32]*runtime.Local{}, next: map[int32]int64{}}
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if d.clock == nil {
 		d.clock = NewClock(time.Unix(0, 0).UTC())
+	}
+	if d.partitions > 0 {
+		d.partitioner = kgo.StickyKeyPartitioner(nil).ForTopic(d.input)
 	}
 	return d
 }

@@ -34,7 +34,7 @@ var counter = runtime.ProcessorFunc(func(t runtime.Task, rec *kgo.Record) error 
 func rec(key, value string) *kgo.Record { return &kgo.Record{Key: []byte(key), Value: []byte(value)} }
 
 func TestDriverStepContract(t *testing.T) {
-	d := rttest.NewDriver(t, "in", counter, rttest.Stateful())
+	d := rttest.NewDriver(t, rttest.DriverConfig{Input: "in", Stateful: true}, counter)
 	d.MustFeed(rec("a", ""), rec("a", "reject"), rec("a", ""))
 	if err := d.Feed(rec("a", ""), rec("a", "fail"), rec("a", "")); err == nil || err.Error() != "lookup down" {
 		t.Fatalf("feed error %v, want the transient one", err)
@@ -58,7 +58,7 @@ func TestDriverStepContract(t *testing.T) {
 
 func TestDriverPunctuate(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := rttest.NewDriver(t, "in", counter, rttest.Stateful(), rttest.WithClock(clock))
+	d := rttest.NewDriver(t, rttest.DriverConfig{Input: "in", Stateful: true, Clock: clock}, counter)
 	d.MustFeed(rec("a", ""), &kgo.Record{Partition: 2, Key: []byte("b")})
 	clock.Advance(time.Hour)
 	var seen []string
@@ -85,7 +85,7 @@ func TestDriverPunctuate(t *testing.T) {
 // kept, while the other tasks go on.
 func TestDriverPunctuateCatchUp(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := rttest.NewDriver(t, "in", counter, rttest.Stateful(), rttest.WithClock(clock))
+	d := rttest.NewDriver(t, rttest.DriverConfig{Input: "in", Stateful: true, Clock: clock}, counter)
 	d.MustFeed(rec("a", ""), &kgo.Record{Partition: 2, Key: []byte("b")})
 	clock.Advance(time.Hour)
 	var seen []string

@@ -14,8 +14,8 @@ import (
 	"github.com/hyapp/roomflow/processors/runtime"
 )
 
-// Clock is a manually advanced clock, safe for concurrent use. Pass
-// c.Now to runtime.Clock.
+// Clock is a manually advanced clock, safe for concurrent use. Set
+// runtime.Config.Now to c.Now.
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
