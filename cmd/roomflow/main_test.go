@@ -90,7 +90,7 @@ func TestConfigCommand(t *testing.T) {
 	if !strings.Contains(out, "batch_size: 1000") || !strings.Contains(out, "retry_strategy: fixed_interval") {
 		t.Fatalf("defaults missing:\n%s", out)
 	}
-	_, err = runCLI(t, "relay:\n  batch_size: 0\n", "config")
+	_, err = runCLI(t, "relay:\n  batch_size: -5\n", "config")
 	if err == nil || !strings.Contains(err.Error(), "relay.batch_size") {
 		t.Fatalf("invalid config must fail naming the key: %v", err)
 	}

@@ -124,26 +124,25 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		mut func(*config.Config)
 	}{
 		{"outbox_worker.retry_strategy", func(c *config.Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
-		{"outbox_worker.claim_grace", func(c *config.Config) { c.OutboxWorker.ClaimGrace = 0 }},
+		{"outbox_worker.claim_grace", func(c *config.Config) { c.OutboxWorker.ClaimGrace = -1 }},
 		{"outbox_worker.claim_grace", func(c *config.Config) { c.OutboxWorker.ClaimGrace = config.Duration(time.Second) }},
-		{"outbox_worker.lock_ttl", func(c *config.Config) { c.OutboxWorker.LockTTL = 0 }},
+		{"outbox_worker.lock_ttl", func(c *config.Config) { c.OutboxWorker.LockTTL = -1 }},
 		{"outbox_worker.lock_ttl", func(c *config.Config) { c.OutboxWorker.LockTTL = c.OutboxWorker.PublishTimeout }},
 		{"outbox_worker.group", func(c *config.Config) { c.OutboxWorker.Group = "" }},
 		{"im.endpoint", func(c *config.Config) { c.IM.Endpoint = "ftp://x" }},
 		{"im.endpoint", func(c *config.Config) { c.IM.Endpoint = "http://" }},
 		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = -1 }},
 		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = 1 << 33 }},
-		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = 0 }},
+		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = -1 }},
 		{"im.secret_key", func(c *config.Config) { c.IM.SecretKey = "" }},
-		{"im.admin_identifier", func(c *config.Config) { c.IM.AdminIdentifier = "" }},
-		{"im.usersig_ttl", func(c *config.Config) { c.IM.UserSigTTL = 0 }},
+		{"im.usersig_ttl", func(c *config.Config) { c.IM.UserSigTTL = -1 }},
 		{"im.usersig_ttl", func(c *config.Config) { c.IM.UserSigTTL = config.Duration(time.Minute) }},
-		{"im.max_calls_per_second", func(c *config.Config) { c.IM.MaxCallsPerSecond = 0 }},
-		{"im.max_messages_per_group_per_second", func(c *config.Config) { c.IM.MaxMessagesPerGroupPerSecond = 0 }},
-		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = 0 }},
+		{"im.max_calls_per_second", func(c *config.Config) { c.IM.MaxCallsPerSecond = -1 }},
+		{"im.max_messages_per_group_per_second", func(c *config.Config) { c.IM.MaxMessagesPerGroupPerSecond = -1 }},
+		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = -1 }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = -1 }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = config.Duration(time.Hour) }},
-		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = 0 }},
+		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
 		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
 		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
 	}
@@ -186,7 +185,7 @@ func TestIMWiringNeedsCredentialsToDeliver(t *testing.T) {
 // and the fast path's keys cannot stop it; and no other command looks at
 // im.* at all: a config with bad IM keys loads.
 func TestIMWiringBadIMKeysStopOnlyDelivery(t *testing.T) {
-	const badIM = "im:\n  endpoint: ftp://x\n  usersig_ttl: 1m\n  max_calls_per_second: 0\n  fast_path_delay: 1h\n"
+	const badIM = "im:\n  endpoint: ftp://x\n  usersig_ttl: 1m\n  max_calls_per_second: -1\n  fast_path_delay: 1h\n"
 	if _, err := runCLI(t, badIM, "config"); err != nil {
 		t.Fatalf("a bad im.* key must not stop a command that does not deliver: %v", err)
 	}

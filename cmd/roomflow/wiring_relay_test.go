@@ -68,16 +68,16 @@ func TestRelayWiringNamesTheKey(t *testing.T) {
 		key string
 		mut func(*config.Config)
 	}{
-		{"relay.batch_size", func(c *config.Config) { c.Relay.BatchSize = 0 }},
+		{"relay.batch_size", func(c *config.Config) { c.Relay.BatchSize = -1 }},
 		{"relay.poll_interval", func(c *config.Config) { c.Relay.PollInterval = -1 }},
-		{"relay.gap_max_age", func(c *config.Config) { c.Relay.GapMaxAge = 0 }},
-		{"relay.max_open_gaps", func(c *config.Config) { c.Relay.MaxOpenGaps = 0 }},
+		{"relay.gap_max_age", func(c *config.Config) { c.Relay.GapMaxAge = -1 }},
+		{"relay.max_open_gaps", func(c *config.Config) { c.Relay.MaxOpenGaps = -1 }},
 		{"relay.max_open_gaps", func(c *config.Config) { c.Relay.MaxOpenGaps = 1_000_000 }},
-		{"relay.failover_timeout", func(c *config.Config) { c.Relay.FailoverTimeout = 0 }},
+		{"relay.failover_timeout", func(c *config.Config) { c.Relay.FailoverTimeout = -1 }},
 		{"relay.failover_timeout", func(c *config.Config) { c.Relay.FailoverTimeout = config.Duration(100 * time.Millisecond) }},
 		{"relay.transactional_id", func(c *config.Config) { c.Relay.TransactionalID = "" }},
-		{"relay.max_record_bytes", func(c *config.Config) { c.Relay.MaxRecordBytes = 0 }},
-		{"relay.max_batch_bytes", func(c *config.Config) { c.Relay.MaxBatchBytes = 0 }},
+		{"relay.max_record_bytes", func(c *config.Config) { c.Relay.MaxRecordBytes = -1 }},
+		{"relay.max_batch_bytes", func(c *config.Config) { c.Relay.MaxBatchBytes = -1 }},
 		{"relay.routes", func(c *config.Config) { c.Relay.Routes = map[string]string{"": "x"} }},
 		{"relay.routes.RoomGiftSent", func(c *config.Config) { c.Relay.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
 		{"relay.routes.RoomGiftSent", func(c *config.Config) {
@@ -86,7 +86,7 @@ func TestRelayWiringNamesTheKey(t *testing.T) {
 		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
 		{"kafka.topics.dlq", func(c *config.Config) { c.Kafka.Topics.DLQ = "bad topic!" }},
 		{"kafka.topics.relay_offsets", func(c *config.Config) { c.Kafka.Topics.RelayOffsets = "" }},
-		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = 0 }},
+		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
 		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
 	}
 	for _, tc := range cases {

@@ -108,23 +108,17 @@ func TestWiringSinkKeys(t *testing.T) {
 		mut  func(c *config.Config)
 		flag [2]string
 	}{
-		{"sink.batch_size", sink, func(c *config.Config) { c.Sink.BatchSize = 0 }, [2]string{}},
 		{"sink.batch_size", sink, func(c *config.Config) { c.Sink.BatchSize = -5 }, [2]string{}},
-		{"sink.flush_interval", sink, func(c *config.Config) { c.Sink.FlushInterval = 0 }, [2]string{}},
-		{"sink.group", sink, func(c *config.Config) { c.Sink.Group = "" }, [2]string{}},
-		{"sink.max_retries", sink, func(c *config.Config) { c.Sink.MaxRetries = 0 }, [2]string{}},
-		{"kafka.topics.dlq", sink, func(c *config.Config) { c.Kafka.Topics.DLQ = "" }, [2]string{}},
-		{"shutdown.timeout", sink, func(c *config.Config) { c.Shutdown.Timeout = 0 }, [2]string{}},
+		{"sink.flush_interval", sink, func(c *config.Config) { c.Sink.FlushInterval = -1 }, [2]string{}},
+		{"sink.max_retries", sink, func(c *config.Config) { c.Sink.MaxRetries = -1 }, [2]string{}},
+		{"kafka.topics.dlq", sink, func(c *config.Config) { c.Kafka.Topics.DLQ = "bad topic!" }, [2]string{}},
+		{"shutdown.timeout", sink, func(c *config.Config) { c.Shutdown.Timeout = -1 }, [2]string{}},
 		{"kafka.brokers", sink, func(c *config.Config) { c.Kafka.Brokers = nil }, [2]string{}},
-		{"--parallelism", sink, nil, [2]string{"parallelism", "0"}},
+		{"--parallelism", sink, nil, [2]string{"parallelism", "-1"}},
 		{"--owner-id", sink, nil, [2]string{"owner-id", strings.Repeat("o", 129)}},
-		{"sink.group", store, func(c *config.Config) { c.Sink.Group = "" }, [2]string{}},
-		{"kafka.topics.mic_ledger", store, func(c *config.Config) { c.Kafka.Topics.MicLedger = "" }, [2]string{}},
-		{"kafka.topics.lucky_pool_inflow", store, func(c *config.Config) { c.Kafka.Topics.LuckyPoolInflow = "" }, [2]string{}},
 		{"app_code", store, func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }, [2]string{}},
 		{"kafka.topics", store, func(c *config.Config) { c.Kafka.Topics.LuckyPoolInflow = c.Kafka.Topics.MicLedger }, [2]string{}},
 		{"app_code", api, func(c *config.Config) { c.AppCode = "" }, [2]string{}},
-		{"api.user_header", api, func(c *config.Config) { c.API.UserHeader = "" }, [2]string{}},
 		{"api.user_header", api, func(c *config.Config) { c.API.UserHeader = "X User" }, [2]string{}},
 		{"api.app_code_header", api, func(c *config.Config) { c.API.AppCodeHeader = "X-App:Code" }, [2]string{}},
 		{"api.app_code_header", api, func(c *config.Config) { c.API.AppCodeHeader = "x-user-id" }, [2]string{}},
@@ -158,13 +152,13 @@ func TestWiringSinkKeys(t *testing.T) {
 // MySQL or Kafka, naming the key.
 func TestSinkCommandRefusesBadConfig(t *testing.T) {
 	// Nothing listens on the DSN's address: the command must not get that far.
-	p := writeConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\nsink:\n  batch_size: 0\n"+
+	p := writeConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\nsink:\n  batch_size: -5\n"+
 		"mysql:\n  dsn: \"nobody@tcp("+sinkFreeAddr(t)+")/none\"\n")
 	root := newRoot()
 	root.SetArgs([]string{"--config", p, "sink"})
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "config: sink.batch_size: ") {
-		t.Fatalf("roomflow sink with sink.batch_size 0: %v, want a sink.batch_size error", err)
+		t.Fatalf("roomflow sink with sink.batch_size -5: %v, want a sink.batch_size error", err)
 	}
 	if strings.Contains(err.Error(), "mysql:") {
 		t.Fatalf("roomflow sink opened MySQL before checking its config: %v", err)

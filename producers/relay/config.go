@@ -139,9 +139,10 @@ func (c *Config) setDefaults() {
 }
 
 // Validate checks every setting, keyed by the field's snake-case name
-// ("batch_size", "routes.<event_type>", "kafka.brokers"). It does not
-// apply defaults: New does that first.
+// ("batch_size", "routes.<event_type>", "kafka.brokers"). A zero field
+// is checked as the default New runs it with.
 func (c Config) Validate() error {
+	c.setDefaults()
 	var v cfgerr.Checks
 	v.Positive("batch_size", c.BatchSize)
 	v.PositiveDuration("poll_interval", c.PollInterval)

@@ -52,16 +52,16 @@ func TestValidateNamesTheField(t *testing.T) {
 		key string
 		mut func(*Config)
 	}{
-		{"batch_size", func(c *Config) { c.BatchSize = 0 }},
+		{"batch_size", func(c *Config) { c.BatchSize = -1 }},
 		{"poll_interval", func(c *Config) { c.PollInterval = -1 }},
-		{"gap_max_age", func(c *Config) { c.GapMaxAge = 0 }},
-		{"max_open_gaps", func(c *Config) { c.MaxOpenGaps = 0 }},
+		{"gap_max_age", func(c *Config) { c.GapMaxAge = -1 }},
+		{"max_open_gaps", func(c *Config) { c.MaxOpenGaps = -1 }},
 		{"max_open_gaps", func(c *Config) { c.MaxOpenGaps = 1_000_000 }},
-		{"failover_timeout", func(c *Config) { c.FailoverTimeout = 0 }},
+		{"failover_timeout", func(c *Config) { c.FailoverTimeout = -1 }},
 		{"failover_timeout", func(c *Config) { c.FailoverTimeout = 100 * time.Millisecond }},
 		{"transactional_id", func(c *Config) { c.TransactionalID = "" }},
-		{"max_record_bytes", func(c *Config) { c.MaxRecordBytes = 0 }},
-		{"max_batch_bytes", func(c *Config) { c.MaxBatchBytes = 0 }},
+		{"max_record_bytes", func(c *Config) { c.MaxRecordBytes = -1 }},
+		{"max_batch_bytes", func(c *Config) { c.MaxBatchBytes = -1 }},
 		{"routes", func(c *Config) { c.Routes = map[string]string{"": "x"} }},
 		{"routes.RoomGiftSent", func(c *Config) { c.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
 		{"routes.RoomGiftSent", func(c *Config) { c.Routes = map[string]string{"RoomGiftSent": c.OffsetsTopic} }},
@@ -69,7 +69,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"dlq_topic", func(c *Config) { c.DLQTopic = "bad topic!" }},
 		{"offsets_topic", func(c *Config) { c.OffsetsTopic = "" }},
 		{"offsets_topic", func(c *Config) { c.OffsetsTopic = c.Topic }},
-		{"shutdown_timeout", func(c *Config) { c.ShutdownTimeout = 0 }},
+		{"shutdown_timeout", func(c *Config) { c.ShutdownTimeout = -1 }},
 		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = nil }},
 		{"table", func(c *Config) { c.Table = "room_outbox; DROP TABLE x" }},
 	}

@@ -442,12 +442,12 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		mut func(*imoutbox.Config)
 	}{
 		{"retry_strategy", func(c *imoutbox.Config) { c.RetryStrategy = "exponential" }},
-		{"claim_grace", func(c *imoutbox.Config) { c.ClaimGrace = 0 }},
+		{"claim_grace", func(c *imoutbox.Config) { c.ClaimGrace = -1 }},
 		{"claim_grace", func(c *imoutbox.Config) { c.ClaimGrace = time.Second }}, // < fast_path_delay
-		{"lock_ttl", func(c *imoutbox.Config) { c.LockTTL = 0 }},
+		{"lock_ttl", func(c *imoutbox.Config) { c.LockTTL = -1 }},
 		{"lock_ttl", func(c *imoutbox.Config) { c.LockTTL = c.PublishTimeout }},
 		{"lanes", func(c *imoutbox.Config) { c.Lanes = -1 }},
-		{"drain_timeout", func(c *imoutbox.Config) { c.DrainTimeout = 0 }},
+		{"drain_timeout", func(c *imoutbox.Config) { c.DrainTimeout = -1 }},
 		{"failure_summary_interval", func(c *imoutbox.Config) { c.FailureSummaryInterval = -1 }},
 		{"fast_path_delay", func(c *imoutbox.Config) { c.FastPathDelay = -1 }},
 		{"fast_path_delay", func(c *imoutbox.Config) { c.FastPathDelay = time.Hour }},
@@ -458,7 +458,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"im.sdk_app_id", func(c *imoutbox.Config) { c.IM.SDKAppID = 0 }},
 		{"im.secret_key", func(c *imoutbox.Config) { c.IM.SecretKey = "" }},
 		{"im.usersig_ttl", func(c *imoutbox.Config) { c.IM.UserSigTTL = time.Minute }},
-		{"im.max_calls_per_second", func(c *imoutbox.Config) { c.IM.MaxCallsPerSecond = 0 }},
+		{"im.max_calls_per_second", func(c *imoutbox.Config) { c.IM.MaxCallsPerSecond = -1 }},
 	}
 	for _, tc := range cases {
 		c := valid()
@@ -474,7 +474,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("disabled: %v", err)
 	}
-	c.LockTTL = 0
+	c.LockTTL = -1
 	if err := c.Validate(); !hasKey(err, "lock_ttl") {
 		t.Fatalf("disabled, bad lock_ttl: %v", err)
 	}

@@ -121,7 +121,7 @@ func (c *ServiceConfig) setDefaults() {
 // PollInterval, BatchSize and PublishTimeout are never invalid (<= 0 is
 // the default); LockTTL is compared with the PublishTimeout in effect.
 func (c ServiceConfig) Validate() error {
-	c.fallBack()
+	c.setDefaults()
 	var ch cfgerr.Checks
 	switch c.RetryStrategy {
 	case "", "fixed_interval":
@@ -199,6 +199,7 @@ func (c Config) Validate() error {
 // validateOwn is Validate without the IM client's fields: NewPublisher
 // leaves those to tencentim.New, which fills their defaults first.
 func (c Config) validateOwn() error {
+	c.ServiceConfig.setDefaults()
 	var ch cfgerr.Checks
 	ch.Add(c.ServiceConfig.Validate())
 	if c.DisableDelivery {

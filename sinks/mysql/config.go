@@ -123,12 +123,13 @@ func (c *Config) setDefaults() {
 // Validate names the first problem of each field by its snake-case name
 // ("batch_size", "kafka.brokers").
 func (c Config) Validate() error {
+	c.setDefaults()
 	var v cfgerr.Checks
 	v.Positive("batch_size", c.BatchSize)
 	v.PositiveDuration("flush_interval", c.FlushInterval)
 	v.Set("group", c.Group)
 	v.Positive("max_retries", c.MaxRetries)
-	v.Set("dlq_topic", c.DLQTopic)
+	v.Topic("dlq_topic", c.DLQTopic)
 	v.PositiveDuration("shutdown_timeout", c.ShutdownTimeout)
 	v.Add(cfgerr.Under("kafka", nil, c.Kafka.Validate()))
 	if len(c.OwnerID) > maxOwnerID {
@@ -157,6 +158,7 @@ func (c *StoreConfig) setDefaults() {
 
 // Validate names the problems by field: "group", "appliers".
 func (c StoreConfig) Validate() error {
+	c.setDefaults()
 	var v cfgerr.Checks
 	v.Set("group", c.Group)
 	if len(c.Appliers) == 0 {

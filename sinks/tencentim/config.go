@@ -110,6 +110,7 @@ func (c *Config) setDefaults() {
 // Validate reports every invalid field, keyed by its snake-case name; the
 // secret key is only ever reported as missing.
 func (c Config) Validate() error {
+	c.setDefaults()
 	var ch cfgerr.Checks
 	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ch.Bad("endpoint", "must be an http(s) base URL (got %q)", c.Endpoint)

@@ -569,17 +569,15 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}{
 		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "ftp://x" }},
 		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "http://" }},
-		{"endpoint", func(c *tencentim.Config) { c.Endpoint = "" }},
 		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = 0 }},
 		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = -1 }},
 		{"sdk_app_id", func(c *tencentim.Config) { c.SDKAppID = 1 << 33 }},
-		{"admin_identifier", func(c *tencentim.Config) { c.AdminIdentifier = "" }},
 		{"secret_key", func(c *tencentim.Config) { c.SecretKey = "" }},
-		{"usersig_ttl", func(c *tencentim.Config) { c.UserSigTTL = 0 }},
+		{"usersig_ttl", func(c *tencentim.Config) { c.UserSigTTL = -1 }},
 		{"usersig_ttl", func(c *tencentim.Config) { c.UserSigTTL = time.Minute }},
-		{"max_calls_per_second", func(c *tencentim.Config) { c.MaxCallsPerSecond = 0 }},
-		{"max_messages_per_group_per_second", func(c *tencentim.Config) { c.MaxMessagesPerGroupPerSecond = 0 }},
-		{"max_message_bytes", func(c *tencentim.Config) { c.MaxMessageBytes = 0 }},
+		{"max_calls_per_second", func(c *tencentim.Config) { c.MaxCallsPerSecond = -1 }},
+		{"max_messages_per_group_per_second", func(c *tencentim.Config) { c.MaxMessagesPerGroupPerSecond = -1 }},
+		{"max_message_bytes", func(c *tencentim.Config) { c.MaxMessageBytes = -1 }},
 		{"pacing_window", func(c *tencentim.Config) { c.PacingWindow = -time.Second }},
 	}
 	for _, tc := range cases {

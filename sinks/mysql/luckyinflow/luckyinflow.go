@@ -65,6 +65,7 @@ func (c *Config) setDefaults() {
 
 // Validate names the problems by field: "topic", "default_app_code".
 func (c Config) Validate() error {
+	c.setDefaults()
 	var v cfgerr.Checks
 	v.Set("topic", c.Topic)
 	if len(c.DefaultAppCode) > maxAppCode {

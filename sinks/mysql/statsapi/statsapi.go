@@ -304,6 +304,7 @@ func (c *Config) setDefaults() {
 // Validate names the problems by field: "default_app_code",
 // "query_timeout", "user_header", "app_code_header".
 func (c Config) Validate() error {
+	c.setDefaults()
 	var v cfgerr.Checks
 	if c.DefaultAppCode == "" || len(c.DefaultAppCode) > maxAppCode {
 		v.Bad("default_app_code", "must be 1..%d bytes (got %d)", maxAppCode, len(c.DefaultAppCode))
