@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -92,13 +94,19 @@ func configCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "config",
 		Short: "Print the effective configuration with secrets redacted",
-		Long: `config loads the YAML file and environment overrides, validates them
-exactly as every other command does, and prints the effective config as
-YAML. The MySQL password and the IM secret key are printed as REDACTED.`,
+		Long: `config loads the YAML file and environment overrides, validates the
+app-wide keys as every command does and the keys of every component that
+needs no secret (relay, processors, sink, stats API; publish-im checks its
+own, the IM credentials among them, when it starts), and prints the
+effective config as YAML. The MySQL password and the IM secret key are
+printed as REDACTED.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {
+				return err
+			}
+			if err := checkComponents(app.NewDeps(cfg, slog.New(slog.DiscardHandler))); err != nil {
 				return err
 			}
 			out, err := cfg.YAML()

@@ -31,10 +31,10 @@ type globals struct {
 	configPath string
 }
 
-// load reads and validates the configuration, then checks what only the
-// wired components know (checkRoutes, each component's own Validate), so
-// every command refuses a config that would starve a stage or stop a
-// component at its start.
+// load reads the configuration and validates its app-wide keys, then
+// checks what only the wired components know (checkRoutes), so every
+// command refuses a config that would starve a stage. Each component's own
+// keys are validated by the command that runs it (wiring.go), at its start.
 func (g *globals) load() (*config.Config, error) {
 	path := g.configPath
 	if path == "" {
@@ -45,10 +45,6 @@ func (g *globals) load() (*config.Config, error) {
 		return nil, err
 	}
 	if err := checkRoutes(cfg); err != nil {
-		return nil, err
-	}
-	// Every component's own checks, keyed by the app's dotted keys.
-	if _, err := relayConfig(&app.Deps{Config: cfg}, ""); err != nil {
 		return nil, err
 	}
 	return cfg, nil

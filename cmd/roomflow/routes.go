@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
@@ -23,7 +24,7 @@ var roomEventConsumers = []struct {
 // checkRoutes refuses relay.routes entries that would hide an event type
 // from a stage consuming it from kafka.topics.room_events; a route to that
 // topic itself hides nothing. It lives here, not in internal/config, so that
-// config knows no domain package. Every error is a *config.FieldError.
+// config knows no domain package. Every error is a *cfgerr.FieldError.
 func checkRoutes(cfg *config.Config) error {
 	var errs []error
 	types := make([]string, 0, len(cfg.Relay.Routes))
@@ -37,7 +38,7 @@ func checkRoutes(cfg *config.Config) error {
 		}
 		for _, c := range roomEventConsumers {
 			if c.consumes(typ) {
-				errs = append(errs, &config.FieldError{Key: "relay.routes." + typ,
+				errs = append(errs, &cfgerr.FieldError{Key: "relay.routes." + typ,
 					Msg: "consumed by " + c.stage + " from kafka.topics.room_events; routing it elsewhere would hide it"})
 				break
 			}

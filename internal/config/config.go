@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
 // Config is the effective configuration of every roomflow component.
@@ -356,7 +358,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv("ROOMFLOW_IM_SDK_APP_ID"); v != "" {
 		var id int64
 		if _, err := fmt.Sscan(v, &id); err != nil {
-			return &FieldError{Key: "im.sdk_app_id", Msg: "ROOMFLOW_IM_SDK_APP_ID is not an integer"}
+			return &cfgerr.FieldError{Key: "im.sdk_app_id", Msg: "ROOMFLOW_IM_SDK_APP_ID is not an integer"}
 		}
 		c.IM.SDKAppID = id
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -68,7 +70,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 }
 
 func hasKey(err error, key string) bool {
-	var fe *FieldError
+	var fe *cfgerr.FieldError
 	for _, e := range flatten(err) {
 		if errors.As(e, &fe) && fe.Key == key {
 			return true

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -12,32 +10,17 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
-// FieldError is an invalid configuration value. Key is the YAML path
-// ("relay.batch_size") so an operator knows exactly what to fix.
-type FieldError struct {
-	Key string
-	Msg string
-}
-
-func (e *FieldError) Error() string { return "config: " + e.Key + ": " + e.Msg }
-
-// Validate checks every key and returns all problems joined; each is a
-// *FieldError (use errors.As). It never includes secret values.
+// Validate checks the app-wide keys (app_code, log, metrics, kafka, mysql,
+// shutdown, api listeners) and returns all problems joined; each is a
+// *cfgerr.FieldError keyed by its dotted key (use errors.As). The keys of
+// a component (relay.*, process.*, mic.*, sink.*, outbox_worker.*, im.*)
+// are the component's to check: cmd/roomflow's wiring maps them onto its
+// Config and validates it there. It never includes secret values.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
-	}
-	positive := func(key string, v int) {
-		if v <= 0 {
-			bad(key, "must be > 0 (got %d)", v)
-		}
-	}
-	positiveDur := func(key string, v Duration) {
-		if v <= 0 {
-			bad(key, "must be a positive duration (got %s)", v)
-		}
-	}
+	var ch cfgerr.Checks
+	bad := ch.Bad
+	positive := ch.Positive
+	positiveDur := func(key string, v Duration) { ch.PositiveDuration(key, v.D()) }
 	addr := func(key, v string, required bool) {
 		if v == "" {
 			if required {
@@ -88,7 +71,7 @@ func (c *Config) Validate() error {
 	seen := map[string]string{}
 	for _, t := range c.Kafka.Topics.List() {
 		key := "kafka.topics." + t.Key
-		if err := validTopicName(t.Name); err != nil {
+		if err := cfgerr.TopicName(t.Name); err != nil {
 			bad(key, "%v", err)
 			continue
 		}
@@ -122,7 +105,5 @@ func (c *Config) Validate() error {
 		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
 	}
 
-	return errors.Join(errs...)
+	return ch.Err()
 }
-
-func validTopicName(name string) error { return cfgerr.TopicName(name) }
