@@ -14,8 +14,6 @@ import (
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
-	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -262,22 +260,6 @@ func sinkWiringDeps(cfg config.Config) *app.Deps {
 	return app.NewDeps(&cfg, slog.New(slog.DiscardHandler))
 }
 
-// sinkErrKeys are the keys of the *cfgerr.FieldError in err.
-func sinkErrKeys(err error) []string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, sinkErrKeys(e)...)
-		}
-		return out
-	}
-	var fe *cfgerr.FieldError
-	if errors.As(err, &fe) {
-		return []string{fe.Key}
-	}
-	return nil
-}
-
 // The defaults pass the sink's wiring, and map onto what the components
 // would default to themselves.
 func TestWiringSinkDefaults(t *testing.T) {
@@ -320,8 +302,6 @@ func TestWiringSinkComponentDefaultsMatchConfig(t *testing.T) {
 		{"sink.max_retries", mysqlsink.DefaultMaxRetries, def.Sink.MaxRetries},
 		{"kafka.topics.dlq", mysqlsink.DefaultDLQTopic, def.Kafka.Topics.DLQ},
 		{"shutdown.timeout", mysqlsink.DefaultShutdownTimeout, def.Shutdown.Timeout.D()},
-		{"kafka.topics.mic_ledger", micledger.DefaultTopic, def.Kafka.Topics.MicLedger},
-		{"kafka.topics.lucky_pool_inflow", luckyinflow.DefaultTopic, def.Kafka.Topics.LuckyPoolInflow},
 		{"api.user_header", statsapi.DefaultUserHeader, def.API.UserHeader},
 		{"api.app_code_header", statsapi.DefaultAppCodeHeader, def.API.AppCodeHeader},
 	} {
@@ -379,7 +359,7 @@ func TestWiringSinkKeys(t *testing.T) {
 			t.Errorf("%s: invalid value accepted", tc.key)
 			continue
 		}
-		if !slices.Contains(sinkErrKeys(err), tc.key) {
+		if !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("%s: error does not name the key: %v", tc.key, err)
 		}
 		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
@@ -414,22 +394,6 @@ func imWiringConfig() config.Config {
 	cfg := config.Default()
 	cfg.IM.SDKAppID, cfg.IM.SecretKey = 1400000000, imTestSecret
 	return cfg
-}
-
-// imErrKeys are the keys of the *cfgerr.FieldError in err.
-func imErrKeys(err error) []string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, imErrKeys(e)...)
-		}
-		return out
-	}
-	var fe *cfgerr.FieldError
-	if errors.As(err, &fe) {
-		return []string{fe.Key}
-	}
-	return nil
 }
 
 // The defaults with credentials pass publish-im's wiring and map every
@@ -544,7 +508,7 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 			t.Errorf("%s: invalid value accepted", tc.key)
 			continue
 		}
-		if !slices.Contains(imErrKeys(err), tc.key) {
+		if !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("%s: error does not name the key: %v", tc.key, err)
 		}
 		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
@@ -561,12 +525,12 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 func TestIMWiringNeedsCredentialsToDeliver(t *testing.T) {
 	cfg := config.Default()
 	_, err := imPublisherConfig(&app.Deps{Config: &cfg}, "")
-	if keys := imErrKeys(err); !slices.Contains(keys, "im.sdk_app_id") || !slices.Contains(keys, "im.secret_key") {
+	if keys := cfgerr.Keys(err); !slices.Contains(keys, "im.sdk_app_id") || !slices.Contains(keys, "im.secret_key") {
 		t.Fatalf("want im.sdk_app_id and im.secret_key required, got %v", err)
 	}
 	cfg.IM.SecretKey = imTestSecret
 	_, err = imPublisherConfig(&app.Deps{Config: &cfg}, "")
-	if keys := imErrKeys(err); !slices.Equal(keys, []string{"im.sdk_app_id"}) || strings.Contains(err.Error(), imTestSecret) {
+	if keys := cfgerr.Keys(err); !slices.Equal(keys, []string{"im.sdk_app_id"}) || strings.Contains(err.Error(), imTestSecret) {
 		t.Fatalf("want only im.sdk_app_id, never the secret: %v", err)
 	}
 }
@@ -588,13 +552,13 @@ func TestIMWiringBadIMKeysStopOnlyDelivery(t *testing.T) {
 	}
 	// Its own service's settings are still checked.
 	cfg.OutboxWorker.RetryStrategy = "exponential"
-	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(imErrKeys(err), "outbox_worker.retry_strategy") {
+	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(cfgerr.Keys(err), "outbox_worker.retry_strategy") {
 		t.Fatalf("delivery off, unknown retry strategy: %v", err)
 	}
 	cfg.OutboxWorker.Enabled, cfg.OutboxWorker.RetryStrategy = true, ""
 	_, err = imPublisherConfig(&app.Deps{Config: cfg}, "")
 	for _, key := range []string{"im.endpoint", "im.usersig_ttl", "im.max_calls_per_second", "im.fast_path_delay"} {
-		if !slices.Contains(imErrKeys(err), key) {
+		if !slices.Contains(cfgerr.Keys(err), key) {
 			t.Errorf("delivering: %s not named in %v", key, err)
 		}
 	}
@@ -620,13 +584,13 @@ func TestIMWiringSeed000Fallbacks(t *testing.T) {
 		t.Fatalf("values <= 0 fall back, they are no error: %v", err)
 	}
 	cfg = load("outbox_worker:\n  publish_timeout: 0s\n  lock_ttl: 2s\n")
-	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(imErrKeys(err), "outbox_worker.lock_ttl") {
+	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(cfgerr.Keys(err), "outbox_worker.lock_ttl") {
 		t.Fatalf("lock_ttl 2s under the default publish_timeout 3s: %v", err)
 	}
 	// An unknown strategy loads (it is no app-wide key) and stops
 	// publish-im.
 	cfg = load("outbox_worker:\n  retry_strategy: exponential_backoff\n")
-	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(imErrKeys(err), "outbox_worker.retry_strategy") {
+	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); !slices.Contains(cfgerr.Keys(err), "outbox_worker.retry_strategy") {
 		t.Fatalf("unknown retry strategy: %v", err)
 	}
 }

@@ -113,3 +113,33 @@ func (c *Checks) Topic(key, name string) {
 		c.Bad(key, "%v", err)
 	}
 }
+
+// Keys lists the key of every FieldError in err (a single one or an
+// errors.Join tree), in order; tests and tools check which keys a
+// Validate named with it.
+func Keys(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var keys []string
+		for _, e := range joined.Unwrap() {
+			keys = append(keys, Keys(e)...)
+		}
+		return keys
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []string{fe.Key}
+	}
+	return nil
+}
+
+// Default sets *field to def when it holds its type's zero value: a
+// component's setDefaults is one line per field.
+func Default[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}

@@ -1,9 +1,9 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +60,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 			t.Errorf("%s: invalid value accepted", tc.key)
 			continue
 		}
-		if !hasKey(err, tc.key) {
+		if !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("%s: error does not name the key: %v", tc.key, err)
 		}
 		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
@@ -69,33 +69,12 @@ func TestValidateNamesTheKey(t *testing.T) {
 	}
 }
 
-func hasKey(err error, key string) bool {
-	var fe *cfgerr.FieldError
-	for _, e := range flatten(err) {
-		if errors.As(e, &fe) && fe.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
-}
-
 func TestValidateJoinsEveryProblem(t *testing.T) {
 	c := Default()
 	c.MySQL.MaxOpenConns = 0
 	c.Shutdown.Timeout = 0
 	err := c.Validate()
-	if !hasKey(err, "mysql.max_open_conns") || !hasKey(err, "shutdown.timeout") {
+	if !slices.Contains(cfgerr.Keys(err), "mysql.max_open_conns") || !slices.Contains(cfgerr.Keys(err), "shutdown.timeout") {
 		t.Fatalf("want both keys named, got %v", err)
 	}
 }

@@ -54,12 +54,8 @@ type LoaderConfig struct {
 }
 
 func (c *LoaderConfig) setDefaults() {
-	if c.CacheSize == 0 {
-		c.CacheSize = 10000
-	}
-	if c.MissTTL == 0 {
-		c.MissTTL = 5 * time.Second
-	}
+	cfgerr.Default(&c.CacheSize, 10000)
+	cfgerr.Default(&c.MissTTL, 5*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -143,9 +143,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Runtime.Name == "" {
-		c.Runtime.Name = Name
-	}
+	cfgerr.Default(&c.Runtime.Name, Name)
 }
 
 // Validate reports the invalid fields of c with its defaults applied:

@@ -154,28 +154,19 @@ const (
 
 // setDefaults fills the zero fields that have a default.
 func (c *Config) setDefaults() {
-	setDuration := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
-	setDuration(&c.CommitInterval, defaultCommitInterval)
-	if c.CommitRecords == 0 {
-		c.CommitRecords = defaultCommitRecords
-	}
-	setDuration(&c.Kafka.SessionTimeout, defaultSessionTimeout)
-	setDuration(&c.LagInterval, defaultLagInterval)
-	setDuration(&c.TTLSweepInterval, defaultTTLSweepInterval)
-	setDuration(&c.TransactionTimeout, defaultTransactionTimeout)
-	setDuration(&c.RetryBackoffMin, defaultRetryBackoffMin)
-	setDuration(&c.RetryBackoffMax, defaultRetryBackoffMax)
-	setDuration(&c.ShutdownTimeout, defaultShutdownTimeout)
+	cfgerr.Default(&c.CommitInterval, defaultCommitInterval)
+	cfgerr.Default(&c.CommitRecords, defaultCommitRecords)
+	cfgerr.Default(&c.Kafka.SessionTimeout, defaultSessionTimeout)
+	cfgerr.Default(&c.LagInterval, defaultLagInterval)
+	cfgerr.Default(&c.TTLSweepInterval, defaultTTLSweepInterval)
+	cfgerr.Default(&c.TransactionTimeout, defaultTransactionTimeout)
+	cfgerr.Default(&c.RetryBackoffMin, defaultRetryBackoffMin)
+	cfgerr.Default(&c.RetryBackoffMax, defaultRetryBackoffMax)
+	cfgerr.Default(&c.ShutdownTimeout, defaultShutdownTimeout)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	cfgerr.Default(&c.Logger, slog.Default())
 	if c.TransactionalID == "" && c.Group != "" {
 		host, _ := os.Hostname()
 		if host == "" {

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/producers/relay"
 )
 
 // SeedRule writes the scenario's lucky rule (and a tier table summing to

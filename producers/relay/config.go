@@ -103,39 +103,19 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.GapMaxAge == 0 {
-		c.GapMaxAge = DefaultGapMaxAge
-	}
-	if c.MaxOpenGaps == 0 {
-		c.MaxOpenGaps = DefaultMaxOpenGaps
-	}
-	if c.FailoverTimeout == 0 {
-		c.FailoverTimeout = DefaultFailoverTimeout
-	}
-	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	cfgerr.Default(&c.BatchSize, DefaultBatchSize)
+	cfgerr.Default(&c.PollInterval, DefaultPollInterval)
+	cfgerr.Default(&c.GapMaxAge, DefaultGapMaxAge)
+	cfgerr.Default(&c.MaxOpenGaps, DefaultMaxOpenGaps)
+	cfgerr.Default(&c.FailoverTimeout, DefaultFailoverTimeout)
+	cfgerr.Default(&c.MaxRecordBytes, DefaultMaxRecordBytes)
+	cfgerr.Default(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	cfgerr.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	cfgerr.Default(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Table == "" {
-		c.Table = DefaultTable
-	}
+	cfgerr.Default(&c.Table, DefaultTable)
 }
 
 // Validate checks every setting, keyed by the field's snake-case name

@@ -1,8 +1,8 @@
 package relay
 
 import (
-	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +77,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		c := valid
 		tc.mut(&c)
 		err := c.Validate()
-		if !hasKey(err, tc.key) {
+		if !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("%s: error does not name the key: %v", tc.key, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), "config: "+tc.key+": ") {
@@ -91,28 +91,7 @@ func TestNewReturnsFieldErrors(t *testing.T) {
 	c := minimalConfig()
 	c.BatchSize, c.Topic = -1, ""
 	_, err := New(c, nilDB(t))
-	if !hasKey(err, "batch_size") || !hasKey(err, "topic") {
+	if !slices.Contains(cfgerr.Keys(err), "batch_size") || !slices.Contains(cfgerr.Keys(err), "topic") {
 		t.Fatalf("want batch_size and topic named, got %v", err)
 	}
-}
-
-func hasKey(err error, key string) bool {
-	var fe *cfgerr.FieldError
-	for _, e := range flatten(err) {
-		if errors.As(e, &fe) && fe.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

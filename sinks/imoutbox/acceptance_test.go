@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -398,10 +399,10 @@ func TestConfigRules(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	// lock_ttl is compared with the publish_timeout in effect (3s).
-	if err := (imoutbox.ServiceConfig{ClaimGrace: time.Second, LockTTL: 2 * time.Second, PublishTimeout: -1}).Validate(); !hasKey(err, "lock_ttl") {
+	if err := (imoutbox.ServiceConfig{ClaimGrace: time.Second, LockTTL: 2 * time.Second, PublishTimeout: -1}).Validate(); !slices.Contains(cfgerr.Keys(err), "lock_ttl") {
 		t.Fatalf("lock_ttl under the default publish_timeout: %v", err)
 	}
-	if _, err := imoutbox.NewService(imoutbox.ServiceConfig{RetryStrategy: "exponential"}, nil, nil); !hasKey(err, "retry_strategy") {
+	if _, err := imoutbox.NewService(imoutbox.ServiceConfig{RetryStrategy: "exponential"}, nil, nil); !slices.Contains(cfgerr.Keys(err), "retry_strategy") {
 		t.Fatalf("service strategy: %v", err)
 	}
 	if _, err := imoutbox.NewService(imoutbox.ServiceConfig{RetryStrategy: "fixed_interval"}, nil, nil); err != nil {
@@ -410,7 +411,7 @@ func TestConfigRules(t *testing.T) {
 
 	cfg := imoutbox.Config{Group: "g", Topic: "t", Kafka: kafkax.Cluster{Brokers: []string{testenv.ClosedAddr(t)}}}
 	_, err = imoutbox.NewPublisher(cfg, nil)
-	if !hasKey(err, "im.sdk_app_id") || !hasKey(err, "im.secret_key") {
+	if !slices.Contains(cfgerr.Keys(err), "im.sdk_app_id") || !slices.Contains(cfgerr.Keys(err), "im.secret_key") {
 		t.Fatalf("publisher without IM credentials: %v", err)
 	}
 	cfg.IM.SecretKey = testKey
@@ -463,7 +464,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	for _, tc := range cases {
 		c := valid()
 		tc.mut(&c)
-		if err := c.Validate(); !hasKey(err, tc.key) {
+		if err := c.Validate(); !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("%s: error does not name the field: %v", tc.key, err)
 		}
 	}
@@ -475,23 +476,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		t.Fatalf("disabled: %v", err)
 	}
 	c.LockTTL = -1
-	if err := c.Validate(); !hasKey(err, "lock_ttl") {
+	if err := c.Validate(); !slices.Contains(cfgerr.Keys(err), "lock_ttl") {
 		t.Fatalf("disabled, bad lock_ttl: %v", err)
 	}
-}
-
-// hasKey reports whether err (joined or not) has a FieldError for key.
-func hasKey(err error, key string) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if hasKey(e, key) {
-				return true
-			}
-		}
-		return false
-	}
-	var fe *cfgerr.FieldError
-	return errors.As(err, &fe) && fe.Key == key
 }
 
 // Tencent stored the message but the answer was lost (gateway 502): the

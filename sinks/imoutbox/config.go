@@ -97,24 +97,12 @@ func (c *ServiceConfig) fallBack() {
 
 func (c *ServiceConfig) setDefaults() {
 	c.fallBack()
-	if c.ClaimGrace == 0 {
-		c.ClaimGrace = DefaultClaimGrace
-	}
-	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
-	}
-	if c.Lanes == 0 {
-		c.Lanes = DefaultLanes
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
-	}
-	if c.FailureSummaryInterval == 0 {
-		c.FailureSummaryInterval = DefaultFailureSummaryInterval
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	cfgerr.Default(&c.ClaimGrace, DefaultClaimGrace)
+	cfgerr.Default(&c.LockTTL, DefaultLockTTL)
+	cfgerr.Default(&c.Lanes, DefaultLanes)
+	cfgerr.Default(&c.DrainTimeout, DefaultDrainTimeout)
+	cfgerr.Default(&c.FailureSummaryInterval, DefaultFailureSummaryInterval)
+	cfgerr.Default(&c.Logger, slog.Default())
 }
 
 // Validate reports every invalid field, keyed by its snake-case name.

@@ -1,8 +1,9 @@
 package imoutbox
 
 import (
-	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/promreg"
 )
 
 type metrics struct {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
 // Applier turns the records of one input topic into MySQL facts. The
@@ -150,4 +152,28 @@ func CheckColumns(cols ...Column) error {
 		}
 	}
 	return nil
+}
+
+// ApplierConfig is what every applier is built from: the topic it
+// consumes and the app_code of a record that carries none.
+type ApplierConfig struct {
+	// Topic is the input topic (required).
+	Topic string
+	// DefaultAppCode is the app_code of a record whose app_code is empty,
+	// at most MaxAppCode bytes; empty makes such a record invalid (a dead
+	// letter, reason missing_app_code).
+	DefaultAppCode string
+}
+
+// MaxAppCode is the width of every fact table's app_code column.
+const MaxAppCode = 32
+
+// Validate names the problems by field: "topic", "default_app_code".
+func (c ApplierConfig) Validate() error {
+	var v cfgerr.Checks
+	v.Topic("topic", c.Topic)
+	if len(c.DefaultAppCode) > MaxAppCode {
+		v.Bad("default_app_code", "must be at most %d bytes (got %d)", MaxAppCode, len(c.DefaultAppCode))
+	}
+	return v.Err()
 }

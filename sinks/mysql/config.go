@@ -91,33 +91,19 @@ type Config struct {
 
 // setDefaults fills the fields whose zero value is not a valid setting.
 func (c *Config) setDefaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = DefaultFlushInterval
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = DefaultMaxRetries
-	}
-	if c.DLQTopic == "" {
-		c.DLQTopic = DefaultDLQTopic
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	cfgerr.Default(&c.BatchSize, DefaultBatchSize)
+	cfgerr.Default(&c.FlushInterval, DefaultFlushInterval)
+	cfgerr.Default(&c.MaxRetries, DefaultMaxRetries)
+	cfgerr.Default(&c.DLQTopic, DefaultDLQTopic)
+	cfgerr.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	cfgerr.Default(&c.Logger, slog.Default())
 	if c.OwnerID == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		c.OwnerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if c.Parallelism == 0 {
-		c.Parallelism = DefaultParallelism
-	}
+	cfgerr.Default(&c.Parallelism, DefaultParallelism)
 }
 
 // Validate names the first problem of each field by its snake-case name
@@ -151,9 +137,7 @@ type StoreConfig struct {
 }
 
 func (c *StoreConfig) setDefaults() {
-	if c.Group == "" {
-		c.Group = DefaultGroup
-	}
+	cfgerr.Default(&c.Group, DefaultGroup)
 }
 
 // Validate names the problems by field: "group", "appliers".

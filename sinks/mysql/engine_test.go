@@ -3,6 +3,7 @@ package mysqlsink_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
@@ -153,5 +155,25 @@ func TestNewFactStreamIsOneApplier(t *testing.T) {
 	}
 	if err := o.Check(ctx, e.m.DB); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every applier's config: the topic is required and the default app_code
+// fits the app_code columns; each problem names its field.
+func TestApplierConfigNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		cfg mysqlsink.ApplierConfig
+	}{
+		{"topic", mysqlsink.ApplierConfig{}},
+		{"topic", mysqlsink.ApplierConfig{Topic: "no spaces"}},
+		{"default_app_code", mysqlsink.ApplierConfig{Topic: "t", DefaultAppCode: strings.Repeat("a", mysqlsink.MaxAppCode+1)}},
+	} {
+		if keys := cfgerr.Keys(tc.cfg.Validate()); !slices.Equal(keys, []string{tc.key}) {
+			t.Errorf("%+v: keys %v, want [%s]", tc.cfg, keys, tc.key)
+		}
+	}
+	if err := (mysqlsink.ApplierConfig{Topic: "t", DefaultAppCode: "hyapp"}).Validate(); err != nil {
+		t.Errorf("valid applier config: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -143,22 +141,6 @@ func newStore(t testing.TB, db *sql.DB, group string) *mysqlsink.Store {
 		t.Fatal(err)
 	}
 	return st
-}
-
-// fieldKeys are the keys of the *cfgerr.FieldError in err (one or joined).
-func fieldKeys(err error) []string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, fieldKeys(e)...)
-		}
-		return out
-	}
-	var fe *cfgerr.FieldError
-	if errors.As(err, &fe) {
-		return []string{fe.Key}
-	}
-	return nil
 }
 
 // ledgerRecords are es as consecutive records of tp from offset from.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
@@ -183,7 +184,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	} {
 		c := valid()
 		tc.mut(&c)
-		if _, err := mysqlsink.New(c, st); !slices.Contains(fieldKeys(err), tc.key) {
+		if _, err := mysqlsink.New(c, st); !slices.Contains(cfgerr.Keys(err), tc.key) {
 			t.Errorf("New with a bad %s: %v, want a %s field error", tc.key, err, tc.key)
 		}
 	}
@@ -193,13 +194,13 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 // all, or two for one topic (kafka.topics.mic_ledger and lucky_pool_inflow
 // naming the same topic would decode ledger entries as inflows).
 func TestNewStoreRefusesStoreWithoutOneApplierPerTopic(t *testing.T) {
-	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g"}, nil); !slices.Contains(fieldKeys(err), "appliers") || !strings.Contains(err.Error(), "at least one applier") {
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g"}, nil); !slices.Contains(cfgerr.Keys(err), "appliers") || !strings.Contains(err.Error(), "at least one applier") {
 		t.Fatalf("NewStore without appliers: %v, want an appliers error", err)
 	}
-	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: []mysqlsink.Registration{{}}}, nil); !slices.Contains(fieldKeys(err), "appliers") {
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: []mysqlsink.Registration{{}}}, nil); !slices.Contains(cfgerr.Keys(err), "appliers") {
 		t.Fatalf("NewStore with a zero Registration: %v, want an appliers error", err)
 	}
-	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: appliers(t, "same", "same")}, nil); !slices.Contains(fieldKeys(err), "appliers") || !strings.Contains(err.Error(), "same") {
+	if _, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: appliers(t, "same", "same")}, nil); !slices.Contains(cfgerr.Keys(err), "appliers") || !strings.Contains(err.Error(), "same") {
 		t.Fatalf("NewStore with two appliers for one topic: %v, want an error naming the topic", err)
 	}
 	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Appliers: appliers(t, "ledger", "inflow")}, nil)

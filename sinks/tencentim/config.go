@@ -71,24 +71,12 @@ type Config struct {
 
 // setDefaults fills the zero fields that have a default.
 func (c *Config) setDefaults() {
-	if c.Endpoint == "" {
-		c.Endpoint = DefaultEndpoint
-	}
-	if c.AdminIdentifier == "" {
-		c.AdminIdentifier = DefaultAdminIdentifier
-	}
-	if c.UserSigTTL == 0 {
-		c.UserSigTTL = DefaultUserSigTTL
-	}
-	if c.MaxCallsPerSecond == 0 {
-		c.MaxCallsPerSecond = DefaultMaxCallsPerSecond
-	}
-	if c.MaxMessagesPerGroupPerSecond == 0 {
-		c.MaxMessagesPerGroupPerSecond = DefaultMaxMessagesPerGroupPerSecond
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
+	cfgerr.Default(&c.Endpoint, DefaultEndpoint)
+	cfgerr.Default(&c.AdminIdentifier, DefaultAdminIdentifier)
+	cfgerr.Default(&c.UserSigTTL, DefaultUserSigTTL)
+	cfgerr.Default(&c.MaxCallsPerSecond, DefaultMaxCallsPerSecond)
+	cfgerr.Default(&c.MaxMessagesPerGroupPerSecond, DefaultMaxMessagesPerGroupPerSecond)
+	cfgerr.Default(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	if c.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 256
@@ -102,9 +90,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.PacingWindow == 0 {
-		c.PacingWindow = DefaultPacingWindow
-	}
+	cfgerr.Default(&c.PacingWindow, DefaultPacingWindow)
 }
 
 // Validate reports every invalid field, keyed by its snake-case name; the

@@ -164,12 +164,8 @@ type Config struct {
 const maxAppCode = 32
 
 func (c *Config) setDefaults() {
-	if c.Runtime.Name == "" {
-		c.Runtime.Name = Name
-	}
-	if c.Topics.CompensationName == "" {
-		c.Topics.CompensationName = PunctuationCompensation
-	}
+	cfgerr.Default(&c.Runtime.Name, Name)
+	cfgerr.Default(&c.Topics.CompensationName, PunctuationCompensation)
 	s := &c.Settings
 	setDuration := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {

@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -34,7 +33,6 @@ const (
 
 // Column widths of the tables the applier writes (schemas/mysql/migrations).
 const (
-	maxAppCode     = 32
 	maxEventID     = 160
 	maxSourceID    = 128
 	maxRoomID      = 64
@@ -42,37 +40,8 @@ const (
 	maxRuleVersion = 64
 )
 
-// DefaultTopic is the lucky pool inflow topic of the design (Config.Topic's
-// default).
-const DefaultTopic = "hyapp.activity.lucky-pool-inflow.v1"
-
-// Config configures the applier (New).
-type Config struct {
-	// Topic is the lucky pool inflow topic the applier consumes (default
-	// DefaultTopic).
-	Topic string
-	// DefaultAppCode is the app_code of an inflow that carries none, at most
-	// 32 bytes; empty (the default) makes such an inflow invalid (a dead
-	// letter, reason missing_app_code).
-	DefaultAppCode string
-}
-
-func (c *Config) setDefaults() {
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-}
-
-// Validate names the problems by field: "topic", "default_app_code".
-func (c Config) Validate() error {
-	c.setDefaults()
-	var v cfgerr.Checks
-	v.Set("topic", c.Topic)
-	if len(c.DefaultAppCode) > maxAppCode {
-		v.Bad("default_app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.DefaultAppCode))
-	}
-	return v.Err()
-}
+// Config configures the applier (New): its topic and default app_code.
+type Config = mysqlsink.ApplierConfig
 
 // Applier applies the lucky pool inflow topic; register it with
 // mysqlsink.Register.
@@ -81,10 +50,9 @@ type Applier struct {
 	defaultAppCode string
 }
 
-// New returns the applier of cfg.Topic, filling cfg's defaults; it fails
-// on a config that does not validate.
+// New returns the applier of cfg.Topic; it fails on a config that does
+// not validate.
 func New(cfg Config) (*Applier, error) {
-	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -122,7 +90,7 @@ func Decode(value []byte, defaultAppCode string) (*activityv1.LuckyPoolInflow, e
 		return nil, mysqlsink.Invalid("negative_inflow", "event_id %s", in.EventId)
 	}
 	if err := mysqlsink.CheckColumns(
-		mysqlsink.Column{Name: "app_code", Value: in.AppCode, Max: maxAppCode},
+		mysqlsink.Column{Name: "app_code", Value: in.AppCode, Max: mysqlsink.MaxAppCode},
 		mysqlsink.Column{Name: "event_id", Value: in.EventId, Max: maxEventID},
 		mysqlsink.Column{Name: "source_event_id", Value: in.SourceEventId, Max: maxSourceID},
 		mysqlsink.Column{Name: "room_id", Value: in.RoomId, Max: maxRoomID},

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -63,19 +62,5 @@ func TestBuildPools(t *testing.T) {
 		if pools[i] != wantPools[i] {
 			t.Fatalf("pool %d = %+v, want %+v", i, pools[i], wantPools[i])
 		}
-	}
-}
-
-// New defaults the topic and refuses a default app_code wider than its
-// column, naming the field.
-func TestNewConfig(t *testing.T) {
-	a, err := New(Config{})
-	if err != nil || a.Topic() != DefaultTopic {
-		t.Fatalf("New(Config{}): %v, topic %v; want DefaultTopic", err, a)
-	}
-	_, err = New(Config{Topic: "t", DefaultAppCode: strings.Repeat("a", 33)})
-	var fe *cfgerr.FieldError
-	if !errors.As(err, &fe) || fe.Key != "default_app_code" {
-		t.Fatalf("New with a 33-byte default app_code: %v, want a default_app_code field error", err)
 	}
 }

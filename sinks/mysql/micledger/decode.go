@@ -17,7 +17,6 @@ const (
 
 // Column widths of the tables the applier writes (schemas/mysql/migrations).
 const (
-	maxAppCode    = 32
 	maxEventID    = 128
 	maxEventType  = 64
 	maxSessionID  = 128
@@ -48,7 +47,7 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 		return nil, mysqlsink.Invalid("bad_status", "event_id %s: status %q", e.EventId, e.Status)
 	}
 	if err := mysqlsink.CheckColumns(
-		mysqlsink.Column{Name: "app_code", Value: e.AppCode, Max: maxAppCode},
+		mysqlsink.Column{Name: "app_code", Value: e.AppCode, Max: mysqlsink.MaxAppCode},
 		mysqlsink.Column{Name: "event_id", Value: e.EventId, Max: maxEventID},
 		mysqlsink.Column{Name: "event_type", Value: e.EventType, Max: maxEventType},
 		mysqlsink.Column{Name: "mic_session_id", Value: e.MicSessionId, Max: maxSessionID},

@@ -22,42 +22,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
-// DefaultTopic is the mic ledger topic of the design (Config.Topic's
-// default).
-const DefaultTopic = "hyapp.user.mic-ledger.v1"
-
-// Config configures the applier (New).
-type Config struct {
-	// Topic is the mic ledger topic the applier consumes (default
-	// DefaultTopic).
-	Topic string
-	// DefaultAppCode is the app_code of an entry that carries none, at most
-	// 32 bytes; empty (the default) makes such an entry invalid (a dead
-	// letter, reason missing_app_code).
-	DefaultAppCode string
-}
-
-func (c *Config) setDefaults() {
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-}
-
-// Validate names the problems by field: "topic", "default_app_code".
-func (c Config) Validate() error {
-	c.setDefaults()
-	var v cfgerr.Checks
-	v.Set("topic", c.Topic)
-	if len(c.DefaultAppCode) > maxAppCode {
-		v.Bad("default_app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.DefaultAppCode))
-	}
-	return v.Err()
-}
+// Config configures the applier (New): its topic and default app_code.
+type Config = mysqlsink.ApplierConfig
 
 // Applier applies the mic ledger topic; register it with
 // mysqlsink.Register.
@@ -66,10 +36,9 @@ type Applier struct {
 	defaultAppCode string
 }
 
-// New returns the applier of cfg.Topic, filling cfg's defaults; it fails
-// on a config that does not validate.
+// New returns the applier of cfg.Topic; it fails on a config that does
+// not validate.
 func New(cfg Config) (*Applier, error) {
-	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -287,18 +287,10 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.QueryTimeout == 0 {
-		c.QueryTimeout = DefaultQueryTimeout
-	}
-	if c.UserHeader == "" {
-		c.UserHeader = DefaultUserHeader
-	}
-	if c.AppCodeHeader == "" {
-		c.AppCodeHeader = DefaultAppCodeHeader
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	cfgerr.Default(&c.QueryTimeout, DefaultQueryTimeout)
+	cfgerr.Default(&c.UserHeader, DefaultUserHeader)
+	cfgerr.Default(&c.AppCodeHeader, DefaultAppCodeHeader)
+	cfgerr.Default(&c.Logger, slog.Default())
 }
 
 // Validate names the problems by field: "default_app_code",
