@@ -470,8 +470,7 @@ func TestIMWiringComponentDefaultsMatchConfig(t *testing.T) {
 }
 
 // Every outbox_worker.* and im.* check, each with the app's dotted key its
-// error must name (internal/config's Validate and ValidateIM held them
-// before the publisher owned them).
+// error must name.
 func TestIMWiringNamesTheKey(t *testing.T) {
 	cases := []struct {
 		key string
@@ -520,7 +519,7 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 	}
 }
 
-// Delivering needs the IM credentials (what ValidateIM checked): both are
+// Delivering needs the IM credentials: both are
 // named when missing, the secret never.
 func TestIMWiringNeedsCredentialsToDeliver(t *testing.T) {
 	cfg := config.Default()
