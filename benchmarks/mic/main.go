@@ -330,22 +330,15 @@ func runtimeConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logg
 	}
 }
 
-// micConfig is the mic processor on cfg (its topics and mic settings) and
-// runtimeConfig with cfg's changelog.
+// micConfig is the mic processor on cfg's topics with runtimeConfig and
+// cfg's changelog; the mic settings are micproc's own defaults, which are
+// the app's (wiring tests check it).
 func micConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) micproc.Config {
-	t, m := cfg.Kafka.Topics, cfg.Mic
+	t := cfg.Kafka.Topics
 	c := micproc.Config{
 		Runtime: runtimeConfig(cfg, reg, log),
 		Topics: micproc.Topics{Ledger: t.MicLedger, SessionClosed: t.MicSessionClosed, DailyStats: t.MicDailyStats,
 			LifetimeStats: t.MicLifetimeStats},
-		Settings: micproc.Settings{
-			Policy:                 mic.Policy{PendingPublishMaxAge: m.PendingPublishMaxAge.D(), PublishingSessionMaxAge: m.PublishingSessionMaxAge.D()},
-			DisableCompensation:    !m.CompensationEnabled,
-			CompensationInterval:   m.CompensationInterval.D(),
-			CompensationBatchSize:  m.CompensationBatchSize,
-			ClosedSessionRetention: m.ClosedSessionRetention.D(),
-			DayRoomRetention:       m.DayRoomRetention.D(),
-		},
 		AppCode: cfg.AppCode,
 	}
 	c.Runtime.Changelog = t.MicStateChangelog

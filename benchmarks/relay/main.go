@@ -277,24 +277,16 @@ func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router re
 }
 
 // relayConfig is the benchmark's relay on cfg, logging to log (its Kafka
-// clients' warnings too), without metrics.
+// clients' warnings too), without metrics; the relay's own defaults are
+// the app's (wiring tests check it), so only what the benchmark sets is
+// given.
 func relayConfig(cfg config.Config, log *slog.Logger) relay.Config {
+	t := cfg.Kafka.Topics
 	return relay.Config{
-		BatchSize:       cfg.Relay.BatchSize,
-		PollInterval:    cfg.Relay.PollInterval.D(),
-		GapMaxAge:       cfg.Relay.GapMaxAge.D(),
-		MaxOpenGaps:     cfg.Relay.MaxOpenGaps,
-		FailoverTimeout: cfg.Relay.FailoverTimeout.D(),
-		TransactionalID: cfg.Relay.TransactionalID,
-		MaxRecordBytes:  cfg.Relay.MaxRecordBytes,
-		MaxBatchBytes:   cfg.Relay.MaxBatchBytes,
-		Routes:          cfg.Relay.Routes,
-		Topic:           cfg.Kafka.Topics.RoomEvents,
-		DLQTopic:        cfg.Kafka.Topics.DLQ,
-		OffsetsTopic:    cfg.Kafka.Topics.RelayOffsets,
-		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-		Kafka:           kafkax.NewCluster(cfg.Kafka, nil, log),
-		Logger:          log,
+		BatchSize: cfg.Relay.BatchSize, PollInterval: cfg.Relay.PollInterval.D(),
+		FailoverTimeout: cfg.Relay.FailoverTimeout.D(), TransactionalID: cfg.Relay.TransactionalID,
+		Topic: t.RoomEvents, DLQTopic: t.DLQ, OffsetsTopic: t.RelayOffsets,
+		Kafka: kafkax.NewCluster(cfg.Kafka, nil, log), Logger: log,
 	}
 }
 
