@@ -172,13 +172,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.db.Close()
-	acl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("failover-bench")
+	acl, err := cfg.Kafka.Cluster(nil, nil).NewClient("failover-bench")
 	if err != nil {
 		return err
 	}
 	defer acl.Close()
 	b.adm = kadm.NewClient(acl)
-	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka.Layout()); err != nil {
 		return err
 	}
 	// Markers: mic events only (each reaches the sink's consumption table).
@@ -483,7 +483,7 @@ type tail struct {
 }
 
 func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
-	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("failover-tail",
+	cl, err := kcfg.Cluster(nil, nil).NewClient("failover-tail",
 		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(50*time.Millisecond))

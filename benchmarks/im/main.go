@@ -114,7 +114,7 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 		return err
 	}
 	defer kcl.Close()
-	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(kcl), cfg.Kafka); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(kcl), cfg.Kafka.Layout()); err != nil {
 		return err
 	}
 
@@ -134,7 +134,7 @@ func run(rate, hot, hotRate, rooms, partitions int, dur, delay time.Duration) er
 			UserSigTTL: im.UserSigTTL.D(), MaxCallsPerSecond: im.MaxCallsPerSecond, MaxMessagesPerGroupPerSecond: im.MaxMessagesPerGroupPerSecond,
 			MaxMessageBytes: im.MaxMessageBytes, HTTPClient: &http.Client{Transport: tr}},
 		FastPathDelay: im.FastPathDelay.D(), Group: ow.Group, Topic: cfg.Kafka.Topics.RoomEvents,
-		Kafka: kafkax.NewCluster(cfg.Kafka, reg, log),
+		Kafka: cfg.Kafka.Cluster(reg, log),
 	}, db)
 	if err != nil {
 		return err

@@ -168,13 +168,13 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 		cfg.Process.CommitRecords = commitRecs
 		cfg.Process.CommitInterval = config.Duration(commitIvl)
 		cfg.Process.MicGroup = prefix + "mic"
-		cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-admin")
+		cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-admin")
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
 		adm := kadm.NewClient(cl)
-		if _, err := kafkax.EnsureTopics(ctx, adm, cfg.Kafka); err != nil {
+		if _, err := kafkax.EnsureTopics(ctx, adm, cfg.Kafka.Layout()); err != nil {
 			return nil, err
 		}
 		if _, err := adm.CreateTopic(ctx, partitions, -1, nil, prefix+"raw-out"); err != nil {
@@ -320,7 +320,7 @@ func run(events, open int, partitions int32, brokers string, commitRecs int, com
 // mic input, group and DLQ, cfg's commit bounds, no lag polling.
 func runtimeConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) rt.Config {
 	t := cfg.Kafka.Topics
-	kafka := kafkax.NewCluster(cfg.Kafka, reg, log)
+	kafka := cfg.Kafka.Cluster(reg, log)
 	return rt.Config{
 		Input: t.UserMicEvents, Group: cfg.Process.MicGroup, DLQ: t.DLQ,
 		CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
@@ -417,7 +417,7 @@ func counter(reg *prometheus.Registry, name string) float64 {
 // createTopic creates topic with the input's partitions (compacted: a
 // changelog).
 func createTopic(ctx context.Context, cfg *config.Config, topic string, compacted bool) error {
-	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-admin")
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-admin")
 	if err != nil {
 		return err
 	}
@@ -620,7 +620,7 @@ func uuidLike(r *rand.Rand) string {
 }
 
 func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
-	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench-producer", kgo.ProducerLinger(5*time.Millisecond),
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-producer", kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(200_000))
 	if err != nil {
 		return err

@@ -113,13 +113,13 @@ func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, 
 	cfg.Kafka.ReplicationFactor = -1
 	cfg.Process.CommitRecords = commitRecs
 	cfg.Process.CommitInterval = config.Duration(commitIvl)
-	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("bench", kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench", kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := kafkax.EnsureTopics(ctx, adm, cfg.Kafka); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, adm, cfg.Kafka.Layout()); err != nil {
 		return err
 	}
 	rawOut := "bench.raw.out"
@@ -295,7 +295,7 @@ func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *l
 			Name: room.Name, Input: t.RoomEvents, Group: group, TransactionalID: group, DLQ: t.DLQ,
 			CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
 			ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-			Kafka:           kafkax.NewCluster(cfg.Kafka, nil, log), Registerer: reg, Logger: log, LagInterval: -1,
+			Kafka:           cfg.Kafka.Cluster(nil, log), Registerer: reg, Logger: log, LagInterval: -1,
 		},
 		MicTopic: t.UserMicEvents, InflowTopic: t.LuckyPoolInflow, AppCode: cfg.AppCode,
 	}

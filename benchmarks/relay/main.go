@@ -90,7 +90,7 @@ func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, wri
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg.Layout()); err != nil {
 		return err
 	}
 	rawTopic := prefix + "raw"
@@ -232,7 +232,7 @@ func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int
 // rawScan is the raw limit: the relay's read query, the same record
 // building, a plain idempotent producer, no transactions, no position.
 func rawScan(ctx context.Context, db *sql.DB, kcfg config.KafkaConfig, router relay.Router, batch, maxBytes int) (time.Duration, int, error) {
-	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("bench-raw", kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
+	cl, err := kcfg.Cluster(nil, nil).NewClient("bench-raw", kgo.ProducerLinger(0), kgo.MaxBufferedRecords(2*batch+16))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -286,7 +286,7 @@ func relayConfig(cfg config.Config, log *slog.Logger) relay.Config {
 		BatchSize: cfg.Relay.BatchSize, PollInterval: cfg.Relay.PollInterval.D(),
 		FailoverTimeout: cfg.Relay.FailoverTimeout.D(), TransactionalID: cfg.Relay.TransactionalID,
 		Topic: t.RoomEvents, DLQTopic: t.DLQ, OffsetsTopic: t.RelayOffsets,
-		Kafka: kafkax.NewCluster(cfg.Kafka, nil, log), Logger: log,
+		Kafka: cfg.Kafka.Cluster(nil, log), Logger: log,
 	}
 }
 

@@ -190,13 +190,13 @@ func run(o opts) error {
 	}
 	defer stopKafka()
 	kcfg.Brokers = seeds
-	cl, err := kafkax.NewCluster(kcfg, nil, nil).NewClient("bench", kgo.ProducerBatchMaxBytes(1<<20))
+	cl, err := kcfg.Cluster(nil, nil).NewClient("bench", kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg.Layout()); err != nil {
 		return err
 	}
 	if err := sinktest.Produce(ctx, cl, sinktest.LedgerRecords(kcfg.Topics.MicLedger, ledger)); err != nil {
@@ -422,7 +422,7 @@ func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map
 		FlushInterval: o.flush,
 		Group:         group,
 		DLQTopic:      kcfg.Topics.DLQ,
-		Kafka:         kafkax.NewCluster(kcfg, nil, log),
+		Kafka:         kcfg.Cluster(nil, log),
 		Logger:        log,
 		Parallelism:   o.parallelism,
 	}, store)

@@ -15,7 +15,6 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
-	"github.com/hyapp/roomflow/internal/obs"
 )
 
 func migrateCmd(g *globals) *cobra.Command {
@@ -34,7 +33,7 @@ A released migration whose text changed is reported as an error.`,
 			if err != nil {
 				return err
 			}
-			log := obs.NewLogger(os.Stderr, cfg.Log)
+			log := cfg.Log.Logger(os.Stderr)
 			db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
 			if err != nil {
 				return err
@@ -71,14 +70,14 @@ existing topics are never altered.`,
 			if err != nil {
 				return err
 			}
-			cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("topics")
+			cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("topics")
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
-			statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka)
+			statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tCOMPACTED\tCREATED")
 			for _, s := range statuses {

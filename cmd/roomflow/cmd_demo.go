@@ -17,7 +17,6 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
-	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
@@ -110,12 +109,12 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	if err := loadgen.SeedRule(ctx, db, o.Scenario.Rule); err != nil {
 		return res, err
 	}
-	admCl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("demo")
+	admCl, err := cfg.Kafka.Cluster(nil, nil).NewClient("demo")
 	if err != nil {
 		return res, err
 	}
 	defer admCl.Close()
-	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), cfg.Kafka); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), cfg.Kafka.Layout()); err != nil {
 		return res, err
 	}
 	step("MySQL schema migrated, topics created, lucky rule %s/%s seeded", o.Scenario.Rule.GiftID, o.Scenario.Rule.RuleVersion)
@@ -124,7 +123,7 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	if o.LogLevel == "debug" || o.LogLevel == "info" {
 		logOut = os.Stderr
 	}
-	deps := app.NewDeps(&cfg, obs.NewLogger(logOut, cfg.Log))
+	deps := app.NewDeps(&cfg, cfg.Log.Logger(logOut))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErr := make(chan error, 1)

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 )
@@ -92,7 +91,7 @@ shorter max age away from its timer's due time.`,
 					return err
 				}
 			case "kafka":
-				cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
+				cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
 				if err != nil {
 					return err
 				}

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -92,7 +91,7 @@ func peek(ctx context.Context, cfg *config.Config, topicArg string, o peekOpts, 
 			topic = t.Name
 		}
 	}
-	adm, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("peek")
+	adm, err := cfg.Kafka.Cluster(nil, nil).NewClient("peek")
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func consume(ctx context.Context, cfg *config.Config, topic string, from, ends m
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)
 	}
-	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("peek",
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("peek",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords())

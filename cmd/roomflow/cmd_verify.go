@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -164,7 +163,7 @@ func printGaps(w io.Writer, gaps []abandonedGap) {
 // readTopic consumes topic from the start (read_committed) until no
 // record arrived for idle.
 func readTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, each func(*kgo.Record)) error {
-	cl, err := kafkax.NewCluster(cfg.Kafka, nil, nil).NewClient("verify",
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("verify",
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/obs"
 )
 
 func main() {
@@ -56,7 +55,7 @@ func (g *globals) deps() (*app.Deps, error) {
 	if err != nil {
 		return nil, err
 	}
-	return app.NewDeps(cfg, obs.NewLogger(os.Stderr, cfg.Log)), nil
+	return app.NewDeps(cfg, cfg.Log.Logger(os.Stderr)), nil
 }
 
 func newRoot() *cobra.Command {

@@ -52,7 +52,7 @@ func leavingOnStop(d *app.Deps, component string, c app.Component, members ...st
 			if m.id == "" {
 				continue
 			}
-			if err := kafkax.LeaveGroup(lctx, kafkax.NewCluster(d.Config.Kafka, nil, d.Log), component, m.group, m.id); err != nil {
+			if err := kafkax.LeaveGroup(lctx, d.Config.Kafka.Cluster(nil, d.Log), component, m.group, m.id); err != nil {
 				// Not fatal: the session timeout frees the partitions.
 				d.Log.Warn("static member did not leave its group", "component", component, "group", m.group, "instance_id", m.id, "error", err)
 				continue

@@ -17,7 +17,6 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
@@ -82,7 +81,7 @@ func relayConfig(d *app.Deps, instanceID string) (relay.Config, error) {
 		DLQTopic:        cfg.Kafka.Topics.DLQ,
 		OffsetsTopic:    cfg.Kafka.Topics.RelayOffsets,
 		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-		Kafka:           kafkax.NewCluster(cfg.Kafka, reg, d.Log),
+		Kafka:           cfg.Kafka.Cluster(reg, d.Log),
 		Registerer:      reg,
 		Logger:          d.Log,
 		InstanceID:      instanceID,
@@ -139,7 +138,7 @@ func processRuntime(d *app.Deps, name, group, input string) runtime.Config {
 		CommitInterval:  cfg.Process.CommitInterval.D(),
 		CommitRecords:   cfg.Process.CommitRecords,
 		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-		Kafka:           kafkax.NewCluster(cfg.Kafka, reg, d.Log),
+		Kafka:           cfg.Kafka.Cluster(reg, d.Log),
 		Registerer:      reg,
 		Logger:          d.Log,
 	}
@@ -270,7 +269,7 @@ func sinkConfig(d *app.Deps) (mysqlsink.Config, error) {
 		MaxRetries:      cfg.Sink.MaxRetries,
 		DLQTopic:        cfg.Kafka.Topics.DLQ,
 		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-		Kafka:           kafkax.NewCluster(cfg.Kafka, d.Registry, d.Log),
+		Kafka:           cfg.Kafka.Cluster(d.Registry, d.Log),
 		Registerer:      d.Registry,
 		Logger:          d.Log,
 		Health:          d.Health,
@@ -396,7 +395,7 @@ func imPublisherConfig(d *app.Deps, instanceID string) (imoutbox.Config, error) 
 		FastPathDelay: im.FastPathDelay.D(),
 		Group:         ow.Group,
 		Topic:         cfg.Kafka.Topics.RoomEvents,
-		Kafka:         kafkax.NewCluster(cfg.Kafka, reg, d.Log),
+		Kafka:         cfg.Kafka.Cluster(reg, d.Log),
 		InstanceID:    instanceID,
 	}
 	return c, cfgerr.Under("outbox_worker", imPublisherKeys, c.Validate())

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -47,6 +48,18 @@ type Config struct {
 type LogConfig struct {
 	Level  string `yaml:"level"`  // debug|info|warn|error; default info
 	Format string `yaml:"format"` // json|text; default json
+}
+
+// Logger returns the process logger per log.level and log.format,
+// writing to w.
+func (l LogConfig) Logger(w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(strings.ToUpper(l.Level))) // validated by Validate
+	opts := &slog.HandlerOptions{Level: lvl}
+	if l.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // MetricsConfig is the shared HTTP server for /metrics, /healthz, /readyz.

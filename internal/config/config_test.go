@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,5 +247,23 @@ func TestTopicsPrefix(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("want 2 compacted internal topics, got %d", n)
+	}
+}
+
+func TestLoggerJSON(t *testing.T) {
+	var buf bytes.Buffer
+	log := LogConfig{Level: "warn", Format: "json"}.Logger(&buf)
+	log.Info("dropped")
+	log.Warn("kept", "component", "relay", "event_id", "e1")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("level filter: %q", buf.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["msg"] != "kept" || m["component"] != "relay" || m["event_id"] != "e1" {
+		t.Fatalf("fields: %v", m)
 	}
 }

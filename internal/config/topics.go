@@ -1,26 +1,38 @@
 package config
 
-// TopicSpec is one topic of the design and whether it is an internal,
-// compacted state topic.
-type TopicSpec struct {
-	Key       string // YAML key under kafka.topics
-	Name      string
-	Compacted bool
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
+)
+
+// Cluster is how components reach the kafka block's cluster: brokers,
+// client id prefix and group session, with their clients' metrics on
+// metrics and franz-go's warnings on log (either may be nil).
+func (k KafkaConfig) Cluster(metrics prometheus.Registerer, log *slog.Logger) kafkax.Cluster {
+	return kafkax.Cluster{Brokers: k.Brokers, ClientID: k.ClientID, SessionTimeout: k.SessionTimeout.D(), Metrics: metrics, Logger: log}
+}
+
+// Layout is the design's topics as `roomflow topics` creates them.
+func (k KafkaConfig) Layout() kafkax.TopicLayout {
+	return kafkax.TopicLayout{Topics: k.Topics.List(), Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor}
 }
 
 // List returns every topic with its key, in a stable order.
-func (t Topics) List() []TopicSpec {
-	return []TopicSpec{
-		{"room_events", t.RoomEvents, false},
-		{"user_mic_events", t.UserMicEvents, false},
-		{"mic_ledger", t.MicLedger, false},
-		{"mic_session_closed", t.MicSessionClosed, false},
-		{"mic_daily_stats", t.MicDailyStats, false},
-		{"mic_lifetime_stats", t.MicLifetimeStats, false},
-		{"lucky_pool_inflow", t.LuckyPoolInflow, false},
-		{"dlq", t.DLQ, false},
-		{"relay_offsets", t.RelayOffsets, true},
-		{"mic_state_changelog", t.MicStateChangelog, true},
+func (t Topics) List() []kafkax.TopicSpec {
+	return []kafkax.TopicSpec{
+		{Key: "room_events", Name: t.RoomEvents, Compacted: false},
+		{Key: "user_mic_events", Name: t.UserMicEvents, Compacted: false},
+		{Key: "mic_ledger", Name: t.MicLedger, Compacted: false},
+		{Key: "mic_session_closed", Name: t.MicSessionClosed, Compacted: false},
+		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false},
+		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false},
+		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false},
+		{Key: "dlq", Name: t.DLQ, Compacted: false},
+		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true},
+		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true},
 	}
 }
 

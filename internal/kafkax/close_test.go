@@ -23,7 +23,7 @@ func TestCloseWithinBoundsAHeldJoinGroup(t *testing.T) {
 	}
 	group := testenv.UniqueName(t)
 	held := k.HoldJoinGroups(t, group)
-	cl, err := kafkax.NewCluster(k.Config, nil, nil).NewClient("closetest",
+	cl, err := k.Config.Cluster(nil, nil).NewClient("closetest",
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(k.Config.Topics.RoomEvents), kgo.RebalanceTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)

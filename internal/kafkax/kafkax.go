@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/internal/config"
 )
 
 // clientSeq numbers the clients of this process: kprom registers one set of
@@ -41,12 +40,6 @@ type Cluster struct {
 	Logger *slog.Logger
 	// Extra is appended to every client's options (tests: hooks, retries).
 	Extra []kgo.Opt
-}
-
-// NewCluster maps the app-wide kafka block; metrics and logs are the
-// caller's.
-func NewCluster(cfg config.KafkaConfig, metrics prometheus.Registerer, log *slog.Logger) Cluster {
-	return Cluster{Brokers: cfg.Brokers, ClientID: cfg.ClientID, SessionTimeout: cfg.SessionTimeout.D(), Metrics: metrics, Logger: log}
 }
 
 // Validate names the cluster's own fields.

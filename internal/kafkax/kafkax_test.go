@@ -18,11 +18,11 @@ import (
 func TestClientMetricsShareRegistry(t *testing.T) {
 	k := testenv.NewKafka(t)
 	reg := prometheus.NewRegistry()
-	a, err := kafkax.NewCluster(k.Config, reg, nil).NewClient("relay")
+	a, err := k.Config.Cluster(reg, nil).NewClient("relay")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := kafkax.NewCluster(k.Config, reg, nil).NewClient("relay")
+	b, err := k.Config.Cluster(reg, nil).NewClient("relay")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,10 @@ func TestHeartbeatInterval(t *testing.T) {
 			t.Errorf("HeartbeatInterval(%s) = %s, want %s", c.session, got, c.want)
 		}
 	}
-	if opts := kafkax.NewCluster(config.KafkaConfig{}, nil, nil).GroupOpts(); opts != nil {
+	if opts := (kafkax.Cluster{}).GroupOpts(); opts != nil {
 		t.Errorf("GroupOpts without a session timeout = %d options, want none (kgo defaults)", len(opts))
 	}
-	if opts := kafkax.NewCluster(config.Default().Kafka, nil, nil).GroupOpts(); len(opts) != 2 {
+	if opts := config.Default().Kafka.Cluster(nil, nil).GroupOpts(); len(opts) != 2 {
 		t.Errorf("GroupOpts(defaults) = %d options, want session timeout and heartbeat", len(opts))
 	}
 }

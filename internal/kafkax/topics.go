@@ -9,8 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/hyapp/roomflow/internal/config"
 )
 
 // TopicMismatchError is an existing topic that does not match the design:
@@ -24,6 +22,22 @@ type TopicMismatchError struct {
 
 func (e *TopicMismatchError) Error() string { return "topics: " + e.Topic + ": " + e.Reason }
 
+// TopicSpec is one topic of the design and whether it is an internal,
+// compacted state topic.
+type TopicSpec struct {
+	Key       string // its key under kafka.topics
+	Name      string
+	Compacted bool
+}
+
+// TopicLayout is every topic roomflow needs and how to create a missing
+// one.
+type TopicLayout struct {
+	Topics            []TopicSpec
+	Partitions        int32
+	ReplicationFactor int16 // -1: the broker's default
+}
+
 // TopicStatus is what EnsureTopics found or did for one topic.
 type TopicStatus struct {
 	Name       string
@@ -32,17 +46,17 @@ type TopicStatus struct {
 	Created    bool
 }
 
-// EnsureTopics creates missing topics of cfg.Topics with cfg.Partitions
+// EnsureTopics creates the missing topics of cfg.Topics with cfg.Partitions
 // partitions (compacted for internal state topics) and checks existing ones.
 // Every mismatch is returned as a *TopicMismatchError, joined; statuses are
 // returned for every topic either way.
 //
 // Created topics are described from the create response.
-func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg config.KafkaConfig) ([]TopicStatus, error) {
+func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]TopicStatus, error) {
 	// Fresh metadata, not the client's cache: a topic created a moment ago
 	// (by us or another runner) must be seen as it is now.
 	ctx = kadm.WithAuthorizedOps(ctx)
-	specs := cfg.Topics.List()
+	specs := cfg.Topics
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
@@ -53,7 +67,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg config.KafkaConfig)
 	}
 	var statuses []TopicStatus
 	var errs []error
-	var check []config.TopicSpec
+	var check []TopicSpec
 	for _, s := range specs {
 		if d, ok := existing[s.Name]; ok && d.Err == nil {
 			check = append(check, s)

@@ -21,7 +21,7 @@ func ctx(t *testing.T) context.Context {
 func TestEnsureTopicsCreatesThenChecks(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(4))
 	adm := k.Admin(t)
-	st, err := kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	st, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestEnsureTopicsCreatesThenChecks(t *testing.T) {
 		}
 	}
 	// Second run: nothing created, nothing wrong.
-	st, err = kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	st, err = kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestEnsureTopicsReportsMismatch(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx(t), 4, -1, nil, k.Config.Topics.MicStateChangelog); err != nil {
 		t.Fatal(err)
 	}
-	_, err := kafkax.EnsureTopics(ctx(t), adm, k.Config)
+	_, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
 	if err == nil {
 		t.Fatal("mismatch not reported")
 	}

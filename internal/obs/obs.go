@@ -7,30 +7,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/hyapp/roomflow/internal/config"
 )
-
-// NewLogger returns the process logger per log.level and log.format.
-func NewLogger(w io.Writer, cfg config.LogConfig) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(strings.ToUpper(cfg.Level))) // validated by config
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
 
 // NewRegistry returns a registry with the Go runtime and process collectors.
 // Components register their roomflow_* metrics on it; tests use a fresh one.

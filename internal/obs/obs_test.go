@@ -1,9 +1,7 @@
 package obs_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/obs"
 )
 
@@ -72,23 +69,5 @@ func TestServerEndpoints(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("server still serving after Shutdown")
-	}
-}
-
-func TestLoggerJSON(t *testing.T) {
-	var buf bytes.Buffer
-	log := obs.NewLogger(&buf, config.LogConfig{Level: "warn", Format: "json"})
-	log.Info("dropped")
-	log.Warn("kept", "component", "relay", "event_id", "e1")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 1 {
-		t.Fatalf("level filter: %q", buf.String())
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
-		t.Fatal(err)
-	}
-	if m["msg"] != "kept" || m["component"] != "relay" || m["event_id"] != "e1" {
-		t.Fatalf("fields: %v", m)
 	}
 }

@@ -101,7 +101,7 @@ func NewKafka(t testing.TB, opts ...KafkaOpt) *Kafka {
 		adm := k.Admin(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := kafkax.EnsureTopics(ctx, adm, k.Config); err != nil {
+		if _, err := kafkax.EnsureTopics(ctx, adm, k.Config.Layout()); err != nil {
 			t.Fatalf("testenv: create topics: %v", err)
 		}
 	}
@@ -138,4 +138,4 @@ func UniqueName(t testing.TB) string {
 
 // Cluster is how components under test reach k: its brokers and the
 // default group session, no metrics, no logs.
-func (k *Kafka) Cluster() kafkax.Cluster { return kafkax.NewCluster(k.Config, nil, nil) }
+func (k *Kafka) Cluster() kafkax.Cluster { return k.Config.Cluster(nil, nil) }
