@@ -269,8 +269,8 @@ func sinkConfig(d *app.Deps) (mysqlsink.Config, error) {
 		MaxRetries:      cfg.Sink.MaxRetries,
 		DLQTopic:        cfg.Kafka.Topics.DLQ,
 		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
-		Kafka:           cfg.Kafka.Cluster(d.Registry, d.Log),
-		Registerer:      d.Registry,
+		Kafka:           cfg.Kafka.Cluster(registerer(d), d.Log),
+		Registerer:      registerer(d),
 		Logger:          d.Log,
 		Health:          d.Health,
 		OwnerID:         ownerID,
@@ -337,7 +337,7 @@ func statsAPIConfig(d *app.Deps) (statsapi.Config, error) {
 		QueryTimeout:   statsapi.DefaultQueryTimeout, // no key of its own
 		UserHeader:     cfg.API.UserHeader,
 		AppCodeHeader:  cfg.API.AppCodeHeader,
-		Registerer:     d.Registry,
+		Registerer:     registerer(d),
 		Logger:         d.Log,
 	}
 	return c, cfgerr.Under("api", statsAPIKeys, c.Validate())
