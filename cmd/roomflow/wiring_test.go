@@ -99,16 +99,7 @@ func TestRelayWiringNamesTheKey(t *testing.T) {
 		c := config.Default()
 		tc.mut(&c)
 		_, err := relayConfig(&app.Deps{Config: &c}, "")
-		if err == nil {
-			t.Errorf("%s: invalid value accepted", tc.key)
-			continue
-		}
-		if !hasFieldKey(err, tc.key) {
-			t.Errorf("%s: error does not name the key: %v", tc.key, err)
-		}
-		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
-			t.Errorf("%s: message %q does not start with the key", tc.key, err)
-		}
+		checkNamesKey(t, tc.key, err)
 	}
 }
 
@@ -118,21 +109,6 @@ func TestRelayWiringAtLoad(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "relay.max_open_gaps") {
 		t.Fatalf("a relay.max_open_gaps above the limit must fail at load naming the key: %v", err)
 	}
-}
-
-// hasFieldKey reports whether err (or one it joins) is a
-// *cfgerr.FieldError keyed key.
-func hasFieldKey(err error, key string) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if hasFieldKey(e, key) {
-				return true
-			}
-		}
-		return false
-	}
-	var fe *cfgerr.FieldError
-	return errors.As(err, &fe) && fe.Key == key
 }
 
 // processWiring runs every wiring function of `roomflow process` on cfg
@@ -186,16 +162,7 @@ func TestWiringProcessNamesTheKey(t *testing.T) {
 		c := config.Default()
 		tc.mut(&c)
 		err := processWiring(c)
-		if err == nil {
-			t.Errorf("%s: invalid value accepted", tc.key)
-			continue
-		}
-		if !hasProcessKey(err, tc.key) {
-			t.Errorf("%s: error does not name the key: %v", tc.key, err)
-		}
-		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
-			t.Errorf("%s: message %q does not start with the key", tc.key, err)
-		}
+		checkNamesKey(t, tc.key, err)
 	}
 }
 
@@ -239,19 +206,6 @@ func TestWiringProcessMapping(t *testing.T) {
 	if mc.Runtime.Kafka.SessionTimeout != c.Kafka.SessionTimeout.D() || mc.Runtime.Registerer == nil {
 		t.Fatalf("mic runtime's cluster or metrics: %+v", mc.Runtime)
 	}
-}
-
-func hasProcessKey(err error, key string) bool {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range joined.Unwrap() {
-			if hasProcessKey(e, key) {
-				return true
-			}
-		}
-		return false
-	}
-	var fe *cfgerr.FieldError
-	return errors.As(err, &fe) && fe.Key == key
 }
 
 // sinkWiringDeps are the deps of `roomflow sink` on cfg, every flag at its
@@ -355,16 +309,7 @@ func TestWiringSinkKeys(t *testing.T) {
 			}
 		}
 		err := tc.wire(d)
-		if err == nil {
-			t.Errorf("%s: invalid value accepted", tc.key)
-			continue
-		}
-		if !slices.Contains(cfgerr.Keys(err), tc.key) {
-			t.Errorf("%s: error does not name the key: %v", tc.key, err)
-		}
-		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
-			t.Errorf("%s: message %q does not start with the key", tc.key, err)
-		}
+		checkNamesKey(t, tc.key, err)
 	}
 }
 
@@ -503,16 +448,7 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		cfg := imWiringConfig()
 		tc.mut(&cfg)
 		_, err := imPublisherConfig(&app.Deps{Config: &cfg}, "")
-		if err == nil {
-			t.Errorf("%s: invalid value accepted", tc.key)
-			continue
-		}
-		if !slices.Contains(cfgerr.Keys(err), tc.key) {
-			t.Errorf("%s: error does not name the key: %v", tc.key, err)
-		}
-		if !strings.Contains(err.Error(), "config: "+tc.key+": ") {
-			t.Errorf("%s: message %q does not start with the key", tc.key, err)
-		}
+		checkNamesKey(t, tc.key, err)
 		if strings.Contains(err.Error(), imTestSecret) {
 			t.Errorf("%s: error holds the secret key: %v", tc.key, err)
 		}
@@ -610,5 +546,19 @@ func TestPublishIMCommandRefusesBadConfig(t *testing.T) {
 		if strings.Contains(err.Error(), "mysql:") {
 			t.Fatalf("roomflow publish-im opened MySQL before checking its config: %v", err)
 		}
+	}
+}
+
+// checkNamesKey fails the test unless err refuses the value under key,
+// with a message that starts with it.
+func checkNamesKey(t *testing.T, key string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: invalid value accepted", key)
+	case !slices.Contains(cfgerr.Keys(err), key):
+		t.Errorf("%s: error does not name the key: %v", key, err)
+	case !strings.Contains(err.Error(), "config: "+key+": "):
+		t.Errorf("%s: message %q does not start with the key", key, err)
 	}
 }
