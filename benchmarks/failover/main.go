@@ -155,7 +155,7 @@ func run(ctx context.Context, o options) error {
 
 	cfg := config.Default()
 	cfg.Log.Level, cfg.Log.Format = "warn", "text"
-	cfg.Metrics.Addr, cfg.API.Addr = "", ""
+	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", "" // two `run` children share the host
 	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Partitions = 6
 	cfg.Kafka.SessionTimeout = config.Duration(o.session)
