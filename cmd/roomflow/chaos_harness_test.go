@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -32,6 +33,25 @@ type chaosChild struct {
 	done   chan struct{}
 	err    error
 	killed bool // by the harness (guarded by chaosProc.mu)
+}
+
+// awaitSignals waits until the child handles SIGTERM (its first log line is
+// chaosSignalsReady), it exits, or d passes; false means d passed.
+func (c *chaosChild) awaitSignals(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if b, _ := os.ReadFile(c.log); bytes.Contains(b, []byte(chaosSignalsReady)) {
+			return true
+		}
+		select {
+		case <-c.done:
+			return true
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 func (c *chaosChild) tail(lines int) string {
@@ -854,9 +874,13 @@ func (h *chaosHarness) table(rows [][2]string) string {
 // 10s; the app itself gives up then).
 func (h *chaosHarness) stopAll(stackAfter time.Duration) {
 	cs := h.last()
-	for _, c := range cs {
+	for i, c := range cs {
 		if c != nil {
 			_ = c.cmd.Process.Signal(syscall.SIGCONT)
+			// A child restarted a moment ago may not handle SIGTERM yet.
+			if !c.awaitSignals(stackAfter) {
+				h.t.Errorf("%s did not start handling SIGTERM within %s; log tail:\n%s", h.procs[i].name, stackAfter, c.tail(20))
+			}
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}

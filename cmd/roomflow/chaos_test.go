@@ -36,6 +36,11 @@ const (
 	chaosChildEnv = "ROOMFLOW_CHAOS_CHILD_CONFIG"
 	// chaosArgsEnv holds the child's command line (\x1f separated).
 	chaosArgsEnv = "ROOMFLOW_CHAOS_CHILD_ARGS"
+	// chaosSignalsReady is the child's first log line: from here on SIGTERM
+	// is a graceful stop. Before it (the re-executed test binary is still
+	// starting) SIGTERM kills the process with the default action, which
+	// loses nothing but is not the stop under test, so stopAll waits for it.
+	chaosSignalsReady = "chaos child: SIGTERM handled from here"
 )
 
 // TestHelperChaosChild is not a test: it is the body of a child process of
@@ -49,6 +54,7 @@ func TestHelperChaosChild(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	fmt.Fprintln(os.Stderr, chaosSignalsReady)
 	root := newRoot()
 	root.SetArgs(append(strings.Split(os.Getenv(chaosArgsEnv), "\x1f"), "--config", path))
 	if err := root.ExecuteContext(ctx); err != nil {

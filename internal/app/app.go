@@ -161,7 +161,8 @@ func (d *Deps) Close() error {
 // Run builds the given components, serves metrics.addr, runs them
 // concurrently until ctx is cancelled or one fails, and shuts down in order.
 // It returns the first component failure, and an error naming any
-// component that did not stop in time.
+// component that did not stop in time; a stop requested (ctx cancelled)
+// while components are still being built returns nil.
 func Run(ctx context.Context, d *Deps, run []Spec) error {
 	if len(run) == 0 {
 		return errors.New("app: no components to run")
@@ -189,6 +190,12 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 	comps := make([]Component, 0, len(run))
 	for _, s := range run {
 		c, err := s.New(ctx, d)
+		if err != nil && ctx.Err() != nil {
+			// SIGTERM while starting (a rollout that replaces a pod still
+			// dialling MySQL): a stop on request, not a failure. Nothing ran.
+			d.Log.Info("stopped while starting", "component", s.Name, "cause", context.Cause(ctx), "error", err)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}

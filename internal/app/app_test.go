@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,6 +92,39 @@ func TestRunBuildErrorNamesComponent(t *testing.T) {
 	}}})
 	if err == nil || !strings.HasPrefix(err.Error(), "relay: ") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// SIGTERM while a component is still being built (dialling MySQL, waiting
+// for a broker) is a stop on request: Run returns nil, so the process
+// exits 0, and the components after it are never built. A build that
+// fails while ctx is live is still an error (TestRunBuildErrorNamesComponent).
+func TestRunStoppedWhileBuilding(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	building := make(chan struct{})
+	var later atomic.Bool
+	specs := []app.Spec{
+		{Name: "dials", New: func(ctx context.Context, _ *app.Deps) (app.Component, error) {
+			close(building)
+			<-ctx.Done()
+			return nil, fmt.Errorf("mysql: ping: %w", ctx.Err())
+		}},
+		{Name: "after", New: func(context.Context, *app.Deps) (app.Component, error) {
+			later.Store(true)
+			return app.ComponentFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }), nil
+		}},
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, specs) }()
+	<-building
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("a stop while building must not be a failure: %v", err)
+	}
+	if later.Load() {
+		t.Fatal("a component was built after the stop")
 	}
 }
 
