@@ -79,7 +79,28 @@ type Repo struct {
 // NewRepo returns a repository on db.
 func NewRepo(db *sql.DB) *Repo { return &Repo{db: db, now: time.Now} }
 
+// rc is the isolation of every statement that locks room_outbox rows.
+// Under the server's default REPEATABLE READ an UPDATE that the optimizer
+// runs as a scan (a small table, a long id list) locks every row it reads
+// until it ends, rows of other workers' claims included; under READ
+// COMMITTED it skips rows that do not match without locking or waiting for
+// them, so a mark never holds up a claim and two of them cannot deadlock
+// over rows only one of them wants.
 var rc = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// exec runs one write statement at rc.
+func (r *Repo) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	tx, err := r.db.BeginTx(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return res, tx.Commit()
+}
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
@@ -91,8 +112,8 @@ type EventClaims struct {
 	// Done are rows already delivered (room-service's synchronous publish,
 	// or an earlier delivery) or failed: not sent again.
 	Done []string
-	// Busy are rows another worker holds (locked right now, or delivering
-	// with a live lock): that worker delivers them.
+	// Busy are rows another worker holds (delivering with a live lock):
+	// that worker delivers them.
 	Busy []string
 	// Missing are event ids without a room_outbox row.
 	Missing []string
@@ -100,8 +121,13 @@ type EventClaims struct {
 
 // ClaimEvents claims the rows of eventIDs in one transaction: rows that are
 // pending or retryable, or delivering with lock_until_ms in the past, become
-// delivering for worker until now+lockTTL. Rows locked by a concurrent
-// transaction are skipped (SKIP LOCKED) and reported Busy.
+// delivering for worker until now+lockTTL. A row another transaction locks
+// right now is waited for, not skipped: every such lock (a claim, a mark,
+// room-service's own update) ends within milliseconds, and only what it
+// leaves behind says whether the row is another worker's (delivering, a
+// live lock: Busy). Skipping it (SKIP LOCKED) reported rows our own
+// recorder's mark happened to lock as Busy, and the fast path left them to
+// the compensation scan: late, after later events of their room.
 func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string, lockTTL time.Duration) (EventClaims, error) {
 	res := EventClaims{Claimed: map[string]Row{}}
 	if len(eventIDs) == 0 {
@@ -118,7 +144,7 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 		args[i] = id
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event_type, room_id, room_version, status, retry_count, lock_until_ms, created_at_ms
-		FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`) FOR UPDATE SKIP LOCKED`, args...)
+		FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`) FOR UPDATE`, args...)
 	if err != nil {
 		return res, fmt.Errorf("imoutbox: claim events: %w", err)
 	}
@@ -156,45 +182,12 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("imoutbox: claim events: commit: %w", err)
 	}
-	if len(seen) < len(eventIDs) {
-		// Locked by someone else, or absent: a plain read tells which. The
-		// claims are committed by now, so a failed read does not fail the
-		// call: its ids count as Busy (the compensation scan delivers any
-		// that exist), never as Missing.
-		var rest []any
-		for _, id := range eventIDs {
-			if !seen[id] {
-				rest = append(rest, id)
-			}
-		}
-		exists, err := r.existingEvents(ctx, rest)
-		for _, id := range rest {
-			if err != nil || exists[id.(string)] {
-				res.Busy = append(res.Busy, id.(string))
-			} else {
-				res.Missing = append(res.Missing, id.(string))
-			}
+	for _, id := range eventIDs {
+		if !seen[id] {
+			res.Missing = append(res.Missing, id)
 		}
 	}
 	return res, nil
-}
-
-// existingEvents returns which of eventIDs have a room_outbox row.
-func (r *Repo) existingEvents(ctx context.Context, eventIDs []any) (map[string]bool, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT event_id FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`)`, eventIDs...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	exists := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		exists[id] = true
-	}
-	return exists, rows.Err()
 }
 
 func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lockUntil int64) error {
@@ -329,7 +322,7 @@ func (r *Repo) MarkDelivered(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = 0, updated_at_ms = ?
+	if _, err := r.exec(ctx, `UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = 0, updated_at_ms = ?
 		WHERE id IN (`+placeholders(len(ids))+`) AND status <> 'delivered'`, args...); err != nil {
 		return fmt.Errorf("imoutbox: mark delivered: %w", err)
 	}
@@ -370,7 +363,7 @@ func (r *Repo) MarkFailed(ctx context.Context, worker string, fails []Failure) e
 		args = append(args, now, now)
 		args = append(args, idArgs...)
 		args = append(args, worker)
-		if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = ?, retry_count = retry_count + 1,
+		if _, err := r.exec(ctx, `UPDATE room_outbox SET status = ?, retry_count = retry_count + 1,
 			last_error = CASE id`+cases.String()+` END, lock_until_ms = ?, updated_at_ms = ?
 			WHERE id IN (`+placeholders(len(idArgs))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
 			return fmt.Errorf("imoutbox: mark failed: %w", err)
@@ -394,7 +387,7 @@ func (r *Repo) Release(ctx context.Context, worker string, rows []Row) error {
 	for st, ids := range by {
 		args := append([]any{st, now}, ids...)
 		args = append(args, worker)
-		if _, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET status = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
+		if _, err := r.exec(ctx, `UPDATE room_outbox SET status = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
 			WHERE id IN (`+placeholders(len(ids))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
 			return fmt.Errorf("imoutbox: release: %w", err)
 		}
@@ -455,7 +448,7 @@ func (r *Repo) RenewLocks(ctx context.Context, worker string, ids []int64, lockT
 			args = append(args, id)
 		}
 		args = append(args, worker)
-		res, err := r.db.ExecContext(ctx, `UPDATE room_outbox SET lock_until_ms = ?
+		res, err := r.exec(ctx, `UPDATE room_outbox SET lock_until_ms = ?
 			WHERE id IN (`+placeholders(len(chunk))+`) AND status = 'delivering' AND worker_id = ?`, args...)
 		if err != nil {
 			return total, fmt.Errorf("imoutbox: renew locks: %w", err)

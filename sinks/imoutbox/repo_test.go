@@ -2,6 +2,7 @@ package imoutbox_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,5 +70,83 @@ func TestClaimsRenewAndGauges(t *testing.T) {
 	})
 	if v := metric(t, reg, "roomflow_im_outbox_oldest_pending_age_seconds", nil); v < 9 || v > 60 {
 		t.Fatalf("oldest age %v", v)
+	}
+}
+
+// A row that another transaction merely locks (our own recorder's mark in
+// a scan, room-service's update) is not another worker's: the claim waits
+// for the lock and takes the row. SKIP LOCKED reported it Busy, and the
+// fast path left it to the compensation scan, after its room's later
+// events (TestFastPathDeliversInRoomOrder failed now and then on it).
+func TestClaimWaitsForATransientLock(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(0, gift("a", "r1", 1), gift("b", "r1", 2))
+	ctx := context.Background()
+	holder, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, `SELECT id FROM room_outbox WHERE event_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	const held = 300 * time.Millisecond
+	time.AfterFunc(held, func() { _ = holder.Commit() })
+	start := time.Now()
+	cl, err := imoutbox.NewRepo(e.db).ClaimEvents(ctx, "w1", []string{"a", "b"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.Claimed) != 2 || len(cl.Busy) != 0 {
+		t.Fatalf("a transient lock made a row busy: %+v", cl)
+	}
+	if el := time.Since(start); el < held-50*time.Millisecond {
+		t.Fatalf("the claim returned after %s, before the lock was released", el)
+	}
+}
+
+// Marks run at READ COMMITTED: on a small table MariaDB runs a long id list
+// as a scan, which at REPEATABLE READ locks (and waits for) every row it
+// reads, so a mark waited for a claim of rows it does not change, and held
+// up claims of rows it only read.
+func TestMarksDoNotWaitForRowsTheyDoNotChange(t *testing.T) {
+	e := newEnv(t, false)
+	var evs []event
+	for i := range 40 {
+		evs = append(evs, gift(fmt.Sprintf("m-%02d", i), "r1", int64(i+1)))
+	}
+	e.insert(0, evs...)
+	repo := imoutbox.NewRepo(e.db)
+	ctx := context.Background()
+	var ids []string
+	for _, ev := range evs[:30] {
+		ids = append(ids, ev.ID)
+	}
+	cl, err := repo.ClaimEvents(ctx, "w1", ids, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimed []int64
+	for _, r := range cl.Claimed {
+		claimed = append(claimed, r.ID)
+	}
+	holder, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, `SELECT id FROM room_outbox WHERE event_id = 'm-35' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := repo.RenewLocks(mctx, "w1", claimed, time.Minute); err != nil {
+		t.Fatalf("renew waited for a row it does not change: %v", err)
+	}
+	if err := repo.MarkDelivered(mctx, claimed); err != nil {
+		t.Fatalf("mark waited for a row it does not change: %v", err)
+	}
+	if r := e.row("m-00"); r.Status != "delivered" {
+		t.Fatalf("m-00: %+v", r)
 	}
 }
