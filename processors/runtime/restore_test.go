@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,13 +143,16 @@ func TestPausedTimerCommitAfterTakeoverClosesOnce(t *testing.T) {
 	})
 
 	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce sync.Once
 	h.k.Fake.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		req := kreq.(*kmsg.EndTxnRequest)
 		if req.TransactionalID != "close-a" || !req.Commit {
 			return nil, nil, false
 		}
+		// The control stays installed while it sleeps: kgo's retry of the
+		// held EndTxn (its request timed out) runs it again and is held too.
 		h.k.Fake.DropControl()
-		close(held)
+		heldOnce.Do(func() { close(held) })
 		h.k.Fake.SleepControl(func() { <-release })
 		return nil, nil, false // then the broker commits it as usual
 	})
