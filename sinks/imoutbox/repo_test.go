@@ -2,6 +2,7 @@ package imoutbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -82,14 +83,7 @@ func TestClaimWaitsForATransientLock(t *testing.T) {
 	e := newEnv(t, false)
 	e.insert(0, gift("a", "r1", 1), gift("b", "r1", 2))
 	ctx := context.Background()
-	holder, err := e.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	if _, err := holder.ExecContext(ctx, `SELECT id FROM room_outbox WHERE event_id = 'a' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := e.lockRow("a")
 	const held = 300 * time.Millisecond
 	time.AfterFunc(held, func() { _ = holder.Commit() })
 	start := time.Now()
@@ -130,14 +124,7 @@ func TestMarksDoNotWaitForRowsTheyDoNotChange(t *testing.T) {
 	for _, r := range cl.Claimed {
 		claimed = append(claimed, r.ID)
 	}
-	holder, err := e.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	if _, err := holder.ExecContext(ctx, `SELECT id FROM room_outbox WHERE event_id = 'm-35' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	e.lockRow("m-35")
 	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if _, err := repo.RenewLocks(mctx, "w1", claimed, time.Minute); err != nil {
@@ -149,4 +136,20 @@ func TestMarksDoNotWaitForRowsTheyDoNotChange(t *testing.T) {
 	if r := e.row("m-00"); r.Status != "delivered" {
 		t.Fatalf("m-00: %+v", r)
 	}
+}
+
+// lockRow locks eventID's row in a transaction of the server's default
+// isolation, as another writer would, until the returned transaction ends
+// (at the latest when the test ends).
+func (e *env) lockRow(eventID string) *sql.Tx {
+	e.t.Helper()
+	tx, err := e.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.Exec(`SELECT id FROM room_outbox WHERE event_id = ? FOR UPDATE`, eventID); err != nil {
+		e.t.Fatal(err)
+	}
+	return tx
 }
