@@ -220,7 +220,13 @@ func (r *Runtime) start() error {
 		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A new group starts at the beginning, and a consumer that has read
+		// never jumps: kgo's reset policy would restart a partition from its
+		// first offset inside the open transaction when a new leader knows
+		// no end for the epoch it read in (unclean election), and state
+		// whose duplicate memory is bounded would count old input again.
+		// A real OFFSET_OUT_OF_RANGE stops the partition with an error.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		kgo.RecordPartitioner(partitioner{changelog: r.cfg.Changelog, def: kgo.StickyKeyPartitioner(nil)}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			r.pushEvent(evAssigned, m[r.cfg.Input])

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -638,5 +639,68 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 	if _, err := runtime.New(minimal(), nil); err == nil {
 		t.Fatal("nil processor accepted")
+	}
+}
+
+// A leader move of an input partition must not move the consumer. A new
+// leader that knows no end for the epoch the records were read in (kfake
+// until the new leader has written; a broker after an unclean election)
+// answers the epoch check with UNDEFINED_EPOCH_OFFSET; kgo's reset policy
+// then restarted the partition from its first offset inside the open
+// transaction, and a processor whose duplicate memory is bounded (mic:
+// closed-session retention) reopened old sessions (chaos seed 856094729).
+// The input never resets: every input record is counted exactly once.
+func TestInputLeaderMoveDoesNotRewind(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake to move a partition's leader; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	toy := counter{out: h.out, dump: h.dump}
+	reg := prometheus.NewRegistry()
+	oracle := h.inputs(200, 10, 0)
+	a := rttest.Start(h.runtime("toy-move", toy, withRegisterer(reg)))
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 200, 0, 30*time.Second)
+	// The new leader knows no end for the epoch the records were read in
+	// (what kfake answers while the new leader has written nothing).
+	var undefined atomic.Int32
+	h.k.Fake.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		h.k.Fake.KeepControl()
+		req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+		for _, rt := range req.Topics {
+			if rt.Topic != h.in {
+				return nil, nil, false
+			}
+			st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		undefined.Add(1)
+		return resp, nil, true
+	})
+	leader := h.k.Fake.LeaderFor(h.in, 0)
+	if err := h.k.Fake.MoveTopicPartition(h.in, 0, (leader+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer meets the move (NOT_LEADER, new metadata, the epoch
+	// check) before anything is written under the new epoch.
+	time.Sleep(2 * time.Second)
+	more := h.inputs(50, 10, 200)
+	for k, v := range more {
+		oracle[k] = append(oracle[k], v...)
+	}
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 250, time.Second, 30*time.Second)
+	a.Stop(t)
+	if undefined.Load() == 0 {
+		t.Fatal("the consumer never checked the epoch of what it had read")
+	}
+	checkCounts(t, out, oracle)
+	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 250 {
+		t.Fatalf("records_in %v, want 250: the input was read again from an earlier offset", n)
 	}
 }
