@@ -345,7 +345,13 @@ func (r *Runtime) loop(ctx context.Context) error {
 			return r.shutdown()
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				// The input never resets (see start): the partition stays stopped
+				// until an operator moves the group's offset.
+				r.log.Error("input partition stopped: its committed position is no longer in the log", "topic", t, "partition", p, "error", err)
+			default:
 				r.log.Warn("fetch error", "topic", t, "partition", p, "error", err)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -702,5 +704,41 @@ func TestInputLeaderMoveDoesNotRewind(t *testing.T) {
 	checkCounts(t, out, oracle)
 	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 250 {
 		t.Fatalf("records_in %v, want 250: the input was read again from an earlier offset", n)
+	}
+}
+
+// A committed position that is no longer in the log (retention outran a
+// stopped group) stops the partition with an ERROR: the old reset policy
+// jumped to the log start and carried on with state that never saw the
+// skipped input.
+func TestInputOutOfRangeStopsThePartition(t *testing.T) {
+	h := newHarness(t, 1)
+	toy := counter{out: h.out, dump: h.dump}
+	h.inputs(100, 10, 0)
+	a := rttest.Start(h.runtime("toy-oor", toy))
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 100, 0, 30*time.Second)
+	a.Stop(t)
+
+	h.inputs(100, 10, 100)
+	adm := h.k.Admin(t)
+	deleted, err := adm.DeleteRecords(context.Background(), kadm.Offsets{h.in: {0: {Topic: h.in, Partition: 0, At: 150}}})
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete records below 150: %v", err)
+	}
+	logs := &testenv.SyncBuffer{}
+	reg := prometheus.NewRegistry()
+	b := rttest.Start(h.runtime("toy-oor", toy, withRegisterer(reg), func(c *runtime.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}))
+	waitFor(t, "the partition to stop with an error", 30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "input partition stopped")
+	})
+	time.Sleep(time.Second) // what it would process, it processes by now
+	b.Stop(t)
+	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 0 {
+		t.Fatalf("records_in %v, want 0: the partition moved past input it never read", n)
 	}
 }
