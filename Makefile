@@ -12,8 +12,12 @@ build:
 
 ## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake), in a
 ## shuffled order (order dependence fails here; the seed is printed: -shuffle=SEED).
+## Its 2-minute pipeline chaos run replays one fault schedule, CHAOS_TEST_SEED,
+## so CI judges the change and not the draw; `make chaos` draws new schedules
+## (docs/reliability.md lists the open findings). CHAOS_TEST_SEED= draws one.
+CHAOS_TEST_SEED ?= 574199634
 test: lint
-	$(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
+	ROOMFLOW_CHAOS_SEED=$(CHAOS_TEST_SEED) $(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
 
 ## chaos: the pipeline chaos run (docs/reliability.md), 10 minutes of seeded faults
 ## by default; CHAOS_SEED=<n> replays a run, CHAOS_DURATION=2m is make test's profile.

@@ -228,13 +228,16 @@ func (r *Runtime) start() error {
 		// A real OFFSET_OUT_OF_RANGE stops the partition with an error.
 		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		kgo.RecordPartitioner(partitioner{changelog: r.cfg.Changelog, def: kgo.StickyKeyPartitioner(nil)}),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			r.logGroupChange(cl, "partitions assigned", m[r.cfg.Input])
 			r.pushEvent(evAssigned, m[r.cfg.Input])
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			r.logGroupChange(cl, "partitions revoked", m[r.cfg.Input])
 			r.pushEvent(evRevoked, m[r.cfg.Input])
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			r.logGroupChange(cl, "partitions lost", m[r.cfg.Input])
 			r.pushEvent(evRevoked, m[r.cfg.Input])
 		}),
 	)
@@ -274,6 +277,16 @@ func (r *Runtime) pushEvent(kind partEventKind, ps []int32) {
 	r.evMu.Lock()
 	r.events = append(r.events, partEvent{kind: kind, partitions: append([]int32(nil), ps...)})
 	r.evMu.Unlock()
+}
+
+// logGroupChange logs an assignment change as the group hands it over,
+// with the member and generation: the record of who owned what, when.
+func (r *Runtime) logGroupChange(cl *kgo.Client, msg string, ps []int32) {
+	if len(ps) == 0 {
+		return
+	}
+	member, gen := cl.GroupMetadata()
+	r.log.Info(msg, "partitions", fmt.Sprint(ps), "member_id", member, "generation", gen)
 }
 
 func (r *Runtime) takeEvents() []partEvent {
@@ -795,7 +808,14 @@ func (r *Runtime) handleEvents(ctx context.Context) (bool, error) {
 			assigned = removeAll(assigned, ev.partitions)
 		case evAssigned:
 			for _, p := range ev.partitions {
-				if _, ok := r.tasks[p]; !ok {
+				// The group hands over only what this member did not own in
+				// the generation before. A task still held for such a
+				// partition missed its revoke (kfake handed a restarted
+				// static member its partitions again without revoking them
+				// from their new owner: chaos seed 856094729), and another
+				// owner may have written state since: restore it afresh.
+				r.dropTask(p)
+				if !slices.Contains(assigned, p) {
 					assigned = append(assigned, p)
 				}
 			}

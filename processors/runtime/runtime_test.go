@@ -742,3 +742,29 @@ func TestInputOutOfRangeStopsThePartition(t *testing.T) {
 		t.Fatalf("records_in %v, want 0: the partition moved past input it never read", n)
 	}
 }
+
+// A partition the group hands over while the runtime still holds a task for
+// it (its revoke never arrived: kfake handed a restarted static member its
+// old partitions without revoking them from their new owner, chaos seed
+// 856094729) is restored afresh: the other owner's state writes count, not
+// the task kept from before.
+func TestAssignedAgainRestoresAfresh(t *testing.T) {
+	h := newHarness(t, 1)
+	toy := counter{out: h.out, dump: h.dump}
+	h.inputs(10, 1, 0)
+	rt := h.runtime("toy-again", toy)
+	a := rttest.Start(rt)
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 10, 0, 30*time.Second)
+	// Meanwhile another owner counted k0 up to 500 (changelog value format
+	// 1: version, 8 bytes expiry, value).
+	v := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, "500"...)
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.cl, Partition: 0, Key: []byte("k0"), Value: v}})
+	rt.AssignForTest([]int32{0})
+	time.Sleep(time.Second) // the loop takes the event after its next poll
+	h.inputs(1, 1, 10)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 11, time.Second, 30*time.Second)
+	a.Stop(t)
+	if got := string(out[len(out)-1].Value); got != "k0|501|10" {
+		t.Fatalf("after the hand-over k0 counted %q, want k0|501|10 (the state another owner wrote)", got)
+	}
+}
