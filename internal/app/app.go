@@ -216,6 +216,12 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		running[run[i].Name] = true
 		g.Go(func() error {
 			err := c.Run(gctx)
+			if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				// Cancelled because the stop was requested (still starting,
+				// say): a stop on request, not a failure.
+				d.Log.Info("stopped while starting", "component", run[i].Name, "error", err)
+				err = nil
+			}
 			mu.Lock()
 			delete(running, run[i].Name)
 			mu.Unlock()

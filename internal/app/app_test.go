@@ -128,6 +128,36 @@ func TestRunStoppedWhileBuilding(t *testing.T) {
 	}
 }
 
+// A component that returns context.Canceled once the stop was requested
+// (it was still starting) stopped on request: Run returns nil. The same
+// error before any stop is a failure.
+func TestRunCancelledComponentAfterStopIsNoFailure(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	spec := app.Spec{Name: "starting", New: func(context.Context, *app.Deps) (app.Component, error) {
+		return app.ComponentFunc(func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return fmt.Errorf("checking topics: %w", ctx.Err())
+		}), nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, []app.Spec{spec}) }()
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("a component cancelled by the requested stop: %v, want nil", err)
+	}
+	failing := app.Spec{Name: "fails", New: func(context.Context, *app.Deps) (app.Component, error) {
+		return app.ComponentFunc(func(context.Context) error { return context.Canceled }), nil
+	}}
+	if err := app.Run(context.Background(), app.NewDeps(cfg, d.Log), []app.Spec{failing}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("context.Canceled without a stop must fail Run, got %v", err)
+	}
+}
+
 // Seed 000's shutdown order: /readyz answers 503 as soon as the stop
 // begins, before any component has finished draining, and MySQL is never
 // closed under a component that is still running, even one that overruns

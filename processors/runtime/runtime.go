@@ -193,6 +193,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	defer r.closeSession()
 
 	if err := r.checkTopics(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil // stopped before it consumed anything
+		}
 		return err
 	}
 	lagCtx, stopLag := context.WithCancel(ctx)
@@ -318,6 +321,9 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 		}
 		if r.killed.Load() {
 			return ErrKilled
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		r.log.Warn("checking topics", "error", err)
 		select {

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -80,5 +81,28 @@ func TestTxnOffsetCommitTimeoutAbortsAndRewinds(t *testing.T) {
 	checkCounts(t, out, oracle)
 	if n, _ := testenv.Metric(reg, "roomflow_process_txn_aborts_total", "cause", "commit_error"); n != 1 {
 		t.Fatalf("commit_error aborts %v, want 1", n)
+	}
+}
+
+// A stop while the runtime still waits for its topics (a rollout replacing
+// a pod that is starting) is a stop on request: Run returns nil, as the
+// Component contract asks, and the process exits 0.
+func TestStopWhileCheckingTopicsReturnsNil(t *testing.T) {
+	h := newHarness(t, 1)
+	rt := h.runtime("toy-early", counter{out: h.out, dump: h.dump}, func(c *runtime.Config) {
+		c.Input = h.in + ".absent" // checkTopics waits for it
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	time.Sleep(1500 * time.Millisecond) // at least one "checking topics" round
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run stopped while checking topics: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
 	}
 }
