@@ -199,6 +199,18 @@ func (h *harness) inputs(n, keys int, from int) map[string][]string {
 	return oracle
 }
 
+// counting produces n inputs over keys keys, starts a toy counter of
+// instance txnID on them (changed by set) and waits until it has counted
+// them all; it returns the runtime, its run and the oracle.
+func (h *harness) counting(txnID string, n, keys int, set ...func(*runtime.Config)) (*runtime.Runtime, *rttest.Running, map[string][]string) {
+	h.t.Helper()
+	oracle := h.inputs(n, keys, 0)
+	rt := h.runtime(txnID, counter{out: h.out, dump: h.dump}, set...)
+	run := rttest.Start(rt)
+	rttest.ReadCommitted(h.t, h.k.Brokers, h.out, n, 0, 30*time.Second)
+	return rt, run, oracle
+}
+
 // checkCounts asserts the output holds, per key, exactly "key|i|v_i" for
 // the oracle's values in order: each input exactly once, state continuous.
 func checkCounts(t *testing.T, out []*kgo.Record, oracle map[string][]string) {
@@ -657,11 +669,8 @@ func TestInputLeaderMoveDoesNotRewind(t *testing.T) {
 	if h.k.Fake == nil {
 		t.Skip("needs kfake to move a partition's leader; ROOMFLOW_KAFKA_BROKERS is set")
 	}
-	toy := counter{out: h.out, dump: h.dump}
 	reg := prometheus.NewRegistry()
-	oracle := h.inputs(200, 10, 0)
-	a := rttest.Start(h.runtime("toy-move", toy, withRegisterer(reg)))
-	rttest.ReadCommitted(t, h.k.Brokers, h.out, 200, 0, 30*time.Second)
+	_, a, oracle := h.counting("toy-move", 200, 10, withRegisterer(reg))
 	// The new leader knows no end for the epoch the records were read in
 	// (what kfake answers while the new leader has written nothing).
 	var undefined atomic.Int32
@@ -713,10 +722,7 @@ func TestInputLeaderMoveDoesNotRewind(t *testing.T) {
 // skipped input.
 func TestInputOutOfRangeStopsThePartition(t *testing.T) {
 	h := newHarness(t, 1)
-	toy := counter{out: h.out, dump: h.dump}
-	h.inputs(100, 10, 0)
-	a := rttest.Start(h.runtime("toy-oor", toy))
-	rttest.ReadCommitted(t, h.k.Brokers, h.out, 100, 0, 30*time.Second)
+	_, a, _ := h.counting("toy-oor", 100, 10)
 	a.Stop(t)
 
 	h.inputs(100, 10, 100)
@@ -730,7 +736,7 @@ func TestInputOutOfRangeStopsThePartition(t *testing.T) {
 	}
 	logs := &testenv.SyncBuffer{}
 	reg := prometheus.NewRegistry()
-	b := rttest.Start(h.runtime("toy-oor", toy, withRegisterer(reg), func(c *runtime.Config) {
+	b := rttest.Start(h.runtime("toy-oor", counter{out: h.out, dump: h.dump}, withRegisterer(reg), func(c *runtime.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}))
 	waitFor(t, "the partition to stop with an error", 30*time.Second, func() bool {
@@ -750,11 +756,7 @@ func TestInputOutOfRangeStopsThePartition(t *testing.T) {
 // the task kept from before.
 func TestAssignedAgainRestoresAfresh(t *testing.T) {
 	h := newHarness(t, 1)
-	toy := counter{out: h.out, dump: h.dump}
-	h.inputs(10, 1, 0)
-	rt := h.runtime("toy-again", toy)
-	a := rttest.Start(rt)
-	rttest.ReadCommitted(t, h.k.Brokers, h.out, 10, 0, 30*time.Second)
+	rt, a, _ := h.counting("toy-again", 10, 1)
 	// Meanwhile another owner counted k0 up to 500 (changelog value format
 	// 1: version, 8 bytes expiry, value).
 	v := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, "500"...)

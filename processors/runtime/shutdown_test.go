@@ -1,7 +1,8 @@
 package runtime_test
 
 import (
-	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,20 +90,12 @@ func TestTxnOffsetCommitTimeoutAbortsAndRewinds(t *testing.T) {
 // Component contract asks, and the process exits 0.
 func TestStopWhileCheckingTopicsReturnsNil(t *testing.T) {
 	h := newHarness(t, 1)
+	logs := &testenv.SyncBuffer{}
 	rt := h.runtime("toy-early", counter{out: h.out, dump: h.dump}, func(c *runtime.Config) {
 		c.Input = h.in + ".absent" // checkTopics waits for it
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	time.Sleep(1500 * time.Millisecond) // at least one "checking topics" round
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run stopped while checking topics: %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	testenv.RunUntil(t, rt.Run, 10*time.Second, "the runtime to wait for its topics", func() bool {
+		return strings.Contains(logs.String(), "checking topics")
+	})
 }
