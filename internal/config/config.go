@@ -42,6 +42,7 @@ type Config struct {
 	API          APIConfig          `yaml:"api"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	IM           IMConfig           `yaml:"im"`
+	Lucky        LuckyConfig        `yaml:"lucky"`
 }
 
 // LogConfig selects the slog handler.
@@ -92,6 +93,7 @@ type Topics struct {
 	MicDailyStats     string `yaml:"mic_daily_stats"`
 	MicLifetimeStats  string `yaml:"mic_lifetime_stats"`
 	LuckyPoolInflow   string `yaml:"lucky_pool_inflow"`
+	LuckyEvents       string `yaml:"lucky_events"` // LuckyGiftDrawn, ... from roomflow lucky (seed 003)
 	DLQ               string `yaml:"dlq"`
 	RelayOffsets      string `yaml:"relay_offsets"`       // compacted, internal: relay position
 	MicStateChangelog string `yaml:"mic_state_changelog"` // compacted, internal: mic processor state
@@ -220,6 +222,45 @@ type IMConfig struct {
 	FastPathDelay Duration `yaml:"fast_path_delay"`
 }
 
+// LuckyConfig is `roomflow lucky`, seed 003's draw service: its gRPC
+// listener, wallet client, reward outbox worker, the risk caps the rule row
+// does not hold, the audit key, and the start values of the run-time kill
+// switches. services/luckydraw owns the checks (cmd/roomflow's wiring).
+type LuckyConfig struct {
+	GRPCAddr            string   `yaml:"grpc_addr"`             // LuckyGiftService; default :13006
+	WalletGRPCAddr      string   `yaml:"wallet_grpc_addr"`      // WalletService, plaintext gRPC
+	DrawTimeout         Duration `yaml:"draw_timeout"`          // bounds the draw transaction, lock waits included
+	WalletCreditTimeout Duration `yaml:"wallet_credit_timeout"` // bounds one CreditLuckyReward call
+	OutboxBatchSize     int      `yaml:"outbox_batch_size"`
+	OutboxPollInterval  Duration `yaml:"outbox_poll_interval"`
+	OutboxMaxRetries    int      `yaml:"outbox_max_retries"` // then the reward is failed (alerted, never deleted)
+	OutboxLockTTL       Duration `yaml:"outbox_lock_ttl"`    // a claimed outbox row's lease
+	// AuditKey is the HMAC-SHA256 key of every draw's random_digest; a
+	// secret. Env: ROOMFLOW_LUCKY_AUDIT_KEY. Required by `roomflow lucky`
+	// and `roomflow lucky audit`.
+	AuditKey string `yaml:"audit_key"`
+	// LargeTierMinReward: a tier paying at least this many coins is large
+	// (large_tier_enabled=false switches it off); 0 = no tier is large.
+	LargeTierMinReward int64 `yaml:"large_tier_min_reward"`
+	// Risk caps the rule row does not hold; 0 = no cap. UTC windows.
+	MaxDeviceDailyPayout  int64 `yaml:"max_device_daily_payout"`
+	MaxAnchorDailyPayout  int64 `yaml:"max_anchor_daily_payout"`
+	ActivityPeriodPayout  int64 `yaml:"activity_period_payout"`
+	ActivityPeriodStartMs int64 `yaml:"activity_period_start_ms"` // [start, end): the activity window
+	ActivityPeriodEndMs   int64 `yaml:"activity_period_end_ms"`
+	// Switches are the kill switches' start values; `roomflow lucky switch`
+	// overrides them in MySQL at run time.
+	Switches LuckySwitches `yaml:"switches"`
+}
+
+// LuckySwitches are seed 003's global kill switches. Booleans: an explicit
+// false is honoured (they default to true).
+type LuckySwitches struct {
+	GlobalLuckyGiftEnabled bool `yaml:"global_lucky_gift_enabled"`
+	LargeTierEnabled       bool `yaml:"large_tier_enabled"`
+	WalletCreditDispatch   bool `yaml:"wallet_credit_dispatch"`
+}
+
 // Default returns the configuration every key falls back to.
 func Default() Config {
 	return Config{
@@ -240,6 +281,7 @@ func Default() Config {
 				MicDailyStats:     "hyapp.user.mic-daily-stats.v1",
 				MicLifetimeStats:  "hyapp.user.mic-lifetime-stats.v1",
 				LuckyPoolInflow:   "hyapp.activity.lucky-pool-inflow.v1",
+				LuckyEvents:       "hyapp.activity.lucky-events.v1",
 				DLQ:               "hyapp.room.events.dlq.v1",
 				RelayOffsets:      "roomflow.relay.offsets.v1",
 				MicStateChangelog: "roomflow.mic.state-changelog.v1",
@@ -311,6 +353,17 @@ func Default() Config {
 			MaxMessageBytes:              12 * 1024,
 			FastPathDelay:                Duration(3 * time.Second),
 		},
+		Lucky: LuckyConfig{
+			GRPCAddr:            ":13006",
+			WalletGRPCAddr:      "wallet-service:13004",
+			DrawTimeout:         Duration(300 * time.Millisecond),
+			WalletCreditTimeout: Duration(500 * time.Millisecond),
+			OutboxBatchSize:     100,
+			OutboxPollInterval:  Duration(500 * time.Millisecond),
+			OutboxMaxRetries:    20,
+			OutboxLockTTL:       Duration(30 * time.Second),
+			Switches:            LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
+		},
 	}
 }
 
@@ -380,6 +433,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ROOMFLOW_IM_SECRET_KEY"); v != "" {
 		c.IM.SecretKey = v
+	}
+	if v := getenv("ROOMFLOW_LUCKY_AUDIT_KEY"); v != "" {
+		c.Lucky.AuditKey = v
 	}
 	if v := getenv("ROOMFLOW_APP_CODE"); v != "" {
 		c.AppCode = v

@@ -7,12 +7,15 @@ import (
 
 const redacted = "REDACTED"
 
-// Redacted returns a copy safe to print or log: the DSN password and the IM
-// secret key are replaced.
+// Redacted returns a copy safe to print or log: the DSN password, the IM
+// secret key and the lucky audit key are replaced.
 func (c Config) Redacted() Config {
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
 	if c.IM.SecretKey != "" {
 		c.IM.SecretKey = redacted
+	}
+	if c.Lucky.AuditKey != "" {
+		c.Lucky.AuditKey = redacted
 	}
 	c.Kafka.Brokers = append([]string(nil), c.Kafka.Brokers...)
 	return c

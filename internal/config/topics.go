@@ -30,6 +30,7 @@ func (t Topics) List() []kafkax.TopicSpec {
 		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false},
 		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false},
 		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false},
+		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false},
 		{Key: "dlq", Name: t.DLQ, Compacted: false},
 		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true},
 		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true},
@@ -43,7 +44,7 @@ func (t Topics) WithPrefix(p string) Topics {
 		RoomEvents: p + t.RoomEvents, UserMicEvents: p + t.UserMicEvents,
 		MicLedger: p + t.MicLedger, MicSessionClosed: p + t.MicSessionClosed,
 		MicDailyStats: p + t.MicDailyStats, MicLifetimeStats: p + t.MicLifetimeStats,
-		LuckyPoolInflow: p + t.LuckyPoolInflow, DLQ: p + t.DLQ,
+		LuckyPoolInflow: p + t.LuckyPoolInflow, LuckyEvents: p + t.LuckyEvents, DLQ: p + t.DLQ,
 		RelayOffsets: p + t.RelayOffsets, MicStateChangelog: p + t.MicStateChangelog,
 	}
 }

@@ -40,6 +40,9 @@ type LuckyPoolInflow struct {
 	GiftIn        int64                  `protobuf:"varint,10,opt,name=gift_in,json=giftIn,proto3" json:"gift_in,omitempty"`
 	OccurredAtMs  int64                  `protobuf:"varint,11,opt,name=occurred_at_ms,json=occurredAtMs,proto3" json:"occurred_at_ms,omitempty"`
 	SourceEventId string                 `protobuf:"bytes,12,opt,name=source_event_id,json=sourceEventId,proto3" json:"source_event_id,omitempty"`
+	// draw_id is the gift's RoomGiftSent.draw_id (empty when it names none):
+	// the sink and the draw service claim a gift's inflow by it, once.
+	DrawId        string `protobuf:"bytes,13,opt,name=draw_id,json=drawId,proto3" json:"draw_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,11 +161,18 @@ func (x *LuckyPoolInflow) GetSourceEventId() string {
 	return ""
 }
 
+func (x *LuckyPoolInflow) GetDrawId() string {
+	if x != nil {
+		return x.DrawId
+	}
+	return ""
+}
+
 var File_hyapp_activity_v1_lucky_proto protoreflect.FileDescriptor
 
 const file_hyapp_activity_v1_lucky_proto_rawDesc = "" +
 	"\n" +
-	"\x1dhyapp/activity/v1/lucky.proto\x12\x11hyapp.activity.v1\"\xf5\x02\n" +
+	"\x1dhyapp/activity/v1/lucky.proto\x12\x11hyapp.activity.v1\"\x8e\x03\n" +
 	"\x0fLuckyPoolInflow\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
@@ -178,7 +188,8 @@ const file_hyapp_activity_v1_lucky_proto_rawDesc = "" +
 	"\agift_in\x18\n" +
 	" \x01(\x03R\x06giftIn\x12$\n" +
 	"\x0eoccurred_at_ms\x18\v \x01(\x03R\foccurredAtMs\x12&\n" +
-	"\x0fsource_event_id\x18\f \x01(\tR\rsourceEventIdB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
+	"\x0fsource_event_id\x18\f \x01(\tR\rsourceEventId\x12\x17\n" +
+	"\adraw_id\x18\r \x01(\tR\x06drawIdB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
 
 var (
 	file_hyapp_activity_v1_lucky_proto_rawDescOnce sync.Once
