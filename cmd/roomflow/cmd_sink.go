@@ -9,7 +9,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 func init() {

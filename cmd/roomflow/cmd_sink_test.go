@@ -17,7 +17,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 func sinkFreeAddr(t *testing.T) string {

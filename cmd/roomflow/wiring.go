@@ -27,7 +27,7 @@ import (
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 // BenchmarkRange measures Store.Range on a realistic user_mic_sessions:
@@ -17,7 +17,7 @@ import (
 // migration 0005 and without it (then MariaDB walks the user's sessions
 // through idx_user_mic_sessions_user_status).
 //
-//	go test -run '^$' -bench BenchmarkRange -benchtime 200x ./sinks/mysql/statsapi/
+//	go test -run '^$' -bench BenchmarkRange -benchtime 200x ./services/statsapi/
 func BenchmarkRange(b *testing.B) {
 	m := testenv.NewMySQL(b)
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/userv1"
-	"github.com/hyapp/roomflow/sinks/mysql/statsapi"
+	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 // refSession is one generated session; end == 0 while it is open.
