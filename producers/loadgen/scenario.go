@@ -238,7 +238,7 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		g.CoinSpent = int64(g.GiftCount) * (10 + r.Int64N(990))
 		g.HeatValue = g.CoinSpent
 		if r.Float64() < s.LuckyShare {
-			g.GiftId, g.Lucky, g.LuckyRuleVersion, g.DrawId = s.Rule.GiftID, true, s.Rule.RuleVersion, fmt.Sprintf("draw-%d", i)
+			g.GiftId, g.Lucky, g.LuckyRuleVersion, g.DrawId = s.Rule.GiftID, true, s.Rule.RuleVersion, fmt.Sprintf("%s-draw-%d", s.EventIDPrefix, i)
 		} else {
 			g.GiftId = fmt.Sprintf("gift-%d", r.IntN(20))
 		}
