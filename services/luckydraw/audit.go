@@ -159,7 +159,9 @@ func Audit(ctx context.Context, db *sql.DB, key string, q AuditQuery) ([]AuditRe
 
 func auditOne(key []byte, in DigestInput, candJSON []byte, selected, digest string, reward int64, out [3]int64) AuditResult {
 	res := AuditResult{DrawID: in.DrawID}
-	bad := func(format string, args ...any) { res.Mismatches = append(res.Mismatches, fmt.Sprintf(format, args...)) }
+	bad := func(format string, args ...any) {
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf(format, args...))
+	}
 	if err := json.Unmarshal(candJSON, &in.Candidates); err != nil {
 		bad("candidate_tiers_json: %v", err)
 	} else if i, err := Select(in.Candidates, in.RandomValue); err != nil {

@@ -50,11 +50,11 @@ const (
 // under.
 type drawReq struct {
 	app, drawID, commandID, requestID, billingReceiptID string
-	roomID, deviceID, giftID, ruleVersion              string
-	sender, target                                     int64
-	giftCount                                          int32
-	coinSpent, heat                                    int64
-	largeTier, dispatch                                bool
+	roomID, deviceID, giftID, ruleVersion               string
+	sender, target                                      int64
+	giftCount                                           int32
+	coinSpent, heat                                     int64
+	largeTier, dispatch                                 bool
 }
 
 // drawResult is a draw's answer: a new or stored draw, or a reject.
