@@ -15,7 +15,7 @@ const (
 	DefaultDrawTimeout         = 300 * time.Millisecond
 	DefaultWalletCreditTimeout = 500 * time.Millisecond
 	DefaultSwitchCacheTTL      = time.Second
-	DefaultMaxBatch            = 128
+	DefaultMaxBatch            = 32
 )
 
 // Dispatcher makes the synchronous wallet credit of a committed reward
@@ -75,7 +75,8 @@ type Config struct {
 	// Default 1s.
 	SwitchCacheTTL time.Duration
 	// MaxBatch is the most concurrent draws of one app_code run in one
-	// transaction (group commit). Default 128; 1 disables batching.
+	// transaction (group commit). Default 32 (a bigger batch holds the
+	// locks longer and risks DrawTimeout on a busy host); 1 disables batching.
 	MaxBatch int
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.

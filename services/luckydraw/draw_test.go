@@ -213,7 +213,9 @@ func TestDigestCanonical(t *testing.T) {
 		"key order of fields": func(x *DigestInput) { x.CommandID, x.AppCode = x.AppCode, x.CommandID },
 		"random":              func(x *DigestInput) { x.RandomValue++ },
 		"boundary":            func(x *DigestInput) { x.DrawID, x.CommandID = "LD-1c", "" },
-		"table":               func(x *DigestInput) { x.Candidates = []Candidate{{TierID: "none", RewardType: "none", BasePPM: lucky.PPM, ProbabilityPPM: lucky.PPM, Disabled: "x"}} },
+		"table": func(x *DigestInput) {
+			x.Candidates = []Candidate{{TierID: "none", RewardType: "none", BasePPM: lucky.PPM, ProbabilityPPM: lucky.PPM, Disabled: "x"}}
+		},
 	} {
 		x := in
 		mut(&x)

@@ -157,6 +157,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, 
 	}
 	var todo []work
 	first := map[string]int{} // command_id -> index of its first request
+	dupOf := map[int]int{}    // a repeated command_id -> its first request
 	for i, r := range reqs {
 		if d, ok := stored[r.commandID]; ok {
 			d.duplicate = true
@@ -164,7 +165,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, 
 			continue
 		}
 		if j, ok := first[r.commandID]; ok {
-			res[i] = drawResult{reject: "dup:" + strconv.Itoa(j)} // filled once j is drawn
+			dupOf[i] = j // answered with j's result once drawn
 			continue
 		}
 		first[r.commandID] = i
@@ -229,12 +230,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, 
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	for i := range res {
-		if j, ok := strings.CutPrefix(res[i].reject, "dup:"); ok {
-			k, _ := strconv.Atoi(j)
-			res[i] = res[k]
-			res[i].duplicate = true
-		}
+	for i, j := range dupOf {
+		res[i] = res[j]
+		res[i].duplicate = res[j].reject == ""
 	}
 	return res, nil
 }
