@@ -1,0 +1,142 @@
+package luckydraw
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
+)
+
+// Defaults of Config, equal to roomflow's lucky.* defaults.
+const (
+	DefaultDrawTimeout         = 300 * time.Millisecond
+	DefaultWalletCreditTimeout = 500 * time.Millisecond
+	DefaultSwitchCacheTTL      = time.Second
+	DefaultMaxBatch            = 32
+)
+
+// Dispatcher makes the synchronous wallet credit of a committed reward
+// (services/luckydraw/luckyoutbox implements it). Credit claims the
+// reward_credit row "RewardCredit:{reward_id}" of lucky_outbox, calls the
+// wallet and commits the outcome before it returns: status "granted" (with
+// the wallet's receipt, the draw row already reward_status='granted'),
+// "pending" (the outbox worker retries) or "failed". An error means the
+// outcome is unknown to the caller: the reward stays pending for the
+// worker.
+type Dispatcher interface {
+	Credit(ctx context.Context, appCode, rewardID string) (status, creditReceiptID string, err error)
+}
+
+// Config configures a Service. Zero values are the defaults, except
+// AuditKey, which is required. The three Disable* switches are the
+// negated start values of seed 003's global kill switches (so the zero
+// value is "on"); an operator override in lucky_switches wins over them.
+type Config struct {
+	// AppCode is the app_code of requests whose meta.app_code is empty.
+	AppCode string
+	// DrawTimeout bounds one draw transaction, lock waits and retries of
+	// deadlocks included. Time a request waits for its batch to start is
+	// bounded by the caller's deadline, not by this. Default 300ms.
+	DrawTimeout time.Duration
+	// WalletCreditTimeout bounds one synchronous credit; the reward_credit
+	// outbox row becomes due 2*WalletCreditTimeout+1s after the draw, so
+	// the outbox worker does not race the synchronous dispatch.
+	// Default 500ms.
+	WalletCreditTimeout time.Duration
+	// AuditKey is the HMAC-SHA256 key of random_digest. Required; never
+	// logged.
+	AuditKey string
+	// LargeTierMinReward: a tier paying at least this many coins is large
+	// and switched off while large_tier_enabled is off. 0: none is large.
+	LargeTierMinReward int64
+	// MaxDeviceDailyPayout caps the coins one device wins per UTC day
+	// (across gifts). 0: no cap.
+	MaxDeviceDailyPayout int64
+	// MaxAnchorDailyPayout caps the coins won on gifts to one target user
+	// per UTC day. 0: no cap.
+	MaxAnchorDailyPayout int64
+	// ActivityPeriodPayout caps the coins won in
+	// [ActivityPeriodStartMs, ActivityPeriodEndMs). 0: no cap.
+	ActivityPeriodPayout  int64
+	ActivityPeriodStartMs int64
+	ActivityPeriodEndMs   int64
+	// DisableGlobalLuckyGift, DisableLargeTier and
+	// DisableWalletCreditDispatch are the start values of
+	// global_lucky_gift_enabled, large_tier_enabled and
+	// wallet_credit_dispatch, negated.
+	DisableGlobalLuckyGift      bool
+	DisableLargeTier            bool
+	DisableWalletCreditDispatch bool
+	// SwitchCacheTTL is how long switch values read from lucky_switches
+	// are reused; at most 1s (every replica sees a change within 1s).
+	// Default 1s.
+	SwitchCacheTTL time.Duration
+	// MaxBatch is the most concurrent draws of one app_code run in one
+	// transaction (group commit). Default 32 (a bigger batch holds the
+	// locks longer and risks DrawTimeout on a busy host); 1 disables batching.
+	MaxBatch int
+	// Dispatcher credits rewards synchronously after commit. nil: rewards
+	// stay pending for the outbox worker.
+	Dispatcher Dispatcher
+	// Registerer gets the roomflow_lucky_draw_* metrics. nil: none.
+	Registerer prometheus.Registerer
+	// Logger gets the service's lines. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of draws, windows and rule activation. Default
+	// time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	cfgerr.Default(&c.DrawTimeout, DefaultDrawTimeout)
+	cfgerr.Default(&c.WalletCreditTimeout, DefaultWalletCreditTimeout)
+	cfgerr.Default(&c.SwitchCacheTTL, DefaultSwitchCacheTTL)
+	cfgerr.Default(&c.MaxBatch, DefaultMaxBatch)
+	cfgerr.Default(&c.Logger, slog.Default())
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every invalid field of c with its defaults applied,
+// keyed by snake-case name: audit_key (empty), draw_timeout,
+// wallet_credit_timeout, switch_cache_ttl (above 1s), max_batch, the
+// negative caps, activity_period_end_ms (not after the start), app_code
+// (over 32 bytes).
+func (c Config) Validate() error {
+	c.setDefaults()
+	var ch cfgerr.Checks
+	ch.Set("audit_key", c.AuditKey)
+	ch.PositiveDuration("draw_timeout", c.DrawTimeout)
+	ch.PositiveDuration("wallet_credit_timeout", c.WalletCreditTimeout)
+	ch.PositiveDuration("switch_cache_ttl", c.SwitchCacheTTL)
+	if c.SwitchCacheTTL > time.Second {
+		ch.Bad("switch_cache_ttl", "must be at most 1s (got %s)", c.SwitchCacheTTL)
+	}
+	ch.Positive("max_batch", c.MaxBatch)
+	if len(c.AppCode) > maxAppCode {
+		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
+	}
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"large_tier_min_reward", c.LargeTierMinReward},
+		{"max_device_daily_payout", c.MaxDeviceDailyPayout},
+		{"max_anchor_daily_payout", c.MaxAnchorDailyPayout},
+		{"activity_period_payout", c.ActivityPeriodPayout},
+		{"activity_period_start_ms", c.ActivityPeriodStartMs},
+	} {
+		if f.v < 0 {
+			ch.Bad(f.key, "must be >= 0 (got %d)", f.v)
+		}
+	}
+	if (c.ActivityPeriodStartMs != 0 || c.ActivityPeriodEndMs != 0 || c.ActivityPeriodPayout != 0) &&
+		c.ActivityPeriodEndMs <= c.ActivityPeriodStartMs {
+		ch.Bad("activity_period_end_ms", "must be after activity_period_start_ms (got %d <= %d)", c.ActivityPeriodEndMs, c.ActivityPeriodStartMs)
+	}
+	return ch.Err()
+}

@@ -1,0 +1,462 @@
+// Package luckydraw is seed 003's draw service (`roomflow lucky`): the
+// gRPC hyapp.activity.v1.LuckyGiftService over MySQL. A draw is one MySQL
+// transaction (the seed's "Transaction Boundary"): idempotency by
+// (app_code, command_id), the active rule version, the platform, room and
+// gift pool rows and the risk counters locked FOR UPDATE in key order, the
+// inflow and payout applied, the draw record and its lucky_outbox rows
+// (the wallet credit, the lucky events) inserted. No wallet call happens
+// while locks are held: the synchronous credit runs after commit through
+// Config.Dispatcher, and the outbox worker retries what it leaves pending.
+//
+// Group commit: every draw of one app_code locks the platform pool row, so
+// draws of an app_code are serialized by MySQL anyway. The service runs
+// concurrent draws of one app_code as batches: while one batch's
+// transaction runs, arriving draws queue; the next batch takes up to
+// Config.MaxBatch of them into one transaction that runs them one after the
+// other in memory and writes each table with one multi-row statement. A
+// batch that fails on a deadlock, lock wait timeout, duplicate key or lost
+// connection is rolled back and retried whole within DrawTimeout, so every
+// invariant holds per draw exactly as with one transaction per draw.
+package luckydraw
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomflow/internal/promreg"
+	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+)
+
+// Column sizes of lucky_draw_records: longer request strings are
+// InvalidArgument.
+const (
+	maxAppCode   = 32
+	maxCommandID = 128
+	maxRoomID    = 64
+	maxGiftID    = 64
+	maxRequestID = 128
+	maxDeviceID  = 128
+	maxReceiptID = 128
+	maxVersion   = 64
+)
+
+// Service is the LuckyGiftService. Its methods are safe for concurrent
+// use.
+type Service struct {
+	activityv1.UnimplementedLuckyGiftServiceServer
+	cfg   Config
+	db    *sql.DB
+	rules *lucky.Loader
+	sw    *switches
+	log   *slog.Logger
+	m     metrics
+
+	mu     sync.Mutex
+	queues map[string]*queue // by app_code
+}
+
+type metrics struct {
+	draws    *prometheus.CounterVec
+	duration prometheus.Histogram
+	batch    prometheus.Histogram
+	rejects  *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	return metrics{
+		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
+			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw), rejected, invalid, error."}, []string{"outcome"})),
+		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
+			Help: "ExecuteLuckyGiftDraw latency, queueing and synchronous wallet credit included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
+		batch: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_batch_size",
+			Help: "Draw requests per draw transaction (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 9)})),
+		rejects: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draw_rejects_total",
+			Help: "Draws and checks answered with a reject_reason (nothing drawn)."}, []string{"rpc", "reason"})),
+		retries: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draw_retries_total",
+			Help: "Draw transactions rolled back and retried, by reason."}, []string{"reason"})),
+	}
+}
+
+// New returns the service over db (migrated through 0006). It fails when
+// cfg is invalid (see Config.Validate) or db is nil. It does not record
+// pool ownership (RecordOwnership) nor listen (Serve).
+func New(cfg Config, db *sql.DB) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil {
+		return nil, errors.New("luckydraw: nil database")
+	}
+	rules, err := lucky.NewLoader(lucky.LoaderConfig{Now: cfg.Now}, db)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, db: db, rules: rules, sw: newSwitches(cfg, db), log: cfg.Logger.With("component", "luckydraw"),
+		m: newMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
+}
+
+// DispatchEnabled reports whether wallet_credit_dispatch is on for app
+// (operator override, else the configured start value), read at most
+// SwitchCacheTTL ago. The reward outbox worker asks it before each credit.
+func (s *Service) DispatchEnabled(ctx context.Context, app string) (bool, error) {
+	v, err := s.sw.get(ctx, s.appCode(app))
+	if err != nil {
+		return false, err
+	}
+	return v.global[SwitchWalletDispatch], nil
+}
+
+func (s *Service) appCode(app string) string {
+	if app == "" {
+		return s.cfg.AppCode
+	}
+	return app
+}
+
+// Serve serves LuckyGiftService, the gRPC health service (SERVING while
+// it runs) and reflection on ln until ctx ends, then stops gracefully:
+// in-flight RPCs finish (a draw's transaction is bounded by DrawTimeout).
+// It returns the server's error, nil after a stop on ctx.
+func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	srv := grpc.NewServer()
+	activityv1.RegisterLuckyGiftServiceServer(srv, s)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(activityv1.LuckyGiftService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	s.log.Info("lucky gift service serving", "addr", ln.Addr().String())
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.DrawTimeout + 2*s.cfg.WalletCreditTimeout + time.Second):
+		srv.Stop()
+		<-stopped
+	}
+	if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// invalid is an InvalidArgument answer.
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+func checkLen(field, v string, max int, required bool) error {
+	if required && v == "" {
+		return invalid("%s is required", field)
+	}
+	if len(v) > max {
+		return invalid("%s is longer than %d bytes", field, max)
+	}
+	return nil
+}
+
+// CheckLuckyGift answers whether a lucky gift can be sent now: enabled
+// with the active rule version, or enabled=false with exactly one of
+// global_disabled, room_paused, no_active_rule (also an unknown gift),
+// rule_invalid. It needs only gift_id and meta.room_id
+// (InvalidArgument otherwise). A database failure is Unavailable.
+func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
+	meta := req.GetMeta()
+	for _, err := range []error{
+		checkLen("meta.room_id", meta.GetRoomId(), maxRoomID, true),
+		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
+		checkLen("meta.app_code", meta.GetAppCode(), maxAppCode, false),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	app := s.appCode(meta.GetAppCode())
+	reject, err := s.switchReject(ctx, app, meta.GetRoomId())
+	if err != nil {
+		return nil, s.rpcError(ctx, "CheckLuckyGift", err)
+	}
+	var version string
+	if reject == "" {
+		rows, err := readRuleRows(ctx, s.db, []any{req.GetGiftId()})
+		if err != nil {
+			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
+		}
+		var rule *lucky.Rule
+		rule, reject, err = s.resolveRule(ctx, rows, req.GetGiftId(), "")
+		if err != nil {
+			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
+		}
+		if rule != nil {
+			version = rule.RuleVersion
+		}
+	}
+	if reject != "" {
+		s.m.rejects.WithLabelValues("CheckLuckyGift", reject).Inc()
+		return &activityv1.CheckLuckyGiftResponse{RejectReason: reject}, nil
+	}
+	return &activityv1.CheckLuckyGiftResponse{Enabled: true, RuleVersion: version}, nil
+}
+
+// switchReject is the kill switches' answer for app and room: "" when a
+// lucky gift may be drawn.
+func (s *Service) switchReject(ctx context.Context, app, room string) (string, error) {
+	v, err := s.sw.get(ctx, app)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !v.global[SwitchGlobal]:
+		return RejectGlobalDisabled, nil
+	case v.pausedRooms[room]:
+		return RejectRoomPaused, nil
+	}
+	return "", nil
+}
+
+// rpcError maps a failure to its gRPC status: the caller's context
+// ending is its own code; a draw timeout or a transient database error is
+// Unavailable (retry with the same command_id: a committed draw is
+// returned, never drawn twice); anything else Internal with a generic
+// message (the cause is logged).
+func (s *Service) rpcError(ctx context.Context, rpc string, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	s.log.Error("lucky rpc failed", "rpc", rpc, "error", err)
+	if errors.Is(err, ErrDrawTimeout) || mysqlsink.Retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+		return status.Error(codes.Unavailable, "lucky draw temporarily unavailable, retry with the same command_id")
+	}
+	return status.Error(codes.Internal, "internal error")
+}
+
+// validateDraw checks an ExecuteLuckyGiftDrawRequest (InvalidArgument,
+// naming the field) and returns it as a drawReq.
+func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*drawReq, error) {
+	m := req.GetMeta()
+	for _, err := range []error{
+		checkLen("meta.command_id", m.GetCommandId(), maxCommandID, true),
+		checkLen("meta.room_id", m.GetRoomId(), maxRoomID, true),
+		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
+		checkLen("meta.request_id", m.GetRequestId(), maxRequestID, false),
+		checkLen("meta.device_id", m.GetDeviceId(), maxDeviceID, false),
+		checkLen("billing_receipt_id", req.GetBillingReceiptId(), maxReceiptID, false),
+		checkLen("rule_version", req.GetRuleVersion(), maxVersion, false),
+		checkLen("meta.app_code", m.GetAppCode(), maxAppCode, false),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case m.GetSenderUserId() <= 0:
+		return nil, invalid("meta.sender_user_id must be > 0")
+	case m.GetTargetUserId() < 0:
+		return nil, invalid("meta.target_user_id must be >= 0")
+	case req.GetGiftCount() <= 0:
+		return nil, invalid("gift_count must be > 0")
+	case req.GetCoinSpent() < 0:
+		return nil, invalid("coin_spent must be >= 0")
+	case req.GetHeatValue() < 0:
+		return nil, invalid("heat_value must be >= 0")
+	}
+	app := s.appCode(m.GetAppCode())
+	return &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),
+		billingReceiptID: req.GetBillingReceiptId(), roomID: m.GetRoomId(), deviceID: m.GetDeviceId(), giftID: req.GetGiftId(),
+		ruleVersion: req.GetRuleVersion(), sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(),
+		coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}, nil
+}
+
+// ExecuteLuckyGiftDraw draws once per (app_code, command_id): a repeated
+// command_id returns the stored draw whatever its other fields. A
+// reject_reason (global_disabled, room_paused, rule_not_active,
+// no_active_rule, rule_invalid) means nothing was drawn or written; caps
+// and filters never reject (they move probability to the none tier).
+// A paying draw is credited synchronously after commit when
+// wallet_credit_dispatch is on and a Dispatcher is configured:
+// reward_status GRANTED (with credit_receipt_id) only once the grant is
+// committed, else PENDING. Errors: InvalidArgument (nothing written),
+// Unavailable (draw timeout or transient database error: retry with the
+// same command_id), the caller's deadline, Internal.
+func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
+	t0 := time.Now()
+	defer func() { s.m.duration.Observe(time.Since(t0).Seconds()) }()
+	r, err := s.validateDraw(req)
+	if err != nil {
+		s.m.draws.WithLabelValues("invalid").Inc()
+		return nil, err
+	}
+	reject, err := s.switchReject(ctx, r.app, r.roomID)
+	if err != nil {
+		s.m.draws.WithLabelValues("error").Inc()
+		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
+	}
+	if reject != "" {
+		return s.rejected(reject), nil
+	}
+	v, err := s.sw.get(ctx, r.app)
+	if err != nil {
+		s.m.draws.WithLabelValues("error").Inc()
+		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
+	}
+	r.largeTier, r.dispatch = v.global[SwitchLargeTier], v.global[SwitchWalletDispatch]
+	d, err := s.submit(ctx, r)
+	if err != nil {
+		s.m.draws.WithLabelValues("error").Inc()
+		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
+	}
+	if d.reject != "" {
+		return s.rejected(d.reject), nil
+	}
+	outcome := "miss"
+	switch {
+	case d.duplicate:
+		outcome = "duplicate"
+	case d.rewardCoins > 0:
+		outcome = "hit"
+	}
+	s.m.draws.WithLabelValues(outcome).Inc()
+	if d.rewardStatus == "pending" && r.dispatch && s.cfg.Dispatcher != nil {
+		s.dispatch(ctx, r, &d)
+	}
+	return &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, Hit: d.rewardCoins > 0,
+		Tier:         &activityv1.RewardTierResult{TierId: d.tierID, RewardCoins: d.rewardCoins, TierType: d.tierType},
+		RewardStatus: strings.ToUpper(d.rewardStatus), CreditReceiptId: d.creditReceiptID}, nil
+}
+
+func (s *Service) rejected(reason string) *activityv1.ExecuteLuckyGiftDrawResponse {
+	s.m.draws.WithLabelValues("rejected").Inc()
+	s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", reason).Inc()
+	return &activityv1.ExecuteLuckyGiftDrawResponse{RejectReason: reason}
+}
+
+// dispatch credits a committed reward synchronously (no lock held). A
+// failure leaves it pending for the outbox worker.
+func (s *Service) dispatch(ctx context.Context, r *drawReq, d *drawResult) {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.WalletCreditTimeout+time.Second)
+	defer cancel()
+	st, receipt, err := s.cfg.Dispatcher.Credit(ctx, r.app, d.rewardID)
+	if err != nil {
+		s.log.Warn("synchronous reward credit failed; the outbox retries it", "draw_id", d.drawID, "reward_id", d.rewardID,
+			"app_code", r.app, "error", err)
+		return
+	}
+	switch st {
+	case "granted":
+		d.rewardStatus, d.creditReceiptID = st, receipt
+	case "pending", "failed":
+		d.rewardStatus = st
+	default:
+		s.log.Error("dispatcher answered an unknown status", "draw_id", d.drawID, "status", st)
+	}
+}
+
+// queue is an app_code's waiting draws; running: a leader goroutine
+// drains it.
+type queue struct {
+	pending []*call
+	running bool
+}
+
+type call struct {
+	ctx  context.Context
+	req  *drawReq
+	done chan struct{}
+	res  drawResult
+	err  error
+}
+
+// submit queues r for the next batch of its app_code and waits for its
+// result or the caller's context. A caller gone before its batch starts
+// is dropped; one gone after gets ctx's error while its draw commits (a
+// retry with the same command_id returns it).
+func (s *Service) submit(ctx context.Context, r *drawReq) (drawResult, error) {
+	c := &call{ctx: ctx, req: r, done: make(chan struct{})}
+	s.mu.Lock()
+	q := s.queues[r.app]
+	if q == nil {
+		q = &queue{}
+		s.queues[r.app] = q
+	}
+	q.pending = append(q.pending, c)
+	if !q.running {
+		q.running = true
+		go s.lead(q)
+	}
+	s.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return drawResult{}, ctx.Err()
+	}
+}
+
+// lead runs q's batches until q is empty.
+func (s *Service) lead(q *queue) {
+	for {
+		s.mu.Lock()
+		var batch []*call
+		for len(q.pending) > 0 && len(batch) < s.cfg.MaxBatch {
+			c := q.pending[0]
+			q.pending = q.pending[1:]
+			if c.ctx.Err() != nil {
+				c.err = c.ctx.Err()
+				close(c.done)
+				continue
+			}
+			batch = append(batch, c)
+		}
+		if len(batch) == 0 {
+			q.running = false
+			q.pending = nil
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		reqs := make([]*drawReq, len(batch))
+		for i, c := range batch {
+			reqs[i] = c.req
+		}
+		s.m.batch.Observe(float64(len(batch)))
+		res, err := s.runBatch(reqs)
+		if err != nil {
+			s.log.Warn("draw batch failed", "draws", len(batch), "app_code", reqs[0].app, "error", err)
+		}
+		for i, c := range batch {
+			if err != nil {
+				c.err = fmt.Errorf("luckydraw: draw %s: %w", c.req.drawID, err)
+			} else {
+				c.res = res[i]
+			}
+			close(c.done)
+		}
+	}
+}

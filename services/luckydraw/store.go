@@ -1,0 +1,781 @@
+package luckydraw
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/walletv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+)
+
+// DrawID is the draw id of (app_code, command_id): "LD-" and the first 32
+// hex digits of sha256(app + "\x00" + commandID). Room-service (and
+// loadgen) compute it before the draw answers, for RoomGiftSent.draw_id.
+func DrawID(app, commandID string) string {
+	h := sha256.Sum256([]byte(app + "\x00" + commandID))
+	return "LD-" + hex.EncodeToString(h[:16])
+}
+
+// RewardID is the wallet credit id of a draw: the same on every retry, so
+// the wallet answers a repeated credit with the same receipt.
+func RewardID(drawID string) string { return "LR-" + drawID }
+
+// Reject reasons of ExecuteLuckyGiftDraw and CheckLuckyGift (nothing
+// drawn, nothing written).
+const (
+	RejectGlobalDisabled = "global_disabled"
+	RejectRoomPaused     = "room_paused"
+	RejectNoActiveRule   = "no_active_rule"
+	RejectRuleNotActive  = "rule_not_active"
+	RejectRuleInvalid    = "rule_invalid"
+)
+
+// drawReq is one validated draw request with the switch values it runs
+// under.
+type drawReq struct {
+	app, drawID, commandID, requestID, billingReceiptID string
+	roomID, deviceID, giftID, ruleVersion               string
+	sender, target                                      int64
+	giftCount                                           int32
+	coinSpent, heat                                     int64
+	largeTier, dispatch                                 bool
+}
+
+// drawResult is a draw's answer: a new or stored draw, or a reject.
+type drawResult struct {
+	drawID, ruleVersion    string
+	tierID, tierType       string
+	rewardCoins            int64
+	rewardID, rewardStatus string // status: none | pending | granted | failed
+	creditReceiptID        string
+	reject                 string
+	duplicate              bool
+}
+
+// ruleRow is a lucky_gift_rules row's activation state.
+type ruleRow struct {
+	gift, version, status string
+	effectiveAt, id       int64
+}
+
+// poolKey names a lucky_pools row within the batch's app_code.
+type poolKey struct{ scopeType, scopeID string }
+
+// counter is a lucky_risk_counters row.
+type counter struct {
+	key, scope, scopeID, window string
+	start, end                  int64
+	payout, draws, hits         int64 // current values (before + this batch)
+	dPayout, dDraws, dHits      int64 // this batch's deltas
+}
+
+type poolRow struct {
+	PoolState
+	dIn, dOut, dVersion int64
+}
+
+// batchTx is the state of one batch transaction.
+type batchTx struct {
+	s     *Service
+	tx    *sql.Tx
+	app   string
+	nowMs int64
+	pools map[poolKey]*poolRow
+	ctrs  map[string]*counter
+}
+
+// runBatch runs reqs (one app_code) in one transaction, retrying
+// deadlocks, lock wait timeouts, duplicate keys and lost connections until
+// DrawTimeout ends. The results are in reqs' order.
+func (s *Service) runBatch(reqs []*drawReq) ([]drawResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrawTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		res, err := s.tryBatch(ctx, reqs)
+		if err == nil {
+			return res, nil
+		}
+		if !mysqlsink.Retryable(err) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w (draw_timeout %s, attempt %d): %w", ErrDrawTimeout, s.cfg.DrawTimeout, attempt, err)
+			}
+			return nil, err
+		}
+		s.m.retries.WithLabelValues(mysqlsink.ErrorReason(err)).Inc()
+		s.log.Debug("draw batch retried", "attempt", attempt, "draws", len(reqs), "error", err)
+		select {
+		case <-time.After(time.Duration(attempt) * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// ErrDrawTimeout is a draw transaction that did not commit within
+// DrawTimeout (rolled back or, after a lost commit answer, unknown: a
+// retry with the same command_id returns the draw if it committed).
+var ErrDrawTimeout = errors.New("luckydraw: draw timed out")
+
+func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	b := &batchTx{s: s, tx: tx, app: reqs[0].app, nowMs: s.cfg.Now().UnixMilli(), pools: map[poolKey]*poolRow{}, ctrs: map[string]*counter{}}
+	res := make([]drawResult, len(reqs))
+
+	// (1) idempotency: stored draws, and duplicates inside the batch.
+	stored, err := b.storedDraws(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	// (2) rule versions: activation read in the transaction; content
+	// from the loader (versions are immutable).
+	rules, err := b.activeRules(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	type work struct {
+		i    int
+		rule *lucky.Rule
+	}
+	var todo []work
+	first := map[string]int{} // command_id -> index of its first request
+	dupOf := map[int]int{}    // a repeated command_id -> its first request
+	for i, r := range reqs {
+		if d, ok := stored[r.commandID]; ok {
+			d.duplicate = true
+			res[i] = d
+			continue
+		}
+		if j, ok := first[r.commandID]; ok {
+			dupOf[i] = j // answered with j's result once drawn
+			continue
+		}
+		first[r.commandID] = i
+		rule, reject, err := s.resolveRule(ctx, rules, r.giftID, r.ruleVersion)
+		if err != nil {
+			return nil, err
+		}
+		if reject != "" {
+			res[i] = drawResult{drawID: r.drawID, reject: reject}
+			continue
+		}
+		todo = append(todo, work{i, rule})
+	}
+	if len(todo) > 0 {
+		drawReqs := make([]*drawReq, len(todo))
+		for k, w := range todo {
+			drawReqs[k] = reqs[w.i]
+		}
+		// (3)-(4) lock pools, then counters, each in key order.
+		if err := b.lockPools(ctx, drawReqs); err != nil {
+			return nil, err
+		}
+		if err := b.lockCounters(ctx, drawReqs); err != nil {
+			return nil, err
+		}
+		streamed, err := b.claimInflow(ctx, drawReqs)
+		if err != nil {
+			return nil, err
+		}
+		// (5)-(6) draw in memory, in arrival order.
+		var records [][]any
+		var outbox [][]any
+		for _, w := range todo {
+			r := reqs[w.i]
+			d, rec, ob, err := b.drawOne(r, w.rule, !streamed[r.drawID])
+			if err != nil {
+				return nil, err
+			}
+			res[w.i] = d
+			records = append(records, rec)
+			outbox = append(outbox, ob...)
+		}
+		// (7)-(10) write.
+		if err := b.writePools(ctx); err != nil {
+			return nil, err
+		}
+		if err := b.writeCounters(ctx); err != nil {
+			return nil, err
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
+	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
+	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
+	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
+	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms) VALUES `, records); err != nil {
+			return nil, err
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
+	aggregate_id, kafka_key, payload, status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	for i, j := range dupOf {
+		res[i] = res[j]
+		res[i].duplicate = res[j].reject == ""
+	}
+	return res, nil
+}
+
+// storedDraws reads committed draws of the batch's command ids.
+func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]drawResult, error) {
+	args := []any{b.app}
+	for _, r := range reqs {
+		args = append(args, r.commandID)
+	}
+	rows, err := b.tx.QueryContext(ctx, `SELECT command_id, draw_id, rule_version, selected_tier_id, tier_type, reward_coins,
+	reward_id, reward_status, credit_receipt_id FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
+		placeholders(len(reqs))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]drawResult{}
+	for rows.Next() {
+		var cmd string
+		var d drawResult
+		if err := rows.Scan(&cmd, &d.drawID, &d.ruleVersion, &d.tierID, &d.tierType, &d.rewardCoins, &d.rewardID,
+			&d.rewardStatus, &d.creditReceiptID); err != nil {
+			return nil, err
+		}
+		out[cmd] = d
+	}
+	return out, rows.Err()
+}
+
+// activeRules reads the activation state of every version of the batch's
+// gifts.
+func (b *batchTx) activeRules(ctx context.Context, reqs []*drawReq) (map[string][]ruleRow, error) {
+	var gifts []any
+	seen := map[string]bool{}
+	for _, r := range reqs {
+		if !seen[r.giftID] {
+			seen[r.giftID] = true
+			gifts = append(gifts, r.giftID)
+		}
+	}
+	return readRuleRows(ctx, b.tx, gifts)
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func readRuleRows(ctx context.Context, q querier, gifts []any) (map[string][]ruleRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
+WHERE gift_id IN (`+placeholders(len(gifts))+`)`, gifts...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]ruleRow{}
+	for rows.Next() {
+		var r ruleRow
+		if err := rows.Scan(&r.gift, &r.version, &r.status, &r.effectiveAt, &r.id); err != nil {
+			return nil, err
+		}
+		out[r.gift] = append(out[r.gift], r)
+	}
+	return out, rows.Err()
+}
+
+// pickVersion applies the activation rule to a gift's versions: version
+// "" is the active one with the greatest effective_at_ms (then id); a
+// named version must be active (status active, effective_at_ms <= now).
+// It returns the version or a reject reason.
+func pickVersion(rows []ruleRow, version string, nowMs int64) (string, string) {
+	var best *ruleRow
+	for i := range rows {
+		r := &rows[i]
+		if r.status != "active" || r.effectiveAt > nowMs {
+			continue
+		}
+		if version != "" {
+			if r.version == version {
+				return version, ""
+			}
+			continue
+		}
+		if best == nil || r.effectiveAt > best.effectiveAt || r.effectiveAt == best.effectiveAt && r.id > best.id {
+			best = r
+		}
+	}
+	switch {
+	case version != "":
+		return "", RejectRuleNotActive
+	case best == nil:
+		return "", RejectNoActiveRule
+	}
+	return best.version, ""
+}
+
+// resolveRule picks and loads a draw's rule version, or a reject reason.
+func (s *Service) resolveRule(ctx context.Context, rules map[string][]ruleRow, gift, version string) (*lucky.Rule, string, error) {
+	v, reject := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli())
+	if reject != "" {
+		return nil, reject, nil
+	}
+	r, err := s.rules.Get(ctx, gift, v)
+	switch {
+	case errors.Is(err, lucky.ErrInvalidRule):
+		return nil, RejectRuleInvalid, nil
+	case errors.Is(err, lucky.ErrUnknownRule):
+		return nil, RejectRuleNotActive, nil
+	case err != nil:
+		return nil, "", err
+	}
+	if err := CheckRule(r); err != nil {
+		return nil, RejectRuleInvalid, nil
+	}
+	return r, "", nil
+}
+
+func poolKeys(r *drawReq) [3]poolKey {
+	return [3]poolKey{{"platform", "global"}, {"room", r.roomID}, {"gift", r.giftID}}
+}
+
+// lockPools locks the batch's pool rows FOR UPDATE in primary-key order,
+// creating missing rows empty first.
+func (b *batchTx) lockPools(ctx context.Context, reqs []*drawReq) error {
+	var keys []poolKey
+	seen := map[poolKey]bool{}
+	for _, r := range reqs {
+		for _, k := range poolKeys(r) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, c poolKey) int {
+		return strings.Compare(a.scopeType+"\x00"+a.scopeID, c.scopeType+"\x00"+c.scopeID)
+	})
+	if err := b.selectPools(ctx, keys); err != nil {
+		return err
+	}
+	var missing []poolKey
+	for _, k := range keys {
+		if b.pools[k] == nil {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var rows [][]any
+	for _, k := range missing {
+		rows = append(rows, []any{b.app, k.scopeType, k.scopeID, b.nowMs})
+	}
+	if err := insertRows(ctx, b.tx, `INSERT IGNORE INTO lucky_pools (app_code, scope_type, scope_id, updated_at_ms) VALUES `, rows); err != nil {
+		return err
+	}
+	if err := b.selectPools(ctx, missing); err != nil {
+		return err
+	}
+	for _, k := range missing {
+		if b.pools[k] == nil {
+			return fmt.Errorf("luckydraw: pool %s/%s missing after insert", k.scopeType, k.scopeID)
+		}
+	}
+	return nil
+}
+
+func (b *batchTx) selectPools(ctx context.Context, keys []poolKey) error {
+	args := []any{b.app}
+	var cond []string
+	for _, k := range keys {
+		cond = append(cond, "(scope_type = ? AND scope_id = ?)")
+		args = append(args, k.scopeType, k.scopeID)
+	}
+	rows, err := b.tx.QueryContext(ctx, `SELECT scope_type, scope_id, balance, reserve_floor FROM lucky_pools
+WHERE app_code = ? AND (`+strings.Join(cond, " OR ")+`) ORDER BY scope_type, scope_id FOR UPDATE`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p := &poolRow{}
+		if err := rows.Scan(&p.ScopeType, &p.ScopeID, &p.Balance, &p.ReserveFloor); err != nil {
+			return err
+		}
+		b.pools[poolKey{p.ScopeType, p.ScopeID}] = p
+	}
+	return rows.Err()
+}
+
+// riskLimits are a draw's caps: max_single_payout and one per risk
+// counter row it touches (locked, with this batch's earlier draws
+// applied).
+func (b *batchTx) riskLimits(r *drawReq, rule *lucky.Rule) []RiskLimit {
+	cfg := b.s.cfg
+	caps := map[string]int64{"user": rule.MaxUserDailyPayout, "device": cfg.MaxDeviceDailyPayout,
+		"room": rule.MaxRoomHourlyPayout, "anchor": cfg.MaxAnchorDailyPayout, "activity": cfg.ActivityPeriodPayout}
+	limits := []RiskLimit{{Scope: "single", Window: "draw", Cap: rule.MaxSinglePayout}}
+	for _, c := range b.counterRows(r) {
+		c = b.ctrs[c.key]
+		limits = append(limits, RiskLimit{Scope: c.scope, ScopeID: c.scopeID, Window: c.window, Cap: caps[c.scope], Used: c.payout})
+	}
+	return limits
+}
+
+const (
+	hourMs = int64(time.Hour / time.Millisecond)
+	dayMs  = 24 * hourMs
+)
+
+func dayStart(ms int64) int64  { return ms - ms%dayMs }
+func hourStart(ms int64) int64 { return ms - ms%hourMs }
+
+func (b *batchTx) activityOn() bool {
+	c := b.s.cfg
+	return c.ActivityPeriodEndMs > c.ActivityPeriodStartMs && b.nowMs >= c.ActivityPeriodStartMs && b.nowMs < c.ActivityPeriodEndMs
+}
+
+func counterKey(app, scope, id, window string, start int64) string {
+	return app + "|" + scope + "|" + id + "|" + window + "|" + strconv.FormatInt(start, 10)
+}
+
+// counterRows lists the risk counter rows a draw touches (UTC windows
+// at the batch's time), in no particular order.
+func (b *batchTx) counterRows(r *drawReq) []*counter {
+	day, hour := dayStart(b.nowMs), hourStart(b.nowMs)
+	mk := func(scope, id, window string, start, end int64) *counter {
+		return &counter{key: counterKey(b.app, scope, id, window, start), scope: scope, scopeID: id, window: window, start: start, end: end}
+	}
+	out := []*counter{mk("user", strconv.FormatInt(r.sender, 10), "daily", day, day+dayMs)}
+	if r.deviceID != "" {
+		out = append(out, mk("device", r.deviceID, "daily", day, day+dayMs))
+	}
+	out = append(out, mk("room", r.roomID, "hourly", hour, hour+hourMs))
+	if r.target > 0 {
+		out = append(out, mk("anchor", strconv.FormatInt(r.target, 10), "daily", day, day+dayMs))
+	}
+	if b.activityOn() {
+		c := b.s.cfg
+		out = append(out, mk("activity", "period", "period", c.ActivityPeriodStartMs, c.ActivityPeriodEndMs))
+	}
+	return out
+}
+
+// lockCounters locks the batch's risk counters FOR UPDATE in key order,
+// creating missing rows first.
+func (b *batchTx) lockCounters(ctx context.Context, reqs []*drawReq) error {
+	want := map[string]*counter{}
+	var keys []string
+	for _, r := range reqs {
+		for _, c := range b.counterRows(r) {
+			if want[c.key] == nil {
+				want[c.key] = c
+				keys = append(keys, c.key)
+			}
+		}
+	}
+	slices.Sort(keys)
+	if err := b.selectCounters(ctx, keys, want); err != nil {
+		return err
+	}
+	var missing []string
+	var rows [][]any
+	for _, k := range keys {
+		if b.ctrs[k] == nil {
+			c := want[k]
+			missing = append(missing, k)
+			rows = append(rows, []any{k, b.app, c.scope, c.scopeID, c.window, c.start, c.end, b.nowMs})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := insertRows(ctx, b.tx, `INSERT IGNORE INTO lucky_risk_counters (counter_key, app_code, scope_type, scope_id,
+	window_type, window_start_ms, window_end_ms, updated_at_ms) VALUES `, rows); err != nil {
+		return err
+	}
+	if err := b.selectCounters(ctx, missing, want); err != nil {
+		return err
+	}
+	for _, k := range missing {
+		if b.ctrs[k] == nil {
+			return fmt.Errorf("luckydraw: risk counter %s missing after insert", k)
+		}
+	}
+	return nil
+}
+
+func (b *batchTx) selectCounters(ctx context.Context, keys []string, want map[string]*counter) error {
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	rows, err := b.tx.QueryContext(ctx, `SELECT counter_key, payout_coins, draw_count, hit_count FROM lucky_risk_counters
+WHERE counter_key IN (`+placeholders(len(keys))+`) ORDER BY counter_key FOR UPDATE`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var payout, draws, hits int64
+		if err := rows.Scan(&k, &payout, &draws, &hits); err != nil {
+			return err
+		}
+		c := want[k]
+		c.payout, c.draws, c.hits = payout, draws, hits
+		b.ctrs[k] = c
+	}
+	return rows.Err()
+}
+
+// claimInflow claims each draw's inflow in lucky_pool_inflow_claims and
+// returns the draws whose inflow the stream sink claimed first.
+func (b *batchTx) claimInflow(ctx context.Context, reqs []*drawReq) (map[string]bool, error) {
+	var rows [][]any
+	args := []any{b.app}
+	for _, r := range reqs {
+		rows = append(rows, []any{b.app, r.drawID, "draw", b.nowMs})
+		args = append(args, r.drawID)
+	}
+	res, err := b.tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES `+
+		rowPlaceholders(len(rows), 4), flatten(rows)...)
+	if err != nil {
+		return nil, err
+	}
+	streamed := map[string]bool{}
+	if n, err := res.RowsAffected(); err != nil || n == int64(len(reqs)) {
+		return streamed, err
+	}
+	q, err := b.tx.QueryContext(ctx, `SELECT draw_id FROM lucky_pool_inflow_claims WHERE app_code = ? AND claimed_by <> 'draw'
+	AND draw_id IN (`+placeholders(len(reqs))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	for q.Next() {
+		var id string
+		if err := q.Scan(&id); err != nil {
+			return nil, err
+		}
+		streamed[id] = true
+	}
+	return streamed, q.Err()
+}
+
+// randomPPM is a uniform value in [0, 1,000,000) from crypto/rand
+// (rand.Int rejects out-of-range samples: no modulo bias).
+func randomPPM() (int64, error) {
+	v, err := rand.Int(rand.Reader, big.NewInt(lucky.PPM))
+	if err != nil {
+		return 0, fmt.Errorf("luckydraw: random: %w", err)
+	}
+	return v.Int64(), nil
+}
+
+// drawOne draws r against the batch's in-memory rows and returns its
+// result, its lucky_draw_records row and its lucky_outbox rows.
+func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawResult, []any, [][]any, error) {
+	keys := poolKeys(r)
+	in := DrawInput{Rule: rule, CoinSpent: r.coinSpent, HeatValue: r.heat, ApplyInflow: applyInflow,
+		Risks: b.riskLimits(r, rule), LargeTierMinReward: b.s.cfg.LargeTierMinReward, LargeTierEnabled: r.largeTier}
+	for i, k := range keys {
+		in.Pools[i] = b.pools[k].PoolState
+	}
+	plan, err := NewPlan(in)
+	if err != nil {
+		return drawResult{}, nil, nil, err
+	}
+	random, err := randomPPM()
+	if err != nil {
+		return drawResult{}, nil, nil, err
+	}
+	o, err := plan.Draw(rule, random)
+	if err != nil {
+		return drawResult{}, nil, nil, err
+	}
+	reward := o.Tier.RewardCoins
+	rewardID, status := "", "none"
+	if reward > 0 {
+		rewardID, status = RewardID(r.drawID), "pending"
+	}
+	appliedBy := "draw"
+	if !applyInflow {
+		appliedBy = "stream"
+	}
+	// Snapshots before the draw's writes.
+	ps := PoolSnapshot{CurrentPoolBalance: plan.CurrentPoolBalance, AvailablePayout: plan.AvailablePayout, InflowAppliedBy: appliedBy}
+	for i := range keys {
+		ps.Layers = append(ps.Layers, PoolLayerSnapshot{PoolState: in.Pools[i], LayerIn: plan.LayerIn[i], Capacity: plan.Capacity[i]})
+	}
+	rs := RiskSnapshot{Limits: in.Risks, RiskCapacity: plan.RiskCapacity}
+	if rs.RiskCapacity == math.MaxInt64 {
+		rs.RiskCapacity = -1
+	}
+	for _, l := range plan.RiskRejected {
+		rs.Rejected = append(rs.Rejected, l.Scope)
+	}
+	candJSON, err := json.Marshal(plan.Candidates)
+	if err != nil {
+		return drawResult{}, nil, nil, err
+	}
+	poolJSON, _ := json.Marshal(ps)
+	riskJSON, _ := json.Marshal(rs)
+	digest := Digest([]byte(b.s.cfg.AuditKey), DigestInput{DrawID: r.drawID, CommandID: r.commandID, AppCode: r.app,
+		GiftID: r.giftID, RuleVersion: rule.RuleVersion, Candidates: plan.Candidates, RandomValue: random})
+
+	// (7)-(8) in memory: pools and counters.
+	var after [3]int64
+	for i, k := range keys {
+		p := b.pools[k]
+		p.Balance += plan.LayerIn[i] - o.LayerOut[i]
+		p.dIn += plan.LayerIn[i]
+		p.dOut += o.LayerOut[i]
+		p.dVersion++
+		after[i] = p.Balance
+	}
+	for _, c := range b.counterRows(r) {
+		c = b.ctrs[c.key]
+		c.payout += reward
+		c.dPayout += reward
+		c.draws++
+		c.dDraws++
+		if o.Hit() {
+			c.hits++
+			c.dHits++
+		}
+	}
+	var poolIn int64
+	if applyInflow {
+		poolIn = plan.Inflow.PoolIn
+	}
+	rec := []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
+		r.giftID, r.giftCount, r.coinSpent, r.heat, rule.RuleVersion, plan.Inflow.PoolIn, plan.Inflow.PlatformIn,
+		plan.Inflow.RoomIn, plan.Inflow.GiftIn, appliedBy, candJSON, o.Tier.TierID, o.Tier.RewardType, reward,
+		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], random, digest, poolJSON, riskJSON, rewardID, status, "", b.nowMs, b.nowMs}
+
+	// (10) outbox.
+	var ob [][]any
+	event := func(id string, m proto.Message) error {
+		payload, err := proto.Marshal(m)
+		if err != nil {
+			return err
+		}
+		ob = append(ob, []any{id, r.app, "activity_event", string(m.ProtoReflect().Descriptor().Name()), r.drawID, r.giftID,
+			payload, "pending", b.nowMs, b.nowMs, b.nowMs})
+		return nil
+	}
+	if reward > 0 {
+		payload, err := proto.Marshal(&walletv1.CreditLuckyRewardRequest{RewardId: rewardID, CommandId: r.commandID,
+			DrawId: r.drawID, RoomId: r.roomID, UserId: r.sender, RewardCoins: reward, Reason: "lucky_gift_reward"})
+		if err != nil {
+			return drawResult{}, nil, nil, err
+		}
+		due := b.nowMs + (2*b.s.cfg.WalletCreditTimeout + time.Second).Milliseconds()
+		ob = append(ob, []any{"RewardCredit:" + rewardID, r.app, "reward_credit", "CreditLuckyRewardRequest", r.drawID,
+			r.giftID, payload, "pending", due, b.nowMs, b.nowMs})
+	}
+	if err := event("LuckyGiftDrawn:"+r.drawID, &activityv1.LuckyGiftDrawn{EventId: "LuckyGiftDrawn:" + r.drawID,
+		AppCode: r.app, DrawId: r.drawID, CommandId: r.commandID, RoomId: r.roomID, GiftId: r.giftID,
+		RuleVersion: rule.RuleVersion, SenderUserId: r.sender, TargetUserId: r.target, TierId: o.Tier.TierID,
+		TierType: o.Tier.RewardType, RewardCoins: reward, Hit: o.Hit(), CoinSpent: r.coinSpent, HeatValue: r.heat,
+		PoolIn: poolIn, TargetPayoutRatePpm: rule.TargetPayoutRatePPM, DrawnAtMs: b.nowMs}); err != nil {
+		return drawResult{}, nil, nil, err
+	}
+	for i, k := range keys {
+		id := "LuckyPoolChanged:" + r.drawID + ":" + k.scopeType
+		if err := event(id, &activityv1.LuckyPoolChanged{EventId: id, AppCode: r.app, DrawId: r.drawID, ScopeType: k.scopeType,
+			ScopeId: k.scopeID, DeltaIn: plan.LayerIn[i], DeltaOut: o.LayerOut[i], Balance: after[i], GiftId: r.giftID,
+			ChangedAtMs: b.nowMs}); err != nil {
+			return drawResult{}, nil, nil, err
+		}
+	}
+	for _, l := range plan.RiskRejected {
+		id := "LuckyRiskRejected:" + r.drawID + ":" + l.Scope
+		if err := event(id, &activityv1.LuckyRiskRejected{EventId: id, AppCode: r.app, DrawId: r.drawID, Scope: l.Scope,
+			ScopeId: l.ScopeID, Threshold: l.Cap, Remaining: l.Remaining(), Reason: l.Window + " cap removed a payable tier",
+			GiftId: r.giftID, AtMs: b.nowMs}); err != nil {
+			return drawResult{}, nil, nil, err
+		}
+	}
+	if reward > 0 && !r.dispatch {
+		id := "LuckyRewardPending:" + rewardID + ":0"
+		if err := event(id, &activityv1.LuckyRewardPending{EventId: id, AppCode: r.app, RewardId: rewardID, DrawId: r.drawID,
+			UserId: r.sender, RewardCoins: reward, RetryReason: SwitchWalletDispatch + " off", GiftId: r.giftID,
+			RoomId: r.roomID, AtMs: b.nowMs}); err != nil {
+			return drawResult{}, nil, nil, err
+		}
+	}
+	return drawResult{drawID: r.drawID, ruleVersion: rule.RuleVersion, tierID: o.Tier.TierID, tierType: o.Tier.RewardType,
+		rewardCoins: reward, rewardID: rewardID, rewardStatus: status}, rec, ob, nil
+}
+
+// writePools applies the batch's pool deltas in one upsert (the rows
+// exist and are locked).
+func (b *batchTx) writePools(ctx context.Context) error {
+	var rows [][]any
+	for _, p := range b.pools {
+		if p.dVersion > 0 {
+			rows = append(rows, []any{b.app, p.ScopeType, p.ScopeID, p.dIn - p.dOut, p.dIn, p.dOut, p.dVersion, b.nowMs})
+		}
+	}
+	return insertRows(ctx, b.tx, `INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, total_in, total_out,
+	version, updated_at_ms) VALUES `, rows, ` ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance),
+	total_in = total_in + VALUES(total_in), total_out = total_out + VALUES(total_out), version = version + VALUES(version),
+	updated_at_ms = VALUES(updated_at_ms)`)
+}
+
+// writeCounters applies the batch's counter deltas in one upsert.
+func (b *batchTx) writeCounters(ctx context.Context) error {
+	var rows [][]any
+	for _, c := range b.ctrs {
+		if c.dDraws > 0 {
+			rows = append(rows, []any{c.key, b.app, c.scope, c.scopeID, c.window, c.dPayout, c.dDraws, c.dHits, c.start, c.end, b.nowMs})
+		}
+	}
+	return insertRows(ctx, b.tx, `INSERT INTO lucky_risk_counters (counter_key, app_code, scope_type, scope_id, window_type,
+	payout_coins, draw_count, hit_count, window_start_ms, window_end_ms, updated_at_ms) VALUES `, rows,
+		` ON DUPLICATE KEY UPDATE payout_coins = payout_coins + VALUES(payout_coins), draw_count = draw_count + VALUES(draw_count),
+	hit_count = hit_count + VALUES(hit_count), updated_at_ms = VALUES(updated_at_ms)`)
+}
+
+// insertRows runs head + one (?, ...) group per row + tail; nothing for
+// no rows.
+func insertRows(ctx context.Context, tx *sql.Tx, head string, rows [][]any, tail ...string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, head+rowPlaceholders(len(rows), len(rows[0]))+strings.Join(tail, ""), flatten(rows)...)
+	return err
+}
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
+
+func rowPlaceholders(rows, cols int) string {
+	g := "(" + placeholders(cols) + ")"
+	return strings.TrimSuffix(strings.Repeat(g+",", rows), ",")
+}
+
+func flatten(rows [][]any) []any {
+	var out []any
+	for _, r := range rows {
+		out = append(out, r...)
+	}
+	return out
+}

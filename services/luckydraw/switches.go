@@ -1,0 +1,129 @@
+package luckydraw
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Seed 003's run-time kill switches (lucky_switches.name).
+const (
+	SwitchGlobal          = "global_lucky_gift_enabled"
+	SwitchLargeTier       = "large_tier_enabled"
+	SwitchWalletDispatch  = "wallet_credit_dispatch"
+	SwitchRoomScopePaused = "room_scope_paused" // per room: scope_id = room_id, enabled = paused
+)
+
+// SetSwitch stores an operator override of a kill switch for app (the
+// admin CLI's `roomflow lucky switch`): v true/false is written and wins
+// over the configured start value; v nil deletes the override (back to
+// the configuration). For room_scope_paused, scopeID is the room and true
+// pauses it; the global switches take an empty scopeID. Every replica sees
+// the change within its SwitchCacheTTL (at most 1s).
+func SetSwitch(ctx context.Context, db *sql.DB, app, name, scopeID string, v *bool) error {
+	switch name {
+	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch:
+		if scopeID != "" {
+			return fmt.Errorf("luckydraw: switch %s takes no scope id", name)
+		}
+	case SwitchRoomScopePaused:
+		if scopeID == "" || len(scopeID) > maxRoomID {
+			return fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, maxRoomID)
+		}
+	default:
+		return fmt.Errorf("luckydraw: unknown switch %q", name)
+	}
+	if len(app) > maxAppCode {
+		return fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
+	}
+	var err error
+	if v == nil {
+		_, err = db.ExecContext(ctx, `DELETE FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`, app, name, scopeID)
+	} else {
+		_, err = db.ExecContext(ctx, `INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
+VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE enabled = VALUES(enabled), updated_at_ms = VALUES(updated_at_ms)`,
+			app, name, scopeID, *v, time.Now().UnixMilli())
+	}
+	if err != nil {
+		return fmt.Errorf("luckydraw: set switch %s: %w", name, err)
+	}
+	return nil
+}
+
+// switchView is an app's switches at one moment.
+type switchView struct {
+	global      map[string]bool // the three global switches, overrides applied
+	pausedRooms map[string]bool
+}
+
+// switches reads lucky_switches per app_code, cached for ttl.
+type switches struct {
+	db       *sql.DB
+	ttl      time.Duration
+	now      func() time.Time
+	defaults map[string]bool
+
+	mu    sync.Mutex
+	cache map[string]cachedSwitches
+}
+
+type cachedSwitches struct {
+	v   *switchView
+	exp time.Time
+}
+
+func newSwitches(cfg Config, db *sql.DB) *switches {
+	return &switches{db: db, ttl: cfg.SwitchCacheTTL, now: cfg.Now, cache: map[string]cachedSwitches{},
+		defaults: map[string]bool{
+			SwitchGlobal:         !cfg.DisableGlobalLuckyGift,
+			SwitchLargeTier:      !cfg.DisableLargeTier,
+			SwitchWalletDispatch: !cfg.DisableWalletCreditDispatch,
+		}}
+}
+
+// get returns app's switches, read at most ttl ago. A database error is
+// returned (the caller fails the request retryably).
+func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.cache[app]
+	s.mu.Unlock()
+	if ok && now.Before(c.exp) {
+		return c.v, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT name, scope_id, enabled FROM lucky_switches WHERE app_code = ?`, app)
+	if err != nil {
+		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
+	}
+	defer rows.Close()
+	v := &switchView{global: map[string]bool{}, pausedRooms: map[string]bool{}}
+	for k, d := range s.defaults {
+		v.global[k] = d
+	}
+	for rows.Next() {
+		var name, scope string
+		var on bool
+		if err := rows.Scan(&name, &scope, &on); err != nil {
+			return nil, fmt.Errorf("luckydraw: read switches: %w", err)
+		}
+		switch {
+		case name == SwitchRoomScopePaused && scope != "":
+			if on {
+				v.pausedRooms[scope] = true
+			}
+		case scope == "":
+			if _, known := s.defaults[name]; known {
+				v.global[name] = on
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
+	}
+	s.mu.Lock()
+	s.cache[app] = cachedSwitches{v: v, exp: now.Add(s.ttl)}
+	s.mu.Unlock()
+	return v, nil
+}
