@@ -23,11 +23,12 @@ import (
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
-	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
@@ -420,3 +421,32 @@ var imPublisherKeys = func() map[string]string {
 	}
 	return keys
 }()
+
+// luckyDrawConfig maps lucky.* and app_code onto luckydraw.Config and
+// validates it, keyed lucky.<field> ("lucky.audit_key"). The kill
+// switches are booleans that default to true, so they map negated (as
+// outbox_worker.enabled): an explicit false is honoured.
+func luckyDrawConfig(d *app.Deps) (luckydraw.Config, error) {
+	l := d.Config.Lucky
+	c := luckydraw.Config{
+		AppCode:                     d.Config.AppCode,
+		DrawTimeout:                 l.DrawTimeout.D(),
+		WalletCreditTimeout:         l.WalletCreditTimeout.D(),
+		AuditKey:                    l.AuditKey,
+		LargeTierMinReward:          l.LargeTierMinReward,
+		MaxDeviceDailyPayout:        l.MaxDeviceDailyPayout,
+		MaxAnchorDailyPayout:        l.MaxAnchorDailyPayout,
+		ActivityPeriodPayout:        l.ActivityPeriodPayout,
+		ActivityPeriodStartMs:       l.ActivityPeriodStartMs,
+		ActivityPeriodEndMs:         l.ActivityPeriodEndMs,
+		DisableGlobalLuckyGift:      !l.Switches.GlobalLuckyGiftEnabled,
+		DisableLargeTier:            !l.Switches.LargeTierEnabled,
+		DisableWalletCreditDispatch: !l.Switches.WalletCreditDispatch,
+		Registerer:                  registerer(d),
+		Logger:                      d.Log,
+	}
+	return c, cfgerr.Under("lucky", luckyDrawKeys, c.Validate())
+}
+
+// luckyDrawKeys are the luckydraw.Config fields that are not lucky.<field>.
+var luckyDrawKeys = map[string]string{"app_code": "app_code"}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+)
+
+const luckyRuleYAML = `gift_id: lucky-star
+rule_version: v1
+gift_price: 100
+pool_rate_ppm: 100000
+platform_weight_ppm: 200000
+room_weight_ppm: 300000
+target_payout_rate_ppm: 900000
+max_single_payout: 100000
+status: active
+effective_at_ms: 1
+tiers:
+  - {tier_id: none, reward_type: none, probability_ppm: 500000}
+  - {tier_id: small_1x, reward_type: multiplier, reward_value: 1, probability_ppm: 500000}
+`
+
+// TestLuckyCommands drives `roomflow lucky` and its admin subcommands on
+// one database: a rule published from YAML (and refused when edited), pools
+// funded, the service serving draws over gRPC, a switch override seen by
+// the running service, and audit passing on the draws and failing on a
+// tampered one or an unknown draw id.
+func TestLuckyCommands(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	addr := testenv.ClosedAddr(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
+		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: test-audit-key\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n" +
+		"  switches:\n    wallet_credit_dispatch: false\n"
+	rules := filepath.Join(t.TempDir(), "rule.yaml")
+	if err := os.WriteFile(rules, []byte(luckyRuleYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", rules); err != nil || !strings.Contains(out, "published lucky-star/v1") {
+		t.Fatalf("rules publish: %v %s", err, out)
+	}
+	edited := filepath.Join(t.TempDir(), "edited.yaml")
+	os.WriteFile(edited, []byte(strings.Replace(luckyRuleYAML, "pool_rate_ppm: 100000", "pool_rate_ppm: 200000", 1)), 0o600)
+	if _, err := runCLI(t, cfg, "lucky", "rules", "publish", edited); err == nil {
+		t.Fatal("an edit of a published version must be refused")
+	}
+	for _, scope := range [][2]string{{"platform", "global"}, {"room", "r1"}, {"gift", "lucky-star"}} {
+		if out, err := runCLI(t, cfg, "lucky", "pools", "fund", "--scope-type", scope[0], "--scope-id", scope[1], "--amount", "1000000", "--reserve-floor", "10"); err != nil {
+			t.Fatalf("pools fund %v: %v %s", scope, err, out)
+		}
+	}
+	var funded int64
+	m.DB.QueryRow(`SELECT SUM(funded) FROM lucky_pools WHERE reserve_floor = 10`).Scan(&funded)
+	if funded != 3_000_000 {
+		t.Fatalf("funded = %d, want 3000000", funded)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { _, err := runCLIContext(t, ctx, cfg, "lucky", "--instance-id", "lucky-0"); served <- err }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := activityv1.NewLuckyGiftServiceClient(conn)
+	check := func() *activityv1.CheckLuckyGiftResponse {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := client.CheckLuckyGift(c, &activityv1.CheckLuckyGiftRequest{Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "lucky-star"})
+		if err != nil {
+			return nil
+		}
+		return r
+	}
+	testenv.Eventually(t, 20*time.Second, "lucky serving", func() bool { r := check(); return r != nil && r.Enabled && r.RuleVersion == "v1" })
+	var owner string
+	m.DB.QueryRow(`SELECT instance_id FROM lucky_pool_owner WHERE id = 1`).Scan(&owner)
+	if owner != "lucky-0" {
+		t.Fatalf("lucky_pool_owner.instance_id = %q, want lucky-0", owner)
+	}
+	var drawIDs []string
+	for i := range 20 {
+		r, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{
+			Meta:   &activityv1.LuckyGiftMeta{CommandId: fmt.Sprint("cmd-", i), RoomId: "r1", SenderUserId: int64(100 + i)},
+			GiftId: "lucky-star", GiftCount: 1, CoinSpent: 100, HeatValue: 100,
+		})
+		if err != nil || r.DrawId == "" {
+			t.Fatalf("draw %d: %v %v", i, r, err)
+		}
+		if r.Hit && r.RewardStatus != "PENDING" {
+			t.Fatalf("draw %d: a hit with wallet_credit_dispatch off must stay PENDING, got %s", i, r.RewardStatus)
+		}
+		drawIDs = append(drawIDs, r.DrawId)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "switch", "global_lucky_gift_enabled", "off"); err != nil {
+		t.Fatalf("switch: %v %s", err, out)
+	}
+	testenv.Eventually(t, 3*time.Second, "the override reaching the service", func() bool {
+		r := check()
+		return r != nil && !r.Enabled && r.RejectReason == "global_disabled"
+	})
+	if _, err := runCLI(t, cfg, "lucky", "switch", "global_lucky_gift_enabled", "default"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Second, "the default back", func() bool { r := check(); return r != nil && r.Enabled })
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("lucky must stop cleanly: %v", err)
+	}
+
+	if out, err := runCLI(t, cfg, "lucky", "audit", "--since", "1h"); err != nil || !strings.Contains(out, "audited 20 draws: 20 match, 0 differ") {
+		t.Fatalf("audit: %v %s", err, out)
+	}
+	m.DB.Exec(`UPDATE lucky_draw_records SET random_value = (random_value + 1) % 1000000 WHERE draw_id = ?`, drawIDs[3])
+	out, err := runCLI(t, cfg, "lucky", "audit", "--draw-id", drawIDs[3])
+	if err == nil || !strings.Contains(out, "MISMATCH "+drawIDs[3]) {
+		t.Fatalf("a tampered draw must fail the audit: %v %s", err, out)
+	}
+	if _, err := runCLI(t, cfg, "lucky", "audit", "--draw-id", "LD-unknown"); err == nil {
+		t.Fatal("an unknown draw must fail the audit")
+	}
+	if _, err := runCLI(t, strings.Replace(cfg, "audit_key: test-audit-key", "audit_key: \"\"", 1), "lucky"); err == nil || !strings.Contains(err.Error(), "lucky.audit_key") {
+		t.Fatalf("lucky without an audit key must name lucky.audit_key: %v", err)
+	}
+}
