@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
-	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/services/statsapi"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
 func init() {

@@ -16,8 +16,8 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
-	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 	"github.com/hyapp/roomflow/services/statsapi"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
 func sinkFreeAddr(t *testing.T) string {

@@ -12,9 +12,9 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
