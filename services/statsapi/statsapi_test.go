@@ -19,9 +19,9 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/userv1"
+	"github.com/hyapp/roomflow/services/statsapi"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
-	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 func ms(s string) int64 {
