@@ -1,0 +1,93 @@
+package loadgen_test
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/services/luckydraw"
+)
+
+// TestDrawLucky sends a scenario's lucky gifts through a real draw service
+// and checks that every lucky gift then names the draw the service
+// recorded for its command id (draw_id derived from app_code and the event
+// id), that plain gifts are untouched, and that the summary's counts equal
+// lucky_draw_records.
+func TestDrawLucky(t *testing.T) {
+	ctx := context.Background()
+	m := testenv.NewMySQL(t)
+	sc := loadgen.DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.EventIDPrefix = 10, 200, "dl"
+	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
+		t.Fatal(err)
+	}
+	events, o := sc.Generate()
+	pools := map[[2]string]bool{{"platform", "global"}: true, {"gift", sc.Rule.GiftID}: true}
+	for _, e := range events {
+		pools[[2]string{"room", e.Envelope.RoomId}] = true
+	}
+	for p := range pools {
+		if err := luckydraw.FundPool(ctx, m.DB, sc.AppCode, p[0], p[1], 10_000_000, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := luckydraw.New(luckydraw.Config{AppCode: sc.AppCode, AuditKey: "k"}, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go svc.Serve(sctx, ln) //nolint:errcheck // stopped by cancel
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	before := make([][]byte, len(events))
+	for i, e := range events {
+		before[i] = e.Payload
+	}
+	sum, err := loadgen.DrawLucky(ctx, activityv1.NewLuckyGiftServiceClient(conn), events, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Draws != o.LuckyGifts || len(sum.Rejected) != 0 {
+		t.Fatalf("draws %d (rejected %v), want one per lucky gift: %d", sum.Draws, sum.Rejected, o.LuckyGifts)
+	}
+	for i, e := range events {
+		var g roomv1.RoomGiftSent
+		proto.Unmarshal(e.Envelope.Payload, &g)
+		var env roomv1.EventEnvelope
+		if err := proto.Unmarshal(e.Payload, &env); err != nil || !proto.Equal(&env, e.Envelope) {
+			t.Fatalf("event %d: Payload is not the envelope", i)
+		}
+		switch {
+		case e.Envelope.EventType == "RoomGiftSent" && g.Lucky:
+			if want := luckydraw.DrawID(sc.AppCode, e.Envelope.EventId); g.DrawId != want {
+				t.Fatalf("%s: draw_id %q, want %q", e.Envelope.EventId, g.DrawId, want)
+			}
+		default:
+			if string(before[i]) != string(e.Payload) {
+				t.Fatalf("%s: a non-lucky event changed", e.Envelope.EventId)
+			}
+		}
+	}
+	var draws, hits int
+	m.DB.QueryRow(`SELECT COUNT(*), COALESCE(SUM(reward_coins > 0), 0) FROM lucky_draw_records`).Scan(&draws, &hits)
+	if draws != sum.Draws || hits != sum.Hits || hits == 0 {
+		t.Fatalf("records: %d draws, %d hits; summary %d, %d (funded pools must pay some)", draws, hits, sum.Draws, sum.Hits)
+	}
+}
