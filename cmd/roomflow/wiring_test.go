@@ -12,9 +12,9 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
@@ -292,6 +292,8 @@ func TestWiringSinkKeys(t *testing.T) {
 		{"--owner-id", sink, nil, [2]string{"owner-id", strings.Repeat("o", 129)}},
 		{"app_code", store, func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }, [2]string{}},
 		{"kafka.topics", store, func(c *config.Config) { c.Kafka.Topics.LuckyPoolInflow = c.Kafka.Topics.MicLedger }, [2]string{}},
+		{"kafka.topics.lucky_events", store, func(c *config.Config) { c.Kafka.Topics.LuckyEvents = "bad topic!" }, [2]string{}},
+		{"kafka.topics", store, func(c *config.Config) { c.Kafka.Topics.LuckyEvents = c.Kafka.Topics.LuckyPoolInflow }, [2]string{}},
 		{"app_code", api, func(c *config.Config) { c.AppCode = "" }, [2]string{}},
 		{"api.user_header", api, func(c *config.Config) { c.API.UserHeader = "X User" }, [2]string{}},
 		{"api.app_code_header", api, func(c *config.Config) { c.API.AppCodeHeader = "X-App:Code" }, [2]string{}},
