@@ -52,7 +52,9 @@ It reads with isolation.level=read_committed, as every consumer of the
 pipeline must: records of aborted transactions never show. The type comes
 from the topic (room events and mic events: EventEnvelope, whose payload is
 also decoded by event_type as "payload"; mic_ledger: MicLedgerEntry; the
-public mic topics and lucky_pool_inflow: their message), else from the
+public mic topics and lucky_pool_inflow: their message; lucky_events: the
+lucky event its event_type header names, LuckyGiftDrawn, LuckyRewardGranted,
+LuckyRewardPending, LuckyPoolChanged or LuckyRiskRejected), else from the
 event_type header of a record whose content-type is
 application/x-protobuf. Dead letters (kafka.topics.dlq), the internal
 compacted topics and anything undecodable show the raw value as
@@ -320,8 +322,9 @@ func topicTypes(t config.Topics) map[string]proto.Message {
 }
 
 // decodeRecord decodes r's value by its topic, else by its event_type
-// header (a room event type on another topic is an envelope routed there
-// by relay.routes); DLQ and unknown values stay raw.
+// header (the lucky events topic always; a room event type on another
+// topic is an envelope routed there by relay.routes); DLQ and unknown
+// values stay raw.
 func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 	out := peekRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp.UnixMilli(),
 		Key: string(r.Key), Headers: map[string]string{}}
@@ -331,7 +334,7 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 	var msg proto.Message
 	if m, ok := topicTypes(topics)[r.Topic]; ok && r.Topic != topics.DLQ {
 		msg = proto.Clone(m)
-	} else if r.Topic != topics.DLQ && out.Headers[envelope.HeaderContentType] == envelope.ContentType {
+	} else if r.Topic == topics.LuckyEvents || (r.Topic != topics.DLQ && out.Headers[envelope.HeaderContentType] == envelope.ContentType) {
 		if mt := hyappType(out.Headers[envelope.HeaderEventType]); mt != nil {
 			msg = mt.New().Interface()
 			if mt.Descriptor().ParentFile().Package() == "hyapp.room.v1" {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -215,5 +216,31 @@ func TestPeekDecodeByHeader(t *testing.T) {
 	}
 	if r := decodeRecord(topics, &kgo.Record{Topic: topics.MicLedger, Value: []byte{0xff, 0xff}}); r.DecodeError == "" || len(r.ValueBase64) != 2 || r.Value != nil {
 		t.Fatalf("corrupt ledger value: %+v", r)
+	}
+}
+
+// The lucky events topic holds five message types: each record is decoded
+// by its event_type header (also without a content-type header), and an
+// unknown type stays raw.
+func TestPeekLuckyEvents(t *testing.T) {
+	topics := testenv.Config(t, nil, nil).Kafka.Topics
+	for _, m := range []proto.Message{
+		&activityv1.LuckyGiftDrawn{EventId: "LuckyGiftDrawn:d1", DrawId: "d1", GiftId: "rose", RewardCoins: 30, Hit: true},
+		&activityv1.LuckyRewardGranted{EventId: "LuckyRewardGranted:r1", DrawId: "d1", RewardCoins: 30},
+		&activityv1.LuckyRewardPending{EventId: "LuckyRewardPending:r1:0", DrawId: "d1", RewardCoins: 30},
+		&activityv1.LuckyPoolChanged{EventId: "LuckyPoolChanged:d1:gift", DrawId: "d1", ScopeType: "gift"},
+		&activityv1.LuckyRiskRejected{EventId: "LuckyRiskRejected:d1:user", DrawId: "d1", Scope: "user"},
+	} {
+		name := string(m.ProtoReflect().Descriptor().Name())
+		r := decodeRecord(topics, &kgo.Record{Topic: topics.LuckyEvents, Key: []byte("rose"), Value: mustMarshal(t, m),
+			Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte(name)}}})
+		var v map[string]any
+		if err := json.Unmarshal(r.Value, &v); err != nil || r.Type != "hyapp.activity.v1."+name || v["draw_id"] != "d1" || r.Key != "rose" {
+			t.Fatalf("%s: %+v (%v)", name, r, err)
+		}
+	}
+	r := decodeRecord(topics, &kgo.Record{Topic: topics.LuckyEvents, Value: []byte("x"), Headers: peekHeaders("e", "LuckyNope")})
+	if r.Value != nil || string(r.ValueBase64) != "x" {
+		t.Fatalf("unknown lucky event type: %+v", r)
 	}
 }

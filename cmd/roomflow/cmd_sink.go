@@ -15,15 +15,19 @@ import (
 func init() {
 	app.Register(app.Spec{
 		Name:  "sink",
-		Short: "Apply the mic ledger and lucky pool inflow to MySQL exactly once; serve the stats API",
-		Long: `sink consumes kafka.topics.mic_ledger and kafka.topics.lucky_pool_inflow in
-consumer group sink.group and applies them to MySQL exactly once: each batch
-(up to sink.batch_size records or sink.flush_interval) is one transaction
-that records every new event_id in user_mic_event_consumption or
-lucky_pool_inflow_consumption (repeats change nothing), applies the
+		Short: "Apply the mic ledger, lucky pool inflow and lucky events to MySQL exactly once; serve the stats API",
+		Long: `sink consumes kafka.topics.mic_ledger, kafka.topics.lucky_pool_inflow and
+kafka.topics.lucky_events in consumer group sink.group and applies them to
+MySQL exactly once: each batch (up to sink.batch_size records or
+sink.flush_interval) is one transaction that records every new event_id in
+user_mic_event_consumption, lucky_pool_inflow_consumption or
+lucky_event_consumption (repeats change nothing), applies the
 pre-aggregated facts (user_mic_sessions never regressing, daily and
-lifetime deltas, lucky_pools), and stores the consumed offsets in
-roomflow_sink_offsets. On assignment each partition is claimed in MySQL
+lifetime deltas; lucky_pool_inflow_daily, and lucky_pools for the gifts
+no draw of 'roomflow lucky' claimed first (lucky_pool_inflow_claims; once
+'roomflow lucky' owns the pools, gifts without a draw_id add nothing);
+lucky_payout_stats_hourly from LuckyGiftDrawn), and stores the consumed
+offsets in roomflow_sink_offsets. On assignment each partition is claimed in MySQL
 (owner and generation) and consumption starts at the offset stored there;
 an instance whose partitions were claimed by another cannot commit.
 Deadlocks, lock wait timeouts and lost connections retry the whole batch

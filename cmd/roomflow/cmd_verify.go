@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +32,17 @@ read_committed consumer, recomputes the mic facts (lifetime and UTC daily
 per user) and the lucky pool inflow with an independent reference of the
 seed rules, and diffs them against user_mic_lifetime_stats,
 user_mic_daily_stats and lucky_pools. Users with sessions that never saw a
-'down' (open, or closed by the mic timers) are not compared. It also lists
+'down' (open, or closed by the mic timers) are not compared.
+
+Once 'roomflow lucky' owns lucky_pools (lucky_pool_owner has its row), the
+pools also pay out, so instead of "total_in = the gifts' inflow, balance =
+total_in" it reconciles the gifts with lucky_draw_records by draw_id: every
+lucky RoomGiftSent since the ownership (by occurred_at_ms) has its draw,
+with the gift, rule version, room and the inflow its rule gives; every draw
+has its gift event; a gift without a draw_id since then is a difference
+(the sink added it to no pool). And it checks the pool invariants: no pool
+below its reserve_floor, balance = funded + total_in - total_out per pool,
+and the sum of total_out = the sum of the draws' reward_coins. It also lists
 the outbox ids the relay gave up waiting for (gap_abandoned records on the
 DLQ topic): rows committed later with those ids were never relayed. It reads
 until each topic has been idle for --idle. Exit status 1 when anything differs.`,
@@ -46,7 +58,7 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 				return err
 			}
 			defer db.Close()
-			rep, o, err := verifyFacts(ctx, cfg, db, idle)
+			rep, o, lk, err := verifyAll(ctx, cfg, db, idle)
 			if err != nil {
 				return err
 			}
@@ -56,6 +68,10 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 			}
 			printGaps(cmd.OutOrStdout(), gaps)
 			printOracle(cmd, o)
+			if lk.Owned {
+				fmt.Fprintf(cmd.OutOrStdout(), "lucky pools owned by roomflow lucky: reconciled %d lucky gifts and %d draws by draw_id, checked %d pools\n",
+					lk.Gifts, lk.Draws, lk.Pools)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
 				rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
 			for i, d := range rep.Diffs {
@@ -75,20 +91,173 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 	return cmd
 }
 
-// verifyFacts reads every committed room event and compares MySQL with the
-// oracle of those events.
+// verifyFacts is verifyAll without the lucky counts (the demo's check).
 func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, error) {
+	rep, o, _, err := verifyAll(ctx, cfg, db, idle)
+	return rep, o, err
+}
+
+// verifyAll reads every committed room event and compares MySQL with the
+// oracle of those events; once roomflow lucky owns the pools, the pools are
+// reconciled with the draws instead (verifyLucky).
+func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, luckyReport, error) {
+	var lk luckyReport
 	rules, err := loadRules(ctx, db)
 	if err != nil {
-		return loadgen.Report{}, nil, err
+		return loadgen.Report{}, nil, lk, err
+	}
+	ownedAtMs, owned, err := poolOwner(ctx, db)
+	if err != nil {
+		return loadgen.Report{}, nil, lk, err
 	}
 	events, err := readAll(ctx, cfg, idle)
 	if err != nil {
-		return loadgen.Report{}, nil, err
+		return loadgen.Report{}, nil, lk, err
 	}
 	o := loadgen.BuildOracle(events, rules, cfg.AppCode)
 	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
-	return rep, o, err
+	if err != nil || !owned {
+		return rep, o, lk, err
+	}
+	// The oracle's pool totals are the stream-only world's: with payouts
+	// and draw-side inflow they no longer hold. verifyLucky checks the
+	// pools instead.
+	rep.PoolRows = 0
+	rep.Diffs = slices.DeleteFunc(rep.Diffs, func(d loadgen.Diff) bool { return strings.HasPrefix(d.Table, "lucky_pools.") })
+	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, luckyGifts(events, rules, cfg.AppCode))
+	rep.Diffs = append(rep.Diffs, diffs...)
+	return rep, o, lk, err
+}
+
+// poolOwner reads lucky_pool_owner: whether roomflow lucky owns the pools,
+// and since when.
+func poolOwner(ctx context.Context, db *sql.DB) (ownedAtMs int64, owned bool, err error) {
+	err = db.QueryRowContext(ctx, "SELECT owned_at_ms FROM lucky_pool_owner WHERE id = 1").Scan(&ownedAtMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("verify: read lucky_pool_owner: %w", err)
+	}
+	return ownedAtMs, true, nil
+}
+
+// luckyGift is a lucky RoomGiftSent of the log with a known rule version
+// (the others never reach a pool: the room processor dead-letters them).
+type luckyGift struct {
+	EventID, RoomID, GiftID, RuleVersion, DrawID string
+	OccurredAtMs                                 int64
+	In                                           loadgen.Inflow
+}
+
+// luckyGifts returns the distinct lucky gifts of appCode (an empty
+// app_code is appCode) among the envelopes in values.
+func luckyGifts(values [][]byte, rules map[loadgen.RuleKey]loadgen.LuckyRule, appCode string) []luckyGift {
+	var out []luckyGift
+	seen := map[string]bool{}
+	var e envelope.View
+	var g envelope.GiftSent
+	for _, v := range values {
+		if e.Parse(v) != nil || string(e.EventType) != "RoomGiftSent" || seen[string(e.EventID)] ||
+			(len(e.AppCode) > 0 && string(e.AppCode) != appCode) || g.Parse(e.Payload) != nil || !g.Lucky {
+			continue
+		}
+		seen[string(e.EventID)] = true
+		rule, ok := rules[loadgen.RuleKey{GiftID: string(g.GiftID), RuleVersion: string(g.LuckyRuleVersion)}]
+		if !ok || g.HeatValue < 0 {
+			continue
+		}
+		out = append(out, luckyGift{EventID: string(e.EventID), RoomID: string(e.RoomID), GiftID: string(g.GiftID),
+			RuleVersion: string(g.LuckyRuleVersion), DrawID: string(g.DrawID), OccurredAtMs: e.OccurredAtMs, In: rule.Inflow(g.HeatValue)})
+	}
+	return out
+}
+
+// luckyReport counts what verifyLucky compared.
+type luckyReport struct {
+	Owned               bool
+	Gifts, Draws, Pools int
+}
+
+// verifyLucky reconciles gifts (those since ownedAtMs; earlier ones had no
+// draw service) with lucky_draw_records by draw_id and checks the pool
+// invariants of appCode (see verify's help).
+func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int64, gifts []luckyGift) (luckyReport, []loadgen.Diff, error) {
+	rep := luckyReport{Owned: true}
+	var diffs []loadgen.Diff
+	diff := func(table, key, want, got string) {
+		diffs = append(diffs, loadgen.Diff{Table: table, Key: key, Want: want, Got: got})
+	}
+	byDraw := map[string]luckyGift{}
+	for _, g := range gifts {
+		if g.DrawID != "" {
+			byDraw[g.DrawID] = g
+		}
+		if g.OccurredAtMs < ownedAtMs {
+			continue
+		}
+		rep.Gifts++
+		if g.DrawID == "" {
+			diff("lucky gift without a draw", g.EventID, "a draw_id", "none (its inflow is in no pool)")
+		}
+	}
+	type drawRec struct {
+		RoomID, GiftID, RuleVersion string
+		In                          loadgen.Inflow
+	}
+	drawn := map[string]bool{}
+	var rewards int64
+	if err := loadgen.ScanRows(ctx, db, "SELECT draw_id, room_id, gift_id, rule_version, pool_in, platform_in, room_in, gift_in, reward_coins FROM lucky_draw_records WHERE app_code = ? ORDER BY draw_id", appCode, func(rows *sql.Rows) error {
+		var id string
+		var d drawRec
+		var reward int64
+		if err := rows.Scan(&id, &d.RoomID, &d.GiftID, &d.RuleVersion, &d.In.Pool, &d.In.Platform, &d.In.Room, &d.In.Gift, &reward); err != nil {
+			return err
+		}
+		rep.Draws++
+		rewards += reward
+		drawn[id] = true
+		g, ok := byDraw[id]
+		if !ok {
+			diff("lucky draw without a gift event", id, "a lucky RoomGiftSent with this draw_id", "none")
+			return nil
+		}
+		if want := (drawRec{g.RoomID, g.GiftID, g.RuleVersion, g.In}); want != d {
+			diff("lucky_draw_records", id, fmt.Sprintf("%+v (gift %s)", want, g.EventID), fmt.Sprintf("%+v", d))
+		}
+		return nil
+	}); err != nil {
+		return rep, nil, fmt.Errorf("verify: read lucky_draw_records: %w", err)
+	}
+	for _, g := range gifts {
+		if g.DrawID != "" && g.OccurredAtMs >= ownedAtMs && !drawn[g.DrawID] {
+			diff("lucky gift without its draw", g.EventID, "lucky_draw_records row "+g.DrawID, "none")
+		}
+	}
+	var totalOut int64
+	if err := loadgen.ScanRows(ctx, db, "SELECT scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor FROM lucky_pools WHERE app_code = ? ORDER BY scope_type, scope_id", appCode, func(rows *sql.Rows) error {
+		var st, id string
+		var balance, funded, in, out, floor int64
+		if err := rows.Scan(&st, &id, &balance, &funded, &in, &out, &floor); err != nil {
+			return err
+		}
+		rep.Pools++
+		totalOut += out
+		key := st + "/" + id
+		if balance < floor {
+			diff("lucky_pools.balance below reserve_floor", key, fmt.Sprintf(">= %d", floor), fmt.Sprint(balance))
+		}
+		if want := funded + in - out; balance != want {
+			diff("lucky_pools.balance = funded + total_in - total_out", key, fmt.Sprint(want), fmt.Sprint(balance))
+		}
+		return nil
+	}); err != nil {
+		return rep, nil, fmt.Errorf("verify: read lucky_pools: %w", err)
+	}
+	if totalOut != rewards {
+		diff("sum(lucky_pools.total_out) = sum(lucky_draw_records.reward_coins)", appCode, fmt.Sprint(rewards), fmt.Sprint(totalOut))
+	}
+	return rep, diffs, nil
 }
 
 func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.LuckyRule, error) {

@@ -9,7 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
 // TestVerifyListsAbandonedIDs: verify lists the relay's gap_abandoned
@@ -35,6 +37,77 @@ func TestVerifyListsAbandonedIDs(t *testing.T) {
 	for _, want := range []string{
 		"abandoned outbox ids (the relay gave up waiting; rows committed later with these ids were not relayed): 6 ids in 2 ranges\n",
 		"   ids 17-17 (1, max_age, waited 1h0m0s)\n   ids 900-904 (5, max_open_gaps, waited 2s)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestVerifyReconcilesDraws: once roomflow lucky owns the pools, verify
+// reconciles the lucky gifts of the log with lucky_draw_records by draw_id
+// and checks the pool invariants instead of balance = total_in: a
+// consistent state has no differences (a gift from before the ownership
+// needs no draw); then a draw without its gift, a gift without its draw, a
+// gift without a draw_id, a draw with another inflow and a pool off its
+// invariants are each reported.
+func TestVerifyReconcilesDraws(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	roomtest.InsertRule(t, m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000)) // heat 1000: 50 = 10 + 15 + 25
+	// roomtest.Gift's occurred_at_ms is base + version: the gift of
+	// version 0 comes before the ownership.
+	const base = 1_767_225_600_000
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := m.DB.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("INSERT INTO lucky_pool_owner (id, owner, owned_at_ms) VALUES (1, 'lucky', ?)", base+1)
+	draw := func(id, room string, roomIn, reward int64) {
+		exec(`INSERT INTO lucky_draw_records (draw_id, app_code, command_id, room_id, sender_user_id, gift_id, rule_version,
+			pool_in, platform_in, room_in, gift_in, candidate_tiers_json, selected_tier_id, reward_coins, random_digest,
+			pool_snapshot_json, risk_snapshot_json, created_at_ms, updated_at_ms)
+			VALUES (?, 'hyapp', ?, ?, 7, 'rose', 'v1', 50, 10, ?, 25, '[]', 'none', ?, 'x', '{}', '{}', 1, 1)`, id, "cmd-"+id, room, roomIn, reward)
+	}
+	draw("d1", "r1", 15, 30)
+	draw("d3", "r1", 15, 0)
+	exec(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor) VALUES
+		('hyapp', 'platform', 'global', 990, 1000, 20, 30, 100), ('hyapp', 'room', 'r1', 30, 0, 30, 0, 0)`)
+	gift := func(id string, version int64, drawID string) *kgo.Record {
+		return &kgo.Record{Topic: k.Config.Topics.RoomEvents, Key: []byte("r1"), Value: roomtest.Gift(id, "r1", version,
+			&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, GiftCount: 1, DrawId: drawID})}
+	}
+	cl := k.Client(t)
+	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + kafkaYAML(k, 3)
+	out, err := runCLI(t, cfg, "verify", "--idle", "1s")
+	if err != nil || !strings.Contains(out, "reconciled 2 lucky gifts and 2 draws by draw_id, checked 2 pools") || !strings.Contains(out, ": 0 differences") {
+		t.Fatalf("consistent state: %v\n%s", err, out)
+	}
+
+	draw("d9", "r1", 15, 0) // no gift names d9
+	exec("UPDATE lucky_draw_records SET room_in = 14 WHERE draw_id = 'd3'")
+	exec("UPDATE lucky_pools SET balance = 50 WHERE scope_type = 'platform'")
+	if err := cl.ProduceSync(ctx, gift("g4", 4, "d4"), gift("g5", 5, "")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, cfg, "verify", "--idle", "1s")
+	if err == nil {
+		t.Fatalf("verify passed with differences:\n%s", out)
+	}
+	for _, want := range []string{
+		"lucky draw without a gift event[d9]",
+		"lucky gift without its draw[g4]",
+		"lucky gift without a draw[g5]",
+		"lucky_draw_records[d3]: want {RoomID:r1 GiftID:rose RuleVersion:v1 In:{Pool:50 Platform:10 Room:15 Gift:25}} (gift g3)",
+		"lucky_pools.balance below reserve_floor[platform/global]: want >= 100, got 50",
+		"lucky_pools.balance = funded + total_in - total_out[platform/global]: want 990, got 50",
+		": 6 differences",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)

@@ -28,6 +28,7 @@ import (
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -292,16 +293,19 @@ var sinkKeys = map[string]string{
 
 // sinkStoreConfig maps sink.group, app_code and the fact topics onto the
 // sink store's config: its group and one applier per fact topic, the mic
-// ledger (kafka.topics.mic_ledger) and the lucky pool inflow
-// (kafka.topics.lucky_pool_inflow). A new fact stream is one more applier
-// here.
+// ledger (kafka.topics.mic_ledger), the lucky pool inflow
+// (kafka.topics.lucky_pool_inflow) and the lucky events
+// (kafka.topics.lucky_events, payout stats). A new fact stream is one more
+// applier here.
 func sinkStoreConfig(d *app.Deps) (mysqlsink.StoreConfig, error) {
 	cfg := d.Config
 	ml := micledger.Config{Topic: cfg.Kafka.Topics.MicLedger, DefaultAppCode: cfg.AppCode}
 	li := luckyinflow.Config{Topic: cfg.Kafka.Topics.LuckyPoolInflow, DefaultAppCode: cfg.AppCode}
+	ls := luckystats.Config{Topic: cfg.Kafka.Topics.LuckyEvents, DefaultAppCode: cfg.AppCode}
 	if err := errors.Join(
 		cfgerr.Under("kafka.topics.mic_ledger", micLedgerKeys, ml.Validate()),
 		cfgerr.Under("kafka.topics.lucky_pool_inflow", luckyInflowKeys, li.Validate()),
+		cfgerr.Under("kafka.topics.lucky_events", luckyEventsKeys, ls.Validate()),
 	); err != nil {
 		return mysqlsink.StoreConfig{}, err
 	}
@@ -313,18 +317,23 @@ func sinkStoreConfig(d *app.Deps) (mysqlsink.StoreConfig, error) {
 	if err != nil {
 		return mysqlsink.StoreConfig{}, cfgerr.Under("kafka.topics.lucky_pool_inflow", luckyInflowKeys, err)
 	}
+	stats, err := luckystats.New(ls)
+	if err != nil {
+		return mysqlsink.StoreConfig{}, cfgerr.Under("kafka.topics.lucky_events", luckyEventsKeys, err)
+	}
 	c := mysqlsink.StoreConfig{
 		Group:    cfg.Sink.Group,
-		Appliers: []mysqlsink.Registration{mysqlsink.Register(ledger), mysqlsink.Register(inflow)},
+		Appliers: []mysqlsink.Registration{mysqlsink.Register(ledger), mysqlsink.Register(inflow), mysqlsink.Register(stats)},
 	}
 	return c, cfgerr.Under("sink", sinkStoreKeys, c.Validate())
 }
 
-// micLedgerKeys, luckyInflowKeys and sinkStoreKeys map the appliers' and
-// the store's fields.
+// micLedgerKeys, luckyInflowKeys, luckyEventsKeys and sinkStoreKeys map
+// the appliers' and the store's fields.
 var (
 	micLedgerKeys   = map[string]string{"topic": "kafka.topics.mic_ledger", "default_app_code": "app_code"}
 	luckyInflowKeys = map[string]string{"topic": "kafka.topics.lucky_pool_inflow", "default_app_code": "app_code"}
+	luckyEventsKeys = map[string]string{"topic": "kafka.topics.lucky_events", "default_app_code": "app_code"}
 	sinkStoreKeys   = map[string]string{"appliers": "kafka.topics"}
 )
 

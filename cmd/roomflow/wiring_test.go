@@ -292,6 +292,8 @@ func TestWiringSinkKeys(t *testing.T) {
 		{"--owner-id", sink, nil, [2]string{"owner-id", strings.Repeat("o", 129)}},
 		{"app_code", store, func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }, [2]string{}},
 		{"kafka.topics", store, func(c *config.Config) { c.Kafka.Topics.LuckyPoolInflow = c.Kafka.Topics.MicLedger }, [2]string{}},
+		{"kafka.topics.lucky_events", store, func(c *config.Config) { c.Kafka.Topics.LuckyEvents = "bad topic!" }, [2]string{}},
+		{"kafka.topics", store, func(c *config.Config) { c.Kafka.Topics.LuckyEvents = c.Kafka.Topics.LuckyPoolInflow }, [2]string{}},
 		{"app_code", api, func(c *config.Config) { c.AppCode = "" }, [2]string{}},
 		{"api.user_header", api, func(c *config.Config) { c.API.UserHeader = "X User" }, [2]string{}},
 		{"api.app_code_header", api, func(c *config.Config) { c.API.AppCodeHeader = "X-App:Code" }, [2]string{}},

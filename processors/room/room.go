@@ -294,6 +294,7 @@ func (p *Processor) gifted(t runtime.Task, env *envelope.View) error {
 		GiftIn:        in.GiftIn,
 		OccurredAtMs:  env.OccurredAtMs,
 		SourceEventId: src,
+		DrawId:        string(g.DrawID),
 	})
 	if err != nil {
 		return fmt.Errorf("marshal LuckyPoolInflow: %w", err)

@@ -183,6 +183,7 @@ func floorPPM(x, ppm int64) int64 {
 type luckyCase struct {
 	eventID, roomID, gift, version string
 	heat                           int64
+	drawID                         string // RoomGiftSent.draw_id, passed through to the inflow
 }
 
 func expectInflow(c luckyCase, r *lucky.Rule) *activityv1.LuckyPoolInflow {
@@ -190,12 +191,12 @@ func expectInflow(c luckyCase, r *lucky.Rule) *activityv1.LuckyPoolInflow {
 	pl, rm := floorPPM(pool, r.PlatformWeightPPM), floorPPM(pool, r.RoomWeightPPM)
 	return &activityv1.LuckyPoolInflow{EventId: "LuckyPoolInflow:" + c.eventID, AppCode: roomtest.AppCode, RoomId: c.roomID,
 		GiftId: c.gift, RuleVersion: c.version, HeatValue: c.heat, PoolIn: pool, PlatformIn: pl, RoomIn: rm,
-		GiftIn: pool - pl - rm, SourceEventId: c.eventID}
+		GiftIn: pool - pl - rm, SourceEventId: c.eventID, DrawId: c.drawID}
 }
 
 func luckyRecord(topic string, c luckyCase, version int64) *kgo.Record {
 	v := roomtest.Gift(c.eventID, c.roomID, version, &roomv1.RoomGiftSent{GiftId: c.gift, HeatValue: c.heat, Lucky: true,
-		LuckyRuleVersion: c.version, GiftCount: 1, SenderUserId: 7, TargetUserId: 8})
+		LuckyRuleVersion: c.version, GiftCount: 1, SenderUserId: 7, TargetUserId: 8, DrawId: c.drawID})
 	return &kgo.Record{Topic: topic, Key: []byte(c.roomID), Value: v}
 }
 
@@ -228,7 +229,8 @@ func checkInflow(t *testing.T, out []*kgo.Record, want map[string]*activityv1.Lu
 }
 
 // TestLuckyPoolInflow: lucky gifts produce seed 003's inflow with the
-// rule version they name (two versions of one gift differ), keyed by room.
+// rule version they name (two versions of one gift differ), keyed by room,
+// carrying the gift's draw_id (empty when it has none).
 func TestLuckyPoolInflow(t *testing.T) {
 	e := newMemEnv(t)
 	rules := map[string]*lucky.Rule{
@@ -257,6 +259,9 @@ func TestLuckyPoolInflow(t *testing.T) {
 			heat = 1 + rng.Int64N(30)
 		}
 		c := luckyCase{eventID: fmt.Sprintf("evt-lucky-%d", i), roomID: "room-" + strconv.Itoa(i%13), gift: r.GiftID, version: r.RuleVersion, heat: heat}
+		if i%3 != 0 { // gifts with and without a draw (the draw service is optional)
+			c.drawID = fmt.Sprintf("draw-%d", i)
+		}
 		want["LuckyPoolInflow:"+c.eventID] = expectInflow(c, r)
 		recs = append(recs, luckyRecord(e.topics.RoomEvents, c, int64(i+1)))
 	}

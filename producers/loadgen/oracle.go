@@ -199,12 +199,24 @@ func (o *Oracle) gift(e *envelope.View, g *envelope.GiftSent, rules map[RuleKey]
 		return
 	}
 	o.LuckyGifts++
-	poolIn := g.HeatValue * rule.PoolRatePPM / 1_000_000
-	platform := poolIn * rule.PlatformWeightPPM / 1_000_000
-	room := poolIn * rule.RoomWeightPPM / 1_000_000
-	o.Pools[Pool{"platform", "global"}] += platform
-	o.Pools[Pool{"room", string(e.RoomID)}] += room
-	o.Pools[Pool{"gift", giftID}] += poolIn - platform - room
+	in := rule.Inflow(g.HeatValue)
+	o.Pools[Pool{"platform", "global"}] += in.Platform
+	o.Pools[Pool{"room", string(e.RoomID)}] += in.Room
+	o.Pools[Pool{"gift", giftID}] += in.Gift
+}
+
+// Inflow is a lucky gift's pool inflow and its split over the three
+// layers (seed 003).
+type Inflow struct{ Pool, Platform, Room, Gift int64 }
+
+// Inflow computes the inflow of a gift of heat under r: floor(heat ×
+// pool rate), the platform and room layers floor(pool × weight), the gift
+// layer the remainder.
+func (r LuckyRule) Inflow(heat int64) Inflow {
+	pool := heat * r.PoolRatePPM / 1_000_000
+	platform := pool * r.PlatformWeightPPM / 1_000_000
+	room := pool * r.RoomWeightPPM / 1_000_000
+	return Inflow{Pool: pool, Platform: platform, Room: room, Gift: pool - platform - room}
 }
 
 // accountSessions sums closed sessions into lifetime and UTC-daily totals.

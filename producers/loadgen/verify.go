@@ -43,7 +43,7 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	rep.SkippedUsers = len(skip)
 
 	got := map[int64]MicTotals{}
-	if err := scanRows(ctx, db, `SELECT user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms
+	if err := ScanRows(ctx, db, `SELECT user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms
 		FROM user_mic_lifetime_stats WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var u int64
 		var t MicTotals
@@ -70,7 +70,7 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	}
 
 	gotDaily := map[UserDay]MicTotals{}
-	if err := scanRows(ctx, db, `SELECT user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count,
+	if err := ScanRows(ctx, db, `SELECT user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count,
 		first_mic_at_ms, last_mic_at_ms FROM user_mic_daily_stats WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var k UserDay
 		var t MicTotals
@@ -104,7 +104,7 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 		Seat, Publish, End, SeatMs, Online int64
 	}
 	gotSessions := map[string]sessionRow{}
-	if err := scanRows(ctx, db, `SELECT mic_session_id, user_id, status, end_reason, seat_started_at_ms,
+	if err := ScanRows(ctx, db, `SELECT mic_session_id, user_id, status, end_reason, seat_started_at_ms,
 		COALESCE(publishing_started_at_ms, 0), COALESCE(ended_at_ms, 0), seat_occupied_ms, mic_online_ms
 		FROM user_mic_sessions WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var id string
@@ -138,7 +138,7 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	}
 
 	gotPools := map[Pool]int64{}
-	if err := scanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
+	if err := ScanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var p Pool
 		var in, bal int64
 		if err := rows.Scan(&p.ScopeType, &p.ScopeID, &in, &bal); err != nil {
@@ -161,10 +161,10 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	return rep, nil
 }
 
-// scanRows runs q with arg and calls scan on every row. It returns the
+// ScanRows runs q with arg and calls scan on every row. It returns the
 // query's, a scan's or the iteration's error, so a result cut short is
 // never compared as if it were complete.
-func scanRows(ctx context.Context, db *sql.DB, q string, arg any, scan func(*sql.Rows) error) error {
+func ScanRows(ctx context.Context, db *sql.DB, q string, arg any, scan func(*sql.Rows) error) error {
 	rows, err := db.QueryContext(ctx, q, arg)
 	if err != nil {
 		return err

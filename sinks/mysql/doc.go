@@ -2,14 +2,17 @@
 // topics to MySQL exactly once. It knows nothing about facts: each input
 // topic has an Applier, registered in StoreConfig.Appliers with Register,
 // that decodes its records and writes their facts, recording every event in
-// its own consumption table. `roomflow sink` registers two:
+// its own consumption table. `roomflow sink` registers three:
 //
 //   - micledger: hyapp.user.mic-ledger.v1 (userv1.MicLedgerEntry) into
 //     user_mic_event_consumption, user_mic_sessions, user_mic_daily_stats,
 //     user_mic_lifetime_stats;
 //   - luckyinflow: hyapp.activity.lucky-pool-inflow.v1
 //     (activityv1.LuckyPoolInflow) into lucky_pool_inflow_consumption,
-//     lucky_pools.
+//     lucky_pool_inflow_claims, lucky_pool_inflow_daily and lucky_pools;
+//   - luckystats: hyapp.activity.lucky-events.v1 (the lucky events of
+//     `roomflow lucky`) into lucky_event_consumption and
+//     lucky_payout_stats_hourly.
 //
 // A new fact stream is a new applier package (Topic, Decode, Apply,
 // SharedRows; Consumption does the event_id dedupe) and one Register line

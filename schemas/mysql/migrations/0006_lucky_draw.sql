@@ -150,7 +150,9 @@ CREATE TABLE IF NOT EXISTS lucky_payout_stats_hourly (
   coins_out BIGINT NOT NULL DEFAULT 0,
   target_payout_rate_ppm BIGINT NOT NULL DEFAULT 0,
   updated_at_ms BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (app_code, gift_id, rule_version, hour_start_ms)
+  PRIMARY KEY (app_code, gift_id, rule_version, hour_start_ms),
+  -- the payout gauges read the last hours of every gift (PayoutCollector)
+  KEY idx_lucky_payout_stats_hour (app_code, hour_start_ms)
 );
 
 CREATE TABLE IF NOT EXISTS lucky_event_consumption (

@@ -1,0 +1,250 @@
+// Package luckystats is the MySQL sink's applier of the lucky events
+// (kafka.topics.lucky_events, default hyapp.activity.lucky-events.v1),
+// which `roomflow lucky`'s outbox worker publishes at least once: every
+// event is recorded once in lucky_event_consumption (a repeat, by
+// (app_code, event_id), changes nothing), and each new LuckyGiftDrawn adds
+// to the hourly payout facts lucky_payout_stats_hourly per (app_code,
+// gift_id, rule_version, UTC hour of drawn_at_ms): draws + 1, hits + hit,
+// coins_in + coin_spent, coins_out + reward_coins, and the rule version's
+// target_payout_rate_ppm. The other lucky events (LuckyRewardGranted,
+// LuckyRewardPending, LuckyPoolChanged, LuckyRiskRejected) are consumed and
+// recorded, without facts of their own yet.
+//
+// Records are decoded by their event_type header (schemas/envelope): an
+// unknown type, an undecodable value or a value wider than its column is
+// an *mysqlsink.InvalidRecordError (the sink dead-letters it and moves on).
+//
+// PayoutCollector exports the facts of the last hours as Prometheus gauges
+// (payout rate against target per gift and rule version) for the
+// dashboards and the LuckyPayoutRateOutOfBand alert.
+//
+// The topic is keyed by gift_id and the facts are per gift, so partitions
+// share no rows: SharedRows is false.
+package luckystats
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+)
+
+// Event types of the lucky events topic (the event_type header).
+const (
+	TypeGiftDrawn     = "LuckyGiftDrawn"
+	TypeRewardGranted = "LuckyRewardGranted"
+	TypeRewardPending = "LuckyRewardPending"
+	TypePoolChanged   = "LuckyPoolChanged"
+	TypeRiskRejected  = "LuckyRiskRejected"
+)
+
+// HourMs is one hour in milliseconds: the facts' time bucket.
+const HourMs = int64(3_600_000)
+
+// Column widths of the tables the applier writes (schemas/mysql/migrations).
+const (
+	maxEventID     = 160
+	maxGiftID      = 64
+	maxRuleVersion = 64
+)
+
+// Config configures the applier (New): its topic and default app_code.
+type Config = mysqlsink.ApplierConfig
+
+// Event is one decoded lucky event: its key and type, and the message when
+// it is a LuckyGiftDrawn (the only one with facts).
+type Event struct {
+	mysqlsink.EventKey
+	Type  string
+	Drawn *activityv1.LuckyGiftDrawn // nil for the other types
+}
+
+// Applier applies the lucky events topic; register it with
+// mysqlsink.Register.
+type Applier struct {
+	topic          string
+	defaultAppCode string
+}
+
+// New returns the applier of cfg.Topic; it fails on a config that does
+// not validate.
+func New(cfg Config) (*Applier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Applier{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
+}
+
+// Topic is the lucky events topic.
+func (a *Applier) Topic() string { return a.topic }
+
+// SharedRows is false: the topic is keyed by gift_id, the facts per gift.
+func (a *Applier) SharedRows() bool { return false }
+
+// Decode parses and validates one record (Decode).
+func (a *Applier) Decode(rec *kgo.Record) (*Event, error) {
+	return Decode(string(envelope.Header(rec, envelope.HeaderEventType)), rec.Value, a.defaultAppCode)
+}
+
+// keyed is what every lucky event message has: its id and app_code.
+type keyed interface {
+	proto.Message
+	GetEventId() string
+	GetAppCode() string
+}
+
+// Decode parses and validates one lucky event of eventType (the record's
+// event_type header); errors are *mysqlsink.InvalidRecordError. An empty
+// app_code is defaultAppCode (mysqlsink.CheckEventKey).
+func Decode(eventType string, value []byte, defaultAppCode string) (*Event, error) {
+	var m keyed
+	var drawn *activityv1.LuckyGiftDrawn
+	switch eventType {
+	case TypeGiftDrawn:
+		drawn = &activityv1.LuckyGiftDrawn{}
+		m = drawn
+	case TypeRewardGranted:
+		m = &activityv1.LuckyRewardGranted{}
+	case TypeRewardPending:
+		m = &activityv1.LuckyRewardPending{}
+	case TypePoolChanged:
+		m = &activityv1.LuckyPoolChanged{}
+	case TypeRiskRejected:
+		m = &activityv1.LuckyRiskRejected{}
+	default:
+		return nil, mysqlsink.Invalid("unknown_event_type", "event_type %q", eventType)
+	}
+	if err := proto.Unmarshal(value, m); err != nil {
+		return nil, mysqlsink.Invalid("decode", "%s: %v", eventType, err)
+	}
+	k, err := mysqlsink.CheckEventKey(m.GetEventId(), m.GetAppCode(), defaultAppCode)
+	if err != nil {
+		return nil, err
+	}
+	if err := mysqlsink.CheckColumns(
+		mysqlsink.Column{Name: "app_code", Value: k.AppCode, Max: mysqlsink.MaxAppCode},
+		mysqlsink.Column{Name: "event_id", Value: k.EventID, Max: maxEventID},
+	); err != nil {
+		return nil, err
+	}
+	if drawn != nil {
+		drawn.AppCode = k.AppCode
+		if err := checkDrawn(drawn); err != nil {
+			return nil, err
+		}
+	}
+	return &Event{EventKey: k, Type: eventType, Drawn: drawn}, nil
+}
+
+// checkDrawn validates what the hourly facts take from a LuckyGiftDrawn.
+func checkDrawn(d *activityv1.LuckyGiftDrawn) error {
+	if d.GiftId == "" || d.RuleVersion == "" {
+		return mysqlsink.Invalid("missing_gift", "event_id %s: gift_id and rule_version are required", d.EventId)
+	}
+	if d.CoinSpent < 0 || d.RewardCoins < 0 || d.TargetPayoutRatePpm < 0 {
+		return mysqlsink.Invalid("negative_amount", "event_id %s", d.EventId)
+	}
+	if d.DrawnAtMs <= 0 {
+		return mysqlsink.Invalid("bad_drawn_at", "event_id %s: drawn_at_ms %d", d.EventId, d.DrawnAtMs)
+	}
+	return mysqlsink.CheckColumns(
+		mysqlsink.Column{Name: "gift_id", Value: d.GiftId, Max: maxGiftID},
+		mysqlsink.Column{Name: "rule_version", Value: d.RuleVersion, Max: maxRuleVersion},
+	)
+}
+
+// Consumption is lucky_event_consumption.
+var Consumption = mysqlsink.Consumption[*Event]{
+	Table: "lucky_event_consumption",
+	Key:   func(e *Event) mysqlsink.EventKey { return e.EventKey },
+	Head:  "INSERT INTO lucky_event_consumption (app_code, event_id, event_type, created_at_ms) VALUES ",
+	Row:   "(?,?,?,?)",
+	Args: func(a []any, e *Event, nowMs int64) []any {
+		return append(a, e.AppCode, e.EventID, e.Type, nowMs)
+	},
+}
+
+const (
+	hourlyHead = "INSERT INTO lucky_payout_stats_hourly (app_code, gift_id, rule_version, hour_start_ms, draws, hits, coins_in, coins_out, target_payout_rate_ppm, updated_at_ms) VALUES "
+	hourlyRow  = "(?,?,?,?,?,?,?,?,?,?)"
+	// The target is the rule version's (immutable), so the newest is as
+	// good as any.
+	hourlyTail = " ON DUPLICATE KEY UPDATE draws = draws + VALUES(draws), hits = hits + VALUES(hits), coins_in = coins_in + VALUES(coins_in), coins_out = coins_out + VALUES(coins_out), target_payout_rate_ppm = VALUES(target_payout_rate_ppm), updated_at_ms = GREATEST(updated_at_ms, VALUES(updated_at_ms))"
+)
+
+// Apply records the events in lucky_event_consumption and adds the new
+// draws to lucky_payout_stats_hourly.
+func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, events []*Event) (mysqlsink.Applied, error) {
+	fresh, consumed, err := Consumption.Consume(ctx, tx, events)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
+	rows := BuildHourly(fresh)
+	if err := tx.ExecRows(ctx, hourlyHead, hourlyRow, hourlyTail, len(rows), func(i int, a []any) []any {
+		r := rows[i]
+		return append(a, r.AppCode, r.GiftID, r.RuleVersion, r.HourStartMs, r.Draws, r.Hits, r.CoinsIn, r.CoinsOut, r.TargetPayoutRatePPM, r.UpdatedAtMs)
+	}); err != nil {
+		return mysqlsink.Applied{}, fmt.Errorf("upsert lucky_payout_stats_hourly: %w", err)
+	}
+	return mysqlsink.Applied{Consumed: consumed, FactRows: map[string]int{"lucky_payout_stats_hourly": len(rows)}}, nil
+}
+
+// HourlyKey is the primary key of lucky_payout_stats_hourly.
+type HourlyKey struct {
+	AppCode     string
+	GiftID      string
+	RuleVersion string
+	HourStartMs int64 // UTC hour of drawn_at_ms
+}
+
+// HourlyRow is the summed draws of one lucky_payout_stats_hourly row in a
+// batch.
+type HourlyRow struct {
+	HourlyKey
+	Draws, Hits         int64
+	CoinsIn, CoinsOut   int64
+	TargetPayoutRatePPM int64 // of the newest draw in the batch
+	UpdatedAtMs         int64 // newest drawn_at_ms
+}
+
+// BuildHourly sums the LuckyGiftDrawn events among events (the others add
+// nothing) per lucky_payout_stats_hourly row, sorted by primary key.
+func BuildHourly(events []*Event) []HourlyRow {
+	rows := map[HourlyKey]*HourlyRow{}
+	for _, e := range events {
+		d := e.Drawn
+		if d == nil {
+			continue
+		}
+		k := HourlyKey{e.AppCode, d.GiftId, d.RuleVersion, d.DrawnAtMs - d.DrawnAtMs%HourMs}
+		r := rows[k]
+		if r == nil {
+			r = &HourlyRow{HourlyKey: k}
+			rows[k] = r
+		}
+		r.Draws++
+		if d.Hit {
+			r.Hits++
+		}
+		r.CoinsIn += d.CoinSpent
+		r.CoinsOut += d.RewardCoins
+		if d.DrawnAtMs >= r.UpdatedAtMs {
+			r.UpdatedAtMs, r.TargetPayoutRatePPM = d.DrawnAtMs, d.TargetPayoutRatePpm
+		}
+	}
+	out := make([]HourlyRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b HourlyRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.GiftID, b.GiftID), cmp.Compare(a.RuleVersion, b.RuleVersion), cmp.Compare(a.HourStartMs, b.HourStartMs))
+	})
+	return out
+}
