@@ -37,6 +37,10 @@ func TestPendingRewardEventuallyGranted(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	testenv.Eventually(t, 10*time.Second, "two failed attempts", func() bool { return e.outbox(eventID).RetryCount >= 2 })
+	// Run's first poll refreshed the backlog gauge: the reward was due.
+	if v, ok := testenv.Metric(reg, "roomflow_lucky_outbox_backlog", "event_type", "reward_credit"); !ok || v < 1 {
+		t.Fatalf("backlog gauge of reward_credit = %v (registered %v), want >= 1", v, ok)
+	}
 	if r := e.outbox(eventID); !r.LastError.Valid || r.LastError.String == "" || len(r.LastError.String) > 200 {
 		t.Fatalf("last_error %q: want a short error", r.LastError.String)
 	}
