@@ -16,6 +16,9 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet"
+	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
 )
 
 func init() { extraCommands = append(extraCommands, luckyCmd) }
@@ -54,7 +57,7 @@ Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 			if d.Config.Lucky.GRPCAddr == "" {
 				return errors.New("lucky.grpc_addr is empty: nothing to serve")
 			}
-			if _, err := luckyDrawConfig(d); err != nil {
+			if err := checkLucky(d); err != nil {
 				return err
 			}
 			d.Flags = cmd.Flags()
@@ -62,15 +65,29 @@ Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g))
 	return cmd
 }
 
 // luckySpec builds the draw service: ownership recorded before serving,
-// then the gRPC server on lucky.grpc_addr.
+// the wallet client, the lucky_outbox worker (the draw's synchronous
+// dispatcher too), the payout gauges, then the gRPC server on
+// lucky.grpc_addr. Neither the wallet nor Kafka is dialled before use, so
+// it serves while either is down.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		var svc *luckydraw.Service
+		dispatch := func(ctx context.Context, app string) (bool, error) { return svc.DispatchEnabled(ctx, app) }
+		instance := instanceOrHost(d.Flag("instance-id"))
 		drawCfg, err := luckyDrawConfig(d)
+		if err != nil {
+			return nil, err
+		}
+		outCfg, err := luckyOutboxConfig(d, instance, dispatch)
+		if err != nil {
+			return nil, err
+		}
+		walletCfg, err := luckyWalletConfig(d)
 		if err != nil {
 			return nil, err
 		}
@@ -78,18 +95,47 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
-		if err := luckydraw.RecordOwnership(ctx, db, instanceOrHost(d.Flag("instance-id")), time.Now()); err != nil {
+		if err := luckydraw.RecordOwnership(ctx, db, instance, time.Now()); err != nil {
 			return nil, err
 		}
-		svc, err := luckydraw.New(drawCfg, db)
+		wc, err := wallet.New(walletCfg)
 		if err != nil {
 			return nil, err
+		}
+		worker, err := luckyoutbox.New(outCfg, db, wc)
+		if err != nil {
+			wc.Close()
+			return nil, err
+		}
+		drawCfg.Dispatcher = worker
+		if svc, err = luckydraw.New(drawCfg, db); err != nil {
+			wc.Close()
+			return nil, err
+		}
+		if reg := registerer(d); reg != nil {
+			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
+			if err != nil {
+				wc.Close()
+				return nil, err
+			}
+			if err := reg.Register(pc); err != nil {
+				wc.Close()
+				return nil, err
+			}
 		}
 		ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
 		if err != nil {
+			wc.Close()
 			return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
 		}
-		return app.ComponentFunc(func(ctx context.Context) error { return svc.Serve(ctx, ln) }), nil
+		serve := app.ComponentFunc(func(ctx context.Context) error { return svc.Serve(ctx, ln) })
+		work := app.ComponentFunc(func(ctx context.Context) error {
+			defer wc.Close()
+			err := worker.Run(ctx)
+			worker.Close(context.Background())
+			return err
+		})
+		return app.Together(serve, work), nil
 	}}
 }
 
@@ -313,5 +359,45 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 	}
 	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
+	return cmd
+}
+
+// checkLucky validates every part of `roomflow lucky` before anything
+// connects.
+func checkLucky(d *app.Deps) error {
+	_, err1 := luckyDrawConfig(d)
+	_, err2 := luckyOutboxConfig(d, "", nil)
+	_, err3 := luckyWalletConfig(d)
+	return errors.Join(err1, err2, err3)
+}
+
+func luckyRewardsCmd(g *globals) *cobra.Command {
+	var appCode string
+	retry := &cobra.Command{
+		Use:   "retry",
+		Short: "Re-drive failed rewards: back to pending, retried by the running service's outbox worker",
+		Long: `retry puts every reward whose retries were exhausted (lucky_outbox row and
+draw reward_status failed) back to pending with its attempts reset, due
+now; the lucky_outbox worker of a running 'roomflow lucky' credits it
+(the wallet dedupes by reward_id, so a reward credited before its answer
+was lost is not paid twice). --app-code limits it to one app.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, db, err := adminDB(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, err := luckyoutbox.RetryFailed(cmd.Context(), db, appCode)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
+			return nil
+		},
+	}
+	retry.Flags().StringVar(&appCode, "app-code", "", "only this app_code (default: every app)")
+	cmd := &cobra.Command{Use: "rewards", Short: "Operate lucky rewards"}
+	cmd.AddCommand(retry)
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 )
 
 const luckyRuleYAML = `gift_id: lucky-star
@@ -33,15 +34,22 @@ tiers:
 
 // TestLuckyCommands drives `roomflow lucky` and its admin subcommands on
 // one database: a rule published from YAML (and refused when edited), pools
-// funded, the service serving draws over gRPC, a switch override seen by
+// funded, the service serving draws over gRPC (hits credited by the fake
+// wallet before the answer, every lucky event on Kafka), a switch override seen by
 // the running service, and audit passing on the draws and failing on a
 // tampered one or an unknown draw id.
 func TestLuckyCommands(t *testing.T) {
 	m := testenv.NewMySQL(t)
+	k := testenv.NewKafka(t)
+	w, err := walletfake.Listen(walletfake.Config{Seed: 1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	addr := testenv.ClosedAddr(t)
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
-		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: test-audit-key\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n" +
-		"  switches:\n    wallet_credit_dispatch: false\n"
+		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: test-audit-key\n  wallet_grpc_addr: \"" + w.Addr() + "\"\n" +
+		"  outbox_poll_interval: 50ms\n" + kafkaYAML(k, 3)
 	rules := filepath.Join(t.TempDir(), "rule.yaml")
 	if err := os.WriteFile(rules, []byte(luckyRuleYAML), 0o600); err != nil {
 		t.Fatal(err)
@@ -90,6 +98,7 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatalf("lucky_pool_owner.instance_id = %q, want lucky-0", owner)
 	}
 	var drawIDs []string
+	hits := 0
 	for i := range 20 {
 		r, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{
 			Meta:   &activityv1.LuckyGiftMeta{CommandId: fmt.Sprint("cmd-", i), RoomId: "r1", SenderUserId: int64(100 + i)},
@@ -98,10 +107,35 @@ func TestLuckyCommands(t *testing.T) {
 		if err != nil || r.DrawId == "" {
 			t.Fatalf("draw %d: %v %v", i, r, err)
 		}
-		if r.Hit && r.RewardStatus != "PENDING" {
-			t.Fatalf("draw %d: a hit with wallet_credit_dispatch off must stay PENDING, got %s", i, r.RewardStatus)
+		if want := map[bool]string{true: "GRANTED", false: "NONE"}[r.Hit]; r.RewardStatus != want || r.Hit != (r.CreditReceiptId != "") {
+			t.Fatalf("draw %d: hit %v answered %s (receipt %q), want %s with a receipt for hits", i, r.Hit, r.RewardStatus, r.CreditReceiptId, want)
+		}
+		if r.Hit {
+			hits++
 		}
 		drawIDs = append(drawIDs, r.DrawId)
+	}
+	if hits == 0 || len(w.Ledger()) != hits {
+		t.Fatalf("%d hits, %d wallet credits: every hit is credited once (and some must hit at 50%%)", hits, len(w.Ledger()))
+	}
+	// Every draw's events reach kafka.topics.lucky_events through the outbox
+	// worker: LuckyGiftDrawn per draw, LuckyPoolChanged per layer, and
+	// LuckyRewardGranted per hit.
+	testenv.Eventually(t, 20*time.Second, "lucky events on Kafka", func() bool {
+		var pending int
+		m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done'`).Scan(&pending)
+		return pending == 0
+	})
+	types := map[string]int{}
+	for _, r := range k.DrainCommitted(t, k.Config.Topics.LuckyEvents) {
+		for _, h := range r.Headers {
+			if h.Key == "event_type" {
+				types[string(h.Value)]++
+			}
+		}
+	}
+	if types["LuckyGiftDrawn"] != 20 || types["LuckyPoolChanged"] != 60 || types["LuckyRewardGranted"] != hits {
+		t.Fatalf("lucky events by type %v; want 20 drawn, 60 pool changes, %d granted", types, hits)
 	}
 	if out, err := runCLI(t, cfg, "lucky", "switch", "global_lucky_gift_enabled", "off"); err != nil {
 		t.Fatalf("switch: %v %s", err, out)
@@ -114,9 +148,13 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 3*time.Second, "the default back", func() bool { r := check(); return r != nil && r.Enabled })
+	stopAt := time.Now()
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("lucky must stop cleanly: %v", err)
+	}
+	if d := time.Since(stopAt); d > 5*time.Second {
+		t.Fatalf("lucky took %s to stop", d)
 	}
 
 	if out, err := runCLI(t, cfg, "lucky", "audit", "--since", "1h"); err != nil || !strings.Contains(out, "audited 20 draws: 20 match, 0 differ") {

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,6 +25,8 @@ import (
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -459,3 +462,47 @@ func luckyDrawConfig(d *app.Deps) (luckydraw.Config, error) {
 
 // luckyDrawKeys are the luckydraw.Config fields that are not lucky.<field>.
 var luckyDrawKeys = map[string]string{"app_code": "app_code"}
+
+// luckyOutboxConfig maps lucky.outbox_*, lucky.wallet_credit_timeout,
+// kafka.* and app_code onto the lucky_outbox worker's Config and
+// validates it. dispatch reads the wallet_credit_dispatch switch (the
+// draw service's).
+func luckyOutboxConfig(d *app.Deps, workerID string, dispatch func(context.Context, string) (bool, error)) (luckyoutbox.Config, error) {
+	cfg := d.Config
+	l := cfg.Lucky
+	c := luckyoutbox.Config{
+		AppCode:             cfg.AppCode,
+		BatchSize:           l.OutboxBatchSize,
+		PollInterval:        l.OutboxPollInterval.D(),
+		MaxRetries:          l.OutboxMaxRetries,
+		LockTTL:             l.OutboxLockTTL.D(),
+		WalletCreditTimeout: l.WalletCreditTimeout.D(),
+		WorkerID:            workerID,
+		Topic:               cfg.Kafka.Topics.LuckyEvents,
+		Kafka:               cfg.Kafka.Cluster(registerer(d), d.Log),
+		DispatchEnabled:     dispatch,
+		Registerer:          registerer(d),
+		Logger:              d.Log,
+	}
+	return c, cfgerr.Under("lucky", luckyOutboxKeys, c.Validate())
+}
+
+// luckyOutboxKeys are the luckyoutbox.Config fields that are not
+// lucky.outbox_<field>.
+var luckyOutboxKeys = map[string]string{
+	"app_code":              "app_code",
+	"wallet_credit_timeout": "lucky.wallet_credit_timeout",
+	"topic":                 "kafka.topics.lucky_events",
+	"kafka.brokers":         "kafka.brokers",
+	"batch_size":            "lucky.outbox_batch_size",
+	"poll_interval":         "lucky.outbox_poll_interval",
+	"max_retries":           "lucky.outbox_max_retries",
+	"lock_ttl":              "lucky.outbox_lock_ttl",
+}
+
+// luckyWalletConfig is the wallet client of lucky.wallet_grpc_addr.
+func luckyWalletConfig(d *app.Deps) (wallet.Config, error) {
+	l := d.Config.Lucky
+	c := wallet.Config{Addr: l.WalletGRPCAddr, Timeout: l.WalletCreditTimeout.D()}
+	return c, cfgerr.Under("lucky", map[string]string{"addr": "lucky.wallet_grpc_addr", "timeout": "lucky.wallet_credit_timeout"}, c.Validate())
+}

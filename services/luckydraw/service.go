@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"log/slog"
 	"net"
 	"strings"
@@ -41,7 +42,6 @@ import (
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
-	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
 // Column sizes of lucky_draw_records: longer request strings are
@@ -251,7 +251,7 @@ func (s *Service) rpcError(ctx context.Context, rpc string, err error) error {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	s.log.Error("lucky rpc failed", "rpc", rpc, "error", err)
-	if errors.Is(err, ErrDrawTimeout) || mysqlsink.Retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, ErrDrawTimeout) || mysqlerr.Retryable(err) || errors.Is(err, context.DeadlineExceeded) {
 		return status.Error(codes.Unavailable, "lucky draw temporarily unavailable, retry with the same command_id")
 	}
 	return status.Error(codes.Internal, "internal error")

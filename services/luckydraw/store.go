@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"math"
 	"math/big"
 	"slices"
@@ -21,7 +22,6 @@ import (
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/walletv1"
-	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
 // DrawID is the draw id of (app_code, command_id): "LD-" and the first 32
@@ -111,13 +111,13 @@ func (s *Service) runBatch(reqs []*drawReq) ([]drawResult, error) {
 		if err == nil {
 			return res, nil
 		}
-		if !mysqlsink.Retryable(err) || ctx.Err() != nil {
+		if !mysqlerr.Retryable(err) || ctx.Err() != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (draw_timeout %s, attempt %d): %w", ErrDrawTimeout, s.cfg.DrawTimeout, attempt, err)
 			}
 			return nil, err
 		}
-		s.m.retries.WithLabelValues(mysqlsink.ErrorReason(err)).Inc()
+		s.m.retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
 		s.log.Debug("draw batch retried", "attempt", attempt, "draws", len(reqs), "error", err)
 		select {
 		case <-time.After(time.Duration(attempt) * time.Millisecond):
@@ -184,15 +184,18 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, 
 		for k, w := range todo {
 			drawReqs[k] = reqs[w.i]
 		}
+		// The inflow claims first: the sink takes claims before pool
+		// rows too, so the two never wait for each other in opposite
+		// orders.
+		streamed, err := b.claimInflow(ctx, drawReqs)
+		if err != nil {
+			return nil, err
+		}
 		// (3)-(4) lock pools, then counters, each in key order.
 		if err := b.lockPools(ctx, drawReqs); err != nil {
 			return nil, err
 		}
 		if err := b.lockCounters(ctx, drawReqs); err != nil {
-			return nil, err
-		}
-		streamed, err := b.claimInflow(ctx, drawReqs)
-		if err != nil {
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.

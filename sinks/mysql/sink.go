@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"log/slog"
 	"maps"
 	"sync"
@@ -227,10 +228,10 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	var err error
 	for attempt := 0; ; attempt++ {
 		claimed, err = s.store.Claim(ctx, s.cfg.OwnerID, tps, nowMs())
-		if err == nil || !Retryable(err) || attempt >= s.cfg.MaxRetries {
+		if err == nil || !mysqlerr.Retryable(err) || attempt >= s.cfg.MaxRetries {
 			break
 		}
-		s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
+		s.m.Retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
 		if !sleepCtx(ctx, backoff(attempt)) {
 			break
 		}
@@ -399,9 +400,9 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 			s.m.Fenced.Inc()
 			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
 			recs = s.fence(cl, fe.Partitions, claims, recs)
-		case Retryable(err) && attempt < s.cfg.MaxRetries:
+		case mysqlerr.Retryable(err) && attempt < s.cfg.MaxRetries:
 			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
-			s.m.Retries.WithLabelValues(ErrorReason(err)).Inc()
+			s.m.Retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
 			s.setErr(err)
 			s.log.Warn("batch failed, retrying the whole batch", "attempt", attempt+1, "records", len(recs), "error", err)
 			if !sleepCtx(ctx, backoff(attempt)) {

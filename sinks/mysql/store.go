@@ -3,17 +3,12 @@ package mysqlsink
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
 )
 
 // TP is a topic partition.
@@ -55,46 +50,6 @@ func (e *FencedError) Error() string {
 		s[i] = tp.String()
 	}
 	return "mysql sink: fenced: partitions claimed by another instance: " + strings.Join(s, ", ")
-}
-
-// Retryable reports whether err is transient for a whole-batch retry: a
-// deadlock (1213), a lock wait timeout (1205), a duplicate consumption key
-// inserted concurrently (1062), or a lost connection. The transaction was
-// rolled back (or its outcome is unknown, which the offsets check and the
-// event_id dedupe make safe to retry).
-func Retryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1213, 1205, 1062, 1053, 1927, 2006, 2013, 1158, 1159, 1160, 1161:
-			return true
-		}
-		return false
-	}
-	var ne net.Error
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
-		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, io.EOF) || errors.As(err, &ne)
-}
-
-// ErrorReason is a short label for metrics.
-func ErrorReason(err error) string {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1213:
-			return "deadlock"
-		case 1205:
-			return "lock_wait_timeout"
-		case 1062:
-			return "duplicate_key"
-		}
-		return fmt.Sprintf("mysql_%d", me.Number)
-	}
-	return "connection"
 }
 
 // Store writes batches and claims into MySQL for one consumer group: the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"strings"
 	"time"
 )
@@ -76,8 +77,26 @@ func anys(ids []string) []any {
 	return out
 }
 
-// inTx runs fn in a READ COMMITTED transaction and commits it.
+// inTx runs fn in a READ COMMITTED transaction and commits it, again
+// from the start after a deadlock, a lock wait timeout or a lost
+// connection (mysqlerr.Retryable), up to txAttempts times while ctx
+// lasts: the draw transaction, the sync credit and the worker touch the
+// same outbox and draw rows, and MySQL may pick any of them as a deadlock
+// victim. fn must be safe to run again (every caller re-reads what it
+// decides on inside the transaction).
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = inTxOnce(ctx, db, fn); err == nil || !mysqlerr.Retryable(err) || attempt >= txAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// txAttempts bounds inTx's retries.
+const txAttempts = 5
+
+func inTxOnce(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, rc)
 	if err != nil {
 		return err

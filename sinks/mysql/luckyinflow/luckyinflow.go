@@ -44,7 +44,7 @@
 // exist locks nothing. If the draw's uncommitted claim is there before the
 // sink's locking read, the read waits for the draw's commit and sees the
 // claim; if it comes between the read and the sink's INSERT, the INSERT
-// waits and then fails with a duplicate key (1062, mysqlsink.Retryable),
+// waits and then fails with a duplicate key (1062, mysqlerr.Retryable),
 // and the retried batch sees the claim. If the sink's claim is first, the
 // draw's INSERT IGNORE waits for the sink's commit and inserts nothing. The owner read orders with `roomflow lucky`'s insert of the
 // owner row only once the row exists, so an inflow without a draw_id

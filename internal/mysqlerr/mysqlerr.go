@@ -1,0 +1,58 @@
+// Package mysqlerr classifies MySQL errors for the retry loops of every
+// MySQL writer (the sink's batches, the draw service's transactions, the
+// lucky outbox's records): which are transient, and a short label for
+// metrics. It has no dependency on roomflow's config, so components may
+// import it.
+package mysqlerr
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Retryable reports whether err is transient for a retry of the whole
+// transaction: a deadlock (1213), a lock wait timeout (1205), a duplicate
+// key inserted concurrently (1062: the retry reads what the other writer
+// committed), or a lost connection. The transaction was rolled back, or
+// its outcome is unknown: callers retry only writes that are idempotent
+// (the sink's offsets check and event_id dedupe, the draw's command_id).
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1213, 1205, 1062, 1053, 1927, 2006, 2013, 1158, 1159, 1160, 1161:
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) || errors.As(err, &ne)
+}
+
+// Reason is a short label for metrics.
+func Reason(err error) string {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1213:
+			return "deadlock"
+		case 1205:
+			return "lock_wait_timeout"
+		case 1062:
+			return "duplicate_key"
+		}
+		return fmt.Sprintf("mysql_%d", me.Number)
+	}
+	return "connection"
+}
