@@ -46,7 +46,8 @@ func TestVerifyListsAbandonedIDs(t *testing.T) {
 
 // TestVerifyReconcilesDraws: once roomflow lucky owns the pools, verify
 // reconciles the lucky gifts of the log with lucky_draw_records by draw_id
-// and checks the pool invariants instead of balance = total_in: a
+// and checks the pool invariants (balance = funded + total_in - total_out
+// instead of balance = total_in; total_in is every gift's inflow): a
 // consistent state has no differences (a gift from before the ownership
 // needs no draw); then a draw without its gift, a gift without its draw, a
 // gift without a draw_id, a draw with another inflow and a pool off its
@@ -74,8 +75,11 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	}
 	draw("d1", "r1", 15, 30)
 	draw("d3", "r1", 15, 0)
+	// g0's inflow (before the ownership) came from the sink, g1's and g3's
+	// from their draws: total_in is all three gifts' either way.
 	exec(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor) VALUES
-		('hyapp', 'platform', 'global', 990, 1000, 20, 30, 100), ('hyapp', 'room', 'r1', 30, 0, 30, 0, 0)`)
+		('hyapp', 'platform', 'global', 1000, 1000, 30, 30, 100), ('hyapp', 'room', 'r1', 45, 0, 45, 0, 0),
+		('hyapp', 'gift', 'rose', 75, 0, 75, 0, 0)`)
 	gift := func(id string, version int64, drawID string) *kgo.Record {
 		return &kgo.Record{Topic: k.Config.Topics.RoomEvents, Key: []byte("r1"), Value: roomtest.Gift(id, "r1", version,
 			&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, GiftCount: 1, DrawId: drawID})}
@@ -86,7 +90,7 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	}
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + kafkaYAML(k, 3)
 	out, err := runCLI(t, cfg, "verify", "--idle", "1s")
-	if err != nil || !strings.Contains(out, "reconciled 2 lucky gifts and 2 draws by draw_id, checked 2 pools") || !strings.Contains(out, ": 0 differences") {
+	if err != nil || !strings.Contains(out, "reconciled 2 lucky gifts and 2 draws by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
 		t.Fatalf("consistent state: %v\n%s", err, out)
 	}
 
@@ -106,8 +110,9 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 		"lucky gift without a draw[g5]",
 		"lucky_draw_records[d3]: want {RoomID:r1 GiftID:rose RuleVersion:v1 In:{Pool:50 Platform:10 Room:15 Gift:25}} (gift g3)",
 		"lucky_pools.balance below reserve_floor[platform/global]: want >= 100, got 50",
-		"lucky_pools.balance = funded + total_in - total_out[platform/global]: want 990, got 50",
-		": 6 differences",
+		"lucky_pools.balance[platform/global]: want 1000, got 50",
+		"lucky_pools.total_in[room/r1]: want 75, got 45", // g4 and g5 reached no pool
+		": 9 differences",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)

@@ -137,16 +137,27 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 		}
 	}
 
+	// Once roomflow lucky owns the pools (lucky_pool_owner), they also pay
+	// out and are funded: balance = funded + total_in - total_out. Either
+	// way total_in is every gift's inflow, entered exactly once.
+	var owned int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lucky_pool_owner`).Scan(&owned); err != nil {
+		return rep, err
+	}
 	gotPools := map[Pool]int64{}
-	if err := ScanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
+	if err := ScanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance, funded, total_out FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
 		var p Pool
-		var in, bal int64
-		if err := rows.Scan(&p.ScopeType, &p.ScopeID, &in, &bal); err != nil {
+		var in, bal, funded, out int64
+		if err := rows.Scan(&p.ScopeType, &p.ScopeID, &in, &bal, &funded, &out); err != nil {
 			return err
 		}
 		gotPools[p] = in
-		if bal != in { // no payouts flow through roomflow: balance grows with inflow
-			rep.Diffs = append(rep.Diffs, Diff{"lucky_pools.balance", p.ScopeType + "/" + p.ScopeID, fmt.Sprint(in), fmt.Sprint(bal)})
+		want := in // no payouts flow through roomflow: balance grows with inflow
+		if owned > 0 {
+			want = funded + in - out
+		}
+		if bal != want {
+			rep.Diffs = append(rep.Diffs, Diff{"lucky_pools.balance", p.ScopeType + "/" + p.ScopeID, fmt.Sprint(want), fmt.Sprint(bal)})
 		}
 		return nil
 	}); err != nil {
