@@ -1,0 +1,65 @@
+package luckyoutbox
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/promreg"
+)
+
+type metrics struct {
+	claimed      *prometheus.CounterVec
+	done         *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	paused       prometheus.Counter
+	rewardFailed prometheus.Counter
+	walletCall   *prometheus.HistogramVec
+	pollErrors   prometheus.Counter
+	backlog      *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_lucky_outbox_claimed_total",
+			Help: "lucky_outbox rows claimed, by event_type (reward_credit|activity_event) and path (worker|sync).",
+		}, []string{"event_type", "path"}),
+		done: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_lucky_outbox_done_total",
+			Help: "lucky_outbox rows done: rewards granted, events produced to Kafka, by event_type.",
+		}, []string{"event_type"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_lucky_outbox_retries_total",
+			Help: "Failed wallet credits or produces put back for a retry with backoff, by event_type.",
+		}, []string{"event_type"}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_lucky_outbox_dispatch_paused_total",
+			Help: "Reward credits left pending, uncalled and uncounted, because wallet_credit_dispatch was off.",
+		}),
+		rewardFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_lucky_reward_failed_total",
+			Help: "Rewards whose wallet credit exhausted lucky.outbox_max_retries (reward_status=failed; re-drive with `roomflow lucky rewards retry`).",
+		}),
+		walletCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roomflow_lucky_outbox_wallet_call_seconds",
+			Help:    "CreditLuckyReward call latency, by path (worker|sync) and result (ok|error|timeout).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"path", "result"}),
+		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomflow_lucky_outbox_poll_errors_total",
+			Help: "Polls that failed (MySQL errors): retried after poll_interval.",
+		}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_lucky_outbox_backlog",
+			Help: "lucky_outbox rows not done, by event_type and status (pending|processing|failed).",
+		}, []string{"event_type", "status"}),
+	}
+	m.claimed = promreg.Register(reg, m.claimed)
+	m.done = promreg.Register(reg, m.done)
+	m.retries = promreg.Register(reg, m.retries)
+	m.paused = promreg.Register(reg, m.paused)
+	m.rewardFailed = promreg.Register(reg, m.rewardFailed)
+	m.walletCall = promreg.Register(reg, m.walletCall)
+	m.pollErrors = promreg.Register(reg, m.pollErrors)
+	m.backlog = promreg.Register(reg, m.backlog)
+	return m
+}

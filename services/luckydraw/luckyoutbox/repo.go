@@ -1,0 +1,367 @@
+package luckyoutbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Values of lucky_outbox.event_type and .status, and of
+// lucky_draw_records.reward_status (seed 003's tables).
+const (
+	EventTypeRewardCredit  = "reward_credit"
+	EventTypeActivityEvent = "activity_event"
+
+	StatusPending    = "pending"
+	StatusProcessing = "processing"
+	StatusDone       = "done"
+	StatusFailed     = "failed"
+
+	RewardNone    = "none"
+	RewardPending = "pending"
+	RewardGranted = "granted"
+	RewardFailed  = "failed"
+)
+
+// RewardCreditEventID is the event_id of reward rewardID's reward_credit
+// row, written by the draw transaction.
+func RewardCreditEventID(rewardID string) string { return "RewardCredit:" + rewardID }
+
+// ErrUnknownReward is wrapped by Credit's error when no reward_credit row
+// (or no draw record) exists for the reward.
+var ErrUnknownReward = errors.New("luckyoutbox: unknown reward")
+
+// rc is the isolation of every statement that locks lucky_outbox rows (as
+// in sinks/imoutbox): under READ COMMITTED a claim locks only the rows it
+// takes, and SKIP LOCKED skips the ones another worker is taking.
+var rc = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// row is a claimed lucky_outbox row.
+type row struct {
+	EventID     string
+	AppCode     string
+	EventType   string
+	MessageType string
+	AggregateID string // the draw_id
+	KafkaKey    string
+	Payload     []byte
+	RetryCount  int
+}
+
+const rowCols = `event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, retry_count`
+
+func scanRows(rows *sql.Rows) ([]row, error) {
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.EventID, &r.AppCode, &r.EventType, &r.MessageType, &r.AggregateID, &r.KafkaKey, &r.Payload, &r.RetryCount); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
+
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// inTx runs fn in a READ COMMITTED transaction and commits it.
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, rc)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// claim takes up to limit due rows for worker until lockUntil in one short
+// transaction: pending rows whose next_retry_at_ms has come (oldest due
+// first, by the (status, next_retry_at_ms) index), then processing rows
+// whose lock has expired (a crashed or stalled worker), each read FOR
+// UPDATE SKIP LOCKED so concurrent workers never take the same row.
+func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockUntil int64) ([]row, error) {
+	var out []row
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox
+			WHERE status = 'pending' AND next_retry_at_ms <= ? ORDER BY next_retry_at_ms LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
+		if err != nil {
+			return err
+		}
+		if out, err = scanRows(rows); err != nil {
+			return err
+		}
+		if len(out) < limit {
+			rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox
+				WHERE status = 'processing' AND lock_until_ms < ? LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit-len(out))
+			if err != nil {
+				return err
+			}
+			expired, err := scanRows(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, expired...)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]string, len(out))
+		for i, r := range out {
+			ids[i] = r.EventID
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+			WHERE event_id IN (`+placeholders(len(ids))+`)`, append([]any{worker, lockUntil, now}, anys(ids)...)...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("luckyoutbox: claim: %w", err)
+	}
+	return out, nil
+}
+
+// claimOne takes one pending reward_credit row of appCode for worker
+// until lockUntil with a conditional UPDATE, whenever it is due (the
+// synchronous credit right after the draw); ok is false when the row is
+// not pending (the worker holds it, or it is done or failed) or absent.
+func claimOne(ctx context.Context, db *sql.DB, worker, eventID, appCode string, now, lockUntil int64) (r row, ok bool, err error) {
+	res, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+		WHERE event_id = ? AND app_code = ? AND event_type = 'reward_credit' AND status = 'pending'`, worker, lockUntil, now, eventID, appCode)
+	if err != nil {
+		return r, false, fmt.Errorf("luckyoutbox: claim %s: %w", eventID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return r, false, nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id = ?`, eventID)
+	if err != nil {
+		return r, false, fmt.Errorf("luckyoutbox: read %s: %w", eventID, err)
+	}
+	got, err := scanRows(rows)
+	if err != nil || len(got) != 1 {
+		return r, false, fmt.Errorf("luckyoutbox: read %s: %d rows, %w", eventID, len(got), err)
+	}
+	return got[0], true, nil
+}
+
+// rewardStatus is the draw's reward_status and credit_receipt_id of the
+// reward_credit row eventID.
+func rewardStatus(ctx context.Context, db *sql.DB, eventID string) (status, receipt string, err error) {
+	err = db.QueryRowContext(ctx, `SELECT d.reward_status, d.credit_receipt_id FROM lucky_outbox o
+		JOIN lucky_draw_records d ON d.draw_id = o.aggregate_id WHERE o.event_id = ?`, eventID).Scan(&status, &receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", fmt.Errorf("%w: %s", ErrUnknownReward, eventID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("luckyoutbox: reward status of %s: %w", eventID, err)
+	}
+	return status, receipt, nil
+}
+
+// release hands rows claimed by worker back untouched (no attempt
+// counted), due again at nextRetry.
+func release(ctx context.Context, db *sql.DB, worker string, ids []string, now, nextRetry int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := append([]any{nextRetry, now}, anys(ids)...)
+	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', worker_id = '', lock_until_ms = 0, next_retry_at_ms = ?, updated_at_ms = ?
+		WHERE event_id IN (`+placeholders(len(ids))+`) AND status = 'processing' AND worker_id = ?`, append(args, worker)...); err != nil {
+		return fmt.Errorf("luckyoutbox: release: %w", err)
+	}
+	return nil
+}
+
+// markDone sets rows done in one statement: a produce is a fact whoever
+// holds the claim.
+func markDone(ctx context.Context, db *sql.DB, ids []string, now int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
+		WHERE event_id IN (`+placeholders(len(ids))+`) AND status <> 'done'`, append([]any{now}, anys(ids)...)...); err != nil {
+		return fmt.Errorf("luckyoutbox: mark done: %w", err)
+	}
+	return nil
+}
+
+// retry is one failed row to put back.
+type retry struct {
+	EventID   string
+	Attempt   int // the new retry_count
+	NextRetry int64
+	Error     string
+}
+
+// markRetry puts failed activity events back to pending with their new
+// retry_count, next_retry_at_ms and last_error, in one transaction; rows
+// no longer processing under worker (taken over, or done) stay as they
+// are.
+func markRetry(ctx context.Context, db *sql.DB, worker string, rs []retry, now int64) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		for _, r := range rs {
+			if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = ?, next_retry_at_ms = ?, last_error = ?,
+				worker_id = '', lock_until_ms = 0, updated_at_ms = ? WHERE event_id = ? AND status = 'processing' AND worker_id = ?`,
+				r.Attempt, r.NextRetry, shortError(r.Error), now, r.EventID, worker); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("luckyoutbox: mark retry: %w", err)
+	}
+	return nil
+}
+
+// draw is what a reward's events need of its draw record.
+type draw struct {
+	RewardStatus string
+	Receipt      string
+	GiftID       string
+	RoomID       string
+}
+
+// lockDraw reads drawID's record FOR UPDATE inside tx.
+func lockDraw(ctx context.Context, tx *sql.Tx, drawID string) (draw, error) {
+	var d draw
+	err := tx.QueryRowContext(ctx, `SELECT reward_status, credit_receipt_id, gift_id, room_id FROM lucky_draw_records WHERE draw_id = ? FOR UPDATE`, drawID).
+		Scan(&d.RewardStatus, &d.Receipt, &d.GiftID, &d.RoomID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("%w: no draw record %s", ErrUnknownReward, drawID)
+	}
+	return d, err
+}
+
+// event is an activity_event row to insert.
+type event struct {
+	EventID     string
+	AppCode     string
+	MessageType string
+	DrawID      string
+	KafkaKey    string
+	Payload     []byte
+}
+
+// insertEvent writes an activity_event row, due now. An event_id already
+// present is left as it is (the event was written before: consumers
+// dedupe by event_id anyway).
+func insertEvent(ctx context.Context, tx *sql.Tx, e event, now int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO lucky_outbox
+		(event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, status, retry_count, next_retry_at_ms, created_at_ms, updated_at_ms)
+		VALUES (?, ?, 'activity_event', ?, ?, ?, ?, 'pending', 0, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE event_id = event_id`,
+		e.EventID, e.AppCode, e.MessageType, e.DrawID, e.KafkaKey, e.Payload, now, now, now)
+	return err
+}
+
+// RetryFailed re-drives the failed rewards of appCode ("" = every app) for
+// `roomflow lucky rewards retry`: their reward_credit rows go back to
+// pending with retry_count 0, due now, and their draws' reward_status from
+// failed to pending, in one transaction per 500 rows. It returns how many
+// rewards it re-drove. A running worker (or the next start of one) then
+// credits them; the wallet's idempotency by reward_id makes a reward that
+// was in fact credited come back with its first receipt.
+//
+// LuckyRewardPending event ids ("LuckyRewardPending:{reward_id}:{attempt}")
+// restart at attempt 1 after a re-drive; attempts already published are not
+// published again (consumers would drop them as duplicates anyway), the
+// final LuckyRewardGranted is.
+func RetryFailed(ctx context.Context, db *sql.DB, appCode string) (int, error) {
+	const chunk = 500
+	total := 0
+	for {
+		n := 0
+		err := inTx(ctx, db, func(tx *sql.Tx) error {
+			q := `SELECT event_id, aggregate_id FROM lucky_outbox WHERE event_type = 'reward_credit' AND status = 'failed'`
+			args := []any{}
+			if appCode != "" {
+				q += ` AND app_code = ?`
+				args = append(args, appCode)
+			}
+			rows, err := tx.QueryContext(ctx, q+` LIMIT ? FOR UPDATE`, append(args, chunk)...)
+			if err != nil {
+				return err
+			}
+			var ids, draws []string
+			for rows.Next() {
+				var id, d string
+				if err := rows.Scan(&id, &d); err != nil {
+					rows.Close()
+					return err
+				}
+				ids, draws = append(ids, id), append(draws, d)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil || len(ids) == 0 {
+				return err
+			}
+			now := time.Now().UnixMilli()
+			if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = 0, next_retry_at_ms = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
+				WHERE event_id IN (`+placeholders(len(ids))+`)`, append([]any{now, now}, anys(ids)...)...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'pending', updated_at_ms = ?
+				WHERE draw_id IN (`+placeholders(len(draws))+`) AND reward_status = 'failed'`, append([]any{now}, anys(draws)...)...); err != nil {
+				return err
+			}
+			n = len(ids)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("luckyoutbox: retry failed rewards: %w", err)
+		}
+		total += n
+		if n < chunk {
+			return total, nil
+		}
+	}
+}
+
+// backlogCounts counts rows not done by event_type and status.
+func backlogCounts(ctx context.Context, db *sql.DB) (map[[2]string]float64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT event_type, status, COUNT(*) FROM lucky_outbox
+		WHERE status IN ('pending', 'processing', 'failed') GROUP BY event_type, status`)
+	if err != nil {
+		return nil, fmt.Errorf("luckyoutbox: backlog: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]string]float64{}
+	for rows.Next() {
+		var t, s string
+		var n float64
+		if err := rows.Scan(&t, &s, &n); err != nil {
+			return nil, fmt.Errorf("luckyoutbox: backlog: %w", err)
+		}
+		out[[2]string{t, s}] = n
+	}
+	return out, rows.Err()
+}
+
+// shortError keeps last_error short: the first line, at most 200 bytes.
+func shortError(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = strings.ToValidUTF8(s[:200], "")
+	}
+	return s
+}

@@ -1,0 +1,461 @@
+// Package luckyoutbox delivers what seed 003's draw transaction leaves in
+// lucky_outbox: wallet credits of rewards (event_type reward_credit) and
+// lucky events for Kafka (activity_event). It is the worker of `roomflow
+// lucky` and the synchronous credit the draw service calls after commit.
+//
+// Claims. Each poll takes up to BatchSize due rows (pending with
+// next_retry_at_ms <= now, or processing with an expired lock_until_ms: a
+// crashed worker's) with SELECT ... FOR UPDATE SKIP LOCKED in a short READ
+// COMMITTED transaction, setting status processing, worker_id and
+// lock_until_ms = now + LockTTL; the work happens outside it. Two workers
+// never take the same row while its lock holds.
+//
+// Rewards. A claimed reward_credit row calls WalletService.CreditLuckyReward
+// with its stored request (the same reward_id every time, so the wallet
+// pays once and answers the same receipt), bounded by WalletCreditTimeout.
+// Success commits in one transaction: the row done, the draw's
+// reward_status granted with credit_receipt_id (only from pending or
+// failed), and a LuckyRewardGranted:{reward_id} event row. A failure or
+// timeout commits retry_count+1, last_error (short), status pending and
+// next_retry_at_ms = now + Backoff(attempt), with a
+// LuckyRewardPending:{reward_id}:{attempt} event; the MaxRetries-th failure
+// makes the row and the draw's reward_status failed instead (metric
+// roomflow_lucky_reward_failed_total, an ERROR line, a LuckyRewardPending
+// event with failed=true); nothing is ever deleted, and RetryFailed re-drives
+// failed rewards. While wallet_credit_dispatch is off (DispatchEnabled) a
+// claimed reward is handed back untouched, due again after PollInterval:
+// nothing is called, no attempt counted.
+//
+// Events. Claimed activity_event rows are produced together to Topic (key
+// kafka_key, value payload as stored, headers event_id, event_type =
+// message_type, app_code, content-type) by an idempotent producer, and the
+// produced ones are marked done in one statement; a failed produce is
+// retried with Backoff, never given up (a Kafka outage must not lose
+// events). Delivery is at least once: a crash between the produce and the
+// mark, or a claim that expires meanwhile, sends the event again; consumers
+// dedupe by event_id (the design's rule). Retries do not keep the order of
+// one key's events.
+//
+// Synchronous credit. Credit claims one reward's row with a conditional
+// UPDATE (pending -> processing), whether due or not, so the worker, which
+// the draw made wait 2*wallet_credit_timeout+1s, never races it; a row it
+// cannot claim answers the draw's current reward_status.
+package luckyoutbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/internal/backoff"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
+	"github.com/hyapp/roomflow/schemas/walletv1"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet"
+)
+
+// Component names the worker in logs and Kafka client ids.
+const Component = "lucky-outbox"
+
+// settleTimeout bounds recording an outcome: it runs on a context detached
+// from the caller's, so a cancelled RPC or a stopping worker still records
+// a credit the wallet made.
+const settleTimeout = 5 * time.Second
+
+// backlogInterval is how often Run refreshes the backlog gauge.
+const backlogInterval = 10 * time.Second
+
+// Wallet credits rewards; *wallet.Client is the real one.
+type Wallet interface {
+	Credit(ctx context.Context, req *walletv1.CreditLuckyRewardRequest) (*walletv1.CreditLuckyRewardResponse, error)
+}
+
+// Worker is the lucky_outbox worker and synchronous credit. It is safe for
+// concurrent use.
+type Worker struct {
+	cfg      Config
+	db       *sql.DB
+	wallet   Wallet
+	producer *kgo.Client
+	owned    bool // producer built by New, closed by Close
+	backoff  *backoff.Backoff
+	m        *metrics
+	log      *slog.Logger
+}
+
+// New returns a worker on db (migration 0006's lucky_outbox and
+// lucky_draw_records) crediting through w. It fails on an invalid Config
+// or when the Kafka client cannot be built; it never waits for Kafka, the
+// wallet or MySQL.
+func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil || w == nil {
+		return nil, errors.New("luckyoutbox: a database and a wallet are required")
+	}
+	bo, err := backoff.New(cfg.Backoff)
+	if err != nil {
+		return nil, err
+	}
+	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo,
+		m: newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
+	if wk.producer == nil {
+		wk.producer, err = cfg.Kafka.NewClient(Component, kgo.DefaultProduceTopic(cfg.Topic))
+		if err != nil {
+			return nil, fmt.Errorf("luckyoutbox: kafka: %w", err)
+		}
+		wk.owned = true
+	}
+	return wk, nil
+}
+
+// Close closes the Kafka client New built (an injected Producer stays
+// open), waiting at most until ctx ends.
+func (w *Worker) Close(ctx context.Context) {
+	if w.owned {
+		kafkax.CloseWithin(ctx, w.producer, w.log)
+	}
+}
+
+// Run polls until ctx ends: a poll that claimed a full batch is followed
+// by the next at once, others by PollInterval. A failed poll (MySQL down)
+// is logged and retried after PollInterval. At cancel it claims no more;
+// the batch in flight finishes (its wallet calls and produce are bounded by
+// their timeouts) and is recorded. It returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	w.log.Info("lucky outbox worker started", "worker_id", w.cfg.WorkerID, "topic", w.cfg.Topic,
+		"batch_size", w.cfg.BatchSize, "poll_interval", w.cfg.PollInterval, "max_retries", w.cfg.MaxRetries)
+	var lastBacklog time.Time
+	for ctx.Err() == nil {
+		n, err := w.ProcessBatch(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.m.pollErrors.Inc()
+			w.log.Warn("lucky outbox poll failed; retrying", "error", err)
+		}
+		if time.Since(lastBacklog) >= backlogInterval {
+			w.refreshBacklog(ctx)
+			lastBacklog = time.Now()
+		}
+		if err == nil && n == w.cfg.BatchSize {
+			continue
+		}
+		t := time.NewTimer(w.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	w.log.Info("lucky outbox worker stopped", "worker_id", w.cfg.WorkerID)
+	return nil
+}
+
+func (w *Worker) refreshBacklog(ctx context.Context) {
+	counts, err := backlogCounts(ctx, w.db)
+	if err != nil {
+		return
+	}
+	w.m.backlog.Reset()
+	for _, t := range []string{EventTypeRewardCredit, EventTypeActivityEvent} {
+		for _, s := range []string{StatusPending, StatusProcessing, StatusFailed} {
+			w.m.backlog.WithLabelValues(t, s).Set(counts[[2]string{t, s}])
+		}
+	}
+}
+
+// ProcessBatch is one poll: it claims up to BatchSize due rows, credits the
+// rewards (Concurrency calls at a time) while it produces the events, and
+// records every outcome. It returns how many rows it claimed. Once rows
+// are claimed, their processing no longer follows ctx's cancellation.
+func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
+	now := w.cfg.Now().UnixMilli()
+	rows, err := claim(ctx, w.db, w.cfg.WorkerID, w.cfg.BatchSize, now, now+w.cfg.LockTTL.Milliseconds())
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	var credits, events []row
+	for _, r := range rows {
+		if r.AppCode == "" {
+			r.AppCode = w.cfg.AppCode
+		}
+		if r.EventType == EventTypeRewardCredit {
+			credits = append(credits, r)
+		} else {
+			events = append(events, r)
+		}
+	}
+	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "worker").Add(float64(len(credits)))
+	w.m.claimed.WithLabelValues(EventTypeActivityEvent, "worker").Add(float64(len(events)))
+	var g errgroup.Group
+	g.Go(func() error { return w.produce(ctx, events) })
+	g.Go(func() error { return w.creditAll(ctx, credits) })
+	return len(rows), g.Wait()
+}
+
+// creditAll dispatches claimed rewards, the switch read once per app.
+func (w *Worker) creditAll(ctx context.Context, rows []row) error {
+	enabled := map[string]bool{}
+	var paused []string
+	var g errgroup.Group
+	g.SetLimit(w.cfg.Concurrency)
+	for _, r := range rows {
+		on, ok := enabled[r.AppCode]
+		if !ok {
+			on = w.dispatchEnabled(ctx, r.AppCode)
+			enabled[r.AppCode] = on
+		}
+		if !on {
+			paused = append(paused, r.EventID)
+			continue
+		}
+		g.Go(func() error {
+			_, _, err := w.dispatch(ctx, r, "worker")
+			return err
+		})
+	}
+	now := w.cfg.Now().UnixMilli()
+	err := release(ctx, w.db, w.cfg.WorkerID, paused, now, now+w.cfg.PollInterval.Milliseconds())
+	if err == nil {
+		w.m.paused.Add(float64(len(paused)))
+	}
+	return errors.Join(g.Wait(), err)
+}
+
+func (w *Worker) dispatchEnabled(ctx context.Context, appCode string) bool {
+	if w.cfg.DispatchEnabled == nil {
+		return true
+	}
+	on, err := w.cfg.DispatchEnabled(ctx, appCode)
+	if err != nil {
+		w.log.Warn("wallet_credit_dispatch unreadable; leaving rewards pending", "app_code", appCode, "error", err)
+		return false
+	}
+	return on
+}
+
+// Credit is the synchronous credit of a committed reward (the draw
+// service's Dispatcher): it claims reward rewardID's reward_credit row of
+// appCode ("" = Config.AppCode) if it is pending, calls the wallet and
+// records the outcome before it returns: status "granted" with the
+// receipt, "pending" (the worker retries) or "failed". A row it cannot
+// claim (the worker holds it, it is done or failed) or a dispatch switched
+// off answers the draw's current reward_status and receipt. An error
+// (wrapping ErrUnknownReward for an unknown reward) means the outcome is
+// not known: the reward is left to the worker.
+func (w *Worker) Credit(ctx context.Context, appCode, rewardID string) (status, creditReceiptID string, err error) {
+	if appCode == "" {
+		appCode = w.cfg.AppCode
+	}
+	eventID := RewardCreditEventID(rewardID)
+	if !w.dispatchEnabled(ctx, appCode) {
+		w.m.paused.Inc()
+		return rewardStatus(ctx, w.db, eventID)
+	}
+	now := w.cfg.Now().UnixMilli()
+	r, ok, err := claimOne(ctx, w.db, w.cfg.WorkerID, eventID, appCode, now, now+w.cfg.LockTTL.Milliseconds())
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return rewardStatus(ctx, w.db, eventID)
+	}
+	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "sync").Inc()
+	return w.dispatch(ctx, r, "sync")
+}
+
+// dispatch calls the wallet for claimed reward row r and records the
+// outcome (see the package comment). The call follows ctx's deadline and
+// cancellation; the record does not.
+func (w *Worker) dispatch(ctx context.Context, r row, path string) (status, receipt string, err error) {
+	log := w.log.With("event_id", r.EventID, "draw_id", r.AggregateID, "app_code", r.AppCode, "path", path)
+	req := &walletv1.CreditLuckyRewardRequest{}
+	if err := proto.Unmarshal(r.Payload, req); err != nil || req.GetRewardId() == "" {
+		// Never creditable: fail it now rather than after MaxRetries.
+		log.Error("reward_credit payload is no CreditLuckyRewardRequest; reward failed", "error", err)
+		return w.settleFailure(ctx, r, req, "payload is no CreditLuckyRewardRequest", true, log)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.WalletCreditTimeout)
+	t0 := time.Now()
+	resp, callErr := w.wallet.Credit(callCtx, req)
+	cancel()
+	result := "ok"
+	var ce *wallet.CreditError
+	switch {
+	case callErr == nil:
+	case errors.As(callErr, &ce) && ce.Timeout(), errors.Is(callErr, context.DeadlineExceeded):
+		result = "timeout"
+	default:
+		result = "error"
+	}
+	w.m.walletCall.WithLabelValues(path, result).Observe(time.Since(t0).Seconds())
+	if callErr != nil {
+		return w.settleFailure(ctx, r, req, callErr.Error(), errors.Is(callErr, wallet.ErrInvalidRequest), log)
+	}
+	return w.settleGranted(ctx, r, req, resp.GetCreditReceiptId(), log)
+}
+
+// settleGranted records a credit in one transaction. A credit is a fact
+// whoever holds the claim: the row becomes done from any status, and the
+// draw granted from pending or failed (once: the LuckyRewardGranted event
+// is written by the transaction that grants).
+func (w *Worker) settleGranted(ctx context.Context, r row, req *walletv1.CreditLuckyRewardRequest, receipt string, log *slog.Logger) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	now := w.cfg.Now().UnixMilli()
+	status, granted := RewardGranted, receipt
+	err := inTx(ctx, w.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
+			WHERE event_id = ? AND status <> 'done'`, now, r.EventID); err != nil {
+			return err
+		}
+		d, err := lockDraw(ctx, tx, r.AggregateID)
+		if err != nil {
+			return err
+		}
+		if d.RewardStatus != RewardPending && d.RewardStatus != RewardFailed {
+			status, granted = d.RewardStatus, d.Receipt
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = ?, updated_at_ms = ?
+			WHERE draw_id = ?`, receipt, now, r.AggregateID); err != nil {
+			return err
+		}
+		id := "LuckyRewardGranted:" + req.GetRewardId()
+		payload, err := proto.Marshal(&activityv1.LuckyRewardGranted{
+			EventId: id, AppCode: r.AppCode, RewardId: req.GetRewardId(), DrawId: r.AggregateID, UserId: req.GetUserId(),
+			RewardCoins: req.GetRewardCoins(), CreditReceiptId: receipt, GiftId: d.GiftID, RoomId: d.RoomID, GrantedAtMs: now,
+		})
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, event{EventID: id, AppCode: r.AppCode, MessageType: "LuckyRewardGranted", DrawID: r.AggregateID, KafkaKey: d.GiftID, Payload: payload}, now)
+	})
+	if err != nil {
+		log.Warn("wallet credited but the grant was not recorded; the outbox retries it (the wallet answers the same receipt)", "error", err)
+		return RewardPending, "", fmt.Errorf("luckyoutbox: record grant of %s: %w", r.EventID, err)
+	}
+	w.m.done.WithLabelValues(EventTypeRewardCredit).Inc()
+	log.Debug("reward granted", "credit_receipt_id", granted)
+	return status, granted, nil
+}
+
+// settleFailure records a failed credit in one transaction: attempt =
+// retry_count+1, pending with backoff, or failed at MaxRetries (or at once
+// when permanent). A row no longer processing under this worker (its claim
+// expired and was taken over, or it was granted meanwhile) is left alone.
+func (w *Worker) settleFailure(ctx context.Context, r row, req *walletv1.CreditLuckyRewardRequest, cause string, permanent bool, log *slog.Logger) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	now := w.cfg.Now().UnixMilli()
+	status, receipt := RewardPending, ""
+	var attempt int
+	var failed, recorded bool
+	err := inTx(ctx, w.db, func(tx *sql.Tx) error {
+		var st, worker string
+		if err := tx.QueryRowContext(ctx, `SELECT status, worker_id, retry_count FROM lucky_outbox WHERE event_id = ? FOR UPDATE`, r.EventID).
+			Scan(&st, &worker, &attempt); err != nil {
+			return err
+		}
+		d, err := lockDraw(ctx, tx, r.AggregateID)
+		if err != nil {
+			return err
+		}
+		if st != StatusProcessing || worker != w.cfg.WorkerID {
+			status, receipt = d.RewardStatus, d.Receipt
+			return nil
+		}
+		attempt++
+		failed = permanent || attempt >= w.cfg.MaxRetries
+		rowStatus, next := StatusPending, now+w.backoff.Delay(attempt).Milliseconds()
+		if failed {
+			rowStatus, next, status = StatusFailed, 0, RewardFailed
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = ?, retry_count = ?, next_retry_at_ms = ?, last_error = ?,
+			worker_id = '', lock_until_ms = 0, updated_at_ms = ? WHERE event_id = ?`, rowStatus, attempt, next, shortError(cause), now, r.EventID); err != nil {
+			return err
+		}
+		if failed {
+			if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'failed', updated_at_ms = ?
+				WHERE draw_id = ? AND reward_status = 'pending'`, now, r.AggregateID); err != nil {
+				return err
+			}
+		}
+		id := fmt.Sprintf("LuckyRewardPending:%s:%d", req.GetRewardId(), attempt)
+		payload, err := proto.Marshal(&activityv1.LuckyRewardPending{
+			EventId: id, AppCode: r.AppCode, RewardId: req.GetRewardId(), DrawId: r.AggregateID, UserId: req.GetUserId(),
+			RewardCoins: req.GetRewardCoins(), Attempt: int32(attempt), RetryReason: shortError(cause), GiftId: d.GiftID, RoomId: d.RoomID,
+			AtMs: now, Failed: failed,
+		})
+		if err != nil {
+			return err
+		}
+		recorded = true
+		return insertEvent(ctx, tx, event{EventID: id, AppCode: r.AppCode, MessageType: "LuckyRewardPending", DrawID: r.AggregateID, KafkaKey: d.GiftID, Payload: payload}, now)
+	})
+	if err != nil {
+		return RewardPending, "", fmt.Errorf("luckyoutbox: record failed credit of %s: %w", r.EventID, err)
+	}
+	switch {
+	case !recorded:
+		log.Debug("credit failed after the claim was taken over; left to its holder", "error", cause)
+	case failed:
+		w.m.rewardFailed.Inc()
+		log.Error("reward credit failed for good; reward_status=failed (re-drive: roomflow lucky rewards retry)", "attempt", attempt, "error", cause)
+	default:
+		w.m.retries.WithLabelValues(EventTypeRewardCredit).Inc()
+		log.Info("reward credit failed; retrying with backoff", "attempt", attempt, "error", cause)
+	}
+	return status, receipt, nil
+}
+
+// produce sends claimed activity events to Topic together and records the
+// results: produced rows done in one statement, failed ones back to
+// pending with backoff (never failed).
+func (w *Worker) produce(ctx context.Context, rows []row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	recs := make([]*kgo.Record, len(rows))
+	for i, r := range rows {
+		rec := &kgo.Record{Topic: w.cfg.Topic, Value: r.Payload,
+			Headers: envelope.AppendHeaders(nil, []byte(r.EventID), []byte(r.MessageType), []byte(r.AppCode))}
+		if r.KafkaKey != "" {
+			rec.Key = []byte(r.KafkaKey)
+		}
+		recs[i] = rec
+	}
+	// Bounded well inside the claim's lease, so a hung cluster cannot
+	// outlive it.
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.LockTTL/2)
+	results := w.producer.ProduceSync(pctx, recs...)
+	cancel()
+	now := w.cfg.Now().UnixMilli()
+	var done []string
+	var retries []retry
+	for i, res := range results {
+		if res.Err == nil {
+			done = append(done, rows[i].EventID)
+			continue
+		}
+		attempt := rows[i].RetryCount + 1
+		retries = append(retries, retry{EventID: rows[i].EventID, Attempt: attempt, NextRetry: now + w.backoff.Delay(attempt).Milliseconds(), Error: res.Err.Error()})
+	}
+	err := errors.Join(markDone(ctx, w.db, done, now), markRetry(ctx, w.db, w.cfg.WorkerID, retries, now))
+	w.m.done.WithLabelValues(EventTypeActivityEvent).Add(float64(len(done)))
+	w.m.retries.WithLabelValues(EventTypeActivityEvent).Add(float64(len(retries)))
+	if len(retries) > 0 {
+		w.log.Warn("lucky events not produced; retrying with backoff", "failed", len(retries), "produced", len(done), "error", retries[0].Error)
+	}
+	return err
+}
