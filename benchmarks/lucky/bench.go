@@ -10,19 +10,23 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 )
 
@@ -33,13 +37,6 @@ const (
 	// one.
 	callTimeout = 2 * time.Second
 )
-
-// dispatchNote says how the service credits rewards in this benchmark.
-// The synchronous dispatcher (services/luckydraw/luckyoutbox) is not on
-// this branch yet, so the service runs with wallet_credit_dispatch off:
-// paying draws stay PENDING for the outbox worker and the service's
-// figures are its draw path without the wallet call after commit.
-const dispatchNote = "off (no luckyoutbox dispatcher on this branch): the service's paying draws stay PENDING, its figures are the draw path alone; the baseline credits the fake wallet inside its locks"
 
 // benchRule is every gift's rule version: 90% of heat_value into the
 // pools (20% platform, 30% room, 50% gift), 13.4% of draws pay, 85% of
@@ -75,15 +72,19 @@ func (sc scenario) request(prefix string, i, users int) *activityv1.ExecuteLucky
 type bench struct {
 	o      opts
 	wallet *wallet.Client
-	log    *slog.Logger
-	run    string // random id of this run, in database names
+	// producer is the outbox worker's Kafka client: the benchmark uses
+	// only the worker's synchronous Credit (the service's Dispatcher), so
+	// nothing is produced and no broker is needed.
+	producer *kgo.Client
+	log      *slog.Logger
+	run      string // random id of this run, in database names
 }
 
 // stage is one mode on one fresh database, served on loopback gRPC.
 type stage struct {
 	scratch *mysqlx.Scratch
 	db      *sql.DB
-	stmts   atomic.Int64
+	stats   dbStats
 	reg     *prometheus.Registry
 	conn    *grpc.ClientConn
 	client  activityv1.LuckyGiftServiceClient
@@ -102,7 +103,7 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 			st.close(ctx, false)
 		}
 	}()
-	if st.db, err = openCounting(ctx, st.scratch.DSN, &st.stmts); err != nil {
+	if st.db, err = openCounting(ctx, st.scratch.DSN, &st.stats); err != nil {
 		return nil, err
 	}
 	rules := map[string]*lucky.Rule{}
@@ -136,8 +137,15 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 			return srv.Serve(ln)
 		}
 	} else {
-		svc, err := luckydraw.New(luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch,
-			DisableWalletCreditDispatch: true, Registerer: st.reg, Logger: b.log}, st.db)
+		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, Registerer: st.reg, Logger: b.log,
+			DisableWalletCreditDispatch: !b.o.dispatch}
+		if b.o.dispatch {
+			if cfg.Dispatcher, err = luckyoutbox.New(luckyoutbox.Config{AppCode: appCode, Topic: config.Default().Kafka.Topics.LuckyEvents,
+				Producer: b.producer, Logger: b.log}, st.db, b.wallet); err != nil {
+				return nil, err
+			}
+		}
+		svc, err := luckydraw.New(cfg, st.db)
 		if err != nil {
 			return nil, err
 		}
@@ -192,9 +200,9 @@ func (b *bench) measure(ctx context.Context, sc scenario, m mode, round, n int) 
 		return figures{}, err
 	}
 	defer st.close(ctx, b.o.keepDB)
-	before := st.stmts.Load()
+	before := st.stats.snapshot()
 	out := closedLoop(ctx, st.client, sc, label+"-", n, b.o.clients, b.o.users)
-	out.stmts = st.stmts.Load() - before
+	out.db = st.stats.snapshot().sub(before)
 	if err := verify(ctx, st.db, out); err != nil {
 		return figures{}, err
 	}
@@ -218,26 +226,39 @@ func (b *bench) measureRate(ctx context.Context, sc scenario, round int) (outcom
 		return outcome{}, err
 	}
 	defer st.close(ctx, b.o.keepDB)
-	before := st.stmts.Load()
+	before := st.stats.snapshot()
 	out := fixedRate(ctx, st.client, sc, label+"-", b.o.rate, b.o.rateDur, b.o.users)
-	out.stmts = st.stmts.Load() - before
+	out.db = st.stats.snapshot().sub(before)
 	return out, verify(ctx, st.db, out)
 }
 
 // outcome is one run's answers.
 type outcome struct {
-	draws, errs, hits int
-	firstErr          error
-	elapsed           time.Duration
-	lats              []time.Duration // sorted
-	stmts             int64
+	draws, errs, hits, granted int
+	firstErr                   error
+	elapsed                    time.Duration
+	lats                       []time.Duration // sorted
+	db                         dbSnapshot
 }
 
 func (o outcome) rate() float64 { return float64(o.draws) / o.elapsed.Seconds() }
 
 func (o outcome) hitRate() float64 { return float64(o.hits) / float64(max(o.draws, 1)) }
 
-func (o outcome) stmtsPerDraw() float64 { return float64(o.stmts) / float64(max(o.draws, 1)) }
+func (o outcome) stmtsPerDraw() float64 { return float64(o.db.stmts) / float64(max(o.draws, 1)) }
+
+// dbWaits is the time the pool waited for MySQL per draw, by statement
+// kind, summed over connections (µs).
+func (o outcome) dbWaits() string {
+	var b strings.Builder
+	b.WriteString("db µs/draw:")
+	for k, w := range o.db.wait {
+		if w > 0 {
+			fmt.Fprintf(&b, " %s %.0f", kindNames[k], float64(w.Microseconds())/float64(max(o.draws, 1)))
+		}
+	}
+	return b.String()
+}
 
 // pct is the nearest-rank percentile q of the latencies.
 func (o outcome) pct(q float64) time.Duration {
@@ -256,19 +277,19 @@ func (o outcome) errNote() string {
 }
 
 func (f figures) line() string {
-	s := fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw  hits %4.1f%%", f.rate(),
+	s := fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw  hits %4.1f%% (granted %d)", f.rate(),
 		f.pct(0.5).Round(100*time.Microsecond), f.pct(0.99).Round(100*time.Microsecond), f.pct(0.999).Round(100*time.Microsecond),
-		f.stmtsPerDraw(), 100*f.hitRate())
+		f.stmtsPerDraw(), 100*f.hitRate(), f.granted)
 	if f.batch > 0 {
 		s += fmt.Sprintf("  mean batch %.1f  retries %.0f", f.batch, f.retries)
 	}
-	return s + f.errNote()
+	return s + f.errNote() + "\n" + strings.Repeat(" ", 45) + f.dbWaits()
 }
 
 func (o outcome) rateLine(offered int) string {
 	return fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw  (offered %d/s)", o.rate(),
 		o.pct(0.5).Round(100*time.Microsecond), o.pct(0.99).Round(100*time.Microsecond), o.pct(0.999).Round(100*time.Microsecond),
-		o.stmtsPerDraw(), offered) + o.errNote()
+		o.stmtsPerDraw(), offered) + o.errNote() + "\n" + strings.Repeat(" ", 45) + o.dbWaits()
 }
 
 // recorder collects answers from concurrent clients.
@@ -293,6 +314,9 @@ func (r *recorder) add(lat time.Duration, resp *activityv1.ExecuteLuckyGiftDrawR
 	r.draws++
 	if resp.GetHit() {
 		r.hits++
+	}
+	if resp.GetRewardStatus() == "GRANTED" {
+		r.granted++
 	}
 	r.lats = append(r.lats, lat)
 }

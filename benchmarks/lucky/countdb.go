@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -14,15 +16,79 @@ import (
 	"github.com/hyapp/roomflow/internal/mysqlx"
 )
 
+// Statement kinds of dbStats, by a statement's first keyword.
+const (
+	kindBegin = iota
+	kindSelect
+	kindInsert
+	kindUpdate
+	kindCommit // COMMIT and ROLLBACK
+	kindOther
+	nKinds
+)
+
+var kindNames = [nKinds]string{"begin", "select", "insert", "update", "commit", "other"}
+
+func kindOf(q string) int {
+	q = strings.TrimLeft(q, " \t\n(")
+	word, _, _ := strings.Cut(q, " ")
+	switch strings.ToUpper(word) {
+	case "SELECT":
+		return kindSelect
+	case "INSERT", "REPLACE":
+		return kindInsert
+	case "UPDATE", "DELETE":
+		return kindUpdate
+	}
+	return kindOther
+}
+
+// dbStats counts the statements a pool sends and the time it waits for
+// each kind (from sending it to its answer's header: for a query, before
+// its rows are read).
+type dbStats struct {
+	stmts atomic.Int64
+	nanos [nKinds]atomic.Int64
+}
+
+func (s *dbStats) add(kind int, n int64, t0 time.Time) {
+	s.stmts.Add(n)
+	s.nanos[kind].Add(int64(time.Since(t0)))
+}
+
+// snapshot is the statements and per-kind waits so far.
+func (s *dbStats) snapshot() dbSnapshot {
+	var d dbSnapshot
+	d.stmts = s.stmts.Load()
+	for k := range d.wait {
+		d.wait[k] = time.Duration(s.nanos[k].Load())
+	}
+	return d
+}
+
+type dbSnapshot struct {
+	stmts int64
+	wait  [nKinds]time.Duration
+}
+
+func (a dbSnapshot) sub(b dbSnapshot) dbSnapshot {
+	a.stmts -= b.stmts
+	for k := range a.wait {
+		a.wait[k] -= b.wait[k]
+	}
+	return a
+}
+
 // openCounting opens a pool on dsn, tuned as mysqlx.Open tunes roomflow's
 // pools (interpolated params: one round trip per statement) and sized as
 // config's mysql defaults, whose connections count every statement they
-// send to the server into n: each Exec and Query, each BEGIN, COMMIT and
-// ROLLBACK, and the prepare, execute and close of a prepared statement.
+// send to the server into n, with the time waited per kind: each Exec and
+// Query, each BEGIN, COMMIT and ROLLBACK, and the prepare, execute and
+// close of a prepared statement.
 //
 // The count is the client's, per pool, so it is exact on a shared server
 // where SHOW GLOBAL STATUS's Questions also counts the other clients.
-func openCounting(ctx context.Context, dsn string, n *atomic.Int64) (*sql.DB, error) {
+func openCounting(ctx context.Context, dsn string, n *dbStats) (*sql.DB, error) {
 	dc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("mysql: the DSN does not parse")
@@ -46,7 +112,7 @@ func openCounting(ctx context.Context, dsn string, n *atomic.Int64) (*sql.DB, er
 
 type countingConnector struct {
 	driver.Connector
-	n *atomic.Int64
+	n *dbStats
 }
 
 func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -61,7 +127,7 @@ func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // implements every optional interface below.
 type countingConn struct {
 	conn driver.Conn
-	n    *atomic.Int64
+	n    *dbStats
 }
 
 var (
@@ -80,12 +146,13 @@ func (c *countingConn) Prepare(q string) (driver.Stmt, error) {
 }
 
 func (c *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	t0 := time.Now()
 	s, err := c.conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	c.n.Add(2) // prepare and close
-	return countingStmt{s, c.n}, nil
+	c.n.add(kindOther, 2, t0) // prepare and close
+	return countingStmt{s, c.n, kindOf(q)}, nil
 }
 
 func (c *countingConn) Close() error { return c.conn.Close() }
@@ -95,26 +162,29 @@ func (c *countingConn) Begin() (driver.Tx, error) { //nolint:staticcheck // driv
 }
 
 func (c *countingConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
+	t0 := time.Now()
 	tx, err := c.conn.(driver.ConnBeginTx).BeginTx(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	c.n.Add(1)
+	c.n.add(kindBegin, 1, t0)
 	return countingTx{tx, c.n}, nil
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	t0 := time.Now()
 	r, err := c.conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 	if !errors.Is(err, driver.ErrSkip) {
-		c.n.Add(1)
+		c.n.add(kindOf(q), 1, t0)
 	}
 	return r, err
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	t0 := time.Now()
 	r, err := c.conn.(driver.QueryerContext).QueryContext(ctx, q, args)
 	if !errors.Is(err, driver.ErrSkip) {
-		c.n.Add(1)
+		c.n.add(kindOf(q), 1, t0)
 	}
 	return r, err
 }
@@ -133,23 +203,31 @@ func (c *countingConn) Ping(ctx context.Context) error { return c.conn.(driver.P
 
 type countingTx struct {
 	tx driver.Tx
-	n  *atomic.Int64
+	n  *dbStats
 }
 
-func (t countingTx) Commit() error   { t.n.Add(1); return t.tx.Commit() }
-func (t countingTx) Rollback() error { t.n.Add(1); return t.tx.Rollback() }
+func (t countingTx) Commit() error {
+	defer t.n.add(kindCommit, 1, time.Now())
+	return t.tx.Commit()
+}
+
+func (t countingTx) Rollback() error {
+	defer t.n.add(kindCommit, 1, time.Now())
+	return t.tx.Rollback()
+}
 
 type countingStmt struct {
 	driver.Stmt
-	n *atomic.Int64
+	n    *dbStats
+	kind int
 }
 
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	s.n.Add(1)
+	defer s.n.add(s.kind, 1, time.Now())
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	s.n.Add(1)
+	defer s.n.add(s.kind, 1, time.Now())
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }

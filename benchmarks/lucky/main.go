@@ -54,6 +54,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
@@ -64,7 +66,7 @@ type opts struct {
 	rooms, gifts, users                      int
 	rateDur, walletLatency                   time.Duration
 	serverDSN                                string
-	keepDB                                   bool
+	keepDB, dispatch                         bool
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	flag.DurationVar(&o.walletLatency, "wallet-latency", 5*time.Millisecond, "fake wallet answer latency")
 	flag.StringVar(&o.serverDSN, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (throwaway databases are created)")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
+	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
 	quick := flag.Bool("quick", false, "smoke size: -draws 3000 -naive-draws 500 -rounds 2 -rate-duration 3s (flags given explicitly win)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (clients, service and wallet) to this file")
 	flag.Parse()
@@ -149,11 +152,20 @@ func run(o opts) error {
 		return err
 	}
 	defer wc.Close()
-	b := &bench{o: o, wallet: wc, log: log, run: randomHex()}
+	producer, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9")) // never dialled: nothing is produced
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	b := &bench{o: o, wallet: wc, producer: producer, log: log, run: randomHex()}
 
 	fmt.Printf("lucky draw benchmark: %d clients, %d draws per service mode, %d per baseline and MaxBatch=1 mode, %d rounds; fake wallet %s\n",
 		o.clients, o.draws, o.naiveDraws, o.rounds, o.walletLatency)
-	fmt.Printf("service wallet dispatch: %s\n", dispatchNote)
+	if o.dispatch {
+		fmt.Println("service: paying draws credited after commit by luckyoutbox's synchronous Credit (claim, wallet, settle; the outbox poller is not run); baseline: credited inside its locks")
+	} else {
+		fmt.Println("service: wallet_credit_dispatch off (-dispatch=false): paying draws stay PENDING, the draw path alone; baseline: credited inside its locks")
+	}
 	fmt.Printf("load average at start: %s\n", loadAvg())
 
 	paths := []scenario{{"hot", 1, 1}, {"spread", o.rooms, o.gifts}}
