@@ -82,6 +82,7 @@ func main() {
 	flag.IntVar(&o.users, "users", 10_000, "distinct senders")
 	flag.DurationVar(&o.walletLatency, "wallet-latency", 5*time.Millisecond, "fake wallet answer latency")
 	flag.StringVar(&o.serverDSN, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (throwaway databases are created)")
+	flag.IntVar(&modeService.maxBatch, "max-batch", luckydraw.DefaultMaxBatch, "MaxBatch of the service mode (group commit size)")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
 	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
 	quick := flag.Bool("quick", false, "smoke size: -draws 3000 -naive-draws 500 -rounds 2 -rate-duration 3s (flags given explicitly win)")
@@ -128,7 +129,7 @@ type mode struct {
 func (m mode) baseline() bool { return m.maxBatch == 0 }
 
 var (
-	modeService = mode{"service", luckydraw.DefaultMaxBatch}
+	modeService = mode{"service", luckydraw.DefaultMaxBatch} // -max-batch
 	modeBatch1  = mode{"service MaxBatch=1", 1}
 	modeNaive   = mode{"baseline (wallet in locks)", 0}
 )
@@ -159,8 +160,8 @@ func run(o opts) error {
 	defer producer.Close()
 	b := &bench{o: o, wallet: wc, producer: producer, log: log, run: randomHex()}
 
-	fmt.Printf("lucky draw benchmark: %d clients, %d draws per service mode, %d per baseline and MaxBatch=1 mode, %d rounds; fake wallet %s\n",
-		o.clients, o.draws, o.naiveDraws, o.rounds, o.walletLatency)
+	fmt.Printf("lucky draw benchmark: %d clients, %d draws per service mode (MaxBatch %d), %d per baseline and MaxBatch=1 mode, %d rounds; fake wallet %s\n",
+		o.clients, o.draws, modeService.maxBatch, o.naiveDraws, o.rounds, o.walletLatency)
 	if o.dispatch {
 		fmt.Println("service: paying draws credited after commit by luckyoutbox's synchronous Credit (claim, wallet, settle; the outbox poller is not run); baseline: credited inside its locks")
 	} else {
