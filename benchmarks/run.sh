@@ -26,6 +26,7 @@ if [ "${QUICK:-}" = 1 ]; then
   run sink -entries 50000
   run im -rate 150 -duration 10s
   run failover -n 2 -scenarios relay,run
+  run lucky -quick
 else
   run relay
   run processors
@@ -34,4 +35,5 @@ else
   run im -rate 150 -duration 20s          # below the app limit: latency
   run im -rate 400 -duration 20s -hot 5   # saturation: 200 calls/s, 40/s per group
   run failover                            # kill -9 takeover times, static members
+  run lucky                               # draw service vs wallet-in-locks baseline; 1,000/s latency
 fi
