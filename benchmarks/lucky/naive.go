@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/walletv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
-	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
 // naive is the baseline: the same draw done the way seed 003 forbids, one
@@ -56,7 +56,7 @@ func (n *naive) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Execut
 		if err == nil {
 			return resp, nil
 		}
-		if !mysqlsink.Retryable(err) || ctx.Err() != nil {
+		if !mysqlerr.Retryable(err) || ctx.Err() != nil {
 			// Bounded by the caller's deadline (the client's callTimeout).
 			return nil, status.Errorf(codes.Unavailable, "naive draw (attempt %d): %v", attempt, err)
 		}
