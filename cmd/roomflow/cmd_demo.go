@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -12,12 +13,17 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -47,6 +53,17 @@ type demoResult struct {
 	// VerifyEvents events read back from the room events topic.
 	Verify       loadgen.Report
 	VerifyEvents int
+	// Lucky is what the draw service answered for the lucky gifts; Pools
+	// the lucky_pools rows at the end; Credits the fake wallet's.
+	Lucky   loadgen.DrawSummary
+	Pools   []demoPool
+	Credits int
+}
+
+// demoPool is one lucky_pools row at the end of the demo.
+type demoPool struct {
+	Scope                              string
+	Balance, Funded, TotalIn, TotalOut int64
 }
 
 // runDemo runs the whole pipeline in this process: an embedded kfake
@@ -79,6 +96,16 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	}
 	defer stopIM()
 	step("fake Tencent IM on %s", imURL)
+	wal, err := walletfake.Listen(walletfake.Config{Seed: o.Scenario.Seed}, "127.0.0.1:0")
+	if err != nil {
+		return res, err
+	}
+	defer wal.Close()
+	step("fake wallet (hyapp.wallet.v1.WalletService) on %s", wal.Addr())
+	luckyAddr, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
 
 	cfg := config.Default()
 	cfg.AppCode = o.Scenario.AppCode
@@ -92,6 +119,9 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	cfg.IM.FastPathDelay = 0 // no room-service publishes by itself here
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
 	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
+	cfg.Lucky.GRPCAddr, cfg.Lucky.WalletGRPCAddr = luckyAddr, wal.Addr()
+	cfg.Lucky.AuditKey = "demo-audit-key-not-for-production"
+	cfg.Lucky.OutboxPollInterval = config.Duration(100 * time.Millisecond)
 	// The scenario's timestamps lie in the past; keep the mic timers from
 	// closing sessions whose `down` is still in flight.
 	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour)
@@ -107,6 +137,10 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	}
 	defer db.Close()
 	if err := loadgen.SeedRule(ctx, db, o.Scenario.Rule); err != nil {
+		return res, err
+	}
+	events, oracle := o.Scenario.Generate()
+	if err := fundDemoPools(ctx, db, cfg.AppCode, o.Scenario.Rule.GiftID, events); err != nil {
 		return res, err
 	}
 	admCl, err := cfg.Kafka.Cluster(nil, nil).NewClient("demo")
@@ -127,7 +161,7 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErr := make(chan error, 1)
-	specs := app.Specs()
+	specs := append(app.Specs(), luckySpec()) // as `roomflow run` plus `roomflow lucky`
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
@@ -135,8 +169,24 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	go func() { runErr <- app.Run(runCtx, deps, specs) }()
 	step("components running: %s", strings.Join(names, ", "))
 
-	events, oracle := o.Scenario.Generate()
 	res.Events, res.IMExpected = len(events), oracle.IMMessages
+	// Lucky gifts go through the draw service first, as room-service sends
+	// them: check, debit, draw; the gift row then names its draw_id.
+	conn, err := grpc.NewClient(luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	lucky := activityv1.NewLuckyGiftServiceClient(conn)
+	if err := waitServing(ctx, lucky, o.Scenario.Rule.GiftID, runErr); err != nil {
+		return res, err
+	}
+	drawStart := time.Now()
+	if res.Lucky, err = loadgen.DrawLucky(ctx, lucky, events, 32); err != nil {
+		return res, err
+	}
+	step("%d lucky gifts drawn in %s (%d hits, %d coins paid), pools owned by roomflow lucky", res.Lucky.Draws,
+		time.Since(drawStart).Round(time.Millisecond), res.Lucky.Hits, res.Lucky.RewardCoins)
 	step("writing %d room_outbox rows (%d mic sessions over %s, %d gifts)", len(events), len(oracle.Sessions), o.Scenario.Span, o.Scenario.Gifts)
 	start := time.Now()
 	if _, err := loadgen.WriteOutbox(ctx, db, events, 200, o.Rate); err != nil {
@@ -165,7 +215,11 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'delivered'").Scan(&res.Delivered); err != nil {
 			return res, err
 		}
-		if res.Report.OK() && res.IMAccepted >= res.IMExpected && res.Delivered == res.Events {
+		pendingRewards, err := countRows(ctx, db, "SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done'")
+		if err != nil {
+			return res, err
+		}
+		if res.Report.OK() && res.IMAccepted >= res.IMExpected && res.Delivered == res.Events && pendingRewards == 0 {
 			res.Converged = time.Since(start)
 			break
 		}
@@ -187,11 +241,85 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	if !res.Verify.OK() {
 		return res, fmt.Errorf("verify from the event log: %d differences (first: %v)", len(res.Verify.Diffs), firstDiff(res.Verify))
 	}
+	if res.Pools, err = demoPools(ctx, db, cfg.AppCode); err != nil {
+		return res, err
+	}
+	res.Credits = len(wal.Ledger())
+	if paid, err := countRows(ctx, db, "SELECT COUNT(*) FROM lucky_draw_records WHERE reward_coins > 0 AND reward_status = 'granted'"); err != nil || paid != res.Credits {
+		return res, fmt.Errorf("every paid draw must be granted once with one wallet credit: %d granted draws, %d credits (%v)", paid, res.Credits, err)
+	}
 	stop()
 	if err := <-runErr; err != nil {
 		return res, fmt.Errorf("shutdown: %w", err)
 	}
 	return res, nil
+}
+
+// fundDemoPools gives the platform, gift and every room pool of the
+// scenario a starting balance (as `roomflow lucky pools fund` would), so
+// draws can pay from the first gift.
+func fundDemoPools(ctx context.Context, db *sql.DB, appCode, giftID string, events []loadgen.Event) error {
+	pools := map[[2]string]int64{{"platform", "global"}: 5_000_000, {"gift", giftID}: 2_000_000}
+	for _, e := range events {
+		pools[[2]string{"room", e.Envelope.RoomId}] = 200_000
+	}
+	for p, amount := range pools {
+		if err := luckydraw.FundPool(ctx, db, appCode, p[0], p[1], amount, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitServing waits until the draw service answers a check of gift.
+func waitServing(ctx context.Context, c activityv1.LuckyGiftServiceClient, gift string, runErr <-chan error) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := c.CheckLuckyGift(cctx, &activityv1.CheckLuckyGiftRequest{Meta: &activityv1.LuckyGiftMeta{RoomId: "demo"}, GiftId: gift})
+		cancel()
+		if err == nil && r.Enabled {
+			return nil
+		}
+		select {
+		case err := <-runErr:
+			return fmt.Errorf("pipeline stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func countRows(ctx context.Context, db *sql.DB, q string) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, q).Scan(&n)
+	return n, err
+}
+
+func demoPools(ctx context.Context, db *sql.DB, appCode string) ([]demoPool, error) {
+	var out []demoPool
+	err := loadgen.ScanRows(ctx, db, `SELECT scope_type, scope_id, balance, funded, total_in, total_out FROM lucky_pools
+		WHERE app_code = ? AND scope_type <> 'room' ORDER BY scope_type, scope_id`, appCode, func(rows *sql.Rows) error {
+		var p demoPool
+		var st, id string
+		if err := rows.Scan(&st, &id, &p.Balance, &p.Funded, &p.TotalIn, &p.TotalOut); err != nil {
+			return err
+		}
+		p.Scope = st + "/" + id
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// freeAddr is a loopback address nothing listens on yet.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func verifyRun(ctx context.Context, cfg *config.Config, db *sql.DB) (loadgen.Report, int, error) {
@@ -275,9 +403,21 @@ roomflow demo summary
   Tencent IM                    %d/%d messages accepted by the fake IM, %d/%d rows delivered
   differences                   %d
   verify (from the Kafka log)   %d events re-read, %d lifetime + %d daily + %d pool rows recomputed, %d differences
+  lucky draws                   %d draws, %d hits, payout rate %s (%d coins paid of %d spent), %d granted = %d wallet credits, %d pending
 `, r.Events, r.Written.Round(time.Millisecond), float64(r.Events)/r.Written.Seconds(), r.FactsEqual.Round(time.Millisecond), r.Converged.Round(time.Millisecond),
 		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.SessionRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs),
-		r.VerifyEvents, r.Verify.LifetimeRows, r.Verify.DailyRows, r.Verify.PoolRows, len(r.Verify.Diffs))
+		r.VerifyEvents, r.Verify.LifetimeRows, r.Verify.DailyRows, r.Verify.PoolRows, len(r.Verify.Diffs),
+		r.Lucky.Draws, r.Lucky.Hits, ppmPercent(r.Lucky.RewardCoins, r.Lucky.CoinSpent), r.Lucky.RewardCoins, r.Lucky.CoinSpent, r.Lucky.Granted, r.Credits, r.Lucky.Pending)
+	for _, p := range r.Pools {
+		fmt.Fprintf(w, "  pool %-24s  balance %d = funded %d + in %d - out %d\n", p.Scope, p.Balance, p.Funded, p.TotalIn, p.TotalOut)
+	}
+}
+
+func ppmPercent(part, whole int64) string {
+	if whole == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
 }
 
 func init() { extraCommands = append(extraCommands, demoCmd) }

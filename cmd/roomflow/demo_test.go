@@ -15,6 +15,8 @@ import (
 // scenario through room_outbox, and requires every fact in MySQL to equal
 // the independent oracle and every IM message to be delivered. Every third
 // envelope leaves app_code out: it is the configured one at every stage.
+// Lucky gifts are drawn by `roomflow lucky` (with the fake wallet) before
+// their rows are written, as room-service does.
 func TestPipelineEndToEnd(t *testing.T) {
 	sc := loadgen.DefaultScenario()
 	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 400, 400, 80, 20
@@ -38,5 +40,12 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	if res.IMAccepted != res.IMExpected || res.Delivered != res.Events {
 		t.Fatalf("IM: %d/%d accepted, %d/%d delivered", res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
+	}
+	// Every lucky gift went through the draw service; every paid draw was
+	// granted with exactly one wallet credit (runDemo checks the records
+	// against the wallet's ledger), and the pools reconcile (Compare:
+	// total_in = the gifts' inflow, balance = funded + in - out).
+	if res.Lucky.Draws == 0 || res.Lucky.Draws+len(res.Lucky.Rejected) == 0 || len(res.Lucky.Rejected) != 0 || res.Lucky.Hits == 0 || res.Credits != res.Lucky.Hits {
+		t.Fatalf("lucky: %+v, %d wallet credits", res.Lucky, res.Credits)
 	}
 }
