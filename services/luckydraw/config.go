@@ -16,6 +16,7 @@ const (
 	DefaultWalletCreditTimeout = 500 * time.Millisecond
 	DefaultSwitchCacheTTL      = time.Second
 	DefaultMaxBatch            = 32
+	DefaultPipelineDepth       = 2
 )
 
 // Dispatcher makes the synchronous wallet credit of a committed reward
@@ -78,6 +79,11 @@ type Config struct {
 	// transaction (group commit). Default 32 (a bigger batch holds the
 	// locks longer and risks DrawTimeout on a busy host); 1 disables batching.
 	MaxBatch int
+	// PipelineDepth is how many batches of one app_code may be in flight:
+	// 2 (the default) lets the next batch start while the one before it
+	// commits (InnoDB releases row locks before the log flush); 1 runs
+	// them one after another.
+	PipelineDepth int
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -95,6 +101,7 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.WalletCreditTimeout, DefaultWalletCreditTimeout)
 	cfgerr.Default(&c.SwitchCacheTTL, DefaultSwitchCacheTTL)
 	cfgerr.Default(&c.MaxBatch, DefaultMaxBatch)
+	cfgerr.Default(&c.PipelineDepth, DefaultPipelineDepth)
 	cfgerr.Default(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
@@ -117,6 +124,7 @@ func (c Config) Validate() error {
 		ch.Bad("switch_cache_ttl", "must be at most 1s (got %s)", c.SwitchCacheTTL)
 	}
 	ch.Positive("max_batch", c.MaxBatch)
+	ch.Positive("pipeline_depth", c.PipelineDepth)
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
 	}

@@ -419,8 +419,14 @@ func (s *Service) submit(ctx context.Context, r *drawReq) (drawResult, error) {
 	}
 }
 
-// lead runs q's batches until q is empty.
+// lead runs q's batches until q is empty, PipelineDepth at a time: the
+// next batch starts (its BEGIN, idempotency and rule reads, inflow claims)
+// as soon as the one before it is about to COMMIT, so it takes the pool
+// locks the moment InnoDB releases them, which it does before the
+// commit's log flush. Batches of one app_code therefore never wait for
+// each other's fsync, only for each other's locked writes.
 func (s *Service) lead(q *queue) {
+	inflight := make(chan struct{}, s.cfg.PipelineDepth)
 	for {
 		s.mu.Lock()
 		var batch []*call
@@ -441,22 +447,31 @@ func (s *Service) lead(q *queue) {
 			return
 		}
 		s.mu.Unlock()
+		inflight <- struct{}{} // at most PipelineDepth batches in flight
 		reqs := make([]*drawReq, len(batch))
 		for i, c := range batch {
 			reqs[i] = c.req
 		}
 		s.m.batch.Observe(float64(len(batch)))
-		res, err := s.runBatch(reqs)
-		if err != nil {
-			s.log.Warn("draw batch failed", "draws", len(batch), "app_code", reqs[0].app, "error", err)
-		}
-		for i, c := range batch {
+		next := make(chan struct{})
+		var once sync.Once
+		committing := func() { once.Do(func() { close(next) }) }
+		go func() {
+			defer func() { <-inflight }()
+			defer committing() // a failed batch lets the next one start too
+			res, err := s.runBatch(reqs, committing)
 			if err != nil {
-				c.err = fmt.Errorf("luckydraw: draw %s: %w", c.req.drawID, err)
-			} else {
-				c.res = res[i]
+				s.log.Warn("draw batch failed", "draws", len(batch), "app_code", reqs[0].app, "error", err)
 			}
-			close(c.done)
-		}
+			for i, c := range batch {
+				if err != nil {
+					c.err = fmt.Errorf("luckydraw: draw %s: %w", c.req.drawID, err)
+				} else {
+					c.res = res[i]
+				}
+				close(c.done)
+			}
+		}()
+		<-next // the next batch collects draws until this one commits
 	}
 }

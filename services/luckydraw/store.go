@@ -102,12 +102,14 @@ type batchTx struct {
 
 // runBatch runs reqs (one app_code) in one transaction, retrying
 // deadlocks, lock wait timeouts, duplicate keys and lost connections until
-// DrawTimeout ends. The results are in reqs' order.
-func (s *Service) runBatch(reqs []*drawReq) ([]drawResult, error) {
+// DrawTimeout ends. The results are in reqs' order. committing is called
+// once, when the first attempt has written everything and is about to
+// COMMIT (nil: not called).
+func (s *Service) runBatch(reqs []*drawReq, committing func()) ([]drawResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrawTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		res, err := s.tryBatch(ctx, reqs)
+		res, err := s.tryBatch(ctx, reqs, committing)
 		if err == nil {
 			return res, nil
 		}
@@ -131,7 +133,7 @@ func (s *Service) runBatch(reqs []*drawReq) ([]drawResult, error) {
 // retry with the same command_id returns the draw if it committed).
 var ErrDrawTimeout = errors.New("luckydraw: draw timed out")
 
-func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, error) {
+func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func()) ([]drawResult, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -229,6 +231,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq) ([]drawResult, 
 	aggregate_id, kafka_key, payload, status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
 			return nil, err
 		}
+	}
+	if committing != nil {
+		committing()
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
