@@ -153,28 +153,31 @@ func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockU
 	return out, nil
 }
 
-// claimOne takes one pending reward_credit row of appCode for worker
-// until lockUntil with a conditional UPDATE, whenever it is due (the
-// synchronous credit right after the draw); ok is false when the row is
-// not pending (the worker holds it, or it is done or failed) or absent.
-func claimOne(ctx context.Context, db *sql.DB, worker, eventID, appCode string, now, lockUntil int64) (r row, ok bool, err error) {
-	res, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
-		WHERE event_id = ? AND app_code = ? AND event_type = 'reward_credit' AND status = 'pending'`, worker, lockUntil, now, eventID, appCode)
-	if err != nil {
-		return r, false, fmt.Errorf("luckyoutbox: claim %s: %w", eventID, err)
+// claimRewards takes the pending reward_credit rows among eventIDs for
+// worker until lockUntil with one conditional UPDATE, whenever they are
+// due (the synchronous credit right after the draw), and returns the rows
+// it took; a row not pending (the worker holds it, it is done or failed)
+// or absent is not among them.
+func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []string, now, lockUntil int64) ([]row, error) {
+	if len(eventIDs) == 0 {
+		return nil, nil
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return r, false, nil
+	in := placeholders(len(eventIDs))
+	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+		WHERE event_id IN (`+in+`) AND event_type = 'reward_credit' AND status = 'pending'`,
+		append([]any{worker, lockUntil, now}, anys(eventIDs)...)...); err != nil {
+		return nil, fmt.Errorf("luckyoutbox: claim rewards: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id = ?`, eventID)
+	rows, err := db.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id IN (`+in+`)
+		AND status = 'processing' AND worker_id = ? AND lock_until_ms = ?`, append(anys(eventIDs), worker, lockUntil)...)
 	if err != nil {
-		return r, false, fmt.Errorf("luckyoutbox: read %s: %w", eventID, err)
+		return nil, fmt.Errorf("luckyoutbox: read claimed rewards: %w", err)
 	}
 	got, err := scanRows(rows)
-	if err != nil || len(got) != 1 {
-		return r, false, fmt.Errorf("luckyoutbox: read %s: %d rows, %w", eventID, len(got), err)
+	if err != nil {
+		return nil, fmt.Errorf("luckyoutbox: read claimed rewards: %w", err)
 	}
-	return got[0], true, nil
+	return got, nil
 }
 
 // rewardStatus is the draw's reward_status and credit_receipt_id of the
@@ -260,13 +263,36 @@ type draw struct {
 
 // lockDraw reads drawID's record FOR UPDATE inside tx.
 func lockDraw(ctx context.Context, tx *sql.Tx, drawID string) (draw, error) {
-	var d draw
-	err := tx.QueryRowContext(ctx, `SELECT reward_status, credit_receipt_id, gift_id, room_id FROM lucky_draw_records WHERE draw_id = ? FOR UPDATE`, drawID).
-		Scan(&d.RewardStatus, &d.Receipt, &d.GiftID, &d.RoomID)
-	if errors.Is(err, sql.ErrNoRows) {
+	ds, err := lockDraws(ctx, tx, []string{drawID})
+	if err != nil {
+		return draw{}, err
+	}
+	d, ok := ds[drawID]
+	if !ok {
 		return d, fmt.Errorf("%w: no draw record %s", ErrUnknownReward, drawID)
 	}
-	return d, err
+	return d, nil
+}
+
+// lockDraws reads the records of drawIDs FOR UPDATE inside tx, in key
+// order; absent ones are missing from the map.
+func lockDraws(ctx context.Context, tx *sql.Tx, drawIDs []string) (map[string]draw, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT draw_id, reward_status, credit_receipt_id, gift_id, room_id FROM lucky_draw_records
+		WHERE draw_id IN (`+placeholders(len(drawIDs))+`) ORDER BY draw_id FOR UPDATE`, anys(drawIDs)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]draw, len(drawIDs))
+	for rows.Next() {
+		var id string
+		var d draw
+		if err := rows.Scan(&id, &d.RewardStatus, &d.Receipt, &d.GiftID, &d.RoomID); err != nil {
+			return nil, err
+		}
+		out[id] = d
+	}
+	return out, rows.Err()
 }
 
 // event is an activity_event row to insert.
@@ -279,15 +305,26 @@ type event struct {
 	Payload     []byte
 }
 
-// insertEvent writes an activity_event row, due now. An event_id already
-// present is left as it is (the event was written before: consumers
-// dedupe by event_id anyway).
+// insertEvent writes an activity_event row, due now (insertEvents).
 func insertEvent(ctx context.Context, tx *sql.Tx, e event, now int64) error {
+	return insertEvents(ctx, tx, []event{e}, now)
+}
+
+// insertEvents writes activity_event rows, due now, in one statement. An
+// event_id already present is left as it is (the event was written
+// before: consumers dedupe by event_id anyway).
+func insertEvents(ctx context.Context, tx *sql.Tx, es []event, now int64) error {
+	if len(es) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 9*len(es))
+	for _, e := range es {
+		args = append(args, e.EventID, e.AppCode, e.MessageType, e.DrawID, e.KafkaKey, e.Payload, now, now, now)
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO lucky_outbox
 		(event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, status, retry_count, next_retry_at_ms, created_at_ms, updated_at_ms)
-		VALUES (?, ?, 'activity_event', ?, ?, ?, ?, 'pending', 0, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE event_id = event_id`,
-		e.EventID, e.AppCode, e.MessageType, e.DrawID, e.KafkaKey, e.Payload, now, now, now)
+		VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, 'activity_event', ?, ?, ?, ?, 'pending', 0, ?, ?, ?),", len(es)), ",")+`
+		ON DUPLICATE KEY UPDATE event_id = event_id`, args...)
 	return err
 }
 

@@ -36,10 +36,11 @@
 // dedupe by event_id (the design's rule). Retries do not keep the order of
 // one key's events.
 //
-// Synchronous credit. Credit claims one reward's row with a conditional
+// Synchronous credit. Credit claims its reward's row with a conditional
 // UPDATE (pending -> processing), whether due or not, so the worker, which
 // the draw made wait 2*wallet_credit_timeout+1s, never races it; a row it
-// cannot claim answers the draw's current reward_status.
+// cannot claim answers the draw's current reward_status. Concurrent
+// credits share one claim statement and one grant transaction.
 package luckyoutbox
 
 import (
@@ -48,6 +49,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,6 +90,7 @@ type Worker struct {
 	producer *kgo.Client
 	owned    bool // producer built by New, closed by Close
 	backoff  *backoff.Backoff
+	credits  creditQueue // synchronous credits waiting for a group
 	m        *metrics
 	log      *slog.Logger
 }
@@ -207,29 +211,29 @@ func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
 func (w *Worker) creditAll(ctx context.Context, rows []row) error {
 	enabled := map[string]bool{}
 	var paused []string
-	var g errgroup.Group
-	g.SetLimit(w.cfg.Concurrency)
+	var on []row
 	for _, r := range rows {
-		on, ok := enabled[r.AppCode]
-		if !ok {
-			on = w.dispatchEnabled(ctx, r.AppCode)
-			enabled[r.AppCode] = on
+		ok, seen := enabled[r.AppCode]
+		if !seen {
+			ok = w.dispatchEnabled(ctx, r.AppCode)
+			enabled[r.AppCode] = ok
 		}
-		if !on {
+		if ok {
+			on = append(on, r)
+		} else {
 			paused = append(paused, r.EventID)
-			continue
 		}
-		g.Go(func() error {
-			_, _, err := w.dispatch(ctx, r, "worker")
-			return err
-		})
+	}
+	var errs []error
+	for _, res := range w.creditRows(ctx, on, "worker") {
+		errs = append(errs, res.err)
 	}
 	now := w.cfg.Now().UnixMilli()
 	err := release(ctx, w.db, w.cfg.WorkerID, paused, now, now+w.cfg.PollInterval.Milliseconds())
 	if err == nil {
 		w.m.paused.Add(float64(len(paused)))
 	}
-	return errors.Join(g.Wait(), err)
+	return errors.Join(append(errs, err)...)
 }
 
 func (w *Worker) dispatchEnabled(ctx context.Context, appCode string) bool {
@@ -253,6 +257,11 @@ func (w *Worker) dispatchEnabled(ctx context.Context, appCode string) bool {
 // off answers the draw's current reward_status and receipt. An error
 // (wrapping ErrUnknownReward for an unknown reward) means the outcome is
 // not known: the reward is left to the worker.
+//
+// Concurrent calls are grouped (the hits of one draw batch arrive
+// together): one statement claims the group's rows, the wallet calls run
+// Concurrency at a time, and the group's grants commit in one transaction,
+// so a credit costs a fraction of a commit instead of two.
 func (w *Worker) Credit(ctx context.Context, appCode, rewardID string) (status, creditReceiptID string, err error) {
 	if appCode == "" {
 		appCode = w.cfg.AppCode
@@ -262,92 +271,261 @@ func (w *Worker) Credit(ctx context.Context, appCode, rewardID string) (status, 
 		w.m.paused.Inc()
 		return rewardStatus(ctx, w.db, eventID)
 	}
-	now := w.cfg.Now().UnixMilli()
-	r, ok, err := claimOne(ctx, w.db, w.cfg.WorkerID, eventID, appCode, now, now+w.cfg.LockTTL.Milliseconds())
-	if err != nil {
-		return "", "", err
+	c := &creditCall{ctx: ctx, eventID: eventID, done: make(chan struct{})}
+	w.credits.mu.Lock()
+	w.credits.pending = append(w.credits.pending, c)
+	if !w.credits.running {
+		w.credits.running = true
+		go w.leadCredits()
 	}
-	if !ok {
-		return rewardStatus(ctx, w.db, eventID)
+	w.credits.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.status, c.receipt, c.err
+	case <-ctx.Done():
+		return "", "", ctx.Err()
 	}
-	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "sync").Inc()
-	return w.dispatch(ctx, r, "sync")
 }
 
-// dispatch calls the wallet for claimed reward row r and records the
-// outcome (see the package comment). The call follows ctx's deadline and
-// cancellation; the record does not.
-func (w *Worker) dispatch(ctx context.Context, r row, path string) (status, receipt string, err error) {
-	log := w.log.With("event_id", r.EventID, "draw_id", r.AggregateID, "app_code", r.AppCode, "path", path)
-	req := &walletv1.CreditLuckyRewardRequest{}
-	if err := proto.Unmarshal(r.Payload, req); err != nil || req.GetRewardId() == "" {
-		// Never creditable: fail it now rather than after MaxRetries.
-		log.Error("reward_credit payload is no CreditLuckyRewardRequest; reward failed", "error", err)
-		return w.settleFailure(ctx, r, req, "payload is no CreditLuckyRewardRequest", true, log)
+// creditCall is one waiting synchronous credit.
+type creditCall struct {
+	ctx             context.Context
+	eventID         string
+	done            chan struct{}
+	status, receipt string
+	err             error
+}
+
+// creditQueue holds the synchronous credits waiting for a group.
+type creditQueue struct {
+	mu      sync.Mutex
+	pending []*creditCall
+	running bool
+}
+
+// leadCredits runs groups of waiting credits until none waits.
+func (w *Worker) leadCredits() {
+	for {
+		w.credits.mu.Lock()
+		var group []*creditCall
+		for len(w.credits.pending) > 0 && len(group) < w.cfg.BatchSize {
+			c := w.credits.pending[0]
+			w.credits.pending = w.credits.pending[1:]
+			if c.ctx.Err() != nil {
+				c.err = c.ctx.Err()
+				close(c.done)
+				continue
+			}
+			group = append(group, c)
+		}
+		if len(group) == 0 {
+			w.credits.running = false
+			w.credits.pending = nil
+			w.credits.mu.Unlock()
+			return
+		}
+		w.credits.mu.Unlock()
+		w.creditGroup(group)
+	}
+}
+
+// creditGroup claims the group's pending rows in one statement, credits
+// the claimed ones and answers every call: an unclaimed row with the
+// draw's current reward status.
+func (w *Worker) creditGroup(group []*creditCall) {
+	// Each step has its own bound (the claim and the records
+	// settleTimeout, each wallet call WalletCreditTimeout), not the
+	// callers': a caller gone keeps nothing half done.
+	ctx := context.Background()
+	ids := make([]string, len(group))
+	for i, c := range group {
+		ids[i] = c.eventID
+	}
+	now := w.cfg.Now().UnixMilli()
+	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	claimed, err := claimRewards(cctx, w.db, w.cfg.WorkerID, ids, now, now+w.cfg.LockTTL.Milliseconds())
+	cancel()
+	if err != nil {
+		for _, c := range group {
+			c.err = err
+			close(c.done)
+		}
+		return
+	}
+	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "sync").Add(float64(len(claimed)))
+	results := w.creditRows(ctx, claimed, "sync")
+	for _, c := range group {
+		if r, ok := results[c.eventID]; ok {
+			c.status, c.receipt, c.err = r.status, r.receipt, r.err
+		} else {
+			rctx, cancel := context.WithTimeout(ctx, settleTimeout)
+			c.status, c.receipt, c.err = rewardStatus(rctx, w.db, c.eventID)
+			cancel()
+		}
+		close(c.done)
+	}
+}
+
+// creditResult is the recorded outcome of one claimed reward.
+type creditResult struct {
+	status, receipt string
+	err             error
+}
+
+// credited is one claimed reward after its wallet call.
+type credited struct {
+	r       row
+	req     *walletv1.CreditLuckyRewardRequest
+	receipt string
+	err     error
+	bad     bool // the payload is no CreditLuckyRewardRequest
+}
+
+// creditRows calls the wallet for claimed reward rows, Concurrency at a
+// time (each bounded by WalletCreditTimeout and ctx), then records the
+// outcomes: every grant of the rows in one transaction, each failure in
+// its own. The results are keyed by event_id.
+func (w *Worker) creditRows(ctx context.Context, rows []row, path string) map[string]creditResult {
+	out := make(map[string]creditResult, len(rows))
+	if len(rows) == 0 {
+		return out
+	}
+	calls := make([]credited, len(rows))
+	var g errgroup.Group
+	g.SetLimit(w.cfg.Concurrency)
+	for i, r := range rows {
+		calls[i].r = r
+		g.Go(func() error {
+			calls[i] = w.callWallet(ctx, r, path)
+			return nil
+		})
+	}
+	g.Wait() //nolint:errcheck // the calls return no error: outcomes are in calls
+	var granted []credited
+	for _, c := range calls {
+		log := w.log.With("event_id", c.r.EventID, "draw_id", c.r.AggregateID, "app_code", c.r.AppCode, "path", path)
+		if c.err == nil {
+			granted = append(granted, c)
+			continue
+		}
+		st, rc, err := w.settleFailure(ctx, c.r, c.req, c.err.Error(), c.bad || errors.Is(c.err, wallet.ErrInvalidRequest), log)
+		out[c.r.EventID] = creditResult{st, rc, err}
+	}
+	for id, res := range w.settleGranted(ctx, granted, path) {
+		out[id] = res
+	}
+	return out
+}
+
+// callWallet credits claimed reward row r once.
+func (w *Worker) callWallet(ctx context.Context, r row, path string) credited {
+	c := credited{r: r, req: &walletv1.CreditLuckyRewardRequest{}}
+	if err := proto.Unmarshal(r.Payload, c.req); err != nil || c.req.GetRewardId() == "" {
+		// Never creditable: failed now rather than after MaxRetries.
+		w.log.Error("reward_credit payload is no CreditLuckyRewardRequest; reward failed", "event_id", r.EventID, "error", err)
+		c.err, c.bad = errors.New("payload is no CreditLuckyRewardRequest"), true
+		return c
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.WalletCreditTimeout)
 	t0 := time.Now()
-	resp, callErr := w.wallet.Credit(callCtx, req)
+	resp, err := w.wallet.Credit(callCtx, c.req)
 	cancel()
 	result := "ok"
 	var ce *wallet.CreditError
 	switch {
-	case callErr == nil:
-	case errors.As(callErr, &ce) && ce.Timeout(), errors.Is(callErr, context.DeadlineExceeded):
+	case err == nil:
+		c.receipt = resp.GetCreditReceiptId()
+	case errors.As(err, &ce) && ce.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		result = "timeout"
 	default:
 		result = "error"
 	}
 	w.m.walletCall.WithLabelValues(path, result).Observe(time.Since(t0).Seconds())
-	if callErr != nil {
-		return w.settleFailure(ctx, r, req, callErr.Error(), errors.Is(callErr, wallet.ErrInvalidRequest), log)
-	}
-	return w.settleGranted(ctx, r, req, resp.GetCreditReceiptId(), log)
+	c.err = err
+	return c
 }
 
-// settleGranted records a credit in one transaction. A credit is a fact
-// whoever holds the claim: the row becomes done from any status, and the
+// settleGranted records credits in one transaction. A credit is a fact
+// whoever holds the claim: each row becomes done from any status, and its
 // draw granted from pending or failed (once: the LuckyRewardGranted event
-// is written by the transaction that grants).
-func (w *Worker) settleGranted(ctx context.Context, r row, req *walletv1.CreditLuckyRewardRequest, receipt string, log *slog.Logger) (string, string, error) {
+// is written by the transaction that grants). A draw already granted (or
+// none) answers its stored status and receipt. If the transaction fails,
+// every reward stays processing under this worker until its lock expires
+// and the worker credits it again (the wallet answers the same receipt).
+func (w *Worker) settleGranted(ctx context.Context, cs []credited, path string) map[string]creditResult {
+	out := make(map[string]creditResult, len(cs))
+	if len(cs) == 0 {
+		return out
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	now := w.cfg.Now().UnixMilli()
-	status, granted := RewardGranted, receipt
 	err := inTx(ctx, w.db, func(tx *sql.Tx) error {
+		clear(out)
+		ids, draws := make([]string, len(cs)), make([]string, len(cs))
+		for i, c := range cs {
+			ids[i], draws[i] = c.r.EventID, c.r.AggregateID
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
-			WHERE event_id = ? AND status <> 'done'`, now, r.EventID); err != nil {
+			WHERE event_id IN (`+placeholders(len(ids))+`) AND status <> 'done'`, append([]any{now}, anys(ids)...)...); err != nil {
 			return err
 		}
-		d, err := lockDraw(ctx, tx, r.AggregateID)
+		locked, err := lockDraws(ctx, tx, draws)
 		if err != nil {
 			return err
 		}
-		if d.RewardStatus != RewardPending && d.RewardStatus != RewardFailed {
-			status, granted = d.RewardStatus, d.Receipt
+		var grant []credited
+		for _, c := range cs {
+			d, ok := locked[c.r.AggregateID]
+			switch {
+			case !ok:
+				return fmt.Errorf("%w: no draw record %s", ErrUnknownReward, c.r.AggregateID)
+			case d.RewardStatus != RewardPending && d.RewardStatus != RewardFailed:
+				out[c.r.EventID] = creditResult{status: d.RewardStatus, receipt: d.Receipt}
+			default:
+				grant = append(grant, c)
+				out[c.r.EventID] = creditResult{status: RewardGranted, receipt: c.receipt}
+			}
+		}
+		if len(grant) == 0 {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = ?, updated_at_ms = ?
-			WHERE draw_id = ?`, receipt, now, r.AggregateID); err != nil {
+		var cases strings.Builder
+		args := []any{}
+		gids := make([]any, len(grant))
+		events := make([]event, len(grant))
+		for i, c := range grant {
+			cases.WriteString(" WHEN ? THEN ?")
+			args = append(args, c.r.AggregateID, c.receipt)
+			gids[i] = c.r.AggregateID
+			d := locked[c.r.AggregateID]
+			id := "LuckyRewardGranted:" + c.req.GetRewardId()
+			payload, err := proto.Marshal(&activityv1.LuckyRewardGranted{
+				EventId: id, AppCode: c.r.AppCode, RewardId: c.req.GetRewardId(), DrawId: c.r.AggregateID, UserId: c.req.GetUserId(),
+				RewardCoins: c.req.GetRewardCoins(), CreditReceiptId: c.receipt, GiftId: d.GiftID, RoomId: d.RoomID, GrantedAtMs: now,
+			})
+			if err != nil {
+				return err
+			}
+			events[i] = event{EventID: id, AppCode: c.r.AppCode, MessageType: "LuckyRewardGranted", DrawID: c.r.AggregateID, KafkaKey: d.GiftID, Payload: payload}
+		}
+		args = append(append(args, now), gids...)
+		if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = CASE draw_id`+cases.String()+` END,
+			updated_at_ms = ? WHERE draw_id IN (`+placeholders(len(gids))+`)`, args...); err != nil {
 			return err
 		}
-		id := "LuckyRewardGranted:" + req.GetRewardId()
-		payload, err := proto.Marshal(&activityv1.LuckyRewardGranted{
-			EventId: id, AppCode: r.AppCode, RewardId: req.GetRewardId(), DrawId: r.AggregateID, UserId: req.GetUserId(),
-			RewardCoins: req.GetRewardCoins(), CreditReceiptId: receipt, GiftId: d.GiftID, RoomId: d.RoomID, GrantedAtMs: now,
-		})
-		if err != nil {
-			return err
-		}
-		return insertEvent(ctx, tx, event{EventID: id, AppCode: r.AppCode, MessageType: "LuckyRewardGranted", DrawID: r.AggregateID, KafkaKey: d.GiftID, Payload: payload}, now)
+		return insertEvents(ctx, tx, events, now)
 	})
 	if err != nil {
-		log.Warn("wallet credited but the grant was not recorded; the outbox retries it (the wallet answers the same receipt)", "error", err)
-		return RewardPending, "", fmt.Errorf("luckyoutbox: record grant of %s: %w", r.EventID, err)
+		w.log.Warn("wallet credited but the grants were not recorded; the outbox retries them (the wallet answers the same receipt)",
+			"rewards", len(cs), "path", path, "error", err)
+		for _, c := range cs {
+			out[c.r.EventID] = creditResult{status: RewardPending, err: fmt.Errorf("luckyoutbox: record grant of %s: %w", c.r.EventID, err)}
+		}
+		return out
 	}
-	w.m.done.WithLabelValues(EventTypeRewardCredit).Inc()
-	log.Debug("reward granted", "credit_receipt_id", granted)
-	return status, granted, nil
+	w.m.done.WithLabelValues(EventTypeRewardCredit).Add(float64(len(cs)))
+	return out
 }
 
 // settleFailure records a failed credit in one transaction: attempt =
