@@ -1,0 +1,175 @@
+package luckydraw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hyapp/roomflow/internal/backoff"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
+)
+
+// crashingDispatcher is a process that dies right after the draw's
+// commit: the synchronous credit never happens (and the answer is lost).
+type crashingDispatcher struct{ calls atomic.Int64 }
+
+func (d *crashingDispatcher) Credit(context.Context, string, string) (string, string, error) {
+	d.calls.Add(1)
+	return "", "", errors.New("killed between commit and dispatch")
+}
+
+// TestCrashBetweenCommitAndDispatch: draws commit, the process dies before
+// its synchronous credit (every hit answered PENDING); another replica's
+// lucky_outbox worker, with a wallet that loses answers now and then,
+// credits every reward once the row is due: every paid draw ends GRANTED
+// with the wallet's receipt, the wallet paid each reward exactly once,
+// and each reward has one LuckyRewardGranted event.
+func TestCrashBetweenCommitAndDispatch(t *testing.T) {
+	d := &crashingDispatcher{}
+	e := start(t, luckydraw.Config{Dispatcher: d, WalletCreditTimeout: 50 * time.Millisecond}, 100_000)
+	ctx := context.Background()
+	hits := 0
+	for i := range 30 {
+		resp, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("crash", i), int64(i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Hit {
+			hits++
+			if resp.RewardStatus != "PENDING" || resp.CreditReceiptId != "" {
+				t.Fatalf("a hit whose dispatch died must answer PENDING: %v", resp)
+			}
+		}
+	}
+	if hits == 0 || d.calls.Load() != int64(hits) {
+		t.Fatalf("%d hits, %d dispatches", hits, d.calls.Load())
+	}
+	w, err := walletfake.Listen(walletfake.Config{Seed: 3, Faults: walletfake.Faults{LostRate: 0.3}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	wc := walletClient(t, w.Addr())
+	k := testenv.NewKafka(t)
+	worker, err := luckyoutbox.New(luckyoutbox.Config{AppCode: app, PollInterval: 20 * time.Millisecond, WalletCreditTimeout: 200 * time.Millisecond,
+		Backoff: backoffFast(), Topic: k.Config.Topics.LuckyEvents, Kafka: k.Cluster()}, e.db, wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(wctx) }()
+	testenv.Eventually(t, 30*time.Second, "every reward granted by the worker", func() bool {
+		return e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE reward_status = 'granted'`) == int64(hits)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	worker.Close(ctx)
+	ledger := w.Ledger()
+	if len(ledger) != hits {
+		t.Fatalf("wallet credited %d rewards, want %d", len(ledger), hits)
+	}
+	rows, err := e.db.Query(`SELECT reward_id, reward_coins, credit_receipt_id FROM lucky_draw_records WHERE reward_coins > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, receipt string
+		var coins int64
+		rows.Scan(&id, &coins, &receipt)
+		c, ok := ledger[id]
+		if !ok || c.Coins != coins || receipt != walletfake.ReceiptID(id) {
+			t.Fatalf("reward %s (%d coins, receipt %q): wallet has %+v", id, coins, receipt, c)
+		}
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyRewardGranted'`); n != int64(hits) {
+		t.Fatalf("%d LuckyRewardGranted events for %d rewards", n, hits)
+	}
+	e.checkInvariants(t)
+}
+
+// TestAuditReplay10000Draws: 10,000 concurrent draws all pass the audit
+// (selected tier, reward and digest recomputed from the stored candidate
+// table and random value); tampering with three of them is found, and
+// only those.
+func TestAuditReplay10000Draws(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 draws")
+	}
+	e := start(t, luckydraw.Config{}, 10_000_000)
+	ctx := context.Background()
+	var g errgroup.Group
+	g.SetLimit(64)
+	var mu sync.Mutex
+	var ids []string
+	for i := range 10_000 {
+		g.Go(func() error {
+			resp, err := e.svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("audit", i), int64(1+i%500)))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			ids = append(ids, resp.DrawId)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := luckydraw.Audit(ctx, e.db, "test-key", luckydraw.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 10_000 {
+		t.Fatalf("audited %d draws, want 10000", len(res))
+	}
+	for _, r := range res {
+		if !r.OK {
+			t.Fatalf("draw %s: %v", r.DrawID, r.Mismatches)
+		}
+	}
+	e.checkInvariants(t)
+	tampered := map[string]bool{ids[1]: true, ids[500]: true, ids[9999]: true}
+	e.db.Exec(`UPDATE lucky_draw_records SET random_value = (random_value + 500000) % 1000000 WHERE draw_id = ?`, ids[1])
+	e.db.Exec(`UPDATE lucky_draw_records SET selected_tier_id = IF(selected_tier_id = 'none', 'x1', 'none') WHERE draw_id = ?`, ids[500])
+	e.db.Exec(`UPDATE lucky_draw_records SET random_digest = REPEAT('0', 64) WHERE draw_id = ?`, ids[9999])
+	res, err = luckydraw.Audit(ctx, e.db, "test-key", luckydraw.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.OK == tampered[r.DrawID] {
+			t.Fatalf("draw %s: ok=%v, tampered=%v (%v)", r.DrawID, r.OK, tampered[r.DrawID], r.Mismatches)
+		}
+	}
+}
+
+// walletClient is a wallet client of the fake wallet at addr.
+func walletClient(t *testing.T, addr string) *wallet.Client {
+	t.Helper()
+	wc, err := wallet.New(wallet.Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wc.Close() })
+	return wc
+}
+
+// backoffFast retries failed credits within tens of milliseconds.
+func backoffFast() backoff.Config {
+	return backoff.Config{First: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+}
