@@ -7,9 +7,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/activityv1"
 )
 
 // scenarioFlags binds a loadgen.Scenario to flags shared by loadgen and demo.
@@ -33,6 +36,7 @@ func loadgenCmd(g *globals) *cobra.Command {
 		batch     int
 		live      bool
 		abandoned float64
+		luckyAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -50,7 +54,16 @@ occurred_at; --abandoned of the sessions are left unpublished or without a
 down on purpose, for the mic timers (mic.pending_publish_max_age,
 mic.publishing_session_max_age of the config) to close, and the oracle
 includes those closes. Every other session keeps its events a third of the
-shorter max age away from its timer's due time.`,
+shorter max age away from its timer's due time.
+
+--lucky-addr host:port sends every lucky gift through that draw service
+(roomflow lucky's LuckyGiftService) first, as room-service does: check,
+the debit's receipt, ExecuteLuckyGiftDraw with the gift's event id as
+command_id, then the gift row names the draw_id it answered. Without it,
+lucky gifts carry invented draw ids and no draw is made (the stream
+inflow owns the pools, as before the draw service). The rule must be
+active for the service (loadgen seeds it) and the pools funded ('roomflow
+lucky pools fund') for draws to pay.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -78,6 +91,19 @@ shorter max age away from its timer's due time.`,
 			defer db.Close()
 			if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
 				return err
+			}
+			if luckyAddr != "" {
+				conn, err := grpc.NewClient(luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				sum, err := loadgen.DrawLucky(ctx, activityv1.NewLuckyGiftServiceClient(conn), events, 32)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
+					sum.Draws, luckyAddr, sum.Hits, sum.RewardCoins, sum.CoinSpent, sum.Granted, sum.Pending, sum.Rejected)
 			}
 			start := time.Now()
 			switch to {
@@ -114,6 +140,7 @@ shorter max age away from its timer's due time.`,
 	cmd.Flags().IntVar(&batch, "batch", 200, "rows per room_outbox transaction")
 	cmd.Flags().BoolVar(&live, "live", false, "wall-clock traffic from now over --span (default 10m), sessions closed by the mic timers included")
 	cmd.Flags().Float64Var(&abandoned, "abandoned", 0.1, "with --live: share of sessions left for the mic timers to close")
+	cmd.Flags().StringVar(&luckyAddr, "lucky-addr", "", "draw every lucky gift through this LuckyGiftService (roomflow lucky) before writing it, as room-service does")
 	return cmd
 }
 

@@ -137,6 +137,19 @@ func TestLuckyCommands(t *testing.T) {
 	if types["LuckyGiftDrawn"] != 20 || types["LuckyPoolChanged"] != 60 || types["LuckyRewardGranted"] != hits {
 		t.Fatalf("lucky events by type %v; want 20 drawn, 60 pool changes, %d granted", types, hits)
 	}
+	// loadgen --lucky-addr draws its lucky gifts through the running
+	// service before writing them: one draw per lucky gift, named by the
+	// gift rows.
+	out, err := runCLI(t, cfg, "loadgen", "--lucky-addr", addr, "--sessions", "5", "--gifts", "60", "--rooms", "3", "--id-prefix", "lgl")
+	if err != nil || !strings.Contains(out, "rejected map[]") {
+		t.Fatalf("loadgen --lucky-addr: %v\n%s", err, out)
+	}
+	var gifts, named int
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records WHERE command_id LIKE 'lgl-gift-%'`).Scan(&gifts)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records d JOIN room_outbox o ON o.event_id = d.command_id`).Scan(&named)
+	if gifts == 0 || named != gifts || !strings.Contains(out, fmt.Sprintf("drew %d lucky gifts", gifts)) {
+		t.Fatalf("loadgen drew %d lucky gifts, %d of them written to room_outbox:\n%s", gifts, named, out)
+	}
 	if out, err := runCLI(t, cfg, "lucky", "switch", "global_lucky_gift_enabled", "off"); err != nil {
 		t.Fatalf("switch: %v %s", err, out)
 	}
@@ -157,11 +170,11 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatalf("lucky took %s to stop", d)
 	}
 
-	if out, err := runCLI(t, cfg, "lucky", "audit", "--since", "1h"); err != nil || !strings.Contains(out, "audited 20 draws: 20 match, 0 differ") {
+	if out, err := runCLI(t, cfg, "lucky", "audit", "--since", "1h"); err != nil || !strings.Contains(out, fmt.Sprintf("audited %d draws: %d match, 0 differ", 20+gifts, 20+gifts)) {
 		t.Fatalf("audit: %v %s", err, out)
 	}
 	m.DB.Exec(`UPDATE lucky_draw_records SET random_value = (random_value + 1) % 1000000 WHERE draw_id = ?`, drawIDs[3])
-	out, err := runCLI(t, cfg, "lucky", "audit", "--draw-id", drawIDs[3])
+	out, err = runCLI(t, cfg, "lucky", "audit", "--draw-id", drawIDs[3])
 	if err == nil || !strings.Contains(out, "MISMATCH "+drawIDs[3]) {
 		t.Fatalf("a tampered draw must fail the audit: %v %s", err, out)
 	}
