@@ -96,13 +96,15 @@ func TestConfigCommand(t *testing.T) {
 	if !strings.Contains(out, "batch_size: 1000") || !strings.Contains(out, "retry_strategy: fixed_interval") {
 		t.Fatalf("defaults missing:\n%s", out)
 	}
-	// config checks every component that needs no secret, naming the key.
+	// config checks every component that needs no secret, naming the key
+	// (roomflow lucky's audit key is checked where it runs).
 	for yaml, key := range map[string]string{
 		"relay:\n  batch_size: -5\n":        "relay.batch_size",
 		"mic:\n  day_room_retention: 1h\n":  "mic.day_room_retention",
 		"process:\n  commit_records: -1\n":  "process.commit_records",
 		"sink:\n  max_retries: -1\n":        "sink.max_retries",
 		"api:\n  user_header: \"X User\"\n": "api.user_header",
+		"lucky:\n  outbox_max_retries: -2\n": "lucky.outbox_max_retries",
 	} {
 		if _, err := runCLI(t, yaml, "config"); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
 			t.Errorf("config with a bad %s: %v, want an error naming it", key, err)

@@ -46,8 +46,8 @@ func registerer(d *app.Deps) prometheus.Registerer {
 }
 
 // checkComponents validates every component whose settings need no
-// deployment secret: the relay, the processors, the sink and the stats
-// API. publish-im's keys include the IM credentials, given only where it
+// deployment secret: the relay, the processors, the sink, the stats API
+// and the draw service (all but its audit key). publish-im's keys include the IM credentials, given only where it
 // runs, so it checks them at its own start (imPublisherConfig). `roomflow
 // config` runs it, so a bad component key is found without starting the
 // component.
@@ -61,7 +61,19 @@ func checkComponents(d *app.Deps) error {
 	add(sinkConfig(d))
 	add(sinkStoreConfig(d))
 	add(statsAPIConfig(d))
+	ch.Add(checkLuckyKeys(d))
 	return ch.Err()
+}
+
+// checkLuckyKeys validates roomflow lucky's keys except lucky.audit_key, a
+// secret given only where the draw service (or its audit) runs, which
+// checks it at its start.
+func checkLuckyKeys(d *app.Deps) error {
+	cfg := *d.Config
+	if cfg.Lucky.AuditKey == "" {
+		cfg.Lucky.AuditKey = "checked where roomflow lucky runs"
+	}
+	return checkLucky(&app.Deps{Config: &cfg, Log: d.Log})
 }
 
 // relayConfig maps relay.*, kafka.* and shutdown.timeout onto relay.Config

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"log/slog"
 	"slices"
 	"strings"
@@ -562,5 +564,63 @@ func checkNamesKey(t *testing.T, key string, err error) {
 		t.Errorf("%s: error does not name the key: %v", key, err)
 	case !strings.Contains(err.Error(), "config: "+key+": "):
 		t.Errorf("%s: message %q does not start with the key", key, err)
+	}
+}
+
+// TestLuckyWiringNamesTheKey: every invalid lucky.* value stops `roomflow
+// lucky` with an error naming the app's key, never the audit key's value;
+// the defaults with an audit key are valid and agree with each
+// component's own defaults.
+func TestLuckyWiringNamesTheKey(t *testing.T) {
+	const key = "audit-key-never-printed"
+	cases := []struct {
+		key string
+		mut func(*config.Config)
+	}{
+		{"lucky.audit_key", func(c *config.Config) { c.Lucky.AuditKey = "" }},
+		{"lucky.draw_timeout", func(c *config.Config) { c.Lucky.DrawTimeout = -1 }},
+		{"lucky.wallet_credit_timeout", func(c *config.Config) { c.Lucky.WalletCreditTimeout = -1 }},
+		{"lucky.wallet_grpc_addr", func(c *config.Config) { c.Lucky.WalletGRPCAddr = "no-port" }},
+		{"lucky.outbox_batch_size", func(c *config.Config) { c.Lucky.OutboxBatchSize = -1 }},
+		{"lucky.outbox_poll_interval", func(c *config.Config) { c.Lucky.OutboxPollInterval = -1 }},
+		{"lucky.outbox_max_retries", func(c *config.Config) { c.Lucky.OutboxMaxRetries = -1 }},
+		{"lucky.outbox_lock_ttl", func(c *config.Config) { c.Lucky.OutboxLockTTL = config.Duration(time.Millisecond) }},
+		{"lucky.max_device_daily_payout", func(c *config.Config) { c.Lucky.MaxDeviceDailyPayout = -1 }},
+		{"lucky.max_anchor_daily_payout", func(c *config.Config) { c.Lucky.MaxAnchorDailyPayout = -1 }},
+		{"lucky.activity_period_payout", func(c *config.Config) { c.Lucky.ActivityPeriodPayout = -1 }},
+		{"lucky.activity_period_end_ms", func(c *config.Config) { c.Lucky.ActivityPeriodPayout, c.Lucky.ActivityPeriodStartMs = 10, 100 }},
+		{"lucky.large_tier_min_reward", func(c *config.Config) { c.Lucky.LargeTierMinReward = -1 }},
+		{"kafka.topics.lucky_events", func(c *config.Config) { c.Kafka.Topics.LuckyEvents = "" }},
+	}
+	for _, tc := range cases {
+		cfg := config.Default()
+		cfg.Lucky.AuditKey = key
+		tc.mut(&cfg)
+		err := checkLucky(&app.Deps{Config: &cfg})
+		checkNamesKey(t, tc.key, err)
+		if err != nil && strings.Contains(err.Error(), key) {
+			t.Errorf("%s: error holds the audit key: %v", tc.key, err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Lucky.AuditKey = key
+	if err := checkLucky(&app.Deps{Config: &cfg}); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	d := &app.Deps{Config: &cfg}
+	draw, _ := luckyDrawConfig(d)
+	out, _ := luckyOutboxConfig(d, "", nil)
+	if draw.DrawTimeout != luckydraw.DefaultDrawTimeout || draw.WalletCreditTimeout != luckydraw.DefaultWalletCreditTimeout ||
+		out.BatchSize != luckyoutbox.DefaultBatchSize || out.PollInterval != luckyoutbox.DefaultPollInterval ||
+		out.MaxRetries != luckyoutbox.DefaultMaxRetries || out.LockTTL != luckyoutbox.DefaultLockTTL {
+		t.Fatalf("lucky.* defaults disagree with the components': %+v %+v", draw, out)
+	}
+	// The kill switches default on; an explicit false is honoured.
+	if draw.DisableGlobalLuckyGift || draw.DisableLargeTier || draw.DisableWalletCreditDispatch {
+		t.Fatalf("switches must default on: %+v", draw)
+	}
+	cfg.Lucky.Switches.WalletCreditDispatch = false
+	if draw, _ = luckyDrawConfig(d); !draw.DisableWalletCreditDispatch {
+		t.Fatal("lucky.switches.wallet_credit_dispatch: false must be honoured")
 	}
 }

@@ -123,6 +123,7 @@ api:
 		"ROOMFLOW_IM_ADMIN_IDENTIFIER": "ops",
 		"ROOMFLOW_IM_SECRET_KEY":       "s3cret",
 		"ROOMFLOW_APP_CODE":            "envapp",
+		"ROOMFLOW_LUCKY_AUDIT_KEY":     "audit-k",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +140,7 @@ api:
 		{"sdk app id", cfg.IM.SDKAppID, int64(1400000001)},
 		{"admin", cfg.IM.AdminIdentifier, "ops"},
 		{"secret", cfg.IM.SecretKey, "s3cret"},
+		{"audit key", cfg.Lucky.AuditKey, "audit-k"},
 		{"app_code", cfg.AppCode, "envapp"},
 		{"batch", cfg.Relay.BatchSize, 500},
 		{"poll", cfg.Relay.PollInterval.D(), 250 * time.Millisecond},
@@ -211,12 +213,13 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	c := Default()
 	c.MySQL.DSN = "app:hunter2@tcp(db:3306)/rf?parseTime=true"
 	c.IM.SecretKey = "topsecretkey"
+	c.Lucky.AuditKey = "auditkey123"
 	out, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(out)
-	for _, secret := range []string{"hunter2", "topsecretkey"} {
+	for _, secret := range []string{"hunter2", "topsecretkey", "auditkey123"} {
 		if strings.Contains(s, secret) {
 			t.Fatalf("secret %q printed:\n%s", secret, s)
 		}

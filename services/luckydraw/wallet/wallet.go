@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,6 +57,13 @@ func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
 	ch.Set("addr", c.Addr)
+	// host:port, or a gRPC target URI (dns:///wallet:13004, unix:...):
+	// a bare host would silently dial port 443.
+	if c.Addr != "" && !strings.Contains(c.Addr, ":///") && !strings.HasPrefix(c.Addr, "unix:") {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			ch.Bad("addr", "must be host:port or a gRPC target URI (got %q)", c.Addr)
+		}
+	}
 	ch.PositiveDuration("timeout", c.Timeout)
 	return ch.Err()
 }
