@@ -165,6 +165,26 @@ type ApplierConfig struct {
 	DefaultAppCode string
 }
 
+// Input is what every applier keeps of its ApplierConfig: the topic it
+// applies and the app_code of records naming none. Embed it.
+type Input struct {
+	topic, defaultAppCode string
+}
+
+// NewInput validates cfg and returns the Input of an applier's New.
+func NewInput(cfg ApplierConfig) (Input, error) {
+	if err := cfg.Validate(); err != nil {
+		return Input{}, err
+	}
+	return Input{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
+}
+
+// Topic is the input topic (Applier.Topic).
+func (in Input) Topic() string { return in.topic }
+
+// DefaultAppCode is the app_code of a record whose app_code is empty.
+func (in Input) DefaultAppCode() string { return in.defaultAppCode }
+
 // MaxAppCode is the width of every fact table's app_code column.
 const MaxAppCode = 32
 

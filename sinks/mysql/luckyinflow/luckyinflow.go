@@ -109,28 +109,26 @@ type Config = mysqlsink.ApplierConfig
 // Applier applies the lucky pool inflow topic; register it with
 // mysqlsink.Register.
 type Applier struct {
-	topic          string
-	defaultAppCode string
+	mysqlsink.Input
 }
 
 // New returns the applier of cfg.Topic; it fails on a config that does
 // not validate.
 func New(cfg Config) (*Applier, error) {
-	if err := cfg.Validate(); err != nil {
+	in, err := mysqlsink.NewInput(cfg)
+	if err != nil {
 		return nil, err
 	}
-	return &Applier{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
+	return &Applier{in}, nil
 }
 
-// Topic is the lucky pool inflow topic.
-func (a *Applier) Topic() string { return a.topic }
 
 // SharedRows is true: every partition adds to the platform row.
 func (a *Applier) SharedRows() bool { return true }
 
 // Decode parses and validates one inflow record (Decode).
 func (a *Applier) Decode(rec *kgo.Record) (*activityv1.LuckyPoolInflow, error) {
-	return Decode(rec.Value, a.defaultAppCode)
+	return Decode(rec.Value, a.DefaultAppCode())
 }
 
 // Decode parses and validates one lucky-pool-inflow record value; errors

@@ -69,28 +69,26 @@ type Event struct {
 // Applier applies the lucky events topic; register it with
 // mysqlsink.Register.
 type Applier struct {
-	topic          string
-	defaultAppCode string
+	mysqlsink.Input
 }
 
 // New returns the applier of cfg.Topic; it fails on a config that does
 // not validate.
 func New(cfg Config) (*Applier, error) {
-	if err := cfg.Validate(); err != nil {
+	in, err := mysqlsink.NewInput(cfg)
+	if err != nil {
 		return nil, err
 	}
-	return &Applier{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
+	return &Applier{in}, nil
 }
 
-// Topic is the lucky events topic.
-func (a *Applier) Topic() string { return a.topic }
 
 // SharedRows is false: the topic is keyed by gift_id, the facts per gift.
 func (a *Applier) SharedRows() bool { return false }
 
 // Decode parses and validates one record (Decode).
 func (a *Applier) Decode(rec *kgo.Record) (*Event, error) {
-	return Decode(string(envelope.Header(rec, envelope.HeaderEventType)), rec.Value, a.defaultAppCode)
+	return Decode(string(envelope.Header(rec, envelope.HeaderEventType)), rec.Value, a.DefaultAppCode())
 }
 
 // keyed is what every lucky event message has: its id and app_code.

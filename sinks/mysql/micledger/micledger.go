@@ -32,28 +32,26 @@ type Config = mysqlsink.ApplierConfig
 // Applier applies the mic ledger topic; register it with
 // mysqlsink.Register.
 type Applier struct {
-	topic          string
-	defaultAppCode string
+	mysqlsink.Input
 }
 
 // New returns the applier of cfg.Topic; it fails on a config that does
 // not validate.
 func New(cfg Config) (*Applier, error) {
-	if err := cfg.Validate(); err != nil {
+	in, err := mysqlsink.NewInput(cfg)
+	if err != nil {
 		return nil, err
 	}
-	return &Applier{topic: cfg.Topic, defaultAppCode: cfg.DefaultAppCode}, nil
+	return &Applier{in}, nil
 }
 
-// Topic is the mic ledger topic.
-func (a *Applier) Topic() string { return a.topic }
 
 // SharedRows is false: partitions are keyed by user_id.
 func (a *Applier) SharedRows() bool { return false }
 
 // Decode parses and validates one ledger record (Decode).
 func (a *Applier) Decode(rec *kgo.Record) (*userv1.MicLedgerEntry, error) {
-	return Decode(rec.Value, a.defaultAppCode)
+	return Decode(rec.Value, a.DefaultAppCode())
 }
 
 // Consumption is user_mic_event_consumption.
