@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
 )
 
 // TP is a topic partition.

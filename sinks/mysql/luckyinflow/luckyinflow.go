@@ -122,7 +122,6 @@ func New(cfg Config) (*Applier, error) {
 	return &Applier{in}, nil
 }
 
-
 // SharedRows is true: every partition adds to the platform row.
 func (a *Applier) SharedRows() bool { return true }
 

@@ -82,7 +82,6 @@ func New(cfg Config) (*Applier, error) {
 	return &Applier{in}, nil
 }
 
-
 // SharedRows is false: the topic is keyed by gift_id, the facts per gift.
 func (a *Applier) SharedRows() bool { return false }
 

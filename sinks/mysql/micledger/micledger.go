@@ -45,7 +45,6 @@ func New(cfg Config) (*Applier, error) {
 	return &Applier{in}, nil
 }
 
-
 // SharedRows is false: partitions are keyed by user_id.
 func (a *Applier) SharedRows() bool { return false }
 
