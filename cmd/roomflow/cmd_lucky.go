@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -83,7 +84,10 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
-		outCfg, err := luckyOutboxConfig(d, instance, dispatch)
+		// The worker id names this process, not the pod: a restarted
+		// process (same --instance-id) must not take the rows its previous
+		// incarnation claimed for its own before their lease ends.
+		outCfg, err := luckyOutboxConfig(d, workerID(instance), dispatch)
 		if err != nil {
 			return nil, err
 		}
@@ -146,6 +150,13 @@ func instanceOrHost(id string) string {
 	}
 	h, _ := os.Hostname()
 	return h
+}
+
+// workerID is instance plus a random suffix, at most 64 bytes.
+func workerID(instance string) string {
+	var b [4]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
+	return fmt.Sprintf("%.55s-%x", instance, b)
 }
 
 // adminDB opens MySQL for a one-shot admin command.
