@@ -75,6 +75,9 @@ type chaosProc struct {
 	// cfgPath is its own config file ("": the harness's): a draw service
 	// replica's names its own lucky.grpc_addr and MySQL user.
 	cfgPath string
+	// lucky: a draw service replica, outside the pipeline's outage
+	// budget (the pipeline does not wait for it).
+	lucky bool
 
 	mu        sync.Mutex
 	cur       *chaosChild // nil while killed and not yet restarted
@@ -299,6 +302,7 @@ var chaosFaults = []chaosFault{
 	{"lucky-zombie", 1, (*chaosHarness).luckyZombie},
 	{"lucky-mysql-kill-connection", 1, (*chaosHarness).luckyKillConnections},
 	{"wallet-faults", 2, (*chaosHarness).walletFaults},
+	{"lucky-pool-lock", 1, (*chaosHarness).luckyPoolLock},
 	// The interleavings of issue 10's defects 1-3, each at least once a run.
 	{"restore-stall", 1, (*chaosHarness).restoreStall},
 	{"zombie-commit", 1, (*chaosHarness).zombieCommit},
@@ -307,7 +311,7 @@ var chaosFaults = []chaosFault{
 
 // forcedFaults happen at least once a run, at a seeded moment of its first
 // 60% (or as soon after as they can), besides being drawn by their weight.
-var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall", "lucky-zombie", "wallet-faults"}
+var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall", "lucky-zombie", "wallet-faults", "lucky-pool-lock"}
 
 // run injects faults drawn from the seeded schedule until the deadline.
 // Every draw is made whatever the state of the pipeline, so a seed always
@@ -378,10 +382,11 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 // within the timer margins).
 func (h *chaosHarness) pick() *chaosProc { return h.pickOf(h.pipeline) }
 
-// pickOf draws one of the components procs indexes, as pick does.
+// pickOf draws one of the components procs indexes, as pick does (the
+// draw service replicas are outside the budget: both may be down).
 func (h *chaosHarness) pickOf(procs []int) *chaosProc {
 	p := h.procs[procs[h.rng.IntN(len(procs))]]
-	if h.busy() || p.running() == nil {
+	if (!p.lucky && h.busy()) || p.running() == nil {
 		return nil
 	}
 	return p
@@ -397,6 +402,13 @@ func (h *chaosHarness) outage(delta int) {
 	h.mu.Lock()
 	h.outages += delta
 	h.mu.Unlock()
+}
+
+// outageOf counts an outage of p: a pipeline component's in the budget.
+func (h *chaosHarness) outageOf(p *chaosProc, delta int) {
+	if !p.lucky {
+		h.outage(delta)
+	}
 }
 
 // kill SIGKILLs a component and restarts it a moment later.
@@ -427,10 +439,10 @@ func (h *chaosHarness) killNow(p *chaosProc, restart time.Duration) bool {
 	p.mu.Unlock()
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
-	h.outage(1)
+	h.outageOf(p, 1)
 	h.after("sigkill", restart, func() {
 		p.start()
-		h.outage(-1)
+		h.outageOf(p, -1)
 	})
 	return true
 }
@@ -465,14 +477,14 @@ func (h *chaosHarness) stopFor(p *chaosProc, d time.Duration, kind string) bool 
 		p.mu.Unlock()
 		return false
 	}
-	h.outage(1)
+	h.outageOf(p, 1)
 	h.count(kind, "%s stopped for %s", p.name, d.Round(time.Millisecond))
 	h.after(kind, d, func() {
 		_ = c.cmd.Process.Signal(syscall.SIGCONT)
 		p.mu.Lock()
 		p.stopped = false
 		p.mu.Unlock()
-		h.outage(-1)
+		h.outageOf(p, -1)
 	})
 	return true
 }
@@ -1056,5 +1068,28 @@ func (h *chaosHarness) walletFaults() bool {
 	}
 	h.count("wallet-faults", "wallet %s for %s (%+v)", what, d.Round(time.Millisecond), f)
 	h.after("wallet-faults", d, func() { _ = h.wallet.SetFaults(walletfake.Faults{}) })
+	return true
+}
+
+// luckyPoolLock holds the platform pool row (every draw locks it) FOR
+// UPDATE for 4.5-8s, longer than room-service's two attempts: the gifts of
+// that moment are written before their draw commits, the sink may claim
+// their inflow first (the draw then adds none), and their draws are
+// retried in the background.
+func (h *chaosHarness) luckyPoolLock() bool {
+	d := h.between(4500*time.Millisecond, 8*time.Second)
+	tx, err := h.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return false
+	}
+	var id string
+	if err := tx.QueryRow(`SELECT scope_id FROM lucky_pools WHERE app_code = ? AND scope_type = 'platform' AND scope_id = 'global' FOR UPDATE`,
+		h.appCode).Scan(&id); err != nil {
+		_ = tx.Rollback()
+		h.logf("lock the platform pool: %v", err)
+		return false
+	}
+	h.count("lucky-pool-lock", "the platform pool locked for %s", d.Round(time.Millisecond))
+	h.after("lucky-pool-lock", d, func() { _ = tx.Rollback() })
 	return true
 }

@@ -286,7 +286,7 @@ func TestPipelineChaos(t *testing.T) {
 		if c[1] != "lucky" {
 			h.pipeline = append(h.pipeline, len(h.procs))
 		}
-		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:], cfgPath: luckyCfgs[c[0]]})
+		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:], cfgPath: luckyCfgs[c[0]], lucky: c[1] == "lucky"})
 	}
 	t.Cleanup(h.killAll)
 	for _, p := range h.procs {
