@@ -907,6 +907,17 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 	if low > 0 {
 		diff("%d pools below their reserve_floor", low)
 	}
+	// Each gift's inflow entered the pools once: by whoever claimed it.
+	check(loadgen.ScanRows(ctx, db, `SELECT d.draw_id, d.inflow_applied_by, COALESCE(c.claimed_by, '') FROM lucky_draw_records d
+		LEFT JOIN lucky_pool_inflow_claims c ON c.app_code = d.app_code AND c.draw_id = d.draw_id
+		WHERE d.app_code = ? AND (c.claimed_by IS NULL OR c.claimed_by <> d.inflow_applied_by)`, app, func(rows *sql.Rows) error {
+		var id, by, claim string
+		if err := rows.Scan(&id, &by, &claim); err != nil {
+			return err
+		}
+		diff("draw %s: inflow applied by %s, claimed by %q", id, by, claim)
+		return nil
+	}))
 	if out != rewards || layers != rewards {
 		diff("pools paid out %d, draws' rewards %d, their layer outs %d", out, rewards, layers)
 	}
