@@ -467,7 +467,8 @@ func TestPipelineChaos(t *testing.T) {
 		{"paid draws granted / credits", fmt.Sprintf("%d / %d (wallet calls %d: %d repeats, %d errors, %d hangs, %d answers lost)",
 			lf.granted, lf.credits, ws.Calls, ws.Repeats, ws.Errors, ws.Timeouts, ws.Lost)},
 		{"gifts drawn before their row", fmt.Sprintf("%d (%d by the second replica tried)", drawer.inline, drawer.failovers)},
-		{"gifts written before their draw", fmt.Sprintf("%d, drawn in the background since: %d", drawer.deferred, drawer.background)},
+		{"gifts written before their draw", fmt.Sprintf("%d, drawn in the background since: %d; inflows the sink applied first: %d",
+			drawer.deferred, drawer.background, lf.streamed)},
 		{"draw attempts unanswered in time", fmt.Sprintf("%d of %d (%s each)", drawer.failed, drawer.attempts, chaosDrawCallTimeout)},
 		{"lucky events on the topic", fmt.Sprintf("%d distinct, %d delivered again", lf.events, lf.redelivered)},
 		{"lucky differences", fmt.Sprint(len(luckyDiffs))},
@@ -798,6 +799,7 @@ func (d *chaosDrawer) waiting() int {
 // luckyFigures is what the draw service left, for the summary.
 type luckyFigures struct {
 	gifts, draws, hits, granted, credits, events, redelivered int
+	streamed                                                  int // draws whose inflow the sink had applied
 	paid                                                      int64
 }
 
@@ -850,14 +852,17 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 
 	ledger := wal.Ledger()
 	credited := map[string]bool{}
-	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, command_id, sender_user_id, reward_coins, reward_id, reward_status, credit_receipt_id
-		FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
-		var id, cmd, rewardID, st, receipt string
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, command_id, sender_user_id, reward_coins, reward_id, reward_status, credit_receipt_id,
+		inflow_applied_by FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, cmd, rewardID, st, receipt, inflowBy string
 		var sender, coins int64
-		if err := rows.Scan(&id, &cmd, &sender, &coins, &rewardID, &st, &receipt); err != nil {
+		if err := rows.Scan(&id, &cmd, &sender, &coins, &rewardID, &st, &receipt, &inflowBy); err != nil {
 			return err
 		}
 		f.draws++
+		if inflowBy == "stream" {
+			f.streamed++
+		}
 		if gifts[id] != cmd {
 			diff("draw %s (command %s) has no lucky gift", id, cmd)
 		}
