@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
@@ -71,6 +72,12 @@ type chaosProc struct {
 	h    *chaosHarness
 	name string
 	args []string
+	// cfgPath is its own config file ("": the harness's): a draw service
+	// replica's names its own lucky.grpc_addr and MySQL user.
+	cfgPath string
+	// lucky: a draw service replica, outside the pipeline's outage
+	// budget (the pipeline does not wait for it).
+	lucky bool
 
 	mu        sync.Mutex
 	cur       *chaosChild // nil while killed and not yet restarted
@@ -93,7 +100,11 @@ func (p *chaosProc) start() {
 		p.h.t.Errorf("chaos: %s: %v", p.name, err)
 		return
 	}
-	c.cmd = testenv.ChildCommand("^TestHelperChaosChild$", chaosChildEnv+"="+p.h.cfgPath,
+	cfgPath := p.cfgPath
+	if cfgPath == "" {
+		cfgPath = p.h.cfgPath
+	}
+	c.cmd = testenv.ChildCommand("^TestHelperChaosChild$", chaosChildEnv+"="+cfgPath,
 		chaosArgsEnv+"="+strings.Join(p.args, "\x1f"))
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	if err := c.cmd.Start(); err != nil {
@@ -147,22 +158,29 @@ type chaosHarness struct {
 	k       *testenv.Kafka
 	db      *sql.DB // root on the test database: locks and KILL CONNECTION
 	appCode string
-	// childUser is the MySQL user the children connect as, so their
-	// connections can be told from the harness's own.
-	childUser string
-	im        *imfake.Server
-	session   time.Duration // kafka.session_timeout of the children
-	groups    []string
-	adm       *kadm.Client
-	topics    []string // topics faults may target
-	changelog string   // the mic state changelog
-	micInput  string   // the mic processor's input topic
-	micGroup  string   // process.mic_group: prefix of the mic transactional ids
+	// childUser is the MySQL user the pipeline children connect as, so
+	// their connections can be told from the harness's own; luckyUser the
+	// draw service replicas'.
+	childUser, luckyUser string
+	// wallet is the fake wallet the draw service replicas credit through
+	// (hosted here, so its ledger outlives them); luckyLockTTL their
+	// lucky.outbox_lock_ttl.
+	wallet       *walletfake.Wallet
+	luckyLockTTL time.Duration
+	im           *imfake.Server
+	session      time.Duration // kafka.session_timeout of the children
+	groups       []string
+	adm          *kadm.Client
+	topics       []string // topics faults may target
+	changelog    string   // the mic state changelog
+	micInput     string   // the mic processor's input topic
+	micGroup     string   // process.mic_group: prefix of the mic transactional ids
 	// processors indexes procs: the `roomflow process` instances, each
-	// named by its --instance-id.
-	processors []int
-	micStalls  [][2]time.Time // spans of mic input and restore stalls
-	t0         time.Time      // the children's start: log times are relative to it
+	// named by its --instance-id; pipeline the components the generic
+	// faults pick from; lucky the `roomflow lucky` replicas.
+	processors, pipeline, lucky []int
+	micStalls                   [][2]time.Time // spans of mic input and restore stalls
+	t0                          time.Time      // the children's start: log times are relative to it
 
 	procs []*chaosProc
 	rng   *rand.Rand // the schedule: only the scheduling goroutine uses it
@@ -277,6 +295,14 @@ var chaosFaults = []chaosFault{
 	{"im-slow", 1, (*chaosHarness).imSlow},
 	{"im-msgfreqctrl", 1, (*chaosHarness).imFreqCtrl},
 	{"im-answer-lost", 1, (*chaosHarness).imAnswerLost},
+	// The draw service (issue 16): its replicas killed and stopped beyond
+	// their outbox lease, their MySQL connections killed, and the wallet
+	// failing, slow or losing answers.
+	{"lucky-sigkill", 2, (*chaosHarness).luckyKill},
+	{"lucky-zombie", 1, (*chaosHarness).luckyZombie},
+	{"lucky-mysql-kill-connection", 1, (*chaosHarness).luckyKillConnections},
+	{"wallet-faults", 2, (*chaosHarness).walletFaults},
+	{"lucky-pool-lock", 1, (*chaosHarness).luckyPoolLock},
 	// The interleavings of issue 10's defects 1-3, each at least once a run.
 	{"restore-stall", 1, (*chaosHarness).restoreStall},
 	{"zombie-commit", 1, (*chaosHarness).zombieCommit},
@@ -285,7 +311,7 @@ var chaosFaults = []chaosFault{
 
 // forcedFaults happen at least once a run, at a seeded moment of its first
 // 60% (or as soon after as they can), besides being drawn by their weight.
-var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall"}
+var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall", "lucky-zombie", "wallet-faults", "lucky-pool-lock"}
 
 // run injects faults drawn from the seeded schedule until the deadline.
 // Every draw is made whatever the state of the pipeline, so a seed always
@@ -351,12 +377,16 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 	}
 }
 
-// pick draws a component; nil when it is down or stopped, or when two are
+// pick draws a pipeline component; nil when it is down or stopped, or when two are
 // already (at most two outages at once, so the pipeline keeps moving well
 // within the timer margins).
-func (h *chaosHarness) pick() *chaosProc {
-	p := h.procs[h.rng.IntN(len(h.procs))]
-	if h.busy() || p.running() == nil {
+func (h *chaosHarness) pick() *chaosProc { return h.pickOf(h.pipeline) }
+
+// pickOf draws one of the components procs indexes, as pick does (the
+// draw service replicas are outside the budget: both may be down).
+func (h *chaosHarness) pickOf(procs []int) *chaosProc {
+	p := h.procs[procs[h.rng.IntN(len(procs))]]
+	if (!p.lucky && h.busy()) || p.running() == nil {
 		return nil
 	}
 	return p
@@ -372,6 +402,13 @@ func (h *chaosHarness) outage(delta int) {
 	h.mu.Lock()
 	h.outages += delta
 	h.mu.Unlock()
+}
+
+// outageOf counts an outage of p: a pipeline component's in the budget.
+func (h *chaosHarness) outageOf(p *chaosProc, delta int) {
+	if !p.lucky {
+		h.outage(delta)
+	}
 }
 
 // kill SIGKILLs a component and restarts it a moment later.
@@ -402,10 +439,10 @@ func (h *chaosHarness) killNow(p *chaosProc, restart time.Duration) bool {
 	p.mu.Unlock()
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
-	h.outage(1)
+	h.outageOf(p, 1)
 	h.after("sigkill", restart, func() {
 		p.start()
-		h.outage(-1)
+		h.outageOf(p, -1)
 	})
 	return true
 }
@@ -420,6 +457,12 @@ func (h *chaosHarness) zombie() bool {
 		return false
 	}
 	h.settle()
+	return h.stopFor(p, d, "sigstop-zombie")
+}
+
+// stopFor SIGSTOPs p's running child for d, then SIGCONTs it: a fault of
+// kind.
+func (h *chaosHarness) stopFor(p *chaosProc, d time.Duration, kind string) bool {
 	p.mu.Lock()
 	c := p.cur
 	if c == nil || p.stopped {
@@ -434,14 +477,14 @@ func (h *chaosHarness) zombie() bool {
 		p.mu.Unlock()
 		return false
 	}
-	h.outage(1)
-	h.count("sigstop-zombie", "%s stopped for %s", p.name, d.Round(time.Millisecond))
-	h.after("sigstop-zombie", d, func() {
+	h.outageOf(p, 1)
+	h.count(kind, "%s stopped for %s", p.name, d.Round(time.Millisecond))
+	h.after(kind, d, func() {
 		_ = c.cmd.Process.Signal(syscall.SIGCONT)
 		p.mu.Lock()
 		p.stopped = false
 		p.mu.Unlock()
-		h.outage(-1)
+		h.outageOf(p, -1)
 	})
 	return true
 }
@@ -687,13 +730,25 @@ func (h *chaosHarness) nearMicStall(end time.Time) bool {
 	return false
 }
 
-// killConnections runs KILL CONNECTION on one or all of the children's
-// MySQL connections (found in information_schema.PROCESSLIST by user).
+// killConnections runs KILL CONNECTION on one or all of the pipeline
+// children's MySQL connections (found in information_schema.PROCESSLIST by
+// user).
 func (h *chaosHarness) killConnections() bool {
+	return h.killConnectionsOf(h.childUser, "mysql-kill-connection")
+}
+
+// luckyKillConnections is killConnections on the draw service replicas'
+// connections: a draw transaction, a claim or a grant loses its
+// connection (mid-statement or between statements).
+func (h *chaosHarness) luckyKillConnections() bool {
+	return h.killConnectionsOf(h.luckyUser, "lucky-mysql-kill-connection")
+}
+
+func (h *chaosHarness) killConnectionsOf(user, kind string) bool {
 	one, which := h.rng.IntN(3) > 0, h.rng.Float64() // mostly one, sometimes every connection
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := h.db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? ORDER BY ID", h.childUser)
+	rows, err := h.db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? ORDER BY ID", user)
 	if err != nil {
 		h.logf("processlist: %v", err)
 		return false
@@ -715,7 +770,7 @@ func (h *chaosHarness) killConnections() bool {
 	for _, id := range ids {
 		_, _ = h.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	}
-	h.count("mysql-kill-connection", "%d connection(s) of the children", len(ids))
+	h.count(kind, "%d connection(s) of %s", len(ids), user)
 	h.liftedNow()
 	return true
 }
@@ -839,6 +894,7 @@ func (h *chaosHarness) heal() time.Time {
 	}
 	h.mu.Unlock()
 	h.im.ClearFaults()
+	_ = h.wallet.SetFaults(walletfake.Faults{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lifted
@@ -951,4 +1007,89 @@ func (h *chaosHarness) tails() string {
 		p.mu.Unlock()
 	}
 	return b.String()
+}
+
+// luckyKill SIGKILLs a draw service replica and restarts it 0.2-3s later:
+// the draws it had in flight are answered by the other replica (the same
+// command_id: stored or drawn once), its synchronous credits and outbox
+// claims are taken over once outbox_lock_ttl expires.
+func (h *chaosHarness) luckyKill() bool {
+	restart := h.between(200*time.Millisecond, 3*time.Second)
+	p := h.pickOf(h.lucky)
+	if p == nil || !h.killNow(p, restart) {
+		return false
+	}
+	h.count("lucky-sigkill", "%s (restart in %s)", p.name, restart.Round(time.Millisecond))
+	return true
+}
+
+// luckyZombie SIGSTOPs a draw service replica for longer than its outbox
+// lease, so the other replica takes its claimed rewards and events over
+// while it still holds them (and maybe a draw transaction's pool locks),
+// then resumes it: its late grants and produces must change nothing.
+func (h *chaosHarness) luckyZombie() bool {
+	d := h.luckyLockTTL + h.between(500*time.Millisecond, 3*time.Second)
+	p := h.pickOf(h.lucky)
+	if p == nil {
+		return false
+	}
+	return h.stopFor(p, d, "lucky-zombie")
+}
+
+// walletFaults makes the fake wallet fail (Unavailable, nothing
+// credited), answer slowly (beyond lucky.wallet_credit_timeout at times),
+// lose answers (credited, then Unavailable) or all of these, for 3-15s,
+// then heals it. One at a time.
+func (h *chaosHarness) walletFaults() bool {
+	d := h.between(3*time.Second, 15*time.Second)
+	rate := 0.3 + 0.7*h.rng.Float64()
+	var f walletfake.Faults
+	var what string
+	switch h.rng.IntN(4) {
+	case 0:
+		f.ErrorRate, what = rate, "failing"
+	case 1:
+		f.Latency, f.Jitter, what = h.between(200*time.Millisecond, time.Second), 500*time.Millisecond, "slow"
+	case 2:
+		f.LostRate, what = rate, "losing answers"
+	default:
+		f = walletfake.Faults{ErrorRate: rate / 3, TimeoutRate: rate / 3, LostRate: rate / 3, Latency: 100 * time.Millisecond, Jitter: 300 * time.Millisecond}
+		what = "failing, hanging and losing answers"
+	}
+	h.mu.Lock()
+	busy := h.active["wallet-faults"] > 0
+	h.mu.Unlock()
+	if busy {
+		return false
+	}
+	if err := h.wallet.SetFaults(f); err != nil {
+		h.t.Errorf("chaos: wallet faults %+v: %v", f, err)
+		return false
+	}
+	h.count("wallet-faults", "wallet %s for %s (%+v)", what, d.Round(time.Millisecond), f)
+	h.after("wallet-faults", d, func() { _ = h.wallet.SetFaults(walletfake.Faults{}) })
+	return true
+}
+
+// luckyPoolLock holds the platform pool row (every draw locks it) FOR
+// UPDATE for 4.5-8s, longer than room-service's two attempts: the gifts of
+// that moment are written before their draw commits, the sink may claim
+// their inflow first (the draw then adds none), and their draws are
+// retried in the background.
+func (h *chaosHarness) luckyPoolLock() bool {
+	d := h.between(4500*time.Millisecond, 8*time.Second)
+	tx, err := h.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return false
+	}
+	var id string
+	if err := tx.QueryRow(`SELECT scope_id FROM lucky_pools WHERE app_code = ? AND scope_type = 'platform' AND scope_id = 'global' FOR UPDATE`,
+		h.appCode).Scan(&id); err != nil {
+		_ = tx.Rollback()
+		h.logf("lock the platform pool: %v", err)
+		return false
+	}
+	h.count("lucky-pool-lock", "the platform pool locked for %s", d.Round(time.Millisecond))
+	h.after("lucky-pool-lock", d, func() { _ = tx.Rollback() })
+	return true
 }

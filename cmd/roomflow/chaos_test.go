@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 	mrand "math/rand/v2"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/app"
@@ -26,8 +35,12 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -110,6 +123,15 @@ const (
 	chaosSessionTimeout = 3 * time.Second
 )
 
+// The draw service in the run: its replicas' outbox lease (a stopped or
+// killed one's claims move after it), room-service's budget for one check
+// and draw on one replica, and the audit key.
+const (
+	chaosLuckyLockTTL    = 3 * time.Second
+	chaosDrawCallTimeout = 2 * time.Second
+	chaosAuditKey        = "chaos-audit-key-not-for-production"
+)
+
 // TestPipelineChaos runs the pipeline as separate processes — two relays
 // (leader and standby), two processor instances, two MySQL sinks and one
 // IM publisher, each with its own --instance-id (static membership) — on a kfake cluster
@@ -169,6 +191,20 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.LockTTL = config.Duration(5 * time.Second) // a killed child's claims expire soon
+	// The draw service replicas credit through a fake wallet hosted here,
+	// whose ledger outlives them; a stopped or killed replica's outbox
+	// claims expire after chaosLuckyLockTTL; no reward may fail for good.
+	wal, err := walletfake.Listen(walletfake.Config{Seed: seed}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wal.Close() //nolint:errcheck // test teardown
+	cfg.Lucky.WalletGRPCAddr = wal.Addr()
+	cfg.Lucky.AuditKey = chaosAuditKey
+	cfg.Lucky.OutboxPollInterval = config.Duration(100 * time.Millisecond)
+	cfg.Lucky.OutboxBatchSize = 16 // its lease must outlast 2 waves of wallet calls: 16 is one
+	cfg.Lucky.OutboxLockTTL = config.Duration(chaosLuckyLockTTL)
+	cfg.Lucky.OutboxMaxRetries = 1000
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +227,37 @@ func TestPipelineChaos(t *testing.T) {
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Each draw service replica: its own lucky.grpc_addr, and a MySQL
+	// user of their own, so their connections can be killed apart.
+	luckyDSN, luckyUser := m.OwnUser(t)
+	luckyAddrs := map[string]string{}
+	luckyCfgs := map[string]string{}
+	for _, name := range []string{"lucky-a", "lucky-b"} {
+		lc := *cfg
+		lc.MySQL.DSN = luckyDSN
+		if lc.Lucky.GRPCAddr, err = freeAddr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
+			t.Fatal(err)
+		}
+		raw, err := yaml.Marshal(&lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		luckyAddrs[name], luckyCfgs[name] = lc.Lucky.GRPCAddr, filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(luckyCfgs[name], raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rule first: the replicas answer checks before traffic starts.
+	if err := loadgen.SeedRule(ctx, m.DB, chaosScenario(seed, dur, time.Now()).Rule); err != nil {
+		t.Fatal(err)
+	}
 	childUser, _ := mysql.ParseDSN(cfg.MySQL.DSN)
 	h := &chaosHarness{
 		t: t, dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
+		luckyUser: luckyUser, wallet: wal, luckyLockTTL: chaosLuckyLockTTL,
 		session: chaosSessionTimeout, adm: kadm.NewClient(k.Client(t)),
 		groups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group},
 		rng:    mrand.New(mrand.NewPCG(seed, seed^0x5eed)), faults: map[string]int{}, active: map[string]int{}, t0: time.Now(),
@@ -210,11 +274,19 @@ func TestPipelineChaos(t *testing.T) {
 		{"sink-1", "sink", "--instance-id", "sink-1"},
 		{"sink-2", "sink", "--instance-id", "sink-2"},
 		{"publish-im", "publish-im", "--instance-id", "publish-im"},
+		{"lucky-a", "lucky", "--instance-id", "lucky-a"},
+		{"lucky-b", "lucky", "--instance-id", "lucky-b"},
 	} {
-		if c[1] == "process" {
+		switch c[1] {
+		case "process":
 			h.processors = append(h.processors, len(h.procs))
+		case "lucky":
+			h.lucky = append(h.lucky, len(h.procs))
 		}
-		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:]})
+		if c[1] != "lucky" {
+			h.pipeline = append(h.pipeline, len(h.procs))
+		}
+		h.procs = append(h.procs, &chaosProc{h: h, name: c[0], args: c[1:], cfgPath: luckyCfgs[c[0]], lucky: c[1] == "lucky"})
 	}
 	t.Cleanup(h.killAll)
 	for _, p := range h.procs {
@@ -234,12 +306,33 @@ func TestPipelineChaos(t *testing.T) {
 		}
 		return true
 	})
+	drawCtx, stopDraws := context.WithCancel(ctx)
+	defer stopDraws()
+	drawer := &chaosDrawer{ctx: drawCtx, app: cfg.AppCode, callTimeout: chaosDrawCallTimeout}
+	for _, name := range []string{"lucky-a", "lucky-b"} {
+		conn, err := grpc.NewClient(luckyAddrs[name], grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// back at a restarted replica within a second, as a room-service pod would
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: grpcbackoff.Config{BaseDelay: 100 * time.Millisecond,
+				Multiplier: 1.6, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		c := activityv1.NewLuckyGiftServiceClient(conn)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = waitServing(wctx, c, chaosScenario(seed, dur, time.Now()).Rule.GiftID, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s does not serve: %v", name, err)
+		}
+		drawer.names, drawer.clients = append(drawer.names, name), append(drawer.clients, c)
+	}
 
 	t0 := time.Now()
 	h.logf("traffic and faults start (t0 = %d ms)", t0.UnixMilli())
 	sc := chaosScenario(seed, dur, t0)
 	events, oracle := sc.Generate()
-	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
+	if err := fundDemoPools(ctx, m.DB, cfg.AppCode, sc.Rule.GiftID, events); err != nil {
 		t.Fatal(err)
 	}
 	type writeResult struct {
@@ -250,7 +343,7 @@ func TestPipelineChaos(t *testing.T) {
 	}
 	written := make(chan writeResult, 1)
 	go func() {
-		n, late, err := loadgen.WriteOutboxLive(ctx, m.DB, events, 200)
+		n, late, err := loadgen.WriteOutboxLiveWith(ctx, m.DB, events, 200, drawer.before)
 		written <- writeResult{n, late, err, time.Now()}
 	}()
 
@@ -274,8 +367,11 @@ func TestPipelineChaos(t *testing.T) {
 	// recorded in user_mic_event_consumption (a down skipped because the
 	// timer closed its session changes no fact, so the facts can converge
 	// while it is still on its way).
+	// The draw service has converged when every written gift's draw was
+	// answered, there is one draw per lucky gift, no reward is pending and
+	// every lucky_outbox row is done.
 	var rep loadgen.Report
-	var delivered int
+	var delivered, draws, pendingRewards, outboxLeft int
 	converged := time.Time{}
 	deadline := settled.Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -285,16 +381,27 @@ func TestPipelineChaos(t *testing.T) {
 		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'delivered'").Scan(&delivered); err != nil {
 			t.Fatal(err)
 		}
+		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(reward_status = 'pending'), 0) FROM lucky_draw_records").Scan(&draws, &pendingRewards); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done'").Scan(&outboxLeft); err != nil {
+			t.Fatal(err)
+		}
 		if rep.OK() && delivered == len(events) && len(im.AcceptedByEvent()) >= oracle.IMMessages &&
+			drawer.waiting() == 0 && draws == oracle.LuckyGifts && pendingRewards == 0 && outboxLeft == 0 &&
 			len(consumptionDifferences(t, m, sc.AppCode, events, oracle)) == 0 {
 			converged = time.Now()
 			break
 		}
 		time.Sleep(time.Second)
 	}
+	stopDraws()
+	drawer.wg.Wait()
 	if converged.IsZero() {
-		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d",
-			len(rep.Diffs), firstDiff(rep), delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages)
+		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d; "+
+			"draws %d/%d, %d gifts waiting for their draw, %d rewards pending, %d lucky_outbox rows not done",
+			len(rep.Diffs), firstDiff(rep), delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages,
+			draws, oracle.LuckyGifts, drawer.waiting(), pendingRewards, outboxLeft)
 	}
 	h.stopAll(cfg.Shutdown.Timeout.D() - 2*time.Second)
 
@@ -322,6 +429,9 @@ func TestPipelineChaos(t *testing.T) {
 	roomDiffs := onceDifferences(seen, want)
 	closedDiffs := closedDifferences(t, k, tp.MicSessionClosed, oracle)
 	consumedDiffs := consumptionDifferences(t, m, sc.AppCode, events, oracle)
+	lf, luckyDiffs := luckyDifferences(t, m.DB, k, tp.LuckyEvents, sc.AppCode, chaosAuditKey, wal)
+	luckyDiffs = append(luckyDiffs, drawer.anomalies...)
+	ws := wal.Stats()
 
 	closes := map[string]int{}
 	for _, s := range oracle.Sessions {
@@ -341,7 +451,7 @@ func TestPipelineChaos(t *testing.T) {
 	if !converged.IsZero() {
 		convergedIn = converged.Sub(settled).Round(100 * time.Millisecond).String()
 	}
-	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs)
+	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs) + len(luckyDiffs)
 	t.Logf("chaos run seed %d, %s of faults:%s", seed, dur, h.table([][2]string{
 		{"room events written", fmt.Sprintf("%d (writer at most %s late)", len(events), w.late.Round(time.Millisecond))},
 		{"mic sessions", fmt.Sprintf("%d: %d by down, %d publish timeout, %d publishing window", len(oracle.Sessions),
@@ -353,6 +463,15 @@ func TestPipelineChaos(t *testing.T) {
 		{"room events not exactly once", fmt.Sprint(len(roomDiffs))},
 		{"sessions closed not exactly once", fmt.Sprint(len(closedDiffs))},
 		{"IM messages not accepted once", fmt.Sprint(len(imDiffs))},
+		{"lucky draws / hits / coins paid", fmt.Sprintf("%d for %d lucky gifts / %d / %d", lf.draws, lf.gifts, lf.hits, lf.paid)},
+		{"paid draws granted / credits", fmt.Sprintf("%d / %d (wallet calls %d: %d repeats, %d errors, %d hangs, %d answers lost)",
+			lf.granted, lf.credits, ws.Calls, ws.Repeats, ws.Errors, ws.Timeouts, ws.Lost)},
+		{"gifts drawn before their row", fmt.Sprintf("%d (%d by the second replica tried)", drawer.inline, drawer.failovers)},
+		{"gifts written before their draw", fmt.Sprintf("%d, drawn in the background since: %d; inflows the sink applied first: %d",
+			drawer.deferred, drawer.background, lf.streamed)},
+		{"draw attempts unanswered in time", fmt.Sprintf("%d of %d (%s each)", drawer.failed, drawer.attempts, chaosDrawCallTimeout)},
+		{"lucky events on the topic", fmt.Sprintf("%d distinct, %d delivered again", lf.events, lf.redelivered)},
+		{"lucky differences", fmt.Sprint(len(luckyDiffs))},
 		{"differences in total", fmt.Sprint(diffs)},
 		{"converged after last fault/write", convergedIn},
 		{"children that exited by themselves", strings.Join(append(selfExits, ""), " ")},
@@ -365,7 +484,7 @@ func TestPipelineChaos(t *testing.T) {
 			t.Errorf("room_outbox: %d rows, %d not delivered; want %d rows all delivered", rows, notDelivered, len(events))
 		}
 		for what, d := range map[string][]string{"IM": imDiffs, "room events topic": roomDiffs, "mic_session_closed topic": closedDiffs,
-			"user_mic_event_consumption": consumedDiffs} {
+			"user_mic_event_consumption": consumedDiffs, "lucky draws": luckyDiffs} {
 			if len(d) > 0 {
 				t.Errorf("%s: %d differences: %s", what, len(d), firstN(d, 10))
 			}
@@ -375,8 +494,8 @@ func TestPipelineChaos(t *testing.T) {
 		}
 		t.Errorf("replay with ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s; children:\n%s", seed, dur, h.tails())
 	}
-	if rep.LifetimeRows == 0 || rep.SessionRows == 0 || rep.PoolRows == 0 || closes["compensated_publish_timeout"] == 0 {
-		t.Errorf("the run compared nothing or closed nothing by timer: %+v %v", rep, closes)
+	if rep.LifetimeRows == 0 || rep.SessionRows == 0 || rep.PoolRows == 0 || closes["compensated_publish_timeout"] == 0 || lf.hits == 0 {
+		t.Errorf("the run compared nothing, closed nothing by timer or paid no draw: %+v %v %+v", rep, closes, lf)
 	}
 }
 
@@ -534,4 +653,330 @@ func firstN[T any](xs []T, n int) string {
 		fmt.Fprint(&b, x)
 	}
 	return b.String()
+}
+
+// chaosDrawer is room-service's side of the draw service in the chaos
+// run: right before a lucky gift's row is written (loadgen's BeforeWrite
+// hook) it checks and draws it with command_id = the gift's event id, each
+// attempt bounded by callTimeout, on one replica and then on the other
+// (the same command_id: idempotent). A gift no replica answers in time is
+// written anyway naming its draw_id, luckydraw.DrawID(app, event id) (seed
+// 003: the room gift lands as a pending lucky draw), and its draw is
+// retried in the background, alternating replicas, until it is answered
+// or ctx ends: so gifts do land before their draw commits.
+type chaosDrawer struct {
+	ctx         context.Context // background draws give up at its end
+	app         string
+	names       []string
+	clients     []activityv1.LuckyGiftServiceClient
+	callTimeout time.Duration
+	next        atomic.Uint64 // round robin of the first replica
+	wg          sync.WaitGroup
+
+	mu         sync.Mutex
+	inline     int      // gifts drawn before their row was written
+	failovers  int      // of them, answered by the second replica tried
+	deferred   int      // gifts written before their draw was answered
+	background int      // of them, drawn since
+	open       int      // of them, still retried
+	attempts   int      // every check+draw attempt
+	failed     int      // attempts unanswered within callTimeout or failing
+	anomalies  []string // answers no correct service gives
+}
+
+// before draws every lucky gift of evs concurrently and names its draw in
+// the gift, in place.
+func (d *chaosDrawer) before(ctx context.Context, evs []loadgen.Event) error {
+	var g errgroup.Group
+	for i := range evs {
+		e := &evs[i]
+		if gift, ok := loadgen.LuckyGift(e); ok {
+			g.Go(func() error { return d.draw(ctx, e, gift) })
+		}
+	}
+	return g.Wait()
+}
+
+func (d *chaosDrawer) draw(ctx context.Context, e *loadgen.Event, gift *roomv1.RoomGiftSent) error {
+	want := luckydraw.DrawID(d.app, e.Envelope.EventId)
+	first := int(d.next.Add(1))
+	for k := range d.clients {
+		resp, done := d.attempt(ctx, (first+k)%len(d.clients), e, gift, want)
+		if !done {
+			continue
+		}
+		d.mu.Lock()
+		d.inline++
+		if k > 0 {
+			d.failovers++
+		}
+		d.mu.Unlock()
+		if resp == nil { // an anomaly, recorded: the gift keeps the draw id it must have
+			return loadgen.SetDraw(e, gift, want, gift.LuckyRuleVersion)
+		}
+		return loadgen.SetDraw(e, gift, resp.DrawId, resp.RuleVersion)
+	}
+	if err := loadgen.SetDraw(e, gift, want, gift.LuckyRuleVersion); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.deferred++
+	d.open++
+	d.mu.Unlock()
+	ev := loadgen.Event{Envelope: proto.Clone(e.Envelope).(*roomv1.EventEnvelope)}
+	g := proto.Clone(gift).(*roomv1.RoomGiftSent)
+	d.wg.Add(1)
+	go d.retry(&ev, g, want, first)
+	return nil
+}
+
+// retry draws a gift already written until a replica answers.
+func (d *chaosDrawer) retry(e *loadgen.Event, gift *roomv1.RoomGiftSent, want string, first int) {
+	defer d.wg.Done()
+	defer func() {
+		d.mu.Lock()
+		d.open--
+		d.mu.Unlock()
+	}()
+	for n := 0; ; n++ {
+		select {
+		case <-d.ctx.Done():
+			d.anomaly("%s: its draw %s was never answered", e.Envelope.EventId, want)
+			return
+		case <-time.After(min(250*time.Millisecond<<n, 2*time.Second)):
+		}
+		if _, done := d.attempt(d.ctx, (first+n)%len(d.clients), e, gift, want); done {
+			d.mu.Lock()
+			d.background++
+			d.mu.Unlock()
+			return
+		}
+	}
+}
+
+// attempt checks and draws gift on replica i within callTimeout. done
+// reports an answer (resp) or an anomaly (resp nil: a reject, a wrong
+// draw id or InvalidArgument, retried no more); !done an attempt to
+// repeat (timeout, Unavailable: the outcome is unknown).
+func (d *chaosDrawer) attempt(ctx context.Context, i int, e *loadgen.Event, gift *roomv1.RoomGiftSent, want string) (*activityv1.ExecuteLuckyGiftDrawResponse, bool) {
+	cctx, cancel := context.WithTimeout(ctx, d.callTimeout)
+	resp, reject, err := loadgen.DrawGift(cctx, d.clients[i], e, gift)
+	cancel()
+	d.mu.Lock()
+	d.attempts++
+	if err != nil {
+		d.failed++
+	}
+	d.mu.Unlock()
+	switch {
+	case status.Code(err) == codes.InvalidArgument:
+		d.anomaly("%s on %s: %v", e.Envelope.EventId, d.names[i], err)
+	case err != nil:
+		return nil, false
+	case reject != "":
+		d.anomaly("%s on %s: rejected %q", e.Envelope.EventId, d.names[i], reject)
+	case resp.DrawId != want:
+		d.anomaly("%s on %s: draw_id %s, want %s", e.Envelope.EventId, d.names[i], resp.DrawId, want)
+	default:
+		return resp, true
+	}
+	return nil, true
+}
+
+func (d *chaosDrawer) anomaly(format string, args ...any) {
+	d.mu.Lock()
+	d.anomalies = append(d.anomalies, fmt.Sprintf(format, args...))
+	d.mu.Unlock()
+}
+
+// waiting is how many written gifts still wait for their draw's answer.
+func (d *chaosDrawer) waiting() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.open
+}
+
+// luckyFigures is what the draw service left, for the summary.
+type luckyFigures struct {
+	gifts, draws, hits, granted, credits, events, redelivered int
+	streamed                                                  int // draws whose inflow the sink had applied
+	paid                                                      int64
+}
+
+// luckyDifferences checks the draw service's end state against the run's
+// lucky gifts (read back from room_outbox): every lucky gift names its
+// draw, luckydraw.DrawID(app, event id), and has exactly that one draw;
+// every paid draw is granted with the fake wallet's receipt and exactly
+// one wallet credit of its amount to its sender, every other draw pays
+// nothing and has no credit (none failed: lucky.outbox_max_retries
+// outlasts every wallet fault); no pool is below its reserve_floor and Σ
+// total_out = Σ reward coins = Σ layer outs (loadgen.Compare checks
+// balance = funded + total_in - total_out and total_in per pool); every
+// lucky_outbox row is done and every activity event of it, LuckyGiftDrawn
+// of every draw among them, is on topic at least once; luckydraw.Audit
+// passes on every draw.
+func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, auditKey string, wal *walletfake.Wallet) (luckyFigures, []string) {
+	t.Helper()
+	ctx := context.Background()
+	var f luckyFigures
+	var d []string
+	diff := func(format string, args ...any) { d = append(d, fmt.Sprintf(format, args...)) }
+	check := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	gifts := map[string]string{} // draw_id -> the lucky gift's event id
+	check(loadgen.ScanRows(ctx, db, `SELECT payload FROM room_outbox WHERE app_code = ? AND event_type = 'RoomGiftSent'`, app, func(rows *sql.Rows) error {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return err
+		}
+		e := loadgen.Event{Envelope: &roomv1.EventEnvelope{}}
+		if err := proto.Unmarshal(raw, e.Envelope); err != nil {
+			return err
+		}
+		gift, ok := loadgen.LuckyGift(&e)
+		if !ok {
+			return nil
+		}
+		want := luckydraw.DrawID(app, e.Envelope.EventId)
+		if gift.DrawId != want {
+			diff("gift %s names draw %q, want %s", e.Envelope.EventId, gift.DrawId, want)
+		}
+		gifts[want] = e.Envelope.EventId
+		return nil
+	}))
+	f.gifts = len(gifts)
+
+	ledger := wal.Ledger()
+	credited := map[string]bool{}
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, command_id, sender_user_id, reward_coins, reward_id, reward_status, credit_receipt_id,
+		inflow_applied_by FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, cmd, rewardID, st, receipt, inflowBy string
+		var sender, coins int64
+		if err := rows.Scan(&id, &cmd, &sender, &coins, &rewardID, &st, &receipt, &inflowBy); err != nil {
+			return err
+		}
+		f.draws++
+		if inflowBy == "stream" {
+			f.streamed++
+		}
+		if gifts[id] != cmd {
+			diff("draw %s (command %s) has no lucky gift", id, cmd)
+		}
+		delete(gifts, id)
+		c, ok := ledger[rewardID]
+		if coins == 0 {
+			if st != "none" || ok {
+				diff("draw %s pays nothing but is %s (wallet credit: %v)", id, st, ok)
+			}
+			return nil
+		}
+		f.hits++
+		f.paid += coins
+		switch {
+		case st != "granted":
+			diff("draw %s pays %d: reward %s", id, coins, st)
+		case rewardID != luckydraw.RewardID(id) || receipt != walletfake.ReceiptID(rewardID):
+			diff("draw %s: reward %s receipt %s, want %s %s", id, rewardID, receipt, luckydraw.RewardID(id), walletfake.ReceiptID(rewardID))
+		case !ok:
+			diff("draw %s granted %d coins the wallet never credited", id, coins)
+		case c.Coins != coins || c.UserID != sender || c.DrawID != id:
+			diff("draw %s: credit of %d coins to %d (draw %s), want %d to %d", id, c.Coins, c.UserID, c.DrawID, coins, sender)
+		default:
+			f.granted++
+		}
+		credited[rewardID] = true
+		return nil
+	}))
+	for id, ev := range gifts {
+		diff("lucky gift %s has no draw (want %s)", ev, id)
+	}
+	f.credits = len(ledger)
+	for id := range ledger {
+		if !credited[id] {
+			diff("wallet credit %s of no paying draw", id)
+		}
+	}
+	if s := wal.Stats(); s.Conflicts > 0 || s.Invalid > 0 {
+		diff("wallet refused %d conflicting and %d invalid credits", s.Conflicts, s.Invalid)
+	}
+
+	var low, out, rewards, layers int64
+	check(db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lucky_pools WHERE app_code = ? AND balance < reserve_floor`, app).Scan(&low))
+	check(db.QueryRowContext(ctx, `SELECT COALESCE(SUM(total_out), 0) FROM lucky_pools WHERE app_code = ?`, app).Scan(&out))
+	check(db.QueryRowContext(ctx, `SELECT COALESCE(SUM(reward_coins), 0), COALESCE(SUM(platform_out + room_out + gift_out), 0)
+		FROM lucky_draw_records WHERE app_code = ?`, app).Scan(&rewards, &layers))
+	if low > 0 {
+		diff("%d pools below their reserve_floor", low)
+	}
+	// Each gift's inflow entered the pools once: by whoever claimed it.
+	check(loadgen.ScanRows(ctx, db, `SELECT d.draw_id, d.inflow_applied_by, COALESCE(c.claimed_by, '') FROM lucky_draw_records d
+		LEFT JOIN lucky_pool_inflow_claims c ON c.app_code = d.app_code AND c.draw_id = d.draw_id
+		WHERE d.app_code = ? AND (c.claimed_by IS NULL OR c.claimed_by <> d.inflow_applied_by)`, app, func(rows *sql.Rows) error {
+		var id, by, claim string
+		if err := rows.Scan(&id, &by, &claim); err != nil {
+			return err
+		}
+		diff("draw %s: inflow applied by %s, claimed by %q", id, by, claim)
+		return nil
+	}))
+	if out != rewards || layers != rewards {
+		diff("pools paid out %d, draws' rewards %d, their layer outs %d", out, rewards, layers)
+	}
+
+	events := map[string]string{} // activity event id -> message type
+	check(loadgen.ScanRows(ctx, db, `SELECT event_id, event_type, message_type, status FROM lucky_outbox WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, typ, msg, st string
+		if err := rows.Scan(&id, &typ, &msg, &st); err != nil {
+			return err
+		}
+		if st != "done" {
+			diff("lucky_outbox %s is %s", id, st)
+		}
+		if typ == "activity_event" {
+			events[id] = msg
+		}
+		return nil
+	}))
+	seen := map[string]int{}
+	for _, r := range k.DrainCommitted(t, topic) {
+		seen[string(envelope.Header(r, envelope.HeaderEventID))]++
+	}
+	f.events = len(seen)
+	for id, n := range seen {
+		f.redelivered += n - 1
+		if _, ok := events[id]; !ok {
+			diff("%s on %s: no such lucky_outbox event", id, topic)
+		}
+	}
+	for id, msg := range events {
+		if seen[id] == 0 {
+			diff("%s (%s) never reached %s", id, msg, topic)
+		}
+	}
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if events["LuckyGiftDrawn:"+id] == "" {
+			diff("draw %s has no LuckyGiftDrawn event", id)
+		}
+		return nil
+	}))
+
+	res, err := luckydraw.Audit(ctx, db, auditKey, luckydraw.AuditQuery{})
+	check(err)
+	if len(res) != f.draws {
+		diff("audited %d draws of %d", len(res), f.draws)
+	}
+	for _, r := range res {
+		if !r.OK {
+			diff("audit of %s: %v", r.DrawID, r.Mismatches)
+		}
+	}
+	return f, d
 }

@@ -43,67 +43,95 @@ func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, ev
 	g.SetLimit(max(concurrency, 1))
 	for i := range events {
 		e := &events[i]
-		if e.Envelope.EventType != "RoomGiftSent" {
-			continue
-		}
-		var gift roomv1.RoomGiftSent
-		if err := proto.Unmarshal(e.Envelope.Payload, &gift); err != nil || !gift.Lucky {
+		gift, ok := LuckyGift(e)
+		if !ok {
 			continue
 		}
 		g.Go(func() error {
-			meta := &activityv1.LuckyGiftMeta{RequestId: e.Envelope.RequestId, CommandId: e.Envelope.EventId, RoomId: e.Envelope.RoomId,
-				SenderUserId: gift.SenderUserId, TargetUserId: gift.TargetUserId, SentAtMs: e.Envelope.OccurredAtMs, AppCode: e.Envelope.AppCode}
-			chk, err := client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: meta, GiftId: gift.GiftId,
-				GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue})
+			resp, reason, err := DrawGift(ctx, client, e, gift)
 			if err != nil {
-				return fmt.Errorf("loadgen: check %s: %w", e.Envelope.EventId, err)
-			}
-			reason := chk.RejectReason
-			var resp *activityv1.ExecuteLuckyGiftDrawResponse
-			if chk.Enabled {
-				resp, err = client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{Meta: meta, GiftId: gift.GiftId,
-					GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue,
-					BillingReceiptId: gift.BillingReceiptId, RuleVersion: chk.RuleVersion})
-				if err != nil {
-					return fmt.Errorf("loadgen: draw %s: %w", e.Envelope.EventId, err)
-				}
-				reason = resp.RejectReason
+				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if reason != "" {
 				sum.Rejected[reason]++
-				gift.DrawId = ""
-			} else {
-				sum.Draws++
-				sum.CoinSpent += gift.CoinSpent
-				gift.DrawId, gift.LuckyRuleVersion = resp.DrawId, resp.RuleVersion
-				sum.DrawIDs = append(sum.DrawIDs, resp.DrawId)
-				sum.DrawIDsByEventID[e.Envelope.EventId] = resp.DrawId
-				if resp.Hit {
-					sum.Hits++
-					sum.RewardCoins += resp.GetTier().GetRewardCoins()
-				}
-				switch resp.RewardStatus {
-				case "GRANTED":
-					sum.Granted++
-				case "PENDING":
-					sum.Pending++
-				case "NONE":
-				default:
-					sum.FailedOrUndecided++
-				}
+				return SetDraw(e, gift, "", gift.LuckyRuleVersion)
 			}
-			body, err := proto.Marshal(&gift)
-			if err != nil {
-				return err
+			sum.Draws++
+			sum.CoinSpent += gift.CoinSpent
+			sum.DrawIDs = append(sum.DrawIDs, resp.DrawId)
+			sum.DrawIDsByEventID[e.Envelope.EventId] = resp.DrawId
+			if resp.Hit {
+				sum.Hits++
+				sum.RewardCoins += resp.GetTier().GetRewardCoins()
 			}
-			e.Envelope.Payload = body
-			if e.Payload, err = proto.Marshal(e.Envelope); err != nil {
-				return err
+			switch resp.RewardStatus {
+			case "GRANTED":
+				sum.Granted++
+			case "PENDING":
+				sum.Pending++
+			case "NONE":
+			default:
+				sum.FailedOrUndecided++
 			}
-			return nil
+			return SetDraw(e, gift, resp.DrawId, resp.RuleVersion)
 		})
 	}
 	return sum, g.Wait()
+}
+
+// LuckyGift returns e's RoomGiftSent when e is a lucky gift (false for
+// every other event, and for a payload that does not decode).
+func LuckyGift(e *Event) (*roomv1.RoomGiftSent, bool) {
+	if e.Envelope.EventType != "RoomGiftSent" {
+		return nil, false
+	}
+	var gift roomv1.RoomGiftSent
+	if err := proto.Unmarshal(e.Envelope.Payload, &gift); err != nil || !gift.Lucky {
+		return nil, false
+	}
+	return &gift, true
+}
+
+// DrawGift sends one lucky gift through client as room-service does:
+// CheckLuckyGift, then (when enabled) ExecuteLuckyGiftDraw with command_id
+// = e's event id, the checked rule version and a stand-in debit receipt.
+// It returns the draw's answer, or the reject reason of the check or the
+// draw (nothing drawn). Both calls follow ctx (its deadline is the
+// caller's per-attempt budget); an error means the draw's outcome is
+// unknown: the same call again, on any replica, is idempotent by
+// command_id. It changes neither e nor gift.
+func DrawGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *Event, gift *roomv1.RoomGiftSent) (*activityv1.ExecuteLuckyGiftDrawResponse, string, error) {
+	meta := &activityv1.LuckyGiftMeta{RequestId: e.Envelope.RequestId, CommandId: e.Envelope.EventId, RoomId: e.Envelope.RoomId,
+		SenderUserId: gift.SenderUserId, TargetUserId: gift.TargetUserId, SentAtMs: e.Envelope.OccurredAtMs, AppCode: e.Envelope.AppCode}
+	chk, err := client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: meta, GiftId: gift.GiftId,
+		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue})
+	if err != nil {
+		return nil, "", fmt.Errorf("loadgen: check %s: %w", e.Envelope.EventId, err)
+	}
+	if !chk.Enabled {
+		return nil, chk.RejectReason, nil
+	}
+	resp, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{Meta: meta, GiftId: gift.GiftId,
+		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue,
+		BillingReceiptId: gift.BillingReceiptId, RuleVersion: chk.RuleVersion})
+	if err != nil {
+		return nil, "", fmt.Errorf("loadgen: draw %s: %w", e.Envelope.EventId, err)
+	}
+	return resp, resp.RejectReason, nil
+}
+
+// SetDraw names drawID and ruleVersion in lucky gift e (gift is its
+// decoded RoomGiftSent), in place: gift, Envelope.Payload and Payload, so
+// the row written afterwards carries them.
+func SetDraw(e *Event, gift *roomv1.RoomGiftSent, drawID, ruleVersion string) error {
+	gift.DrawId, gift.LuckyRuleVersion = drawID, ruleVersion
+	body, err := proto.Marshal(gift)
+	if err != nil {
+		return err
+	}
+	e.Envelope.Payload = body
+	e.Payload, err = proto.Marshal(e.Envelope)
+	return err
 }

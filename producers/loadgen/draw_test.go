@@ -2,8 +2,10 @@ package loadgen_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -89,5 +91,66 @@ func TestDrawLucky(t *testing.T) {
 	m.DB.QueryRow(`SELECT COUNT(*), COALESCE(SUM(reward_coins > 0), 0) FROM lucky_draw_records`).Scan(&draws, &hits)
 	if draws != sum.Draws || hits != sum.Hits || hits == 0 {
 		t.Fatalf("records: %d draws, %d hits; summary %d, %d (funded pools must pay some)", draws, hits, sum.Draws, sum.Hits)
+	}
+}
+
+// WriteOutboxLiveWith calls its BeforeWrite hook with each transaction's
+// rows before inserting them, and writes what the hook changed: a lucky
+// gift named its draw there (SetDraw) carries it in room_outbox.
+func TestWriteOutboxLiveWithNamesDraws(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	sc := loadgen.DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.Users = 10, 60, 20
+	sc.Start, sc.Span, sc.MaxSessionLength = time.Now(), time.Second, 500*time.Millisecond
+	sc.Timers = &loadgen.TimerPolicy{PendingPublishMaxAge: 3 * time.Second, PublishingSessionMaxAge: 3 * time.Second}
+	evs, o := sc.Generate()
+	calls, named := 0, 0
+	before := func(_ context.Context, batch []loadgen.Event) error {
+		calls++
+		for i := range batch {
+			if g, ok := loadgen.LuckyGift(&batch[i]); ok {
+				named++
+				if err := loadgen.SetDraw(&batch[i], g, "draw-of-"+batch[i].Envelope.EventId, g.LuckyRuleVersion); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	n, _, err := loadgen.WriteOutboxLiveWith(context.Background(), m.DB, evs, 5, before)
+	if err != nil || n != len(evs) || calls == 0 || named != o.LuckyGifts || named == 0 {
+		t.Fatalf("wrote %d of %d (%v); hook called %d times, named %d of %d lucky gifts", n, len(evs), err, calls, named, o.LuckyGifts)
+	}
+	rows, err := m.DB.Query(`SELECT event_id, payload FROM room_outbox WHERE event_type = 'RoomGiftSent'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stored := 0
+	for rows.Next() {
+		var id string
+		e := loadgen.Event{Envelope: &roomv1.EventEnvelope{}}
+		if err := rows.Scan(&id, &e.Payload); err != nil {
+			t.Fatal(err)
+		}
+		if err := proto.Unmarshal(e.Payload, e.Envelope); err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := loadgen.LuckyGift(&e); ok {
+			stored++
+			if g.DrawId != "draw-of-"+id {
+				t.Fatalf("%s stored with draw_id %q", id, g.DrawId)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil || stored != named {
+		t.Fatalf("%d lucky gift rows carry their draw, want %d (%v)", stored, named, err)
+	}
+
+	// An error of the hook stops the writer before the rows are written.
+	m2 := testenv.NewMySQL(t)
+	stop := errors.New("no draw service")
+	if n, _, err := loadgen.WriteOutboxLiveWith(context.Background(), m2.DB, evs, 5, func(context.Context, []loadgen.Event) error { return stop }); !errors.Is(err, stop) || n != 0 {
+		t.Fatalf("hook error: wrote %d, %v", n, err)
 	}
 }

@@ -77,6 +77,18 @@ func WriteOutbox(ctx context.Context, db *sql.DB, events []Event, batch int, rat
 // whose events lie around now. It stops at ctx's end and returns how many
 // rows it wrote and how late the latest write was behind its event time.
 func WriteOutboxLive(ctx context.Context, db *sql.DB, events []Event, batch int) (written int, maxLate time.Duration, err error) {
+	return WriteOutboxLiveWith(ctx, db, events, batch, nil)
+}
+
+// BeforeWrite is called with the rows of one transaction right before
+// they are inserted, and may change them in place: room-service draws a
+// lucky gift (and names its draw_id) before it commits the gift row. Its
+// time counts in the writer's lateness. An error stops the writer.
+type BeforeWrite func(ctx context.Context, evs []Event) error
+
+// WriteOutboxLiveWith is WriteOutboxLive calling before (nil: none) with
+// each transaction's rows before it inserts them.
+func WriteOutboxLiveWith(ctx context.Context, db *sql.DB, events []Event, batch int, before BeforeWrite) (written int, maxLate time.Duration, err error) {
 	if batch <= 0 {
 		batch = 500
 	}
@@ -93,6 +105,11 @@ func WriteOutboxLive(ctx context.Context, db *sql.DB, events []Event, batch int)
 		n := 0
 		for written+n < len(events) && n < batch && events[written+n].Envelope.OccurredAtMs <= now.UnixMilli() {
 			n++
+		}
+		if before != nil {
+			if err := before(ctx, events[written:written+n]); err != nil {
+				return written, maxLate, err
+			}
 		}
 		if err := insertRows(ctx, db, events[written:written+n]); err != nil {
 			return written, maxLate, err

@@ -530,6 +530,47 @@ func TestStreamClaimedInflow(t *testing.T) {
 	}
 }
 
+// A gift whose inflow the sink claims while its draw is in flight: the
+// sink's claim is inserted (uncommitted) before the draw transaction
+// starts and committed while the draw's INSERT IGNORE of its own claim
+// waits for it. The draw must see the sink's claim and add no inflow (the
+// sink added it): found by the chaos run (seed 574199634, a gift written
+// before its draw answered, the sink's batch committing 7ms into the
+// draw's), where the inflow entered lucky_pools twice.
+func TestStreamClaimCommittedDuringDraw(t *testing.T) {
+	e := start(t, luckydraw.Config{DrawTimeout: 10 * time.Second}, 100_000)
+	ctx := context.Background()
+	sink, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Rollback() //nolint:errcheck // no-op after Commit
+	if _, err := sink.Exec(`INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by) VALUES (?, ?, 'stream')`, app, luckydraw.DrawID(app, "race")); err != nil {
+		t.Fatal(err)
+	}
+	drawn := make(chan error, 1)
+	go func() {
+		_, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("race", 1))
+		drawn <- err
+	}()
+	// The draw reads (its snapshot), then waits for the sink's claim row.
+	testenv.Eventually(t, 10*time.Second, "the draw waits for the sink's claim", func() bool {
+		return e.count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT IGNORE INTO lucky_pool_inflow_claims%'`) > 0
+	})
+	if err := sink.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-drawn; err != nil {
+		t.Fatal(err)
+	}
+	var by string
+	e.db.QueryRow(`SELECT inflow_applied_by FROM lucky_draw_records`).Scan(&by)
+	if in := e.count(t, `SELECT SUM(total_in) FROM lucky_pools`); by != "stream" || in != 0 {
+		t.Fatalf("inflow applied by %q and %d added to lucky_pools; want stream and 0 (the sink claimed and added it)", by, in)
+	}
+	e.checkInvariants(t)
+}
+
 // grantingDispatcher grants like the outbox's synchronous credit: it
 // commits the draw's granted state before answering.
 type grantingDispatcher struct{ db *sql.DB }

@@ -554,7 +554,11 @@ WHERE counter_key IN (`+placeholders(len(keys))+`) ORDER BY counter_key FOR UPDA
 }
 
 // claimInflow claims each draw's inflow in lucky_pool_inflow_claims and
-// returns the draws whose inflow the stream sink claimed first.
+// returns the draws whose inflow the stream sink claimed first. The claims
+// it did not insert are read with a locking read: the sink's claim may
+// have been committed while the INSERT IGNORE waited for it, after this
+// transaction's snapshot, which a plain SELECT would read (and the inflow
+// would enter lucky_pools twice).
 func (b *batchTx) claimInflow(ctx context.Context, reqs []*drawReq) (map[string]bool, error) {
 	var rows [][]any
 	args := []any{b.app}
@@ -572,7 +576,7 @@ func (b *batchTx) claimInflow(ctx context.Context, reqs []*drawReq) (map[string]
 		return streamed, err
 	}
 	q, err := b.tx.QueryContext(ctx, `SELECT draw_id FROM lucky_pool_inflow_claims WHERE app_code = ? AND claimed_by <> 'draw'
-	AND draw_id IN (`+placeholders(len(reqs))+`)`, args...)
+	AND draw_id IN (`+placeholders(len(reqs))+`) LOCK IN SHARE MODE`, args...)
 	if err != nil {
 		return nil, err
 	}
