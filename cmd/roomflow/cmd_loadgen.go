@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -57,7 +58,8 @@ includes those closes. Every other session keeps its events a third of the
 shorter max age away from its timer's due time.
 
 --lucky-addr host:port sends every lucky gift through that draw service
-(roomflow lucky's LuckyGiftService) first, as room-service does: check,
+(roomflow lucky's LuckyGiftService) first (with --live right before the
+transaction that writes it), as room-service does: check,
 the debit's receipt, ExecuteLuckyGiftDraw with the gift's event id as
 command_id, then the gift row names the draw_id it answered. Without it,
 lucky gifts carry invented draw ids and no draw is made (the stream
@@ -92,24 +94,34 @@ lucky pools fund') for draws to pay.`,
 			if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
 				return err
 			}
+			// With --lucky-addr every lucky gift is drawn before its row is
+			// written: all up front, or with --live right before each
+			// transaction, at the gift's wall-clock time.
+			var draw loadgen.BeforeWrite
+			var drawn loadgen.DrawSummary
 			if luckyAddr != "" {
 				conn, err := grpc.NewClient(luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
 					return err
 				}
 				defer conn.Close()
-				sum, err := loadgen.DrawLucky(ctx, activityv1.NewLuckyGiftServiceClient(conn), events, 32)
-				if err != nil {
+				client := activityv1.NewLuckyGiftServiceClient(conn)
+				draw = func(ctx context.Context, evs []loadgen.Event) error {
+					sum, err := loadgen.DrawLucky(ctx, client, evs, 32)
+					drawn.Add(sum)
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
-					sum.Draws, luckyAddr, sum.Hits, sum.RewardCoins, sum.CoinSpent, sum.Granted, sum.Pending, sum.Rejected)
+				if !live {
+					if err := draw(ctx, events); err != nil {
+						return err
+					}
+				}
 			}
 			start := time.Now()
 			switch to {
 			case "mysql":
 				if live {
-					_, _, err = loadgen.WriteOutboxLive(ctx, db, events, batch)
+					_, _, err = loadgen.WriteOutboxLiveWith(ctx, db, events, batch, draw)
 				} else {
 					_, err = loadgen.WriteOutbox(ctx, db, events, batch, rate)
 				}
@@ -127,6 +139,10 @@ lucky pools fund') for draws to pay.`,
 				}
 			default:
 				return fmt.Errorf("--to must be mysql or kafka")
+			}
+			if luckyAddr != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
+					drawn.Draws, luckyAddr, drawn.Hits, drawn.RewardCoins, drawn.CoinSpent, drawn.Granted, drawn.Pending, drawn.Rejected)
 			}
 			el := time.Since(start)
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d events to %s in %s (%.0f events/s)\n", len(events), to, el.Round(time.Millisecond), float64(len(events))/el.Seconds())

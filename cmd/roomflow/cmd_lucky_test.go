@@ -138,17 +138,26 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatalf("lucky events by type %v; want 20 drawn, 60 pool changes, %d granted", types, hits)
 	}
 	// loadgen --lucky-addr draws its lucky gifts through the running
-	// service before writing them: one draw per lucky gift, named by the
-	// gift rows.
-	out, err := runCLI(t, cfg, "loadgen", "--lucky-addr", addr, "--sessions", "5", "--gifts", "60", "--rooms", "3", "--id-prefix", "lgl")
-	if err != nil || !strings.Contains(out, "rejected map[]") {
-		t.Fatalf("loadgen --lucky-addr: %v\n%s", err, out)
-	}
-	var gifts, named int
-	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records WHERE command_id LIKE 'lgl-gift-%'`).Scan(&gifts)
-	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records d JOIN room_outbox o ON o.event_id = d.command_id`).Scan(&named)
-	if gifts == 0 || named != gifts || !strings.Contains(out, fmt.Sprintf("drew %d lucky gifts", gifts)) {
-		t.Fatalf("loadgen drew %d lucky gifts, %d of them written to room_outbox:\n%s", gifts, named, out)
+	// service before writing them (--live: right before each transaction):
+	// one draw per lucky gift, named by the gift rows.
+	gifts := 0
+	for _, run := range [][]string{
+		{"--id-prefix", "lgl"},
+		{"--id-prefix", "lgv", "--live", "--span", "2s", "--abandoned", "0"},
+	} {
+		// Short mic timers keep the live sessions (and so the run) short.
+		out, err := runCLI(t, cfg+"mic:\n  pending_publish_max_age: 2s\n  publishing_session_max_age: 3s\n",
+			append([]string{"loadgen", "--lucky-addr", addr, "--sessions", "5", "--gifts", "60", "--rooms", "3"}, run...)...)
+		if err != nil || !strings.Contains(out, "rejected map[]") {
+			t.Fatalf("loadgen --lucky-addr %v: %v\n%s", run, err, out)
+		}
+		var drawn, named int
+		m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records WHERE command_id LIKE ?`, run[1]+"-gift-%").Scan(&drawn)
+		m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_draw_records d JOIN room_outbox o ON o.event_id = d.command_id WHERE d.command_id LIKE ?`, run[1]+"-gift-%").Scan(&named)
+		if drawn == 0 || named != drawn || !strings.Contains(out, fmt.Sprintf("drew %d lucky gifts", drawn)) {
+			t.Fatalf("loadgen %v drew %d lucky gifts, %d of them written to room_outbox:\n%s", run, drawn, named, out)
+		}
+		gifts += drawn
 	}
 	if out, err := runCLI(t, cfg, "lucky", "switch", "global_lucky_gift_enabled", "off"); err != nil {
 		t.Fatalf("switch: %v %s", err, out)
@@ -174,7 +183,7 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatalf("audit: %v %s", err, out)
 	}
 	m.DB.Exec(`UPDATE lucky_draw_records SET random_value = (random_value + 1) % 1000000 WHERE draw_id = ?`, drawIDs[3])
-	out, err = runCLI(t, cfg, "lucky", "audit", "--draw-id", drawIDs[3])
+	out, err := runCLI(t, cfg, "lucky", "audit", "--draw-id", drawIDs[3])
 	if err == nil || !strings.Contains(out, "MISMATCH "+drawIDs[3]) {
 		t.Fatalf("a tampered draw must fail the audit: %v %s", err, out)
 	}

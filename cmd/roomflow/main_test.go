@@ -99,11 +99,11 @@ func TestConfigCommand(t *testing.T) {
 	// config checks every component that needs no secret, naming the key
 	// (roomflow lucky's audit key is checked where it runs).
 	for yaml, key := range map[string]string{
-		"relay:\n  batch_size: -5\n":        "relay.batch_size",
-		"mic:\n  day_room_retention: 1h\n":  "mic.day_room_retention",
-		"process:\n  commit_records: -1\n":  "process.commit_records",
-		"sink:\n  max_retries: -1\n":        "sink.max_retries",
-		"api:\n  user_header: \"X User\"\n": "api.user_header",
+		"relay:\n  batch_size: -5\n":         "relay.batch_size",
+		"mic:\n  day_room_retention: 1h\n":   "mic.day_room_retention",
+		"process:\n  commit_records: -1\n":   "process.commit_records",
+		"sink:\n  max_retries: -1\n":         "sink.max_retries",
+		"api:\n  user_header: \"X User\"\n":  "api.user_header",
 		"lucky:\n  outbox_max_retries: -2\n": "lucky.outbox_max_retries",
 	} {
 		if _, err := runCLI(t, yaml, "config"); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {

@@ -15,14 +15,27 @@ import (
 // DrawSummary counts what the draw service answered for a run's lucky
 // gifts.
 type DrawSummary struct {
-	Draws, Hits       int
-	RewardCoins       int64
-	CoinSpent         int64
-	Granted, Pending  int
-	Rejected          map[string]int // reject_reason -> gifts (sent as lucky gifts without a draw)
-	DrawIDs           []string
-	DrawIDsByEventID  map[string]string
-	FailedOrUndecided int
+	Draws, Hits      int
+	RewardCoins      int64
+	CoinSpent        int64
+	Granted, Pending int
+	Rejected         map[string]int // reject_reason -> gifts (sent as lucky gifts without a draw)
+}
+
+// Add counts o's draws into s (the draws of several DrawLucky calls).
+func (s *DrawSummary) Add(o DrawSummary) {
+	s.Draws += o.Draws
+	s.Hits += o.Hits
+	s.RewardCoins += o.RewardCoins
+	s.CoinSpent += o.CoinSpent
+	s.Granted += o.Granted
+	s.Pending += o.Pending
+	if s.Rejected == nil {
+		s.Rejected = map[string]int{}
+	}
+	for k, v := range o.Rejected {
+		s.Rejected[k] += v
+	}
 }
 
 // DrawLucky sends every lucky RoomGiftSent of events through the draw
@@ -37,7 +50,7 @@ type DrawSummary struct {
 // counted under its reason: the oracle's inflow does not depend on the
 // draw, and verify reports it as a gift without a draw.
 func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, events []Event, concurrency int) (DrawSummary, error) {
-	sum := DrawSummary{Rejected: map[string]int{}, DrawIDsByEventID: map[string]string{}}
+	sum := DrawSummary{Rejected: map[string]int{}}
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -60,8 +73,6 @@ func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, ev
 			}
 			sum.Draws++
 			sum.CoinSpent += gift.CoinSpent
-			sum.DrawIDs = append(sum.DrawIDs, resp.DrawId)
-			sum.DrawIDsByEventID[e.Envelope.EventId] = resp.DrawId
 			if resp.Hit {
 				sum.Hits++
 				sum.RewardCoins += resp.GetTier().GetRewardCoins()
@@ -71,9 +82,6 @@ func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, ev
 				sum.Granted++
 			case "PENDING":
 				sum.Pending++
-			case "NONE":
-			default:
-				sum.FailedOrUndecided++
 			}
 			return SetDraw(e, gift, resp.DrawId, resp.RuleVersion)
 		})
