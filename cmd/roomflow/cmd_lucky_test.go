@@ -194,3 +194,57 @@ func TestLuckyCommands(t *testing.T) {
 		t.Fatalf("lucky without an audit key must name lucky.audit_key: %v", err)
 	}
 }
+
+// TestLuckyServesWithoutWalletOrKafka: with the wallet and Kafka both
+// unreachable, `roomflow lucky` still starts, answers checks and draws
+// (every hit PENDING once the wallet call times out, its credit and events
+// left in lucky_outbox), and stops cleanly.
+func TestLuckyServesWithoutWalletOrKafka(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	addr := testenv.ClosedAddr(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
+		"kafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n" +
+		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: k\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n  wallet_credit_timeout: 100ms\n"
+	rules := filepath.Join(t.TempDir(), "rule.yaml")
+	os.WriteFile(rules, []byte(strings.NewReplacer("probability_ppm: 500000}", "probability_ppm: 0}", "reward_value: 1, probability_ppm: 500000", "reward_value: 1, probability_ppm: 1000000").Replace(luckyRuleYAML)), 0o600)
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", rules); err != nil {
+		t.Fatalf("rules publish: %v %s", err, out)
+	}
+	for _, scope := range [][2]string{{"platform", "global"}, {"room", "r1"}, {"gift", "lucky-star"}} {
+		if out, err := runCLI(t, cfg, "lucky", "pools", "fund", "--scope-type", scope[0], "--scope-id", scope[1], "--amount", "1000000"); err != nil {
+			t.Fatalf("pools fund %v: %v %s", scope, err, out)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { _, err := runCLIContext(t, ctx, cfg, "lucky"); served <- err }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := activityv1.NewLuckyGiftServiceClient(conn)
+	testenv.Eventually(t, 20*time.Second, "lucky serving", func() bool {
+		r, err := client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "lucky-star"})
+		return err == nil && r.Enabled
+	})
+	for i := range 3 {
+		r, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{
+			Meta:   &activityv1.LuckyGiftMeta{CommandId: fmt.Sprint("nw-", i), RoomId: "r1", SenderUserId: 7},
+			GiftId: "lucky-star", GiftCount: 1, CoinSpent: 100, HeatValue: 100,
+		})
+		if err != nil || !r.Hit || r.RewardStatus != "PENDING" || r.CreditReceiptId != "" {
+			t.Fatalf("draw %d without a wallet: %v %v, want a PENDING hit", i, r, err)
+		}
+	}
+	var pending int
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done'`).Scan(&pending)
+	if pending < 3*5 { // per draw: its credit, LuckyGiftDrawn and 3 LuckyPoolChanged
+		t.Fatalf("%d lucky_outbox rows waiting, want every credit and event kept", pending)
+	}
+	stopAt := time.Now()
+	cancel()
+	if err := <-served; err != nil || time.Since(stopAt) > 10*time.Second {
+		t.Fatalf("lucky must stop cleanly with Kafka down: %v after %s", err, time.Since(stopAt))
+	}
+}
