@@ -111,7 +111,7 @@ func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo,
+	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo, credits: creditQueue{slots: make(chan struct{}, creditGroupsInFlight)},
 		m: newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
 	if wk.producer == nil {
 		wk.producer, err = cfg.Kafka.NewClient(Component, kgo.DefaultProduceTopic(cfg.Topic))
@@ -301,11 +301,19 @@ type creditQueue struct {
 	mu      sync.Mutex
 	pending []*creditCall
 	running bool
+	slots   chan struct{} // groups in flight
 }
 
-// leadCredits runs groups of waiting credits until none waits.
+// creditGroupsInFlight bounds the synchronous credit groups running at
+// once: a group waits for the wallet (milliseconds), so the next batch's
+// hits start their group meanwhile instead of queueing behind it.
+const creditGroupsInFlight = 4
+
+// leadCredits runs groups of waiting credits until none waits: once a
+// slot is free it takes every call waiting (up to BatchSize) as one group.
 func (w *Worker) leadCredits() {
 	for {
+		w.credits.slots <- struct{}{}
 		w.credits.mu.Lock()
 		var group []*creditCall
 		for len(w.credits.pending) > 0 && len(group) < w.cfg.BatchSize {
@@ -322,10 +330,14 @@ func (w *Worker) leadCredits() {
 			w.credits.running = false
 			w.credits.pending = nil
 			w.credits.mu.Unlock()
+			<-w.credits.slots
 			return
 		}
 		w.credits.mu.Unlock()
-		w.creditGroup(group)
+		go func() {
+			defer func() { <-w.credits.slots }()
+			w.creditGroup(group)
+		}()
 	}
 }
 
