@@ -137,7 +137,7 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 			return srv.Serve(ln)
 		}
 	} else {
-		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, Registerer: st.reg, Logger: b.log,
+		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, PipelineDepth: b.o.pipelineDepth, Registerer: st.reg, Logger: b.log,
 			DisableWalletCreditDispatch: !b.o.dispatch}
 		if b.o.dispatch {
 			if cfg.Dispatcher, err = luckyoutbox.New(luckyoutbox.Config{AppCode: appCode, Topic: config.Default().Kafka.Topics.LuckyEvents,

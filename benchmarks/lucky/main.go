@@ -63,6 +63,7 @@ import (
 
 type opts struct {
 	draws, naiveDraws, clients, rounds, rate int
+	pipelineDepth                            int
 	rooms, gifts, users                      int
 	rateDur, walletLatency                   time.Duration
 	serverDSN                                string
@@ -83,6 +84,7 @@ func main() {
 	flag.DurationVar(&o.walletLatency, "wallet-latency", 5*time.Millisecond, "fake wallet answer latency")
 	flag.StringVar(&o.serverDSN, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (throwaway databases are created)")
 	flag.IntVar(&modeService.maxBatch, "max-batch", luckydraw.DefaultMaxBatch, "MaxBatch of the service mode (group commit size)")
+	flag.IntVar(&o.pipelineDepth, "pipeline-depth", luckydraw.DefaultPipelineDepth, "PipelineDepth of the service modes (batches of one app_code in flight)")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
 	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
 	quick := flag.Bool("quick", false, "smoke size: -draws 3000 -naive-draws 500 -rounds 2 -rate-duration 3s (flags given explicitly win)")

@@ -23,6 +23,10 @@ import (
 // commit: the synchronous credit never happens (and the answer is lost).
 type crashingDispatcher struct{ calls atomic.Int64 }
 
+// ClaimedBy is the dying process: the draw claims its rewards for it, and
+// the other replica's worker takes them over once the claims lapse.
+func (d *crashingDispatcher) ClaimedBy() string { return "crashed-process" }
+
 func (d *crashingDispatcher) Credit(context.Context, string, string) (string, string, error) {
 	d.calls.Add(1)
 	return "", "", errors.New("killed between commit and dispatch")

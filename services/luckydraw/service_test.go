@@ -575,6 +575,8 @@ func TestStreamClaimCommittedDuringDraw(t *testing.T) {
 // commits the draw's granted state before answering.
 type grantingDispatcher struct{ db *sql.DB }
 
+func (d grantingDispatcher) ClaimedBy() string { return "granting-test" }
+
 func (d grantingDispatcher) Credit(ctx context.Context, appCode, rewardID string) (string, string, error) {
 	receipt := "RCPT-" + rewardID
 	_, err := d.db.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = ?

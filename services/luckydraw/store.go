@@ -228,7 +228,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
-	aggregate_id, kafka_key, payload, status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
+	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
 			return nil, err
 		}
 	}
@@ -690,7 +690,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 			return err
 		}
 		ob = append(ob, []any{id, r.app, "activity_event", string(m.ProtoReflect().Descriptor().Name()), r.drawID, r.giftID,
-			payload, "pending", b.nowMs, b.nowMs, b.nowMs})
+			payload, "pending", "", 0, b.nowMs, b.nowMs, b.nowMs})
 		return nil
 	}
 	if reward > 0 {
@@ -699,9 +699,16 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		if err != nil {
 			return drawResult{}, nil, nil, err
 		}
+		// The synchronous dispatch right after commit is claimed here, in
+		// the draw's transaction (no commit of its own); the outbox worker
+		// takes the row over once the claim lapses, as after a crash.
 		due := b.nowMs + (2*b.s.cfg.WalletCreditTimeout + time.Second).Milliseconds()
+		st, worker, lockUntil := "pending", "", int64(0)
+		if r.dispatch && b.s.cfg.Dispatcher != nil {
+			st, worker, lockUntil = "processing", b.s.cfg.Dispatcher.ClaimedBy(), due
+		}
 		ob = append(ob, []any{"RewardCredit:" + rewardID, r.app, "reward_credit", "CreditLuckyRewardRequest", r.drawID,
-			r.giftID, payload, "pending", due, b.nowMs, b.nowMs})
+			r.giftID, payload, st, worker, lockUntil, due, b.nowMs, b.nowMs})
 	}
 	if err := event("LuckyGiftDrawn:"+r.drawID, &activityv1.LuckyGiftDrawn{EventId: "LuckyGiftDrawn:" + r.drawID,
 		AppCode: r.app, DrawId: r.drawID, CommandId: r.commandID, RoomId: r.roomID, GiftId: r.giftID,

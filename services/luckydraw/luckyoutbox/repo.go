@@ -153,31 +153,82 @@ func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockU
 	return out, nil
 }
 
-// claimRewards takes the pending reward_credit rows among eventIDs for
-// worker until lockUntil with one conditional UPDATE, whenever they are
-// due (the synchronous credit right after the draw), and returns the rows
-// it took; a row not pending (the worker holds it, it is done or failed)
-// or absent is not among them.
+// claimRewards returns the reward_credit rows among eventIDs worker may
+// credit now (the synchronous credit right after the draw): those the
+// draw transaction already claimed for worker whose claim still holds
+// (lock_until_ms = next_retry_at_ms marks the draw's claim: a worker's
+// poll never moves next_retry_at_ms with its lease, so a row this
+// process's own worker holds is not taken twice), read without a write,
+// and the pending ones, which it claims until
+// lockUntil with one conditional UPDATE whether they are due or not. A row
+// another worker holds, done, failed or absent is not among them.
 func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []string, now, lockUntil int64) ([]row, error) {
 	if len(eventIDs) == 0 {
 		return nil, nil
 	}
-	in := placeholders(len(eventIDs))
-	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
-		WHERE event_id IN (`+in+`) AND event_type = 'reward_credit' AND status = 'pending'`,
-		append([]any{worker, lockUntil, now}, anys(eventIDs)...)...); err != nil {
+	var taken []row
+	var pending []string
+	err := func() error {
+		rows, err := db.QueryContext(ctx, `SELECT `+rowCols+`, status, worker_id, lock_until_ms, next_retry_at_ms FROM lucky_outbox
+			WHERE event_id IN (`+placeholders(len(eventIDs))+`) AND event_type = 'reward_credit'`, anys(eventIDs)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r row
+			var status, holder string
+			var until, due int64
+			if err := rows.Scan(&r.EventID, &r.AppCode, &r.EventType, &r.MessageType, &r.AggregateID, &r.KafkaKey, &r.Payload, &r.RetryCount,
+				&status, &holder, &until, &due); err != nil {
+				return err
+			}
+			switch {
+			case status == StatusProcessing && holder == worker && until >= now && until == due:
+				taken = append(taken, r)
+			case status == StatusPending:
+				pending = append(pending, r.EventID)
+			}
+		}
+		return rows.Err()
+	}()
+	if err != nil || len(pending) == 0 {
+		if err != nil {
+			err = fmt.Errorf("luckyoutbox: read rewards: %w", err)
+		}
+		return taken, err
+	}
+	// One conditional UPDATE per row, in one transaction: RowsAffected
+	// says exactly which rows this call took (a row this process's own
+	// worker claimed meanwhile, maybe with the same lease, is not).
+	var got []row
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		got = got[:0]
+		var mine []string
+		for _, id := range pending {
+			res, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+				WHERE event_id = ? AND status = 'pending'`, worker, lockUntil, now, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				mine = append(mine, id)
+			}
+		}
+		if len(mine) == 0 {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id IN (`+placeholders(len(mine))+`)`, anys(mine)...)
+		if err != nil {
+			return err
+		}
+		got, err = scanRows(rows)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("luckyoutbox: claim rewards: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id IN (`+in+`)
-		AND status = 'processing' AND worker_id = ? AND lock_until_ms = ?`, append(anys(eventIDs), worker, lockUntil)...)
-	if err != nil {
-		return nil, fmt.Errorf("luckyoutbox: read claimed rewards: %w", err)
-	}
-	got, err := scanRows(rows)
-	if err != nil {
-		return nil, fmt.Errorf("luckyoutbox: read claimed rewards: %w", err)
-	}
-	return got, nil
+	return append(taken, got...), nil
 }
 
 // rewardStatus is the draw's reward_status and credit_receipt_id of the

@@ -248,9 +248,14 @@ func (w *Worker) dispatchEnabled(ctx context.Context, appCode string) bool {
 	return on
 }
 
+// ClaimedBy is the worker id the draw transaction claims the rewards of
+// its synchronous dispatch for (the draw service's Dispatcher).
+func (w *Worker) ClaimedBy() string { return w.cfg.WorkerID }
+
 // Credit is the synchronous credit of a committed reward (the draw
-// service's Dispatcher): it claims reward rewardID's reward_credit row of
-// appCode ("" = Config.AppCode) if it is pending, calls the wallet and
+// service's Dispatcher): it takes reward rewardID's reward_credit row of
+// appCode ("" = Config.AppCode) if the draw claimed it for this worker
+// (ClaimedBy) and the claim holds, or claims it if it is pending, calls the wallet and
 // records the outcome before it returns: status "granted" with the
 // receipt, "pending" (the worker retries) or "failed". A row it cannot
 // claim (the worker holds it, it is done or failed) or a dispatch switched
