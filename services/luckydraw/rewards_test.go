@@ -177,3 +177,57 @@ func walletClient(t *testing.T, addr string) *wallet.Client {
 func backoffFast() backoff.Config {
 	return backoff.Config{First: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 }
+
+// TestConfigRiskCaps: the caps the config holds (device daily, anchor
+// daily, the activity period) filter a tier before the draw like the
+// rule's: under a 150-coin cap only one 100-coin x1 is won across 30
+// draws, a LuckyRiskRejected names the scope, and its counter holds what
+// was paid. Windows without a cap are still counted exactly (written
+// without being read).
+func TestConfigRiskCaps(t *testing.T) {
+	now := time.Now().UnixMilli()
+	for _, tc := range []struct {
+		scope, id string
+		cfg       luckydraw.Config
+	}{
+		{"device", "shared-dev", luckydraw.Config{MaxDeviceDailyPayout: 150}},
+		{"anchor", "900", luckydraw.Config{MaxAnchorDailyPayout: 150}},
+		{"activity", "period", luckydraw.Config{ActivityPeriodPayout: 150, ActivityPeriodStartMs: now - 3_600_000, ActivityPeriodEndMs: now + 3_600_000}},
+	} {
+		t.Run(tc.scope, func(t *testing.T) {
+			e := start(t, tc.cfg, 100_000)
+			ctx := context.Background()
+			won := int64(0)
+			for i := range 30 {
+				req := drawReq(fmt.Sprint(tc.scope, i), int64(1000+i)) // a new user each draw: only tc.scope is shared
+				req.Meta.DeviceId = "shared-dev"
+				resp, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				won += resp.Tier.RewardCoins
+			}
+			if won != 100 {
+				t.Fatalf("won %d under a %s cap of 150 with 100- and 1000-coin tiers", won, tc.scope)
+			}
+			if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE event_id LIKE ?`, "LuckyRiskRejected:%:"+tc.scope); n == 0 {
+				t.Fatalf("no LuckyRiskRejected for the %s cap", tc.scope)
+			}
+			if n := e.count(t, `SELECT payout_coins FROM lucky_risk_counters WHERE scope_type = ? AND scope_id = ?`, tc.scope, tc.id); n != 100 {
+				t.Fatalf("%s counter holds %d, want 100", tc.scope, n)
+			}
+			// The uncapped windows (every scope but tc.scope and the
+			// rule-less room and user caps) count every draw and coin.
+			for _, sc := range []struct{ scope, id string }{{"device", "shared-dev"}, {"anchor", "900"}, {"room", "r1"}} {
+				if sc.scope == tc.scope {
+					continue
+				}
+				if d, p := e.count(t, `SELECT draw_count FROM lucky_risk_counters WHERE scope_type = ? AND scope_id = ?`, sc.scope, sc.id),
+					e.count(t, `SELECT payout_coins FROM lucky_risk_counters WHERE scope_type = ? AND scope_id = ?`, sc.scope, sc.id); d != 30 || p != 100 {
+					t.Fatalf("uncapped %s counter: %d draws, %d coins; want 30, 100", sc.scope, d, p)
+				}
+			}
+			e.checkInvariants(t)
+		})
+	}
+}

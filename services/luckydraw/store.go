@@ -183,8 +183,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	}
 	if len(todo) > 0 {
 		drawReqs := make([]*drawReq, len(todo))
+		drawRules := make([]*lucky.Rule, len(todo))
 		for k, w := range todo {
-			drawReqs[k] = reqs[w.i]
+			drawReqs[k], drawRules[k] = reqs[w.i], w.rule
 		}
 		// The inflow claims first: the sink takes claims before pool
 		// rows too, so the two never wait for each other in opposite
@@ -197,7 +198,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		if err := b.lockPools(ctx, drawReqs); err != nil {
 			return nil, err
 		}
-		if err := b.lockCounters(ctx, drawReqs); err != nil {
+		if err := b.lockCounters(ctx, drawReqs, drawRules); err != nil {
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.
@@ -431,19 +432,38 @@ WHERE app_code = ? AND (`+strings.Join(cond, " OR ")+`) ORDER BY scope_type, sco
 	return rows.Err()
 }
 
-// riskLimits are a draw's caps: max_single_payout and one per risk
-// counter row it touches (locked, with this batch's earlier draws
-// applied).
+// riskLimits are a draw's caps: max_single_payout and one per capped
+// risk counter row it touches (locked, with this batch's earlier draws
+// applied). A window without a cap has no quota to check.
 func (b *batchTx) riskLimits(r *drawReq, rule *lucky.Rule) []RiskLimit {
-	cfg := b.s.cfg
-	caps := map[string]int64{"user": rule.MaxUserDailyPayout, "device": cfg.MaxDeviceDailyPayout,
-		"room": rule.MaxRoomHourlyPayout, "anchor": cfg.MaxAnchorDailyPayout, "activity": cfg.ActivityPeriodPayout}
 	limits := []RiskLimit{{Scope: "single", Window: "draw", Cap: rule.MaxSinglePayout}}
 	for _, c := range b.counterRows(r) {
-		c = b.ctrs[c.key]
-		limits = append(limits, RiskLimit{Scope: c.scope, ScopeID: c.scopeID, Window: c.window, Cap: caps[c.scope], Used: c.payout})
+		if cap := b.counterCap(rule, c.scope); cap > 0 {
+			c = b.ctrs[c.key]
+			limits = append(limits, RiskLimit{Scope: c.scope, ScopeID: c.scopeID, Window: c.window, Cap: cap, Used: c.payout})
+		}
 	}
 	return limits
+}
+
+// counterCap is the cap of a risk counter scope under rule: the rule row
+// holds the user daily and room hourly caps, the config the others; 0 =
+// no cap.
+func (b *batchTx) counterCap(rule *lucky.Rule, scope string) int64 {
+	cfg := b.s.cfg
+	switch scope {
+	case "user":
+		return rule.MaxUserDailyPayout
+	case "room":
+		return rule.MaxRoomHourlyPayout
+	case "device":
+		return cfg.MaxDeviceDailyPayout
+	case "anchor":
+		return cfg.MaxAnchorDailyPayout
+	case "activity":
+		return cfg.ActivityPeriodPayout
+	}
+	return 0
 }
 
 const (
@@ -485,18 +505,23 @@ func (b *batchTx) counterRows(r *drawReq) []*counter {
 	return out
 }
 
-// lockCounters locks the batch's risk counters FOR UPDATE in key order,
-// creating missing rows first.
-func (b *batchTx) lockCounters(ctx context.Context, reqs []*drawReq) error {
+// lockCounters locks the batch's capped risk counters (reqs[i] drawn
+// under rules[i]) FOR UPDATE in key order, creating missing rows first:
+// their totals decide the draws. An uncapped window's counter is only
+// counted: writeCounters adds the batch's deltas to it without reading it.
+func (b *batchTx) lockCounters(ctx context.Context, reqs []*drawReq, rules []*lucky.Rule) error {
 	want := map[string]*counter{}
 	var keys []string
-	for _, r := range reqs {
+	for i, r := range reqs {
 		for _, c := range b.counterRows(r) {
-			if want[c.key] == nil {
+			if b.counterCap(rules[i], c.scope) > 0 && want[c.key] == nil {
 				want[c.key] = c
 				keys = append(keys, c.key)
 			}
 		}
+	}
+	if len(keys) == 0 {
+		return nil
 	}
 	slices.Sort(keys)
 	if err := b.selectCounters(ctx, keys, want); err != nil {
@@ -663,6 +688,9 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		after[i] = p.Balance
 	}
 	for _, c := range b.counterRows(r) {
+		if b.ctrs[c.key] == nil { // uncapped: counted, never read
+			b.ctrs[c.key] = c
+		}
 		c = b.ctrs[c.key]
 		c.payout += reward
 		c.dPayout += reward
