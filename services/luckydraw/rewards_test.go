@@ -111,7 +111,7 @@ func TestCrashBetweenCommitAndDispatch(t *testing.T) {
 // only those.
 func TestAuditReplay10000Draws(t *testing.T) {
 	if testing.Short() {
-		t.Skip("10,000 draws")
+		t.Skip("audit replay of 10,000 draws takes seconds; skipped under -short (make unit), run by make test")
 	}
 	e := start(t, luckydraw.Config{}, 10_000_000)
 	ctx := context.Background()

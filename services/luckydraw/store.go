@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"math"
 	"math/big"
 	"slices"
@@ -254,7 +255,7 @@ func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]
 	}
 	rows, err := b.tx.QueryContext(ctx, `SELECT command_id, draw_id, rule_version, selected_tier_id, tier_type, reward_coins,
 	reward_id, reward_status, credit_receipt_id FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
-		placeholders(len(reqs))+`)`, args...)
+		sqlbuild.List(len(reqs))+`)`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +293,7 @@ type querier interface {
 
 func readRuleRows(ctx context.Context, q querier, gifts []any) (map[string][]ruleRow, error) {
 	rows, err := q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
-WHERE gift_id IN (`+placeholders(len(gifts))+`)`, gifts...)
+WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...)
 	if err != nil {
 		return nil, err
 	}
@@ -560,7 +561,7 @@ func (b *batchTx) selectCounters(ctx context.Context, keys []string, want map[st
 		args[i] = k
 	}
 	rows, err := b.tx.QueryContext(ctx, `SELECT counter_key, payout_coins, draw_count, hit_count FROM lucky_risk_counters
-WHERE counter_key IN (`+placeholders(len(keys))+`) ORDER BY counter_key FOR UPDATE`, args...)
+WHERE counter_key IN (`+sqlbuild.List(len(keys))+`) ORDER BY counter_key FOR UPDATE`, args...)
 	if err != nil {
 		return err
 	}
@@ -592,7 +593,7 @@ func (b *batchTx) claimInflow(ctx context.Context, reqs []*drawReq) (map[string]
 		args = append(args, r.drawID)
 	}
 	res, err := b.tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES `+
-		rowPlaceholders(len(rows), 4), flatten(rows)...)
+		sqlbuild.Rows(len(rows), 4), sqlbuild.Flatten(rows)...)
 	if err != nil {
 		return nil, err
 	}
@@ -601,7 +602,7 @@ func (b *batchTx) claimInflow(ctx context.Context, reqs []*drawReq) (map[string]
 		return streamed, err
 	}
 	q, err := b.tx.QueryContext(ctx, `SELECT draw_id FROM lucky_pool_inflow_claims WHERE app_code = ? AND claimed_by <> 'draw'
-	AND draw_id IN (`+placeholders(len(reqs))+`) LOCK IN SHARE MODE`, args...)
+	AND draw_id IN (`+sqlbuild.List(len(reqs))+`) LOCK IN SHARE MODE`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -808,21 +809,6 @@ func insertRows(ctx context.Context, tx *sql.Tx, head string, rows [][]any, tail
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, head+rowPlaceholders(len(rows), len(rows[0]))+strings.Join(tail, ""), flatten(rows)...)
+	_, err := tx.ExecContext(ctx, head+sqlbuild.Rows(len(rows), len(rows[0]))+strings.Join(tail, ""), sqlbuild.Flatten(rows)...)
 	return err
-}
-
-func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
-
-func rowPlaceholders(rows, cols int) string {
-	g := "(" + placeholders(cols) + ")"
-	return strings.TrimSuffix(strings.Repeat(g+",", rows), ",")
-}
-
-func flatten(rows [][]any) []any {
-	var out []any
-	for _, r := range rows {
-		out = append(out, r...)
-	}
-	return out
 }

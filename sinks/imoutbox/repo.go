@@ -38,6 +38,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"sort"
 	"strings"
 	"time"
@@ -102,10 +103,6 @@ func (r *Repo) exec(ctx context.Context, query string, args ...any) (sql.Result,
 	return res, tx.Commit()
 }
 
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
-}
-
 // EventClaims is the fast path's claim result for a set of event ids.
 type EventClaims struct {
 	Claimed map[string]Row // by event_id
@@ -144,7 +141,7 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 		args[i] = id
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event_type, room_id, room_version, status, retry_count, lock_until_ms, created_at_ms
-		FROM room_outbox WHERE event_id IN (`+placeholders(len(eventIDs))+`) FOR UPDATE`, args...)
+		FROM room_outbox WHERE event_id IN (`+sqlbuild.List(len(eventIDs))+`) FOR UPDATE`, args...)
 	if err != nil {
 		return res, fmt.Errorf("imoutbox: claim events: %w", err)
 	}
@@ -193,7 +190,7 @@ func (r *Repo) ClaimEvents(ctx context.Context, worker string, eventIDs []string
 func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lockUntil int64) error {
 	args := append([]any{worker, lockUntil, now}, ids...)
 	if _, err := tx.ExecContext(ctx, `UPDATE room_outbox SET status = 'delivering', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
-		WHERE id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
+		WHERE id IN (`+sqlbuild.List(len(ids))+`)`, args...); err != nil {
 		return fmt.Errorf("imoutbox: claim: update: %w", err)
 	}
 	return nil
@@ -260,7 +257,7 @@ func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace
 	// (another worker may have claimed one since step 1), SKIP LOCKED.
 	args := append([]any{}, candIDs...)
 	args = append(args, now, now-grace.Milliseconds(), now, now)
-	rows, err := tx.QueryContext(ctx, cols+`WHERE id IN (`+placeholders(len(candIDs))+`) AND (
+	rows, err := tx.QueryContext(ctx, cols+`WHERE id IN (`+sqlbuild.List(len(candIDs))+`) AND (
 		(status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ?) OR
 		(status = 'retryable' AND lock_until_ms <= ?) OR
 		(status = 'delivering' AND lock_until_ms < ?)) FOR UPDATE SKIP LOCKED`, args...)
@@ -323,7 +320,7 @@ func (r *Repo) MarkDelivered(ctx context.Context, ids []int64) error {
 		args = append(args, id)
 	}
 	if _, err := r.exec(ctx, `UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = 0, updated_at_ms = ?
-		WHERE id IN (`+placeholders(len(ids))+`) AND status <> 'delivered'`, args...); err != nil {
+		WHERE id IN (`+sqlbuild.List(len(ids))+`) AND status <> 'delivered'`, args...); err != nil {
 		return fmt.Errorf("imoutbox: mark delivered: %w", err)
 	}
 	return nil
@@ -365,7 +362,7 @@ func (r *Repo) MarkFailed(ctx context.Context, worker string, fails []Failure) e
 		args = append(args, worker)
 		if _, err := r.exec(ctx, `UPDATE room_outbox SET status = ?, retry_count = retry_count + 1,
 			last_error = CASE id`+cases.String()+` END, lock_until_ms = ?, updated_at_ms = ?
-			WHERE id IN (`+placeholders(len(idArgs))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
+			WHERE id IN (`+sqlbuild.List(len(idArgs))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
 			return fmt.Errorf("imoutbox: mark failed: %w", err)
 		}
 	}
@@ -388,7 +385,7 @@ func (r *Repo) Release(ctx context.Context, worker string, rows []Row) error {
 		args := append([]any{st, now}, ids...)
 		args = append(args, worker)
 		if _, err := r.exec(ctx, `UPDATE room_outbox SET status = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
-			WHERE id IN (`+placeholders(len(ids))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
+			WHERE id IN (`+sqlbuild.List(len(ids))+`) AND status = 'delivering' AND worker_id = ?`, args...); err != nil {
 			return fmt.Errorf("imoutbox: release: %w", err)
 		}
 	}
@@ -449,7 +446,7 @@ func (r *Repo) RenewLocks(ctx context.Context, worker string, ids []int64, lockT
 		}
 		args = append(args, worker)
 		res, err := r.exec(ctx, `UPDATE room_outbox SET lock_until_ms = ?
-			WHERE id IN (`+placeholders(len(chunk))+`) AND status = 'delivering' AND worker_id = ?`, args...)
+			WHERE id IN (`+sqlbuild.List(len(chunk))+`) AND status = 'delivering' AND worker_id = ?`, args...)
 		if err != nil {
 			return total, fmt.Errorf("imoutbox: renew locks: %w", err)
 		}

@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 )
 
 // Tx is the engine's MySQL transaction as an Applier sees it: statements
@@ -171,35 +175,48 @@ func (c Consumption[T]) existing(ctx context.Context, tx *Tx, keys []EventKey) (
 		byApp[k.AppCode] = append(byApp[k.AppCode], k.EventID)
 	}
 	out := map[EventKey]struct{}{}
-	for app, ids := range byApp {
-		for lo := 0; lo < len(ids); lo += tx.chunk {
-			hi := min(len(ids), lo+tx.chunk)
-			q := "SELECT event_id FROM " + c.Table + " WHERE app_code = ? AND event_id IN (?" + strings.Repeat(",?", hi-lo-1) + ")"
-			args := make([]any, 0, hi-lo+1)
-			args = append(args, app)
-			for _, id := range ids[lo:hi] {
-				args = append(args, id)
-			}
-			rows, err := tx.tx.QueryContext(ctx, q, args...)
+	err := tx.QueryIn(ctx, byApp, func(in string) string {
+		return "SELECT event_id FROM " + c.Table + " WHERE app_code = ? AND event_id IN (" + in + ")"
+	}, func(app string, rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		out[EventKey{app, id}] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe %s: %w", c.Table, err)
+	}
+	return out, nil
+}
+
+// QueryIn runs query(in) for each app_code of ids (in sorted order) and
+// each chunk of its ids, with the arguments (app_code, ids...), where in
+// is the chunk's placeholder list, and calls scan on every row with its
+// app_code. A row error or an iteration cut short is an error: a lookup
+// must never read "absent" for what it did not see.
+func (t *Tx) QueryIn(ctx context.Context, ids map[string][]string, query func(in string) string, scan func(app string, rows *sql.Rows) error) error {
+	for _, app := range slices.Sorted(maps.Keys(ids)) {
+		all := ids[app]
+		for lo := 0; lo < len(all); lo += t.chunk {
+			chunk := all[lo:min(len(all), lo+t.chunk)]
+			rows, err := t.tx.QueryContext(ctx, query(sqlbuild.List(len(chunk))), append([]any{app}, sqlbuild.Args(chunk)...)...)
 			if err != nil {
-				return nil, fmt.Errorf("dedupe %s: %w", c.Table, err)
+				return err
 			}
 			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
+				if err := scan(app, rows); err != nil {
 					rows.Close()
-					return nil, err
+					return err
 				}
-				out[EventKey{app, id}] = struct{}{}
 			}
-			// Err, not only Close: an iteration cut short must not read as
-			// "these ids are new".
 			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-				return nil, fmt.Errorf("dedupe %s: %w", c.Table, err)
+				return err
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // isDup reports a duplicate-key error (1062).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"strings"
 	"time"
 )
@@ -65,16 +66,6 @@ func scanRows(rows *sql.Rows) ([]row, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
-}
-
-func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
-
-func anys(ids []string) []any {
-	out := make([]any, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
 }
 
 // inTx runs fn in a READ COMMITTED transaction and commits it, again
@@ -144,7 +135,7 @@ func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockU
 			ids[i] = r.EventID
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
-			WHERE event_id IN (`+placeholders(len(ids))+`)`, append([]any{worker, lockUntil, now}, anys(ids)...)...)
+			WHERE event_id IN (`+sqlbuild.List(len(ids))+`)`, append([]any{worker, lockUntil, now}, sqlbuild.Args(ids)...)...)
 		return err
 	})
 	if err != nil {
@@ -170,7 +161,7 @@ func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []str
 	var pending []string
 	err := func() error {
 		rows, err := db.QueryContext(ctx, `SELECT `+rowCols+`, status, worker_id, lock_until_ms, next_retry_at_ms FROM lucky_outbox
-			WHERE event_id IN (`+placeholders(len(eventIDs))+`) AND event_type = 'reward_credit'`, anys(eventIDs)...)
+			WHERE event_id IN (`+sqlbuild.List(len(eventIDs))+`) AND event_type = 'reward_credit'`, sqlbuild.Args(eventIDs)...)
 		if err != nil {
 			return err
 		}
@@ -218,7 +209,7 @@ func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []str
 		if len(mine) == 0 {
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id IN (`+placeholders(len(mine))+`)`, anys(mine)...)
+		rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox WHERE event_id IN (`+sqlbuild.List(len(mine))+`)`, sqlbuild.Args(mine)...)
 		if err != nil {
 			return err
 		}
@@ -251,9 +242,9 @@ func release(ctx context.Context, db *sql.DB, worker string, ids []string, now, 
 	if len(ids) == 0 {
 		return nil
 	}
-	args := append([]any{nextRetry, now}, anys(ids)...)
+	args := append([]any{nextRetry, now}, sqlbuild.Args(ids)...)
 	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', worker_id = '', lock_until_ms = 0, next_retry_at_ms = ?, updated_at_ms = ?
-		WHERE event_id IN (`+placeholders(len(ids))+`) AND status = 'processing' AND worker_id = ?`, append(args, worker)...); err != nil {
+		WHERE event_id IN (`+sqlbuild.List(len(ids))+`) AND status = 'processing' AND worker_id = ?`, append(args, worker)...); err != nil {
 		return fmt.Errorf("luckyoutbox: release: %w", err)
 	}
 	return nil
@@ -266,7 +257,7 @@ func markDone(ctx context.Context, db *sql.DB, ids []string, now int64) error {
 		return nil
 	}
 	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
-		WHERE event_id IN (`+placeholders(len(ids))+`) AND status <> 'done'`, append([]any{now}, anys(ids)...)...); err != nil {
+		WHERE event_id IN (`+sqlbuild.List(len(ids))+`) AND status <> 'done'`, append([]any{now}, sqlbuild.Args(ids)...)...); err != nil {
 		return fmt.Errorf("luckyoutbox: mark done: %w", err)
 	}
 	return nil
@@ -329,7 +320,7 @@ func lockDraw(ctx context.Context, tx *sql.Tx, drawID string) (draw, error) {
 // order; absent ones are missing from the map.
 func lockDraws(ctx context.Context, tx *sql.Tx, drawIDs []string) (map[string]draw, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT draw_id, reward_status, credit_receipt_id, gift_id, room_id FROM lucky_draw_records
-		WHERE draw_id IN (`+placeholders(len(drawIDs))+`) ORDER BY draw_id FOR UPDATE`, anys(drawIDs)...)
+		WHERE draw_id IN (`+sqlbuild.List(len(drawIDs))+`) ORDER BY draw_id FOR UPDATE`, sqlbuild.Args(drawIDs)...)
 	if err != nil {
 		return nil, err
 	}
@@ -422,11 +413,11 @@ func RetryFailed(ctx context.Context, db *sql.DB, appCode string) (int, error) {
 			}
 			now := time.Now().UnixMilli()
 			if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = 0, next_retry_at_ms = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
-				WHERE event_id IN (`+placeholders(len(ids))+`)`, append([]any{now, now}, anys(ids)...)...); err != nil {
+				WHERE event_id IN (`+sqlbuild.List(len(ids))+`)`, append([]any{now, now}, sqlbuild.Args(ids)...)...); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'pending', updated_at_ms = ?
-				WHERE draw_id IN (`+placeholders(len(draws))+`) AND reward_status = 'failed'`, append([]any{now}, anys(draws)...)...); err != nil {
+				WHERE draw_id IN (`+sqlbuild.List(len(draws))+`) AND reward_status = 'failed'`, append([]any{now}, sqlbuild.Args(draws)...)...); err != nil {
 				return err
 			}
 			n = len(ids)

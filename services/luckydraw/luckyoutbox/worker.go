@@ -48,6 +48,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"log/slog"
 	"strings"
 	"sync"
@@ -484,7 +485,7 @@ func (w *Worker) settleGranted(ctx context.Context, cs []credited, path string) 
 			ids[i], draws[i] = c.r.EventID, c.r.AggregateID
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
-			WHERE event_id IN (`+placeholders(len(ids))+`) AND status <> 'done'`, append([]any{now}, anys(ids)...)...); err != nil {
+			WHERE event_id IN (`+sqlbuild.List(len(ids))+`) AND status <> 'done'`, append([]any{now}, sqlbuild.Args(ids)...)...); err != nil {
 			return err
 		}
 		locked, err := lockDraws(ctx, tx, draws)
@@ -528,7 +529,7 @@ func (w *Worker) settleGranted(ctx context.Context, cs []credited, path string) 
 		}
 		args = append(append(args, now), gids...)
 		if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = CASE draw_id`+cases.String()+` END,
-			updated_at_ms = ? WHERE draw_id IN (`+placeholders(len(gids))+`)`, args...); err != nil {
+			updated_at_ms = ? WHERE draw_id IN (`+sqlbuild.List(len(gids))+`)`, args...); err != nil {
 			return err
 		}
 		return insertEvents(ctx, tx, events, now)

@@ -64,11 +64,10 @@ package luckyinflow
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -219,9 +218,6 @@ const (
 	statusHead = "INSERT INTO lucky_pool_inflow_consumption (app_code, event_id, status) VALUES "
 	statusRow  = "(?,?,?)"
 	statusTail = " ON DUPLICATE KEY UPDATE status = VALUES(status)"
-
-	// lookupChunk caps the ids of one claims lookup.
-	lookupChunk = 1000
 )
 
 // Apply records the inflows in lucky_pool_inflow_consumption, claims the
@@ -314,7 +310,7 @@ type DrawKey struct {
 // too: their draw ids are claimed already, so it changes nothing, and
 // Consume, which tells new from replayed, runs after this in lock order.
 func lockClaims(ctx context.Context, tx *mysqlsink.Tx, ins []*activityv1.LuckyPoolInflow) (map[DrawKey]string, error) {
-	byApp := map[string][]any{}
+	byApp := map[string][]string{}
 	seen := map[DrawKey]bool{}
 	for _, in := range ins {
 		k := DrawKey{in.AppCode, in.DrawId}
@@ -325,27 +321,18 @@ func lockClaims(ctx context.Context, tx *mysqlsink.Tx, ins []*activityv1.LuckyPo
 		byApp[k.AppCode] = append(byApp[k.AppCode], k.DrawID)
 	}
 	out := map[DrawKey]string{}
-	for _, app := range slices.Sorted(maps.Keys(byApp)) {
-		ids := byApp[app]
-		for lo := 0; lo < len(ids); lo += lookupChunk {
-			hi := min(len(ids), lo+lookupChunk)
-			q := "SELECT draw_id, claimed_by FROM lucky_pool_inflow_claims WHERE app_code = ? AND draw_id IN (?" + strings.Repeat(",?", hi-lo-1) + ") ORDER BY draw_id FOR UPDATE"
-			rows, err := tx.QueryContext(ctx, q, append([]any{app}, ids[lo:hi]...)...)
-			if err != nil {
-				return nil, fmt.Errorf("lock lucky_pool_inflow_claims: %w", err)
-			}
-			for rows.Next() {
-				var id, by string
-				if err := rows.Scan(&id, &by); err != nil {
-					rows.Close()
-					return nil, fmt.Errorf("lock lucky_pool_inflow_claims: %w", err)
-				}
-				out[DrawKey{app, id}] = by
-			}
-			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-				return nil, fmt.Errorf("lock lucky_pool_inflow_claims: %w", err)
-			}
+	err := tx.QueryIn(ctx, byApp, func(in string) string {
+		return "SELECT draw_id, claimed_by FROM lucky_pool_inflow_claims WHERE app_code = ? AND draw_id IN (" + in + ") ORDER BY draw_id FOR UPDATE"
+	}, func(app string, rows *sql.Rows) error {
+		var id, by string
+		if err := rows.Scan(&id, &by); err != nil {
+			return err
 		}
+		out[DrawKey{app, id}] = by
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock lucky_pool_inflow_claims: %w", err)
 	}
 	return out, nil
 }
