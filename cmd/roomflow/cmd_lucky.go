@@ -111,34 +111,39 @@ func luckySpec() app.Spec {
 			wc.Close()
 			return nil, err
 		}
+		// From here on a failure closes the worker's Kafka client and the
+		// wallet's connection; the running component closes them itself.
+		started := false
+		defer func() {
+			if !started {
+				worker.Close(context.Background())
+				wc.Close()
+			}
+		}()
 		drawCfg.Dispatcher = worker
 		if svc, err = luckydraw.New(drawCfg, db); err != nil {
-			wc.Close()
 			return nil, err
 		}
 		if reg := registerer(d); reg != nil {
 			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
 			if err != nil {
-				wc.Close()
 				return nil, err
 			}
 			if err := reg.Register(pc); err != nil {
-				wc.Close()
 				return nil, err
 			}
 		}
 		ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
 		if err != nil {
-			wc.Close()
 			return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
 		}
 		serve := app.ComponentFunc(func(ctx context.Context) error { return svc.Serve(ctx, ln) })
 		work := app.ComponentFunc(func(ctx context.Context) error {
 			defer wc.Close()
-			err := worker.Run(ctx)
-			worker.Close(context.Background())
-			return err
+			defer worker.Close(context.Background())
+			return worker.Run(ctx)
 		})
+		started = true
 		return app.Together(serve, work), nil
 	}}
 }
