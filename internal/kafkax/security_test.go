@@ -3,18 +3,10 @@ package kafkax_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,101 +20,13 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/testenv"
 )
 
 const (
 	saslUser = "roomflow"
 	saslPass = "s3cret-Pa55word-xyz"
 )
-
-// pki is a test CA with a broker certificate and a client certificate it
-// signed, as PEM files in a temporary directory.
-type pki struct {
-	dir                   string
-	caFile                string
-	server                tls.Certificate
-	pool                  *x509.CertPool
-	clientCert, clientKey string
-}
-
-// newPKI makes a CA and signs a server certificate for serverDNS (and
-// 127.0.0.1 when withIP) and a client certificate (CN roomflow).
-func newPKI(t *testing.T, serverDNS string, withIP bool) *pki {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "roomflow test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pki{dir: dir, pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.caFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", caDER)
-
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) ([]byte, *ecdsa.PrivateKey) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: dns, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, key
-	}
-	var ips []net.IP
-	if withIP {
-		ips = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	srvDER, srvKey := leaf(2, serverDNS, x509.ExtKeyUsageServerAuth, []string{serverDNS}, ips)
-	p.server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
-	cliDER, cliKey := leaf(3, saslUser, x509.ExtKeyUsageClientAuth, nil, nil)
-	p.clientCert = writePEM(t, dir, "user.crt", "CERTIFICATE", cliDER)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.clientKey = writePEM(t, dir, "user.key", "PRIVATE KEY", keyDER)
-	return p
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// serverTLS is the brokers' listener config; requireClient makes it mTLS.
-func (p *pki) serverTLS(requireClient bool) *tls.Config {
-	c := &tls.Config{Certificates: []tls.Certificate{p.server}, MinVersion: tls.VersionTLS12}
-	if requireClient {
-		c.ClientAuth = tls.RequireAndVerifyClientCert
-		c.ClientCAs = p.pool
-	}
-	return c
-}
 
 func loadTLS(t *testing.T, f kafkax.TLSFiles) *tls.Config {
 	t.Helper()
@@ -266,31 +170,31 @@ func ping(t *testing.T, c kafkax.Cluster) error {
 // the CA is refused with a certificate error.
 func TestTLSRoundTrip(t *testing.T) {
 	t.Run("ca_file", func(t *testing.T) {
-		p := newPKI(t, "kafka.test", true)
-		brokers := fakeCluster(t, kfake.TLS(p.serverTLS(false)))
-		roundTrip(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile})})
+		p := testenv.NewPKI(t, "kafka.test", true)
+		brokers := fakeCluster(t, kfake.TLS(p.ServerTLS(false)))
+		roundTrip(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile})})
 	})
 	t.Run("server_name", func(t *testing.T) {
-		p := newPKI(t, "kafka-bootstrap.kafka.svc", false)
-		brokers := fakeCluster(t, kfake.TLS(p.serverTLS(false)))
-		roundTrip(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile, ServerName: "kafka-bootstrap.kafka.svc"})})
-		err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile})})
+		p := testenv.NewPKI(t, "kafka-bootstrap.kafka.svc", false)
+		brokers := fakeCluster(t, kfake.TLS(p.ServerTLS(false)))
+		roundTrip(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile, ServerName: "kafka-bootstrap.kafka.svc"})})
+		err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile})})
 		if err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Fatalf("a certificate without the dialled host must be refused: %v", err)
 		}
 	})
 	t.Run("untrusted", func(t *testing.T) {
-		p := newPKI(t, "kafka.test", true)
-		other := newPKI(t, "kafka.test", true)
-		brokers := fakeCluster(t, kfake.TLS(p.serverTLS(false)))
-		err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: other.caFile})})
+		p := testenv.NewPKI(t, "kafka.test", true)
+		other := testenv.NewPKI(t, "kafka.test", true)
+		brokers := fakeCluster(t, kfake.TLS(p.ServerTLS(false)))
+		err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: other.CAFile})})
 		if err == nil || !strings.Contains(err.Error(), "TLS certificate is not trusted") || !strings.Contains(err.Error(), "unknown authority") {
 			t.Fatalf("a broker signed by an unknown CA must be refused, saying so: %v", err)
 		}
 	})
 	t.Run("insecure_skip_verify", func(t *testing.T) {
-		p := newPKI(t, "kafka.test", false)
-		brokers := fakeCluster(t, kfake.TLS(p.serverTLS(false)))
+		p := testenv.NewPKI(t, "kafka.test", false)
+		brokers := fakeCluster(t, kfake.TLS(p.ServerTLS(false)))
 		roundTrip(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{InsecureSkipVerify: true})})
 	})
 }
@@ -299,31 +203,31 @@ func TestTLSRoundTrip(t *testing.T) {
 // without one and serves one with the CA-signed certificate; together
 // with SCRAM-SHA-512 it is a Strimzi TLS listener with a SCRAM user.
 func TestMutualTLSAndSCRAM(t *testing.T) {
-	p := newPKI(t, "kafka.test", true)
-	brokers := fakeCluster(t, kfake.TLS(p.serverTLS(true)), kfake.EnableSASL(),
+	p := testenv.NewPKI(t, "kafka.test", true)
+	brokers := fakeCluster(t, kfake.TLS(p.ServerTLS(true)), kfake.EnableSASL(),
 		kfake.Superuser(kafkax.SASLScramSHA512, saslUser, saslPass))
 	auth := kafkax.SASL{Mechanism: kafkax.SASLScramSHA512, User: saslUser, Password: saslPass}
-	err := ping(t, kafkax.Cluster{Brokers: brokers, SASL: auth, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile})})
+	err := ping(t, kafkax.Cluster{Brokers: brokers, SASL: auth, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile})})
 	if err == nil || !strings.Contains(err.Error(), "needs cert_file and key_file") {
 		t.Fatalf("a client without a certificate must be refused by an mTLS broker, saying why: %v", err)
 	}
-	if err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientKey})}); err == nil ||
+	if err := ping(t, kafkax.Cluster{Brokers: brokers, TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile, CertFile: p.ClientCert, KeyFile: p.ClientKey})}); err == nil ||
 		!strings.Contains(err.Error(), "SASL is required") {
 		t.Fatalf("a client without SASL must be refused, saying SASL is missing: %v", err)
 	}
 	roundTrip(t, kafkax.Cluster{Brokers: brokers, SASL: auth,
-		TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientKey})})
+		TLS: loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile, CertFile: p.ClientCert, KeyFile: p.ClientKey})})
 }
 
 // Every TLS file problem names its field and the path, never a key's bytes.
 func TestTLSFilesLoadNamesTheField(t *testing.T) {
-	p := newPKI(t, "kafka.test", true)
-	missing := filepath.Join(p.dir, "missing.pem")
-	notPEM := filepath.Join(p.dir, "garbage.txt")
+	p := testenv.NewPKI(t, "kafka.test", true)
+	missing := filepath.Join(p.Dir, "missing.pem")
+	notPEM := filepath.Join(p.Dir, "garbage.txt")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keyPEM, err := os.ReadFile(p.clientKey)
+	keyPEM, err := os.ReadFile(p.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,12 +238,12 @@ func TestTLSFilesLoadNamesTheField(t *testing.T) {
 	}{
 		{"ca_file", "no such file", kafkax.TLSFiles{CAFile: missing}},
 		{"ca_file", "holds no PEM certificate", kafkax.TLSFiles{CAFile: notPEM}},
-		{"cert_file", "must be set with key_file", kafkax.TLSFiles{KeyFile: p.clientKey}},
-		{"key_file", "must be set with cert_file", kafkax.TLSFiles{CertFile: p.clientCert}},
-		{"cert_file", "no such file", kafkax.TLSFiles{CertFile: missing, KeyFile: p.clientKey}},
-		{"key_file", "no such file", kafkax.TLSFiles{CertFile: p.clientCert, KeyFile: missing}},
-		{"cert_file", "are not a certificate and its key", kafkax.TLSFiles{CertFile: p.clientKey, KeyFile: p.clientCert}},
-		{"cert_file", "are not a certificate and its key", kafkax.TLSFiles{CertFile: p.caFile, KeyFile: p.clientKey}},
+		{"cert_file", "must be set with key_file", kafkax.TLSFiles{KeyFile: p.ClientKey}},
+		{"key_file", "must be set with cert_file", kafkax.TLSFiles{CertFile: p.ClientCert}},
+		{"cert_file", "no such file", kafkax.TLSFiles{CertFile: missing, KeyFile: p.ClientKey}},
+		{"key_file", "no such file", kafkax.TLSFiles{CertFile: p.ClientCert, KeyFile: missing}},
+		{"cert_file", "are not a certificate and its key", kafkax.TLSFiles{CertFile: p.ClientKey, KeyFile: p.ClientCert}},
+		{"cert_file", "are not a certificate and its key", kafkax.TLSFiles{CertFile: p.CAFile, KeyFile: p.ClientKey}},
 	} {
 		_, err := tc.f.Load()
 		if err == nil {
@@ -353,7 +257,7 @@ func TestTLSFilesLoadNamesTheField(t *testing.T) {
 			t.Errorf("%+v: the error shows the key's bytes: %v", tc.f, err)
 		}
 	}
-	tc := loadTLS(t, kafkax.TLSFiles{CAFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientKey, ServerName: "x"})
+	tc := loadTLS(t, kafkax.TLSFiles{CAFile: p.CAFile, CertFile: p.ClientCert, KeyFile: p.ClientKey, ServerName: "x"})
 	if tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.ServerName != "x" || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS12 {
 		t.Fatalf("loaded config: %+v", tc)
 	}
