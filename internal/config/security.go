@@ -75,3 +75,13 @@ func (k *KafkaConfig) loadSecurity(ch *cfgerr.Checks) {
 	ch.Add(cfgerr.Under("kafka.sasl", nil, auth.Validate()))
 	k.loaded = sec
 }
+
+// WithConnection returns k with the brokers, TLS and SASL of from, what
+// from's Validate loaded included: how a tool that keeps its own topics
+// and partitions (the benchmarks' -kafka-config) connects to a configured
+// cluster. from must have passed Validate (config.Load validates).
+func (k KafkaConfig) WithConnection(from KafkaConfig) KafkaConfig {
+	k.Brokers = append([]string(nil), from.Brokers...)
+	k.TLS, k.SASL, k.loaded = from.TLS, from.SASL, from.loaded
+	return k
+}
