@@ -6,7 +6,7 @@
 #   QUICK=1 ./benchmarks/run.sh    # smaller inputs, for a smoke run
 #
 # Needs MariaDB on 127.0.0.1:3306 (ROOMFLOW_TEST_MYSQL_DSN); Kafka is an
-# in-process kfake unless a benchmark is given -brokers.
+# in-process kfake unless a benchmark is given -brokers or -kafka-config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=benchmarks/results

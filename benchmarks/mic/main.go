@@ -6,7 +6,8 @@
 //
 // Kafka is kfake (3 brokers) in a child process (this binary re-executed),
 // so the measured process holds only the processor: its CPU time and heap
-// are the processor's. -brokers uses a real cluster instead.
+// are the processor's. -brokers or -kafka-config (TLS and SASL as roomflow's
+// kafka block, see benchkafka.Flags) uses a real cluster instead.
 //
 // Throughput (-events): the input topic is pre-filled with a realistic mix
 // of RoomMicChanged events (sessions of up, publish_confirmed, a few
@@ -96,7 +97,6 @@ func main() {
 		open       = flag.Int("open", 1_000_000, "open sessions for the memory and restore run (0 skips it)")
 		overdue    = flag.Int("overdue", 0, "overdue sessions for the compensation catch-up run (0 skips it)")
 		partitions = flag.Int("partitions", 6, "partitions per topic")
-		brokers    = flag.String("brokers", "", "Kafka brokers (empty: kfake with 3 brokers in a child process)")
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
 		commitIvl  = flag.Duration("commit-interval", 100*time.Millisecond, "process.commit_interval")
 		nRounds    = flag.Int("rounds", 1, "alternate raw, mic and rawx this many times")
@@ -105,6 +105,7 @@ func main() {
 		codec      = flag.String("compression", "", "producer compression for all runs: none, snappy, lz4, zstd (empty: kgo default, snappy)")
 		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the (first) mic throughput run")
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
+		kafkaFlags = benchkafka.RegisterFlags(nil, "kfake with 3 brokers in a child process")
 	)
 	flag.Parse()
 	if *memProf != "" {
@@ -139,29 +140,28 @@ func main() {
 	}
 	rounds = max(*nRounds, 1)
 	overdueSessions = *overdue
-	if err := run(*events, *open, int32(*partitions), *brokers, *commitRecs, *commitIvl); err != nil {
+	if err := run(*events, *open, int32(*partitions), kafkaFlags, *commitRecs, *commitIvl); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(events, open int, partitions int32, brokers string, commitRecs int, commitIvl time.Duration) error {
+func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commitRecs int, commitIvl time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	seeds, stop, err := benchkafka.Start(brokers, benchkafka.Options{Child: true})
+	kconn, stop, err := kafkaFlags.Connect(config.Default().Kafka, benchkafka.Options{Child: true})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	brokers = strings.Join(seeds, ",")
 	fmt.Printf("mic processor benchmark: GOMAXPROCS=%d, NumCPU=%d, partitions=%d, commit %d records / %s, brokers %s\n",
-		runtime.GOMAXPROCS(0), runtime.NumCPU(), partitions, commitRecs, commitIvl, brokers)
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), partitions, commitRecs, commitIvl, benchkafka.Describe(kconn))
 
 	newCfg := func(prefix string) (*config.Config, error) {
 		cfg := config.Default()
 		cfg.Metrics.Addr = ""
-		cfg.Kafka.Brokers = strings.Split(brokers, ",")
+		cfg.Kafka = kconn
 		cfg.Kafka.Partitions = partitions
 		cfg.Kafka.ReplicationFactor = -1
 		cfg.Kafka.Topics = cfg.Kafka.Topics.WithPrefix(prefix)

@@ -21,7 +21,8 @@
 // is reported as p50/p99.
 //
 // The benchmark creates and drops its own database (mysql server from
-// -mysql) and uses an in-process kfake of 3 brokers unless -brokers is set.
+// -mysql) and uses an in-process kfake of 3 brokers unless -brokers or
+// -kafka-config is set.
 package main
 
 import (
@@ -53,7 +54,6 @@ func main() {
 		payload   = flag.Int("payload", 300, "payload bytes per row")
 		batch     = flag.Int("batch", 1000, "relay.batch_size (and the raw scan's LIMIT)")
 		mysqlDSN  = flag.String("mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN (a database is created and dropped)")
-		brokers   = flag.String("brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
 		rate      = flag.Int("rate", 5000, "events/s for the latency run (0 skips it)")
 		txnRows   = flag.Int("txn-rows", 10, "rows per insert transaction in the latency run")
 		nWriters  = flag.Int("writers", 16, "concurrent writers in the latency run")
@@ -61,30 +61,29 @@ func main() {
 		pollIvl   = flag.Duration("poll", 100*time.Millisecond, "relay.poll_interval")
 		keepDB    = flag.Bool("keep-db", false, "do not drop the database")
 		partition = flag.Int("partitions", 12, "partitions per topic")
+		kafka     = benchkafka.RegisterFlags(nil, "in-process kfake, 3 brokers")
 	)
 	flag.Parse()
-	if err := run(*rows, *payload, *batch, *mysqlDSN, *brokers, *rate, *txnRows, *nWriters, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
+	if err := run(*rows, *payload, *batch, *mysqlDSN, kafka, *rate, *txnRows, *nWriters, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rows, payload, batch int, serverDSN, brokers string, rate, txnRows, writers int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
+func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, rate, txnRows, writers int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// Kafka.
-	kcfg := config.Default().Kafka
-	kcfg.Partitions = partitions
-	seeds, stopKafka, err := benchkafka.Start(brokers, benchkafka.Options{})
+	kcfg, stopKafka, err := kafka.Connect(config.Default().Kafka, benchkafka.Options{})
 	if err != nil {
 		return err
 	}
 	defer stopKafka()
-	kcfg.Brokers = seeds
+	kcfg.Partitions = partitions
 	prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
 	kcfg.Topics = kcfg.Topics.WithPrefix(prefix)
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...))
+	admCl, err := kcfg.Cluster(nil, nil).NewClient("bench-admin")
 	if err != nil {
 		return err
 	}
@@ -335,7 +334,7 @@ func relayRun(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logg
 // moment the INSERT's autocommit returns) to the record being received by
 // a read_committed consumer.
 func latency(ctx context.Context, cfg config.Config, db *sql.DB, log *slog.Logger, rate, txnRows, writers, payload int, d time.Duration) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-latency", kgo.ConsumeTopics(cfg.Kafka.Topics.RoomEvents),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {

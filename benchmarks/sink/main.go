@@ -12,7 +12,7 @@
 // a fresh, migrated database:
 //
 //   - sink: the real `roomflow sink` (mysqlsink.Sink) consuming the
-//     pre-produced ledger from Kafka (kfake in-process unless -brokers),
+//     pre-produced ledger from Kafka (kfake in-process unless -brokers or -kafka-config),
 //     timed from start until roomflow_sink_offsets reaches the end of every
 //     partition: dedupe, pre-aggregation, facts and offsets in one
 //     transaction per batch;
@@ -68,7 +68,8 @@ type opts struct {
 	entries, naive, batch, users int
 	rounds, parallelism          int
 	partitions                   int32
-	serverDSN, brokers           string
+	serverDSN                    string
+	kafka                        *benchkafka.Flags
 	private                      bool
 	bufferPool                   string
 	flush                        time.Duration
@@ -87,7 +88,7 @@ func main() {
 	flag.StringVar(&o.serverDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL server DSN when -private=false (databases are created and dropped)")
 	flag.BoolVar(&o.private, "private", true, "start a throwaway mariadbd for the run (buffer pool -buffer-pool) instead of using -mysql")
 	flag.StringVar(&o.bufferPool, "buffer-pool", "1G", "innodb_buffer_pool_size of the private mariadbd")
-	flag.StringVar(&o.brokers, "brokers", "", "Kafka brokers (empty: in-process kfake, 3 brokers)")
+	o.kafka = benchkafka.RegisterFlags(nil, "in-process kfake, 3 brokers")
 	flag.DurationVar(&o.flush, "flush", 50*time.Millisecond, "sink.flush_interval")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -181,15 +182,13 @@ func run(o opts) error {
 	}()
 	// Kafka: the ledger is produced once; each sink round reads it with a
 	// new consumer group into a new database.
-	kcfg := config.Default().Kafka
-	kcfg.Partitions = o.partitions
-	kcfg.Topics = kcfg.Topics.WithPrefix(fmt.Sprintf("sinkbench%d.", time.Now().UnixNano()))
-	seeds, stopKafka, err := benchkafka.Start(o.brokers, benchkafka.Options{})
+	kcfg, stopKafka, err := o.kafka.Connect(config.Default().Kafka, benchkafka.Options{})
 	if err != nil {
 		return err
 	}
 	defer stopKafka()
-	kcfg.Brokers = seeds
+	kcfg.Partitions = o.partitions
+	kcfg.Topics = kcfg.Topics.WithPrefix(fmt.Sprintf("sinkbench%d.", time.Now().UnixNano()))
 	cl, err := kcfg.Cluster(nil, nil).NewClient("bench", kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err

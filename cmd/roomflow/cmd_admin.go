@@ -70,13 +70,19 @@ existing topics are never altered.`,
 			if err != nil {
 				return err
 			}
-			cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("topics")
+			kc := cfg.Kafka.Cluster(nil, nil)
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			// The release step runs first: a wrong password, CA or
+			// listener fails it here, saying which.
+			if err := kc.Ping(ctx); err != nil {
+				return err
+			}
+			cl, err := kc.NewClient("topics")
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
 			statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tCOMPACTED\tCREATED")

@@ -82,6 +82,48 @@ type KafkaConfig struct {
 	// The relay's leader group follows relay.failover_timeout instead.
 	SessionTimeout Duration `yaml:"session_timeout"`
 	Topics         Topics   `yaml:"topics"`
+	// TLS and SASL secure every client of every command (off by default).
+	TLS  KafkaTLSConfig  `yaml:"tls"`
+	SASL KafkaSASLConfig `yaml:"sasl"`
+
+	// loaded is what Validate read for TLS and SASL (see security.go):
+	// behind a pointer, so printing a Config never shows a key or the
+	// password.
+	loaded *kafkaSecrets
+}
+
+// KafkaTLSConfig is kafka.tls: dial the brokers over TLS (a Strimzi tls
+// listener). Its files are read once, by Validate: a missing or bad file
+// stops the process at start, naming its key.
+type KafkaTLSConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile is the PEM CA bundle the brokers' certificates must chain to
+	// (Strimzi: the <cluster>-cluster-ca-cert Secret's ca.crt); empty
+	// trusts the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and key for mutual
+	// TLS (Strimzi: a tls KafkaUser's user.crt and user.key); both or
+	// neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the brokers' certificates are checked
+	// against; empty: each broker's own host.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify accepts any broker certificate (encrypted but not
+	// authenticated); tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// KafkaSASLConfig is kafka.sasl: the login of every client (a Strimzi
+// scram-sha-512 KafkaUser). The password is a secret and never in the
+// YAML: Env ROOMFLOW_KAFKA_SASL_PASSWORD, else PasswordFile.
+type KafkaSASLConfig struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL.
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	// PasswordFile holds the password (a mounted Secret; one trailing
+	// newline is ignored). ROOMFLOW_KAFKA_SASL_PASSWORD wins over it.
+	PasswordFile string `yaml:"password_file"`
 }
 
 // Topics names every topic of the design.
@@ -433,6 +475,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ROOMFLOW_IM_SECRET_KEY"); v != "" {
 		c.IM.SecretKey = v
+	}
+	if v := getenv("ROOMFLOW_KAFKA_SASL_PASSWORD"); v != "" {
+		c.Kafka.loaded = &kafkaSecrets{envPassword: v}
 	}
 	if v := getenv("ROOMFLOW_LUCKY_AUDIT_KEY"); v != "" {
 		c.Lucky.AuditKey = v

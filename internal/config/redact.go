@@ -8,7 +8,9 @@ import (
 const redacted = "REDACTED"
 
 // Redacted returns a copy safe to print or log: the DSN password, the IM
-// secret key and the lucky audit key are replaced.
+// secret key and the lucky audit key are replaced, and the Kafka SASL
+// password and TLS key Validate loaded are dropped (the copy cannot
+// connect with kafka.tls or kafka.sasl set: print it, do not use it).
 func (c Config) Redacted() Config {
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
 	if c.IM.SecretKey != "" {
@@ -18,6 +20,7 @@ func (c Config) Redacted() Config {
 		c.Lucky.AuditKey = redacted
 	}
 	c.Kafka.Brokers = append([]string(nil), c.Kafka.Brokers...)
+	c.Kafka.loaded = nil // the SASL password and TLS key; not in the YAML either
 	return c
 }
 

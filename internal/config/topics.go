@@ -9,10 +9,22 @@ import (
 )
 
 // Cluster is how components reach the kafka block's cluster: brokers,
-// client id prefix and group session, with their clients' metrics on
-// metrics and franz-go's warnings on log (either may be nil).
+// TLS and SASL, client id prefix and group session, with their clients'
+// metrics on metrics and franz-go's warnings on log (either may be nil).
+//
+// With kafka.tls or kafka.sasl set it needs what Validate loaded (Load
+// validates): it panics on a KafkaConfig whose security was never
+// validated, rather than connect without it.
 func (k KafkaConfig) Cluster(metrics prometheus.Registerer, log *slog.Logger) kafkax.Cluster {
-	return kafkax.Cluster{Brokers: k.Brokers, ClientID: k.ClientID, SessionTimeout: k.SessionTimeout.D(), Metrics: metrics, Logger: log}
+	c := kafkax.Cluster{Brokers: k.Brokers, ClientID: k.ClientID, SessionTimeout: k.SessionTimeout.D(), Metrics: metrics, Logger: log}
+	if k.TLS.Enabled || k.SASL.Mechanism != "" {
+		if k.loaded == nil || k.TLS.Enabled && k.loaded.tls == nil {
+			panic("config: KafkaConfig.Cluster: kafka.tls or kafka.sasl is set but was not loaded by Validate")
+		}
+		c.TLS = k.loaded.tls
+		c.SASL = kafkax.SASL{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.loaded.password}
+	}
+	return c
 }
 
 // Layout is the design's topics as `roomflow topics` creates them.

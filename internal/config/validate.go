@@ -16,6 +16,10 @@ import (
 // a component (relay.*, process.*, mic.*, sink.*, outbox_worker.*, im.*)
 // are the component's to check: cmd/roomflow's wiring maps them onto its
 // Config and validates it there. It never includes secret values.
+//
+// It also reads the kafka.tls files and the kafka.sasl password (see
+// KafkaConfig.Cluster), so a file that is missing or wrong fails here,
+// named by its key.
 func (c *Config) Validate() error {
 	var ch cfgerr.Checks
 	bad := ch.Bad
@@ -80,6 +84,8 @@ func (c *Config) Validate() error {
 		}
 		seen[t.Name] = t.Key
 	}
+
+	c.Kafka.loadSecurity(&ch)
 
 	if c.MySQL.DSN == "" {
 		bad("mysql.dsn", "must be set")

@@ -1,9 +1,11 @@
 // Package kafkax builds franz-go clients the way every roomflow component
-// needs them (brokers, client id, Prometheus metrics via kprom, slog) and
-// owns the topic layout of the design (`roomflow topics`).
+// needs them (brokers, TLS and SASL, client id, Prometheus metrics via
+// kprom, slog) and owns the topic layout of the design (`roomflow topics`).
 package kafkax
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -20,13 +22,19 @@ import (
 // collectors per client, labelled by client id, so ids must be unique.
 var clientSeq atomic.Int64
 
-// Cluster is how a component reaches Kafka: the seed brokers, the client id
-// prefix, the consumer-group session, and where its clients' metrics and
-// franz-go logs go. Components take one in their Config and build every
+// Cluster is how a component reaches Kafka: the seed brokers, how it
+// secures and authenticates its connections, the client id prefix, the
+// consumer-group session, and where its clients' metrics and franz-go logs
+// go. Components take one in their Config and build every
 // client of theirs from it, each under its own component name, so client
 // ids stay unique and kprom's collectors never clash.
 type Cluster struct {
 	Brokers []string
+	// TLS, when non-nil, dials every broker over TLS with it (see
+	// TLSFiles.Load); nil dials plaintext.
+	TLS *tls.Config
+	// SASL logs every connection in; the zero value does not.
+	SASL SASL
 	// ClientID prefixes every client id ("<ClientID>-<component>-<n>");
 	// empty means "roomflow".
 	ClientID string
@@ -42,17 +50,20 @@ type Cluster struct {
 	Extra []kgo.Opt
 }
 
-// Validate names the cluster's own fields.
+// Validate names the cluster's own fields (brokers, sasl.mechanism,
+// sasl.user, sasl.password), never with the password's value.
 func (c Cluster) Validate() error {
+	var errs []error
 	if len(c.Brokers) == 0 {
-		return &cfgerr.FieldError{Key: "brokers", Msg: "must list at least one broker"}
+		errs = append(errs, &cfgerr.FieldError{Key: "brokers", Msg: "must list at least one broker"})
 	}
-	return nil
+	errs = append(errs, cfgerr.Under("sasl", nil, c.SASL.Validate()))
+	return errors.Join(errs...)
 }
 
 // Opts returns the base options of a client of component: seed brokers,
-// a unique client id, MetadataRefreshMin, kprom metrics and franz-go logs (see Cluster), then
-// Extra.
+// TLS and SASL, a unique client id, MetadataRefreshMin, kprom metrics and
+// franz-go logs (see Cluster), then Extra.
 func (c Cluster) Opts(component string) []kgo.Opt {
 	prefix := c.ClientID
 	if prefix == "" {
@@ -62,6 +73,12 @@ func (c Cluster) Opts(component string) []kgo.Opt {
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(fmt.Sprintf("%s-%s-%d", prefix, component, clientSeq.Add(1))),
 		kgo.MetadataMinAge(MetadataRefreshMin),
+	}
+	if c.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.TLS))
+	}
+	if m := c.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
 	}
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(c.Metrics), kprom.WithClientLabel())))

@@ -1,5 +1,6 @@
 // Package benchkafka starts the Kafka every benchmark runs on: the brokers
-// given with -brokers, or a fresh kfake cluster, in the benchmark's process
+// given with -brokers or -kafka-config (Flags: TLS and SASL as roomflow's
+// kafka block), or a fresh kfake cluster, in the benchmark's process
 // or in a child process of the benchmark binary (so the broker's CPU and
 // heap are not the measured process's). Benchmarks only.
 package benchkafka
