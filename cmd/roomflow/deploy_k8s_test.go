@@ -453,10 +453,10 @@ func checkScaling(t *testing.T, m *manifests, partitions int32, groups map[strin
 		}
 		scaled[target.Name] = true
 		if so.Spec.MaxReplicaCount == nil || *so.Spec.MaxReplicaCount != partitions {
-			t.Errorf("%s: maxReplicaCount %v, want kafka.partitions = %d (a member past the partition count owns nothing)", where, so.Spec.MaxReplicaCount, partitions)
+			t.Errorf("%s: maxReplicaCount %s, want kafka.partitions = %d (a member past the partition count owns nothing)", where, fmtPtr(so.Spec.MaxReplicaCount), partitions)
 		}
 		if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 2 {
-			t.Errorf("%s: minReplicaCount %v: want at least 2 (a node loss must not stop the stage)", where, so.Spec.MinReplicaCount)
+			t.Errorf("%s: minReplicaCount %s: want at least 2 (a node loss must not stop the stage)", where, fmtPtr(so.Spec.MinReplicaCount))
 		}
 		want := groups[target.Name]
 		got := map[string]string{}
@@ -530,4 +530,12 @@ func kustomizeImage(k *kusttypes.Kustomization) string {
 // hasPrefixName reports whether name is base-<hash> (a generated name).
 func hasPrefixName(name, base string) bool {
 	return strings.HasPrefix(name, base+"-") && len(name) > len(base)+1
+}
+
+// fmtPtr prints *p, or "unset".
+func fmtPtr(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
 }
