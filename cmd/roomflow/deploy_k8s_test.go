@@ -415,7 +415,6 @@ func livenessWindow(t *testing.T) (window float64, probe *corev1.Probe) {
 	return float64(period * failures), p
 }
 
-
 // checkKustomization requires every manifest file (but the example
 // Secret) to be a resource of the kustomization, the config to come from a
 // configMapGenerator, and the image to have a real tag.
