@@ -439,7 +439,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		case <-ctx.Done():
 			f.releaseTokens(len(ids))
 			return false
-		case <-time.After(f.backoff):
+		case <-time.After(retryJitter.Jitter(f.backoff)):
 		}
 	}
 	f.releaseTokens(len(ids) - len(claims.Claimed))

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -349,7 +350,7 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 			select {
 			case <-ctx.Done():
 				return err
-			case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+			case <-time.After(retryJitter.Jitter(time.Duration(attempt+1) * 200 * time.Millisecond)):
 			}
 		}
 		return err
@@ -369,6 +370,11 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 	}
 	return errors.Join(errs...)
 }
+
+// retryJitter spreads retries of failed statements (marks, the fast path's
+// claim) over the upper half of each wait, so replicas that failed together
+// (a MySQL failover) do not retry in step.
+var retryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
 
 // ProcessPendingOutbox is one compensation round (seed 000): claim up to
 // BatchSize eligible rows, publish each bounded by PublishTimeout (one

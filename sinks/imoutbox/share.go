@@ -32,9 +32,9 @@ import (
 // assignment, when it has lost its group membership, or when there are
 // more replicas than partitions.
 type share struct {
-	calls   float64           // im.max_calls_per_second: roomflow's share of the app limit
-	settle  time.Duration     // how long a gained partition is owned before the scan takes its rooms
-	setRate func(float64)     // the IM client's SetCallRate
+	calls   float64       // im.max_calls_per_second: roomflow's share of the app limit
+	settle  time.Duration // how long a gained partition is owned before the scan takes its rooms
+	setRate func(float64) // the IM client's SetCallRate
 	part    kgo.TopicPartitioner
 	now     func() time.Time
 

@@ -45,17 +45,18 @@ func TestReplicasShareTheIMBudget(t *testing.T) {
 	})
 
 	// 1000 events, half of them on 4 hot rooms that alone could take more
-	// than 40/s; 500 only in room_outbox, old enough for the scan at once
-	// (the relay never sent them), 500 also on Kafka for the fast path.
+	// than 40/s; every room has events of both kinds: a third only in
+	// room_outbox, old enough for the scan at once (the relay never sent
+	// them), the rest also on Kafka for the fast path.
 	const n = 1000
 	var scanEvs, fastEvs []event
 	for i := 0; i < n; i++ {
-		room := fmt.Sprintf("hot%d", i%4)
+		room := fmt.Sprintf("hot%d", (i/2)%4)
 		if i%2 == 1 {
-			room = fmt.Sprintf("r%02d", i%60)
+			room = fmt.Sprintf("r%02d", (i/2)%50)
 		}
 		ev := gift(fmt.Sprintf("share-%04d", i), room, int64(i+1))
-		if i%4 < 2 {
+		if i%3 == 0 {
 			scanEvs = append(scanEvs, ev)
 		} else {
 			fastEvs = append(fastEvs, ev)

@@ -29,10 +29,10 @@ type Pacer struct {
 	appWindow time.Duration
 	// raiseTo, when raiseAt is set, is a higher rate SetAppRate asked for;
 	// it takes effect at raiseAt, one window later (see SetAppRate).
-	raiseTo  float64
-	raiseAt  time.Time
-	app      ring
-	groups   map[string]*ring
+	raiseTo float64
+	raiseAt time.Time
+	app     ring
+	groups  map[string]*ring
 	// sent logs the instants grants were actually used: a caller woken
 	// late (scheduler, GC) must not push more calls into a window than the
 	// limit, which booking alone cannot see.
