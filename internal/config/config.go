@@ -211,7 +211,7 @@ type IMConfig struct {
 	SecretKey                    string   `yaml:"secret_key"`       // env ROOMFLOW_IM_SECRET_KEY; a secret
 	GroupIDPrefix                string   `yaml:"group_id_prefix"`
 	UserSigTTL                   Duration `yaml:"usersig_ttl"`
-	MaxCallsPerSecond            int      `yaml:"max_calls_per_second"`
+	MaxCallsPerSecond            int      `yaml:"max_calls_per_second"` // roomflow's share of Tencent's per-app limit (room-service sends too), for all publish-im replicas together: each paces at it × its fast path's owned/total partitions
 	MaxMessagesPerGroupPerSecond int      `yaml:"max_messages_per_group_per_second"`
 	MaxMessageBytes              int      `yaml:"max_message_bytes"`
 	MarkPermanentFailed          bool     `yaml:"mark_permanent_failed"`
