@@ -57,12 +57,15 @@ func walk(n *yaml.Node, t reflect.Type, path string, errs *[]error, depth int) {
 	switch t.Kind() {
 	case reflect.Pointer:
 		walk(n, t.Elem(), path, errs, depth+1)
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			leaf(n, t, path, errs)
 			return
 		}
-		fields := yamlFields(t)
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = yamlFields(t)
+		}
 		eachPair(n, func(k, v *yaml.Node) {
 			if k.Value == "<<" && k.ShortTag() == "!!merge" {
 				for _, m := range mergeSources(v) {
@@ -71,28 +74,17 @@ func walk(n *yaml.Node, t reflect.Type, path string, errs *[]error, depth int) {
 				return
 			}
 			key := join(path, k.Value)
+			if fields == nil { // a map: its keys and values have one type each
+				leaf(k, t.Key(), key, errs)
+				walk(v, t.Elem(), key, errs, depth+1)
+				return
+			}
 			ft, ok := fields[k.Value]
 			if !ok {
 				*errs = append(*errs, &cfgerr.FieldError{Key: key, Msg: fmt.Sprintf("unknown key (line %d)", k.Line)})
 				return
 			}
 			walk(v, ft, key, errs, depth+1)
-		})
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			leaf(n, t, path, errs)
-			return
-		}
-		eachPair(n, func(k, v *yaml.Node) {
-			if k.Value == "<<" && k.ShortTag() == "!!merge" {
-				for _, m := range mergeSources(v) {
-					walk(m, t, path, errs, depth+1)
-				}
-				return
-			}
-			key := join(path, k.Value)
-			leaf(k, t.Key(), key, errs)
-			walk(v, t.Elem(), key, errs, depth+1)
 		})
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
