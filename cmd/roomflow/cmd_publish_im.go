@@ -39,10 +39,13 @@ finish within publish_timeout (those still running near shutdown.timeout
 are cancelled and their rows left delivering until lock_until_ms), results
 are recorded, and MySQL is closed last.
 
-Calls are paced under im.max_calls_per_second and
-im.max_messages_per_group_per_second per process: with several replicas,
-divide the Tencent limits among them. Requires im.sdk_app_id and
-im.secret_key unless outbox_worker.enabled is false.
+im.max_calls_per_second is roomflow's share of Tencent's per-app limit
+(room-service's own sends use the rest), for all replicas together: each
+replica paces at the share times the fraction of the room events partitions
+its fast path owns, and sends nothing while it owns none. A room is sent by
+one replica only (the compensation scan takes the rooms of its replica's
+partitions), paced under im.max_messages_per_group_per_second. Requires
+im.sdk_app_id and im.secret_key unless outbox_worker.enabled is false.
 
 With --instance-id (the pod name) the fast path is a static group member
 ("<instance id>-publish-im"): restarted after a crash it takes its

@@ -1,5 +1,6 @@
 // Package backoff computes retry delays: exponential growth with "full
-// jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"). The
+// jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter"), or a
+// narrower jitter under the ceiling (Config.JitterFraction). The
 // ceiling of retry n is First·Multiplier^(n-1), capped at Max; the delay is
 // drawn uniformly from [0, ceiling]. Full jitter spreads the retries of
 // many rows that failed together (a wallet outage) over the whole window
@@ -38,8 +39,14 @@ type Config struct {
 	Multiplier float64
 	// NoJitter makes every delay its ceiling (deterministic schedules:
 	// operators' tools, tests of the schedule itself). Default false:
-	// full jitter.
+	// jitter as JitterFraction says.
 	NoJitter bool
+	// JitterFraction is how much of the ceiling the jitter may take off:
+	// a delay is uniform in [ceiling·(1−JitterFraction), ceiling]. In
+	// (0, 1]; default 0 means 1, full jitter. A retry loop that must keep
+	// most of its wait (a restart that must not hammer, a loop whose
+	// ceiling is also its floor) takes 0.5 ("equal jitter") or less.
+	JitterFraction float64
 	// Source draws the jitter. Default nil: a source seeded at random.
 	// Tests pass a seeded one (rand.NewPCG(1, 2)) to repeat a run; the
 	// Backoff serializes its use, so it need not be safe for concurrent
@@ -51,6 +58,7 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.First, DefaultFirst)
 	cfgerr.Default(&c.Max, DefaultMax)
 	cfgerr.Default(&c.Multiplier, DefaultMultiplier)
+	cfgerr.Default(&c.JitterFraction, 1)
 }
 
 // Validate reports every invalid field, keyed by its snake-case name.
@@ -64,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.Multiplier < 1 {
 		ch.Bad("multiplier", "must be >= 1 (got %g)", c.Multiplier)
+	}
+	if c.JitterFraction < 0 || c.JitterFraction > 1 {
+		ch.Bad("jitter_fraction", "must be in (0, 1], or 0 for full jitter (got %g)", c.JitterFraction)
 	}
 	return ch.Err()
 }
@@ -100,14 +111,31 @@ func (b *Backoff) Ceiling(attempt int) time.Duration {
 	return time.Duration(min(d, float64(b.cfg.Max)))
 }
 
-// Delay is the delay before retry attempt (1 = the first retry): uniform in
-// [0, Ceiling(attempt)] with full jitter, Ceiling(attempt) without.
-func (b *Backoff) Delay(attempt int) time.Duration {
-	c := b.Ceiling(attempt)
-	if b.cfg.NoJitter {
-		return c
+// Delay is the delay before retry attempt (1 = the first retry):
+// Jitter(Ceiling(attempt)).
+func (b *Backoff) Delay(attempt int) time.Duration { return b.Jitter(b.Ceiling(attempt)) }
+
+// Jitter draws a delay under ceiling, uniform in
+// [ceiling·(1−JitterFraction), ceiling] (ceiling itself with NoJitter or a
+// ceiling <= 0), for retry loops that compute their own ceilings (a
+// doubling kept per partition, a fixed wait): the loops that fail together
+// then do not retry together.
+func (b *Backoff) Jitter(ceiling time.Duration) time.Duration {
+	if b.cfg.NoJitter || ceiling <= 0 {
+		return max(ceiling, 0)
 	}
+	span := int64(float64(ceiling) * b.cfg.JitterFraction)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return time.Duration(b.rnd.Int64N(int64(c) + 1))
+	return ceiling - time.Duration(span) + time.Duration(b.rnd.Int64N(span+1))
+}
+
+// MustNew is New for a Config fixed in the code: it panics when cfg does
+// not validate, a programming error.
+func MustNew(cfg Config) *Backoff {
+	b, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

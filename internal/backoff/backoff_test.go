@@ -3,6 +3,7 @@ package backoff
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,57 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("New error = %v, want error %v", nerr, len(tc.keys) > 0)
 			}
 		})
+	}
+}
+
+// A JitterFraction keeps the delay in [ceiling·(1−f), ceiling] and still
+// spreads it; Jitter applies it to a ceiling the caller computed.
+func TestJitterFraction(t *testing.T) {
+	b, err := New(Config{First: time.Second, Max: 8 * time.Second, JitterFraction: 0.5, Source: rand.NewPCG(3, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []time.Duration{time.Second, 3 * time.Second, 8 * time.Second} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := b.Jitter(c)
+			if d < c/2 || d > c {
+				t.Fatalf("Jitter(%s) = %s outside [%s, %s]", c, d, c/2, c)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 50 {
+			t.Fatalf("Jitter(%s): only %d distinct delays in 200", c, len(seen))
+		}
+	}
+	for a := 1; a <= 5; a++ {
+		if d, c := b.Delay(a), b.Ceiling(a); d < c/2 || d > c {
+			t.Fatalf("Delay(%d) = %s outside [%s, %s]", a, d, c/2, c)
+		}
+	}
+	if d := b.Jitter(0); d != 0 {
+		t.Fatalf("Jitter(0) = %s", d)
+	}
+	nj := MustNew(Config{NoJitter: true, JitterFraction: 0.5})
+	if d := nj.Jitter(3 * time.Second); d != 3*time.Second {
+		t.Fatalf("NoJitter: Jitter = %s, want the ceiling", d)
+	}
+	for _, f := range []float64{-0.1, 1.5} {
+		if _, err := New(Config{JitterFraction: f}); err == nil || !strings.Contains(err.Error(), "jitter_fraction") {
+			t.Fatalf("JitterFraction %g: %v", f, err)
+		}
+	}
+}
+
+// Full jitter (the default) draws what it always drew from a seeded source:
+// the lucky outbox's seeded schedules repeat across versions.
+func TestFullJitterUnchanged(t *testing.T) {
+	b, _ := New(Config{Source: rand.NewPCG(1, 2)})
+	r := rand.New(rand.NewPCG(1, 2))
+	for a := 1; a <= 10; a++ {
+		c := b.Ceiling(a)
+		if d, want := b.Delay(a), time.Duration(r.Int64N(int64(c)+1)); d != want {
+			t.Fatalf("Delay(%d) = %s, want %s", a, d, want)
+		}
 	}
 }

@@ -128,9 +128,11 @@ func Keys(err error) []string {
 		}
 		return keys
 	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := err.(*FieldError); ok {
 		return []string{fe.Key}
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		return Keys(inner) // a wrapper (fmt.Errorf %w, *UsageError) of a tree
 	}
 	return nil
 }
@@ -142,4 +144,32 @@ func Default[T comparable](field *T, def T) {
 	if *field == zero {
 		*field = def
 	}
+}
+
+// UsageError is a mistake in how roomflow was invoked or configured: an
+// unknown command or flag, a wrong argument, a config file that cannot be
+// read or decoded. The process cannot start as asked; cmd/roomflow exits
+// with status 2 for it (and for any *FieldError), 1 for runtime failures.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the mistake.
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usage marks err as a *UsageError; nil stays nil.
+func Usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UsageError{Err: err}
+}
+
+// IsUsage reports whether err, or any error it wraps (errors.Join trees
+// included), is a *UsageError or a *FieldError: a usage or configuration
+// mistake rather than a runtime failure.
+func IsUsage(err error) bool {
+	var ue *UsageError
+	var fe *FieldError
+	return errors.As(err, &ue) || errors.As(err, &fe)
 }

@@ -2,6 +2,7 @@ package cfgerr
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,34 @@ func TestTopic(t *testing.T) {
 		if err := c.Err(); (err == nil) != ok {
 			t.Errorf("Topic(%q) = %v, want ok %v", name, err, ok)
 		}
+	}
+}
+
+func TestIsUsage(t *testing.T) {
+	plain := errors.New("dial tcp: connection refused")
+	field := &FieldError{Key: "relay.batch_size", Msg: "must be > 0"}
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{plain, false},
+		{fmt.Errorf("relay: %w", plain), false},
+		{Usage(errors.New("unknown flag: --x")), true},
+		{fmt.Errorf("config file x: %w", Usage(plain)), true},
+		{field, true},
+		{fmt.Errorf("relay: %w", errors.Join(plain, field)), true},
+	}
+	for _, tc := range cases {
+		if got := IsUsage(tc.err); got != tc.want {
+			t.Errorf("IsUsage(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if Usage(nil) != nil {
+		t.Error("Usage(nil) must be nil")
+	}
+	wrapped := Usage(fmt.Errorf("config file x: %w", errors.Join(field, &FieldError{Key: "sink.group", Msg: "must be set"})))
+	if got := Keys(wrapped); strings.Join(got, ",") != "relay.batch_size,sink.group" {
+		t.Errorf("Keys through wrappers = %v", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -252,7 +253,7 @@ type IMConfig struct {
 	SecretKey                    string   `yaml:"secret_key"`       // env ROOMFLOW_IM_SECRET_KEY; a secret
 	GroupIDPrefix                string   `yaml:"group_id_prefix"`
 	UserSigTTL                   Duration `yaml:"usersig_ttl"`
-	MaxCallsPerSecond            int      `yaml:"max_calls_per_second"`
+	MaxCallsPerSecond            int      `yaml:"max_calls_per_second"` // roomflow's share of Tencent's per-app limit (room-service sends too), for all publish-im replicas together: each paces at it × its fast path's owned/total partitions
 	MaxMessagesPerGroupPerSecond int      `yaml:"max_messages_per_group_per_second"`
 	MaxMessageBytes              int      `yaml:"max_message_bytes"`
 	MarkPermanentFailed          bool     `yaml:"mark_permanent_failed"`
@@ -417,10 +418,10 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("config: read %s: %w", path, err)
+			return nil, cfgerr.Usage(fmt.Errorf("config: read %s: %w", path, err))
 		}
 		if err := decodeStrict(raw, &cfg); err != nil {
-			return nil, fmt.Errorf("config: %s: %w", path, err)
+			return nil, cfgerr.Usage(fmt.Errorf("config file %s: %w", path, err))
 		}
 	}
 	if getenv == nil {
@@ -435,11 +436,24 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return &cfg, nil
 }
 
+// decodeStrict decodes raw into cfg, refusing unknown keys. Every mistake
+// is reported at once and names its dotted key (checkKeys); a syntax error
+// names its line.
 func decodeStrict(raw []byte, cfg *Config) error {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(raw)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file is the defaults
+		}
+		return err
+	}
+	if err := checkKeys(&doc, reflect.TypeFor[Config]()); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err // an empty file is fine; anything else names its line
+		return err // checkKeys missed it: the decoder's words, with its line
 	}
 	return nil
 }

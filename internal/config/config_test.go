@@ -270,3 +270,89 @@ func TestLoggerJSON(t *testing.T) {
 		t.Fatalf("fields: %v", m)
 	}
 }
+
+// Every kind of decode mistake names its dotted key, and every mistake of
+// a file is reported at once.
+func TestLoadNamesTheKeyOfDecodeErrors(t *testing.T) {
+	cases := []struct {
+		name, body string
+		key        string // the dotted key the message must name
+		want       string // and this detail
+	}{
+		{"unknown key depth 1", "relays:\n  batch_size: 3\n", "relays", "unknown key (line 1)"},
+		{"unknown key depth 2", "relay:\n  batch_sise: 3\n", "relay.batch_sise", "unknown key (line 2)"},
+		{"unknown key depth 3", "kafka:\n  topics:\n    room_event: x\n", "kafka.topics.room_event", "unknown key (line 3)"},
+		{"unknown key depth 3 flow", "lucky: {switches: {global_enabled: true}}\n", "lucky.switches.global_enabled", "unknown key"},
+		{"wrong type: map for int", "relay:\n  batch_size: {a: 1}\n", "relay.batch_size", "line 2"},
+		{"wrong type: scalar for section", "relay: 5\n", "relay", "line 1"},
+		{"wrong type: bool", "mic:\n  compensation_enabled: maybe\n", "mic.compensation_enabled", "cannot unmarshal"},
+		{"wrong type: list for string", "app_code: [a, b]\n", "app_code", "cannot unmarshal"},
+		{"bad duration", "mic:\n  compensation_interval: soon\n", "mic.compensation_interval", "not a duration"},
+		{"bare integer duration", "relay:\n  poll_interval: 100\n", "relay.poll_interval", "not a duration"},
+		{"bad int", "sink:\n  batch_size: lots\n", "sink.batch_size", "cannot unmarshal"},
+		{"int out of range", "kafka:\n  replication_factor: 70000\n", "kafka.replication_factor", "cannot unmarshal"},
+		{"bad list element", "kafka:\n  brokers: [a:1, {x: 1}]\n", "kafka.brokers[1]", "cannot unmarshal"},
+		{"bad map value", "relay:\n  routes:\n    RoomGiftSent: [x]\n", "relay.routes.RoomGiftSent", "cannot unmarshal"},
+		{"unknown key in merged anchor", "base: &b\n  batch_sise: 1\n", "base", "unknown key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tc.body), env(nil))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "config: "+tc.key+": ") || !strings.Contains(msg, tc.want) {
+				t.Fatalf("want key %q and %q in the error, got %q", tc.key, tc.want, msg)
+			}
+			if !slices.Contains(cfgerr.Keys(err), tc.key) {
+				t.Fatalf("cfgerr.Keys = %v, want %q among them", cfgerr.Keys(err), tc.key)
+			}
+			if !cfgerr.IsUsage(err) {
+				t.Fatalf("a decode error must be a usage error (exit 2): %T", err)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryDecodeMistake(t *testing.T) {
+	body := "relay:\n  batch_sise: 3\n  poll_interval: soon\nsink:\n  batch_size: x\n"
+	_, err := Load(writeFile(t, body), env(nil))
+	got := cfgerr.Keys(err)
+	want := []string{"relay.batch_sise", "relay.poll_interval", "sink.batch_size"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v (error %v)", got, want, err)
+	}
+}
+
+// Merge keys and aliases decode as before: the check follows them.
+func TestLoadFollowsMergeKeys(t *testing.T) {
+	body := "x: &common\n  batch_size: 7\n"
+	if _, err := Load(writeFile(t, body), env(nil)); err == nil {
+		t.Fatal("x is no key of the config")
+	}
+	body = "relay: &r\n  batch_size: 7\nsink:\n  <<: *r\n  group: g\n"
+	cfg, err := Load(writeFile(t, body), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sink.BatchSize != 7 || cfg.Sink.Group != "g" || cfg.Relay.BatchSize != 7 {
+		t.Fatalf("merge: sink %+v relay batch %d", cfg.Sink, cfg.Relay.BatchSize)
+	}
+	body = "relay: &r\n  batch_size: 7\n  gap_max_age: 1h\nsink:\n  <<: *r\n"
+	_, err = Load(writeFile(t, body), env(nil))
+	if !slices.Contains(cfgerr.Keys(err), "sink.gap_max_age") {
+		t.Fatalf("a merged key the target lacks must be named: %v", err)
+	}
+}
+
+func TestLoadReadErrorIsUsage(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil))
+	if !cfgerr.IsUsage(err) {
+		t.Fatalf("a missing config file is a usage error: %v", err)
+	}
+	_, err = Load(writeFile(t, "relay: [\n"), env(nil))
+	if err == nil || !cfgerr.IsUsage(err) {
+		t.Fatalf("a syntax error is a usage error: %v", err)
+	}
+}

@@ -129,7 +129,9 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// RetryBackoffMin is the first back-off of a stalled partition (and of
 	// a failed commit); it doubles while the same record or punctuation
-	// keeps failing. Default 100ms.
+	// keeps failing. Each wait is jittered between half the back-off and
+	// the back-off, so partitions that failed together do not retry in
+	// step. Default 100ms.
 	RetryBackoffMin time.Duration
 	// RetryBackoffMax bounds that back-off; at least RetryBackoffMin.
 	// Default 10s.

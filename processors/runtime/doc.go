@@ -67,7 +67,8 @@
 // commits for it), so the open transaction commits the partition exactly
 // up to the records before the failing one and never a record it did not
 // process. After a backoff (RetryBackoffMin, doubling up to
-// RetryBackoffMax while the same record keeps failing) the partition
+// RetryBackoffMax while the same record keeps failing; each wait jittered
+// between half of it and all of it) the partition
 // resumes from the failing record. The other
 // partitions keep processing and committing meanwhile. A stalled partition
 // shows as roomflow_process_partition_stalled{partition}=1 and an error log

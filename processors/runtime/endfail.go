@@ -48,7 +48,7 @@ func (r *Runtime) endAborted(ctx context.Context, err error) bool {
 	r.commitErrSeq = r.txnSeq + 1 // the sequence number once this transaction has ended
 	r.log.Warn("transaction commit failed and was aborted; consumption rewound to the last commit",
 		"cause", commitErrorCause, "records", r.txnIn, "backoff", r.commitErrBackoff.String(), "error", err)
-	t := time.NewTimer(r.commitErrBackoff)
+	t := time.NewTimer(retryJitter.Jitter(r.commitErrBackoff))
 	defer t.Stop()
 	select {
 	case <-t.C:

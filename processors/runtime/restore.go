@@ -97,7 +97,7 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(backoff):
+		case <-time.After(retryJitter.Jitter(backoff)):
 		}
 		if r.killed.Load() {
 			return nil, ErrKilled

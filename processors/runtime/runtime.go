@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -329,7 +330,7 @@ func (r *Runtime) checkTopics(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(retryJitter.Jitter(time.Second)):
 		}
 	}
 }
@@ -941,6 +942,14 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 		}
 	}
 }
+
+// retryJitter spreads the runtime's retries (a stalled record or
+// punctuation, a failed commit, the restore's marker transaction, the
+// topic check) over the upper half of each backoff, so the processors and
+// partitions that failed together (a broker or MySQL outage) do not retry
+// in step: a retry waits between half the backoff and the backoff, which
+// doubles from RetryBackoffMin to RetryBackoffMax as before.
+var retryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
 
 // partitioner sends changelog records to the partition the runtime set
 // (co-partitioning) and hashes every other keyed record like the Java

@@ -78,7 +78,7 @@ func (r *Runtime) backOff(t *task, offset int64, punct, cause string) *stall {
 		s.backoff = min(s.backoff*2, r.cfg.RetryBackoffMax)
 	}
 	s.attempt++
-	s.until = time.Now().Add(s.backoff)
+	s.until = time.Now().Add(retryJitter.Jitter(s.backoff))
 	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(1)
 	r.m.stalls.WithLabelValues(r.name, cause).Inc()
 	return s

@@ -116,6 +116,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
@@ -253,7 +254,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.started.Store(true)
 	r.log.Info("relay started; waiting for leadership", "group", group, "transactional_id", r.cfg.TransactionalID)
 
-	backoff := r.sessionTimeout() / 2
+	retryWait := r.sessionTimeout() / 2
 	for {
 		lctx, cancel, err := el.await(ctx)
 		if err != nil {
@@ -278,9 +279,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if reissue != nil {
 			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
-				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", backoff.String())
+				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", retryWait.String())
 		} else if err != nil && !errors.Is(err, context.Canceled) {
-			r.log.Warn("leader session ended; retrying", "error", err, "fenced", isFenced(err), "backoff", backoff.String())
+			r.log.Warn("leader session ended; retrying", "error", err, "fenced", isFenced(err), "backoff", retryWait.String())
 		} else {
 			r.log.Info("leadership lost")
 		}
@@ -290,10 +291,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(leaderRetryJitter.Jitter(retryWait * 5 / 4)):
 		}
 	}
 }
+
+// leaderRetryJitter spreads the relays' leader retries over [backoff,
+// 1.25·backoff] (backoff = half the session): never shorter than the
+// heartbeats a former leader needs to learn it lost the group, and
+// replicas that lost leadership together do not campaign in step.
+var leaderRetryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.2})
 
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"math"
@@ -123,11 +124,16 @@ func (s *Service) runBatch(reqs []*drawReq, committing func()) ([]drawResult, er
 		s.m.retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
 		s.log.Debug("draw batch retried", "attempt", attempt, "draws", len(reqs), "error", err)
 		select {
-		case <-time.After(time.Duration(attempt) * time.Millisecond):
+		case <-time.After(deadlockJitter.Jitter(time.Duration(attempt) * time.Millisecond)):
 		case <-ctx.Done():
 		}
 	}
 }
+
+// deadlockJitter spreads the retries of draw batches that failed together
+// (a deadlock between two batches, a lock wait timeout) over the upper half
+// of each wait, so they do not collide again in step.
+var deadlockJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
 
 // ErrDrawTimeout is a draw transaction that did not commit within
 // DrawTimeout (rolled back or, after a lost commit answer, unknown: a

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/kafkax"
@@ -42,6 +43,8 @@ import (
 type FastPath struct {
 	svc         *Service
 	cl          *kgo.Client
+	topic       string
+	share       *share // this replica's part of the IM capacity, by owned partitions
 	maxPoll     int
 	maxInFlight int
 	backoff     time.Duration
@@ -95,11 +98,11 @@ type chainResult struct {
 // it drains within a third of lock_ttl. The hold keeps at most twice what
 // appRate sends in cfg.FastPathDelay (at least 1000 records), so it never
 // limits throughput below appRate.
-func newFastPath(svc *Service, cfg Config, appRate int) (*FastPath, error) {
+func newFastPath(svc *Service, cfg Config, appRate int, sh *share) (*FastPath, error) {
 	delay := cfg.FastPathDelay
 	inflight := int(float64(appRate) * svc.cfg.LockTTL.Seconds() / 3)
 	inflight = max(100, min(inflight, 10000))
-	f := &FastPath{svc: svc, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
+	f := &FastPath{svc: svc, topic: cfg.Topic, share: sh, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
 		delay: delay, maxHeld: max(1000, int(2*float64(appRate)*delay.Seconds())),
 		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
 		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
@@ -115,7 +118,9 @@ func newFastPath(svc *Service, cfg Config, appRate int) (*FastPath, error) {
 		kgo.AutoCommitInterval(time.Second),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(f.onAssigned),
 		kgo.OnPartitionsRevoked(f.onRevoked),
+		kgo.OnPartitionsLost(f.onLost),
 	)
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -131,7 +136,9 @@ func newFastPath(svc *Service, cfg Config, appRate int) (*FastPath, error) {
 // onRevoked drops the held records of the revoked partitions (never
 // claimed, so the next owner holds and delivers them), drains the work in
 // flight (bounded by DrainTimeout), so the next owner of a partition starts
-// after our last recorded event, and commits the marked offsets.
+// after our last recorded event, commits the marked offsets, and only then
+// gives up the partitions' share of the IM capacity (the next owner gets it
+// after this returns).
 func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	f.claiming.Lock()
 	f.dropHeld(revoked)
@@ -143,6 +150,48 @@ func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[st
 		f.svc.m.batchErrors.WithLabelValues("commit").Inc()
 		f.svc.log.Warn("offset commit on revoke failed; events will be seen again and skipped as delivered", "error", err.Error())
 	}
+	f.giveUp(revoked)
+}
+
+// onLost gives up the share of partitions the group took away without a
+// revoke (the session expired): another replica may own them already.
+func (f *FastPath) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	f.giveUp(lost)
+}
+
+func (f *FastPath) giveUp(ps map[string][]int32) {
+	if f.share == nil || len(ps[f.topic]) == 0 {
+		return
+	}
+	f.share.revoke(ps[f.topic])
+	f.svc.log.Info("room event partitions given up; im call budget lowered", "partitions", ps[f.topic],
+		"budget_per_second", f.share.rate())
+}
+
+// onAssigned takes the share of the IM capacity of the partitions gained:
+// the topic's partition count comes from the cluster's metadata.
+func (f *FastPath) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	ps := assigned[f.topic]
+	if f.share == nil || len(ps) == 0 {
+		return
+	}
+	total := 0
+	for attempt := 0; attempt < 3 && total == 0; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		td, err := kadm.NewClient(cl).ListTopics(cctx, f.topic)
+		cancel()
+		if err == nil {
+			err = td[f.topic].Err
+		}
+		if err == nil {
+			total = len(td[f.topic].Partitions)
+		} else {
+			f.svc.log.Warn("partition count of the room events topic unknown; im call budget stays as it was", "attempt", attempt+1, "error", err.Error())
+		}
+	}
+	f.share.assign(ps, total)
+	f.svc.log.Info("room event partitions assigned; im call budget raised after one pacing window", "partitions", ps,
+		"topic_partitions", total, "budget_per_second", f.share.rate())
 }
 
 // drain waits until every poll handed out has its results recorded.
@@ -390,7 +439,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		case <-ctx.Done():
 			f.releaseTokens(len(ids))
 			return false
-		case <-time.After(f.backoff):
+		case <-time.After(retryJitter.Jitter(f.backoff)):
 		}
 	}
 	f.releaseTokens(len(ids) - len(claims.Claimed))

@@ -135,7 +135,7 @@ func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 // were still in flight at cancel: it is written after every send ended, so
 // the summaries always add up to roomflow_im_outbox_retries_total.
 func TestLastSummaryCountsSendsInFlightAtStop(t *testing.T) {
-	e := newEnv(t, false)
+	e := newEnv(t, true) // the scan sends the rooms of the partitions the fast path owns
 	e.cfg.PublishTimeout = 5 * time.Second
 	e.cfg.LockTTL = 6 * time.Second
 	arrived := make(chan struct{}, 1) // the send reached IM: stop finds it in flight

@@ -76,7 +76,15 @@ func NewPublisher(cfg Config, db *sql.DB) (*Publisher, error) {
 	p.Service = svc
 	if enabled {
 		svc.m.enabled.Set(1)
-		if p.fast, err = newFastPath(svc, cfg, client.MaxCallsPerSecond()); err != nil {
+		// This replica's part of im.max_calls_per_second follows the
+		// partitions its fast path owns (nothing before the first
+		// assignment); the scan takes only their rooms.
+		window := cfg.IM.PacingWindow
+		if window <= 0 {
+			window = tencentim.DefaultPacingWindow
+		}
+		svc.share = newShare(client.MaxCallsPerSecond(), window, client.SetCallRate)
+		if p.fast, err = newFastPath(svc, cfg, client.MaxCallsPerSecond(), svc.share); err != nil {
 			return nil, fmt.Errorf("publish-im: kafka: %w", err)
 		}
 	}

@@ -208,6 +208,15 @@ func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lo
 // concurrent workers never claim the same row and the scan never locks
 // rows it does not take; then set delivering for worker until now+lockTTL.
 func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace, lockTTL time.Duration) ([]Row, error) {
+	return r.ClaimPendingOf(ctx, worker, limit, grace, lockTTL, nil, 1)
+}
+
+// ClaimPendingOf is ClaimPending limited to the rows whose room_id keep
+// accepts (nil: every room): step 1 reads up to limit × spread candidates
+// per branch and keeps those of accepted rooms, so a replica that owns
+// 1/spread of the rooms still finds about limit rows of its own. Rows of
+// other rooms are neither locked nor changed.
+func (r *Repo) ClaimPendingOf(ctx context.Context, worker string, limit int, grace, lockTTL time.Duration, keep func(room string) bool, spread int) ([]Row, error) {
 	now := r.now().UnixMilli()
 	tx, err := r.db.BeginTx(ctx, rc)
 	if err != nil {
@@ -232,18 +241,27 @@ func (r *Repo) ClaimPending(ctx context.Context, worker string, limit int, grace
 	// never locks rows it does not claim, such as fresh pending rows the
 	// fast path is claiming right now.
 	var candIDs []any
+	read := limit
+	if keep != nil {
+		read = limit * max(1, spread)
+	}
 	for _, b := range branches {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM room_outbox `+b.where+` LIMIT ?`, append(b.args, limit)...)
+		rows, err := tx.QueryContext(ctx, `SELECT id, room_id FROM room_outbox `+b.where+` LIMIT ?`, append(b.args, read)...)
 		if err != nil {
 			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 		}
+		kept := 0
 		for rows.Next() {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
+			var room string
+			if err := rows.Scan(&id, &room); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 			}
-			candIDs = append(candIDs, id)
+			if kept < limit && (keep == nil || keep(room)) {
+				candIDs = append(candIDs, id)
+				kept++
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

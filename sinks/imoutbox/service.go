@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -36,6 +37,11 @@ type Service struct {
 
 	inflightMu sync.Mutex
 	inflight   map[int64]struct{} // claimed rows whose result is not yet recorded
+
+	// share, when set (a Publisher), limits the compensation scan to the
+	// rooms of the partitions this replica's fast path owns (see share).
+	// nil: the scan claims any room.
+	share *share
 
 	// afterSend, when set (tests), runs after a successful send and before
 	// the result is recorded; an error simulates a crash in between.
@@ -344,7 +350,7 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 			select {
 			case <-ctx.Done():
 				return err
-			case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+			case <-time.After(retryJitter.Jitter(time.Duration(attempt+1) * 200 * time.Millisecond)):
 			}
 		}
 		return err
@@ -365,24 +371,43 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 	return errors.Join(errs...)
 }
 
+// retryJitter spreads retries of failed statements (marks, the fast path's
+// claim) over the upper half of each wait, so replicas that failed together
+// (a MySQL failover) do not retry in step.
+var retryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
+
 // ProcessPendingOutbox is one compensation round (seed 000): claim up to
 // BatchSize eligible rows, publish each bounded by PublishTimeout (one
 // failure never stops the batch), record each result as it ends. It returns the round's
 // errors (claim, mark, envelope decode) joined; rows stay in the table.
 // After ctx ends the round claims and sends nothing new and returns within
 // DrainTimeout, cancelling sends still in flight then (rows left delivering).
+//
+// In a Publisher the round only claims rows of the rooms whose partition
+// this replica's fast path owns (none while it owns none), and stops
+// claiming and sending when partitions are given up; see share.
 func (s *Service) ProcessPendingOutbox(ctx context.Context) error {
+	var keep func(room string) bool
+	spread := 1
+	if s.share != nil {
+		if keep, spread = s.share.scope(); keep == nil {
+			return nil // owns no room: another replica's scan claims them
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = s.share.roundContext(ctx)
+		defer cancel()
+	}
 	lt, release := s.newLifetime(ctx)
 	defer release()
-	return s.processPending(lt)
+	return s.processPending(lt, keep, spread)
 }
 
-func (s *Service) processPending(lt lifetime) error {
+func (s *Service) processPending(lt lifetime, keep func(room string) bool, spread int) error {
 	ctx := lt.run
 	if ctx.Err() != nil {
 		return nil
 	}
-	rows, err := s.repo.ClaimPending(ctx, s.worker, s.cfg.BatchSize, s.cfg.ClaimGrace, s.cfg.LockTTL)
+	rows, err := s.repo.ClaimPendingOf(ctx, s.worker, s.cfg.BatchSize, s.cfg.ClaimGrace, s.cfg.LockTTL, keep, spread)
 	if err != nil {
 		s.m.batchErrors.WithLabelValues("claim").Inc()
 		return err

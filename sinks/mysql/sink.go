@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"log/slog"
 	"maps"
@@ -232,7 +233,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 			break
 		}
 		s.m.Retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
-		if !sleepCtx(ctx, backoff(attempt)) {
+		if !sleepCtx(ctx, retryDelay(attempt)) {
 			break
 		}
 	}
@@ -276,10 +277,19 @@ func (s *Sink) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	}
 }
 
-func backoff(attempt int) time.Duration {
+// retryCeiling is the longest wait before retry attempt+1 of a batch or a
+// claim: 20ms doubling to 2s.
+func retryCeiling(attempt int) time.Duration {
 	d := 20 * time.Millisecond << min(attempt, 7)
 	return min(d, 2*time.Second)
 }
+
+// retryJitter spreads the retries of sinks that failed together (a MySQL
+// failover) over the upper half of each wait.
+var retryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
+
+// retryDelay is the wait before retry attempt+1: in [ceiling/2, ceiling].
+func retryDelay(attempt int) time.Duration { return retryJitter.Jitter(retryCeiling(attempt)) }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -405,7 +415,7 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 			s.m.Retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
 			s.setErr(err)
 			s.log.Warn("batch failed, retrying the whole batch", "attempt", attempt+1, "records", len(recs), "error", err)
-			if !sleepCtx(ctx, backoff(attempt)) {
+			if !sleepCtx(ctx, retryDelay(attempt)) {
 				return Result{}, fmt.Errorf("mysql sink: batch not applied before shutdown: %w", err)
 			}
 			attempt++

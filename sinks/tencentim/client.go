@@ -71,6 +71,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.Endpoint, "/"), log: cfg.Logger,
 		pacer: NewPacer(cfg.MaxCallsPerSecond, cfg.MaxMessagesPerGroupPerSecond, cfg.PacingWindow),
 		m:     newClientMetrics(cfg.Registerer)}
+	c.m.budget.Set(float64(cfg.MaxCallsPerSecond))
 	return c, nil
 }
 
@@ -79,6 +80,16 @@ func (c *Client) MaxMessageBytes() int { return c.cfg.MaxMessageBytes }
 
 // MaxCallsPerSecond is the configured app call rate.
 func (c *Client) MaxCallsPerSecond() int { return c.cfg.MaxCallsPerSecond }
+
+// SetCallRate changes the calls per second this client paces at (initially
+// MaxCallsPerSecond): a replica that takes its part of a rate shared with
+// other replicas sets it when its part changes. A lower rate holds back at
+// once, a higher one applies one pacing window later (Pacer.SetAppRate);
+// 0 stops every send until it is raised.
+func (c *Client) SetCallRate(rate float64) {
+	c.pacer.SetAppRate(rate)
+	c.m.budget.Set(max(rate, 0))
+}
 
 // userSig returns the cached sig, generating one on first use, when a
 // quarter of its lifetime is left, or when force is set (70001/70052).
@@ -270,6 +281,7 @@ type clientMetrics struct {
 	duration    prometheus.Histogram
 	pacingWait  prometheus.Histogram
 	sigRenewals *prometheus.CounterVec
+	budget      prometheus.Gauge
 }
 
 func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
@@ -292,11 +304,16 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 			Name: "roomflow_im_usersig_renewals_total",
 			Help: "UserSig generations: reason initial|scheduled|expired|invalidated.",
 		}, []string{"reason"}),
+		budget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_im_call_budget_per_second",
+			Help: "send_group_msg calls per second this process paces at: its part of im.max_calls_per_second (publish-im: the share of the room events partitions its fast path owns; a raise applies one pacing window later).",
+		}),
 	}
 	m.publish = promreg.Register(reg, m.publish)
 	m.duration = promreg.Register(reg, m.duration)
 	m.pacingWait = promreg.Register(reg, m.pacingWait)
 	m.sigRenewals = promreg.Register(reg, m.sigRenewals)
+	m.budget = promreg.Register(reg, m.budget)
 	return m
 }
 

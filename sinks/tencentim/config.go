@@ -43,9 +43,11 @@ type Config struct {
 	// is renewed when a quarter of it is left). Default DefaultUserSigTTL
 	// (24h).
 	UserSigTTL time.Duration
-	// MaxCallsPerSecond paces calls under Tencent's per-app limit (per
-	// process: divide it among replicas). Default
-	// DefaultMaxCallsPerSecond (200).
+	// MaxCallsPerSecond is the calls per second this client may make:
+	// roomflow's share of Tencent's per-app limit, which room-service's
+	// own synchronous sends use too. A client paces at it until
+	// SetCallRate changes it (imoutbox's Publisher sets each replica's
+	// part of it). Default DefaultMaxCallsPerSecond (200).
 	MaxCallsPerSecond int
 	// MaxMessagesPerGroupPerSecond paces each group under Tencent's
 	// per-group limit. Default DefaultMaxMessagesPerGroupPerSecond (40).

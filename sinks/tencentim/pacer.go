@@ -22,8 +22,17 @@ type Pacer struct {
 	window   time.Duration
 	appLimit int
 	grpLimit int
-	app      ring
-	groups   map[string]*ring
+	// appRate is the app limit in force in calls per second (SetAppRate;
+	// initially appLimit), appWindow the window the app logs count in:
+	// window, or longer for a rate under one call per window. 0: no grant.
+	appRate   float64
+	appWindow time.Duration
+	// raiseTo, when raiseAt is set, is a higher rate SetAppRate asked for;
+	// it takes effect at raiseAt, one window later (see SetAppRate).
+	raiseTo float64
+	raiseAt time.Time
+	app     ring
+	groups  map[string]*ring
 	// sent logs the instants grants were actually used: a caller woken
 	// late (scheduler, GC) must not push more calls into a window than the
 	// limit, which booking alone cannot see.
@@ -56,6 +65,21 @@ type ring struct {
 
 func newRing(n int) ring { return ring{at: make([]time.Time, n)} }
 
+// resize keeps the newest n grants (fewer: the rest are free slots).
+func (r *ring) resize(n int) {
+	old := len(r.at)
+	ordered := make([]time.Time, 0, max(n, old)) // oldest first
+	for i := range old {
+		ordered = append(ordered, r.at[(r.next+i)%old])
+	}
+	if n < old {
+		ordered = ordered[old-n:]
+	} else {
+		ordered = append(make([]time.Time, n-old, n), ordered...)
+	}
+	r.at, r.next = ordered, 0
+}
+
 // free is when one more grant fits: the oldest of the last N plus window.
 func (r *ring) free(window time.Duration) time.Time { return r.at[r.next].Add(window) }
 
@@ -71,8 +95,62 @@ func (r *ring) take(t time.Time) {
 // jitter reordering arrivals at the server).
 func NewPacer(appLimit, groupLimit int, window time.Duration) *Pacer {
 	return &Pacer{window: window, appLimit: appLimit, grpLimit: groupLimit,
+		appRate: float64(appLimit), appWindow: window,
 		app: newRing(appLimit), groups: map[string]*ring{}, now: time.Now,
 		sent: newRing(appLimit), grpSent: map[string]*ring{}}
+}
+
+// SetAppRate changes the app limit to rate calls per second (0 or less:
+// no grant at all), so that replicas that split an app limit among
+// themselves stay under it together while their split changes. A lower
+// rate applies at once: the grants of the last window beyond it hold the
+// next ones back. A higher rate applies one window after the last change,
+// so a replica that gains capacity another gave up never uses it while
+// the other's grants of the last window still count at Tencent: at every
+// instant each replica's limit is at most what it held throughout the
+// window before, and the replicas' shares at any one instant add up to at
+// most the whole. A rate under one call per window grants one call per
+// window/rate.
+func (p *Pacer) SetAppRate(rate float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rate = max(rate, 0)
+	p.raiseAt = time.Time{}
+	if rate <= p.appRate {
+		p.setRate(rate)
+		return
+	}
+	p.raiseTo, p.raiseAt = rate, p.now().Add(p.window)
+}
+
+// AppRate is the app limit in force, in calls per second.
+func (p *Pacer) AppRate() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.raise(p.now())
+	return p.appRate
+}
+
+// raise applies a pending higher rate once it is due.
+func (p *Pacer) raise(now time.Time) {
+	if !p.raiseAt.IsZero() && !now.Before(p.raiseAt) {
+		p.raiseAt = time.Time{}
+		p.setRate(p.raiseTo)
+	}
+}
+
+func (p *Pacer) setRate(rate float64) {
+	p.appRate = rate
+	if rate <= 0 {
+		return // the logs stay; Reserve grants nothing
+	}
+	n := max(1, int(rate)) // floor(rate) calls per window
+	p.appWindow = p.window
+	if rate < 1 {
+		p.appWindow = time.Duration(float64(p.window) / rate)
+	}
+	p.app.resize(n)
+	p.sent.resize(n)
 }
 
 // Reserve books a grant for group. When the group has room now, it books
@@ -94,11 +172,18 @@ func (p *Pacer) Reserve(group string) (at time.Time, ok bool) {
 	if p.pausedUntil.After(now) {
 		return p.pausedUntil, false
 	}
+	p.raise(now)
+	if p.appRate <= 0 {
+		if !p.raiseAt.IsZero() {
+			return p.raiseAt, false
+		}
+		return now.Add(p.window / 10), false // ask again: SetAppRate may raise it
+	}
 	if gf := g.free(p.window); gf.After(now) {
 		return gf, false
 	}
 	t := now
-	if a := p.app.free(p.window); a.After(t) {
+	if a := p.app.free(p.appWindow); a.After(t) {
 		t = a
 	}
 	if l := p.app.newest(); l.After(t) {
@@ -131,6 +216,10 @@ func (p *Pacer) confirm(group string) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
+	p.raise(now)
+	if p.appRate <= 0 {
+		return p.window / 10 // the rate dropped to nothing since the booking
+	}
 	g := p.grpSent[group]
 	if g == nil {
 		r := newRing(p.grpLimit)
@@ -138,7 +227,7 @@ func (p *Pacer) confirm(group string) time.Duration {
 		p.grpSent[group] = g
 	}
 	t := g.free(p.window)
-	if a := p.sent.free(p.window); a.After(t) {
+	if a := p.sent.free(p.appWindow); a.After(t) {
 		t = a
 	}
 	if t.After(now) {

@@ -230,6 +230,89 @@ func TestPacerWindow(t *testing.T) {
 	}
 }
 
+// SetAppRate: a lower rate holds back at once (the grants of the last
+// window count), a higher one only after a window, 0 grants nothing, and a
+// rate under one call per second spaces single calls out.
+func TestPacerSetAppRate(t *testing.T) {
+	p := tencentim.NewPacer(10, 1000, time.Second)
+	clock := time.Unix(1000, 0)
+	p.SetClock(func() time.Time { return clock })
+	var grants []time.Time
+	// grantUntil takes every grant before end, moving the clock as a
+	// waiting caller would, and returns how many start in [start, end)
+	// (a grant booked at or after end counts for the next call).
+	grantUntil := func(end time.Time) int {
+		start := clock
+		for i := 0; clock.Before(end); i++ {
+			at, ok := p.Reserve(fmt.Sprintf("g%d", i))
+			if at.After(clock) {
+				clock = at
+			}
+			if ok {
+				grants = append(grants, at)
+			}
+		}
+		n := 0
+		for _, g := range grants {
+			if !g.Before(start) && g.Before(end) {
+				n++
+			}
+		}
+		return n
+	}
+	t0 := clock
+	if n := grantUntil(t0.Add(500 * time.Millisecond)); n != 10 {
+		t.Fatalf("%d grants at rate 10 in the first half second, want 10", n)
+	}
+	p.SetAppRate(4) // the 10 grants of this window still count
+	if n := grantUntil(t0.Add(time.Second)); n != 0 {
+		t.Fatalf("%d grants after lowering to 4 within the window of 10, want 0", n)
+	}
+	if n := grantUntil(t0.Add(2 * time.Second)); n != 4 {
+		t.Fatalf("%d grants in the next window at rate 4, want 4", n)
+	}
+	p.SetAppRate(8) // takes effect one window later
+	if got := p.AppRate(); got != 4 {
+		t.Fatalf("rate right after raising: %v, want still 4", got)
+	}
+	if n := grantUntil(t0.Add(3 * time.Second)); n != 4 {
+		t.Fatalf("%d grants in the window after raising, want still 4", n)
+	}
+	if n := grantUntil(t0.Add(4 * time.Second)); n != 8 {
+		t.Fatalf("%d grants a window after raising, want 8", n)
+	}
+	clock = t0.Add(5 * time.Second)
+	p.SetAppRate(0)
+	if _, ok := p.Reserve("zero"); ok {
+		t.Fatal("a grant at rate 0")
+	}
+	p.SetAppRate(0.5) // raised: from 6s on, one call per 2s
+	before := len(grants)
+	if n := grantUntil(t0.Add(13 * time.Second)); n < 3 || n > 4 {
+		t.Fatalf("%d grants from 5s to 13s at rate 0.5 (raised after a window), want 3 or 4", n)
+	}
+	for i := before + 1; i < len(grants); i++ {
+		if d := grants[i].Sub(grants[i-1]); d < 2*time.Second {
+			t.Fatalf("grants %s apart at rate 0.5", d)
+		}
+	}
+	if grants[before].Before(t0.Add(6 * time.Second)) {
+		t.Fatalf("first grant at rate 0.5 at %s, before the raise took effect", grants[before].Sub(t0))
+	}
+	// Never more than the rate in force in any window.
+	for i := range grants {
+		n := 0
+		for _, g := range grants[i:] {
+			if g.Before(grants[i].Add(time.Second)) {
+				n++
+			}
+		}
+		if n > 10 || (grants[i].After(t0.Add(time.Second)) && n > 8) {
+			t.Fatalf("%d grants in the window from %s", n, grants[i].Sub(t0))
+		}
+	}
+}
+
 func imCfg(endpoint string) tencentim.Config {
 	return tencentim.Config{Endpoint: endpoint, SDKAppID: vecApp, SecretKey: vecKey, AdminIdentifier: "admin"}
 }
