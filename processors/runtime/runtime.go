@@ -130,6 +130,7 @@ func New(cfg Config, proc Processor) (*Runtime, error) {
 		}
 	}
 	r.recordsIn = r.m.recordsIn.WithLabelValues(name, cfg.Input)
+	r.m.precreate(name, cfg.RejectReasons)
 	return r, nil
 }
 
@@ -893,7 +894,7 @@ func (r *Runtime) dropTask(p int32) {
 		r.m.stateKeys.DeleteLabelValues(r.name, part)
 		r.m.stateBytes.DeleteLabelValues(r.name, part)
 	}
-	r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, strconv.FormatInt(int64(p), 10))
+	r.m.deleteLag(r.name, r.cfg.Input, strconv.FormatInt(int64(p), 10))
 }
 
 func (r *Runtime) updateStateGauges(t *task) {
@@ -934,9 +935,9 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 			part := strconv.FormatInt(int64(p), 10)
 			switch {
 			case !owned[p]:
-				r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, part)
+				r.m.deleteLag(r.name, r.cfg.Input, part)
 			case ml.Lag >= 0:
-				r.m.lag.WithLabelValues(r.name, r.cfg.Input, part).Set(float64(ml.Lag))
+				r.m.setLag(r.name, r.cfg.Input, part, float64(ml.Lag))
 			}
 		}
 	}
