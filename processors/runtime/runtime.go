@@ -878,6 +878,8 @@ func (r *Runtime) startTask(t *task) {
 	if t.store != nil {
 		r.updateStateGauges(t)
 	}
+	// An owned partition's stall gauge exists at 0 (dropTask deletes it).
+	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(0)
 	r.publishAssigned()
 }
 
@@ -904,15 +906,21 @@ func (r *Runtime) updateStateGauges(t *task) {
 }
 
 // lagLoop publishes the group's lag for the input partitions this
-// instance owns.
+// instance owns: every second until it has published some (so a fresh
+// instance reports its lag at once), then every LagInterval.
 func (r *Runtime) lagLoop(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.LagInterval)
-	defer tick.Stop()
+	published := false
 	for {
+		wait := r.cfg.LagInterval
+		if !published {
+			wait = min(wait, time.Second)
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		lags, err := r.adm.Lag(ctx, r.cfg.Group)
 		if err != nil {
@@ -938,6 +946,7 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 				r.m.deleteLag(r.name, r.cfg.Input, part)
 			case ml.Lag >= 0:
 				r.m.setLag(r.name, r.cfg.Input, part, float64(ml.Lag))
+				published = true
 			}
 		}
 	}
