@@ -7,8 +7,14 @@ CHAOS_DURATION ?= 10m
 
 .PHONY: build test unit lint proto proto-tools bench demo chaos
 
+## build: bin/roomflow stamped with the release (`roomflow --version`,
+## roomflow_build_info): VERSION from git describe, REVISION the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILDINFO := github.com/hyapp/roomflow/internal/buildinfo
+LDFLAGS := -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Revision=$(REVISION)
 build:
-	$(GO) build -o bin/roomflow ./cmd/roomflow
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/roomflow ./cmd/roomflow
 
 ## test: unit + integration (MariaDB on 127.0.0.1:3306, in-process kfake), in a
 ## shuffled order (order dependence fails here; the seed is printed: -shuffle=SEED).

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -58,6 +59,10 @@ type demoResult struct {
 	Lucky   loadgen.DrawSummary
 	Pools   []demoPool
 	Credits int
+	// Metrics is what the process registry held once everything had
+	// converged, gathered before the shutdown (the alert and dashboard
+	// tests check their queries against it).
+	Metrics []*dto.MetricFamily
 }
 
 // demoPool is one lucky_pools row at the end of the demo.
@@ -247,6 +252,9 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 	res.Credits = len(wal.Ledger())
 	if paid, err := countRows(ctx, db, "SELECT COUNT(*) FROM lucky_draw_records WHERE reward_coins > 0 AND reward_status = 'granted'"); err != nil || paid != res.Credits {
 		return res, fmt.Errorf("every paid draw must be granted once with one wallet credit: %d granted draws, %d credits (%v)", paid, res.Credits, err)
+	}
+	if res.Metrics, err = deps.Registry.Gather(); err != nil {
+		return res, fmt.Errorf("gather metrics: %w", err)
 	}
 	stop()
 	if err := <-runErr; err != nil {

@@ -4,14 +4,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +17,6 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
-	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
 // The Kubernetes manifests must stay true to the binary and to the
@@ -284,82 +279,4 @@ func checkInstanceID(t *testing.T, file string, c corev1.Container) {
 		}
 	}
 	t.Errorf("%s: container %s: %s is not the downward API's metadata.name", file, c.Name, v)
-}
-
-// The alert rules filter roomflow_im_publish_total only by result values
-// the IM client emits ("delivered" is not one: the failure alert fired on
-// every successful call).
-func TestAlertRulesUseEmittedIMResults(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/prometheus-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	emitted := map[string]bool{"ok": true}
-	for _, c := range []tencentim.Class{tencentim.Retryable, tencentim.RegenerateSig, tencentim.Permanent} {
-		emitted[c.String()] = true
-	}
-	uses := regexp.MustCompile(`roomflow_im_publish_total\{[^}]*result!?=~?"([^"]+)"`).FindAllStringSubmatch(string(raw), -1)
-	if len(uses) == 0 {
-		t.Fatal("no rule on roomflow_im_publish_total{result}")
-	}
-	for _, u := range uses {
-		if !emitted[u[1]] {
-			t.Errorf("rule filters result=%q, which the IM client never emits (it emits %v)", u[1], emitted)
-		}
-	}
-}
-
-// The lucky alerts exist, and the payout alert reads only gauges the
-// payout collector exports (a renamed gauge would leave the alert silent
-// for ever). roomflow_lucky_reward_failed_total is the draw service's.
-func TestAlertRulesLucky(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/prometheus-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Groups []struct {
-			Rules []struct {
-				Alert, Expr, For string
-			}
-		}
-	}
-	if err := yaml.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	rules := map[string]struct{ Expr, For string }{}
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			rules[r.Alert] = struct{ Expr, For string }{r.Expr, r.For}
-		}
-	}
-	c, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: "hyapp"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan *prometheus.Desc, 8)
-	c.Describe(ch)
-	close(ch)
-	exported := map[string]bool{}
-	for d := range ch {
-		exported[regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1]] = true
-	}
-	payout, ok := rules["LuckyPayoutRateOutOfBand"]
-	if !ok || payout.For != "15m" {
-		t.Fatalf("LuckyPayoutRateOutOfBand missing or not for 15m: %+v", payout)
-	}
-	used := regexp.MustCompile(`roomflow_lucky_[a-z_]+`).FindAllString(payout.Expr, -1)
-	for _, want := range []string{"roomflow_lucky_payout_rate_ppm", "roomflow_lucky_target_payout_rate_ppm", "roomflow_lucky_draws"} {
-		if !slices.Contains(used, want) {
-			t.Errorf("LuckyPayoutRateOutOfBand does not read %s: %s", want, payout.Expr)
-		}
-	}
-	for _, m := range used {
-		if !exported[m] {
-			t.Errorf("LuckyPayoutRateOutOfBand reads %s, which the payout collector does not export (%v)", m, exported)
-		}
-	}
-	if r, ok := rules["LuckyRewardFailed"]; !ok || !strings.Contains(r.Expr, "increase(roomflow_lucky_reward_failed_total[10m]) > 0") {
-		t.Fatalf("LuckyRewardFailed missing or changed: %+v", r)
-	}
 }

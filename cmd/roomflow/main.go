@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/buildinfo"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 )
@@ -132,6 +133,7 @@ ROOMFLOW_IM_ADMIN_IDENTIFIER, ROOMFLOW_IM_SECRET_KEY, ROOMFLOW_APP_CODE.
 See 'roomflow config' for every key and its effective value.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "YAML config file (default $ROOMFLOW_CONFIG; none: defaults)")
 	root.AddCommand(migrateCmd(g), topicsCmd(g), configCmd(g), runCmd(g), kfakeCmd())

@@ -40,6 +40,10 @@ func Retryable(err error) bool {
 		errors.Is(err, io.EOF) || errors.As(err, &ne)
 }
 
+// Reasons are the values Reason returns besides "mysql_<number>": what a
+// retry counter labelled by Reason pre-creates at 0.
+var Reasons = []string{"deadlock", "lock_wait_timeout", "duplicate_key", "connection"}
+
 // Reason is a short label for metrics.
 func Reason(err error) string {
 	var me *mysql.MySQLError

@@ -15,13 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hyapp/roomflow/internal/buildinfo"
 )
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
-// Components register their roomflow_* metrics on it; tests use a fresh one.
+// NewRegistry returns a registry with the Go runtime and process collectors
+// and roomflow_build_info. Components register their roomflow_* metrics on
+// it; tests use a fresh one.
 func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return r
 }
 

@@ -3,6 +3,7 @@ package mic_test
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,9 @@ func TestDecode(t *testing.T) {
 			var de *mic.DecodeError
 			if !errors.As(err, &de) || de.Reason != c.reason || !errors.Is(err, mic.ErrDecode) {
 				t.Fatalf("err %v, want reason %s", err, c.reason)
+			}
+			if !slices.Contains(mic.DecodeReasons, de.Reason) {
+				t.Errorf("reason %s is not in mic.DecodeReasons (its DLQ series would not exist at 0)", de.Reason)
 			}
 		})
 	}

@@ -86,6 +86,11 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// DecodeReasons are the Reason values of the DecodeErrors Decode returns
+// (DLQ reasons of the mic processor; their metric series are created at 0).
+var DecodeReasons = []string{"bad_envelope", "wrong_event_type", "bad_payload", "missing_event_id", "missing_app_code",
+	"field_too_long", "bad_time", "bad_user_id"}
+
 func decodeErr(reason string, format string, args ...any) error {
 	return &DecodeError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }

@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -88,6 +89,11 @@ const (
 	ReasonInvalidRule        = "invalid_rule"
 	ReasonOverflow           = "overflow"
 )
+
+// RejectReasons lists every DLQ reason above: the runtime creates their
+// roomflow_process_dlq_total series at 0 (runtime.Config.RejectReasons).
+var RejectReasons = []string{ReasonDecodeEnvelope, ReasonInvalidEnvelope, ReasonUnknownEventType, ReasonDecodePayload,
+	ReasonNegativeHeat, ReasonUnknownRuleVersion, ReasonInvalidRule, ReasonOverflow}
 
 // Envelope field bounds of the design's contract (room_outbox columns).
 const (
@@ -178,7 +184,9 @@ func New(cfg Config, rules RuleSource) (*runtime.Runtime, error) {
 	if rules == nil {
 		return nil, errors.New("room: nil rule source")
 	}
-	rt, err := runtime.New(cfg.Runtime, NewProcessor(cfg, rules))
+	rc := cfg.Runtime
+	rc.RejectReasons = append(slices.Clip(rc.RejectReasons), RejectReasons...)
+	rt, err := runtime.New(rc, NewProcessor(cfg, rules))
 	return rt, cfgerr.Under("runtime", nil, err)
 }
 

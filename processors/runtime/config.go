@@ -112,6 +112,11 @@ type Config struct {
 	// adds the group, transactional id and isolation options itself.
 	// Brokers are required.
 	Kafka kafkax.Cluster
+	// RejectReasons are the Reject reasons the processor can return:
+	// their roomflow_process_dlq_total series exist at 0 from the start,
+	// so increase() sees the first dead letter (ReasonCorruptState is
+	// always included). A reason not listed is still counted. Optional.
+	RejectReasons []string
 	// Registerer gets the runtime's metrics. Default nil: no metrics.
 	// Several runtimes may share one registerer; they are told apart by
 	// the processor label.

@@ -179,10 +179,11 @@
 // (per cause: rebalance, restore, produce, flush, membership,
 // unowned_partition, commit_error, shutdown), restore_duration_seconds, restore_records_total
 // (counted as read: restore progress), restoring_partitions, state_keys
-// and state_bytes (per partition), consumer_lag (per partition, kadm, every
-// LagInterval), punctuations_total (runs per name; each catch-up run
+// and state_bytes (per partition), consumer_lag_records (per partition,
+// kadm, every LagInterval; also under the deprecated name consumer_lag
+// for one release), punctuations_total (runs per name; each catch-up run
 // counts), punctuations_deferred_total
-// (per reason), partition_stalled (per partition, 1 while stalled) and
+// (per reason), partition_stalled (per owned partition, 1 while stalled) and
 // partition_stalls_total (failed attempts, per cause: record, punctuation).
 //
 // # Time

@@ -19,7 +19,8 @@ type metrics struct {
 	restoring    *prometheus.GaugeVec     // processor
 	stateKeys    *prometheus.GaugeVec     // processor, partition
 	stateBytes   *prometheus.GaugeVec     // processor, partition
-	lag          *prometheus.GaugeVec     // processor, topic, partition
+	lag          *prometheus.GaugeVec     // processor, topic, partition (deprecated name)
+	lagRecords   *prometheus.GaugeVec     // processor, topic, partition
 	punctuations *prometheus.CounterVec   // processor, name
 	deferred     *prometheus.CounterVec   // processor, reason
 	stalled      *prometheus.GaugeVec     // processor, partition
@@ -76,7 +77,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor", "partition"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "roomflow_process_consumer_lag",
-			Help: "Records between the group's committed offset and the partition end (kadm).",
+			Help: "Deprecated: use roomflow_process_consumer_lag_records (same value); removed in the next release.",
+		}, []string{"processor", "topic", "partition"}),
+		lagRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_process_consumer_lag_records",
+			Help: "Records between the group's committed offset and the partition end (kadm), per input partition this instance owns.",
 		}, []string{"processor", "topic", "partition"}),
 		punctuations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_punctuations_total",
@@ -107,9 +112,49 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.stateKeys = promreg.Register(reg, m.stateKeys)
 	m.stateBytes = promreg.Register(reg, m.stateBytes)
 	m.lag = promreg.Register(reg, m.lag)
+	m.lagRecords = promreg.Register(reg, m.lagRecords)
 	m.punctuations = promreg.Register(reg, m.punctuations)
 	m.deferred = promreg.Register(reg, m.deferred)
 	m.stalled = promreg.Register(reg, m.stalled)
 	m.stalls = promreg.Register(reg, m.stalls)
 	return m
+}
+
+// abortCauses are the causes of roomflow_process_txn_aborts_total (see
+// Runtime.aborted and prepareCommit).
+var abortCauses = []string{"rebalance", "restore", "produce", "flush", "membership", "unowned_partition", "commit_error", "shutdown"}
+
+// precreate makes processor's counters (and its restoring gauge) exist at 0
+// for every label value known up front, so rate() and increase() count
+// their first event: a series that appears at 1 has no earlier sample.
+func (m *metrics) precreate(processor string, rejectReasons []string) {
+	for _, r := range append([]string{ReasonCorruptState}, rejectReasons...) {
+		m.dlq.WithLabelValues(processor, r)
+	}
+	for _, c := range abortCauses {
+		m.txnAborts.WithLabelValues(processor, c)
+	}
+	for _, r := range []string{"behind", "lso_unavailable"} {
+		m.deferred.WithLabelValues(processor, r)
+	}
+	for _, c := range []string{"record", "punctuation"} {
+		m.stalls.WithLabelValues(processor, c)
+	}
+	m.txnCommits.WithLabelValues(processor)
+	m.txnDuration.WithLabelValues(processor)
+	m.restoreDur.WithLabelValues(processor)
+	m.restoreRecs.WithLabelValues(processor)
+	m.restoring.WithLabelValues(processor)
+}
+
+// setLag publishes a partition's lag under both names.
+func (m *metrics) setLag(processor, topic, part string, v float64) {
+	m.lag.WithLabelValues(processor, topic, part).Set(v)
+	m.lagRecords.WithLabelValues(processor, topic, part).Set(v)
+}
+
+// deleteLag drops a partition's lag series (both names).
+func (m *metrics) deleteLag(processor, topic, part string) {
+	m.lag.DeleteLabelValues(processor, topic, part)
+	m.lagRecords.DeleteLabelValues(processor, topic, part)
 }

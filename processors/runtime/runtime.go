@@ -131,6 +131,7 @@ func New(cfg Config, proc Processor) (*Runtime, error) {
 		}
 	}
 	r.recordsIn = r.m.recordsIn.WithLabelValues(name, cfg.Input)
+	r.m.precreate(name, cfg.RejectReasons)
 	return r, nil
 }
 
@@ -878,6 +879,8 @@ func (r *Runtime) startTask(t *task) {
 	if t.store != nil {
 		r.updateStateGauges(t)
 	}
+	// An owned partition's stall gauge exists at 0 (dropTask deletes it).
+	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(0)
 	r.publishAssigned()
 }
 
@@ -894,7 +897,7 @@ func (r *Runtime) dropTask(p int32) {
 		r.m.stateKeys.DeleteLabelValues(r.name, part)
 		r.m.stateBytes.DeleteLabelValues(r.name, part)
 	}
-	r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, strconv.FormatInt(int64(p), 10))
+	r.m.deleteLag(r.name, r.cfg.Input, strconv.FormatInt(int64(p), 10))
 }
 
 func (r *Runtime) updateStateGauges(t *task) {
@@ -904,15 +907,21 @@ func (r *Runtime) updateStateGauges(t *task) {
 }
 
 // lagLoop publishes the group's lag for the input partitions this
-// instance owns.
+// instance owns: every second until it has published some (so a fresh
+// instance reports its lag at once), then every LagInterval.
 func (r *Runtime) lagLoop(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.LagInterval)
-	defer tick.Stop()
+	published := false
 	for {
+		wait := r.cfg.LagInterval
+		if !published {
+			wait = min(wait, time.Second)
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		lags, err := r.adm.Lag(ctx, r.cfg.Group)
 		if err != nil {
@@ -935,9 +944,10 @@ func (r *Runtime) lagLoop(ctx context.Context) {
 			part := strconv.FormatInt(int64(p), 10)
 			switch {
 			case !owned[p]:
-				r.m.lag.DeleteLabelValues(r.name, r.cfg.Input, part)
+				r.m.deleteLag(r.name, r.cfg.Input, part)
 			case ml.Lag >= 0:
-				r.m.lag.WithLabelValues(r.name, r.cfg.Input, part).Set(float64(ml.Lag))
+				r.m.setLag(r.name, r.cfg.Input, part, float64(ml.Lag))
+				published = true
 			}
 		}
 	}

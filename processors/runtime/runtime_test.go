@@ -293,7 +293,8 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 		t.Fatalf("state keys %v, want 60 (30 counts, 30 TTL'd last values)", n)
 	}
 	waitFor(t, "consumer lag 0 on 3 partitions", 10*time.Second, func() bool {
-		return metricCount(t, reg, "roomflow_process_consumer_lag") == 3 && metricSum(t, reg, "roomflow_process_consumer_lag") == 0
+		return metricCount(t, reg, "roomflow_process_consumer_lag_records") == 3 && metricSum(t, reg, "roomflow_process_consumer_lag_records") == 0 &&
+			metricCount(t, reg, "roomflow_process_consumer_lag") == 3 // the deprecated name, kept one release
 	})
 	b.Stop(t)
 	checkCounts(t, out, oracle)

@@ -11,7 +11,7 @@ import (
 type metrics struct {
 	events         *prometheus.CounterVec // result: relayed|dead_lettered
 	batches        *prometheus.CounterVec // result: committed|aborted
-	lag            prometheus.Gauge
+	lag            prometheus.GaugeFunc
 	openGaps       prometheus.Gauge
 	gapsAbandoned  *prometheus.CounterVec // reason: max_age|max_open_gaps
 	isLeader       prometheus.Gauge
@@ -21,7 +21,9 @@ type metrics struct {
 	idReissue      prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the relay's series; lag is the value of
+// roomflow_relay_lag_seconds, computed at scrape time (see lagWatch).
+func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms .. ~16s
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -32,10 +34,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_relay_batches_total",
 			Help: "Relay Kafka transactions, by result (committed or aborted).",
 		}, []string{"result"}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+		lag: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomflow_relay_lag_seconds",
-			Help: "Now minus occurred_at of the newest relayed row at its commit; 0 once a poll finds nothing new.",
-		}),
+			Help: "Now minus occurred_at of the oldest committed room_outbox row the committed relay position has not relayed (above its high-water id or in an open gap); with none, now minus when that was last verified. Every replica exports it, standby included; it keeps growing while MySQL cannot be read or no leader commits.",
+		}, lag),
 		openGaps: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomflow_relay_open_gaps",
 			Help: "Outbox ids below the high-water mark the relay is still waiting for.",

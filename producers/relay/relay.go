@@ -160,6 +160,7 @@ type Relay struct {
 	router Router
 	log    *slog.Logger // cfg.Logger tagged component=relay
 	m      *metrics
+	lag    *lagWatch
 
 	started atomic.Bool
 
@@ -198,7 +199,8 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 			MaxRecordBytes: cfg.MaxRecordBytes,
 		},
 	}
-	r.m = newMetrics(cfg.Registerer)
+	r.lag = newLagWatch(cfg.Now)
+	r.m = newMetrics(cfg.Registerer, r.lagGaugeValue)
 	return r, nil
 }
 
@@ -239,6 +241,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { el.run(pctx) })
+	wg.Go(func() { r.watchLag(pctx) })
 	defer func() {
 		pcancel()
 		// A dynamic member leaves the group here, so a standby takes over
@@ -508,7 +511,6 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 			lastReissueCheck = started
 		}
 		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
-			r.m.lag.Set(0)
 			if err := sleep(ctx, poll); err != nil {
 				return err
 			}
@@ -612,7 +614,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		return fmt.Errorf("relay: begin transaction: %w", err)
 	}
 	var res produced
-	dead, newest, err := r.produceRows(ctx, txn, b, &res)
+	dead, err := r.produceRows(ctx, txn, b, &res)
 	if err != nil {
 		r.abort(txn)
 		return err
@@ -638,7 +640,7 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 	if err := r.endBatch(ctx, txn, b); err != nil {
 		return err
 	}
-	r.committed(b, dead, newest, commitStart)
+	r.committed(b, dead, commitStart)
 	return nil
 }
 
@@ -658,11 +660,11 @@ func (p *produced) fail(err error) {
 }
 
 // produceRows produces b's rows in id order, each to its route or the DLQ,
-// and returns the dead-lettered rows and the newest occurred_at_ms. A row
+// and returns the dead-lettered rows. A row
 // suspected of a refused produce batch is produced alone and waited for:
 // refused again, it goes to the DLQ in the next attempt. The error is a
 // failed flush; produce failures go to res.
-func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res *produced) (dead []deadRow, newest int64, err error) {
+func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res *produced) (dead []deadRow, err error) {
 	for i := range b.rows {
 		row := &b.rows[i]
 		forced, suspect := r.forcedReason(row.ID)
@@ -670,15 +672,12 @@ func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res 
 		if reason != "" {
 			dead = append(dead, deadRow{row, reason})
 		}
-		if row.OccurredAtMs > newest {
-			newest = row.OccurredAtMs
-		}
 		id := row.ID
 		if suspect && reason == "" {
 			// Isolate the suspect in a produce batch of its own, keeping
 			// id order: flush what is before it, then wait for it alone.
 			if err := txn.Flush(ctx); err != nil {
-				return nil, 0, fmt.Errorf("relay: flush: %w", err)
+				return nil, fmt.Errorf("relay: flush: %w", err)
 			}
 			err := txn.ProduceSync(ctx, rec).FirstErr()
 			r.forcedMu.Lock()
@@ -705,7 +704,7 @@ func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res 
 			}
 		})
 	}
-	return dead, newest, nil
+	return dead, nil
 }
 
 // flushBatch waits for every produce of the batch and returns the first
@@ -753,7 +752,7 @@ func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
 
 // committed records a committed batch: metrics, logs of its abandoned gaps
 // and dead-lettered rows, and the end of its rows' refusal bookkeeping.
-func (r *Relay) committed(b *batch, dead []deadRow, newest int64, commitStart time.Time) {
+func (r *Relay) committed(b *batch, dead []deadRow, commitStart time.Time) {
 	now := r.cfg.Now()
 	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
 	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
@@ -761,9 +760,6 @@ func (r *Relay) committed(b *batch, dead []deadRow, newest int64, commitStart ti
 	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - len(dead)))
 	r.m.events.WithLabelValues("dead_lettered").Add(float64(len(dead)))
 	r.m.openGaps.Set(float64(b.info.OpenGaps))
-	if newest > 0 {
-		r.m.lag.Set(max(0, now.Sub(time.UnixMilli(newest)).Seconds()))
-	}
 	for _, a := range b.abandoned {
 		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
 		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),

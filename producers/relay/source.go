@@ -233,3 +233,27 @@ func (s *Source) AutoIncrement(ctx context.Context) (uint64, error) {
 	}
 	return uint64(ai.Int64), nil
 }
+
+// OldestUnrelayed returns the smallest occurred_at_ms among the rows a
+// committed position (high, open holes) has not relayed: the first
+// lagScanRows rows above high, and the rows among holes that are visible.
+// found is false when there is none. Both reads are primary-key lookups
+// with a bounded result, however far behind the relay is.
+func (s *Source) OldestUnrelayed(ctx context.Context, high uint64, holes []uint64) (ms int64, found bool, err error) {
+	var m sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT MIN(occurred_at_ms) FROM (SELECT occurred_at_ms FROM "+s.table+
+		" WHERE id > ? ORDER BY id LIMIT ?) AS unrelayed", high, lagScanRows).Scan(&m); err != nil {
+		return 0, false, fmt.Errorf("relay: oldest unrelayed row of %s: %w", s.table, err)
+	}
+	for chunk := range chunks(holes) {
+		q, args := inQuery("SELECT MIN(occurred_at_ms) FROM "+s.table, chunk)
+		var h sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, q, args...).Scan(&h); err != nil {
+			return 0, false, fmt.Errorf("relay: oldest filled hole of %s: %w", s.table, err)
+		}
+		if h.Valid && (!m.Valid || h.Int64 < m.Int64) {
+			m = h
+		}
+	}
+	return m.Int64, m.Valid, nil
+}

@@ -81,7 +81,7 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
-	return metrics{
+	m := metrics{
 		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
 			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw), rejected, invalid, error."}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
@@ -93,6 +93,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		retries: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draw_retries_total",
 			Help: "Draw transactions rolled back and retried, by reason."}, []string{"reason"})),
 	}
+	// Series at 0 before the first draw, so rate() sees it.
+	for _, o := range []string{"hit", "miss", "duplicate", "rejected", "invalid", "error"} {
+		m.draws.WithLabelValues(o)
+	}
+	for _, r := range mysqlerr.Reasons {
+		m.retries.WithLabelValues(r)
+	}
+	return m
 }
 
 // New returns the service over db (migrated through 0006). It fails when

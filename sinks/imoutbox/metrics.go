@@ -80,5 +80,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.pending = promreg.Register(reg, m.pending)
 	m.oldestAge = promreg.Register(reg, m.oldestAge)
 	m.lag = promreg.Register(reg, m.lag)
+	m.precreate()
 	return m
+}
+
+// precreate makes the series exist at 0 for every label value known up
+// front, so rate() and increase() count the first event.
+func (m *metrics) precreate() {
+	for _, src := range []string{"fast", "scan"} {
+		for _, r := range []string{"claimed", "done", "busy", "missing"} {
+			m.claims.WithLabelValues(src, r)
+		}
+		for _, o := range []string{"delivered", "noop", StatusRetryable, StatusFailed, "released", "abandoned"} {
+			m.events.WithLabelValues(src, o)
+		}
+		m.claimBatch.WithLabelValues(src)
+	}
+	for _, op := range []string{"claim", "mark", "release", "commit", "renew"} {
+		m.batchErrors.WithLabelValues(op)
+	}
+	for _, st := range []string{StatusPending, StatusRetryable, StatusDelivering, StatusFailed} {
+		m.pending.WithLabelValues(st)
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/promreg"
 )
 
@@ -74,6 +75,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Records, m.Rows, m.Retries = promreg.Register(reg, m.Records), promreg.Register(reg, m.Rows), promreg.Register(reg, m.Retries)
 	m.Fenced, m.DLQ, m.Lag = promreg.Register(reg, m.Fenced), promreg.Register(reg, m.DLQ), promreg.Register(reg, m.Lag)
 	m.Claims, m.Behind = promreg.Register(reg, m.Claims), promreg.Register(reg, m.Behind)
+	// Series at 0 before the first event, so rate() and increase() see it
+	// (the DLQ reasons come from the appliers and appear with their first
+	// record; "invalid" is the sink's own).
+	m.BatchRecords.WithLabelValues()
+	for _, r := range []string{"committed", "retry", "fenced", "failed"} {
+		m.TxnSeconds.WithLabelValues(r)
+	}
+	for _, r := range mysqlerr.Reasons {
+		m.Retries.WithLabelValues(r)
+	}
+	m.DLQ.WithLabelValues("invalid")
 	return m
 }
 

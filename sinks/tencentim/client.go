@@ -314,6 +314,12 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 	m.pacingWait = promreg.Register(reg, m.pacingWait)
 	m.sigRenewals = promreg.Register(reg, m.sigRenewals)
 	m.budget = promreg.Register(reg, m.budget)
+	// Series at 0 before the first call, so rate() sees it; failures carry
+	// Tencent's error codes, known only when they happen.
+	m.publish.WithLabelValues("ok", "0")
+	for _, r := range []string{"initial", "scheduled", "expired", "invalidated"} {
+		m.sigRenewals.WithLabelValues(r)
+	}
 	return m
 }
 

@@ -1,6 +1,8 @@
 package micproc
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,6 +87,38 @@ func (m *metrics) initCache() {
 	m.eventCounters = map[eventLabels]prometheus.Counter{}
 	m.seatDuration = m.duration.WithLabelValues("seat_occupied")
 	m.onlineDuration = m.duration.WithLabelValues("mic_online")
+	m.precreate()
+}
+
+// skipReasons are the engine's skip reasons (user_mic_event_consumption).
+var skipReasons = []string{mic.SkipIncomplete, mic.SkipUnknownSession, mic.SkipAlreadyClosed, mic.SkipStale, mic.SkipUnknownAction}
+
+// precreate makes the counters exist at 0 for every label value known up
+// front, so rate() and increase() (RoomflowMicIncompleteEvents) count the
+// first event.
+func (m *metrics) precreate() {
+	for a := range actions {
+		for _, o := range []mic.Outcome{mic.OutcomeConsumed, mic.OutcomeDuplicate} {
+			m.events.WithLabelValues(a, o.String(), "")
+		}
+	}
+	for _, a := range append(slices.Collect(maps.Keys(actions)), "other") {
+		for _, r := range skipReasons {
+			m.events.WithLabelValues(a, mic.OutcomeSkipped.String(), r)
+		}
+	}
+	for _, r := range []string{mic.SkipAlreadyClosed, mic.SkipStale} {
+		m.late.WithLabelValues(r)
+	}
+	for _, r := range []string{mic.ReasonCompensatedPublishTimeout, mic.ReasonCompensatedPublishingWindow} {
+		m.timer.WithLabelValues(r)
+	}
+	for _, r := range mic.DecodeReasons {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, k := range []string{"closed_session", "day_rooms"} {
+		m.pruned.WithLabelValues(k)
+	}
 }
 
 var actions = map[string]bool{mic.ActionUp: true, mic.ActionPublishConfirmed: true, mic.ActionChange: true, mic.ActionDown: true}

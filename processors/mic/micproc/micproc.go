@@ -283,6 +283,7 @@ func NewRuntime(c Config) (*runtime.Runtime, *Processor, error) {
 	}
 	rc := c.Runtime
 	rc.Punctuations = append(slices.Clip(rc.Punctuations), timer)
+	rc.RejectReasons = append(slices.Clip(rc.RejectReasons), mic.DecodeReasons...)
 	rt, err := runtime.New(rc, p)
 	if err != nil {
 		return nil, nil, cfgerr.Under("runtime", nil, err)

@@ -61,5 +61,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.walletCall = promreg.Register(reg, m.walletCall)
 	m.pollErrors = promreg.Register(reg, m.pollErrors)
 	m.backlog = promreg.Register(reg, m.backlog)
+	// Series at 0 before the first event, so rate() and increase() see it.
+	for _, t := range []string{EventTypeRewardCredit, EventTypeActivityEvent} {
+		m.claimed.WithLabelValues(t, "worker")
+		m.done.WithLabelValues(t)
+		m.retries.WithLabelValues(t)
+		for _, st := range []string{StatusPending, StatusProcessing, StatusFailed} {
+			m.backlog.WithLabelValues(t, st)
+		}
+	}
+	m.claimed.WithLabelValues(EventTypeRewardCredit, "sync")
 	return m
 }
