@@ -185,6 +185,17 @@ func ParseDeadLetter(r *kgo.Record) (Letter, error) {
 	return l, nil
 }
 
+// ExtraValue returns the value of the first Extra header named key, or
+// nil.
+func (l Letter) ExtraValue(key string) []byte {
+	for _, h := range l.Extra {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}
+
 // Origin identifies the record a letter refused: its Kafka coordinates, or
 // its table row. The MySQL sink dead-letters outside its transaction, so
 // a batch that never commits dead-letters its record again with the same
