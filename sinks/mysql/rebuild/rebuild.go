@@ -1,0 +1,331 @@
+// Package rebuild is `roomflow rebuild`: it recomputes the mic fact tables
+// (user_mic_sessions, user_mic_daily_stats, user_mic_lifetime_stats) from
+// the mic ledger topic into fresh tables and swaps them in, for when
+// `roomflow verify` finds the MySQL facts differ from the event log (a
+// table edited by hand, a restore from an old backup, a bug fixed since).
+//
+// It reuses the sink's own code: micledger.Decode for every record and
+// micledger.BuildFacts and WriteFacts (the sink's statements, pointed at
+// the fresh tables) for every batch, so the rebuilt tables are what the
+// sink would have written into empty tables. It reads each partition of
+// the ledger from offset 0 up to the sink's committed position
+// (roomflow_sink_offsets of Config.Group): exactly the records the sink
+// has applied, skipping the ones it dead-lettered (a decode error) and
+// every repeat of an event id (the first one counts, as in the sink's
+// consumption table). The fresh tables then equal what the facts must be
+// at those positions, the consumption tables and the positions stay as
+// they are, and the sink resumes on the rebuilt tables after the swap.
+//
+// Preconditions, checked before anything is written:
+//   - the sink is stopped: its consumer group has no member (a sink
+//     applying records meanwhile would write facts into the tables being
+//     replaced, lost at the swap);
+//   - the ledger still holds its whole history: every partition starts at
+//     offset 0 (retention.ms=-1 on the mic ledger topic); records deleted
+//     by retention cannot be recomputed, and rebuild refuses rather than
+//     produce smaller totals;
+//   - no <table>__old is left from an earlier rebuild.
+//
+// The swap is one RENAME TABLE of the three pairs (atomic: a reader sees
+// either every old table or every new one). The replaced tables stay as
+// <table>__old for inspection; drop them when satisfied. Leftover
+// <table>__rebuild tables from an interrupted run are dropped and filled
+// again. The in-memory dedupe holds every event id of the ledger (about
+// 100 bytes each).
+package rebuild
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
+)
+
+// Suffixes of the fresh and the replaced tables.
+const (
+	FreshSuffix = "__rebuild"
+	OldSuffix   = "__old"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize = 2000
+	DefaultIdle      = 30 * time.Second
+)
+
+// Config configures a rebuild (Run).
+type Config struct {
+	// Group is the sink's consumer group: its members must be gone and its
+	// positions in roomflow_sink_offsets bound what is read (default
+	// mysqlsink.DefaultGroup).
+	Group string
+	// LedgerTopic is the mic ledger topic (required).
+	LedgerTopic string
+	// DefaultAppCode is the app_code of an entry that has none, as the
+	// sink's (its app_code key).
+	DefaultAppCode string
+	// BatchSize is the entries applied per transaction into the fresh
+	// tables (default DefaultBatchSize).
+	BatchSize int
+	// Idle bounds the wait for a record below the sink's position (default
+	// DefaultIdle): a ledger that cannot deliver what the sink applied is
+	// an error.
+	Idle time.Duration
+	// Kafka is the cluster (required).
+	Kafka kafkax.Cluster
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	cfgerr.Default(&c.Group, mysqlsink.DefaultGroup)
+	cfgerr.Default(&c.BatchSize, DefaultBatchSize)
+	cfgerr.Default(&c.Idle, DefaultIdle)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate names the problems by field: "ledger_topic", "batch_size",
+// "idle", "kafka.brokers", "default_app_code".
+func (c Config) Validate() error {
+	c.setDefaults()
+	var ch cfgerr.Checks
+	ch.Topic("ledger_topic", c.LedgerTopic)
+	ch.Positive("batch_size", c.BatchSize)
+	ch.PositiveDuration("idle", c.Idle)
+	if len(c.DefaultAppCode) > mysqlsink.MaxAppCode {
+		ch.Bad("default_app_code", "must be at most %d bytes (got %d)", mysqlsink.MaxAppCode, len(c.DefaultAppCode))
+	}
+	ch.Add(cfgerr.Under("kafka", nil, c.Kafka.Validate()))
+	return ch.Err()
+}
+
+// PreconditionError is a check that stopped the rebuild before it wrote
+// anything.
+type PreconditionError struct{ Msg string }
+
+func (e *PreconditionError) Error() string { return "rebuild: " + e.Msg }
+
+// Result is what a rebuild did.
+type Result struct {
+	// Entries read from the ledger below the sink's positions; Applied
+	// are the first of their event id, Repeats the others, Invalid the
+	// ones the sink dead-lettered.
+	Entries, Applied, Repeats, Invalid int
+	// Rows per rebuilt table.
+	Rows map[string]int64
+	// Old are the replaced tables, kept for inspection.
+	Old []string
+}
+
+// Run rebuilds the mic fact tables of db (see the package doc). It stops
+// at the first error; before the swap the live tables are untouched.
+func Run(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
+	var res Result
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	cfg.setDefaults()
+	live := micledger.FactTables
+	fresh := micledger.Tables{Sessions: live.Sessions + FreshSuffix, Daily: live.Daily + FreshSuffix, Lifetime: live.Lifetime + FreshSuffix}
+
+	ends, err := checkKafka(ctx, cfg, db)
+	if err != nil {
+		return res, err
+	}
+	for _, t := range live.List() {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", t+OldSuffix).Scan(&n); err != nil {
+			return res, fmt.Errorf("rebuild: %w", err)
+		}
+		if n > 0 {
+			return res, &PreconditionError{Msg: fmt.Sprintf("%s is left from an earlier rebuild: drop it (or rename it away) first", t+OldSuffix)}
+		}
+	}
+	for i, t := range live.List() {
+		f := fresh.List()[i]
+		for _, q := range []string{"DROP TABLE IF EXISTS " + f, "CREATE TABLE " + f + " LIKE " + t} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return res, fmt.Errorf("rebuild: %s: %w", q, err)
+			}
+		}
+	}
+
+	if err := apply(ctx, cfg, db, ends, fresh, &res); err != nil {
+		return res, err
+	}
+	res.Rows = map[string]int64{}
+	for i, f := range fresh.List() {
+		var n int64
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+f).Scan(&n); err != nil {
+			return res, fmt.Errorf("rebuild: count %s: %w", f, err)
+		}
+		res.Rows[live.List()[i]] = n
+	}
+
+	var pairs []string
+	for i, t := range live.List() {
+		pairs = append(pairs, t+" TO "+t+OldSuffix, fresh.List()[i]+" TO "+t)
+		res.Old = append(res.Old, t+OldSuffix)
+	}
+	if _, err := db.ExecContext(ctx, "RENAME TABLE "+strings.Join(pairs, ", ")); err != nil {
+		return res, fmt.Errorf("rebuild: swap: %w", err)
+	}
+	cfg.Logger.Info("mic fact tables rebuilt and swapped in", "component", "rebuild", "entries", res.Entries,
+		"applied", res.Applied, "repeats", res.Repeats, "invalid", res.Invalid, "old_tables", res.Old)
+	return res, nil
+}
+
+// checkKafka returns the sink's position per ledger partition after
+// checking that the sink's group is empty and that the ledger still
+// starts at offset 0 wherever the sink has applied records.
+func checkKafka(ctx context.Context, cfg Config, db *sql.DB) (map[int32]int64, error) {
+	cl, err := cfg.Kafka.NewClient("rebuild")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	groups, err := adm.DescribeGroups(ctx, cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: describe group %s: %w", cfg.Group, err)
+	}
+	if g, ok := groups[cfg.Group]; ok && g.Err == nil && len(g.Members) > 0 {
+		return nil, &PreconditionError{Msg: fmt.Sprintf("the sink's group %s has %d members (state %s): stop every roomflow sink first, or the facts it applies meanwhile are lost at the swap",
+			cfg.Group, len(g.Members), g.State)}
+	}
+	ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, cfg.LedgerTopic)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, cfg.LedgerTopic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: list start offsets of %s: %w", cfg.LedgerTopic, err)
+	}
+	for p, end := range ends {
+		if end == 0 {
+			delete(ends, p)
+			continue
+		}
+		s, ok := starts.Lookup(cfg.LedgerTopic, p)
+		if !ok {
+			return nil, &PreconditionError{Msg: fmt.Sprintf("%s has no partition %d, which the sink has applied up to offset %d", cfg.LedgerTopic, p, end)}
+		}
+		if s.Offset > 0 {
+			return nil, &PreconditionError{Msg: fmt.Sprintf("%s partition %d starts at offset %d: its earlier records are gone (retention), so the facts cannot be recomputed; rebuild needs the whole history (retention.ms=-1)",
+				cfg.LedgerTopic, p, s.Offset)}
+		}
+	}
+	return ends, nil
+}
+
+// apply reads the ledger below ends and writes the facts of the first
+// entry of each event id into fresh, BatchSize entries per transaction.
+func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fresh micledger.Tables, res *Result) error {
+	if len(ends) == 0 {
+		return nil
+	}
+	from := map[int32]kgo.Offset{}
+	for p := range ends {
+		from[p] = kgo.NewOffset().At(0)
+	}
+	cl, err := cfg.Kafka.NewClient("rebuild",
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.LedgerTopic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	seen := map[mysqlsink.EventKey]struct{}{}
+	var batch []*userv1.MicLedgerEntry
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return fmt.Errorf("rebuild: begin: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+		if err := micledger.WriteFacts(ctx, mysqlsink.NewTx(tx, time.Now().UnixMilli()), micledger.BuildFacts(batch), fresh); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("rebuild: commit: %w", err)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	left := len(ends)
+	for left > 0 {
+		pctx, cancel := context.WithTimeout(ctx, cfg.Idle)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if fs.Empty() && pctx.Err() != nil {
+			return fmt.Errorf("rebuild: %s delivered nothing for %s with %d partitions below the sink's position %v", cfg.LedgerTopic, cfg.Idle, left, ends)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = errors.Join(ferr, fmt.Errorf("rebuild: fetch %s/%d: %w", t, p, err))
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
+			end, ok := ends[r.Partition]
+			if !ok || r.Offset >= end {
+				continue
+			}
+			if r.Offset+1 >= end {
+				delete(ends, r.Partition)
+				left--
+			}
+			if r.Attrs.IsControl() {
+				continue
+			}
+			res.Entries++
+			e, err := micledger.Decode(r.Value, cfg.DefaultAppCode)
+			if err != nil {
+				res.Invalid++ // the sink dead-lettered it
+				continue
+			}
+			k := mysqlsink.EventKey{AppCode: e.AppCode, EventID: e.EventId}
+			if _, dup := seen[k]; dup {
+				res.Repeats++
+				continue
+			}
+			seen[k] = struct{}{}
+			res.Applied++
+			batch = append(batch, e)
+			if len(batch) >= cfg.BatchSize {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
