@@ -16,6 +16,16 @@
 // at those positions, the consumption tables and the positions stay as
 // they are, and the sink resumes on the rebuilt tables after the swap.
 //
+// With Config.InflowTopic it rebuilds lucky_pools the same way from the
+// lucky pool inflow topic (luckyinflow.Decode, Decide, BuildPools and
+// WritePools), but only while the stream owns the pools (no
+// lucky_pool_owner row): once `roomflow lucky` owns them, draws pay out of
+// them in transactions no topic replays, and rebuild leaves them alone.
+// What operators set (reserve_floor, funded) and total_out are copied from
+// the live rows, so balance = funded + total_in - total_out; version
+// restarts (one per batch). lucky_pool_inflow_daily and the claims are
+// not rebuilt.
+//
 // Preconditions, checked before anything is written:
 //   - the sink is stopped: its consumer group has no member (a sink
 //     applying records meanwhile would write facts into the tables being
@@ -48,8 +58,10 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 )
 
@@ -73,6 +85,10 @@ type Config struct {
 	Group string
 	// LedgerTopic is the mic ledger topic (required).
 	LedgerTopic string
+	// InflowTopic is the lucky pool inflow topic: lucky_pools is rebuilt
+	// from it while the stream owns them (no lucky_pool_owner row).
+	// Empty: lucky_pools is left alone.
+	InflowTopic string
 	// DefaultAppCode is the app_code of an entry that has none, as the
 	// sink's (its app_code key).
 	DefaultAppCode string
@@ -104,6 +120,9 @@ func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
 	ch.Topic("ledger_topic", c.LedgerTopic)
+	if c.InflowTopic != "" {
+		ch.Topic("inflow_topic", c.InflowTopic)
+	}
 	ch.Positive("batch_size", c.BatchSize)
 	ch.PositiveDuration("idle", c.Idle)
 	if len(c.DefaultAppCode) > mysqlsink.MaxAppCode {
@@ -125,119 +144,246 @@ type Result struct {
 	// are the first of their event id, Repeats the others, Invalid the
 	// ones the sink dead-lettered.
 	Entries, Applied, Repeats, Invalid int
+	// Inflows are the distinct inflows read for lucky_pools (InvalidInflows
+	// the ones the sink dead-lettered); PoolsSkipped says why lucky_pools
+	// was not rebuilt although Config.InflowTopic was set.
+	Inflows, InvalidInflows int
+	PoolsSkipped            string
 	// Rows per rebuilt table.
 	Rows map[string]int64
 	// Old are the replaced tables, kept for inspection.
 	Old []string
 }
 
-// Run rebuilds the mic fact tables of db (see the package doc). It stops
-// at the first error; before the swap the live tables are untouched.
+// target is one input topic and the tables rebuilt from it.
+type target struct {
+	topic string
+	// live tables and their fresh copies, in the same order.
+	live, fresh []string
+	// seed fills the fresh tables (after CREATE ... LIKE) with what the
+	// stream does not determine; nil: they start empty.
+	seed func(ctx context.Context, db *sql.DB) error
+	// record handles one data record below the sink's position; flush
+	// writes what records gathered, in the transaction tx.
+	record func(r *kgo.Record)
+	flush  func(ctx context.Context, tx *mysqlsink.Tx) error
+	// pending is how many items record gathered since the last flush.
+	pending func() int
+	// ends is the sink's position per partition.
+	ends map[int32]int64
+}
+
+// Run rebuilds the mic fact tables of db, and lucky_pools when
+// Config.InflowTopic is set and the stream owns them (see the package
+// doc). It stops at the first error; before the swap the live tables are
+// untouched.
 func Run(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
-	var res Result
+	res := Result{Rows: map[string]int64{}}
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
 	cfg.setDefaults()
-	live := micledger.FactTables
-	fresh := micledger.Tables{Sessions: live.Sessions + FreshSuffix, Daily: live.Daily + FreshSuffix, Lifetime: live.Lifetime + FreshSuffix}
-
-	ends, err := checkKafka(ctx, cfg, db)
-	if err != nil {
-		return res, err
-	}
-	for _, t := range live.List() {
-		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", t+OldSuffix).Scan(&n); err != nil {
+	targets := []*target{micTarget(cfg, &res)}
+	if cfg.InflowTopic != "" {
+		owned, err := luckyinflow.Owned(ctx, db)
+		if err != nil {
 			return res, fmt.Errorf("rebuild: %w", err)
 		}
-		if n > 0 {
-			return res, &PreconditionError{Msg: fmt.Sprintf("%s is left from an earlier rebuild: drop it (or rename it away) first", t+OldSuffix)}
+		if owned {
+			res.PoolsSkipped = "roomflow lucky owns lucky_pools (lucky_pool_owner): draws pay out of them, so the inflow stream alone cannot recompute them"
+		} else {
+			targets = append(targets, poolsTarget(cfg, &res))
 		}
 	}
-	for i, t := range live.List() {
-		f := fresh.List()[i]
-		for _, q := range []string{"DROP TABLE IF EXISTS " + f, "CREATE TABLE " + f + " LIKE " + t} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				return res, fmt.Errorf("rebuild: %s: %w", q, err)
-			}
-		}
-	}
-
-	if err := apply(ctx, cfg, db, ends, fresh, &res); err != nil {
+	if err := check(ctx, cfg, db, targets); err != nil {
 		return res, err
 	}
-	res.Rows = map[string]int64{}
-	for i, f := range fresh.List() {
-		var n int64
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+f).Scan(&n); err != nil {
-			return res, fmt.Errorf("rebuild: count %s: %w", f, err)
+	for _, tg := range targets {
+		for i, t := range tg.live {
+			f := tg.fresh[i]
+			for _, q := range []string{"DROP TABLE IF EXISTS " + f, "CREATE TABLE " + f + " LIKE " + t} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					return res, fmt.Errorf("rebuild: %s: %w", q, err)
+				}
+			}
 		}
-		res.Rows[live.List()[i]] = n
+		if tg.seed != nil {
+			if err := tg.seed(ctx, db); err != nil {
+				return res, err
+			}
+		}
+		if err := apply(ctx, cfg, db, tg); err != nil {
+			return res, err
+		}
 	}
-
 	var pairs []string
-	for i, t := range live.List() {
-		pairs = append(pairs, t+" TO "+t+OldSuffix, fresh.List()[i]+" TO "+t)
-		res.Old = append(res.Old, t+OldSuffix)
+	for _, tg := range targets {
+		for i, t := range tg.live {
+			var n int64
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tg.fresh[i]).Scan(&n); err != nil {
+				return res, fmt.Errorf("rebuild: count %s: %w", tg.fresh[i], err)
+			}
+			res.Rows[t] = n
+			pairs = append(pairs, t+" TO "+t+OldSuffix, tg.fresh[i]+" TO "+t)
+			res.Old = append(res.Old, t+OldSuffix)
+		}
 	}
 	if _, err := db.ExecContext(ctx, "RENAME TABLE "+strings.Join(pairs, ", ")); err != nil {
 		return res, fmt.Errorf("rebuild: swap: %w", err)
 	}
-	cfg.Logger.Info("mic fact tables rebuilt and swapped in", "component", "rebuild", "entries", res.Entries,
-		"applied", res.Applied, "repeats", res.Repeats, "invalid", res.Invalid, "old_tables", res.Old)
+	cfg.Logger.Info("fact tables rebuilt and swapped in", "component", "rebuild", "entries", res.Entries,
+		"applied", res.Applied, "repeats", res.Repeats, "invalid", res.Invalid, "inflows", res.Inflows, "old_tables", res.Old)
 	return res, nil
 }
 
-// checkKafka returns the sink's position per ledger partition after
-// checking that the sink's group is empty and that the ledger still
-// starts at offset 0 wherever the sink has applied records.
-func checkKafka(ctx context.Context, cfg Config, db *sql.DB) (map[int32]int64, error) {
+// micTarget rebuilds the mic fact tables from the ledger: the first entry
+// of each event id, as the sink's consumption table admits it.
+func micTarget(cfg Config, res *Result) *target {
+	live := micledger.FactTables
+	fresh := micledger.Tables{Sessions: live.Sessions + FreshSuffix, Daily: live.Daily + FreshSuffix, Lifetime: live.Lifetime + FreshSuffix}
+	seen := map[mysqlsink.EventKey]struct{}{}
+	var batch []*userv1.MicLedgerEntry
+	return &target{
+		topic: cfg.LedgerTopic, live: live.List(), fresh: fresh.List(),
+		record: func(r *kgo.Record) {
+			res.Entries++
+			e, err := micledger.Decode(r.Value, cfg.DefaultAppCode)
+			if err != nil {
+				res.Invalid++ // the sink dead-lettered it
+				return
+			}
+			k := mysqlsink.EventKey{AppCode: e.AppCode, EventID: e.EventId}
+			if _, dup := seen[k]; dup {
+				res.Repeats++
+				return
+			}
+			seen[k] = struct{}{}
+			res.Applied++
+			batch = append(batch, e)
+		},
+		pending: func() int { return len(batch) },
+		flush: func(ctx context.Context, tx *mysqlsink.Tx) error {
+			err := micledger.WriteFacts(ctx, tx, micledger.BuildFacts(batch), fresh)
+			batch = batch[:0]
+			return err
+		},
+	}
+}
+
+// poolsTarget rebuilds lucky_pools from the inflow topic while the stream
+// owns them: the first inflow of each event id, added unless an earlier
+// one named its draw (luckyinflow.Decide, unowned), on top of what
+// operators set (reserve_floor, funded; total_out, 0 while unowned), so
+// balance = funded + total_in - total_out.
+func poolsTarget(cfg Config, res *Result) *target {
+	live, fresh := luckyinflow.PoolsTable, luckyinflow.PoolsTable+FreshSuffix
+	seen := map[mysqlsink.EventKey]struct{}{}
+	claims := map[luckyinflow.DrawKey]string{}
+	var batch []*activityv1.LuckyPoolInflow
+	return &target{
+		topic: cfg.InflowTopic, live: []string{live}, fresh: []string{fresh},
+		seed: func(ctx context.Context, db *sql.DB) error {
+			if _, err := db.ExecContext(ctx, "INSERT INTO "+fresh+" (app_code, scope_type, scope_id, reserve_floor, funded, total_out, balance) "+
+				"SELECT app_code, scope_type, scope_id, reserve_floor, funded, total_out, funded - total_out FROM "+live); err != nil {
+				return fmt.Errorf("rebuild: seed %s: %w", fresh, err)
+			}
+			return nil
+		},
+		record: func(r *kgo.Record) {
+			in, err := luckyinflow.Decode(r.Value, cfg.DefaultAppCode)
+			if err != nil {
+				res.InvalidInflows++
+				return
+			}
+			k := mysqlsink.EventKey{AppCode: in.AppCode, EventID: in.EventId}
+			if _, dup := seen[k]; dup {
+				return
+			}
+			seen[k] = struct{}{}
+			res.Inflows++
+			batch = append(batch, in)
+		},
+		pending: func() int { return len(batch) },
+		flush: func(ctx context.Context, tx *mysqlsink.Tx) error {
+			var added []*activityv1.LuckyPoolInflow
+			for i, st := range luckyinflow.Decide(batch, false, claims) {
+				if st != luckyinflow.StatusConsumed {
+					continue
+				}
+				added = append(added, batch[i])
+				if batch[i].DrawId != "" {
+					claims[luckyinflow.DrawKey{AppCode: batch[i].AppCode, DrawID: batch[i].DrawId}] = luckyinflow.ClaimedByStream
+				}
+			}
+			batch = batch[:0]
+			return luckyinflow.WritePools(ctx, tx, luckyinflow.BuildPools(added), fresh)
+		},
+	}
+}
+
+// check verifies every precondition before anything is written: the
+// sink's group is empty, every target's topic starts at offset 0 wherever
+// the sink has applied records (filling in the targets' positions), and
+// no __old table is left.
+func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error {
 	cl, err := cfg.Kafka.NewClient("rebuild")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	groups, err := adm.DescribeGroups(ctx, cfg.Group)
 	if err != nil {
-		return nil, fmt.Errorf("rebuild: describe group %s: %w", cfg.Group, err)
+		return fmt.Errorf("rebuild: describe group %s: %w", cfg.Group, err)
 	}
 	if g, ok := groups[cfg.Group]; ok && g.Err == nil && len(g.Members) > 0 {
-		return nil, &PreconditionError{Msg: fmt.Sprintf("the sink's group %s has %d members (state %s): stop every roomflow sink first, or the facts it applies meanwhile are lost at the swap",
+		return &PreconditionError{Msg: fmt.Sprintf("the sink's group %s has %d members (state %s): stop every roomflow sink first, or the facts it applies meanwhile are lost at the swap",
 			cfg.Group, len(g.Members), g.State)}
 	}
-	ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, cfg.LedgerTopic)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild: %w", err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, cfg.LedgerTopic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("rebuild: list start offsets of %s: %w", cfg.LedgerTopic, err)
-	}
-	for p, end := range ends {
-		if end == 0 {
-			delete(ends, p)
-			continue
+	for _, tg := range targets {
+		ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, tg.topic)
+		if err != nil {
+			return fmt.Errorf("rebuild: %w", err)
 		}
-		s, ok := starts.Lookup(cfg.LedgerTopic, p)
-		if !ok {
-			return nil, &PreconditionError{Msg: fmt.Sprintf("%s has no partition %d, which the sink has applied up to offset %d", cfg.LedgerTopic, p, end)}
+		starts, err := adm.ListStartOffsets(ctx, tg.topic)
+		if err == nil {
+			err = starts.Error()
 		}
-		if s.Offset > 0 {
-			return nil, &PreconditionError{Msg: fmt.Sprintf("%s partition %d starts at offset %d: its earlier records are gone (retention), so the facts cannot be recomputed; rebuild needs the whole history (retention.ms=-1)",
-				cfg.LedgerTopic, p, s.Offset)}
+		if err != nil {
+			return fmt.Errorf("rebuild: list start offsets of %s: %w", tg.topic, err)
+		}
+		for p, end := range ends {
+			if end == 0 {
+				delete(ends, p)
+				continue
+			}
+			s, ok := starts.Lookup(tg.topic, p)
+			if !ok {
+				return &PreconditionError{Msg: fmt.Sprintf("%s has no partition %d, which the sink has applied up to offset %d", tg.topic, p, end)}
+			}
+			if s.Offset > 0 {
+				return &PreconditionError{Msg: fmt.Sprintf("%s partition %d starts at offset %d: its earlier records are gone (retention), so the facts cannot be recomputed; rebuild needs the whole history (retention.ms=-1)",
+					tg.topic, p, s.Offset)}
+			}
+		}
+		tg.ends = ends
+		for _, t := range tg.live {
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", t+OldSuffix).Scan(&n); err != nil {
+				return fmt.Errorf("rebuild: %w", err)
+			}
+			if n > 0 {
+				return &PreconditionError{Msg: fmt.Sprintf("%s is left from an earlier rebuild: drop it (or rename it away) first", t+OldSuffix)}
+			}
 		}
 	}
-	return ends, nil
+	return nil
 }
 
-// apply reads the ledger below ends and writes the facts of the first
-// entry of each event id into fresh, BatchSize entries per transaction.
-func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fresh micledger.Tables, res *Result) error {
+// apply reads tg's topic below the sink's positions and writes what its
+// records give into the fresh tables, BatchSize items per transaction.
+func apply(ctx context.Context, cfg Config, db *sql.DB, tg *target) error {
+	ends := tg.ends
 	if len(ends) == 0 {
 		return nil
 	}
@@ -246,17 +392,15 @@ func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fr
 		from[p] = kgo.NewOffset().At(0)
 	}
 	cl, err := cfg.Kafka.NewClient("rebuild",
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.LedgerTopic: from}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tg.topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	seen := map[mysqlsink.EventKey]struct{}{}
-	var batch []*userv1.MicLedgerEntry
 	flush := func() error {
-		if len(batch) == 0 {
+		if tg.pending() == 0 {
 			return nil
 		}
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -264,17 +408,15 @@ func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fr
 			return fmt.Errorf("rebuild: begin: %w", err)
 		}
 		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-		if err := micledger.WriteFacts(ctx, mysqlsink.NewTx(tx, time.Now().UnixMilli()), micledger.BuildFacts(batch), fresh); err != nil {
+		if err := tg.flush(ctx, mysqlsink.NewTx(tx, time.Now().UnixMilli())); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("rebuild: commit: %w", err)
 		}
-		batch = batch[:0]
 		return nil
 	}
-	left := len(ends)
-	for left > 0 {
+	for len(ends) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, cfg.Idle)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -282,7 +424,7 @@ func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fr
 			return err
 		}
 		if fs.Empty() && pctx.Err() != nil {
-			return fmt.Errorf("rebuild: %s delivered nothing for %s with %d partitions below the sink's position %v", cfg.LedgerTopic, cfg.Idle, left, ends)
+			return fmt.Errorf("rebuild: %s delivered nothing for %s with partitions below the sink's position %v", tg.topic, cfg.Idle, ends)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -301,26 +443,12 @@ func apply(ctx context.Context, cfg Config, db *sql.DB, ends map[int32]int64, fr
 			}
 			if r.Offset+1 >= end {
 				delete(ends, r.Partition)
-				left--
 			}
 			if r.Attrs.IsControl() {
 				continue
 			}
-			res.Entries++
-			e, err := micledger.Decode(r.Value, cfg.DefaultAppCode)
-			if err != nil {
-				res.Invalid++ // the sink dead-lettered it
-				continue
-			}
-			k := mysqlsink.EventKey{AppCode: e.AppCode, EventID: e.EventId}
-			if _, dup := seen[k]; dup {
-				res.Repeats++
-				continue
-			}
-			seen[k] = struct{}{}
-			res.Applied++
-			batch = append(batch, e)
-			if len(batch) >= cfg.BatchSize {
+			tg.record(r)
+			if tg.pending() >= cfg.BatchSize {
 				if err := flush(); err != nil {
 					return err
 				}
