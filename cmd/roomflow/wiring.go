@@ -35,6 +35,7 @@ import (
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
+	"github.com/hyapp/roomflow/sinks/mysql/rebuild"
 	"github.com/hyapp/roomflow/sinks/mysql/retention"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
@@ -569,4 +570,35 @@ func purgeTopics(t config.Topics) map[string][]string {
 		retention.LuckyPoolInflowConsumption: {t.LuckyPoolInflow, t.RoomEvents},
 		retention.LuckyEventConsumption:      {t.LuckyEvents},
 	}
+}
+
+// rebuildConfig maps sink.group, app_code, kafka.* (the cluster, the mic
+// ledger and, with pools, the lucky pool inflow topic) and rebuild's
+// --batch-size and --idle onto rebuild.Config and validates it.
+func rebuildConfig(d *app.Deps, pools bool, batchSize int, idle time.Duration) (rebuild.Config, error) {
+	cfg := d.Config
+	c := rebuild.Config{
+		Group:          cfg.Sink.Group,
+		LedgerTopic:    cfg.Kafka.Topics.MicLedger,
+		DefaultAppCode: cfg.AppCode,
+		BatchSize:      batchSize,
+		Idle:           idle,
+		Kafka:          cfg.Kafka.Cluster(nil, d.Log),
+		Logger:         d.Log,
+	}
+	if pools {
+		c.InflowTopic = cfg.Kafka.Topics.LuckyPoolInflow
+	}
+	return c, cfgerr.Under("rebuild", rebuildKeys, c.Validate())
+}
+
+// rebuildKeys map every rebuild.Config field: none is a rebuild.* key.
+var rebuildKeys = map[string]string{
+	"group":            "sink.group",
+	"ledger_topic":     "kafka.topics.mic_ledger",
+	"inflow_topic":     "kafka.topics.lucky_pool_inflow",
+	"default_app_code": "app_code",
+	"batch_size":       "--batch-size",
+	"idle":             "--idle",
+	"kafka.brokers":    "kafka.brokers",
 }
