@@ -42,7 +42,8 @@ The consumption tables are the sink's dedupe record: a record consumed
 again after its row is purged counts twice. So each window must be at
 least the Kafka retention of the topics its table dedupes:
 kafka.topic_retention and, read from the brokers at start, the topics'
-retention.ms; a shorter window stops purge with an error naming the key.
+retention.ms plus segment.ms (Kafka deletes whole segments); a shorter
+window stops purge with an error naming the key.
 Never re-drive or replay records older than the window.
 
 --dry-run counts what would be deleted and deletes nothing.`,
@@ -103,9 +104,12 @@ func purge(ctx context.Context, d *app.Deps, dryRun bool, w io.Writer) error {
 	return nil
 }
 
-// topicRetention reads the retention.ms of topics from the brokers (the
-// topic's own or the broker default they report); -1 (forever) is
-// returned as a negative duration.
+// topicRetention reads how long the brokers may keep each of topics'
+// records: retention.ms plus segment.ms (Kafka deletes whole segments, once
+// a segment's newest record is past retention.ms, so a record can outlive
+// retention.ms by a segment's span). The values are the topic's own or the
+// broker defaults the brokers report. A topic kept forever
+// (retention.ms=-1) is returned as a negative duration.
 func topicRetention(ctx context.Context, d *app.Deps, topics []string) (map[string]time.Duration, error) {
 	cl, err := d.Config.Kafka.Cluster(nil, d.Log).NewClient("purge")
 	if err != nil {
@@ -121,19 +125,23 @@ func topicRetention(ctx context.Context, d *app.Deps, topics []string) (map[stri
 		if rc.Err != nil {
 			return nil, fmt.Errorf("purge: read the retention.ms of %s: %w", rc.Name, rc.Err)
 		}
+		ms := map[string]int64{}
 		for _, c := range rc.Configs {
-			if c.Key != "retention.ms" || c.Value == nil {
+			if (c.Key != "retention.ms" && c.Key != "segment.ms") || c.Value == nil {
 				continue
 			}
-			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			v, err := strconv.ParseInt(*c.Value, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("purge: %s: retention.ms %q is not a number", rc.Name, *c.Value)
+				return nil, fmt.Errorf("purge: %s: %s %q is not a number", rc.Name, c.Key, *c.Value)
 			}
-			if ms < 0 {
-				out[rc.Name] = -1
-			} else {
-				out[rc.Name] = time.Duration(ms) * time.Millisecond
-			}
+			ms[c.Key] = v
+		}
+		switch r, ok := ms["retention.ms"]; {
+		case !ok:
+		case r < 0:
+			out[rc.Name] = -1
+		default:
+			out[rc.Name] = time.Duration(r+max(0, ms["segment.ms"])) * time.Millisecond
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,13 +73,25 @@ func TestPurgeCommand(t *testing.T) {
 		t.Fatalf("roomflow config with kafka.topic_retention above the windows: %v", err)
 	}
 	adm := kadm.NewClient(k.Client(t))
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("-1")}}, k.Config.Topics.LuckyPoolInflow)
-	if err == nil {
-		_, err = rs.On(k.Config.Topics.LuckyPoolInflow, nil)
+	alter := func(topic, retentionMs string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr(retentionMs)}}, topic)
+		if err == nil {
+			_, err = rs.On(topic, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err != nil {
-		t.Fatal(err)
+	// 600h of retention.ms is below the 720h window, but with the 7 days
+	// of segment.ms a record may live 768h.
+	alter(k.Config.Topics.LuckyEvents, strconv.Itoa(600*3600*1000))
+	_, err = runCLI(t, cfg, "purge")
+	if err == nil || !strings.Contains(err.Error(), "config: purge.lucky_event_consumption: must be at least the Kafka retention of the topics it dedupes (768h0m0s, got 720h0m0s)") {
+		t.Fatalf("purge with lucky_events kept 600h + a 168h segment: %v", err)
 	}
+	alter(k.Config.Topics.LuckyEvents, strconv.Itoa(168*3600*1000))
+	alter(k.Config.Topics.LuckyPoolInflow, "-1")
 	_, err = runCLI(t, cfg, "purge")
 	if err == nil || !strings.Contains(err.Error(), "config: purge.lucky_pool_inflow_consumption: must be 0: the topics this table dedupes keep their records forever") ||
 		strings.Contains(err.Error(), "purge.user_mic_event_consumption") {

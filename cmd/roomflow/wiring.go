@@ -527,8 +527,8 @@ func luckyWalletConfig(d *app.Deps) (wallet.Config, error) {
 // purgeConfig maps purge.* onto retention.Config and validates it, keyed
 // purge.<field> ("purge.user_mic_event_consumption"). Each consumption
 // table's Replay is the longest retention of the topics it dedupes
-// (purgeTopics): kafka.topic_retention, or longer where replay (the
-// brokers' retention.ms by topic name, as purge reads it at start) says
+// (purgeTopics): kafka.topic_retention, or longer where replay (how long
+// the brokers may keep each topic's records, as purge reads it at start) says
 // so; a topic kept forever (<= 0) makes every window of its tables too
 // short. relayedBelow is the relay's bound for room_outbox.
 func purgeConfig(d *app.Deps, replay map[string]time.Duration, relayedBelow func(context.Context) (uint64, bool, error)) (retention.Config, error) {

@@ -273,8 +273,8 @@ type LuckySwitches struct {
 // consumption tables keep their rows, and room_outbox's delivered rows.
 // A window of 0 leaves its table alone. The consumption tables are the
 // sink's dedupe record, so each window must be at least
-// kafka.topic_retention (and the brokers' retention.ms of the topics it
-// dedupes, which purge reads at start).
+// kafka.topic_retention (and what the brokers report for the topics it
+// dedupes, retention.ms plus segment.ms, which purge reads at start).
 type PurgeConfig struct {
 	// Rows per DELETE (each its own autocommit statement).
 	BatchSize int `yaml:"batch_size"`

@@ -71,7 +71,8 @@ type Window struct {
 	// table whole (it is not purged).
 	Age time.Duration
 	// Replay is the longest time a record of a topic this table dedupes
-	// can still be read back from Kafka (the topics' retention.ms); Age
+	// can still be read back from Kafka (the topics' retention.ms, plus
+	// segment.ms: Kafka deletes whole segments); Age
 	// must be at least that. 0 or negative: the records are kept forever,
 	// so the table must not be purged (Age 0).
 	Replay time.Duration
