@@ -90,12 +90,5 @@ func ReadCommittedPosition(ctx context.Context, cluster kafkax.Cluster, topic, n
 			}
 		})
 	}
-	if last == nil {
-		return Position{}, false, nil
-	}
-	pos, err = DecodePosition(last)
-	if err != nil {
-		return Position{}, false, fmt.Errorf("relay: position of %s: %w", name, err)
-	}
-	return pos, true, nil
+	return lastPosition(name, last)
 }

@@ -236,12 +236,25 @@ func Run(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 	return res, nil
 }
 
+// firstOfID admits the first item of each event id, as the sink's
+// consumption tables do.
+type firstOfID map[mysqlsink.EventKey]struct{}
+
+func (f firstOfID) admit(appCode, eventID string) bool {
+	k := mysqlsink.EventKey{AppCode: appCode, EventID: eventID}
+	if _, dup := f[k]; dup {
+		return false
+	}
+	f[k] = struct{}{}
+	return true
+}
+
 // micTarget rebuilds the mic fact tables from the ledger: the first entry
 // of each event id, as the sink's consumption table admits it.
 func micTarget(cfg Config, res *Result) *target {
 	live := micledger.FactTables
 	fresh := micledger.Tables{Sessions: live.Sessions + FreshSuffix, Daily: live.Daily + FreshSuffix, Lifetime: live.Lifetime + FreshSuffix}
-	seen := map[mysqlsink.EventKey]struct{}{}
+	seen := firstOfID{}
 	var batch []*userv1.MicLedgerEntry
 	return &target{
 		topic: cfg.LedgerTopic, live: live.List(), fresh: fresh.List(),
@@ -252,12 +265,10 @@ func micTarget(cfg Config, res *Result) *target {
 				res.Invalid++ // the sink dead-lettered it
 				return
 			}
-			k := mysqlsink.EventKey{AppCode: e.AppCode, EventID: e.EventId}
-			if _, dup := seen[k]; dup {
+			if !seen.admit(e.AppCode, e.EventId) {
 				res.Repeats++
 				return
 			}
-			seen[k] = struct{}{}
 			res.Applied++
 			batch = append(batch, e)
 		},
@@ -277,7 +288,7 @@ func micTarget(cfg Config, res *Result) *target {
 // balance = funded + total_in - total_out.
 func poolsTarget(cfg Config, res *Result) *target {
 	live, fresh := luckyinflow.PoolsTable, luckyinflow.PoolsTable+FreshSuffix
-	seen := map[mysqlsink.EventKey]struct{}{}
+	seen := firstOfID{}
 	claims := map[luckyinflow.DrawKey]string{}
 	var batch []*activityv1.LuckyPoolInflow
 	return &target{
@@ -295,11 +306,9 @@ func poolsTarget(cfg Config, res *Result) *target {
 				res.InvalidInflows++
 				return
 			}
-			k := mysqlsink.EventKey{AppCode: in.AppCode, EventID: in.EventId}
-			if _, dup := seen[k]; dup {
+			if !seen.admit(in.AppCode, in.EventId) {
 				return
 			}
-			seen[k] = struct{}{}
 			res.Inflows++
 			batch = append(batch, in)
 		},

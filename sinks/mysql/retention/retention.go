@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/promreg"
 )
@@ -348,16 +349,4 @@ func (p *Purger) count(ctx context.Context, res *TableResult, q string, args ...
 	return nil
 }
 
-func (p *Purger) pause(ctx context.Context) error {
-	if p.cfg.BatchPause <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(p.cfg.BatchPause)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (p *Purger) pause(ctx context.Context) error { return backoff.Sleep(ctx, p.cfg.BatchPause) }
