@@ -57,7 +57,7 @@ reason not_a_dead_letter.`,
 			if err != nil {
 				return err
 			}
-			letters, err := readDLQ(cmd.Context(), cfg, *idle)
+			letters, err := readDLQ(cmd.Context(), cfg, *idle, nil)
 			if err != nil {
 				return err
 			}
@@ -79,8 +79,10 @@ type dlqLetter struct {
 }
 
 // readDLQ reads kafka.topics.dlq from every partition's start to its
-// committed end and marks the repeats.
-func readDLQ(ctx context.Context, cfg *config.Config, idle time.Duration) ([]dlqLetter, error) {
+// committed end and marks the repeats. Only the letters keep (nil: none)
+// chooses keep their key, value and headers, so a large DLQ is summarised
+// in little memory.
+func readDLQ(ctx context.Context, cfg *config.Config, idle time.Duration, keep func(dlqLetter) bool) ([]dlqLetter, error) {
 	topic := cfg.Kafka.Topics.DLQ
 	adm, err := cfg.Kafka.Cluster(nil, nil).NewClient("dlq")
 	if err != nil {
@@ -107,7 +109,11 @@ func readDLQ(ctx context.Context, cfg *config.Config, idle time.Duration) ([]dlq
 				return false, nil
 			}
 			l, err := envelope.ParseDeadLetter(r)
-			out = append(out, dlqLetter{Partition: r.Partition, Offset: r.Offset, Letter: l, Err: err})
+			d := dlqLetter{Partition: r.Partition, Offset: r.Offset, Letter: l, Err: err}
+			if keep == nil || !keep(d) {
+				d.Letter.Key, d.Letter.Value, d.Letter.Headers, d.Letter.Extra = nil, nil, nil, nil
+			}
+			out = append(out, d)
 			return false, nil
 		})
 		if ctx.Err() != nil {
@@ -242,7 +248,7 @@ Retention).`,
 			if o.transactionalID == "" {
 				o.transactionalID = cfg.Kafka.ClientID + "-dlq-redrive"
 			}
-			letters, err := readDLQ(cmd.Context(), cfg, *idle)
+			letters, err := readDLQ(cmd.Context(), cfg, *idle, o.chosen)
 			if err != nil {
 				return err
 			}
@@ -285,11 +291,10 @@ func parseOffsetRanges(s string) (map[int32][][2]int64, error) {
 	return out, nil
 }
 
-// chosen reports whether o selects d.
+// chosen reports whether o selects d. A record that is no dead letter
+// matches no filter but may be named by --offsets (or --all): redrive
+// then refuses it.
 func (o redriveOpts) chosen(d dlqLetter) bool {
-	if d.Err != nil {
-		return false
-	}
 	l := d.Letter
 	if (o.stage != "" && l.Stage != o.stage) || (o.reason != "" && l.Reason != o.reason) || (o.sourceTopic != "" && l.SourceTopic != o.sourceTopic) {
 		return false
@@ -318,7 +323,9 @@ func redrive(ctx context.Context, cfg *config.Config, letters []dlqLetter, o red
 			continue
 		}
 		rec, err := d.Letter.Redrive()
-		if err == nil && rec.Topic == cfg.Kafka.Topics.DLQ {
+		if d.Err != nil {
+			err = d.Err
+		} else if err == nil && rec.Topic == cfg.Kafka.Topics.DLQ {
 			err = &envelope.RedriveError{Reason: "its source topic is the DLQ itself"}
 		}
 		if err != nil {

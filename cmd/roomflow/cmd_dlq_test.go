@@ -111,6 +111,10 @@ func TestDLQRedrive(t *testing.T) {
 		!strings.Contains(out, "refused 0:5 (relay gap_abandoned): envelope: cannot re-drive: no source topic") {
 		t.Fatalf("a choice with letters that cannot be sent: %v\n%s", err, out)
 	}
+	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "1:0", "--idle", "2s")
+	if err == nil || !strings.Contains(out, "refused 1:0") || !strings.Contains(out, "not a dead letter") {
+		t.Fatalf("a record that is no dead letter: %v\n%s", err, out)
+	}
 	if got := k.DrainCommitted(t, tp.MicLedger, tp.RoomEvents); len(got) != 0 {
 		t.Fatalf("dry run and refused runs sent %d records", len(got))
 	}
