@@ -176,11 +176,14 @@ func (c Config) tables() []consumption {
 	}
 }
 
-// Purger runs purge passes (Run).
+// Purger runs purge passes (Run), one at a time: Run is not safe for
+// concurrent use.
 type Purger struct {
 	cfg     Config
 	db      *sql.DB
 	deleted *prometheus.CounterVec
+	// conn is the pass's one connection, at READ COMMITTED (Run).
+	conn *sql.Conn
 }
 
 // New validates cfg and returns a Purger on db.
@@ -219,7 +222,22 @@ type TableResult struct {
 // Run makes one pass over every table and returns what it did per table,
 // in a stable order. It stops at the first error (what was deleted stays
 // deleted: every batch commits on its own) or when ctx ends.
+//
+// Every statement runs on one connection at READ COMMITTED: a DELETE then
+// locks only the rows it deletes (InnoDB releases the others it scanned,
+// such as a room_outbox row the IM publisher is claiming, at once) and
+// takes no gap locks, so the sink's inserts never wait for it.
 func (p *Purger) Run(ctx context.Context) ([]TableResult, error) {
+	conn, err := p.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("retention: connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+		return nil, fmt.Errorf("retention: set isolation: %w", err)
+	}
+	p.conn = conn
+	defer func() { p.conn = nil }()
 	var out []TableResult
 	now := p.cfg.Now()
 	for _, t := range p.cfg.tables() {
@@ -242,7 +260,7 @@ func (p *Purger) Run(ctx context.Context) ([]TableResult, error) {
 		return append(out, res), nil
 	}
 	res.BeforeMs = now.Add(-p.cfg.RoomOutbox.Age).UnixMilli()
-	err := p.roomOutbox(ctx, &res)
+	err = p.roomOutbox(ctx, &res)
 	return append(out, res), err
 }
 
@@ -281,7 +299,7 @@ func (p *Purger) roomOutbox(ctx context.Context, res *TableResult) error {
 	}
 	res.BelowID = below
 	var lowest sql.NullInt64
-	if err := p.db.QueryRowContext(ctx, "SELECT MIN(id) FROM room_outbox").Scan(&lowest); err != nil {
+	if err := p.conn.QueryRowContext(ctx, "SELECT MIN(id) FROM room_outbox").Scan(&lowest); err != nil {
 		return fmt.Errorf("retention: room_outbox: lowest id: %w", err)
 	}
 	if !lowest.Valid {
@@ -292,7 +310,7 @@ func (p *Purger) roomOutbox(ctx context.Context, res *TableResult) error {
 	for lo := uint64(lowest.Int64); lo < below; lo += step {
 		hi := min(below, lo+step)
 		var oldest sql.NullInt64
-		if err := p.db.QueryRowContext(ctx, "SELECT MIN(created_at_ms) FROM room_outbox WHERE id >= ? AND id < ?", lo, hi).Scan(&oldest); err != nil {
+		if err := p.conn.QueryRowContext(ctx, "SELECT MIN(created_at_ms) FROM room_outbox WHERE id >= ? AND id < ?", lo, hi).Scan(&oldest); err != nil {
 			return fmt.Errorf("retention: room_outbox: %w", err)
 		}
 		if oldest.Valid && oldest.Int64 >= res.BeforeMs {
@@ -322,7 +340,7 @@ func (p *Purger) roomOutbox(ctx context.Context, res *TableResult) error {
 
 // exec runs one batch's DELETE (autocommit) and counts what it removed.
 func (p *Purger) exec(ctx context.Context, res *TableResult, q string, args ...any) (int64, error) {
-	r, err := p.db.ExecContext(ctx, q, args...)
+	r, err := p.conn.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("retention: purge %s: %w", res.Table, err)
 	}
@@ -342,7 +360,7 @@ func (p *Purger) exec(ctx context.Context, res *TableResult, q string, args ...a
 // count adds what a dry run would delete.
 func (p *Purger) count(ctx context.Context, res *TableResult, q string, args ...any) error {
 	var n int64
-	if err := p.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	if err := p.conn.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
 		return fmt.Errorf("retention: count %s: %w", res.Table, err)
 	}
 	res.Rows += n
