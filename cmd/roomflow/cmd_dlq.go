@@ -314,13 +314,19 @@ func (o redriveOpts) chosen(d dlqLetter) bool {
 func redrive(ctx context.Context, cfg *config.Config, letters []dlqLetter, o redriveOpts, w io.Writer) error {
 	var recs []*kgo.Record
 	var refused, repeats int
+	// A repeat is one of the chosen letters, so choosing only the second
+	// copy of a refused record still sends it.
+	sent := map[envelope.Origin]bool{}
 	for _, d := range letters {
 		if !o.chosen(d) {
 			continue
 		}
-		if d.Repeat {
-			repeats++
-			continue
+		if origin, ok := d.Letter.Origin(); ok && d.Err == nil {
+			if sent[origin] {
+				repeats++
+				continue
+			}
+			sent[origin] = true
 		}
 		rec, err := d.Letter.Redrive()
 		if d.Err != nil {

@@ -138,6 +138,11 @@ func TestDLQRedrive(t *testing.T) {
 		t.Errorf("redriven values %q %q", byKey["7"].Value, byKey["8"].Value)
 	}
 
+	// Choosing only the repeat (0:3) sends its record.
+	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:3", "--dry-run", "--idle", "2s")
+	if err != nil || !strings.Contains(out, "would send 0:3 (sink decode) -> "+tp.MicLedger+` key "7"`) {
+		t.Fatalf("redrive of the repeat alone: %v\n%s", err, out)
+	}
 	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:0,0:4-5", "--skip-refused", "--idle", "2s")
 	if err != nil || !strings.Contains(out, "sent 1 records in one transaction (0 repeats skipped, 2 refused)") {
 		t.Fatalf("redrive --skip-refused: %v\n%s", err, out)
