@@ -160,6 +160,9 @@ type target struct {
 	topic string
 	// live tables and their fresh copies, in the same order.
 	live, fresh []string
+	// streamRows is a condition true of the first live table's rows the
+	// stream wrote.
+	streamRows string
 	// seed fills the fresh tables (after CREATE ... LIKE) with what the
 	// stream does not determine; nil: they start empty.
 	seed func(ctx context.Context, db *sql.DB) error
@@ -257,7 +260,7 @@ func micTarget(cfg Config, res *Result) *target {
 	seen := firstOfID{}
 	var batch []*userv1.MicLedgerEntry
 	return &target{
-		topic: cfg.LedgerTopic, live: live.List(), fresh: fresh.List(),
+		topic: cfg.LedgerTopic, live: live.List(), fresh: fresh.List(), streamRows: "TRUE",
 		record: func(r *kgo.Record) {
 			res.Entries++
 			e, err := micledger.Decode(r.Value, cfg.DefaultAppCode)
@@ -292,7 +295,7 @@ func poolsTarget(cfg Config, res *Result) *target {
 	claims := map[luckyinflow.DrawKey]string{}
 	var batch []*activityv1.LuckyPoolInflow
 	return &target{
-		topic: cfg.InflowTopic, live: []string{live}, fresh: []string{fresh},
+		topic: cfg.InflowTopic, live: []string{live}, fresh: []string{fresh}, streamRows: "total_in <> 0",
 		seed: func(ctx context.Context, db *sql.DB) error {
 			if _, err := db.ExecContext(ctx, "INSERT INTO "+fresh+" (app_code, scope_type, scope_id, reserve_floor, funded, total_out, balance) "+
 				"SELECT app_code, scope_type, scope_id, reserve_floor, funded, total_out, funded - total_out FROM "+live); err != nil {
@@ -376,6 +379,19 @@ func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error
 			}
 		}
 		tg.ends = ends
+		if len(ends) == 0 {
+			// Nothing applied by this group: rebuilt tables would be
+			// empty. Live rows mean another group (a wrong sink.group)
+			// wrote them.
+			var rows int
+			if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM "+tg.live[0]+" WHERE "+tg.streamRows+")").Scan(&rows); err != nil {
+				return fmt.Errorf("rebuild: %w", err)
+			}
+			if rows > 0 {
+				return &PreconditionError{Msg: fmt.Sprintf("roomflow_sink_offsets holds no position of group %s on %s, but %s has rows: is the sink's group (sink.group) right?",
+					cfg.Group, tg.topic, tg.live[0])}
+			}
+		}
 		for _, t := range tg.live {
 			var n int
 			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", t+OldSuffix).Scan(&n); err != nil {

@@ -148,6 +148,11 @@ func TestRebuildRepairsCorruptedFacts(t *testing.T) {
 	if err := o.Check(ctx, m.DB); err == nil {
 		t.Fatal("the corrupted tables pass the oracle's check")
 	}
+	wrong := cfg
+	wrong.Group = "another-group"
+	if _, err := rebuild.Run(ctx, wrong, m.DB); !errors.As(err, &pe) || !strings.Contains(err.Error(), "is the sink's group (sink.group) right?") {
+		t.Fatalf("rebuild with a group that applied nothing: %v", err)
+	}
 	res, err := rebuild.Run(ctx, cfg, m.DB)
 	if err != nil {
 		t.Fatal(err)
