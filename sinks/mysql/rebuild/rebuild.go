@@ -34,6 +34,8 @@
 //     offset 0 (retention.ms=-1 on the mic ledger topic); records deleted
 //     by retention cannot be recomputed, and rebuild refuses rather than
 //     produce smaller totals;
+//   - the group has positions on the topic, unless the live tables hold
+//     no row the stream wrote (a wrong group would swap in empty tables);
 //   - no <table>__old is left from an earlier rebuild.
 //
 // The swap is one RENAME TABLE of the three pairs (atomic: a reader sees
