@@ -116,6 +116,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
@@ -502,7 +503,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 		}
 		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
 			r.m.lag.Set(0)
-			if err := sleep(ctx, poll); err != nil {
+			if err := backoff.Sleep(ctx, poll); err != nil {
 				return err
 			}
 			continue
@@ -524,7 +525,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 			return ctx.Err()
 		}
 		if !more {
-			if err := sleep(ctx, poll); err != nil {
+			if err := backoff.Sleep(ctx, poll); err != nil {
 				return err
 			}
 		}
@@ -565,17 +566,6 @@ func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
 	}
 	r.m.idReissue.Set(0)
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (r *Relay) forcedReason(id uint64) (DLQReason, bool) {
