@@ -69,11 +69,15 @@ func purge(ctx context.Context, d *app.Deps, dryRun bool, w io.Writer) error {
 	for _, ts := range purgeTopics(cfg.Kafka.Topics) {
 		topics = append(topics, ts...)
 	}
-	replay, err := topicRetention(ctx, d, topics)
+	kctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	replay, err := topicRetention(kctx, d, topics)
+	cancel()
 	if err != nil {
 		return err
 	}
 	relayedBelow := func(ctx context.Context) (uint64, bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+		defer cancel()
 		pos, found, err := relay.ReadCommittedPosition(ctx, cfg.Kafka.Cluster(nil, d.Log), cfg.Kafka.Topics.RelayOffsets, cfg.Relay.TransactionalID)
 		return pos.RelayedBelow(), found, err
 	}
@@ -103,6 +107,11 @@ func purge(ctx context.Context, d *app.Deps, dryRun bool, w io.Writer) error {
 	d.Log.Info("purge done", "component", "purge", "rows", total, "dry_run", dryRun, "duration", time.Since(start))
 	return nil
 }
+
+// kafkaTimeout bounds each of purge's Kafka reads (the brokers' topic
+// configs, the relay's position): a cluster that does not answer fails
+// the pass instead of hanging the CronJob.
+const kafkaTimeout = 2 * time.Minute
 
 // topicRetention reads how long the brokers may keep each of topics'
 // records: retention.ms plus segment.ms (Kafka deletes whole segments, once
