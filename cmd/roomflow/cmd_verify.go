@@ -296,10 +296,11 @@ type abandonedGap struct {
 func abandonedGaps(ctx context.Context, cfg *config.Config, idle time.Duration) ([]abandonedGap, error) {
 	var out []abandonedGap
 	err := readTopic(ctx, cfg, cfg.Kafka.Topics.DLQ, idle, func(r *kgo.Record) {
-		h := func(key string) string { return string(envelope.Header(r, key)) }
-		if h(envelope.HeaderErrorReason) != string(relay.DLQGapAbandoned) {
+		l, err := envelope.ParseDeadLetter(r)
+		if err != nil || l.Reason != string(relay.DLQGapAbandoned) {
 			return
 		}
+		h := func(key string) string { return string(l.ExtraValue(key)) }
 		g := abandonedGap{Reason: h(envelope.HeaderGapReason)}
 		g.From, _ = strconv.ParseUint(h(envelope.HeaderSourceIDFrom), 10, 64)
 		g.To, _ = strconv.ParseUint(h(envelope.HeaderSourceIDTo), 10, 64)

@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
@@ -33,6 +35,8 @@ import (
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
+	"github.com/hyapp/roomflow/sinks/mysql/rebuild"
+	"github.com/hyapp/roomflow/sinks/mysql/retention"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 )
 
@@ -61,6 +65,7 @@ func checkComponents(d *app.Deps) error {
 	add(sinkConfig(d))
 	add(sinkStoreConfig(d))
 	add(statsAPIConfig(d))
+	add(purgeConfig(d, nil, func(context.Context) (uint64, bool, error) { return 0, false, nil }))
 	ch.Add(checkLuckyKeys(d))
 	return ch.Err()
 }
@@ -517,4 +522,83 @@ func luckyWalletConfig(d *app.Deps) (wallet.Config, error) {
 	l := d.Config.Lucky
 	c := wallet.Config{Addr: l.WalletGRPCAddr, Timeout: l.WalletCreditTimeout.D()}
 	return c, cfgerr.Under("lucky", map[string]string{"addr": "lucky.wallet_grpc_addr", "timeout": "lucky.wallet_credit_timeout"}, c.Validate())
+}
+
+// purgeConfig maps purge.* onto retention.Config and validates it, keyed
+// purge.<field> ("purge.user_mic_event_consumption"). Each consumption
+// table's Replay is the longest retention of the topics it dedupes
+// (purgeTopics): kafka.topic_retention, or longer where replay (how long
+// the brokers may keep each topic's records, as purge reads it at start) says
+// so; a topic kept forever (<= 0) makes every window of its tables too
+// short. relayedBelow is the relay's bound for room_outbox.
+func purgeConfig(d *app.Deps, replay map[string]time.Duration, relayedBelow func(context.Context) (uint64, bool, error)) (retention.Config, error) {
+	cfg := d.Config
+	p := cfg.Purge
+	topics := purgeTopics(cfg.Kafka.Topics)
+	window := func(table string, age config.Duration) retention.Window {
+		r := cfg.Kafka.TopicRetention.D()
+		for _, t := range topics[table] {
+			if got, ok := replay[t]; ok && r > 0 && (got <= 0 || got > r) {
+				r = got
+			}
+		}
+		return retention.Window{Age: age.D(), Replay: r}
+	}
+	c := retention.Config{
+		UserMicEventConsumption:    window(retention.UserMicEventConsumption, p.UserMicEventConsumption),
+		LuckyPoolInflowConsumption: window(retention.LuckyPoolInflowConsumption, p.LuckyPoolInflowConsumption),
+		LuckyEventConsumption:      window(retention.LuckyEventConsumption, p.LuckyEventConsumption),
+		RoomOutbox:                 retention.RoomOutboxConfig{Enabled: p.RoomOutbox.Enabled, Age: p.RoomOutbox.Age.D()},
+		RelayedBelow:               relayedBelow,
+		BatchSize:                  p.BatchSize,
+		BatchPause:                 p.BatchPause.D(),
+		Registerer:                 registerer(d),
+		Logger:                     d.Log,
+	}
+	return c, cfgerr.Under("purge", purgeKeys, c.Validate())
+}
+
+// purgeKeys are the retention.Config fields that are not purge.<field>.
+var purgeKeys = map[string]string{"relayed_below": "purge.room_outbox.enabled"}
+
+// purgeTopics lists, per consumption table, the topics whose replay
+// reaches it: the sink's input topic and the topics upstream of it whose
+// reprocessing reproduces its event ids.
+func purgeTopics(t config.Topics) map[string][]string {
+	return map[string][]string{
+		retention.UserMicEventConsumption:    {t.MicLedger, t.UserMicEvents, t.RoomEvents},
+		retention.LuckyPoolInflowConsumption: {t.LuckyPoolInflow, t.RoomEvents},
+		retention.LuckyEventConsumption:      {t.LuckyEvents},
+	}
+}
+
+// rebuildConfig maps sink.group, app_code, kafka.* (the cluster, the mic
+// ledger and, with pools, the lucky pool inflow topic) and rebuild's
+// --batch-size and --idle onto rebuild.Config and validates it.
+func rebuildConfig(d *app.Deps, pools bool, batchSize int, idle time.Duration) (rebuild.Config, error) {
+	cfg := d.Config
+	c := rebuild.Config{
+		Group:          cfg.Sink.Group,
+		LedgerTopic:    cfg.Kafka.Topics.MicLedger,
+		DefaultAppCode: cfg.AppCode,
+		BatchSize:      batchSize,
+		Idle:           idle,
+		Kafka:          cfg.Kafka.Cluster(nil, d.Log),
+		Logger:         d.Log,
+	}
+	if pools {
+		c.InflowTopic = cfg.Kafka.Topics.LuckyPoolInflow
+	}
+	return c, cfgerr.Under("rebuild", rebuildKeys, c.Validate())
+}
+
+// rebuildKeys map every rebuild.Config field: none is a rebuild.* key.
+var rebuildKeys = map[string]string{
+	"group":            "sink.group",
+	"ledger_topic":     "kafka.topics.mic_ledger",
+	"inflow_topic":     "kafka.topics.lucky_pool_inflow",
+	"default_app_code": "app_code",
+	"batch_size":       "--batch-size",
+	"idle":             "--idle",
+	"kafka.brokers":    "kafka.brokers",
 }

@@ -44,6 +44,7 @@ type Config struct {
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	IM           IMConfig           `yaml:"im"`
 	Lucky        LuckyConfig        `yaml:"lucky"`
+	Purge        PurgeConfig        `yaml:"purge"`
 }
 
 // LogConfig selects the slog handler.
@@ -82,6 +83,13 @@ type KafkaConfig struct {
 	// crashed member's partitions stay unowned before the group moves them.
 	// The relay's leader group follows relay.failover_timeout instead.
 	SessionTimeout Duration `yaml:"session_timeout"`
+	// TopicRetention is the retention.ms the cluster keeps the data topics
+	// for (default 168h, Kafka's log.retention.hours). `roomflow topics`
+	// sets none; it is what purge.* windows are checked against, since a
+	// consumption row purged while its record can still be replayed would
+	// let the record count twice. 0 or negative: kept forever
+	// (retention.ms=-1), so no consumption table may be purged.
+	TopicRetention Duration `yaml:"topic_retention"`
 	Topics         Topics   `yaml:"topics"`
 	// TLS and SASL secure every client of every command (off by default).
 	TLS  KafkaTLSConfig  `yaml:"tls"`
@@ -304,6 +312,31 @@ type LuckySwitches struct {
 	WalletCreditDispatch   bool `yaml:"wallet_credit_dispatch"`
 }
 
+// PurgeConfig is `roomflow purge` (sinks/mysql/retention): how long the
+// consumption tables keep their rows, and room_outbox's delivered rows.
+// A window of 0 leaves its table alone. The consumption tables are the
+// sink's dedupe record, so each window must be at least
+// kafka.topic_retention (and what the brokers report for the topics it
+// dedupes, retention.ms plus segment.ms, which purge reads at start).
+type PurgeConfig struct {
+	// Rows per DELETE (each its own autocommit statement).
+	BatchSize int `yaml:"batch_size"`
+	// BatchPause is the sleep between two batches of one table.
+	BatchPause                 Duration              `yaml:"batch_pause"`
+	UserMicEventConsumption    Duration              `yaml:"user_mic_event_consumption"`
+	LuckyPoolInflowConsumption Duration              `yaml:"lucky_pool_inflow_consumption"`
+	LuckyEventConsumption      Duration              `yaml:"lucky_event_consumption"`
+	RoomOutbox                 PurgeRoomOutboxConfig `yaml:"room_outbox"`
+}
+
+// PurgeRoomOutboxConfig: room-service owns room_outbox, so purge deletes
+// from it only when Enabled, and then only delivered rows older than Age
+// that the relay has passed.
+type PurgeRoomOutboxConfig struct {
+	Enabled bool     `yaml:"enabled"`
+	Age     Duration `yaml:"age"`
+}
+
 // Default returns the configuration every key falls back to.
 func Default() Config {
 	return Config{
@@ -316,6 +349,7 @@ func Default() Config {
 			Partitions:        12,
 			ReplicationFactor: -1,
 			SessionTimeout:    Duration(15 * time.Second),
+			TopicRetention:    Duration(168 * time.Hour),
 			Topics: Topics{
 				RoomEvents:        "hyapp.room.events.v1",
 				UserMicEvents:     "hyapp.user.mic-events.v1",
@@ -406,6 +440,14 @@ func Default() Config {
 			OutboxMaxRetries:    20,
 			OutboxLockTTL:       Duration(30 * time.Second),
 			Switches:            LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
+		},
+		Purge: PurgeConfig{
+			BatchSize:                  1000,
+			BatchPause:                 Duration(10 * time.Millisecond),
+			UserMicEventConsumption:    Duration(30 * 24 * time.Hour),
+			LuckyPoolInflowConsumption: Duration(30 * 24 * time.Hour),
+			LuckyEventConsumption:      Duration(30 * 24 * time.Hour),
+			RoomOutbox:                 PurgeRoomOutboxConfig{Age: Duration(7 * 24 * time.Hour)},
 		},
 	}
 }

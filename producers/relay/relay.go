@@ -511,7 +511,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 			lastReissueCheck = started
 		}
 		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
-			if err := sleep(ctx, poll); err != nil {
+			if err := backoff.Sleep(ctx, poll); err != nil {
 				return err
 			}
 			continue
@@ -533,7 +533,7 @@ func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error 
 			return ctx.Err()
 		}
 		if !more {
-			if err := sleep(ctx, poll); err != nil {
+			if err := backoff.Sleep(ctx, poll); err != nil {
 				return err
 			}
 		}
@@ -574,17 +574,6 @@ func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
 	}
 	r.m.idReissue.Set(0)
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (r *Relay) forcedReason(id uint64) (DLQReason, bool) {

@@ -121,10 +121,16 @@ func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, 
 			break
 		}
 	}
+	return lastPosition(name, last)
+}
+
+// lastPosition decodes the last position value read for relay name (nil:
+// never committed).
+func lastPosition(name string, last []byte) (Position, bool, error) {
 	if last == nil {
 		return Position{}, false, nil
 	}
-	pos, err = DecodePosition(last)
+	pos, err := DecodePosition(last)
 	if err != nil {
 		return Position{}, false, fmt.Errorf("relay: position of %s: %w", name, err)
 	}

@@ -23,6 +23,15 @@ type Tx struct {
 	chunk int
 }
 
+// defaultChunk is the most rows of one multi-row statement.
+const defaultChunk = 1000
+
+// NewTx wraps tx, a transaction the caller commits or rolls back, for an
+// applier's statement helpers outside the engine: a rebuild
+// (sinks/mysql/rebuild) writes fresh tables with an applier's own
+// statements through it. nowMs is the batch's processing time.
+func NewTx(tx *sql.Tx, nowMs int64) *Tx { return &Tx{tx: tx, nowMs: nowMs, chunk: defaultChunk} }
+
 // NowMs is the batch's processing time (Unix ms), one value for the whole
 // transaction.
 func (t *Tx) NowMs() int64 { return t.nowMs }

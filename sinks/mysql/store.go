@@ -75,7 +75,7 @@ func NewStore(cfg StoreConfig, db *sql.DB) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, group: cfg.Group, chunk: 1000, appliers: appliers{}}
+	s := &Store{db: db, group: cfg.Group, chunk: defaultChunk, appliers: appliers{}}
 	for _, r := range cfg.Appliers {
 		s.appliers[r.a.Topic()] = r.a
 	}
@@ -334,4 +334,26 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 		}
 	}
 	return res, nil
+}
+
+// StoredOffsets returns the next offset the sink's group will apply per
+// partition of topic, as committed with the facts in
+// roomflow_sink_offsets (partitions never claimed are absent): every
+// record below it has been applied (or dead-lettered) exactly once.
+func StoredOffsets(ctx context.Context, db *sql.DB, group, topic string) (map[int32]int64, error) {
+	rows, err := db.QueryContext(ctx, "SELECT partition_id, next_offset FROM roomflow_sink_offsets WHERE consumer_group = ? AND topic = ?", group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("mysql sink: read offsets of %s: %w", topic, err)
+	}
+	defer rows.Close()
+	out := map[int32]int64{}
+	for rows.Next() {
+		var p int32
+		var next int64
+		if err := rows.Scan(&p, &next); err != nil {
+			return nil, err
+		}
+		out[p] = next
+	}
+	return out, rows.Err()
 }

@@ -202,9 +202,12 @@ var Consumption = mysqlsink.Consumption[*activityv1.LuckyPoolInflow]{
 }
 
 const (
-	poolHead = "INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, total_in, version, updated_at_ms) VALUES "
-	poolRow  = "(?,?,?,?,?,1,?)"
-	poolTail = " ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), total_in = total_in + VALUES(total_in), version = version + 1, updated_at_ms = GREATEST(updated_at_ms, VALUES(updated_at_ms))"
+	// PoolsTable is the table the sink adds the inflow to; a rebuild
+	// (sinks/mysql/rebuild) fills a fresh copy with WritePools.
+	PoolsTable = "lucky_pools"
+	poolCols   = " (app_code, scope_type, scope_id, balance, total_in, version, updated_at_ms) VALUES "
+	poolRow    = "(?,?,?,?,?,1,?)"
+	poolTail   = " ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), total_in = total_in + VALUES(total_in), version = version + 1, updated_at_ms = GREATEST(updated_at_ms, VALUES(updated_at_ms))"
 
 	dailyHead = "INSERT INTO lucky_pool_inflow_daily (app_code, stat_date, scope_type, scope_id, inflow, gift_count, updated_at_ms) VALUES "
 	dailyRow  = "(?,?,?,?,?,?,?)"
@@ -265,11 +268,8 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, in []*activityv1.
 		return mysqlsink.Applied{}, fmt.Errorf("insert lucky_pool_inflow_claims: %w", err)
 	}
 	pools := BuildPools(added)
-	if err := tx.ExecRows(ctx, poolHead, poolRow, poolTail, len(pools), func(i int, a []any) []any {
-		r := pools[i]
-		return append(a, r.AppCode, r.ScopeType, r.ScopeID, r.In, r.In, r.UpdatedAtMs)
-	}); err != nil {
-		return mysqlsink.Applied{}, fmt.Errorf("upsert lucky_pools: %w", err)
+	if err := WritePools(ctx, tx, pools, PoolsTable); err != nil {
+		return mysqlsink.Applied{}, err
 	}
 	daily := BuildDaily(fresh)
 	if err := tx.ExecRows(ctx, dailyHead, dailyRow, dailyTail, len(daily), func(i int, a []any) []any {
@@ -283,6 +283,30 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, in []*activityv1.
 		"lucky_pool_inflow_claims": len(newClaims),
 		"lucky_pool_inflow_daily":  len(daily),
 	}}, nil
+}
+
+// WritePools adds pools (BuildPools of the inflows Decide consumed) to
+// table's balance and total_in (version + 1) with the sink's statement:
+// PoolsTable, or a rebuild's fresh copy of it.
+func WritePools(ctx context.Context, tx *mysqlsink.Tx, pools []PoolRow, table string) error {
+	if err := tx.ExecRows(ctx, "INSERT INTO "+table+poolCols, poolRow, poolTail, len(pools), func(i int, a []any) []any {
+		r := pools[i]
+		return append(a, r.AppCode, r.ScopeType, r.ScopeID, r.In, r.In, r.UpdatedAtMs)
+	}); err != nil {
+		return fmt.Errorf("upsert %s: %w", table, err)
+	}
+	return nil
+}
+
+// Owned reports whether `roomflow lucky` has recorded its ownership of
+// lucky_pools (lucky_pool_owner has its row): from then on the draws pay
+// out of the pools, and the inflow stream alone no longer determines them.
+func Owned(ctx context.Context, db *sql.DB) (bool, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lucky_pool_owner WHERE id = 1").Scan(&n); err != nil {
+		return false, fmt.Errorf("read lucky_pool_owner: %w", err)
+	}
+	return n > 0, nil
 }
 
 // poolsOwned reads whether `roomflow lucky` has recorded its ownership of

@@ -78,7 +78,7 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, es []*userv1.MicL
 		return mysqlsink.Applied{}, err
 	}
 	f := BuildFacts(fresh)
-	if err := writeFacts(ctx, tx, f); err != nil {
+	if err := writeFacts(ctx, tx, f, factStatements); err != nil {
 		return mysqlsink.Applied{}, err
 	}
 	return mysqlsink.Applied{Consumed: consumed, FactRows: map[string]int{
@@ -86,8 +86,18 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, es []*userv1.MicL
 	}}, nil
 }
 
-func writeFacts(ctx context.Context, tx *mysqlsink.Tx, f Facts) error {
-	if err := tx.ExecRows(ctx, sessionHead, sessionRow, sessionTail, len(f.Sessions), func(i int, a []any) []any {
+// WriteFacts writes f (BuildFacts of entries seen for the first time)
+// into t's tables in tx with the sink's own statements: a rebuild fills
+// fresh tables exactly as the sink fills FactTables.
+func WriteFacts(ctx context.Context, tx *mysqlsink.Tx, f Facts, t Tables) error {
+	if t == FactTables {
+		return writeFacts(ctx, tx, f, factStatements)
+	}
+	return writeFacts(ctx, tx, f, t.statements())
+}
+
+func writeFacts(ctx context.Context, tx *mysqlsink.Tx, f Facts, st statements) error {
+	if err := tx.ExecRows(ctx, st.sessionHead, st.sessionRow, st.sessionTail, len(f.Sessions), func(i int, a []any) []any {
 		r := f.Sessions[i]
 		return append(a, r.AppCode, r.MicSessionId, r.UserId, r.RoomId, r.FirstSeatNo, r.CurrentSeatNo, r.Status,
 			r.SeatStartedAtMs, nullIfZero(r.PublishingStartedAtMs), nullIfZero(r.EndedAtMs), r.EndReason, r.SeatOccupiedMs,
@@ -96,13 +106,13 @@ func writeFacts(ctx context.Context, tx *mysqlsink.Tx, f Facts) error {
 	}); err != nil {
 		return fmt.Errorf("upsert user_mic_sessions: %w", err)
 	}
-	if err := tx.ExecRows(ctx, dailyHead, "(?,?,?,?,?,?,?,?,?,?)", dailyTail, len(f.Daily), func(i int, a []any) []any {
+	if err := tx.ExecRows(ctx, st.dailyHead, "(?,?,?,?,?,?,?,?,?,?)", st.dailyTail, len(f.Daily), func(i int, a []any) []any {
 		r := f.Daily[i]
 		return append(a, r.AppCode, r.UserID, r.StatDate, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.RoomCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
 	}); err != nil {
 		return fmt.Errorf("upsert user_mic_daily_stats: %w", err)
 	}
-	if err := tx.ExecRows(ctx, lifetimeHead, "(?,?,?,?,?,?,?,?)", lifetimeTail, len(f.Lifetime), func(i int, a []any) []any {
+	if err := tx.ExecRows(ctx, st.lifetimeHead, "(?,?,?,?,?,?,?,?)", st.lifetimeTail, len(f.Lifetime), func(i int, a []any) []any {
 		r := f.Lifetime[i]
 		return append(a, r.AppCode, r.UserID, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
 	}); err != nil {

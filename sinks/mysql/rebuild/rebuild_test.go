@@ -1,0 +1,225 @@
+package rebuild_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
+	"github.com/hyapp/roomflow/sinks/mysql/micledger"
+	"github.com/hyapp/roomflow/sinks/mysql/rebuild"
+	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
+)
+
+const appCode = "hyapp"
+
+// sink runs the real MySQL sink (the mic ledger applier) until stop.
+type sink struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startSink(t *testing.T, k *testenv.Kafka, m *testenv.MySQL, group string) *sink {
+	t.Helper()
+	ml, err := micledger.New(micledger.Config{Topic: k.Config.Topics.MicLedger, DefaultAppCode: appCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	li, err := luckyinflow.New(luckyinflow.Config{Topic: k.Config.Topics.LuckyPoolInflow, DefaultAppCode: appCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: group, Appliers: []mysqlsink.Registration{mysqlsink.Register(ml), mysqlsink.Register(li)}}, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mysqlsink.New(mysqlsink.Config{Group: group, DLQTopic: k.Config.Topics.DLQ, ShutdownTimeout: 5 * time.Second,
+		Kafka: k.Cluster(), Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &sink{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx) }()
+	return r
+}
+
+func (s *sink) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	if err := <-s.done; err != nil {
+		t.Fatalf("sink: %v", err)
+	}
+}
+
+// caughtUp waits until the sink's stored positions reach the end of the
+// ledger and of the inflow topic.
+func caughtUp(t *testing.T, k *testenv.Kafka, m *testenv.MySQL, group string) {
+	t.Helper()
+	for _, topic := range []string{k.Config.Topics.MicLedger, k.Config.Topics.LuckyPoolInflow} {
+		caughtUpOn(t, k, m, group, topic)
+	}
+}
+
+func caughtUpOn(t *testing.T, k *testenv.Kafka, m *testenv.MySQL, group, topic string) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, "the sink to apply the whole of "+topic, func() bool {
+		ends, err := k.Admin(t).ListEndOffsets(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		stored, err := mysqlsink.StoredOffsets(context.Background(), m.DB, group, topic)
+		if err != nil {
+			return false
+		}
+		want := map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > 0 {
+				want[o.Partition] = o.Offset
+			}
+		})
+		return maps.Equal(stored, want)
+	})
+}
+
+// TestRebuildRepairsCorruptedFacts runs the real sink over a ledger and
+// an inflow topic with repeats and undecodable records, corrupts the fact
+// tables and lucky_pools, and rebuilds: the facts equal the oracle again
+// (the repeats counted once, the dead letters skipped), the replaced
+// tables stay as __old, and the sink resumes on the rebuilt tables. Once
+// roomflow lucky owns the pools, only the mic tables are rebuilt. Rebuild
+// refuses while the sink runs, while __old tables are left, and once
+// retention removed ledger records.
+func TestRebuildRepairsCorruptedFacts(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	topic := k.Config.Topics.MicLedger
+	group := testenv.UniqueName(t) + "-sink"
+	gen := sinktest.NewLedgerGen(7, appCode, 40)
+	ledger := gen.Next(400)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	recs := sinktest.LedgerRecords(topic, ledger)
+	recs = append(recs, sinktest.LedgerRecords(topic, ledger[:30])...) // an upstream replay: repeats
+	recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("1"), Value: []byte{0xff, 0x01}})
+	inflowTopic := k.Config.Topics.LuckyPoolInflow
+	inflows := sinktest.NewInflowGen(9, appCode, 5, 3).Next(120)
+	o.AddInflows(inflows...)
+	recs = append(recs, sinktest.InflowRecords(inflowTopic, inflows)...)
+	recs = append(recs, sinktest.InflowRecords(inflowTopic, inflows[:10])...)
+	recs = append(recs, &kgo.Record{Topic: inflowTopic, Key: []byte("r"), Value: []byte{0xff, 0x02}})
+	cl := k.Client(t)
+	if err := sinktest.Produce(ctx, cl, recs); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, k, m, group)
+	caughtUp(t, k, m, group)
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("the sink's facts before the corruption: %v", err)
+	}
+	cfg := rebuild.Config{Group: group, LedgerTopic: topic, InflowTopic: inflowTopic, DefaultAppCode: appCode, BatchSize: 50, Idle: 10 * time.Second, Kafka: k.Cluster(), Logger: slog.New(slog.DiscardHandler)}
+	var pe *rebuild.PreconditionError
+	if _, err := rebuild.Run(ctx, cfg, m.DB); !errors.As(err, &pe) || !strings.Contains(err.Error(), "stop every roomflow sink first") {
+		t.Fatalf("rebuild while the sink runs: %v", err)
+	}
+	s.stop(t)
+
+	for _, q := range []string{
+		"UPDATE user_mic_lifetime_stats SET mic_online_ms = mic_online_ms + 1000 ORDER BY user_id LIMIT 1",
+		"DELETE FROM user_mic_daily_stats ORDER BY user_id, stat_date LIMIT 2",
+		"UPDATE user_mic_sessions SET seat_occupied_ms = 1 ORDER BY mic_session_id LIMIT 3",
+		"UPDATE lucky_pools SET balance = balance + 5, total_in = total_in + 5 WHERE scope_type = 'room' ORDER BY scope_id LIMIT 1",
+	} {
+		if _, err := m.DB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Check(ctx, m.DB); err == nil {
+		t.Fatal("the corrupted tables pass the oracle's check")
+	}
+	wrong := cfg
+	wrong.Group = "another-group"
+	if _, err := rebuild.Run(ctx, wrong, m.DB); !errors.As(err, &pe) || !strings.Contains(err.Error(), "is the sink's group (sink.group) right?") {
+		t.Fatalf("rebuild with a group that applied nothing: %v", err)
+	}
+	res, err := rebuild.Run(ctx, cfg, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("after the rebuild: %v", err)
+	}
+	if res.Entries != 431 || res.Applied != 400 || res.Repeats != 30 || res.Invalid != 1 || res.Inflows != 120 || res.InvalidInflows != 1 ||
+		len(res.Old) != 4 || res.PoolsSkipped != "" {
+		t.Errorf("result %+v: want 431 entries, 400 applied, 30 repeats, 1 invalid, 120 inflows, 1 invalid, 4 old tables", res)
+	}
+	var corrupted int
+	if err := m.DB.QueryRow("SELECT COUNT(*) FROM user_mic_sessions__old WHERE seat_occupied_ms = 1").Scan(&corrupted); err != nil || corrupted == 0 {
+		t.Errorf("user_mic_sessions__old should keep the replaced (corrupted) rows: %d, %v", corrupted, err)
+	}
+
+	// The sink resumes on the rebuilt tables from its stored positions.
+	more := gen.Next(100)
+	o.AddLedger(more...)
+	if err := sinktest.Produce(ctx, cl, sinktest.LedgerRecords(topic, more)); err != nil {
+		t.Fatal(err)
+	}
+	s = startSink(t, k, m, group)
+	caughtUp(t, k, m, group)
+	s.stop(t)
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("the sink after the rebuild: %v", err)
+	}
+
+	if _, err := rebuild.Run(ctx, cfg, m.DB); !errors.As(err, &pe) || !strings.Contains(err.Error(), "user_mic_sessions__old is left from an earlier rebuild") {
+		t.Fatalf("rebuild with __old tables left: %v", err)
+	}
+	dropOld := func(tables []string) {
+		for _, t0 := range tables {
+			if _, err := m.DB.Exec("DROP TABLE " + t0 + rebuild.OldSuffix); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dropOld(append(micledger.FactTables.List(), "lucky_pools"))
+
+	// Owned by roomflow lucky: the pools are left alone.
+	if _, err := m.DB.Exec("INSERT INTO lucky_pool_owner (id, owner, owned_at_ms) VALUES (1, 'lucky', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DB.Exec("UPDATE user_mic_lifetime_stats SET session_count = session_count + 1 ORDER BY user_id LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = rebuild.Run(ctx, cfg, m.DB)
+	if err != nil || len(res.Old) != 3 || !strings.Contains(res.PoolsSkipped, "roomflow lucky owns lucky_pools") || res.Inflows != 0 {
+		t.Fatalf("rebuild with owned pools: %+v, %v", res, err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("after the rebuild with owned pools: %v", err)
+	}
+	dropOld(micledger.FactTables.List())
+	rs, err := k.Admin(t).DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 1}}})
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebuild.Run(ctx, cfg, m.DB); !errors.As(err, &pe) || !strings.Contains(err.Error(), "partition 0 starts at offset 1") {
+		t.Fatalf("rebuild after retention removed records: %v", err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("a refused rebuild changed the facts: %v", err)
+	}
+}
