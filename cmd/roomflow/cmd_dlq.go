@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -243,7 +244,7 @@ Retention).`,
 				return err
 			}
 			if o.selected == nil && o.stage == "" && o.reason == "" && o.sourceTopic == "" && !o.all {
-				return errors.New("dlq redrive: choose letters with --offsets, --stage, --reason or --source-topic, or every letter with --all")
+				return cfgerr.Usage(errors.New("dlq redrive: choose letters with --offsets, --stage, --reason or --source-topic, or every letter with --all"))
 			}
 			if o.transactionalID == "" {
 				o.transactionalID = cfg.Kafka.ClientID + "-dlq-redrive"
@@ -284,7 +285,7 @@ func parseOffsetRanges(s string) (map[int32][][2]int64, error) {
 			b, berr = strconv.ParseInt(last, 10, 64)
 		}
 		if !ok || perr != nil || aerr != nil || berr != nil || pn < 0 || a < 0 || b < a {
-			return nil, fmt.Errorf("dlq redrive: --offsets: %q is not partition:offset or partition:first-last", part)
+			return nil, cfgerr.Usage(fmt.Errorf("dlq redrive: --offsets: %q is not partition:offset or partition:first-last", part))
 		}
 		out[int32(pn)] = append(out[int32(pn)], [2]int64{a, b})
 	}

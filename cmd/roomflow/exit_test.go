@@ -77,6 +77,8 @@ func TestExitCodes(t *testing.T) {
 		// A component's own keys are validated when it starts, before it
 		// connects to anything.
 		{"invalid component value", unreachable + "relay:\n  batch_size: -1\n", []string{"relay"}, exitUsage, "relay.batch_size"},
+		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, exitUsage, "choose letters"},
+		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, exitUsage, "is not partition:offset"},
 		{"runtime failure", unreachable, []string{"migrate"}, exitFailure, "connection refused"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
