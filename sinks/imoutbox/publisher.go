@@ -15,7 +15,8 @@ import (
 )
 
 // Publisher is `roomflow publish-im`: the Kafka fast path, the compensation
-// worker and the backlog gauges. Config.DisableDelivery
+// worker (with its fallback for when Kafka is unreachable, see
+// scanFallback) and the backlog gauges. Config.DisableDelivery
 // (outbox_worker.enabled=false) switches delivery off as a whole (neither
 // path runs; only the gauges do), so a disabled worker never leaves
 // retryable rows behind a fast path that keeps sending.
