@@ -42,7 +42,12 @@ are recorded, and MySQL is closed last.
 im.max_calls_per_second is roomflow's share of Tencent's per-app limit
 (room-service's own sends use the rest), for all replicas together: each
 replica paces at the share times the fraction of the room events partitions
-its fast path owns, and sends nothing while it owns none. A room is sent by
+its fast path owns, and sends nothing while it owns none. Without Kafka
+(a fast path out of its consumer group for im.scan_fallback_after, default
+1m), the replicas compete for a MySQL named lock and the holder's
+compensation scan claims every room at the full share
+(roomflow_im_scan_fallback 1), until its fast path is back in its group;
+0 switches that off. A room is sent by
 one replica only (the compensation scan takes the rooms of its replica's
 partitions), paced under im.max_messages_per_group_per_second. Requires
 im.sdk_app_id and im.secret_key unless outbox_worker.enabled is false.

@@ -427,6 +427,9 @@ func imPublisherConfig(d *app.Deps, instanceID string) (imoutbox.Config, error) 
 		Topic:         cfg.Kafka.Topics.RoomEvents,
 		Kafka:         cfg.Kafka.Cluster(reg, d.Log),
 		InstanceID:    instanceID,
+		// 0 switches the fallback off (in imoutbox 0 is the default).
+		ScanFallbackAfter:   im.ScanFallbackAfter.D(),
+		DisableScanFallback: im.ScanFallbackAfter == 0,
 	}
 	return c, cfgerr.Under("outbox_worker", imPublisherKeys, c.Validate())
 }
@@ -438,6 +441,7 @@ var imPublisherKeys = func() map[string]string {
 		"group_id_prefix":       "im.group_id_prefix",
 		"mark_permanent_failed": "im.mark_permanent_failed",
 		"fast_path_delay":       "im.fast_path_delay",
+		"scan_fallback_after":   "im.scan_fallback_after",
 		"drain_timeout":         "shutdown.timeout",
 		"app_code":              "app_code",
 		"topic":                 "kafka.topics.room_events",

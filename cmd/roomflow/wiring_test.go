@@ -377,6 +377,14 @@ func TestIMWiringDefaults(t *testing.T) {
 		c.Topic != "hyapp.room.events.v1" || c.InstanceID != "pod-0-publish-im" {
 		t.Errorf("publisher config: disabled %v, delay %s, group %q, topic %q, instance %q", c.DisableDelivery, c.FastPathDelay, c.Group, c.Topic, c.InstanceID)
 	}
+	if c.ScanFallbackAfter != time.Minute || c.DisableScanFallback {
+		t.Errorf("scan fallback after %s, disabled %v; want 1m, on", c.ScanFallbackAfter, c.DisableScanFallback)
+	}
+	off := cfg
+	off.IM.ScanFallbackAfter = 0
+	if c, err := imPublisherConfig(&app.Deps{Config: &off}, ""); err != nil || !c.DisableScanFallback {
+		t.Errorf("im.scan_fallback_after 0: disabled %v, err %v; want off", c.DisableScanFallback, err)
+	}
 	if strings.Join(c.Kafka.Brokers, ",") != strings.Join(cfg.Kafka.Brokers, ",") || c.Kafka.ClientID != cfg.Kafka.ClientID ||
 		c.Kafka.SessionTimeout != cfg.Kafka.SessionTimeout.D() {
 		t.Errorf("kafka %+v from %+v", c.Kafka, cfg.Kafka)
@@ -444,6 +452,8 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = -1 }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = -1 }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = config.Duration(time.Hour) }},
+		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = -1 }},
+		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = c.Kafka.SessionTimeout - 1 }},
 		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
 		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
 		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},

@@ -271,6 +271,12 @@ type IMConfig struct {
 	// delivered (seed 000), and the fast path must not race it. 0 claims at
 	// once, for deployments whose room-service no longer publishes.
 	FastPathDelay Duration `yaml:"fast_path_delay"`
+	// ScanFallbackAfter: a publish-im replica whose fast path has been out
+	// of its consumer group this long (Kafka unreachable) competes for a
+	// MySQL lock, and the holder's compensation scan claims every room at
+	// the full max_calls_per_second, so room_outbox alone still reaches
+	// IM (seed 000). At least kafka.session_timeout; 0 switches it off.
+	ScanFallbackAfter Duration `yaml:"scan_fallback_after"`
 }
 
 // LuckyConfig is `roomflow lucky`, seed 003's draw service: its gRPC
@@ -429,6 +435,7 @@ func Default() Config {
 			MaxMessagesPerGroupPerSecond: 40,
 			MaxMessageBytes:              12 * 1024,
 			FastPathDelay:                Duration(3 * time.Second),
+			ScanFallbackAfter:            Duration(time.Minute),
 		},
 		Lucky: LuckyConfig{
 			GRPCAddr:            ":13006",

@@ -22,6 +22,8 @@ const (
 	DefaultLanes                  = 64
 	DefaultDrainTimeout           = 10 * time.Second
 	DefaultFailureSummaryInterval = 30 * time.Second
+	DefaultScanFallbackAfter      = time.Minute
+	DefaultScanFallbackRetry      = 3 * time.Second
 )
 
 // ServiceConfig configures a Service: the delivery of claimed room_outbox
@@ -169,7 +171,26 @@ type Config struct {
 	// session timeout. Unique per running replica and stable across its
 	// restarts (the pod name). Default "": a dynamic member.
 	InstanceID string
+	// ScanFallbackAfter is how long the fast path must have been out of
+	// its consumer group (no group session: Kafka unreachable for a
+	// session timeout, or never reached) before this replica competes for
+	// the scan fallback's MySQL lock; the holder's compensation scan
+	// claims every room at the full IM.MaxCallsPerSecond (see
+	// scanFallback). At least the group session (Kafka.SessionTimeout,
+	// kgo's 45s when 0), so a replica still joining its group never
+	// competes. Default DefaultScanFallbackAfter (1m).
+	ScanFallbackAfter time.Duration
+	// DisableScanFallback switches the scan fallback off: without Kafka
+	// the scan then claims nothing. Default false.
+	DisableScanFallback bool
+	// ScanFallbackRetry is how often a replica out of its group tries the
+	// fallback lock; the holder confirms it every third of that. Default
+	// DefaultScanFallbackRetry (3s).
+	ScanFallbackRetry time.Duration
 }
+
+// kgoDefaultSession is kgo's group session when Kafka.SessionTimeout is 0.
+const kgoDefaultSession = 45 * time.Second
 
 // Validate reports every invalid field, keyed by its snake-case name; the
 // IM client's are under "im." ("im.secret_key") and the cluster's under
@@ -198,6 +219,22 @@ func (c Config) validateOwn() error {
 	}
 	if c.ClaimGrace > 0 && c.ClaimGrace < c.FastPathDelay {
 		ch.Bad("claim_grace", "must be at least fast_path_delay (%s), or the scan sends rows room-service is still publishing itself", c.FastPathDelay)
+	}
+	if !c.DisableScanFallback {
+		session := c.Kafka.SessionTimeout
+		if session <= 0 {
+			session = kgoDefaultSession
+		}
+		after := c.ScanFallbackAfter
+		if after == 0 {
+			after = DefaultScanFallbackAfter
+		}
+		if after < session {
+			ch.Bad("scan_fallback_after", "must be at least the consumer group session (%s), or a replica still joining its group would claim every room; 0 switches the fallback off (got %s)", session, c.ScanFallbackAfter)
+		}
+		if c.ScanFallbackRetry < 0 {
+			ch.Bad("scan_fallback_retry", "must be a positive duration, or 0 for the default (got %s)", c.ScanFallbackRetry)
+		}
 	}
 	ch.Set("group", c.Group)
 	ch.Set("topic", c.Topic)

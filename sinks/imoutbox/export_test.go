@@ -6,3 +6,6 @@ func FastPathOnly(p *Publisher) { p.scan = false }
 
 // Settings is the configuration s runs with, defaults filled (tests).
 func Settings(s *Service) ServiceConfig { return s.cfg }
+
+// LockName is the scan fallback lock's name for a database and SDKAppID.
+var LockName = lockName

@@ -154,9 +154,19 @@ func (f *FastPath) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[st
 }
 
 // onLost gives up the share of partitions the group took away without a
-// revoke (the session expired): another replica may own them already.
+// revoke: another replica may own them already. kgo calls it when the
+// group session ends in error, after every failed join too, e.g. when the
+// brokers have been unreachable for a session timeout (the heartbeat
+// request is retried for that long): the fast path is then out of its
+// group, which starts the scan fallback's clock (see scanFallback).
 func (f *FastPath) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	f.giveUp(lost)
+	if f.share == nil {
+		return
+	}
+	if ps := lost[f.topic]; len(ps) > 0 {
+		f.logGiveUp(ps)
+	}
+	f.share.lost(lost[f.topic])
 }
 
 func (f *FastPath) giveUp(ps map[string][]int32) {
@@ -164,15 +174,25 @@ func (f *FastPath) giveUp(ps map[string][]int32) {
 		return
 	}
 	f.share.revoke(ps[f.topic])
-	f.svc.log.Info("room event partitions given up; im call budget lowered", "partitions", ps[f.topic],
+	f.logGiveUp(ps[f.topic])
+}
+
+func (f *FastPath) logGiveUp(ps []int32) {
+	f.svc.log.Info("room event partitions given up; im call budget lowered", "partitions", ps,
 		"budget_per_second", f.share.rate())
 }
 
 // onAssigned takes the share of the IM capacity of the partitions gained:
-// the topic's partition count comes from the cluster's metadata.
+// the topic's partition count comes from the cluster's metadata. kgo calls
+// it at the start of every group session, with nothing gained too: the
+// fast path is in its group again, which ends the scan fallback.
 func (f *FastPath) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ps := assigned[f.topic]
-	if f.share == nil || len(ps) == 0 {
+	if f.share == nil {
+		return
+	}
+	if len(ps) == 0 {
+		f.share.assign(nil, 0)
 		return
 	}
 	total := 0

@@ -18,6 +18,7 @@ type metrics struct {
 	claimBatch   *prometheus.HistogramVec
 	held         prometheus.Gauge
 	enabled      prometheus.Gauge
+	fallback     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,8 +69,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_im_delivery_enabled",
 			Help: "1 when publish-im delivers (fast path and compensation scan), 0 when outbox_worker.enabled is false and nothing is delivered.",
 		}),
+		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_im_scan_fallback",
+			Help: "1 while this replica holds the scan fallback lock and its compensation scan claims every room at the full im.max_calls_per_second (its fast path out of its consumer group for im.scan_fallback_after: Kafka unreachable), else 0.",
+		}),
 	}
 	m.claims = promreg.Register(reg, m.claims)
+	m.fallback = promreg.Register(reg, m.fallback)
 	m.held = promreg.Register(reg, m.held)
 	m.enabled = promreg.Register(reg, m.enabled)
 	m.claimBatch = promreg.Register(reg, m.claimBatch)

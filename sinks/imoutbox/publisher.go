@@ -15,7 +15,8 @@ import (
 )
 
 // Publisher is `roomflow publish-im`: the Kafka fast path, the compensation
-// worker and the backlog gauges. Config.DisableDelivery
+// worker (with its fallback for when Kafka is unreachable, see
+// scanFallback) and the backlog gauges. Config.DisableDelivery
 // (outbox_worker.enabled=false) switches delivery off as a whole (neither
 // path runs; only the gauges do), so a disabled worker never leaves
 // retryable rows behind a fast path that keeps sending.
@@ -23,6 +24,7 @@ type Publisher struct {
 	Service  *Service
 	Client   *tencentim.Client // nil when disabled
 	fast     *FastPath         // nil when disabled
+	fallback *scanFallback     // nil when disabled
 	scan     bool
 	log      *slog.Logger
 	interval time.Duration
@@ -87,6 +89,12 @@ func NewPublisher(cfg Config, db *sql.DB) (*Publisher, error) {
 		if p.fast, err = newFastPath(svc, cfg, client.MaxCallsPerSecond(), svc.share); err != nil {
 			return nil, fmt.Errorf("publish-im: kafka: %w", err)
 		}
+		if !cfg.DisableScanFallback {
+			cfgerr.Default(&cfg.ScanFallbackAfter, DefaultScanFallbackAfter)
+			cfgerr.Default(&cfg.ScanFallbackRetry, DefaultScanFallbackRetry)
+			p.fallback = newScanFallback(db, svc.share, cfg.ScanFallbackAfter, cfg.ScanFallbackRetry, cfg.IM.SDKAppID,
+				svc.m.fallback, log)
+		}
 	}
 	return p, nil
 }
@@ -110,6 +118,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 	g.Go(func() error { return p.fast.Run(ctx) })
 	if p.scan {
 		loop(p.Service.RunOutboxWorker)
+		if p.fallback != nil {
+			loop(p.fallback.Run)
+		}
 	}
 	loop(p.Service.RunLockRenewer)
 	// The last summary comes after every send has ended, so it counts the

@@ -30,7 +30,11 @@ import (
 //
 // A replica that owns no partition sends nothing: before its first
 // assignment, when it has lost its group membership, or when there are
-// more replicas than partitions.
+// more replicas than partitions. The exception is the scan fallback (see
+// scanFallback): a replica out of its group for im.scan_fallback_after
+// that holds the MySQL fallback lock claims every room at the full share,
+// so room_outbox alone still reaches IM when Kafka is unreachable (seed
+// 000).
 type share struct {
 	calls   float64       // im.max_calls_per_second: roomflow's share of the app limit
 	settle  time.Duration // how long a gained partition is owned before the scan takes its rooms
@@ -41,21 +45,38 @@ type share struct {
 	mu      sync.Mutex
 	total   int                 // partitions of the room events topic, 0 before the first assignment
 	owned   map[int32]time.Time // partition -> owned since
-	changed chan struct{}       // closed (and replaced) when partitions are given up
+	changed chan struct{}       // closed (and replaced) when the scan's scope shrinks
+	// member is true while the fast path is in a group session (an
+	// assignment, even an empty one, since the last loss); detachedSince is
+	// when it last stopped being one (or the start).
+	member        bool
+	detachedSince time.Time
+	// fallback: this replica holds the fallback lock and, still out of its
+	// group, claims every room at the full share (enterFallback).
+	fallback bool
 }
 
 func newShare(calls int, settle time.Duration, setRate func(float64)) *share {
 	s := &share{calls: float64(calls), settle: settle, setRate: setRate,
 		part: kgo.StickyKeyPartitioner(nil).ForTopic(""), now: time.Now,
 		owned: map[int32]time.Time{}, changed: make(chan struct{})}
+	s.detachedSince = s.now()
 	s.setRate(0)
 	return s
 }
 
-// assign adds partitions gained; total is the topic's partition count.
+// assign adds partitions gained (none: a session without partitions of
+// ours); total is the topic's partition count, 0 when unknown. A group
+// session ends the fallback at once: the group's members' scans cover
+// every room again.
 func (s *share) assign(ps []int32, total int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.member = true
+	if s.fallback {
+		s.fallback = false
+		s.shrunk()
+	}
 	if total > 0 {
 		s.total = total
 	}
@@ -77,37 +98,107 @@ func (s *share) revoke(ps []int32) {
 		delete(s.owned, p)
 	}
 	s.apply()
+	s.shrunk()
+}
+
+// lost is revoke for partitions the group took away (onLost: the session
+// ended in error, e.g. Kafka unreachable for a session timeout): the fast
+// path is out of its group from now on, until the next assignment.
+func (s *share) lost(ps []int32) {
+	s.revoke(ps)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.member {
+		s.member, s.detachedSince = false, s.now()
+	}
+}
+
+// shrunk ends the scan rounds claimed under the old scope; s.mu is held.
+func (s *share) shrunk() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
 
-// apply sets the rate for the current ownership; s.mu is held.
-func (s *share) apply() {
-	rate := 0.0
-	if s.total > 0 {
-		rate = s.calls * float64(len(s.owned)) / float64(s.total)
+// detachedFor is how long the fast path has been out of its group (no
+// session, so no partition), 0 while it is in one.
+func (s *share) detachedFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.member {
+		return 0
 	}
-	s.setRate(rate)
+	return s.now().Sub(s.detachedSince)
+}
+
+// enterFallback makes the scan claim every room at the full share (the
+// raise applies a pacing window later, see tencentim.Pacer.SetAppRate),
+// unless the fast path has been out of its group for less than after. It
+// reports whether the fallback is on.
+func (s *share) enterFallback(after time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.member || s.now().Sub(s.detachedSince) < after {
+		return false
+	}
+	s.fallback = true
+	s.apply()
+	return true
+}
+
+// leaveFallback ends the fallback: the rate drops at once to what owned
+// partitions give (nothing, still out of the group) and the scan rounds
+// claiming every room end.
+func (s *share) leaveFallback() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.fallback {
+		return
+	}
+	s.fallback = false
+	s.apply()
+	s.shrunk()
+}
+
+// inFallback reports whether the fallback is on.
+func (s *share) inFallback() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fallback
+}
+
+// apply sets the rate for the current ownership; s.mu is held.
+func (s *share) apply() { s.setRate(s.budget()) }
+
+// budget is the rate the current ownership (or the fallback) gives; s.mu
+// is held.
+func (s *share) budget() float64 {
+	switch {
+	case s.fallback:
+		return s.calls
+	case s.total == 0:
+		return 0
+	}
+	return s.calls * float64(len(s.owned)) / float64(s.total)
 }
 
 // rate is the budget the current ownership gives (tests, logs).
 func (s *share) rate() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.total == 0 {
-		return 0
-	}
-	return s.calls * float64(len(s.owned)) / float64(s.total)
+	return s.budget()
 }
 
 // scope is what the compensation scan may claim now: keep reports whether
 // a room's partition has been owned for at least settle, and spread is
 // total / settled partitions (rounded up), how many candidates to read per
 // row wanted. keep is nil when no partition is settled: the scan claims
-// nothing.
+// nothing. In the fallback keep takes every room.
 func (s *share) scope() (keep func(room string) bool, spread int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fallback {
+		return func(string) bool { return true }, 1
+	}
 	if s.total == 0 {
 		return nil, 0
 	}
@@ -128,9 +219,9 @@ func (s *share) scope() (keep func(room string) bool, spread int) {
 	return keep, (total + len(settled) - 1) / len(settled)
 }
 
-// roundContext is ctx ended also when partitions are next given up: a scan
-// round then stops claiming and sending (its unsent rows are released) so
-// it never sends a room another replica now owns.
+// roundContext is ctx ended also when partitions are next given up or the
+// fallback ends: a scan round then stops claiming and sending (its unsent
+// rows are released) so it never sends a room another replica now owns.
 func (s *share) roundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	s.mu.Lock()
 	changed := s.changed

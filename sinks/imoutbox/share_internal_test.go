@@ -67,3 +67,58 @@ func TestShareFollowsOwnership(t *testing.T) {
 		t.Fatalf("all given up: rate %v, scope %v", rate, keep != nil)
 	}
 }
+
+// The fallback is only for a replica out of its group for a while: a
+// session without partitions (more replicas than partitions) is not out
+// of it. In the fallback the scan takes every room at the full share;
+// the next assignment ends it at once, and ends the rounds claimed in it.
+func TestShareFallback(t *testing.T) {
+	var rate float64
+	s := newShare(120, time.Second, func(r float64) { rate = r })
+	clock := time.Unix(1000, 0)
+	s.now = func() time.Time { return clock }
+	if s.enterFallback(time.Minute) {
+		t.Fatal("fallback at start")
+	}
+	clock = clock.Add(time.Minute)
+	s.assign(nil, 0) // a session, no partition of ours
+	clock = clock.Add(time.Hour)
+	if s.detachedFor() != 0 || s.enterFallback(time.Minute) {
+		t.Fatal("fallback for a member without partitions")
+	}
+	s.lost(nil)
+	clock = clock.Add(59 * time.Second)
+	if s.enterFallback(time.Minute) {
+		t.Fatal("fallback before the minute out of the group")
+	}
+	clock = clock.Add(time.Second)
+	if !s.enterFallback(time.Minute) || rate != 120 {
+		t.Fatalf("fallback after a minute out of the group: rate %v", rate)
+	}
+	if keep, spread := s.scope(); keep == nil || !keep("any-room") || spread != 1 {
+		t.Fatal("the fallback scan does not take every room")
+	}
+	ctx, cancel := s.roundContext(context.Background())
+	defer cancel()
+	s.assign([]int32{0}, 4)
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fallback scan round outlived the assignment")
+	}
+	if s.inFallback() || rate != 30 {
+		t.Fatalf("after an assignment: fallback %v, rate %v; want off, 30", s.inFallback(), rate)
+	}
+	if keep, _ := s.scope(); keep != nil {
+		t.Fatal("the scan takes rooms of a partition gained less than a window ago")
+	}
+	s.lost([]int32{0})
+	clock = clock.Add(time.Minute)
+	if !s.enterFallback(time.Minute) {
+		t.Fatal("no fallback a minute after the loss")
+	}
+	s.leaveFallback()
+	if s.inFallback() || rate != 0 {
+		t.Fatalf("left: fallback %v, rate %v", s.inFallback(), rate)
+	}
+}
