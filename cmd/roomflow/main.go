@@ -129,7 +129,8 @@ exactly once, and publishes room events to Tencent Cloud IM.
 Configuration: one YAML file (--config or ROOMFLOW_CONFIG) plus the
 environment overrides ROOMFLOW_KAFKA_BROKERS, ROOMFLOW_MYSQL_DSN,
 ROOMFLOW_METRICS_ADDR, ROOMFLOW_IM_ENDPOINT, ROOMFLOW_IM_SDK_APP_ID,
-ROOMFLOW_IM_ADMIN_IDENTIFIER, ROOMFLOW_IM_SECRET_KEY, ROOMFLOW_APP_CODE.
+ROOMFLOW_IM_ADMIN_IDENTIFIER, ROOMFLOW_IM_SECRET_KEY, ROOMFLOW_APP_CODE,
+ROOMFLOW_KAFKA_SASL_PASSWORD, ROOMFLOW_LUCKY_AUDIT_KEY.
 See 'roomflow config' for every key and its effective value.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,5 +141,24 @@ func TestLoadgenLive(t *testing.T) {
 	}
 	if rows == 0 || early != 0 || !strings.Contains(out, "wrote "+strconv.Itoa(rows)+" events") {
 		t.Fatalf("%d rows, %d written before their occurred_at; output:\n%s", rows, early, out)
+	}
+}
+
+// The root help lists every environment override internal/config reads,
+// so an operator finds the secret ones (passwords, keys) without the source.
+func TestRootHelpNamesEveryEnvOverride(t *testing.T) {
+	src, err := os.ReadFile("../../internal/config/config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`"(ROOMFLOW_[A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(names) < 10 {
+		t.Fatalf("found %d ROOMFLOW_* names in config.go; the pattern no longer matches", len(names))
+	}
+	help := newRoot().Long
+	for _, m := range names {
+		if !strings.Contains(help, m[1]) {
+			t.Errorf("root help does not name %s, which internal/config reads", m[1])
+		}
 	}
 }
