@@ -31,9 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -104,14 +103,13 @@ func main() {
 // bench is the shared setup of every scenario.
 type bench struct {
 	o      options
-	dir    string
+	run    *rfproc.Runner
 	cfg    *config.Config
 	db     *sql.DB
 	adm    *kadm.Client
 	events []loadgen.Event
 	next   int // next marker event
 	seen   *tail
-	round  int // children started, numbering their logs
 }
 
 func run(ctx context.Context, o options) error {
@@ -125,11 +123,8 @@ func run(ctx context.Context, o options) error {
 		defer os.RemoveAll(dir)
 	}
 	if o.bin == "" {
-		o.bin = filepath.Join(dir, "roomflow")
-		build := exec.CommandContext(ctx, "go", "build", "-o", o.bin, "./cmd/roomflow")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build: %w", err)
+		if o.bin, err = rfproc.Build(ctx, dir); err != nil {
+			return err
 		}
 	}
 	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{})
@@ -144,7 +139,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer stopIM() //nolint:errcheck // benchmark teardown
 
-	b := &bench{o: o, dir: dir}
+	b := &bench{o: o, run: &rfproc.Runner{Bin: o.bin, Dir: dir, Env: []string{"ROOMFLOW_IM_SECRET_KEY=" + imSecret}}} // the YAML is redacted
 	dbName := fmt.Sprintf("roomflow_failover_%d", time.Now().UnixNano())
 	scratch, err := mysqlx.NewScratch(ctx, o.server, dbName, true)
 	if err != nil {
@@ -221,49 +216,11 @@ func printRow(name, stage string, d []time.Duration) {
 	fmt.Printf("%-22s %-26s %7.2fs %7.2fs %7.2fs  %s\n", name, stage, s[0].Seconds(), s[len(s)/2].Seconds(), s[len(s)-1].Seconds(), strings.Join(samples, " "))
 }
 
-// child is one roomflow process.
-type child struct {
-	id   string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (b *bench) start(ctx context.Context, command, id string) (*child, error) {
-	b.round++
+func (b *bench) start(command, id string) (*rfproc.Child, error) {
 	// A client id of its own tells which replica leads (settle, leader).
 	cfg := *b.cfg
 	cfg.Kafka.ClientID = "rf-" + id
-	y, err := cfg.YAML()
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(b.dir, id+".yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
-		return nil, err
-	}
-	args := []string{command, "--config", path}
-	if b.o.static {
-		args = append(args, "--instance-id", id)
-	}
-	logf, err := os.Create(filepath.Join(b.dir, fmt.Sprintf("%03d-%s-%s.log", b.round, command, id)))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(b.o.bin, args...)
-	cmd.Env = append(os.Environ(), "ROOMFLOW_IM_SECRET_KEY="+imSecret) // the YAML is redacted
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	c := &child{id: id, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(c.done) }()
-	return c, nil
-}
-
-func (c *child) signal(sig syscall.Signal) {
-	_ = c.cmd.Process.Signal(sig)
-	<-c.done
+	return b.run.Start(rfproc.Spec{Command: command, ID: id, InstanceID: b.o.static, Config: &cfg})
 }
 
 // groups are the consumer groups the command's processes join.
@@ -388,10 +345,10 @@ func (b *bench) leader(ctx context.Context, ids []string) (string, error) {
 func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Duration, error) {
 	out := map[string][]time.Duration{}
 	ids := []string{s.name + "-a", s.name + "-b"}
-	live := map[string]*child{}
+	live := map[string]*rfproc.Child{}
 	defer func() {
 		for _, c := range live {
-			c.signal(syscall.SIGTERM)
+			c.Signal(syscall.SIGTERM)
 		}
 	}()
 	ready := func(command string) error {
@@ -414,7 +371,7 @@ func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Dur
 			if live[id] != nil {
 				continue
 			}
-			c, err := b.start(ctx, s.command, id)
+			c, err := b.start(s.command, id)
 			if err != nil {
 				return err
 			}
@@ -439,10 +396,10 @@ func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Dur
 		}
 		c := live[victim]
 		t0 := time.Now()
-		c.signal(syscall.SIGKILL)
+		c.Signal(syscall.SIGKILL)
 		delete(live, victim)
 		if s.restart {
-			nc, err := b.start(ctx, s.command, victim)
+			nc, err := b.start(s.command, victim)
 			if err != nil {
 				return nil, err
 			}
