@@ -1,0 +1,752 @@
+// Command e2e measures the whole fact path with every component as its own
+// `roomflow` process (built once): relay, process, sink and publish-im
+// (outbox_worker.enabled: false: IM delivery is paced at Tencent's limit
+// by design and measured by benchmarks/im), on the local MariaDB and a
+// kfake cluster in a child process (benchkafka). The traffic is loadgen's
+// default scenario (mic sessions, plain and lucky gifts, joins, heat
+// changes), scaled up, inserted into room_outbox by this process as a room
+// service would (multi-row transactions at a fixed rate); lucky gifts go
+// in without a draw and `roomflow lucky` is not started.
+//
+//	go run ./benchmarks/e2e                                 # latency at 1k/5k/10k events/s, default and tuned, then the sustained-rate search
+//	go run ./benchmarks/e2e -quick                          # short runs
+//	go run ./benchmarks/e2e -rates 5000 -configs tuned -sustain ""
+//
+// Latency (-rates, -duration; per -configs): from each row's insert commit
+// to (a) its record committed on hyapp.room.events.v1 (read_committed
+// tail), (b) for a mic event, its user_mic_event_consumption row (the row's
+// updated_at_ms, the sink's batch time, so up to one MySQL commit early),
+// (c) for a down, the UserMicSessionClosed it caused (read_committed
+// tail): p50/p99/p999, with the CPU of every process over the run and its
+// share of the machine's cores. "writer" is this process: the room
+// service's inserts plus the measuring tails.
+//
+// Sustained rate (-sustain, -sustain-duration): each rate runs until the
+// lag criteria can be judged: a rate is sustained when at its end every
+// stage's lag (relay: rows inserted but not yet on the room events topic;
+// room and mic processors and the sink: their consumer group lag) is at
+// most 2 s of traffic and was not growing over the last 30 s.
+//
+// The machine is shared with whatever else runs: repeat runs and report
+// the spread. -out writes a Markdown report and SVG charts.
+package main
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/loadgen/report"
+	"github.com/hyapp/roomflow/schemas/userv1"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+)
+
+const imSecret = "e2e-bench-secret-not-for-production"
+
+// components are the processes of the fact path, in pipeline order
+// (publish-im runs without its outbox worker: it takes its share of the
+// machine reading the room events, as in production).
+var components = []string{"relay", "process", "sink", "publish-im"}
+
+type options struct {
+	bin, server, out string
+	rates            []float64
+	duration         time.Duration
+	configs          []string
+	sustain          []float64
+	sustainDur       time.Duration
+	partitions       int
+	keepLogs         bool
+}
+
+func main() {
+	benchkafka.RunChild()
+	var o options
+	var rates, sustain, configs string
+	quick := flag.Bool("quick", false, "short runs (10s per rate, sustained search 40s at two rates)")
+	flag.StringVar(&o.bin, "bin", "", "roomflow binary (empty: go build ./cmd/roomflow into a temporary directory)")
+	flag.StringVar(&o.server, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (a throwaway database is created)")
+	flag.StringVar(&rates, "rates", "1000,5000,10000", "fixed rates (events/s) of the latency runs")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "length of each latency run")
+	flag.StringVar(&configs, "configs", "default,tuned", "configs of the latency runs: default, tuned (relay.poll_interval, process.commit_interval, sink.flush_interval lowered)")
+	flag.StringVar(&sustain, "sustain", "10000,15000,20000,25000", "rates (events/s) tried for the highest sustained rate, at the default config (empty: skip)")
+	flag.DurationVar(&o.sustainDur, "sustain-duration", 60*time.Second, "length of each sustained-rate run (at least 40s: the last 30s judge the growth)")
+	flag.IntVar(&o.partitions, "partitions", 6, "partitions per topic")
+	flag.StringVar(&o.out, "out", "", "directory for report.md and the SVG charts (empty: none)")
+	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
+	flag.Parse()
+	var err error
+	if o.rates, err = floats(rates); err == nil {
+		o.sustain, err = floats(sustain)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	if *quick {
+		o.duration, o.sustainDur = 10*time.Second, 40*time.Second
+		if len(o.sustain) > 2 {
+			o.sustain = o.sustain[:2]
+		}
+	}
+	o.configs = strings.Split(configs, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("rate %q: want a positive number of events/s", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// tuned lowers the three intervals a record waits in on its way to MySQL.
+// The trade-off: more, smaller transactions (relay polls, processor and
+// sink commits), so more CPU and MySQL/Kafka round trips per event.
+func tuned(c *config.Config) {
+	c.Relay.PollInterval = config.Duration(10 * time.Millisecond)
+	c.Process.CommitInterval = config.Duration(20 * time.Millisecond)
+	c.Sink.FlushInterval = config.Duration(10 * time.Millisecond)
+}
+
+type bench struct {
+	o     options
+	run   *rfproc.Runner
+	base  config.Config
+	db    *sql.DB
+	adm   *kadm.Client
+	seq   int // runs so far: event id prefixes
+	dbNam string
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "roomflow-e2e-")
+	if err != nil {
+		return err
+	}
+	if o.keepLogs {
+		fmt.Println("children's logs in", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if o.bin == "" {
+		if o.bin, err = rfproc.Build(ctx, dir); err != nil {
+			return err
+		}
+	}
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{Child: true})
+	if err != nil {
+		return err
+	}
+	defer stopKafka()
+	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
+	imURL, stopIM, err := im.Listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer stopIM() //nolint:errcheck // benchmark teardown
+	b := &bench{o: o, run: &rfproc.Runner{Bin: o.bin, Dir: dir, Env: []string{"ROOMFLOW_IM_SECRET_KEY=" + imSecret}}}
+	b.dbNam = fmt.Sprintf("roomflow_e2e_%d", time.Now().UnixNano())
+	scratch, err := mysqlx.NewScratch(ctx, o.server, b.dbNam, true)
+	if err != nil {
+		return fmt.Errorf("-mysql: %w", err)
+	}
+	defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
+
+	cfg := config.Default()
+	cfg.Log.Level, cfg.Log.Format = "warn", "text"
+	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
+	cfg.Kafka.Brokers = brokers
+	cfg.Kafka.Partitions = int32(o.partitions)
+	cfg.MySQL.DSN = scratch.DSN
+	cfg.IM.Endpoint, cfg.IM.SDKAppID = imURL, 1400000002
+	cfg.OutboxWorker.Enabled = false
+	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour) // the scenario's times lie in the past
+	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	b.base = cfg
+	if b.db, err = mysqlx.Open(ctx, cfg.MySQL); err != nil {
+		return err
+	}
+	defer b.db.Close()
+	if err := loadgen.SeedRule(ctx, b.db, loadgen.DefaultScenario().Rule); err != nil {
+		return err
+	}
+	acl, err := cfg.Kafka.Cluster(nil, nil).NewClient("e2e-bench")
+	if err != nil {
+		return err
+	}
+	defer acl.Close()
+	b.adm = kadm.NewClient(acl)
+	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka.Layout()); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("roomflow end to end: %s, GOMAXPROCS %d, NumCPU %d (shared machine), kfake 3 brokers in a child process, %d partitions, one process per component: %s\n",
+		host, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.partitions, strings.Join(components, ", "))
+
+	rep := &results{}
+	for _, name := range o.configs {
+		c := b.base
+		switch name {
+		case "default":
+		case "tuned":
+			tuned(&c)
+		default:
+			return fmt.Errorf("-configs: unknown config %q (default, tuned)", name)
+		}
+		for _, rate := range o.rates {
+			r, err := b.measure(ctx, name, c, rate, o.duration, false)
+			if err != nil {
+				return fmt.Errorf("%s at %.0f events/s: %w", name, rate, err)
+			}
+			rep.latency = append(rep.latency, r)
+			r.print()
+		}
+	}
+	for _, rate := range o.sustain {
+		r, err := b.measure(ctx, "default", b.base, rate, o.sustainDur, true)
+		if err != nil {
+			return fmt.Errorf("sustained %.0f events/s: %w", rate, err)
+		}
+		rep.sustain = append(rep.sustain, r)
+		r.printSustain()
+		if !r.sustained {
+			break // higher rates will not be sustained either
+		}
+	}
+	if o.out != "" {
+		return rep.write(o.out)
+	}
+	return nil
+}
+
+// result is one run at one rate.
+type result struct {
+	config        string
+	rate          float64 // asked
+	achieved      float64 // inserted / wall time of the writer
+	wall          time.Duration
+	relayed       report.Samples
+	mysql         report.Samples
+	closed        report.Samples
+	cpu           map[string]time.Duration
+	lag           map[string]*report.Series // seconds of traffic over time
+	sustained     bool
+	why           string
+	incomplete    int // events not through every stage by the end
+	writerLateMax time.Duration
+}
+
+// measure starts the components on c, writes rate events/s for d, waits
+// for the pipeline to drain (latency runs) and stops the components.
+func (b *bench) measure(ctx context.Context, name string, c config.Config, rate float64, d time.Duration, sustain bool) (*result, error) {
+	b.seq++
+	n := int(rate * d.Seconds())
+	events := b.events(n)
+	res := &result{config: name, rate: rate, cpu: map[string]time.Duration{}, lag: map[string]*report.Series{}}
+
+	var children []*rfproc.Child
+	defer func() {
+		for _, ch := range children {
+			_ = ch.Stop(15 * time.Second)
+		}
+	}()
+	for _, comp := range components {
+		ch, err := b.run.Start(rfproc.Spec{Command: comp, ID: fmt.Sprintf("%s-%d", comp, b.seq), InstanceID: true, Config: &c})
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, ch)
+	}
+	tl, err := startTail(ctx, c.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	defer tl.stop()
+	// Warm up: the groups join and the first events flow before the clock
+	// starts (a handful of events of this run, excluded from the samples).
+	warm := min(200, len(events)/10)
+	if _, err := loadgen.WriteOutbox(ctx, b.db, events[:warm], warm, 0); err != nil {
+		return nil, err
+	}
+	if err := tl.await(ctx, events[:warm], 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	events = events[warm:]
+
+	cpu0 := map[string]time.Duration{}
+	for _, ch := range children {
+		cpu0[ch.Command], _ = ch.CPU()
+	}
+	self0, _ := rfproc.ProcCPU(os.Getpid())
+	commits := make([]time.Time, len(events))
+	var written int
+	var mu sync.Mutex
+	start := time.Now()
+	wctx, cancelW := context.WithCancel(ctx)
+	defer cancelW()
+	werr := make(chan error, 1)
+	go func() {
+		// Transactions of up to 10 ms of traffic, at the rate.
+		batch := max(1, int(rate/100))
+		for i := 0; i < len(events); i += batch {
+			j := min(i+batch, len(events))
+			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if late := time.Since(due); late > res.writerLateMax {
+				res.writerLateMax = late
+			} else if late < 0 {
+				select {
+				case <-wctx.Done():
+					werr <- wctx.Err()
+					return
+				case <-time.After(-late):
+				}
+			}
+			if _, err := loadgen.WriteOutbox(wctx, b.db, events[i:j], j-i, 0); err != nil {
+				werr <- err
+				return
+			}
+			now := time.Now()
+			mu.Lock()
+			for k := i; k < j; k++ {
+				commits[k] = now
+			}
+			written = j
+			mu.Unlock()
+		}
+		werr <- nil
+	}()
+
+	groups := []string{c.Process.RoomGroup, c.Process.MicGroup, c.Sink.Group}
+	stages := []string{"relay", "room processor", "mic processor", "sink"}
+	for _, s := range stages {
+		res.lag[s] = report.NewSeries(s)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var werrV error
+	done := false
+	for !done {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case werrV = <-werr:
+			done = true
+		case <-tick.C:
+			mu.Lock()
+			w := written
+			mu.Unlock()
+			x := time.Since(start).Seconds()
+			res.lag["relay"].Add(x, float64(w-tl.count(events[:w]))/rate)
+			if lags, err := b.adm.Lag(ctx, groups...); err == nil {
+				for i, g := range groups {
+					if l, ok := lags[g]; ok {
+						res.lag[stages[i+1]].Add(x, float64(l.Lag.Total())/rate)
+					}
+				}
+			}
+		}
+	}
+	if werrV != nil {
+		return nil, werrV
+	}
+	res.wall = time.Since(start)
+	res.achieved = float64(len(events)) / res.wall.Seconds()
+	if sustain {
+		res.judge()
+	}
+	// Let the last events through (latency runs: every event counts).
+	drain := 30 * time.Second
+	if sustain {
+		drain = 0
+	}
+	_ = tl.await(ctx, events, drain)
+	if err := b.waitConsumed(ctx, events, drain); err != nil && !sustain {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
+	for _, ch := range children {
+		cur, _ := ch.CPU()
+		res.cpu[ch.Command] = cur - cpu0[ch.Command]
+	}
+	self, _ := rfproc.ProcCPU(os.Getpid())
+	res.cpu["writer"] = self - self0
+	if !sustain {
+		if err := b.latencies(ctx, res, tl, events, commits); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// judge applies the sustained-rate criteria to the lag series.
+func (r *result) judge() {
+	r.sustained = true
+	for s, ser := range r.lag {
+		pts := ser.Points()
+		if len(pts) == 0 {
+			r.sustained, r.why = false, s+": no lag samples"
+			return
+		}
+		last := pts[len(pts)-1]
+		if last.Y > 2 {
+			r.sustained, r.why = false, fmt.Sprintf("%s lag %.1fs of traffic at the end (> 2s)", s, last.Y)
+			return
+		}
+		// Growing: the mean of the window's last 10 s above the first 10
+		// s's by more than 0.5 s of traffic.
+		var first, lastW []float64
+		for _, p := range pts {
+			if p.X >= last.X-30 && p.X < last.X-20 {
+				first = append(first, p.Y)
+			}
+			if p.X > last.X-10 {
+				lastW = append(lastW, p.Y)
+			}
+		}
+		if mean(lastW) > mean(first)+0.5 {
+			r.sustained, r.why = false, fmt.Sprintf("%s lag grew from %.1fs to %.1fs of traffic over the last 30s", s, mean(first), mean(lastW))
+			return
+		}
+	}
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// events generates n events of the default mix under a prefix of this run.
+func (b *bench) events(n int) []loadgen.Event {
+	sc := loadgen.DefaultScenario()
+	// The default scenario is ~2.3 events per gift and session: scale it
+	// to n (plus the warm-up), keeping its proportions.
+	base, _ := sc.Generate()
+	k := float64(n+200)/float64(len(base)) + 0.01
+	sc.Sessions, sc.Gifts = int(float64(sc.Sessions)*k)+1, int(float64(sc.Gifts)*k)+1
+	sc.Users, sc.Rooms = int(float64(sc.Users)*k)+1, int(float64(sc.Rooms)*k)+1
+	sc.EventIDPrefix = fmt.Sprintf("e2e%d", b.seq)
+	sc.Seed = uint64(b.seq)
+	evs, _ := sc.Generate()
+	return evs[:min(len(evs), n+200)]
+}
+
+func (b *bench) waitConsumed(ctx context.Context, events []loadgen.Event, timeout time.Duration) error {
+	want := 0
+	for _, e := range events {
+		if e.Envelope.EventType == "RoomMicChanged" {
+			want++
+		}
+	}
+	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
+	deadline := time.Now().Add(timeout)
+	for {
+		var got int
+		if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix).Scan(&got); err != nil {
+			return err
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d mic events consumed after %s", got, want, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// latencies fills r's samples from the tails and MySQL.
+func (b *bench) latencies(ctx context.Context, r *result, tl *tail, events []loadgen.Event, commits []time.Time) error {
+	commitOf := make(map[string]time.Time, len(events))
+	for i, e := range events {
+		commitOf[e.Envelope.EventId] = commits[i]
+	}
+	tl.mu.Lock()
+	for id, at := range tl.seen {
+		if c, ok := commitOf[id]; ok {
+			r.relayed.Add(at.Sub(c))
+		}
+	}
+	for closedBy, at := range tl.closed {
+		if c, ok := commitOf[closedBy]; ok {
+			r.closed.Add(at.Sub(c))
+		}
+	}
+	tl.mu.Unlock()
+	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
+	rows, err := b.db.QueryContext(ctx, "SELECT event_id, updated_at_ms FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var ms int64
+		if err := rows.Scan(&id, &ms); err != nil {
+			return err
+		}
+		if c, ok := commitOf[id]; ok {
+			r.mysql.Add(time.UnixMilli(ms).Sub(c))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	r.incomplete = len(events) - r.relayed.Len()
+	return nil
+}
+
+func (r *result) cpuLine() string {
+	var parts []string
+	total := time.Duration(0)
+	for _, k := range append(append([]string{}, components...), "writer") {
+		c := r.cpu[k]
+		total += c
+		parts = append(parts, fmt.Sprintf("%s %.2f CPU-s (%.0f%% of %d cores)", k, c.Seconds(), share(c, r.wall), runtime.NumCPU()))
+	}
+	return fmt.Sprintf("%s; total %.0f%%", strings.Join(parts, ", "), share(total, r.wall))
+}
+
+func share(c, wall time.Duration) float64 {
+	return 100 * c.Seconds() / (wall.Seconds() * float64(runtime.NumCPU()))
+}
+
+func (r *result) print() {
+	fmt.Printf("\n%s config, %.0f events/s asked, %.0f achieved over %.1fs (writer at most %s late)\n", r.config, r.rate, r.achieved, r.wall.Seconds(), r.writerLateMax.Round(time.Millisecond))
+	fmt.Printf("  insert → room events topic:       %s\n", r.relayed.Summary())
+	fmt.Printf("  insert → MySQL consumption row:   %s\n", r.mysql.Summary())
+	fmt.Printf("  down insert → UserMicSessionClosed: %s\n", r.closed.Summary())
+	fmt.Printf("  CPU: %s\n", r.cpuLine())
+	if r.incomplete > 0 {
+		fmt.Printf("  %d events not on the room events topic by the end\n", r.incomplete)
+	}
+}
+
+func (r *result) printSustain() {
+	verdict := "sustained"
+	if !r.sustained {
+		verdict = "NOT sustained: " + r.why
+	}
+	fmt.Printf("\nsustained-rate probe %.0f events/s (achieved %.0f over %.1fs): %s\n  CPU: %s\n", r.rate, r.achieved, r.wall.Seconds(), verdict, r.cpuLine())
+	for _, s := range []string{"relay", "room processor", "mic processor", "sink"} {
+		if p, ok := r.lag[s].Last(); ok {
+			fmt.Printf("  %-15s lag at the end %.2fs of traffic\n", s, p.Y)
+		}
+	}
+}
+
+// tail records when each event id first appears committed on the room
+// events topic, and when the UserMicSessionClosed of each closing event
+// (its closed_event_id) appears on its topic.
+type tail struct {
+	cl     *kgo.Client
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	closed map[string]time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
+	closedTopic := kcfg.Topics.MicSessionClosed
+	cl, err := kcfg.Cluster(nil, nil).NewClient("e2e-tail",
+		kgo.ConsumeTopics(kcfg.Topics.RoomEvents, closedTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(20*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &tail{cl: cl, seen: map[string]time.Time{}, closed: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		var m userv1.UserMicSessionClosed
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			t.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Topic == closedTopic {
+					if proto.Unmarshal(r.Value, &m) == nil {
+						if _, ok := t.closed[m.ClosedEventId]; !ok {
+							t.closed[m.ClosedEventId] = now
+						}
+					}
+					return
+				}
+				for _, h := range r.Headers {
+					if h.Key == "event_id" {
+						if _, ok := t.seen[string(h.Value)]; !ok {
+							t.seen[string(h.Value)] = now
+						}
+					}
+				}
+			})
+			t.mu.Unlock()
+		}
+	}()
+	return t, nil
+}
+
+func (t *tail) count(evs []loadgen.Event) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range evs {
+		if _, ok := t.seen[e.Envelope.EventId]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *tail) await(ctx context.Context, evs []loadgen.Event, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for t.count(evs) < len(evs) {
+		if time.Now().After(deadline) {
+			return errors.New("events not on the room events topic in time")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (t *tail) stop() {
+	t.cancel()
+	<-t.done
+	t.cl.Close()
+}
+
+// results is what -out writes.
+type results struct {
+	latency, sustain []*result
+}
+
+func (rs *results) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var md strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&md, "# roomflow end to end, %s\n\nMachine: %s, %d CPUs (shared with other work: compare runs of one invocation only). One `roomflow` process per component (%s), kfake 3 brokers in a child process, local MariaDB.\n\n",
+		time.Now().UTC().Format(time.DateOnly), host, runtime.NumCPU(), strings.Join(components, ", "))
+	md.WriteString("## Latency from room_outbox insert commit\n\n| config | rate asked | achieved | → room events p50/p99/p999 ms | → MySQL row p50/p99/p999 ms | → SessionClosed p50/p99/p999 ms | CPU share of the cores (relay/process/sink/publish-im/writer) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	lat := map[string]map[string]*report.Series{}
+	for _, r := range rs.latency {
+		ms := func(s *report.Samples) string {
+			m := s.Summary()
+			f := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
+			return f(m.P50) + " / " + f(m.P99) + " / " + f(m.P999)
+		}
+		var shares []string
+		for _, k := range append(append([]string{}, components...), "writer") {
+			shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
+		}
+		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.config, r.rate, r.achieved, ms(&r.relayed), ms(&r.mysql), ms(&r.closed), strings.Join(shares, " / "))
+		if lat[r.config] == nil {
+			lat[r.config] = map[string]*report.Series{
+				"p50": report.NewSeries(r.config + " p50"), "p99": report.NewSeries(r.config + " p99"), "p999": report.NewSeries(r.config + " p999")}
+		}
+		m := r.mysql.Summary()
+		lat[r.config]["p50"].Add(r.rate, float64(m.P50)/1e6)
+		lat[r.config]["p99"].Add(r.rate, float64(m.P99)/1e6)
+		lat[r.config]["p999"].Add(r.rate, float64(m.P999)/1e6)
+	}
+	if len(rs.latency) > 0 {
+		var series []*report.Series
+		for _, c := range []string{"default", "tuned"} {
+			if l := lat[c]; l != nil {
+				series = append(series, l["p50"], l["p99"], l["p999"])
+			}
+		}
+		if err := writeChart(filepath.Join(dir, "e2e-latency.svg"), report.LineChart{Title: "insert commit → MySQL consumption row", XLabel: "events/s", YLabel: "ms", Series: series}); err != nil {
+			return err
+		}
+		md.WriteString("\n![latency vs rate](e2e-latency.svg)\n")
+	}
+	if len(rs.sustain) > 0 {
+		md.WriteString("\n## Sustained rate (default config)\n\n| rate asked | achieved | verdict | CPU share (relay/process/sink/publish-im/writer) |\n| --- | --- | --- | --- |\n")
+		for _, r := range rs.sustain {
+			v := "sustained"
+			if !r.sustained {
+				v = "not sustained: " + r.why
+			}
+			var shares []string
+			for _, k := range append(append([]string{}, components...), "writer") {
+				shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
+			}
+			fmt.Fprintf(&md, "| %.0f | %.0f | %s | %s |\n", r.rate, r.achieved, v, strings.Join(shares, " / "))
+		}
+		last := rs.sustain[len(rs.sustain)-1]
+		var series []*report.Series
+		for _, s := range []string{"relay", "room processor", "mic processor", "sink"} {
+			series = append(series, last.lag[s])
+		}
+		if err := writeChart(filepath.Join(dir, "e2e-lag.svg"), report.LineChart{Title: fmt.Sprintf("lag at %.0f events/s", last.rate), XLabel: "s", YLabel: "s of traffic", Series: series}); err != nil && !errors.Is(err, report.ErrEmptyChart) {
+			return err
+		}
+		md.WriteString("\n![lag of the last probe](e2e-lag.svg)\n")
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+}
+
+func writeChart(path string, c interface{ WriteSVG(w io.Writer) error }) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
