@@ -27,6 +27,7 @@ if [ "${QUICK:-}" = 1 ]; then
   run im -rate 150 -duration 10s
   run failover -n 2 -scenarios relay,run
   run lucky -quick
+  run e2e -quick -rates 5000 -configs tuned -sustain "" -out "$out/e2e-$stamp"
 else
   run relay
   run processors
@@ -36,4 +37,5 @@ else
   run im -rate 400 -duration 20s -hot 5   # saturation: 200 calls/s, 40/s per group
   run failover                            # kill -9 takeover times, static members
   run lucky                               # draw service vs wallet-in-locks baseline; 1,000/s latency
+  run e2e -out "$out/e2e-$stamp"          # whole fact path: latency at 1k/5k/10k (default, tuned), sustained rate
 fi

@@ -34,7 +34,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,33 +42,53 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/loadgen/report"
 	"github.com/hyapp/roomflow/schemas/userv1"
-	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
-
-const imSecret = "e2e-bench-secret-not-for-production"
 
 // components are the processes of the fact path, in pipeline order
 // (publish-im runs without its outbox worker: it takes its share of the
 // machine reading the room events, as in production).
 var components = []string{"relay", "process", "sink", "publish-im"}
+
+// cpuKeys are the CPU consumers a run reports: the components, this
+// process (the room service's inserts and the measuring), the kfake child,
+// and the MariaDB server (shared with anything else using it).
+var cpuKeys = append(slices.Clone(components), "writer", "kfake", "mariadb")
+
+// others are the processes measured besides the children: kfake (a child
+// of this binary) and the MariaDB server.
+func others() map[string][]int {
+	self, _ := os.ReadFile("/proc/self/comm")
+	return map[string][]int{
+		"writer":  {os.Getpid()},
+		"kfake":   rfproc.Processes(strings.TrimSpace(string(self)), os.Getpid()),
+		"mariadb": append(rfproc.Processes("mariadbd", 0), rfproc.Processes("mysqld", 0)...),
+	}
+}
+
+func cpuOf(pids []int) time.Duration {
+	var t time.Duration
+	for _, p := range pids {
+		c, _ := rfproc.ProcCPU(p)
+		t += c
+	}
+	return t
+}
 
 type options struct {
 	bin, server, out string
@@ -79,6 +98,7 @@ type options struct {
 	sustain          []float64
 	sustainDur       time.Duration
 	partitions       int
+	writers          int
 	keepLogs         bool
 }
 
@@ -95,6 +115,7 @@ func main() {
 	flag.StringVar(&sustain, "sustain", "10000,15000,20000,25000", "rates (events/s) tried for the highest sustained rate, at the default config (empty: skip)")
 	flag.DurationVar(&o.sustainDur, "sustain-duration", 60*time.Second, "length of each sustained-rate run (at least 40s: the last 30s judge the growth)")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions per topic")
+	flag.IntVar(&o.writers, "writers", 8, "concurrent room_outbox insert transactions (MySQL connections)")
 	flag.StringVar(&o.out, "out", "", "directory for report.md and the SVG charts (empty: none)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
 	flag.Parse()
@@ -146,77 +167,24 @@ func tuned(c *config.Config) {
 }
 
 type bench struct {
-	o     options
-	run   *rfproc.Runner
-	base  config.Config
-	db    *sql.DB
-	adm   *kadm.Client
-	seq   int // runs so far: event id prefixes
-	dbNam string
+	o   options
+	env *rfproc.Env
+	seq int // runs so far: event id prefixes
 }
 
 func run(ctx context.Context, o options) error {
-	dir, err := os.MkdirTemp("", "roomflow-e2e-")
+	env, err := rfproc.NewEnv(ctx, rfproc.EnvOptions{Name: "e2e", Bin: o.bin, MySQLServer: o.server, KeepLogs: o.keepLogs, KafkaChild: true,
+		Configure: func(c *config.Config) {
+			c.Kafka.Partitions = int32(o.partitions)
+			c.OutboxWorker.Enabled = false // IM delivery is benchmarks/im's
+			c.Shutdown.Timeout = config.Duration(5 * time.Second)
+		}})
 	if err != nil {
 		return err
 	}
-	if o.keepLogs {
-		fmt.Println("children's logs in", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	if o.bin == "" {
-		if o.bin, err = rfproc.Build(ctx, dir); err != nil {
-			return err
-		}
-	}
-	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{Child: true})
-	if err != nil {
-		return err
-	}
-	defer stopKafka()
-	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
-	imURL, stopIM, err := im.Listen("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer stopIM() //nolint:errcheck // benchmark teardown
-	b := &bench{o: o, run: &rfproc.Runner{Bin: o.bin, Dir: dir, Env: []string{"ROOMFLOW_IM_SECRET_KEY=" + imSecret}}}
-	b.dbNam = fmt.Sprintf("roomflow_e2e_%d", time.Now().UnixNano())
-	scratch, err := mysqlx.NewScratch(ctx, o.server, b.dbNam, true)
-	if err != nil {
-		return fmt.Errorf("-mysql: %w", err)
-	}
-	defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
-
-	cfg := config.Default()
-	cfg.Log.Level, cfg.Log.Format = "warn", "text"
-	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
-	cfg.Kafka.Brokers = brokers
-	cfg.Kafka.Partitions = int32(o.partitions)
-	cfg.MySQL.DSN = scratch.DSN
-	cfg.IM.Endpoint, cfg.IM.SDKAppID = imURL, 1400000002
-	cfg.OutboxWorker.Enabled = false
-	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour) // the scenario's times lie in the past
-	cfg.Shutdown.Timeout = config.Duration(5 * time.Second)
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	b.base = cfg
-	if b.db, err = mysqlx.Open(ctx, cfg.MySQL); err != nil {
-		return err
-	}
-	defer b.db.Close()
-	if err := loadgen.SeedRule(ctx, b.db, loadgen.DefaultScenario().Rule); err != nil {
-		return err
-	}
-	acl, err := cfg.Kafka.Cluster(nil, nil).NewClient("e2e-bench")
-	if err != nil {
-		return err
-	}
-	defer acl.Close()
-	b.adm = kadm.NewClient(acl)
-	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka.Layout()); err != nil {
+	defer env.Close()
+	b := &bench{o: o, env: env}
+	if err := loadgen.SeedRule(ctx, env.DB, loadgen.DefaultScenario().Rule); err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
@@ -225,7 +193,7 @@ func run(ctx context.Context, o options) error {
 
 	rep := &results{}
 	for _, name := range o.configs {
-		c := b.base
+		c := b.env.Config
 		switch name {
 		case "default":
 		case "tuned":
@@ -243,7 +211,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	for _, rate := range o.sustain {
-		r, err := b.measure(ctx, "default", b.base, rate, o.sustainDur, true)
+		r, err := b.measure(ctx, "default", b.env.Config, rate, o.sustainDur, true)
 		if err != nil {
 			return fmt.Errorf("sustained %.0f events/s: %w", rate, err)
 		}
@@ -291,69 +259,109 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 		}
 	}()
 	for _, comp := range components {
-		ch, err := b.run.Start(rfproc.Spec{Command: comp, ID: fmt.Sprintf("%s-%d", comp, b.seq), InstanceID: true, Config: &c})
+		ch, err := b.env.Runner.Start(rfproc.Spec{Command: comp, ID: fmt.Sprintf("%s-%d", comp, b.seq), InstanceID: true, Config: &c})
 		if err != nil {
 			return nil, err
 		}
 		children = append(children, ch)
 	}
-	tl, err := startTail(ctx, c.Kafka)
+	tl, err := rfproc.StartTail(ctx, c.Kafka, "e2e-tail", c.Kafka.Topics.RoomEvents, rfproc.EventIDHeader)
 	if err != nil {
 		return nil, err
 	}
-	defer tl.stop()
+	defer tl.Stop()
+	// A session's close is known by the event that closed it.
+	closed, err := rfproc.StartTail(ctx, c.Kafka, "e2e-closed-tail", c.Kafka.Topics.MicSessionClosed, func(r *kgo.Record) (string, bool) {
+		var m userv1.UserMicSessionClosed
+		if err := proto.Unmarshal(r.Value, &m); err != nil {
+			return "", false
+		}
+		return m.ClosedEventId, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer closed.Stop()
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.Envelope.EventId
+	}
 	// Warm up: the groups join and the first events flow before the clock
 	// starts (a handful of events of this run, excluded from the samples).
 	warm := min(200, len(events)/10)
-	if _, err := loadgen.WriteOutbox(ctx, b.db, events[:warm], warm, 0); err != nil {
+	if _, err := loadgen.WriteOutbox(ctx, b.env.DB, events[:warm], warm, 0); err != nil {
 		return nil, err
 	}
-	if err := tl.await(ctx, events[:warm], 2*time.Minute); err != nil {
+	if err := tl.Await(ctx, ids[:warm], 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	events = events[warm:]
+	events, ids = events[warm:], ids[warm:]
 
 	cpu0 := map[string]time.Duration{}
 	for _, ch := range children {
 		cpu0[ch.Command], _ = ch.CPU()
 	}
-	self0, _ := rfproc.ProcCPU(os.Getpid())
+	oth := others()
+	for k, pids := range oth {
+		cpu0[k] = cpuOf(pids)
+	}
 	commits := make([]time.Time, len(events))
-	var written int
+	var written, dispatched int // committed rows; highest row committed
 	var mu sync.Mutex
 	start := time.Now()
 	wctx, cancelW := context.WithCancel(ctx)
 	defer cancelW()
 	werr := make(chan error, 1)
 	go func() {
-		// Transactions of up to 10 ms of traffic, at the rate.
+		// Transactions of 10 ms of traffic each, due at the rate, inserted
+		// by -writers connections at once as a room service's many
+		// requests commit side by side; one connection alone is bound by
+		// MySQL's commit latency, not by the pipeline.
 		batch := max(1, int(rate/100))
-		for i := 0; i < len(events); i += batch {
-			j := min(i+batch, len(events))
+		type span struct{ i, j int }
+		work := make(chan span)
+		var wg sync.WaitGroup
+		var failed error
+		var fmu sync.Mutex
+		for range b.o.writers {
+			wg.Go(func() {
+				for sp := range work {
+					if _, err := loadgen.WriteOutbox(wctx, b.env.DB, events[sp.i:sp.j], sp.j-sp.i, 0); err != nil {
+						fmu.Lock()
+						failed = cmp.Or(failed, err)
+						fmu.Unlock()
+						cancelW()
+						continue
+					}
+					now := time.Now()
+					mu.Lock()
+					for k := sp.i; k < sp.j; k++ {
+						commits[k] = now
+					}
+					written += sp.j - sp.i
+					dispatched = max(dispatched, sp.j)
+					mu.Unlock()
+				}
+			})
+		}
+		for i := 0; i < len(events) && wctx.Err() == nil; i += batch {
 			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 			if late := time.Since(due); late > res.writerLateMax {
 				res.writerLateMax = late
 			} else if late < 0 {
 				select {
 				case <-wctx.Done():
-					werr <- wctx.Err()
-					return
 				case <-time.After(-late):
 				}
 			}
-			if _, err := loadgen.WriteOutbox(wctx, b.db, events[i:j], j-i, 0); err != nil {
-				werr <- err
-				return
+			select {
+			case work <- span{i, min(i+batch, len(events))}:
+			case <-wctx.Done():
 			}
-			now := time.Now()
-			mu.Lock()
-			for k := i; k < j; k++ {
-				commits[k] = now
-			}
-			written = j
-			mu.Unlock()
 		}
-		werr <- nil
+		close(work)
+		wg.Wait()
+		werr <- cmp.Or(failed, ctx.Err())
 	}()
 
 	groups := []string{c.Process.RoomGroup, c.Process.MicGroup, c.Sink.Group}
@@ -373,11 +381,11 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 			done = true
 		case <-tick.C:
 			mu.Lock()
-			w := written
+			w, d := written, dispatched
 			mu.Unlock()
 			x := time.Since(start).Seconds()
-			res.lag["relay"].Add(x, float64(w-tl.count(events[:w]))/rate)
-			if lags, err := b.adm.Lag(ctx, groups...); err == nil {
+			res.lag["relay"].Add(x, float64(w-tl.Count(ids[:d]))/rate)
+			if lags, err := b.env.Admin.Lag(ctx, groups...); err == nil {
 				for i, g := range groups {
 					if l, ok := lags[g]; ok {
 						res.lag[stages[i+1]].Add(x, float64(l.Lag.Total())/rate)
@@ -399,7 +407,7 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 	if sustain {
 		drain = 0
 	}
-	_ = tl.await(ctx, events, drain)
+	_ = tl.Await(ctx, ids, drain)
 	if err := b.waitConsumed(ctx, events, drain); err != nil && !sustain {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 	}
@@ -407,10 +415,11 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 		cur, _ := ch.CPU()
 		res.cpu[ch.Command] = cur - cpu0[ch.Command]
 	}
-	self, _ := rfproc.ProcCPU(os.Getpid())
-	res.cpu["writer"] = self - self0
+	for k, pids := range oth {
+		res.cpu[k] = cpuOf(pids) - cpu0[k]
+	}
 	if !sustain {
-		if err := b.latencies(ctx, res, tl, events, commits); err != nil {
+		if err := b.latencies(ctx, res, tl, closed, events, commits); err != nil {
 			return nil, err
 		}
 	}
@@ -486,7 +495,7 @@ func (b *bench) waitConsumed(ctx context.Context, events []loadgen.Event, timeou
 	deadline := time.Now().Add(timeout)
 	for {
 		var got int
-		if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix).Scan(&got); err != nil {
+		if err := b.env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix).Scan(&got); err != nil {
 			return err
 		}
 		if got >= want {
@@ -500,25 +509,20 @@ func (b *bench) waitConsumed(ctx context.Context, events []loadgen.Event, timeou
 }
 
 // latencies fills r's samples from the tails and MySQL.
-func (b *bench) latencies(ctx context.Context, r *result, tl *tail, events []loadgen.Event, commits []time.Time) error {
+func (b *bench) latencies(ctx context.Context, r *result, tl, closed *rfproc.Tail, events []loadgen.Event, commits []time.Time) error {
 	commitOf := make(map[string]time.Time, len(events))
 	for i, e := range events {
-		commitOf[e.Envelope.EventId] = commits[i]
-	}
-	tl.mu.Lock()
-	for id, at := range tl.seen {
-		if c, ok := commitOf[id]; ok {
-			r.relayed.Add(at.Sub(c))
+		id := e.Envelope.EventId
+		commitOf[id] = commits[i]
+		if at, ok := tl.Seen(id); ok {
+			r.relayed.Add(at.Sub(commits[i]))
+		}
+		if at, ok := closed.Seen(id); ok {
+			r.closed.Add(at.Sub(commits[i]))
 		}
 	}
-	for closedBy, at := range tl.closed {
-		if c, ok := commitOf[closedBy]; ok {
-			r.closed.Add(at.Sub(c))
-		}
-	}
-	tl.mu.Unlock()
 	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
-	rows, err := b.db.QueryContext(ctx, "SELECT event_id, updated_at_ms FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix)
+	rows, err := b.env.DB.QueryContext(ctx, "SELECT event_id, updated_at_ms FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix)
 	if err != nil {
 		return err
 	}
@@ -543,7 +547,7 @@ func (b *bench) latencies(ctx context.Context, r *result, tl *tail, events []loa
 func (r *result) cpuLine() string {
 	var parts []string
 	total := time.Duration(0)
-	for _, k := range append(append([]string{}, components...), "writer") {
+	for _, k := range cpuKeys {
 		c := r.cpu[k]
 		total += c
 		parts = append(parts, fmt.Sprintf("%s %.2f CPU-s (%.0f%% of %d cores)", k, c.Seconds(), share(c, r.wall), runtime.NumCPU()))
@@ -579,93 +583,6 @@ func (r *result) printSustain() {
 	}
 }
 
-// tail records when each event id first appears committed on the room
-// events topic, and when the UserMicSessionClosed of each closing event
-// (its closed_event_id) appears on its topic.
-type tail struct {
-	cl     *kgo.Client
-	mu     sync.Mutex
-	seen   map[string]time.Time
-	closed map[string]time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
-	closedTopic := kcfg.Topics.MicSessionClosed
-	cl, err := kcfg.Cluster(nil, nil).NewClient("e2e-tail",
-		kgo.ConsumeTopics(kcfg.Topics.RoomEvents, closedTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(20*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	t := &tail{cl: cl, seen: map[string]time.Time{}, closed: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		var m userv1.UserMicSessionClosed
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			now := time.Now()
-			t.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				if r.Topic == closedTopic {
-					if proto.Unmarshal(r.Value, &m) == nil {
-						if _, ok := t.closed[m.ClosedEventId]; !ok {
-							t.closed[m.ClosedEventId] = now
-						}
-					}
-					return
-				}
-				for _, h := range r.Headers {
-					if h.Key == "event_id" {
-						if _, ok := t.seen[string(h.Value)]; !ok {
-							t.seen[string(h.Value)] = now
-						}
-					}
-				}
-			})
-			t.mu.Unlock()
-		}
-	}()
-	return t, nil
-}
-
-func (t *tail) count(evs []loadgen.Event) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, e := range evs {
-		if _, ok := t.seen[e.Envelope.EventId]; ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *tail) await(ctx context.Context, evs []loadgen.Event, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for t.count(evs) < len(evs) {
-		if time.Now().After(deadline) {
-			return errors.New("events not on the room events topic in time")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-func (t *tail) stop() {
-	t.cancel()
-	<-t.done
-	t.cl.Close()
-}
-
 // results is what -out writes.
 type results struct {
 	latency, sustain []*result
@@ -679,7 +596,7 @@ func (rs *results) write(dir string) error {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&md, "# roomflow end to end, %s\n\nMachine: %s, %d CPUs (shared with other work: compare runs of one invocation only). One `roomflow` process per component (%s), kfake 3 brokers in a child process, local MariaDB.\n\n",
 		time.Now().UTC().Format(time.DateOnly), host, runtime.NumCPU(), strings.Join(components, ", "))
-	md.WriteString("## Latency from room_outbox insert commit\n\n| config | rate asked | achieved | → room events p50/p99/p999 ms | → MySQL row p50/p99/p999 ms | → SessionClosed p50/p99/p999 ms | CPU share of the cores (relay/process/sink/publish-im/writer) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	md.WriteString("## Latency from room_outbox insert commit\n\n| config | rate asked | achieved | → room events p50/p99/p999 ms | → MySQL row p50/p99/p999 ms | → SessionClosed p50/p99/p999 ms | CPU share of the cores (relay/process/sink/publish-im/writer/kfake/mariadb) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	lat := map[string]map[string]*report.Series{}
 	for _, r := range rs.latency {
 		ms := func(s *report.Samples) string {
@@ -688,7 +605,7 @@ func (rs *results) write(dir string) error {
 			return f(m.P50) + " / " + f(m.P99) + " / " + f(m.P999)
 		}
 		var shares []string
-		for _, k := range append(append([]string{}, components...), "writer") {
+		for _, k := range cpuKeys {
 			shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
 		}
 		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.config, r.rate, r.achieved, ms(&r.relayed), ms(&r.mysql), ms(&r.closed), strings.Join(shares, " / "))
@@ -714,14 +631,14 @@ func (rs *results) write(dir string) error {
 		md.WriteString("\n![latency vs rate](e2e-latency.svg)\n")
 	}
 	if len(rs.sustain) > 0 {
-		md.WriteString("\n## Sustained rate (default config)\n\n| rate asked | achieved | verdict | CPU share (relay/process/sink/publish-im/writer) |\n| --- | --- | --- | --- |\n")
+		md.WriteString("\n## Sustained rate (default config)\n\n| rate asked | achieved | verdict | CPU share (relay/process/sink/publish-im/writer/kfake/mariadb) |\n| --- | --- | --- | --- |\n")
 		for _, r := range rs.sustain {
 			v := "sustained"
 			if !r.sustained {
 				v = "not sustained: " + r.why
 			}
 			var shares []string
-			for _, k := range append(append([]string{}, components...), "writer") {
+			for _, k := range cpuKeys {
 				shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
 			}
 			fmt.Fprintf(&md, "| %.0f | %.0f | %s | %s |\n", r.rate, r.achieved, v, strings.Join(shares, " / "))

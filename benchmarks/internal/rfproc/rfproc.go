@@ -8,6 +8,7 @@ package rfproc
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
 // Build compiles ./cmd/roomflow (run from the module root, as `go run
@@ -187,4 +194,170 @@ func ProcCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("rfproc: /proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// imSecret signs the fake IM's usersigs: a benchmark's own fake, never a
+// real key.
+const imSecret = "rfproc-bench-secret-not-for-production"
+
+// EnvOptions shape the environment of a child-process benchmark.
+type EnvOptions struct {
+	// Name prefixes the temporary directory and the scratch database.
+	Name string
+	// Bin is the roomflow binary; empty builds ./cmd/roomflow into the
+	// temporary directory.
+	Bin string
+	// MySQLServer is the server DSN; a throwaway migrated database is
+	// created on it and dropped by Close.
+	MySQLServer string
+	// KeepLogs keeps the children's configs and logs (the directory is
+	// printed) instead of removing them.
+	KeepLogs bool
+	// KafkaChild runs kfake in a child process of this binary (its main
+	// must call benchkafka.RunChild first), so the brokers' CPU is not the
+	// benchmark's.
+	KafkaChild bool
+	// Configure changes the children's config (on top of Env.Config's
+	// settings) before it is validated and the topics are created.
+	Configure func(*config.Config)
+}
+
+// Env is what a child-process benchmark runs on: kfake (3 brokers), a
+// scratch MariaDB database, a fake Tencent IM, the built binary and the
+// config every child starts from.
+type Env struct {
+	Runner *Runner
+	// Config is the children's config: the env's brokers, database and
+	// fake IM, logs at warn as text, no listeners (children share the
+	// host), Mic.CompensationInterval 24h (generated traffic lies in the
+	// past), plus Configure's changes.
+	Config config.Config
+	DB     *sql.DB
+	Admin  *kadm.Client
+	// DBName is the scratch database's name (unique per run: usable as
+	// an event-id prefix).
+	DBName  string
+	closers []func()
+}
+
+// NewEnv sets an Env up; Close tears it down (also after an error here).
+func NewEnv(ctx context.Context, o EnvOptions) (e *Env, err error) {
+	e = &Env{}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "roomflow-"+o.Name+"-")
+	if err != nil {
+		return e, err
+	}
+	if o.KeepLogs {
+		fmt.Println("children's configs and logs in", dir)
+	} else {
+		e.closers = append(e.closers, func() { os.RemoveAll(dir) })
+	}
+	if o.Bin == "" {
+		if o.Bin, err = Build(ctx, dir); err != nil {
+			return e, err
+		}
+	}
+	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{Child: o.KafkaChild})
+	if err != nil {
+		return e, err
+	}
+	e.closers = append(e.closers, stopKafka)
+	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
+	imURL, stopIM, err := im.Listen("127.0.0.1:0")
+	if err != nil {
+		return e, err
+	}
+	e.closers = append(e.closers, func() { _ = stopIM() })
+	e.DBName = fmt.Sprintf("roomflow_%s_%d", o.Name, time.Now().UnixNano())
+	scratch, err := mysqlx.NewScratch(ctx, o.MySQLServer, e.DBName, true)
+	if err != nil {
+		return e, fmt.Errorf("mysql server: %w", err)
+	}
+	e.closers = append(e.closers, func() { _ = scratch.Drop(context.Background()) })
+	// The YAML a child reads is redacted: the IM key goes by environment.
+	e.Runner = &Runner{Bin: o.Bin, Dir: dir, Env: []string{"ROOMFLOW_IM_SECRET_KEY=" + imSecret}}
+
+	cfg := config.Default()
+	cfg.Log.Level, cfg.Log.Format = "warn", "text"
+	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", ""
+	cfg.Kafka.Brokers = brokers
+	cfg.MySQL.DSN = scratch.DSN
+	cfg.IM.Endpoint, cfg.IM.SDKAppID = imURL, 1400000002
+	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour)
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return e, err
+	}
+	e.Config = cfg
+	if e.DB, err = mysqlx.Open(ctx, cfg.MySQL); err != nil {
+		return e, err
+	}
+	e.closers = append(e.closers, func() { e.DB.Close() })
+	acl, err := cfg.Kafka.Cluster(nil, nil).NewClient(o.Name + "-bench")
+	if err != nil {
+		return e, err
+	}
+	e.closers = append(e.closers, acl.Close)
+	e.Admin = kadm.NewClient(acl)
+	if _, err := kafkax.EnsureTopics(ctx, e.Admin, cfg.Kafka.Layout()); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// Close tears the env down, last set up first.
+func (e *Env) Close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}
+
+// Processes lists the processes whose command name (/proc/<pid>/comm,
+// at most 15 bytes) is comm and, when parent > 0, whose parent is
+// parent: the kfake child of a benchmark (its own binary), or the
+// MariaDB server (mariadbd), whose CPU a run reports next to the
+// components'.
+func Processes(comm string, parent int) []int {
+	if len(comm) > 15 {
+		comm = comm[:15]
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(b)) != comm {
+			continue
+		}
+		if parent > 0 && parentOf(pid) != parent {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }

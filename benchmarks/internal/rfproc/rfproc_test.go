@@ -2,6 +2,8 @@ package rfproc
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,5 +36,20 @@ func TestStartNeedsASpec(t *testing.T) {
 	r := &Runner{Bin: "/bin/false", Dir: t.TempDir()}
 	if _, err := r.Start(Spec{ID: "x"}); err == nil {
 		t.Fatal("started a child without a command and config")
+	}
+}
+
+// TestProcesses finds this test binary by its command name and parent.
+func TestProcesses(t *testing.T) {
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Processes(strings.TrimSpace(string(comm)), os.Getppid())
+	if !slices.Contains(got, os.Getpid()) {
+		t.Fatalf("Processes(%q, %d) = %v, want this process %d in it", comm, os.Getppid(), got, os.Getpid())
+	}
+	if got := Processes(strings.TrimSpace(string(comm)), 1<<30); len(got) != 0 {
+		t.Fatalf("processes of a parent that does not exist: %v", got)
 	}
 }
