@@ -11,6 +11,7 @@
 //	go run ./benchmarks/e2e                                 # latency at 1k/5k/10k events/s, default and tuned, then the sustained-rate search
 //	go run ./benchmarks/e2e -quick                          # short runs
 //	go run ./benchmarks/e2e -rates 5000 -configs tuned -sustain ""
+//	go run ./benchmarks/e2e -scaleout                        # scale-out and failover of replicas, see scaleOut
 //
 // Latency (-rates, -duration; per -configs): from each row's insert commit
 // to (a) its record committed on hyapp.room.events.v1 (read_committed
@@ -81,11 +82,25 @@ func others() map[string][]int {
 	}
 }
 
-func cpuOf(pids []int) time.Duration {
-	var t time.Duration
+// cpuSnap is the CPU time of each of pids that runs.
+func cpuSnap(pids []int) map[int]time.Duration {
+	m := map[int]time.Duration{}
 	for _, p := range pids {
-		c, _ := rfproc.ProcCPU(p)
-		t += c
+		if c, err := rfproc.ProcCPU(p); err == nil {
+			m[p] = c
+		}
+	}
+	return m
+}
+
+// cpuSince is the CPU the processes of before used since: those that ran
+// at both ends (a short-lived process of the same name is left out).
+func cpuSince(before map[int]time.Duration) time.Duration {
+	var t time.Duration
+	for p, c0 := range before {
+		if c, err := rfproc.ProcCPU(p); err == nil && c >= c0 {
+			t += c - c0
+		}
 	}
 	return t
 }
@@ -100,6 +115,9 @@ type options struct {
 	partitions       int
 	writers          int
 	keepLogs         bool
+	scaleOut         bool
+	scaleRate        float64
+	scaleDur         time.Duration
 }
 
 func main() {
@@ -117,6 +135,9 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions per topic")
 	flag.IntVar(&o.writers, "writers", 8, "concurrent room_outbox insert transactions (MySQL connections)")
 	flag.StringVar(&o.out, "out", "", "directory for report.md and the SVG charts (empty: none)")
+	flag.BoolVar(&o.scaleOut, "scaleout", false, "run the scale-out scenario alone (relay leader + standby, 3 replicas of process, sink and publish-im, one added and one stopped), on a database of its own")
+	flag.Float64Var(&o.scaleRate, "scaleout-rate", 2000, "events/s of the scale-out run")
+	flag.DurationVar(&o.scaleDur, "scaleout-duration", 90*time.Second, "length of the scale-out run (a replica joins at 1/3, one stops at 2/3)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
 	flag.Parse()
 	var err error
@@ -191,6 +212,9 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("roomflow end to end: %s, GOMAXPROCS %d, NumCPU %d (shared machine), kfake 3 brokers in a child process, %d partitions, one process per component: %s\n",
 		host, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.partitions, strings.Join(components, ", "))
 
+	if o.scaleOut {
+		return b.scaleOut(ctx, o.scaleRate, o.scaleDur)
+	}
 	rep := &results{}
 	for _, name := range o.configs {
 		c := b.env.Config
@@ -259,7 +283,10 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 		}
 	}()
 	for _, comp := range components {
-		ch, err := b.env.Runner.Start(rfproc.Spec{Command: comp, ID: fmt.Sprintf("%s-%d", comp, b.seq), InstanceID: true, Config: &c})
+		// The same instance id every run: a static member restarted
+		// takes its partitions straight back, as a restarted pod does,
+		// instead of waiting for the former member's session to end.
+		ch, err := b.env.Runner.Start(rfproc.Spec{Command: comp, ID: comp, InstanceID: true, Config: &c})
 		if err != nil {
 			return nil, err
 		}
@@ -270,14 +297,7 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 		return nil, err
 	}
 	defer tl.Stop()
-	// A session's close is known by the event that closed it.
-	closed, err := rfproc.StartTail(ctx, c.Kafka, "e2e-closed-tail", c.Kafka.Topics.MicSessionClosed, func(r *kgo.Record) (string, bool) {
-		var m userv1.UserMicSessionClosed
-		if err := proto.Unmarshal(r.Value, &m); err != nil {
-			return "", false
-		}
-		return m.ClosedEventId, true
-	})
+	closed, err := closedTail(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -301,10 +321,49 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 	for _, ch := range children {
 		cpu0[ch.Command], _ = ch.CPU()
 	}
-	oth := others()
-	for k, pids := range oth {
-		cpu0[k] = cpuOf(pids)
+	oth := map[string]map[int]time.Duration{}
+	for k, pids := range others() {
+		oth[k] = cpuSnap(pids)
 	}
+	commits, err := b.drive(ctx, c, res, tl, events, ids, rate, nil)
+	if err != nil {
+		return nil, err
+	}
+	if sustain {
+		res.judge()
+	}
+	// Let the last events through (latency runs: every event counts).
+	drain := 30 * time.Second
+	if sustain {
+		drain = 0
+	}
+	_ = tl.Await(ctx, ids, drain)
+	if err := b.waitConsumed(ctx, events, drain); err != nil && !sustain {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
+	for _, ch := range children {
+		cur, _ := ch.CPU()
+		res.cpu[ch.Command] = cur - cpu0[ch.Command]
+	}
+	for k, before := range oth {
+		res.cpu[k] = cpuSince(before)
+	}
+	if !sustain {
+		if err := b.latencies(ctx, res, tl, closed, events, commits); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// drive inserts events at rate (b.o.writers transactions at once, each
+// of 10 ms of traffic) and samples every stage's lag into res.lag once a
+// second until the last row is committed; at, when not nil, is called at
+// every sample with the seconds since the start (scale-out actions). It
+// returns each event's commit time and sets res.wall, res.achieved and
+// res.writerLateMax.
+func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfproc.Tail, events []loadgen.Event, ids []string, rate float64,
+	at func(elapsed float64) error) ([]time.Time, error) {
 	commits := make([]time.Time, len(events))
 	var written, dispatched int // committed rows; highest row committed
 	var mu sync.Mutex
@@ -385,6 +444,11 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 			mu.Unlock()
 			x := time.Since(start).Seconds()
 			res.lag["relay"].Add(x, float64(w-tl.Count(ids[:d]))/rate)
+			if at != nil {
+				if err := at(x); err != nil {
+					return nil, err
+				}
+			}
 			if lags, err := b.env.Admin.Lag(ctx, groups...); err == nil {
 				for i, g := range groups {
 					if l, ok := lags[g]; ok {
@@ -399,31 +463,19 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 	}
 	res.wall = time.Since(start)
 	res.achieved = float64(len(events)) / res.wall.Seconds()
-	if sustain {
-		res.judge()
-	}
-	// Let the last events through (latency runs: every event counts).
-	drain := 30 * time.Second
-	if sustain {
-		drain = 0
-	}
-	_ = tl.Await(ctx, ids, drain)
-	if err := b.waitConsumed(ctx, events, drain); err != nil && !sustain {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-	}
-	for _, ch := range children {
-		cur, _ := ch.CPU()
-		res.cpu[ch.Command] = cur - cpu0[ch.Command]
-	}
-	for k, pids := range oth {
-		res.cpu[k] = cpuOf(pids) - cpu0[k]
-	}
-	if !sustain {
-		if err := b.latencies(ctx, res, tl, closed, events, commits); err != nil {
-			return nil, err
+	return commits, nil
+}
+
+// closedTail tails the UserMicSessionClosed topic; a session's close is
+// known by the event that closed it (closed_event_id).
+func closedTail(ctx context.Context, c config.Config) (*rfproc.Tail, error) {
+	return rfproc.StartTail(ctx, c.Kafka, "e2e-closed-tail", c.Kafka.Topics.MicSessionClosed, func(r *kgo.Record) (string, bool) {
+		var m userv1.UserMicSessionClosed
+		if err := proto.Unmarshal(r.Value, &m); err != nil {
+			return "", false
 		}
-	}
-	return res, nil
+		return m.ClosedEventId, true
+	})
 }
 
 // judge applies the sustained-rate criteria to the lag series.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,6 +83,18 @@ func (t *Tail) Seen(id string) (time.Time, bool) {
 	defer t.mu.Unlock()
 	at, ok := t.seen[id]
 	return at, ok
+}
+
+// Times are the first-seen instants of every id so far, in order.
+func (t *Tail) Times() []time.Time {
+	t.mu.Lock()
+	out := make([]time.Time, 0, len(t.seen))
+	for _, at := range t.seen {
+		out = append(out, at)
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, time.Time.Compare)
+	return out
 }
 
 // Count is how many of ids have appeared.
