@@ -38,4 +38,27 @@ else
   run failover                            # kill -9 takeover times, static members
   run lucky                               # draw service vs wallet-in-locks baseline; 1,000/s latency
   run e2e -out "$out/e2e-$stamp"          # whole fact path: latency at 1k/5k/10k (default, tuned), sustained rate
+  run e2e -scaleout -out "$out/e2e-$stamp" # replicas joining and leaving: pauses, recovery, facts vs the oracle
 fi
+
+# One Markdown page of the run: every benchmark's output (each prints its
+# limit from the same run) and the end-to-end report with its charts.
+md="$out/$(date -u +%Y-%m-%d).md"
+{
+  echo "# make bench $stamp${QUICK:+ (QUICK)}"
+  echo
+  echo "Machine: $(nproc) CPUs, $(uname -srm), $(go version | cut -d' ' -f3). Other work on the machine changes the figures: compare within this page."
+  for f in "$out"/*-"$stamp".txt; do
+    echo
+    echo "## $(basename "$f" "-$stamp.txt")"
+    echo
+    echo '```'
+    cat "$f"
+    echo '```'
+  done
+  if [ -f "$out/e2e-$stamp/report.md" ]; then
+    echo
+    sed -e 's/^#/##/' -e "s#](e2e-#](e2e-$stamp/e2e-#g" "$out/e2e-$stamp/report.md"
+  fi
+} > "$md"
+echo "== report: $md"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -127,13 +126,21 @@ func (b *bench) scaleOut(ctx context.Context, rate float64, d time.Duration) err
 	// standing still), next to the longest gap before the first change.
 	var sinkTimes []time.Time
 	prefix := strings.SplitN(ids[0], "-", 2)[0] + "-%"
-	if err := loadgen.ScanRows(ctx, b.env.DB, "SELECT DISTINCT updated_at_ms FROM user_mic_event_consumption WHERE event_id LIKE ?", prefix,
-		func(r *sql.Rows) error {
-			var ms int64
-			err := r.Scan(&ms)
-			sinkTimes = append(sinkTimes, time.UnixMilli(ms))
+	rows, err := b.env.DB.QueryContext(ctx, "SELECT DISTINCT updated_at_ms FROM user_mic_event_consumption WHERE app_code = ? AND event_id LIKE ? ORDER BY updated_at_ms",
+		c.AppCode, prefix)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var ms int64
+		if err := rows.Scan(&ms); err != nil {
+			rows.Close()
 			return err
-		}); err != nil {
+		}
+		sinkTimes = append(sinkTimes, time.UnixMilli(ms))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return err
 	}
 	closedTimes := closedAt.Times()
