@@ -298,30 +298,13 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 		}
 		children = append(children, ch)
 	}
-	tl, err := rfproc.StartTail(ctx, c.Kafka, "e2e-tail", c.Kafka.Topics.RoomEvents, rfproc.EventIDHeader)
+	rt, err := b.begin(ctx, c, events)
 	if err != nil {
 		return nil, err
 	}
-	defer tl.Stop()
-	closed, err := closedTail(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	defer closed.Stop()
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.Envelope.EventId
-	}
-	// Warm up: the groups join and the first events flow before the clock
-	// starts (a handful of events of this run, excluded from the samples).
-	warm := min(200, len(events)/10)
-	if _, err := loadgen.WriteOutbox(ctx, b.env.DB, events[:warm], warm, 0); err != nil {
-		return nil, err
-	}
-	if err := tl.Await(ctx, ids[:warm], 2*time.Minute); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
-	}
-	events, ids = events[warm:], ids[warm:]
+	defer rt.stop()
+	tl, closed := rt.rooms, rt.closed
+	events, ids := events[rt.warm:], rt.ids[rt.warm:]
 
 	cpu0 := map[string]time.Duration{}
 	for _, ch := range children {
@@ -470,6 +453,42 @@ func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfp
 	res.wall = time.Since(start)
 	res.achieved = float64(len(events)) / res.wall.Seconds()
 	return commits, nil
+}
+
+// running is a run's tails and its events' ids, after the warm-up.
+type running struct {
+	rooms, closed *rfproc.Tail
+	ids           []string
+	warm          int // events written as the warm-up
+}
+
+func (r *running) stop() { r.rooms.Stop(); r.closed.Stop() }
+
+// begin starts the tails of a run and writes its warm-up: the first few of
+// events, through the room events topic before the clock starts (the
+// groups have joined and the first events flowed; excluded from samples).
+func (b *bench) begin(ctx context.Context, c config.Config, events []loadgen.Event) (*running, error) {
+	rooms, err := rfproc.StartTail(ctx, c.Kafka, "e2e-tail", c.Kafka.Topics.RoomEvents, rfproc.EventIDHeader)
+	if err != nil {
+		return nil, err
+	}
+	closed, err := closedTail(ctx, c)
+	if err != nil {
+		rooms.Stop()
+		return nil, err
+	}
+	r := &running{rooms: rooms, closed: closed, ids: make([]string, len(events)), warm: min(200, len(events)/10)}
+	for i, e := range events {
+		r.ids[i] = e.Envelope.EventId
+	}
+	if _, err := loadgen.WriteOutbox(ctx, b.env.DB, events[:r.warm], r.warm, 0); err == nil {
+		err = rooms.Await(ctx, r.ids[:r.warm], 2*time.Minute)
+	}
+	if err != nil {
+		r.stop()
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	return r, nil
 }
 
 // closedTail tails the UserMicSessionClosed topic; a session's close is

@@ -53,27 +53,12 @@ func (b *bench) scaleOut(ctx context.Context, rate float64, d time.Duration) err
 			}
 		}
 	}
-	tl, err := rfproc.StartTail(ctx, c.Kafka, "e2e-tail", c.Kafka.Topics.RoomEvents, rfproc.EventIDHeader)
+	rt, err := b.begin(ctx, c, events)
 	if err != nil {
 		return err
 	}
-	defer tl.Stop()
-	closedAt, err := closedTail(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer closedAt.Stop()
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.Envelope.EventId
-	}
-	warm := min(200, len(events)/10)
-	if _, err := loadgen.WriteOutbox(ctx, b.env.DB, events[:warm], warm, 0); err != nil {
-		return err
-	}
-	if err := tl.Await(ctx, ids[:warm], 2*time.Minute); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
-	}
+	defer rt.stop()
+	tl, closedAt, ids, warm := rt.rooms, rt.closed, rt.ids, rt.warm
 	if err := b.waitConsumed(ctx, events[:warm], 2*time.Minute); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}

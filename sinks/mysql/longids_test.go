@@ -1,7 +1,6 @@
 package mysqlsink_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 // dead-lettered.
 func TestLongestMicSessionIDs(t *testing.T) {
 	e := newEnv(t, 1)
-	ctx := context.Background()
 	st := mic.NewMapState()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixMilli()
 	down, timer := strings.Repeat("d", mic.MaxMicSessionIDLen), strings.Repeat("t", mic.MaxMicSessionIDLen)
@@ -53,14 +51,7 @@ func TestLongestMicSessionIDs(t *testing.T) {
 	ledger = append(ledger, out.Ledger)
 
 	o := e.produce(t, ledger, nil)
-	r := e.start(t, e.cfg)
-	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Check(ctx, e.m.DB); err != nil {
-		t.Fatal(err)
-	}
+	e.applyAll(t, o)
 	if n := len(e.k.DrainCommitted(t, e.cfg.DLQTopic)); n != 0 {
 		t.Fatalf("%d dead letters, want none", n)
 	}
