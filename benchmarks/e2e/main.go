@@ -38,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/signal"
@@ -143,6 +144,9 @@ func main() {
 	var err error
 	if o.rates, err = floats(rates); err == nil {
 		o.sustain, err = floats(sustain)
+	}
+	if err == nil && o.writers < 1 {
+		err = fmt.Errorf("-writers %d: want at least 1", o.writers)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -363,18 +367,26 @@ func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfp
 	go func() {
 		// Transactions of 10 ms of traffic each, due at the rate, inserted
 		// by -writers connections at once as a room service's many
-		// requests commit side by side; one connection alone is bound by
-		// MySQL's commit latency, not by the pipeline.
+		// requests commit side by side (one connection alone is bound by
+		// MySQL's commit latency, not by the pipeline). A room's events
+		// always go through the same connection, in order: the room
+		// service commits one room's changes one after the other (its
+		// room_version), and the pipeline relies on that order.
 		batch := max(1, int(rate/100))
-		type span struct{ i, j int }
-		work := make(chan span)
+		work := make([]chan []int, b.o.writers)
 		var wg sync.WaitGroup
 		var failed error
 		var fmu sync.Mutex
-		for range b.o.writers {
+		for w := range work {
+			work[w] = make(chan []int, 64)
 			wg.Go(func() {
-				for sp := range work {
-					if _, err := loadgen.WriteOutbox(wctx, b.env.DB, events[sp.i:sp.j], sp.j-sp.i, 0); err != nil {
+				var rows []loadgen.Event
+				for idx := range work[w] {
+					rows = rows[:0]
+					for _, k := range idx {
+						rows = append(rows, events[k])
+					}
+					if _, err := loadgen.WriteOutbox(wctx, b.env.DB, rows, len(rows), 0); err != nil {
 						fmu.Lock()
 						failed = cmp.Or(failed, err)
 						fmu.Unlock()
@@ -383,11 +395,11 @@ func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfp
 					}
 					now := time.Now()
 					mu.Lock()
-					for k := sp.i; k < sp.j; k++ {
+					for _, k := range idx {
 						commits[k] = now
+						dispatched = max(dispatched, k+1)
 					}
-					written += sp.j - sp.i
-					dispatched = max(dispatched, sp.j)
+					written += len(idx)
 					mu.Unlock()
 				}
 			})
@@ -402,12 +414,26 @@ func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfp
 				case <-time.After(-late):
 				}
 			}
-			select {
-			case work <- span{i, min(i+batch, len(events))}:
-			case <-wctx.Done():
+			parts := make([][]int, len(work))
+			for k := i; k < min(i+batch, len(events)); k++ {
+				h := fnv.New32a()
+				_, _ = h.Write([]byte(events[k].Envelope.RoomId))
+				w := int(h.Sum32() % uint32(len(work)))
+				parts[w] = append(parts[w], k)
+			}
+			for w, idx := range parts {
+				if len(idx) == 0 {
+					continue
+				}
+				select {
+				case work[w] <- idx:
+				case <-wctx.Done():
+				}
 			}
 		}
-		close(work)
+		for _, ch := range work {
+			close(ch)
+		}
 		wg.Wait()
 		werr <- cmp.Or(failed, ctx.Err())
 	}()
