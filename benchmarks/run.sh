@@ -16,7 +16,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 run() {
   local name=$1; shift
   echo "== $name: go run ./benchmarks/$name $*"
-  go run "./benchmarks/$name" "$@" 2>&1 | tee "$out/$name-$stamp.txt"
+  go run "./benchmarks/$name" "$@" 2>&1 | tee -a "$out/$name-$stamp.txt" # -a: a benchmark run twice (im, e2e) keeps both
 }
 
 if [ "${QUICK:-}" = 1 ]; then
