@@ -37,7 +37,7 @@ else
   run im -rate 400 -duration 20s -hot 5   # saturation: 200 calls/s, 40/s per group
   run failover                            # kill -9 takeover times, static members
   run lucky                               # draw service vs wallet-in-locks baseline; 1,000/s latency
-  run e2e -out "$out/e2e-$stamp"          # whole fact path: latency at 1k/5k/10k (default, tuned), sustained rate
+  run e2e -repeat 3 -duration 10s -out "$out/e2e-$stamp"  # whole fact path: latency at 1k/5k/10k (default, tuned; spread of 3), sustained rate
   run e2e -scaleout -out "$out/e2e-$stamp" # replicas joining and leaving: pauses, recovery, facts vs the oracle
 fi
 

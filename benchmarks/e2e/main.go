@@ -10,6 +10,7 @@
 //
 //	go run ./benchmarks/e2e                                 # latency at 1k/5k/10k events/s, default and tuned, then the sustained-rate search
 //	go run ./benchmarks/e2e -quick                          # short runs
+//	go run ./benchmarks/e2e -repeat 3 -duration 10s         # the spread of 3 runs per config and rate
 //	go run ./benchmarks/e2e -rates 5000 -configs tuned -sustain ""
 //	go run ./benchmarks/e2e -scaleout                        # scale-out and failover of replicas, see scaleOut
 //
@@ -115,6 +116,7 @@ type options struct {
 	sustainDur       time.Duration
 	partitions       int
 	writers          int
+	repeat           int
 	keepLogs         bool
 	scaleOut         bool
 	scaleRate        float64
@@ -134,6 +136,7 @@ func main() {
 	flag.StringVar(&sustain, "sustain", "10000,15000,20000,25000", "rates (events/s) tried for the highest sustained rate, at the default config (empty: skip)")
 	flag.DurationVar(&o.sustainDur, "sustain-duration", 60*time.Second, "length of each sustained-rate run (at least 40s: the last 30s judge the growth)")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions per topic")
+	flag.IntVar(&o.repeat, "repeat", 1, "latency runs per config and rate; with more than one the report gives the spread (min/median/max) and charts the median")
 	flag.IntVar(&o.writers, "writers", 8, "concurrent room_outbox insert transactions (MySQL connections)")
 	flag.StringVar(&o.out, "out", "", "directory for report.md and the SVG charts (empty: none)")
 	flag.BoolVar(&o.scaleOut, "scaleout", false, "run the scale-out scenario alone (relay leader + standby, 3 replicas of process, sink and publish-im, one added and one stopped), on a database of its own")
@@ -147,6 +150,9 @@ func main() {
 	}
 	if err == nil && o.writers < 1 {
 		err = fmt.Errorf("-writers %d: want at least 1", o.writers)
+	}
+	if err == nil && o.repeat < 1 {
+		err = fmt.Errorf("-repeat %d: want at least 1", o.repeat)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -230,12 +236,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("-configs: unknown config %q (default, tuned)", name)
 		}
 		for _, rate := range o.rates {
-			r, err := b.measure(ctx, name, c, rate, o.duration, false)
-			if err != nil {
-				return fmt.Errorf("%s at %.0f events/s: %w", name, rate, err)
+			for range o.repeat {
+				r, err := b.measure(ctx, name, c, rate, o.duration, false)
+				if err != nil {
+					return fmt.Errorf("%s at %.0f events/s: %w", name, rate, err)
+				}
+				rep.latency = append(rep.latency, r)
+				r.print()
 			}
-			rep.latency = append(rep.latency, r)
-			r.print()
 		}
 	}
 	for _, rate := range o.sustain {
@@ -732,10 +740,49 @@ func (rs *results) write(dir string) error {
 			lat[r.config] = map[string]*report.Series{
 				"p50": report.NewSeries(r.config + " p50"), "p99": report.NewSeries(r.config + " p99"), "p999": report.NewSeries(r.config + " p999")}
 		}
-		m := r.mysql.Summary()
-		lat[r.config]["p50"].Add(r.rate, float64(m.P50)/1e6)
-		lat[r.config]["p99"].Add(r.rate, float64(m.P99)/1e6)
-		lat[r.config]["p999"].Add(r.rate, float64(m.P999)/1e6)
+	}
+	// Per config and rate (repeated runs together): the spread, and the
+	// median of each percentile for the chart.
+	type key struct {
+		config string
+		rate   float64
+	}
+	var order []key
+	groups := map[key][]*result{}
+	for _, r := range rs.latency {
+		k := key{r.config, r.rate}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	if len(rs.latency) > len(order) {
+		md.WriteString("\nSpread of the repeated runs, min / median / max of p99 (ms):\n\n| config | rate | runs | → room events | → MySQL row | → SessionClosed |\n| --- | --- | --- | --- | --- | --- |\n")
+	}
+	for _, k := range order {
+		g := groups[k]
+		pick := func(f func(*result) report.Summary, q func(report.Summary) time.Duration) []float64 {
+			var v []float64
+			for _, r := range g {
+				v = append(v, float64(q(f(r)))/1e6)
+			}
+			slices.Sort(v)
+			return v
+		}
+		mysqlOf := func(r *result) report.Summary { return r.mysql.Summary() }
+		p50 := func(m report.Summary) time.Duration { return m.P50 }
+		p99 := func(m report.Summary) time.Duration { return m.P99 }
+		p999 := func(m report.Summary) time.Duration { return m.P999 }
+		med := func(v []float64) float64 { return v[len(v)/2] }
+		lat[k.config]["p50"].Add(k.rate, med(pick(mysqlOf, p50)))
+		lat[k.config]["p99"].Add(k.rate, med(pick(mysqlOf, p99)))
+		lat[k.config]["p999"].Add(k.rate, med(pick(mysqlOf, p999)))
+		if len(rs.latency) > len(order) {
+			spread := func(v []float64) string { return fmt.Sprintf("%.0f / %.0f / %.0f", v[0], med(v), v[len(v)-1]) }
+			fmt.Fprintf(&md, "| %s | %.0f | %d | %s | %s | %s |\n", k.config, k.rate, len(g),
+				spread(pick(func(r *result) report.Summary { return r.relayed.Summary() }, p99)), spread(pick(mysqlOf, p99)),
+				spread(pick(func(r *result) report.Summary { return r.closed.Summary() }, p99)))
+		}
 	}
 	if len(rs.latency) > 0 {
 		var series []*report.Series
