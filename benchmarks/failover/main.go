@@ -31,28 +31,19 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
-	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
-
-const imSecret = "failover-bench-secret-not-for-production"
 
 // scenario is one kind of kill.
 type scenario struct {
@@ -104,92 +95,39 @@ func main() {
 // bench is the shared setup of every scenario.
 type bench struct {
 	o      options
-	dir    string
+	run    *rfproc.Runner
 	cfg    *config.Config
 	db     *sql.DB
 	adm    *kadm.Client
 	events []loadgen.Event
 	next   int // next marker event
-	seen   *tail
-	round  int // children started, numbering their logs
+	seen   *rfproc.Tail
 }
 
 func run(ctx context.Context, o options) error {
-	dir, err := os.MkdirTemp("", "roomflow-failover-")
+	env, err := rfproc.NewEnv(ctx, rfproc.EnvOptions{Name: "failover", Bin: o.bin, MySQLServer: o.server, KeepLogs: o.keepLogs,
+		Configure: func(c *config.Config) {
+			c.Kafka.Partitions = 6
+			c.Kafka.SessionTimeout = config.Duration(o.session)
+			c.Relay.FailoverTimeout = config.Duration(o.failover)
+			c.Shutdown.Timeout = config.Duration(3 * time.Second)
+		}})
 	if err != nil {
 		return err
 	}
-	if o.keepLogs {
-		fmt.Println("children's logs in", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	if o.bin == "" {
-		o.bin = filepath.Join(dir, "roomflow")
-		build := exec.CommandContext(ctx, "go", "build", "-o", o.bin, "./cmd/roomflow")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build: %w", err)
-		}
-	}
-	brokers, stopKafka, err := benchkafka.Start("", benchkafka.Options{})
-	if err != nil {
-		return err
-	}
-	defer stopKafka()
-	im := imfake.New(imfake.Config{SDKAppID: 1400000002, AdminIdentifier: "administrator", SecretKey: imSecret})
-	imURL, stopIM, err := im.Listen("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer stopIM() //nolint:errcheck // benchmark teardown
-
-	b := &bench{o: o, dir: dir}
-	dbName := fmt.Sprintf("roomflow_failover_%d", time.Now().UnixNano())
-	scratch, err := mysqlx.NewScratch(ctx, o.server, dbName, true)
-	if err != nil {
-		return fmt.Errorf("-mysql: %w", err)
-	}
-	defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
-	dsn := scratch.DSN
-
-	cfg := config.Default()
-	cfg.Log.Level, cfg.Log.Format = "warn", "text"
-	cfg.Metrics.Addr, cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "", "", "", "" // two `run` children share the host
-	cfg.Kafka.Brokers = brokers
-	cfg.Kafka.Partitions = 6
-	cfg.Kafka.SessionTimeout = config.Duration(o.session)
-	cfg.Relay.FailoverTimeout = config.Duration(o.failover)
-	cfg.MySQL.DSN = dsn
-	cfg.IM.Endpoint, cfg.IM.SDKAppID = imURL, 1400000002
-	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour) // the markers' times lie in the past
-	cfg.Shutdown.Timeout = config.Duration(3 * time.Second)
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	b.cfg = &cfg
-	if b.db, err = mysqlx.Open(ctx, cfg.MySQL); err != nil {
-		return err
-	}
-	defer b.db.Close()
-	acl, err := cfg.Kafka.Cluster(nil, nil).NewClient("failover-bench")
-	if err != nil {
-		return err
-	}
-	defer acl.Close()
-	b.adm = kadm.NewClient(acl)
-	if _, err := kafkax.EnsureTopics(ctx, b.adm, cfg.Kafka.Layout()); err != nil {
-		return err
-	}
+	defer env.Close()
+	b := &bench{o: o, run: env.Runner, cfg: &env.Config, db: env.DB, adm: env.Admin}
+	dbName := env.DBName
+	cfg := env.Config
 	// Markers: mic events only (each reaches the sink's consumption table).
 	sc := loadgen.DefaultScenario()
 	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 2000, 0, 100, 20
 	sc.EventIDPrefix = dbName
 	b.events, _ = sc.Generate()
-	if b.seen, err = startTail(ctx, cfg.Kafka); err != nil {
+	if b.seen, err = rfproc.StartTail(ctx, cfg.Kafka, "failover-tail", cfg.Kafka.Topics.RoomEvents, rfproc.EventIDHeader); err != nil {
 		return err
 	}
-	defer b.seen.stop()
+	defer b.seen.Stop()
 
 	fmt.Printf("roomflow failover: %d kills per scenario, %s members, kafka.session_timeout %s, relay.failover_timeout %s, kfake 3 brokers, %d partitions\n",
 		o.n, map[bool]string{true: "static (--instance-id)", false: "dynamic"}[o.static], o.session, o.failover, cfg.Kafka.Partitions)
@@ -221,49 +159,11 @@ func printRow(name, stage string, d []time.Duration) {
 	fmt.Printf("%-22s %-26s %7.2fs %7.2fs %7.2fs  %s\n", name, stage, s[0].Seconds(), s[len(s)/2].Seconds(), s[len(s)-1].Seconds(), strings.Join(samples, " "))
 }
 
-// child is one roomflow process.
-type child struct {
-	id   string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (b *bench) start(ctx context.Context, command, id string) (*child, error) {
-	b.round++
+func (b *bench) start(command, id string) (*rfproc.Child, error) {
 	// A client id of its own tells which replica leads (settle, leader).
 	cfg := *b.cfg
 	cfg.Kafka.ClientID = "rf-" + id
-	y, err := cfg.YAML()
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(b.dir, id+".yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
-		return nil, err
-	}
-	args := []string{command, "--config", path}
-	if b.o.static {
-		args = append(args, "--instance-id", id)
-	}
-	logf, err := os.Create(filepath.Join(b.dir, fmt.Sprintf("%03d-%s-%s.log", b.round, command, id)))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(b.o.bin, args...)
-	cmd.Env = append(os.Environ(), "ROOMFLOW_IM_SECRET_KEY="+imSecret) // the YAML is redacted
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	c := &child{id: id, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(c.done) }()
-	return c, nil
-}
-
-func (c *child) signal(sig syscall.Signal) {
-	_ = c.cmd.Process.Signal(sig)
-	<-c.done
+	return b.run.Start(rfproc.Spec{Command: command, ID: id, InstanceID: b.o.static, Config: &cfg})
 }
 
 // groups are the consumer groups the command's processes join.
@@ -328,7 +228,7 @@ func (b *bench) markers(ctx context.Context) ([]string, error) {
 func (b *bench) await(ctx context.Context, command string, ids []string, timeout time.Duration) (relayed, processed time.Time, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		if relayed.IsZero() && b.seen.all(ids) {
+		if relayed.IsZero() && b.seen.Count(ids) == len(ids) {
 			relayed = time.Now()
 		}
 		if command == "run" && processed.IsZero() {
@@ -388,10 +288,10 @@ func (b *bench) leader(ctx context.Context, ids []string) (string, error) {
 func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Duration, error) {
 	out := map[string][]time.Duration{}
 	ids := []string{s.name + "-a", s.name + "-b"}
-	live := map[string]*child{}
+	live := map[string]*rfproc.Child{}
 	defer func() {
 		for _, c := range live {
-			c.signal(syscall.SIGTERM)
+			c.Signal(syscall.SIGTERM)
 		}
 	}()
 	ready := func(command string) error {
@@ -414,7 +314,7 @@ func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Dur
 			if live[id] != nil {
 				continue
 			}
-			c, err := b.start(ctx, s.command, id)
+			c, err := b.start(s.command, id)
 			if err != nil {
 				return err
 			}
@@ -439,10 +339,10 @@ func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Dur
 		}
 		c := live[victim]
 		t0 := time.Now()
-		c.signal(syscall.SIGKILL)
+		c.Signal(syscall.SIGKILL)
 		delete(live, victim)
 		if s.restart {
-			nc, err := b.start(ctx, s.command, victim)
+			nc, err := b.start(s.command, victim)
 			if err != nil {
 				return nil, err
 			}
@@ -470,64 +370,6 @@ func (b *bench) scenario(ctx context.Context, s scenario) (map[string][]time.Dur
 		}
 	}
 	return out, nil
-}
-
-// tail records when each event id first appears, committed, in the room
-// events topic.
-type tail struct {
-	cl     *kgo.Client
-	mu     sync.Mutex
-	seen   map[string]time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startTail(ctx context.Context, kcfg config.KafkaConfig) (*tail, error) {
-	cl, err := kcfg.Cluster(nil, nil).NewClient("failover-tail",
-		kgo.ConsumeTopics(kcfg.Topics.RoomEvents),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	t := &tail{cl: cl, seen: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			now := time.Now()
-			t.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				for _, h := range r.Headers {
-					if h.Key == "event_id" {
-						if _, ok := t.seen[string(h.Value)]; !ok {
-							t.seen[string(h.Value)] = now
-						}
-					}
-				}
-			})
-			t.mu.Unlock()
-		}
-	}()
-	return t, nil
-}
-
-func (t *tail) all(ids []string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, id := range ids {
-		if _, ok := t.seen[id]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func (t *tail) stop() {
-	t.cancel()
-	<-t.done
-	t.cl.Close()
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

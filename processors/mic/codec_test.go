@@ -20,6 +20,12 @@ func TestDecode(t *testing.T) {
 	if err != nil || got != good {
 		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, good)
 	}
+	// Every id seed 001's VARCHAR(128) mic_session_id accepts is accepted.
+	longest := good
+	longest.MicSessionID = strings.Repeat("s", 128)
+	if got, err := mic.Decode(longest.Encode(), ""); err != nil || got != longest {
+		t.Fatalf("128-byte mic_session_id: %v", err)
+	}
 	envelope := func(et string, payload []byte, mod func(*roomv1.EventEnvelope)) []byte {
 		env := &roomv1.EventEnvelope{EventId: "ev", EventType: et, AppCode: "hy", RoomId: "r", OccurredAtMs: t0, Payload: payload}
 		if mod != nil {
@@ -29,7 +35,7 @@ func TestDecode(t *testing.T) {
 		return b
 	}
 	payload, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"})
-	longSession, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: strings.Repeat("s", 107)})
+	longSession, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: strings.Repeat("s", mic.MaxMicSessionIDLen+1)})
 	cases := []struct {
 		name   string
 		value  []byte

@@ -38,7 +38,9 @@
 //     (in event time) after its session closed is no longer recognised as a
 //     duplicate: a late down is then unknown_session, and an up that old is
 //     refused as stale_event (Retention.TooOld), so neither counts twice.
-//   - mic_session_id is limited to 106 bytes so that the timer close's
-//     event id "MicSessionCompensated:{mic_session_id}" fits the 128-byte
-//     event_id column; longer ids are rejected to the DLQ.
+//   - mic_session_id is limited to 128 bytes, seed 001's column; longer
+//     ids are rejected to the DLQ. The timer close's event id
+//     "MicSessionCompensated:{mic_session_id}" is then up to 150 bytes:
+//     migration 0008 widens the event-id columns it is stored in to 160
+//     (MaxDerivedEventIDLen).
 package mic

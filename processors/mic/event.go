@@ -36,15 +36,25 @@ const (
 	MaxEventIDLen = 128
 	MaxAppCodeLen = 32
 	MaxRoomIDLen  = 64
-	// MaxMicSessionIDLen keeps the timer close's ledger event id
-	// "MicSessionCompensated:{mic_session_id}" within the 128-byte event_id
-	// column of user_mic_event_consumption.
-	MaxMicSessionIDLen = MaxEventIDLen - len(EventTypeMicSessionCompensated) - 1
-	MaxReasonLen       = 64
+	// MaxMicSessionIDLen is seed 001's user_mic_sessions.mic_session_id
+	// (VARCHAR(128)): every id the seed's schema accepts is accepted.
+	MaxMicSessionIDLen = 128
+	// MaxDerivedEventIDLen bounds the event ids this package derives for
+	// the ledger: the timer close's "MicSessionCompensated:{mic_session_id}"
+	// is 150 bytes at the longest, which migration 0008 makes fit
+	// user_mic_event_consumption.event_id and user_mic_sessions'
+	// closed_event_id and last_event_id (VARCHAR(160)).
+	MaxDerivedEventIDLen = 160
+	MaxReasonLen         = 64
 	// MaxTimeMs is the latest accepted timestamp (9999-12-31T23:59:59.999Z),
 	// so every date formats as YYYY-MM-DD.
 	MaxTimeMs = 253402300799999
 )
+
+// The longest timer-close event id fits MaxDerivedEventIDLen: this array
+// type has a negative length, a compile error, if a limit above changes
+// without the other.
+type _ [MaxDerivedEventIDLen - len(EventTypeMicSessionCompensated) - 1 - MaxMicSessionIDLen]struct{}
 
 // Event is one RoomMicChanged as the mic processor sees it: the envelope
 // fields it uses and the decoded payload, flattened.

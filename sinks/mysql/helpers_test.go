@@ -396,3 +396,17 @@ func (e *env) produce(t *testing.T, ledger []*userv1.MicLedgerEntry, inflows []*
 	}
 	return o
 }
+
+// applyAll runs a sink on e.cfg until it has caught up with every topic,
+// stops it, and checks the tables against o.
+func (e *env) applyAll(t *testing.T, o *sinktest.Oracle) {
+	t.Helper()
+	r := e.start(t, e.cfg)
+	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(context.Background(), e.m.DB); err != nil {
+		t.Fatal(err)
+	}
+}

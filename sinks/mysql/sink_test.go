@@ -83,14 +83,7 @@ func TestInvalidRecordsGoToDLQ(t *testing.T) {
 	if err := sinktest.Produce(ctx, e.k.Client(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(t, e.cfg)
-	e.waitCaughtUp(t, e.cfg.Group, 30*time.Second, r)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Check(ctx, e.m.DB); err != nil {
-		t.Fatal(err)
-	}
+	e.applyAll(t, o)
 	got := e.k.DrainCommitted(t, e.cfg.DLQTopic)
 	if len(got) != 2 {
 		t.Fatalf("DLQ holds %d records, want 2", len(got))

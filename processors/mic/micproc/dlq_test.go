@@ -1,6 +1,7 @@
 package micproc_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,44 @@ func TestNewerStateVersionStallsThePartition(t *testing.T) {
 	r.stop(t)
 	if o := e.read(0, 2*time.Second); len(o.dlq) != 0 || len(o.ledger) != 0 {
 		t.Fatalf("DLQ %v, ledger %v: the event must wait, not be dead-lettered or consumed", o.dlq, o.ledger)
+	}
+}
+
+// TestLongestMicSessionID: seed 001 accepts a 128-byte mic_session_id, so
+// the processor does (state key and value, all four output topics): a
+// session with such an id closed by its down and one closed by the timer,
+// whose ledger event id "MicSessionCompensated:{id}" is 150 bytes; one
+// byte more is rejected to the DLQ as field_too_long.
+func TestLongestMicSessionID(t *testing.T) {
+	e := newMemEnv(t, 1, matrixClock)
+	e.cfg.Settings.Policy.PendingPublishMaxAge = 2 * time.Minute
+	id := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	named := func(ev mic.Event, eventID string) mic.Event { ev.EventID = eventID; return ev }
+	a := &sess{u: 1, room: "r", id: id('a', mic.MaxMicSessionIDLen)}
+	b := &sess{u: 2, room: "r", id: id('b', mic.MaxMicSessionIDLen)}
+	c := &sess{u: 3, room: "r", id: id('c', mic.MaxMicSessionIDLen+1)}
+	now := matrixClock.UnixMilli()
+	e.produce([]mic.Event{
+		named(a.ev("up", now-3*mins), "a1"), named(a.ev("down", now-2*mins, withReason("leave")), "a2"),
+		named(b.ev("up", now-mins), "b1"),
+		named(c.ev("up", now-mins), "c1"),
+	})
+	e.clock.Advance(5 * time.Minute)
+	e.tick()
+	o := e.collect(4, 0) // a's up and down, b's up and its timer close
+	if len(o.dlq) != 1 || o.dlqReasons[0] != "field_too_long" {
+		t.Fatalf("DLQ %v, want the 129-byte id alone as field_too_long", o.dlqReasons)
+	}
+	comp := compensated(o)
+	if len(comp) != 1 || len(comp[0].EventId) != 150 || comp[0].EventId != mic.CompensatedEventID(b.id) ||
+		comp[0].Session.MicSessionId != b.id || comp[0].Session.ClosedEventId != comp[0].EventId {
+		t.Fatalf("timer close of the 128-byte id: %v", comp)
+	}
+	if len(o.closed) != 2 || o.closed[0].MicSessionId != a.id || o.closed[0].SeatOccupiedMs != mins ||
+		o.closed[1].MicSessionId != b.id || o.closed[1].ClosedEventId != comp[0].EventId {
+		t.Fatalf("closed events: %v", o.closed)
+	}
+	if len(o.daily) != 2 || len(o.lifetime) != 2 || o.lifetime[1].EventId != "UserMicLifetimeStatsUpdated:"+b.id {
+		t.Fatalf("stats events: %d daily, lifetime %v", len(o.daily), o.lifetime)
 	}
 }

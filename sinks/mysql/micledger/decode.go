@@ -17,14 +17,19 @@ const (
 
 // Column widths of the tables the applier writes (schemas/mysql/migrations).
 const (
-	maxEventID    = 128
-	maxEventType  = 64
-	maxSessionID  = 128
-	maxAction     = 32
-	maxStatus     = 32
-	maxSkipReason = 128
-	maxRoomID     = 64
-	maxEndReason  = 64
+	maxEventID = 128
+	// maxDerivedEventID is the consumption row's event_id and the session's
+	// closed_event_id and last_event_id (VARCHAR(160) since migration
+	// 0008): a timer close's "MicSessionCompensated:{mic_session_id}" is
+	// up to 150 bytes for seed 001's 128-byte mic_session_id.
+	maxDerivedEventID = 160
+	maxEventType      = 64
+	maxSessionID      = 128
+	maxAction         = 32
+	maxStatus         = 32
+	maxSkipReason     = 128
+	maxRoomID         = 64
+	maxEndReason      = 64
 )
 
 // Decode parses and validates one mic-ledger record value; errors are
@@ -48,7 +53,7 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 	}
 	if err := mysqlsink.CheckColumns(
 		mysqlsink.Column{Name: "app_code", Value: e.AppCode, Max: mysqlsink.MaxAppCode},
-		mysqlsink.Column{Name: "event_id", Value: e.EventId, Max: maxEventID},
+		mysqlsink.Column{Name: "event_id", Value: e.EventId, Max: maxDerivedEventID},
 		mysqlsink.Column{Name: "event_type", Value: e.EventType, Max: maxEventType},
 		mysqlsink.Column{Name: "mic_session_id", Value: e.MicSessionId, Max: maxSessionID},
 		mysqlsink.Column{Name: "action", Value: e.Action, Max: maxAction},
@@ -70,8 +75,8 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 			mysqlsink.Column{Name: "session.end_reason", Value: s.EndReason, Max: maxEndReason},
 			mysqlsink.Column{Name: "session.opened_event_id", Value: s.OpenedEventId, Max: maxEventID},
 			mysqlsink.Column{Name: "session.publish_event_id", Value: s.PublishEventId, Max: maxEventID},
-			mysqlsink.Column{Name: "session.closed_event_id", Value: s.ClosedEventId, Max: maxEventID},
-			mysqlsink.Column{Name: "session.last_event_id", Value: s.LastEventId, Max: maxEventID},
+			mysqlsink.Column{Name: "session.closed_event_id", Value: s.ClosedEventId, Max: maxDerivedEventID},
+			mysqlsink.Column{Name: "session.last_event_id", Value: s.LastEventId, Max: maxDerivedEventID},
 		); err != nil {
 			return nil, err
 		}

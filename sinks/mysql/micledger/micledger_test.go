@@ -26,7 +26,15 @@ func TestDecode(t *testing.T) {
 		{"no event id", func(e *userv1.MicLedgerEntry) { e.EventId = "" }, "missing_event_id"},
 		{"no app code", func(e *userv1.MicLedgerEntry) { e.AppCode = "" }, "missing_app_code"},
 		{"bad status", func(e *userv1.MicLedgerEntry) { e.Status = "done" }, "bad_status"},
-		{"event id too long", func(e *userv1.MicLedgerEntry) { e.EventId = strings.Repeat("x", 129) }, "too_long"},
+		{"150-byte timer close id", func(e *userv1.MicLedgerEntry) {
+			e.MicSessionId = strings.Repeat("s", 128)
+			e.EventId = "MicSessionCompensated:" + e.MicSessionId
+			e.Session.MicSessionId, e.Session.ClosedEventId, e.Session.LastEventId = e.MicSessionId, e.EventId, e.EventId
+		}, ""},
+		{"event id too long", func(e *userv1.MicLedgerEntry) { e.EventId = strings.Repeat("x", 161) }, "too_long"},
+		{"mic_session_id too long", func(e *userv1.MicLedgerEntry) { e.MicSessionId = strings.Repeat("s", 129) }, "too_long"},
+		{"closed_event_id too long", func(e *userv1.MicLedgerEntry) { e.Session.ClosedEventId = strings.Repeat("x", 161) }, "too_long"},
+		{"opened_event_id too long", func(e *userv1.MicLedgerEntry) { e.Session.OpenedEventId = strings.Repeat("x", 129) }, "too_long"},
 		{"snapshot without id", func(e *userv1.MicLedgerEntry) { e.Session.MicSessionId = "" }, "bad_session"},
 		{"snapshot of another app", func(e *userv1.MicLedgerEntry) { e.Session.AppCode = "other" }, "bad_session"},
 		{"room id too long", func(e *userv1.MicLedgerEntry) { e.Session.RoomId = strings.Repeat("r", 65) }, "too_long"},

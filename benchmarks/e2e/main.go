@@ -1,0 +1,835 @@
+// Command e2e measures the whole fact path with every component as its own
+// `roomflow` process (built once): relay, process, sink and publish-im
+// (outbox_worker.enabled: false: IM delivery is paced at Tencent's limit
+// by design and measured by benchmarks/im), on the local MariaDB and a
+// kfake cluster in a child process (benchkafka). The traffic is loadgen's
+// default scenario (mic sessions, plain and lucky gifts, joins, heat
+// changes), scaled up, inserted into room_outbox by this process as a room
+// service would (multi-row transactions at a fixed rate); lucky gifts go
+// in without a draw and `roomflow lucky` is not started.
+//
+//	go run ./benchmarks/e2e                                 # latency at 1k/5k/10k events/s, default and tuned, then the sustained-rate search
+//	go run ./benchmarks/e2e -quick                          # short runs
+//	go run ./benchmarks/e2e -repeat 3 -duration 10s         # the spread of 3 runs per config and rate
+//	go run ./benchmarks/e2e -rates 5000 -configs tuned -sustain ""
+//	go run ./benchmarks/e2e -scaleout                        # scale-out and failover of replicas, see scaleOut
+//
+// Latency (-rates, -duration; per -configs): from each row's insert commit
+// to (a) its record committed on hyapp.room.events.v1 (read_committed
+// tail), (b) for a mic event, its user_mic_event_consumption row (the row's
+// updated_at_ms, the sink's batch time, so up to one MySQL commit early),
+// (c) for a down, the UserMicSessionClosed it caused (read_committed
+// tail): p50/p99/p999, with the CPU of every process over the run and its
+// share of the machine's cores. "writer" is this process: the room
+// service's inserts plus the measuring tails.
+//
+// Sustained rate (-sustain, -sustain-duration): each rate runs until the
+// lag criteria can be judged: a rate is sustained when at its end every
+// stage's lag (relay: rows inserted but not yet on the room events topic;
+// room and mic processors and the sink: their consumer group lag) is at
+// most 2 s of traffic and was not growing over the last 30 s.
+//
+// The machine is shared with whatever else runs: repeat runs and report
+// the spread. -out writes a Markdown report and SVG charts.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/loadgen/report"
+	"github.com/hyapp/roomflow/schemas/userv1"
+)
+
+// components are the processes of the fact path, in pipeline order
+// (publish-im runs without its outbox worker: it takes its share of the
+// machine reading the room events, as in production).
+var components = []string{"relay", "process", "sink", "publish-im"}
+
+// cpuKeys are the CPU consumers a run reports: the components, this
+// process (the room service's inserts and the measuring), the kfake child,
+// and the MariaDB server (shared with anything else using it).
+var cpuKeys = append(slices.Clone(components), "writer", "kfake", "mariadb")
+
+// others are the processes measured besides the children: kfake (a child
+// of this binary) and the MariaDB server.
+func others() map[string][]int {
+	self, _ := os.ReadFile("/proc/self/comm")
+	return map[string][]int{
+		"writer":  {os.Getpid()},
+		"kfake":   rfproc.Processes(strings.TrimSpace(string(self)), os.Getpid()),
+		"mariadb": append(rfproc.Processes("mariadbd", 0), rfproc.Processes("mysqld", 0)...),
+	}
+}
+
+// cpuSnap is the CPU time of each of pids that runs.
+func cpuSnap(pids []int) map[int]time.Duration {
+	m := map[int]time.Duration{}
+	for _, p := range pids {
+		if c, err := rfproc.ProcCPU(p); err == nil {
+			m[p] = c
+		}
+	}
+	return m
+}
+
+// cpuSince is the CPU the processes of before used since: those that ran
+// at both ends (a short-lived process of the same name is left out).
+func cpuSince(before map[int]time.Duration) time.Duration {
+	var t time.Duration
+	for p, c0 := range before {
+		if c, err := rfproc.ProcCPU(p); err == nil && c >= c0 {
+			t += c - c0
+		}
+	}
+	return t
+}
+
+type options struct {
+	bin, server, out string
+	rates            []float64
+	duration         time.Duration
+	configs          []string
+	sustain          []float64
+	sustainDur       time.Duration
+	partitions       int
+	writers          int
+	repeat           int
+	keepLogs         bool
+	scaleOut         bool
+	scaleRate        float64
+	scaleDur         time.Duration
+}
+
+func main() {
+	benchkafka.RunChild()
+	var o options
+	var rates, sustain, configs string
+	quick := flag.Bool("quick", false, "short runs (10s per rate, sustained search 40s at two rates)")
+	flag.StringVar(&o.bin, "bin", "", "roomflow binary (empty: go build ./cmd/roomflow into a temporary directory)")
+	flag.StringVar(&o.server, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (a throwaway database is created)")
+	flag.StringVar(&rates, "rates", "1000,5000,10000", "fixed rates (events/s) of the latency runs")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "length of each latency run")
+	flag.StringVar(&configs, "configs", "default,tuned", "configs of the latency runs: default, tuned (relay.poll_interval, process.commit_interval, sink.flush_interval lowered)")
+	flag.StringVar(&sustain, "sustain", "10000,15000,20000,25000", "rates (events/s) tried for the highest sustained rate, at the default config (empty: skip)")
+	flag.DurationVar(&o.sustainDur, "sustain-duration", 60*time.Second, "length of each sustained-rate run (at least 40s: the last 30s judge the growth)")
+	flag.IntVar(&o.partitions, "partitions", 6, "partitions per topic")
+	flag.IntVar(&o.repeat, "repeat", 1, "latency runs per config and rate; with more than one the report gives the spread (min/median/max) and charts the median")
+	flag.IntVar(&o.writers, "writers", 8, "concurrent room_outbox insert transactions (MySQL connections)")
+	flag.StringVar(&o.out, "out", "", "directory for report.md and the SVG charts (empty: none)")
+	flag.BoolVar(&o.scaleOut, "scaleout", false, "run the scale-out scenario alone (relay leader + standby, 3 replicas of process, sink and publish-im, one added and one stopped), on a database of its own")
+	flag.Float64Var(&o.scaleRate, "scaleout-rate", 2000, "events/s of the scale-out run")
+	flag.DurationVar(&o.scaleDur, "scaleout-duration", 90*time.Second, "length of the scale-out run (a replica joins at 1/3, one stops at 2/3)")
+	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
+	flag.Parse()
+	var err error
+	if o.rates, err = floats(rates); err == nil {
+		o.sustain, err = floats(sustain)
+	}
+	if err == nil && o.writers < 1 {
+		err = fmt.Errorf("-writers %d: want at least 1", o.writers)
+	}
+	if err == nil && o.repeat < 1 {
+		err = fmt.Errorf("-repeat %d: want at least 1", o.repeat)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	if *quick {
+		o.duration, o.sustainDur = 10*time.Second, 40*time.Second
+		if len(o.sustain) > 2 {
+			o.sustain = o.sustain[:2]
+		}
+	}
+	o.configs = strings.Split(configs, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("rate %q: want a positive number of events/s", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// tuned lowers the three intervals a record waits in on its way to MySQL.
+// The trade-off: more, smaller transactions (relay polls, processor and
+// sink commits), so more CPU and MySQL/Kafka round trips per event.
+func tuned(c *config.Config) {
+	c.Relay.PollInterval = config.Duration(10 * time.Millisecond)
+	c.Process.CommitInterval = config.Duration(20 * time.Millisecond)
+	c.Sink.FlushInterval = config.Duration(10 * time.Millisecond)
+}
+
+type bench struct {
+	o   options
+	env *rfproc.Env
+	seq int // runs so far: event id prefixes
+}
+
+func run(ctx context.Context, o options) error {
+	env, err := rfproc.NewEnv(ctx, rfproc.EnvOptions{Name: "e2e", Bin: o.bin, MySQLServer: o.server, KeepLogs: o.keepLogs, KafkaChild: true,
+		Configure: func(c *config.Config) {
+			c.Kafka.Partitions = int32(o.partitions)
+			c.OutboxWorker.Enabled = false // IM delivery is benchmarks/im's
+			c.Shutdown.Timeout = config.Duration(5 * time.Second)
+		}})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	b := &bench{o: o, env: env}
+	if err := loadgen.SeedRule(ctx, env.DB, loadgen.DefaultScenario().Rule); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("roomflow end to end: %s, GOMAXPROCS %d, NumCPU %d (shared machine), kfake 3 brokers in a child process, %d partitions, one process per component: %s\n",
+		host, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.partitions, strings.Join(components, ", "))
+
+	if o.scaleOut {
+		return b.scaleOut(ctx, o.scaleRate, o.scaleDur)
+	}
+	rep := &results{}
+	for _, name := range o.configs {
+		c := b.env.Config
+		switch name {
+		case "default":
+		case "tuned":
+			tuned(&c)
+		default:
+			return fmt.Errorf("-configs: unknown config %q (default, tuned)", name)
+		}
+		for _, rate := range o.rates {
+			for range o.repeat {
+				r, err := b.measure(ctx, name, c, rate, o.duration, false)
+				if err != nil {
+					return fmt.Errorf("%s at %.0f events/s: %w", name, rate, err)
+				}
+				rep.latency = append(rep.latency, r)
+				r.print()
+			}
+		}
+	}
+	for _, rate := range o.sustain {
+		r, err := b.measure(ctx, "default", b.env.Config, rate, o.sustainDur, true)
+		if err != nil {
+			return fmt.Errorf("sustained %.0f events/s: %w", rate, err)
+		}
+		rep.sustain = append(rep.sustain, r)
+		r.printSustain()
+		if !r.sustained {
+			break // higher rates will not be sustained either
+		}
+	}
+	if o.out != "" {
+		return rep.write(o.out)
+	}
+	return nil
+}
+
+// result is one run at one rate.
+type result struct {
+	config        string
+	rate          float64 // asked
+	achieved      float64 // inserted / wall time of the writer
+	wall          time.Duration
+	relayed       report.Samples
+	mysql         report.Samples
+	closed        report.Samples
+	cpu           map[string]time.Duration
+	lag           map[string]*report.Series // seconds of traffic over time
+	sustained     bool
+	why           string
+	incomplete    int // events not through every stage by the end
+	writerLateMax time.Duration
+}
+
+// measure starts the components on c, writes rate events/s for d, waits
+// for the pipeline to drain (latency runs) and stops the components.
+func (b *bench) measure(ctx context.Context, name string, c config.Config, rate float64, d time.Duration, sustain bool) (*result, error) {
+	b.seq++
+	n := int(rate * d.Seconds())
+	events := b.events(n)
+	res := &result{config: name, rate: rate, cpu: map[string]time.Duration{}, lag: map[string]*report.Series{}}
+
+	// publish-im runs without its outbox worker, so every row stays
+	// pending and its backlog gauge counts them all (a growing scan):
+	// rows of earlier runs count as delivered, as IM would have made them.
+	if _, err := b.env.DB.ExecContext(ctx, "UPDATE room_outbox SET status = 'delivered' WHERE status = 'pending'"); err != nil {
+		return nil, err
+	}
+	var children []*rfproc.Child
+	defer func() {
+		for _, ch := range children {
+			_ = ch.Stop(15 * time.Second)
+		}
+	}()
+	for _, comp := range components {
+		// The same instance id every run: a static member restarted
+		// takes its partitions straight back, as a restarted pod does,
+		// instead of waiting for the former member's session to end.
+		ch, err := b.env.Runner.Start(rfproc.Spec{Command: comp, ID: comp, InstanceID: true, Config: &c})
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, ch)
+	}
+	rt, err := b.begin(ctx, c, events)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.stop()
+	tl, closed := rt.rooms, rt.closed
+	events, ids := events[rt.warm:], rt.ids[rt.warm:]
+
+	cpu0 := map[string]time.Duration{}
+	for _, ch := range children {
+		cpu0[ch.Command], _ = ch.CPU()
+	}
+	oth := map[string]map[int]time.Duration{}
+	for k, pids := range others() {
+		oth[k] = cpuSnap(pids)
+	}
+	commits, err := b.drive(ctx, c, res, tl, events, ids, rate, nil)
+	if err != nil {
+		return nil, err
+	}
+	if sustain {
+		res.judge()
+	}
+	// Let the last events through (latency runs: every event counts).
+	drain := 30 * time.Second
+	if sustain {
+		drain = 0
+	}
+	_ = tl.Await(ctx, ids, drain)
+	if err := b.waitConsumed(ctx, events, drain); err != nil && !sustain {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
+	for _, ch := range children {
+		cur, _ := ch.CPU()
+		res.cpu[ch.Command] = cur - cpu0[ch.Command]
+	}
+	for k, before := range oth {
+		res.cpu[k] = cpuSince(before)
+	}
+	if !sustain {
+		if err := b.latencies(ctx, res, tl, closed, events, commits); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// drive inserts events at rate (b.o.writers transactions at once, each
+// of 10 ms of traffic) and samples every stage's lag into res.lag once a
+// second until the last row is committed; at, when not nil, is called at
+// every sample with the seconds since the start (scale-out actions). It
+// returns each event's commit time and sets res.wall, res.achieved and
+// res.writerLateMax.
+func (b *bench) drive(ctx context.Context, c config.Config, res *result, tl *rfproc.Tail, events []loadgen.Event, ids []string, rate float64,
+	at func(elapsed float64) error) ([]time.Time, error) {
+	commits := make([]time.Time, len(events))
+	var written, dispatched int // committed rows; highest row committed
+	var mu sync.Mutex
+	start := time.Now()
+	wctx, cancelW := context.WithCancel(ctx)
+	defer cancelW()
+	werr := make(chan error, 1)
+	go func() {
+		// Transactions of 10 ms of traffic each, due at the rate, inserted
+		// by -writers connections at once as a room service's many
+		// requests commit side by side (one connection alone is bound by
+		// MySQL's commit latency, not by the pipeline). A room's events
+		// always go through the same connection, in order: the room
+		// service commits one room's changes one after the other (its
+		// room_version), and the pipeline relies on that order.
+		batch := max(1, int(rate/100))
+		work := make([]chan []int, b.o.writers)
+		var wg sync.WaitGroup
+		var failed error
+		var fmu sync.Mutex
+		for w := range work {
+			work[w] = make(chan []int, 64)
+			wg.Go(func() {
+				var rows []loadgen.Event
+				for idx := range work[w] {
+					// What queued up while the last transaction ran goes
+					// into the next one: a slow commit means a bigger
+					// transaction, not a growing queue (group commit, as a
+					// busy service's connection pool does).
+				more:
+					for len(idx) < 2000 {
+						select {
+						case next, ok := <-work[w]:
+							if !ok {
+								break more
+							}
+							idx = append(idx, next...)
+						default:
+							break more
+						}
+					}
+					rows = rows[:0]
+					for _, k := range idx {
+						rows = append(rows, events[k])
+					}
+					if _, err := loadgen.WriteOutbox(wctx, b.env.DB, rows, len(rows), 0); err != nil {
+						fmu.Lock()
+						failed = cmp.Or(failed, err)
+						fmu.Unlock()
+						cancelW()
+						continue
+					}
+					now := time.Now()
+					mu.Lock()
+					for _, k := range idx {
+						commits[k] = now
+						dispatched = max(dispatched, k+1)
+					}
+					written += len(idx)
+					mu.Unlock()
+				}
+			})
+		}
+		for i := 0; i < len(events) && wctx.Err() == nil; i += batch {
+			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if late := time.Since(due); late > res.writerLateMax {
+				res.writerLateMax = late
+			} else if late < 0 {
+				select {
+				case <-wctx.Done():
+				case <-time.After(-late):
+				}
+			}
+			parts := make([][]int, len(work))
+			for k := i; k < min(i+batch, len(events)); k++ {
+				h := fnv.New32a()
+				_, _ = h.Write([]byte(events[k].Envelope.RoomId))
+				w := int(h.Sum32() % uint32(len(work)))
+				parts[w] = append(parts[w], k)
+			}
+			for w, idx := range parts {
+				if len(idx) == 0 {
+					continue
+				}
+				select {
+				case work[w] <- idx:
+				case <-wctx.Done():
+				}
+			}
+		}
+		for _, ch := range work {
+			close(ch)
+		}
+		wg.Wait()
+		werr <- cmp.Or(failed, ctx.Err())
+	}()
+
+	groups := []string{c.Process.RoomGroup, c.Process.MicGroup, c.Sink.Group}
+	stages := []string{"relay", "room processor", "mic processor", "sink"}
+	for _, s := range stages {
+		res.lag[s] = report.NewSeries(s)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var werrV error
+	done := false
+	for !done {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case werrV = <-werr:
+			done = true
+		case <-tick.C:
+			mu.Lock()
+			w, d := written, dispatched
+			mu.Unlock()
+			x := time.Since(start).Seconds()
+			res.lag["relay"].Add(x, float64(w-tl.Count(ids[:d]))/rate)
+			if at != nil {
+				if err := at(x); err != nil {
+					return nil, err
+				}
+			}
+			if lags, err := b.env.Admin.Lag(ctx, groups...); err == nil {
+				for i, g := range groups {
+					if l, ok := lags[g]; ok {
+						res.lag[stages[i+1]].Add(x, float64(l.Lag.Total())/rate)
+					}
+				}
+			}
+		}
+	}
+	if werrV != nil {
+		return nil, werrV
+	}
+	res.wall = time.Since(start)
+	res.achieved = float64(len(events)) / res.wall.Seconds()
+	return commits, nil
+}
+
+// running is a run's tails and its events' ids, after the warm-up.
+type running struct {
+	rooms, closed *rfproc.Tail
+	ids           []string
+	warm          int // events written as the warm-up
+}
+
+func (r *running) stop() { r.rooms.Stop(); r.closed.Stop() }
+
+// begin starts the tails of a run and writes its warm-up: the first few of
+// events, through the room events topic before the clock starts (the
+// groups have joined and the first events flowed; excluded from samples).
+func (b *bench) begin(ctx context.Context, c config.Config, events []loadgen.Event) (*running, error) {
+	rooms, err := rfproc.StartTail(ctx, c.Kafka, "e2e-tail", c.Kafka.Topics.RoomEvents, rfproc.EventIDHeader)
+	if err != nil {
+		return nil, err
+	}
+	closed, err := closedTail(ctx, c)
+	if err != nil {
+		rooms.Stop()
+		return nil, err
+	}
+	r := &running{rooms: rooms, closed: closed, ids: make([]string, len(events)), warm: min(200, len(events)/10)}
+	for i, e := range events {
+		r.ids[i] = e.Envelope.EventId
+	}
+	if _, err := loadgen.WriteOutbox(ctx, b.env.DB, events[:r.warm], r.warm, 0); err == nil {
+		err = rooms.Await(ctx, r.ids[:r.warm], 2*time.Minute)
+	}
+	if err != nil {
+		r.stop()
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	return r, nil
+}
+
+// closedTail tails the UserMicSessionClosed topic; a session's close is
+// known by the event that closed it (closed_event_id).
+func closedTail(ctx context.Context, c config.Config) (*rfproc.Tail, error) {
+	return rfproc.StartTail(ctx, c.Kafka, "e2e-closed-tail", c.Kafka.Topics.MicSessionClosed, func(r *kgo.Record) (string, bool) {
+		var m userv1.UserMicSessionClosed
+		if err := proto.Unmarshal(r.Value, &m); err != nil {
+			return "", false
+		}
+		return m.ClosedEventId, true
+	})
+}
+
+// judge applies the sustained-rate criteria to the lag series.
+func (r *result) judge() {
+	r.sustained = true
+	for s, ser := range r.lag {
+		pts := ser.Points()
+		if len(pts) == 0 {
+			r.sustained, r.why = false, s+": no lag samples"
+			return
+		}
+		last := pts[len(pts)-1]
+		if last.Y > 2 {
+			r.sustained, r.why = false, fmt.Sprintf("%s lag %.1fs of traffic at the end (> 2s)", s, last.Y)
+			return
+		}
+		// Growing: the mean of the window's last 10 s above the first 10
+		// s's by more than 0.5 s of traffic.
+		var first, lastW []float64
+		for _, p := range pts {
+			if p.X >= last.X-30 && p.X < last.X-20 {
+				first = append(first, p.Y)
+			}
+			if p.X > last.X-10 {
+				lastW = append(lastW, p.Y)
+			}
+		}
+		if mean(lastW) > mean(first)+0.5 {
+			r.sustained, r.why = false, fmt.Sprintf("%s lag grew from %.1fs to %.1fs of traffic over the last 30s", s, mean(first), mean(lastW))
+			return
+		}
+	}
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// events generates n events of the default mix under a prefix of this run.
+func (b *bench) events(n int) []loadgen.Event {
+	sc := loadgen.DefaultScenario()
+	// The default scenario is ~2.3 events per gift and session: scale it
+	// to n (plus the warm-up), keeping its proportions.
+	base, _ := sc.Generate()
+	k := float64(n+200)/float64(len(base)) + 0.01
+	sc.Sessions, sc.Gifts = int(float64(sc.Sessions)*k)+1, int(float64(sc.Gifts)*k)+1
+	sc.Users, sc.Rooms = int(float64(sc.Users)*k)+1, int(float64(sc.Rooms)*k)+1
+	sc.EventIDPrefix = fmt.Sprintf("e2e%d", b.seq)
+	sc.Seed = uint64(b.seq)
+	evs, _ := sc.Generate()
+	return evs[:min(len(evs), n+200)]
+}
+
+func (b *bench) waitConsumed(ctx context.Context, events []loadgen.Event, timeout time.Duration) error {
+	want := 0
+	for _, e := range events {
+		if e.Envelope.EventType == "RoomMicChanged" {
+			want++
+		}
+	}
+	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
+	deadline := time.Now().Add(timeout)
+	for {
+		var got int
+		if err := b.env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_mic_event_consumption WHERE app_code = ? AND event_id LIKE ?", b.env.Config.AppCode, prefix).Scan(&got); err != nil {
+			return err
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d mic events consumed after %s", got, want, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// latencies fills r's samples from the tails and MySQL.
+func (b *bench) latencies(ctx context.Context, r *result, tl, closed *rfproc.Tail, events []loadgen.Event, commits []time.Time) error {
+	commitOf := make(map[string]time.Time, len(events))
+	for i, e := range events {
+		id := e.Envelope.EventId
+		commitOf[id] = commits[i]
+		if at, ok := tl.Seen(id); ok {
+			r.relayed.Add(at.Sub(commits[i]))
+		}
+		if at, ok := closed.Seen(id); ok {
+			r.closed.Add(at.Sub(commits[i]))
+		}
+	}
+	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
+	rows, err := b.env.DB.QueryContext(ctx, "SELECT event_id, updated_at_ms FROM user_mic_event_consumption WHERE app_code = ? AND event_id LIKE ?", b.env.Config.AppCode, prefix)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var ms int64
+		if err := rows.Scan(&id, &ms); err != nil {
+			return err
+		}
+		if c, ok := commitOf[id]; ok {
+			r.mysql.Add(time.UnixMilli(ms).Sub(c))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	r.incomplete = len(events) - r.relayed.Len()
+	return nil
+}
+
+func (r *result) cpuLine() string {
+	var parts []string
+	total := time.Duration(0)
+	for _, k := range cpuKeys {
+		c := r.cpu[k]
+		total += c
+		parts = append(parts, fmt.Sprintf("%s %.2f CPU-s (%.0f%% of %d cores)", k, c.Seconds(), share(c, r.wall), runtime.NumCPU()))
+	}
+	return fmt.Sprintf("%s; total %.0f%%", strings.Join(parts, ", "), share(total, r.wall))
+}
+
+func share(c, wall time.Duration) float64 {
+	return 100 * c.Seconds() / (wall.Seconds() * float64(runtime.NumCPU()))
+}
+
+func (r *result) print() {
+	fmt.Printf("\n%s config, %.0f events/s asked, %.0f achieved over %.1fs (writer at most %s late)\n", r.config, r.rate, r.achieved, r.wall.Seconds(), r.writerLateMax.Round(time.Millisecond))
+	fmt.Printf("  insert → room events topic:       %s\n", r.relayed.Summary())
+	fmt.Printf("  insert → MySQL consumption row:   %s\n", r.mysql.Summary())
+	fmt.Printf("  down insert → UserMicSessionClosed: %s\n", r.closed.Summary())
+	fmt.Printf("  CPU: %s\n", r.cpuLine())
+	if r.incomplete > 0 {
+		fmt.Printf("  %d events not on the room events topic by the end\n", r.incomplete)
+	}
+}
+
+func (r *result) printSustain() {
+	verdict := "sustained"
+	if !r.sustained {
+		verdict = "NOT sustained: " + r.why
+	}
+	fmt.Printf("\nsustained-rate probe %.0f events/s (achieved %.0f over %.1fs): %s\n  CPU: %s\n", r.rate, r.achieved, r.wall.Seconds(), verdict, r.cpuLine())
+	for _, s := range []string{"relay", "room processor", "mic processor", "sink"} {
+		if p, ok := r.lag[s].Last(); ok {
+			fmt.Printf("  %-15s lag at the end %.2fs of traffic\n", s, p.Y)
+		}
+	}
+}
+
+// results is what -out writes.
+type results struct {
+	latency, sustain []*result
+}
+
+func (rs *results) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var md strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&md, "# roomflow end to end, %s\n\nMachine: %s, %d CPUs (shared with other work: compare runs of one invocation only). One `roomflow` process per component (%s), kfake 3 brokers in a child process, local MariaDB.\n\n",
+		time.Now().UTC().Format(time.DateOnly), host, runtime.NumCPU(), strings.Join(components, ", "))
+	md.WriteString("## Latency from room_outbox insert commit\n\n| config | rate asked | achieved | → room events p50/p99/p999 ms | → MySQL row p50/p99/p999 ms | → SessionClosed p50/p99/p999 ms | CPU share of the cores (relay/process/sink/publish-im/writer/kfake/mariadb) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	lat := map[string]map[string]*report.Series{}
+	for _, r := range rs.latency {
+		ms := func(s *report.Samples) string {
+			m := s.Summary()
+			f := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
+			return f(m.P50) + " / " + f(m.P99) + " / " + f(m.P999)
+		}
+		var shares []string
+		for _, k := range cpuKeys {
+			shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
+		}
+		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.config, r.rate, r.achieved, ms(&r.relayed), ms(&r.mysql), ms(&r.closed), strings.Join(shares, " / "))
+		if lat[r.config] == nil {
+			lat[r.config] = map[string]*report.Series{
+				"p50": report.NewSeries(r.config + " p50"), "p99": report.NewSeries(r.config + " p99"), "p999": report.NewSeries(r.config + " p999")}
+		}
+	}
+	// Per config and rate (repeated runs together): the spread, and the
+	// median of each percentile for the chart.
+	type key struct {
+		config string
+		rate   float64
+	}
+	var order []key
+	groups := map[key][]*result{}
+	for _, r := range rs.latency {
+		k := key{r.config, r.rate}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	if len(rs.latency) > len(order) {
+		md.WriteString("\nSpread of the repeated runs, min / median / max of p99 (ms):\n\n| config | rate | runs | → room events | → MySQL row | → SessionClosed |\n| --- | --- | --- | --- | --- | --- |\n")
+	}
+	for _, k := range order {
+		g := groups[k]
+		pick := func(f func(*result) report.Summary, q func(report.Summary) time.Duration) []float64 {
+			var v []float64
+			for _, r := range g {
+				v = append(v, float64(q(f(r)))/1e6)
+			}
+			slices.Sort(v)
+			return v
+		}
+		mysqlOf := func(r *result) report.Summary { return r.mysql.Summary() }
+		p50 := func(m report.Summary) time.Duration { return m.P50 }
+		p99 := func(m report.Summary) time.Duration { return m.P99 }
+		p999 := func(m report.Summary) time.Duration { return m.P999 }
+		med := func(v []float64) float64 { return v[len(v)/2] }
+		lat[k.config]["p50"].Add(k.rate, med(pick(mysqlOf, p50)))
+		lat[k.config]["p99"].Add(k.rate, med(pick(mysqlOf, p99)))
+		lat[k.config]["p999"].Add(k.rate, med(pick(mysqlOf, p999)))
+		if len(rs.latency) > len(order) {
+			spread := func(v []float64) string { return fmt.Sprintf("%.0f / %.0f / %.0f", v[0], med(v), v[len(v)-1]) }
+			fmt.Fprintf(&md, "| %s | %.0f | %d | %s | %s | %s |\n", k.config, k.rate, len(g),
+				spread(pick(func(r *result) report.Summary { return r.relayed.Summary() }, p99)), spread(pick(mysqlOf, p99)),
+				spread(pick(func(r *result) report.Summary { return r.closed.Summary() }, p99)))
+		}
+	}
+	if len(rs.latency) > 0 {
+		var series []*report.Series
+		for _, c := range []string{"default", "tuned"} {
+			if l := lat[c]; l != nil {
+				series = append(series, l["p50"], l["p99"], l["p999"])
+			}
+		}
+		if err := writeChart(filepath.Join(dir, "e2e-latency.svg"), report.LineChart{Title: "insert commit → MySQL consumption row", XLabel: "events/s", YLabel: "ms", Series: series}); err != nil {
+			return err
+		}
+		md.WriteString("\n![latency vs rate](e2e-latency.svg)\n")
+	}
+	if len(rs.sustain) > 0 {
+		md.WriteString("\n## Sustained rate (default config)\n\n| rate asked | achieved | verdict | CPU share (relay/process/sink/publish-im/writer/kfake/mariadb) |\n| --- | --- | --- | --- |\n")
+		for _, r := range rs.sustain {
+			v := "sustained"
+			if !r.sustained {
+				v = "not sustained: " + r.why
+			}
+			var shares []string
+			for _, k := range cpuKeys {
+				shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
+			}
+			fmt.Fprintf(&md, "| %.0f | %.0f | %s | %s |\n", r.rate, r.achieved, v, strings.Join(shares, " / "))
+		}
+		last := rs.sustain[len(rs.sustain)-1]
+		var series []*report.Series
+		for _, s := range []string{"relay", "room processor", "mic processor", "sink"} {
+			series = append(series, last.lag[s])
+		}
+		if err := writeChart(filepath.Join(dir, "e2e-lag.svg"), report.LineChart{Title: fmt.Sprintf("lag at %.0f events/s", last.rate), XLabel: "s", YLabel: "s of traffic", Series: series}); err != nil && !errors.Is(err, report.ErrEmptyChart) {
+			return err
+		}
+		md.WriteString("\n![lag of the last probe](e2e-lag.svg)\n")
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
+}
+
+func writeChart(path string, c interface{ WriteSVG(w io.Writer) error }) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
