@@ -11,6 +11,19 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
+// Mode is how the relay reads the outbox table: ModePoll or ModeBinlog.
+type Mode string
+
+const (
+	// ModePoll reads the table with id-ordered SELECTs and tracks gaps
+	// (the default; needs only SELECT).
+	ModePoll Mode = "poll"
+	// ModeBinlog reads the row binary log as a replica would (commit
+	// order, no gaps, no polling load; needs the binlog settings and
+	// replication privileges, see BinlogConfig).
+	ModeBinlog Mode = "binlog"
+)
+
 // Config is everything a Relay needs besides its database: its settings,
 // topics, Kafka cluster and observation hooks. New fills the defaults named
 // below and validates it; the defaults equal roomflow's relay.* defaults.
