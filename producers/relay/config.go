@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
@@ -99,6 +100,37 @@ type Config struct {
 	// Table is the table read, of room_outbox's shape; an unquoted MySQL
 	// identifier. Default "room_outbox".
 	Table string
+
+	// Mode is how the table is read: ModePoll (default) or ModeBinlog.
+	// Both modes commit the same records with the same guarantees, and a
+	// relay switched between them continues from the other's position.
+	Mode Mode
+	// Binlog configures ModeBinlog; ignored in poll mode.
+	Binlog BinlogConfig
+}
+
+// BinlogConfig configures binlog mode: the leader connects to MySQL as a
+// replica and relays the INSERTs into Table from the row binary log.
+type BinlogConfig struct {
+	// DSN is the go-sql-driver DSN of the server whose binlog is read (its
+	// address, user, password and TLS settings; roomflow: mysql.dsn). Its
+	// user needs REPLICATION SLAVE plus REPLICATION CLIENT (MariaDB: BINLOG
+	// MONITOR) and SELECT on the table. Required in binlog mode; never
+	// logged.
+	DSN string
+	// ServerID is the server id the relay registers as a replica with. No
+	// other replica or binlog client of the server may use it (the server
+	// drops an older stream of the same id); the relay's own replicas
+	// share it, as only the leader streams. Required in binlog mode, no
+	// default: 1 to 4294967295.
+	ServerID uint32
+	// SnapshotFromID limits the first-start snapshot (no stored position)
+	// to rows with id above it; 0: all rows.
+	SnapshotFromID uint64
+	// HeartbeatPeriod is how often the server sends a heartbeat on an idle
+	// binlog, which advances the position of an idle table and bounds
+	// roomflow_relay_lag_seconds. Default 1s.
+	HeartbeatPeriod time.Duration
 }
 
 // Defaults of Config, equal to roomflow's relay.* and shutdown.timeout
@@ -113,6 +145,8 @@ const (
 	DefaultMaxBatchBytes   = 16 << 20
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultTable           = "room_outbox"
+	DefaultMode            = ModePoll
+	DefaultHeartbeatPeriod = time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -129,6 +163,8 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 	cfgerr.Default(&c.Table, DefaultTable)
+	cfgerr.Default(&c.Mode, DefaultMode)
+	cfgerr.Default(&c.Binlog.HeartbeatPeriod, DefaultHeartbeatPeriod)
 }
 
 // Validate checks every setting, keyed by the field's snake-case name
@@ -180,7 +216,31 @@ func (c Config) Validate() error {
 	if c.Table != "" && !identifier(c.Table) {
 		v.Bad("table", "must be an unquoted MySQL identifier, [A-Za-z0-9_$] (got %q)", c.Table)
 	}
+	switch c.Mode {
+	case ModePoll:
+	case ModeBinlog:
+		c.Binlog.validate(&v)
+	default:
+		v.Bad("mode", "must be %q or %q (got %q)", ModePoll, ModeBinlog, c.Mode)
+	}
 	return v.Err()
+}
+
+// validate checks binlog mode's settings under "binlog.". The DSN's text
+// never goes into an error: it holds the password.
+func (b BinlogConfig) validate(v *cfgerr.Checks) {
+	if b.ServerID == 0 {
+		v.Bad("binlog.server_id", "is required in binlog mode: a server id (1-4294967295) that no other replica or binlog client of the MySQL server uses")
+	}
+	if b.DSN == "" {
+		v.Bad("binlog.dsn", "is required in binlog mode")
+	} else if _, err := mysql.ParseDSN(b.DSN); err != nil {
+		v.Bad("binlog.dsn", "does not parse as a MySQL DSN")
+	}
+	v.PositiveDuration("binlog.heartbeat_period", b.HeartbeatPeriod)
+	if b.HeartbeatPeriod > 0 && (b.HeartbeatPeriod < time.Millisecond || b.HeartbeatPeriod > 4294967*time.Second) {
+		v.Bad("binlog.heartbeat_period", "must be between 1ms and 4294967s (got %s)", b.HeartbeatPeriod)
+	}
 }
 
 // identifier reports whether s is safe to put into a query as a table name.

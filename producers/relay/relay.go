@@ -184,6 +184,9 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Mode == ModeBinlog {
+		return nil, errors.New("relay: relay.mode binlog is not available in this build yet")
+	}
 	cfg.Routes = maps.Clone(cfg.Routes)
 	r := &Relay{
 		cfg:     cfg,
