@@ -102,6 +102,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -183,9 +184,6 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Mode == ModeBinlog {
-		return nil, errors.New("relay: relay.mode binlog is not available in this build yet")
 	}
 	cfg.Routes = maps.Clone(cfg.Routes)
 	r := &Relay{
@@ -357,13 +355,31 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 		if pos, err = r.firstPosition(ctx); err != nil {
 			return err
 		}
+		if r.cfg.Mode == ModeBinlog && pos.High < r.cfg.Binlog.SnapshotFromID {
+			pos.High = r.cfg.Binlog.SnapshotFromID
+		}
 	}
 	if err := r.checkReissue(ctx, pos.High); err != nil {
 		return err
 	}
 	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge, r.cfg.Now())
+	read := r.read
+	switch {
+	case r.cfg.Mode == ModeBinlog:
+		read = r.readBinlog
+		if pos.Mode != ModeBinlog {
+			// First start or a switch from poll mode: snapshot the rows
+			// the position has not relayed, then the binlog from there.
+			_ = tr.SetBinlog(BinlogPosition{}) // a zero binlog position always fits
+		}
+	case pos.Mode == ModeBinlog:
+		// A switch from binlog mode: its high-water id and holes, kept
+		// current, are where polling resumes.
+		tr.SetPoll()
+	}
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
-	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
+	r.log.Info("leading", "mode", string(r.cfg.Mode), "high", pos.High, "open_gaps", len(pos.Holes), "restored", found,
+		"stored_mode", string(cmp.Or(pos.Mode, ModePoll)))
 	*led = true
 	r.m.isLeader.Set(1)
 	if r.cfg.Hooks.OnLeader != nil {
@@ -375,7 +391,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	var rerr error
 	go func() {
 		defer close(batches)
-		rerr = r.read(rctx, tr, batches)
+		rerr = read(rctx, tr, batches)
 	}()
 	defer func() {
 		rcancel()
