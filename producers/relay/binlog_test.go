@@ -2,9 +2,19 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
 
@@ -90,5 +100,273 @@ func TestBinlogModeExactlyOnce(t *testing.T) {
 	if len(got) != 330 {
 		t.Fatalf("%d records, want 330", len(got))
 	}
-	_ = relay.ModeBinlog
+}
+
+// TestBinlogStartupChecks: each missing prerequisite is named: a server
+// without the binary log (the development server), a user without the
+// replication privileges, the server's own server id.
+func TestBinlogStartupChecks(t *testing.T) {
+	ctx := context.Background()
+	m := binlogDB(t)
+	check := func(cfg relay.Config, db *sql.DB) error {
+		cfg.Kafka = kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}
+		r, err := relay.New(cfg, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.CheckBinlogServer(ctx)
+	}
+	base := binlogConfig(unconnectedConfig(t), m)
+	if err := check(base, m.DB); err != nil {
+		t.Fatalf("a ready server fails the checks: %v", err)
+	}
+	want := func(err error, parts ...string) {
+		t.Helper()
+		var ce *relay.BinlogCheckError
+		if !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a *BinlogCheckError", err)
+		}
+		for _, p := range parts {
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("%q does not name %q", err, p)
+			}
+		}
+	}
+	// The server's own id.
+	own := base
+	own.Binlog.ServerID = 1
+	want(check(own, m.DB), "server_id 1")
+	// A user with SELECT only.
+	if _, err := m.DB.ExecContext(ctx, "CREATE USER 'weak'@'127.0.0.1' IDENTIFIED BY 'pw'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = m.DB.ExecContext(context.Background(), "DROP USER 'weak'@'127.0.0.1'") })
+	if _, err := m.DB.ExecContext(ctx, "GRANT SELECT ON `"+m.Name+"`.* TO 'weak'@'127.0.0.1'"); err != nil {
+		t.Fatal(err)
+	}
+	dc, _ := mysql.ParseDSN(m.DSN)
+	dc.User, dc.Passwd = "weak", "pw"
+	weak, err := sql.Open("mysql", dc.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer weak.Close()
+	wc := base
+	wc.Binlog.DSN = dc.FormatDSN()
+	err = check(wc, weak)
+	want(err, "REPLICATION SLAVE", "BINLOG MONITOR")
+	if strings.Contains(err.Error(), "pw@") {
+		t.Fatalf("password in the error: %v", err)
+	}
+	// The development server: no binary log.
+	dev := testenv.NewMySQL(t)
+	var logBin string
+	if err := dev.DB.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin); err != nil {
+		t.Fatal(err)
+	}
+	if logBin == "0" {
+		dc := base
+		dc.Binlog.DSN = dev.DSN
+		want(check(dc, dev.DB), "log_bin")
+	} else {
+		t.Logf("the development server has log_bin on: that case is not checked here")
+	}
+}
+
+// TestBinlogModeSwitch: poll → binlog → poll on one relay position, with
+// ids open as holes at each switch (an insert transaction held open), one
+// committed while no relay runs and one committed after the switch. Every
+// row arrives exactly once.
+func TestBinlogModeSwitch(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	poll := testConfig(t, k)
+	poll.BatchSize = 40
+	bin := binlogConfig(poll, m)
+	total := 0
+	insert := func(prefix, room string, n int) {
+		t.Helper()
+		if err := insertRows(ctx, m.DB, rowsOf(prefix, room, 0, n)); err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	hold := func(prefix, room string) *sql.Tx {
+		t.Helper()
+		tx, err := m.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := insertRows(ctx, tx, rowsOf(prefix, room, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		total++
+		return tx
+	}
+	commit := func(tx *sql.Tx) {
+		t.Helper()
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Poll mode, two holes open when it stops.
+	x := startRelay(t, poll, m.DB, nil)
+	insert("p1", "room-1", 100)
+	h1, h2 := hold("hole1", "room-h1"), hold("hole2", "room-h2")
+	insert("p2", "room-2", 100)
+	waitCount(t, k, k.Config.Topics.RoomEvents, 200, 30*time.Second)
+	x.stop(t)
+	commit(h1) // while no relay runs: the switch's snapshot reads it as a hole
+	insert("gap", "room-3", 20)
+
+	// Binlog mode.
+	x = startRelay(t, bin, m.DB, nil)
+	waitCount(t, k, k.Config.Topics.RoomEvents, 221, 30*time.Second)
+	commit(h2) // after the snapshot: from the binlog
+	insert("b1", "room-4", 60)
+	h3 := hold("hole3", "room-h3")
+	insert("b2", "room-5", 60)
+	waitCount(t, k, k.Config.Topics.RoomEvents, 342, 30*time.Second)
+	x.stop(t)
+
+	// Back to poll: its high-water id and holes are current.
+	x = startRelay(t, poll, m.DB, nil)
+	commit(h3)
+	insert("p3", "room-6", 30)
+	waitCount(t, k, k.Config.Topics.RoomEvents, total, 30*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	got := drain(t, k, k.Config.Topics.RoomEvents)
+	checkExactlyOnce(t, loadOracle(t, m.DB), got)
+	if len(got) != total {
+		t.Fatalf("%d records, want %d", len(got), total)
+	}
+}
+
+// TestBinlogPurgedAndResnapshot: a binlog purged past the stored position
+// stops the relay with roomflow_relay_binlog_purged = 1 and relays
+// nothing; --resnapshot (Binlog.Resnapshot) then relays the rows written
+// meanwhile, once.
+func TestBinlogPurgedAndResnapshot(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	cfg := binlogConfig(testConfig(t, k), m)
+	if err := insertRows(ctx, m.DB, rowsOf("a", "room-a", 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, k.Config.Topics.RoomEvents, 50, 30*time.Second)
+	x.stop(t)
+	// Rows the relay has not seen, then the binlog holding them is purged.
+	if err := insertRows(ctx, m.DB, rowsOf("b", "room-b", 0, 40)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"FLUSH BINARY LOGS", "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES ('hyapp', 'c-1', 'RoomMicChanged', 'room-c', 1, 'x', 1, 1, 1)", "FLUSH BINARY LOGS"} {
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var file string
+	var pos int64
+	var rest [2]sql.NullString
+	if err := m.DB.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &rest[0], &rest[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DB.ExecContext(ctx, "PURGE BINARY LOGS TO '"+file+"'"); err != nil {
+		t.Fatal(err)
+	}
+	x = startRelay(t, cfg, m.DB, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for metric(t, x.reg, "roomflow_relay_binlog_purged") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("roomflow_relay_binlog_purged did not become 1")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	x.stop(t)
+	if n := len(drain(t, k, k.Config.Topics.RoomEvents)); n != 50 {
+		t.Fatalf("%d records after the purge, want the 50 before it", n)
+	}
+	re := cfg
+	re.Binlog.Resnapshot = true
+	x = startRelay(t, re, m.DB, nil)
+	waitCount(t, k, k.Config.Topics.RoomEvents, 91, 30*time.Second)
+	if err := insertRows(ctx, m.DB, rowsOf("d", "room-d", 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, k.Config.Topics.RoomEvents, 96, 30*time.Second)
+	if v := metric(t, x.reg, "roomflow_relay_binlog_purged"); v != 0 {
+		t.Fatalf("roomflow_relay_binlog_purged = %v after the resnapshot", v)
+	}
+	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	got := drain(t, k, k.Config.Topics.RoomEvents)
+	checkExactlyOnce(t, loadOracle(t, m.DB), got)
+}
+
+// TestBinlogSchemaChange: a column added to the table is picked up (the
+// column map follows TABLE_MAP changes); dropping a needed one stops the
+// relay with an error naming it, relaying nothing wrong.
+func TestBinlogSchemaChange(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	cfg := binlogConfig(testConfig(t, k), m)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	x := startRelay(t, cfg, m.DB, log)
+	if err := insertRows(ctx, m.DB, rowsOf("a", "room-a", 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, k.Config.Topics.RoomEvents, 10, 30*time.Second)
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox ADD COLUMN extra INT NULL FIRST"); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRows(ctx, m.DB, rowsOf("b", "room-a", 10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, k.Config.Topics.RoomEvents, 20, 30*time.Second)
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox DROP COLUMN room_version"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DB.ExecContext(ctx, "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES ('hyapp', 'c-1', 'RoomMicChanged', 'room-a', 'x', 1, 1, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		s := logs.String()
+		mu.Unlock()
+		if strings.Contains(s, "has no column room_version") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no error naming room_version; logs:\n%s", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	x.stop(t)
+	got := drain(t, k, k.Config.Topics.RoomEvents)
+	if len(got) != 20 {
+		t.Fatalf("%d records, want the 20 before the drop", len(got))
+	}
+	for i, r := range got[10:] {
+		if r.version() != int64(11+i) || r.key != "room-a" {
+			t.Fatalf("after ADD COLUMN: record %d is %s v%d", i, r.key, r.version())
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

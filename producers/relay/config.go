@@ -127,6 +127,14 @@ type BinlogConfig struct {
 	// SnapshotFromID limits the first-start snapshot (no stored position)
 	// to rows with id above it; 0: all rows.
 	SnapshotFromID uint64
+	// Resnapshot makes this process's first binlog-mode leader session
+	// snapshot the rows the stored position has not relayed (ids above its
+	// high-water id and its open holes) instead of streaming from its
+	// binlog position, then stream from the snapshot's: the recovery from a
+	// BinlogPurgedError (`roomflow relay --resnapshot`). Nothing is relayed
+	// twice; rows of transactions that stayed open past relay.gap_max_age
+	// before the purge may be missed, as in poll mode.
+	Resnapshot bool
 	// HeartbeatPeriod is how often the server sends a heartbeat on an idle
 	// binlog, which advances the position of an idle table and bounds
 	// roomflow_relay_lag_seconds. Default 1s.

@@ -164,6 +164,8 @@ type Relay struct {
 	lag    *lagWatch
 
 	started atomic.Bool
+	// resnapshot is Config.Binlog.Resnapshot until a snapshot finished.
+	resnapshot atomic.Bool
 
 	// Rows the broker refused. A refusal fails a whole produce batch, so
 	// every row in it becomes a suspect; the retry produces each suspect
@@ -200,6 +202,7 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 			MaxRecordBytes: cfg.MaxRecordBytes,
 		},
 	}
+	r.resnapshot.Store(cfg.Mode == ModeBinlog && cfg.Binlog.Resnapshot)
 	r.lag = newLagWatch(cfg.Now)
 	r.m = newMetrics(cfg.Registerer, r.lagGaugeValue)
 	return r, nil
@@ -281,7 +284,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		if !errors.As(err, &reissue) {
 			r.m.idReissue.Set(0) // a standby must not keep reporting a stop it no longer makes
 		}
-		if reissue != nil {
+		var purged *BinlogPurgedError
+		if !errors.As(err, &purged) {
+			r.m.binlogPurged.Set(0)
+		}
+		var check *BinlogCheckError
+		if purged != nil || errors.As(err, &check) {
+			r.log.Error("binlog mode cannot relay; retrying", "error", err, "backoff", retryWait.String())
+		} else if reissue != nil {
 			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
 				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", retryWait.String())
 		} else if err != nil && !errors.Is(err, context.Canceled) {
@@ -367,9 +377,14 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	switch {
 	case r.cfg.Mode == ModeBinlog:
 		read = r.readBinlog
-		if pos.Mode != ModeBinlog {
-			// First start or a switch from poll mode: snapshot the rows
-			// the position has not relayed, then the binlog from there.
+		if pos.Mode != ModeBinlog || r.resnapshot.Load() {
+			// First start, a switch from poll mode or --resnapshot:
+			// snapshot the rows the position has not relayed, then the
+			// binlog from there.
+			if pos.Mode == ModeBinlog {
+				r.log.Warn("resnapshot: not streaming from the stored binlog position", "gtid_set", pos.Binlog.GTIDSet,
+					"file", pos.Binlog.File, "offset", pos.Binlog.Offset)
+			}
 			_ = tr.SetBinlog(BinlogPosition{}) // a zero binlog position always fits
 		}
 	case pos.Mode == ModeBinlog:
