@@ -1,8 +1,12 @@
 // Package relay is `roomflow relay`: it tails MySQL room_outbox into Kafka
 // the way Debezium's MySQL connector plus its Outbox Event Router would, but
-// without binlog access and exactly once instead of at least once.
+// exactly once instead of at least once, in one of two modes (Config.Mode):
+// ModePoll (the default) polls the table and needs no binlog access;
+// ModeBinlog reads the row binlog as a replica. Both feed the same batches
+// into the same Kafka transactions, records, routes, dead letters, leader
+// election and fencing.
 //
-// # Reading
+// # Reading (poll mode)
 //
 // The relay reads rows in id order with plain consistent reads,
 // `SELECT ... FROM room_outbox WHERE id > ? ORDER BY id LIMIT <BatchSize>`,
@@ -36,6 +40,27 @@
 // mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
 // high-water id, MySQL reissues ids the relay has passed: it stops with an
 // IDReissueError instead of skipping those rows.
+//
+// # Reading (binlog mode)
+//
+// Only the leader connects to MySQL, as a replica with server id
+// Binlog.ServerID, after fencing and loading the position; a broken stream
+// ends the leader session, so leadership is checked again before every
+// reconnect. Start-up checks (binary log on, binlog_format=ROW,
+// binlog_row_image=FULL, REPLICATION SLAVE and REPLICATION CLIENT / BINLOG
+// MONITOR, a server id other than the server's) fail with a
+// *BinlogCheckError naming what is missing. Only INSERTs into Table of the
+// DSN's database are decoded; columns are looked up in information_schema
+// on the table's first TABLE_MAP and when one differs. A position without
+// a binlog part (first start, a poll-mode position, Binlog.Resnapshot)
+// first takes a consistent snapshot (MariaDB: START TRANSACTION WITH
+// CONSISTENT SNAPSHOT, binlog_snapshot_file/_position, BINLOG_GTID_POS) of
+// the rows the position has not relayed, a batch at a time, then streams
+// from the snapshot's exact position. A MySQL transaction larger than a
+// batch spans Kafka transactions, each storing the transaction's start
+// and the count of its rows relayed (BinlogPosition.Rows). The high-water
+// id and holes are kept current from the relayed ids, so poll mode can
+// take over from a binlog position. MariaDB only in this version.
 //
 // # Exactly once
 //
