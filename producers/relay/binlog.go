@@ -447,15 +447,25 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 		case e, ok = <-evs:
 		default:
 			// Nothing queued: relay what is pending now (latency), or
-			// move an idle position along on the heartbeat's clock.
-			if len(pending) > 0 || (heartbeat && st.current() != emitted) ||
-				(st.current() != emitted && r.cfg.Now().Sub(lastEmit) >= r.cfg.Binlog.HeartbeatPeriod) {
+			// move an idle position along on the heartbeat's clock. While
+			// the committer still has a batch waiting, keep filling this
+			// one instead: under load batches grow towards BatchSize.
+			due := len(pending) > 0 || (heartbeat && st.current() != emitted) ||
+				(st.current() != emitted && r.cfg.Now().Sub(lastEmit) >= r.cfg.Binlog.HeartbeatPeriod)
+			if due && len(out) == 0 {
 				if err := emit(); err != nil {
 					return err
 				}
+				due = false
+			}
+			var recheck <-chan time.Time
+			if due {
+				recheck = time.After(time.Millisecond)
 			}
 			select {
 			case e, ok = <-evs:
+			case <-recheck:
+				continue
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -504,6 +514,7 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 				if ev.TableID != cols.tableID {
 					return fmt.Errorf("relay: binlog rows of table id %d without its TABLE_MAP", ev.TableID)
 				}
+				now := r.cfg.Now()
 				for _, v := range ev.Rows {
 					st.rows++
 					if st.skip > 0 {
@@ -515,7 +526,7 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
 					}
 					if row.ID > tr.High() {
-						_, _ = tr.Advance([]uint64{row.ID}, r.cfg.Now()) // evictions: poll fallback only
+						_, _ = tr.Advance([]uint64{row.ID}, now) // evictions: poll fallback only
 					} else {
 						tr.Fill([]uint64{row.ID})
 					}
