@@ -235,7 +235,7 @@ func asString(v any) string {
 // relay.binlog.server_id. Reconnects are not the library's: a broken
 // stream ends the leader session, and the next one checks leadership
 // before it connects again.
-func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) bool) (*replication.BinlogSyncer, error) {
+func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) bool, handler replication.EventHandler) (*replication.BinlogSyncer, error) {
 	host, port, err := net.SplitHostPort(s.dsn.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("relay: binlog.dsn address: %w", err)
@@ -260,7 +260,8 @@ func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) 
 		HeartbeatPeriod:  hb,
 		ReadTimeout:      3*hb + 10*time.Second,
 		DisableRetrySync: true,
-		EventCacheCount:  64, // bounds the events buffered ahead of the batcher
+		EventCacheCount:  1, // events go to handler; the streamer only carries the error that ends the stream
+		SynchronousEventHandler: handler,
 		Logger:           slog.New(warnOnly{r.log.Handler()}).With("lib", "go-mysql"),
 		RowsEventDecodeFunc: func(e *replication.RowsEvent, data []byte) error {
 			pos, err := e.DecodeHeader(data)
@@ -352,6 +353,11 @@ func (r *Relay) readBinlog(ctx context.Context, tr *Tracker, out chan<- *batch) 
 	return r.stream(ctx, tr, srv, pos, out)
 }
 
+// eventFunc is a replication.EventHandler.
+type eventFunc func(*replication.BinlogEvent) error
+
+func (f eventFunc) HandleEvent(e *replication.BinlogEvent) error { return f(e) }
+
 // binlogEvent is an event or the error that ended the stream.
 type binlogEvent struct {
 	ev  *replication.BinlogEvent
@@ -365,9 +371,21 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 	ours := func(tm *replication.TableMapEvent) bool {
 		return tm != nil && string(tm.Table) == string(table) && string(tm.Schema) == string(schema)
 	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The syncer's reading goroutine hands each parsed event to the
+	// batcher below through evs (bounded: a slow commit slows the read).
+	evs := make(chan binlogEvent, 64)
 	syncer, err := r.binlogSyncer(srv, func(e *replication.RowsEvent) bool {
 		return e.Type() == replication.EnumRowsEventTypeInsert && ours(e.Table)
-	})
+	}, eventFunc(func(ev *replication.BinlogEvent) error {
+		select {
+		case evs <- binlogEvent{ev: ev}:
+			return nil
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}))
 	if err != nil {
 		return err
 	}
@@ -393,21 +411,16 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 	r.m.binlogPurged.Set(0)
 	r.log.Info("streaming the binlog", "gtid_set", pos.GTIDSet, "file", pos.File, "offset", pos.Offset, "rows_done", pos.Rows)
 
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	evs := make(chan binlogEvent, 16)
 	go func() {
-		defer close(evs)
-		for {
-			ev, err := streamer.GetEvent(sctx)
-			select {
-			case evs <- binlogEvent{ev, err}:
-			case <-sctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+		// With a synchronous handler the streamer carries only the error
+		// that ended the stream.
+		_, err := streamer.GetEvent(sctx)
+		if err == nil {
+			err = errors.New("relay: binlog stream: unexpected event outside the handler")
+		}
+		select {
+		case evs <- binlogEvent{err: err}:
+		case <-sctx.Done():
 		}
 	}()
 
