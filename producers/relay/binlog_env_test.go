@@ -85,3 +85,24 @@ func rowsOf(prefix, room string, from, n int) []outboxRow {
 	}
 	return out
 }
+
+// relayMode is one way a test runs the relay: where its database lives
+// and how its config is set. The behaviour tests (crash, HA, fencing,
+// late commits and rollbacks) run in both modes through forModes.
+type relayMode struct {
+	name   relay.Mode
+	mysql  func(testing.TB) *testenv.MySQL
+	config func(relay.Config, *testenv.MySQL) relay.Config
+}
+
+var relayModes = []relayMode{
+	{relay.ModePoll, testenv.NewMySQL, func(c relay.Config, _ *testenv.MySQL) relay.Config { return c }},
+	{relay.ModeBinlog, binlogDB, binlogConfig},
+}
+
+// forModes runs body as the subtests "poll" and "binlog".
+func forModes(t *testing.T, body func(*testing.T, relayMode)) {
+	for _, m := range relayModes {
+		t.Run(string(m.name), func(t *testing.T) { body(t, m) })
+	}
+}
