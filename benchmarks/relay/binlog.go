@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -53,7 +50,7 @@ func runBinlog(rows, payload, batch int, kafka *benchkafka.Flags, rate, txnRows,
 	}
 	fmt.Printf("filling room_outbox with %d rows of %d-byte payloads, each followed by two status UPDATEs...\n", rows, payload)
 	t0 := time.Now()
-	if err := fillWithStatus(ctx, b.db, rows, payload); err != nil {
+	if err := fill(ctx, b.db, rows, payload, true); err != nil {
 		return err
 	}
 	var maxID uint64
@@ -102,54 +99,6 @@ func runBinlog(rows, payload, batch int, kafka *benchkafka.Flags, rate, txnRows,
 		return latency(ctx, cfg, b.db, log, rate, txnRows, writers, payload, latDur)
 	}
 	return nil
-}
-
-// fillWithStatus is fill plus, after each multi-row INSERT, the IM
-// publisher's two status UPDATEs of its rows (sending, then sent): the
-// binlog then holds two UPDATE row images per inserted row.
-func fillWithStatus(ctx context.Context, db *sql.DB, rows, payload int) error {
-	const perStmt = 500
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	now := time.Now().UnixMilli()
-	for range 4 {
-		wg.Go(func() {
-			for {
-				start := int(next.Add(perStmt)) - perStmt
-				if start >= rows {
-					return
-				}
-				n := min(perStmt, rows-start)
-				first, err := insertReturningFirst(ctx, db, start, n, payload, now)
-				if err == nil {
-					// A multi-row INSERT takes consecutive ids
-					// (innodb_autoinc_lock_mode 1, MariaDB's default).
-					for _, st := range []string{"sending", "sent"} {
-						if _, err = db.ExecContext(ctx, "UPDATE room_outbox SET status = ? WHERE id BETWEEN ? AND ?", st, first, first+int64(n)-1); err != nil {
-							break
-						}
-					}
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
-func insertReturningFirst(ctx context.Context, db *sql.DB, start, n, payload int, occurred int64) (int64, error) {
-	q, args := insertQuery(start, n, payload, occurred)
-	res, err := db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
 }
 
 // rawBinlog is the raw binlog limit: a go-mysql reader from gtid decoding

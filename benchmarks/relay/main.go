@@ -183,7 +183,7 @@ func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, ra
 
 	fmt.Printf("filling room_outbox with %d rows of %d-byte payloads...\n", rows, payload)
 	t0 := time.Now()
-	if err := fill(ctx, db, rows, payload); err != nil {
+	if err := fill(ctx, db, rows, payload, false); err != nil {
 		return err
 	}
 	var maxID uint64
@@ -235,8 +235,11 @@ func payloadOf(i, n int) []byte {
 	return p
 }
 
-// fill inserts rows with 4 concurrent writers in multi-row INSERTs.
-func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
+// fill inserts rows with 4 concurrent writers in multi-row INSERTs; with
+// status, each INSERT is followed by the IM publisher's two status UPDATEs
+// of its rows (sending, then sent), so the binlog holds two UPDATE row
+// images per inserted row.
+func fill(ctx context.Context, db *sql.DB, rows, payload int, status bool) error {
 	const perStmt = 500
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -250,7 +253,12 @@ func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
 					return
 				}
 				n := min(perStmt, rows-start)
-				if err := insert(ctx, db, start, n, payload, now); err != nil {
+				q, args := insertQuery(start, n, payload, now)
+				res, err := db.ExecContext(ctx, q, args...)
+				if err == nil && status {
+					err = setStatus(ctx, db, res, n)
+				}
+				if err != nil {
 					errs <- err
 					return
 				}
@@ -262,13 +270,23 @@ func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
 	return <-errs
 }
 
-const insertHead = "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES "
-
-func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int64) error {
-	q, args := insertQuery(start, n, payload, occurred)
-	_, err := db.ExecContext(ctx, q, args...)
-	return err
+// setStatus runs the two status UPDATEs of the n rows res inserted (a
+// multi-row INSERT takes consecutive ids: innodb_autoinc_lock_mode 1,
+// MariaDB's default).
+func setStatus(ctx context.Context, db *sql.DB, res sql.Result, n int) error {
+	first, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	for _, st := range []string{"sending", "sent"} {
+		if _, err := db.ExecContext(ctx, "UPDATE room_outbox SET status = ? WHERE id BETWEEN ? AND ?", st, first, first+int64(n)-1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+const insertHead = "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES "
 
 // insertQuery is the multi-row INSERT of rows start..start+n-1.
 func insertQuery(start, n, payload int, occurred int64) (string, []any) {

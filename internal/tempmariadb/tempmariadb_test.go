@@ -14,18 +14,7 @@ import (
 // (a user without privileges is refused), and that Stop removes the
 // directory.
 func TestStartBinlog(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Start(ctx, Options{Binlog: true, ServerID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	db, err := sql.Open("mysql", s.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	ctx, s, db := start(t, Options{Binlog: true, ServerID: 7})
 	var logBin, format, image, strict string
 	var serverID int
 	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@gtid_strict_mode, @@server_id").
@@ -59,18 +48,7 @@ func TestStartNoBinlog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a mariadbd")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Start(ctx, Options{BufferPool: "64M"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	db, err := sql.Open("mysql", s.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	ctx, _, db := start(t, Options{BufferPool: "64M"})
 	var logBin string
 	var pool int64
 	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@innodb_buffer_pool_size").Scan(&logBin, &pool); err != nil {
@@ -82,3 +60,22 @@ func TestStartNoBinlog(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// start starts a server for t, stopped (with its handle closed) when t
+// ends.
+func start(t *testing.T, o Options) (context.Context, *Server, *sql.DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	s, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return ctx, s, db
+}

@@ -250,19 +250,19 @@ func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) 
 	}
 	hb := r.cfg.Binlog.HeartbeatPeriod
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID:         r.cfg.Binlog.ServerID,
-		Flavor:           flavor,
-		Host:             host,
-		Port:             uint16(p),
-		User:             s.dsn.User,
-		Password:         s.dsn.Passwd,
-		TLSConfig:        s.dsn.TLS,
-		HeartbeatPeriod:  hb,
-		ReadTimeout:      3*hb + 10*time.Second,
-		DisableRetrySync: true,
-		EventCacheCount:  1, // events go to handler; the streamer only carries the error that ends the stream
+		ServerID:                r.cfg.Binlog.ServerID,
+		Flavor:                  flavor,
+		Host:                    host,
+		Port:                    uint16(p),
+		User:                    s.dsn.User,
+		Password:                s.dsn.Passwd,
+		TLSConfig:               s.dsn.TLS,
+		HeartbeatPeriod:         hb,
+		ReadTimeout:             3*hb + 10*time.Second,
+		DisableRetrySync:        true,
+		EventCacheCount:         1, // events go to handler; the streamer only carries the error that ends the stream
 		SynchronousEventHandler: handler,
-		Logger:           slog.New(warnOnly{r.log.Handler()}).With("lib", "go-mysql"),
+		Logger:                  slog.New(warnOnly{r.log.Handler()}).With("lib", "go-mysql"),
 		RowsEventDecodeFunc: func(e *replication.RowsEvent, data []byte) error {
 			pos, err := e.DecodeHeader(data)
 			if err != nil || !keep(e) {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // leaderOf returns the child whose latest LEADER/STANDBY line is LEADER.
