@@ -370,3 +370,132 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestBinlogLargeTransactionSpansBatches: one MySQL transaction of 600
+// rows of 1 KiB under relay.max_batch_bytes 64 KiB is relayed in batches
+// that each read at most max_batch_bytes (plus one row), never the whole
+// transaction at once. The relay is stopped after the first of them
+// commits: the stored position is the transaction's start plus the rows
+// already relayed, and a restart relays the rest, each row once.
+func TestBinlogLargeTransactionSpansBatches(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	cfg := binlogConfig(testConfig(t, k), m)
+	cfg.MaxBatchBytes = 64 << 10
+	const rows, size = 600, 1 << 10
+	var mu sync.Mutex
+	var batches []relay.BatchInfo
+	second := make(chan struct{})
+	commits := 0
+	hooked := withHooks(cfg, relay.Hooks{BeforeCommit: func(ctx context.Context, b relay.BatchInfo) {
+		mu.Lock()
+		if b.Rows > 0 {
+			commits++
+		}
+		n := commits
+		mu.Unlock()
+		if n == 2 { // the second batch of rows: hold it open until the stop aborts it
+			close(second)
+			<-ctx.Done()
+		}
+	}, AfterCommit: func(b relay.BatchInfo, err error) {
+		if err == nil && b.Rows > 0 {
+			mu.Lock()
+			batches = append(batches, b)
+			mu.Unlock()
+		}
+	}})
+	x := startRelay(t, hooked, m.DB, nil)
+	testenv.Eventually(t, 20*time.Second, "the relay to lead", func() bool { return metric(t, x.reg, "roomflow_relay_is_leader") == 1 })
+	big := rowsOf("big", "room-big", 0, rows)
+	for i := range big {
+		big[i].payload = payloadFor(big[i].eventID, size)
+	}
+	tx, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < rows; i += 100 {
+		if err := insertRows(ctx, tx, big[i:i+100]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the transaction's second batch never reached its commit")
+	}
+	x.stop(t)
+	mu.Lock()
+	if len(batches) != 1 || batches[0].Rows >= rows {
+		t.Fatalf("committed before the stop: %+v, want one batch of part of the transaction", batches)
+	}
+	first := batches[0].Rows
+	mu.Unlock()
+	// The stored position: the transaction's start and the rows done.
+	var pos relay.Position
+	for _, r := range k.DrainCommitted(t, cfg.OffsetsTopic) {
+		if string(r.Key) == cfg.TransactionalID {
+			if pos, err = relay.DecodePosition(r.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if pos.Mode != relay.ModeBinlog || pos.Binlog.Rows != uint64(first) || pos.Binlog.GTIDSet == "" {
+		t.Fatalf("stored position %+v, want binlog mode inside the transaction with %d rows done", pos.Binlog, first)
+	}
+
+	x = startRelay(t, withHooks(cfg, relay.Hooks{AfterCommit: func(b relay.BatchInfo, err error) {
+		if err == nil && b.Rows > 0 {
+			mu.Lock()
+			batches = append(batches, b)
+			mu.Unlock()
+		}
+	}}), m.DB, nil)
+	waitCount(t, k, cfg.Topic, rows, 30*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range batches {
+		if b.ReadBytes > cfg.MaxBatchBytes+size+64 {
+			t.Errorf("a batch held %d payload bytes, above max_batch_bytes %d plus one row", b.ReadBytes, cfg.MaxBatchBytes)
+		}
+	}
+	if len(batches) < rows*size/cfg.MaxBatchBytes {
+		t.Errorf("%d batches for %d bytes under max_batch_bytes %d", len(batches), rows*size, cfg.MaxBatchBytes)
+	}
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
+}
+
+// TestBinlogSnapshotUnderWrites: the first start snapshots a table of
+// several batches while writers keep inserting; the rows written during
+// the snapshot come from the binlog after it, none twice, none lost.
+func TestBinlogSnapshotUnderWrites(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	cfg := binlogConfig(testConfig(t, k), m)
+	cfg.BatchSize = 100
+	if err := writers(ctx, m.DB, "pre-", 3000, 4, 50, 48, 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() { werr <- streamWriters(ctx, m.DB, "live-", 4, 20, 48, 10*time.Millisecond, stop) }()
+	time.Sleep(200 * time.Millisecond)
+	x := startRelay(t, cfg, m.DB, nil)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, cfg.Topic, countRows(t, m.DB), 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
+}
