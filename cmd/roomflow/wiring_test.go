@@ -644,3 +644,11 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 		t.Fatal("lucky.switches.wallet_credit_dispatch: false must be honoured")
 	}
 }
+
+// --resnapshot is refused outside binlog mode, before anything connects.
+func TestRelayResnapshotNeedsBinlogMode(t *testing.T) {
+	_, err := runCLI(t, "metrics:\n  addr: \"\"\nlog:\n  level: error\n", "relay", "--resnapshot")
+	if err == nil || !strings.Contains(err.Error(), "--resnapshot: only with relay.mode binlog") {
+		t.Fatalf("relay --resnapshot in poll mode: %v", err)
+	}
+}
