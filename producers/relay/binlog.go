@@ -374,8 +374,10 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The syncer's reading goroutine hands each parsed event to the
-	// batcher below through evs (bounded: a slow commit slows the read).
-	evs := make(chan binlogEvent, 64)
+	// batcher below through evs: a few events (each at most one row image
+	// more than binlog_row_event_max_size) ahead of it; a slow commit slows
+	// the read.
+	evs := make(chan binlogEvent, 8)
 	syncer, err := r.binlogSyncer(srv, func(e *replication.RowsEvent) bool {
 		return e.Type() == replication.EnumRowsEventTypeInsert && ours(e.Table)
 	}, eventFunc(func(ev *replication.BinlogEvent) error {

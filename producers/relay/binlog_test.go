@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -498,4 +499,50 @@ func TestBinlogSnapshotUnderWrites(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	x.stop(t)
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
+}
+
+// TestBinlogIdleTableAdvancesPosition: with no outbox inserts, other
+// tables' transactions still move the stored binlog position (within a
+// heartbeat period), so a restart does not re-read them and the binlog
+// the position needs can be purged.
+func TestBinlogIdleTableAdvancesPosition(t *testing.T) {
+	k := newKafka(t)
+	m := binlogDB(t)
+	ctx := context.Background()
+	cfg := binlogConfig(testConfig(t, k), m)
+	x := startRelay(t, cfg, m.DB, nil)
+	testenv.Eventually(t, 20*time.Second, "the relay to lead", func() bool { return metric(t, x.reg, "roomflow_relay_is_leader") == 1 })
+	for _, q := range []string{"CREATE TABLE idle_other (id INT PRIMARY KEY)", "INSERT INTO idle_other VALUES (1)", "INSERT INTO idle_other VALUES (2)"} {
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want string
+	if err := m.DB.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() string {
+		c := k.Client(t, kgo.ConsumeTopics(cfg.OffsetsTopic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		defer c.Close()
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		var last string
+		for {
+			fs := c.PollFetches(pctx)
+			if pctx.Err() != nil {
+				return last
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if p, err := relay.DecodePosition(r.Value); err == nil && string(r.Key) == cfg.TransactionalID {
+					last = p.Binlog.GTIDSet
+				}
+			})
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "the stored GTID set to reach "+want, func() bool { return stored() == want })
+	x.stop(t)
+	if got := drain(t, k, cfg.Topic); len(got) != 0 {
+		t.Fatalf("%d records for an idle outbox", len(got))
+	}
 }
