@@ -295,8 +295,29 @@ type streamState struct {
 	standalone bool
 	gtid       gomysql.MariadbGTID
 	start      BinlogPosition // the position before the open transaction
-	rows       uint64         // relay-table insert rows of the open transaction so far
-	skip       uint64         // rows of the first transaction already relayed
+	rows       uint64         // relay-table insert rows of the open transaction seen so far
+	skip       uint64         // rows of the first transaction relayed before and not seen yet
+}
+
+// newStreamState is the state of a stream starting at pos; it fails on a
+// GTID set that does not parse.
+func newStreamState(flavor string, pos BinlogPosition) (*streamState, error) {
+	st := &streamState{flavor: flavor, file: pos.File, offset: pos.Offset, skip: pos.Rows}
+	if pos.GTIDSet != "" || (flavor == FlavorMariaDB && pos.File == "") {
+		gs, err := gomysql.ParseMariadbGTIDSet(pos.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
+		}
+		st.gset = gs.(*gomysql.MariadbGTIDSet)
+	}
+	if pos.Rows > 0 {
+		// Inside a transaction already: until its events arrive, the
+		// position to store is still its start plus the rows done, never
+		// its start alone (that would relay those rows again).
+		st.inTxn, st.start = true, pos
+		st.start.Rows = 0
+	}
+	return st, nil
 }
 
 func (s *streamState) done() BinlogPosition {
@@ -311,8 +332,10 @@ func (s *streamState) done() BinlogPosition {
 // position, inside one its start plus the rows of it relayed.
 func (s *streamState) current() BinlogPosition {
 	if s.inTxn {
+		// Rows still to skip were relayed before: they count as done
+		// even before their events arrive.
 		p := s.start
-		p.Rows = s.rows
+		p.Rows = s.rows + s.skip
 		return p
 	}
 	return s.done()
@@ -392,15 +415,13 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 		return err
 	}
 	defer syncer.Close()
-	st := &streamState{flavor: srv.flavor, file: pos.File, offset: pos.Offset, skip: pos.Rows}
+	st, err := newStreamState(srv.flavor, pos)
+	if err != nil {
+		return err
+	}
 	var streamer *replication.BinlogStreamer
-	if pos.GTIDSet != "" || (srv.flavor == FlavorMariaDB && pos.File == "") {
-		gs, err := gomysql.ParseMariadbGTIDSet(pos.GTIDSet)
-		if err != nil {
-			return fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
-		}
-		st.gset = gs.(*gomysql.MariadbGTIDSet)
-		streamer, err = syncer.StartSyncGTID(gs)
+	if st.gset != nil {
+		streamer, err = syncer.StartSyncGTID(st.gset.Clone())
 		if err != nil {
 			return r.purged(pos, err)
 		}

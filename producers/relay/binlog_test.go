@@ -450,6 +450,27 @@ func TestBinlogLargeTransactionSpansBatches(t *testing.T) {
 		t.Fatalf("stored position %+v, want binlog mode inside the transaction with %d rows done", pos.Binlog, first)
 	}
 
+	// A restart that idles before the transaction's events arrive (a
+	// heartbeat period of 1ms) and is stopped before its first rows
+	// commit must leave the position inside the transaction: whatever it
+	// committed meanwhile may not send the relayed rows again.
+	idle := cfg
+	idle.Binlog.HeartbeatPeriod = time.Millisecond
+	held := make(chan struct{})
+	var once sync.Once
+	x = startRelay(t, withHooks(idle, relay.Hooks{BeforeCommit: func(ctx context.Context, b relay.BatchInfo) {
+		if b.Rows > 0 {
+			once.Do(func() { close(held) })
+			<-ctx.Done()
+		}
+	}}), m.DB, nil)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restarted relay never reached a batch of rows")
+	}
+	x.stop(t)
+
 	x = startRelay(t, withHooks(cfg, relay.Hooks{AfterCommit: func(b relay.BatchInfo, err error) {
 		if err == nil && b.Rows > 0 {
 			mu.Lock()
