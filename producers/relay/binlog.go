@@ -524,6 +524,13 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 			st.file, st.offset = string(ev.NextLogName), ev.Position
 			continue
 		case *replication.MariadbGTIDEvent:
+			if st.inTxn && st.gtid.SequenceNumber > 0 {
+				// Only committed transactions reach the binlog: one whose
+				// end event was not recognised (XA) ended here.
+				if err := st.commit(); err != nil {
+					return err
+				}
+			}
 			st.begin()
 			st.gtid, st.standalone = ev.GTID, ev.IsStandalone()
 		case *replication.XIDEvent:
