@@ -20,6 +20,19 @@
 // insert's commit to its record being visible to a read_committed consumer
 // is reported as p50/p99.
 //
+// With -mode binlog the rows are written after a binlog-mode relay stored
+// its position, each followed by the two IM status UPDATEs room_outbox
+// rows get (which the binlog carries and the relay must parse past), and
+// the comparison is:
+//   - raw binlog: a go-mysql binlog reader from the same position parsing
+//     every row event, counting the INSERTs (no Kafka);
+//   - relay binlog: the real relay in binlog mode streaming that binlog;
+//   - relay poll: the poll-mode relay over the same rows, for reference;
+//
+// and the latency run uses the binlog-mode relay. Binlog mode runs on a
+// throwaway mariadbd with the row binlog on (internal/tempmariadb); -mysql
+// is not used then.
+//
 // The benchmark creates and drops its own database (mysql server from
 // -mysql) and uses an in-process kfake of 3 brokers unless -brokers or
 // -kafka-config is set.
@@ -61,58 +74,85 @@ func main() {
 		pollIvl   = flag.Duration("poll", 100*time.Millisecond, "relay.poll_interval")
 		keepDB    = flag.Bool("keep-db", false, "do not drop the database")
 		partition = flag.Int("partitions", 12, "partitions per topic")
+		mode      = flag.String("mode", "poll", "relay.mode to benchmark: poll or binlog")
 		kafka     = benchkafka.RegisterFlags(nil, "in-process kfake, 3 brokers")
 	)
 	flag.Parse()
+	if *mode == "binlog" {
+		if err := runBinlog(*rows, *payload, *batch, kafka, *rate, *txnRows, *nWriters, *latDur, *pollIvl, int32(*partition)); err != nil {
+			fmt.Fprintln(os.Stderr, "benchmark:", err)
+			os.Exit(1)
+		}
+		return
+	} else if *mode != "poll" {
+		fmt.Fprintln(os.Stderr, "benchmark: -mode must be poll or binlog")
+		os.Exit(2)
+	}
 	if err := run(*rows, *payload, *batch, *mysqlDSN, kafka, *rate, *txnRows, *nWriters, *latDur, *pollIvl, *keepDB, int32(*partition)); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, rate, txnRows, writers int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// bench is what both modes' runs share: the Kafka topics, a scratch
+// database and the config of a relay on them.
+type bench struct {
+	kcfg   config.KafkaConfig
+	adm    *kadm.Client
+	prefix string
+	db     *sql.DB
+	cfg    config.Config
+}
 
-	// Kafka.
+// setup connects Kafka (topics under a fresh prefix, plus the raw topic)
+// and creates a migrated scratch database on serverDSN; close undoes it.
+func setup(ctx context.Context, serverDSN string, kafka *benchkafka.Flags, batch int, poll time.Duration, keepDB bool, partitions int32, log *slog.Logger) (_ *bench, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	kcfg, stopKafka, err := kafka.Connect(config.Default().Kafka, benchkafka.Options{})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer stopKafka()
+	closers = append(closers, stopKafka)
 	kcfg.Partitions = partitions
 	prefix := fmt.Sprintf("bench%d.", time.Now().UnixNano())
 	kcfg.Topics = kcfg.Topics.WithPrefix(prefix)
 	admCl, err := kcfg.Cluster(nil, nil).NewClient("bench-admin")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer admCl.Close()
+	closers = append(closers, admCl.Close)
 	adm := kadm.NewClient(admCl)
 	if _, err := kafkax.EnsureTopics(ctx, adm, kcfg.Layout()); err != nil {
-		return err
+		return nil, nil, err
 	}
-	rawTopic := prefix + "raw"
-	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, rawTopic); err != nil {
-		return err
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, prefix+"raw"); err != nil {
+		return nil, nil, err
 	}
-
-	// MySQL.
 	scratch, err := mysqlx.NewScratch(ctx, serverDSN, fmt.Sprintf("relay_bench_%d", time.Now().UnixNano()), true)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if keepDB {
-		defer scratch.Keep() //nolint:errcheck // benchmark teardown
+		closers = append(closers, func() { _ = scratch.Keep() })
 	} else {
-		defer scratch.Drop(context.Background()) //nolint:errcheck // benchmark teardown
+		closers = append(closers, func() { _ = scratch.Drop(context.Background()) })
 	}
 	dsn := scratch.DSN
 	db, err := mysqlx.Open(ctx, config.MySQLConfig{DSN: dsn, MaxOpenConns: 16, MaxIdleConns: 16})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer db.Close()
+	closers = append(closers, func() { db.Close() })
 
 	cfg := config.Default()
 	cfg.Kafka = kcfg
@@ -123,15 +163,27 @@ func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, ra
 	cfg.Relay.FailoverTimeout = config.Duration(3 * time.Second)
 	cfg.Relay.TransactionalID = prefix + "relay"
 	if err := cfg.Validate(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := relayConfig(cfg, log).Validate(); err != nil {
+		return nil, nil, err
+	}
+	return &bench{kcfg: kcfg, adm: adm, prefix: prefix, db: db, cfg: cfg}, closeAll, nil
+}
+
+func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, rate, txnRows, writers int, latDur, poll time.Duration, keepDB bool, partitions int32) error {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, closeAll, err := setup(ctx, serverDSN, kafka, batch, poll, keepDB, partitions, log)
+	if err != nil {
 		return err
 	}
+	defer closeAll()
+	kcfg, db, cfg, rawTopic := b.kcfg, b.db, b.cfg, b.prefix+"raw"
 
 	fmt.Printf("filling room_outbox with %d rows of %d-byte payloads...\n", rows, payload)
 	t0 := time.Now()
-	if err := fill(ctx, db, rows, payload); err != nil {
+	if err := fill(ctx, db, rows, payload, false); err != nil {
 		return err
 	}
 	var maxID uint64
@@ -183,8 +235,11 @@ func payloadOf(i, n int) []byte {
 	return p
 }
 
-// fill inserts rows with 4 concurrent writers in multi-row INSERTs.
-func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
+// fill inserts rows with 4 concurrent writers in multi-row INSERTs; with
+// status, each INSERT is followed by the IM publisher's two status UPDATEs
+// of its rows (sending, then sent), so the binlog holds two UPDATE row
+// images per inserted row.
+func fill(ctx context.Context, db *sql.DB, rows, payload int, status bool) error {
 	const perStmt = 500
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -198,7 +253,12 @@ func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
 					return
 				}
 				n := min(perStmt, rows-start)
-				if err := insert(ctx, db, start, n, payload, now); err != nil {
+				q, args := insertQuery(start, n, payload, now)
+				res, err := db.ExecContext(ctx, q, args...)
+				if err == nil && status {
+					err = setStatus(ctx, db, res, n)
+				}
+				if err != nil {
 					errs <- err
 					return
 				}
@@ -210,9 +270,26 @@ func fill(ctx context.Context, db *sql.DB, rows, payload int) error {
 	return <-errs
 }
 
+// setStatus runs the two status UPDATEs of the n rows res inserted (a
+// multi-row INSERT takes consecutive ids: innodb_autoinc_lock_mode 1,
+// MariaDB's default).
+func setStatus(ctx context.Context, db *sql.DB, res sql.Result, n int) error {
+	first, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	for _, st := range []string{"sending", "sent"} {
+		if _, err := db.ExecContext(ctx, "UPDATE room_outbox SET status = ? WHERE id BETWEEN ? AND ?", st, first, first+int64(n)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 const insertHead = "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES "
 
-func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int64) error {
+// insertQuery is the multi-row INSERT of rows start..start+n-1.
+func insertQuery(start, n, payload int, occurred int64) (string, []any) {
 	var b strings.Builder
 	b.WriteString(insertHead)
 	args := make([]any, 0, n*9)
@@ -224,8 +301,7 @@ func insert(ctx context.Context, db *sql.DB, start, n, payload int, occurred int
 		args = append(args, "hyapp", fmt.Sprintf("bench-%d", i), "RoomGiftSent", fmt.Sprintf("room-%d", i%5000),
 			int64(i/5000+1), payloadOf(i, payload), occurred, occurred, occurred)
 	}
-	_, err := db.ExecContext(ctx, b.String(), args...)
-	return err
+	return b.String(), args
 }
 
 // rawScan is the raw limit: the relay's read query, the same record
@@ -286,6 +362,9 @@ func relayConfig(cfg config.Config, log *slog.Logger) relay.Config {
 		FailoverTimeout: cfg.Relay.FailoverTimeout.D(), TransactionalID: cfg.Relay.TransactionalID,
 		Topic: t.RoomEvents, DLQTopic: t.DLQ, OffsetsTopic: t.RelayOffsets,
 		Kafka: cfg.Kafka.Cluster(nil, log), Logger: log,
+		Mode: relay.Mode(cfg.Relay.Mode),
+		Binlog: relay.BinlogConfig{DSN: cfg.MySQL.DSN, ServerID: cfg.Relay.Binlog.ServerID,
+			HeartbeatPeriod: cfg.Relay.Binlog.HeartbeatPeriod.D()},
 	}
 }
 

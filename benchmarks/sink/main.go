@@ -39,15 +39,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -57,6 +53,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/tempmariadb"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
@@ -154,11 +151,16 @@ func (r result) rate() float64 { return float64(r.entries) / r.elapsed.Seconds()
 func run(o opts) error {
 	ctx := context.Background()
 	if o.private {
-		dsn, stop, err := startMariaDB(ctx, o.bufferPool)
+		// The shared development server keeps MariaDB's default 128 MiB
+		// buffer pool, which the 200k-entry working set exceeds, so its
+		// numbers measure page eviction rather than the sink.
+		srv, err := tempmariadb.Start(ctx, tempmariadb.Options{BufferPool: o.bufferPool,
+			Args: []string{"--innodb-log-file-size=1G"}})
 		if err != nil {
 			return fmt.Errorf("private mariadbd: %w", err)
 		}
-		defer stop()
+		defer srv.Stop()
+		dsn := srv.DSN
 		o.serverDSN = dsn
 		fmt.Printf("private mariadbd (innodb_buffer_pool_size=%s, binlog off, flush_log_at_trx_commit=1) at %s\n", o.bufferPool, dsn)
 	}
@@ -288,74 +290,6 @@ func pct(v []float64) string {
 		out[i] = fmt.Sprintf("%.0f%%", 100*x)
 	}
 	return "[" + strings.Join(out, " ") + "]"
-}
-
-// startMariaDB starts a throwaway mariadbd on a free loopback port with
-// its data in a temporary directory (grant tables skipped: loopback only,
-// removed afterwards). The shared development server keeps MariaDB's
-// default 128 MiB buffer pool, which the 200k-entry working set exceeds,
-// so its numbers measure page eviction rather than the sink.
-func startMariaDB(ctx context.Context, bufferPool string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "sinkbench-mariadb-")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
-		"--auth-root-authentication-method=normal", "--user=root", "--skip-test-db")
-	if out, err := install.CombinedOutput(); err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("mariadb-install-db: %v: %s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := exec.Command("mariadbd", "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--socket="+filepath.Join(dir, "sock"),
-		"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--user=root", "--skip-grant-tables", "--skip-log-bin",
-		"--innodb-buffer-pool-size="+bufferPool, "--innodb-log-file-size=1G", "--max-connections=200")
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	srv.Stdout, srv.Stderr = logf, logf
-	if err := srv.Start(); err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	stop := func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = srv.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		cleanup()
-	}
-	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	defer db.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if err := db.PingContext(ctx); err == nil {
-			return dsn, stop, nil
-		} else if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("not ready after 30s: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // partitionOf spreads users over partitions like the Kafka key hash would.

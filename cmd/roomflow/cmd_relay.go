@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+
+	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -25,13 +28,30 @@ relay.failover_timeout; a former leader is fenced by the transactional id.
 With --instance-id (the pod name) a replica is a static member of the
 leader group: restarted after a crash it leads again at once instead of
 after relay.failover_timeout; stopped by SIGTERM it leaves, so a standby
-takes over at once. The relay never locks or writes room_outbox.`,
+takes over at once. The relay never locks or writes room_outbox.
+
+With relay.mode binlog the leader reads the row binlog of mysql.dsn's
+server as a replica (relay.binlog.server_id) instead of polling: the first
+start snapshots the table, then streams; the position in
+kafka.topics.relay_offsets is then a GTID set. If the server purged the
+binlog past it, the relay stops with an error and
+roomflow_relay_binlog_purged = 1: run once with --resnapshot.`,
 		Order: 10,
-		Flags: instanceIDFlag,
+		Flags: func(fs *pflag.FlagSet) {
+			instanceIDFlag(fs)
+			fs.Bool("resnapshot", false, "relay.mode binlog: snapshot the rows the stored position has not relayed instead of "+
+				"streaming from its binlog position (the recovery when the binlog there was purged); nothing is relayed twice")
+		},
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			cfg, err := relayConfig(d, memberID(d, "relay"))
 			if err != nil {
 				return nil, err
+			}
+			if re, _ := d.Flags.GetBool("resnapshot"); re {
+				if cfg.Mode != relay.ModeBinlog {
+					return nil, errors.New("--resnapshot: only with relay.mode binlog")
+				}
+				cfg.Binlog.Resnapshot = true
 			}
 			db, err := d.DB(ctx)
 			if err != nil {

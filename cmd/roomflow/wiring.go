@@ -107,6 +107,13 @@ func relayConfig(d *app.Deps, instanceID string) (relay.Config, error) {
 		Registerer:      reg,
 		Logger:          d.Log,
 		InstanceID:      instanceID,
+		Mode:            relay.Mode(cfg.Relay.Mode),
+		Binlog: relay.BinlogConfig{
+			DSN:             cfg.MySQL.DSN,
+			ServerID:        cfg.Relay.Binlog.ServerID,
+			SnapshotFromID:  cfg.Relay.Binlog.SnapshotFromID,
+			HeartbeatPeriod: cfg.Relay.Binlog.HeartbeatPeriod.D(),
+		},
 	}
 	return c, cfgerr.Under("relay", relayKeys, c.Validate())
 }
@@ -118,6 +125,7 @@ var relayKeys = map[string]string{
 	"offsets_topic":    "kafka.topics.relay_offsets",
 	"shutdown_timeout": "shutdown.timeout",
 	"kafka.brokers":    "kafka.brokers",
+	"binlog.dsn":       "mysql.dsn",
 }
 
 // processSelection is the processors `roomflow process` runs: "" (both),
@@ -605,4 +613,5 @@ var rebuildKeys = map[string]string{
 	"batch_size":       "--batch-size",
 	"idle":             "--idle",
 	"kafka.brokers":    "kafka.brokers",
+	"binlog.dsn":       "mysql.dsn",
 }

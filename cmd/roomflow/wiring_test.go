@@ -43,6 +43,8 @@ func TestRelayWiringDefaults(t *testing.T) {
 		OffsetsTopic:    "roomflow.relay.offsets.v1",
 		ShutdownTimeout: relay.DefaultShutdownTimeout,
 		InstanceID:      "pod-0-relay",
+		Mode:            relay.DefaultMode,
+		Binlog:          relay.BinlogConfig{DSN: cfg.MySQL.DSN, HeartbeatPeriod: relay.DefaultHeartbeatPeriod},
 	}
 	if !equalRelayConfig(c, want) { // routes and kafka below
 		t.Errorf("mapped\n%+v\nwant\n%+v", c, want)
@@ -65,7 +67,7 @@ func equalRelayConfig(a, b relay.Config) bool {
 		a.MaxOpenGaps == b.MaxOpenGaps && a.FailoverTimeout == b.FailoverTimeout && a.TransactionalID == b.TransactionalID &&
 		a.MaxRecordBytes == b.MaxRecordBytes && a.MaxBatchBytes == b.MaxBatchBytes && a.Topic == b.Topic &&
 		a.DLQTopic == b.DLQTopic && a.OffsetsTopic == b.OffsetsTopic && a.ShutdownTimeout == b.ShutdownTimeout &&
-		a.InstanceID == b.InstanceID && a.Table == b.Table
+		a.InstanceID == b.InstanceID && a.Table == b.Table && a.Mode == b.Mode && a.Binlog == b.Binlog
 }
 
 // Every relay check, each with the app's dotted key its error must name
@@ -96,6 +98,14 @@ func TestRelayWiringNamesTheKey(t *testing.T) {
 		{"kafka.topics.relay_offsets", func(c *config.Config) { c.Kafka.Topics.RelayOffsets = "" }},
 		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
 		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
+		{"relay.mode", func(c *config.Config) { c.Relay.Mode = "cdc" }},
+		{"relay.binlog.server_id", func(c *config.Config) { c.Relay.Mode = "binlog" }},
+		{"relay.binlog.heartbeat_period", func(c *config.Config) {
+			c.Relay.Mode, c.Relay.Binlog.ServerID, c.Relay.Binlog.HeartbeatPeriod = "binlog", 7, -1
+		}},
+		{"mysql.dsn", func(c *config.Config) {
+			c.Relay.Mode, c.Relay.Binlog.ServerID, c.MySQL.DSN = "binlog", 7, "root:secret@tcp(h:3306/x"
+		}},
 	}
 	for _, tc := range cases {
 		c := config.Default()
@@ -632,5 +642,13 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 	cfg.Lucky.Switches.WalletCreditDispatch = false
 	if draw, _ = luckyDrawConfig(d); !draw.DisableWalletCreditDispatch {
 		t.Fatal("lucky.switches.wallet_credit_dispatch: false must be honoured")
+	}
+}
+
+// --resnapshot is refused outside binlog mode, before anything connects.
+func TestRelayResnapshotNeedsBinlogMode(t *testing.T) {
+	_, err := runCLI(t, "metrics:\n  addr: \"\"\nlog:\n  level: error\n", "relay", "--resnapshot")
+	if err == nil || !strings.Contains(err.Error(), "--resnapshot: only with relay.mode binlog") {
+		t.Fatalf("relay --resnapshot in poll mode: %v", err)
 	}
 }

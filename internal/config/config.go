@@ -174,6 +174,16 @@ type RelayConfig struct {
 	MaxRecordBytes  int               `yaml:"max_record_bytes"`
 	MaxBatchBytes   int               `yaml:"max_batch_bytes"` // payload bytes one batch reads from MySQL
 	Routes          map[string]string `yaml:"routes"`          // event_type -> topic; others go to kafka.topics.room_events
+	Mode            string            `yaml:"mode"`            // poll | binlog
+	Binlog          RelayBinlogConfig `yaml:"binlog"`
+}
+
+// RelayBinlogConfig tunes relay.mode binlog (the relay reads the row binlog
+// of mysql.dsn's server as a replica).
+type RelayBinlogConfig struct {
+	ServerID        uint32   `yaml:"server_id"`        // required in binlog mode, no default
+	SnapshotFromID  uint64   `yaml:"snapshot_from_id"` // first-start snapshot: ids above it (0: all)
+	HeartbeatPeriod Duration `yaml:"heartbeat_period"`
 }
 
 // ProcessConfig tunes the exactly-once stream runtime shared by processors.
@@ -386,6 +396,8 @@ func Default() Config {
 			TransactionalID: "roomflow-relay",
 			MaxRecordBytes:  1 << 20,
 			MaxBatchBytes:   16 << 20,
+			Mode:            "poll",
+			Binlog:          RelayBinlogConfig{HeartbeatPeriod: Duration(time.Second)},
 		},
 		Process: ProcessConfig{
 			CommitInterval: Duration(100 * time.Millisecond),

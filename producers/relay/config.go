@@ -5,10 +5,24 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
+)
+
+// Mode is how the relay reads the outbox table: ModePoll or ModeBinlog.
+type Mode string
+
+const (
+	// ModePoll reads the table with id-ordered SELECTs and tracks gaps
+	// (the default; needs only SELECT).
+	ModePoll Mode = "poll"
+	// ModeBinlog reads the row binary log as a replica would (commit
+	// order, no gaps, no polling load; needs the binlog settings and
+	// replication privileges, see BinlogConfig).
+	ModeBinlog Mode = "binlog"
 )
 
 // Config is everything a Relay needs besides its database: its settings,
@@ -86,6 +100,45 @@ type Config struct {
 	// Table is the table read, of room_outbox's shape; an unquoted MySQL
 	// identifier. Default "room_outbox".
 	Table string
+
+	// Mode is how the table is read: ModePoll (default) or ModeBinlog.
+	// Both modes commit the same records with the same guarantees, and a
+	// relay switched between them continues from the other's position.
+	Mode Mode
+	// Binlog configures ModeBinlog; ignored in poll mode.
+	Binlog BinlogConfig
+}
+
+// BinlogConfig configures binlog mode: the leader connects to MySQL as a
+// replica and relays the INSERTs into Table from the row binary log.
+type BinlogConfig struct {
+	// DSN is the go-sql-driver DSN of the server whose binlog is read (its
+	// address, user, password and TLS settings; roomflow: mysql.dsn). Its
+	// user needs REPLICATION SLAVE plus REPLICATION CLIENT (MariaDB: BINLOG
+	// MONITOR) and SELECT on the table. Required in binlog mode; never
+	// logged.
+	DSN string
+	// ServerID is the server id the relay registers as a replica with. No
+	// other replica or binlog client of the server may use it (the server
+	// drops an older stream of the same id); the relay's own replicas
+	// share it, as only the leader streams. Required in binlog mode, no
+	// default: 1 to 4294967295.
+	ServerID uint32
+	// SnapshotFromID limits the first-start snapshot (no stored position)
+	// to rows with id above it; 0: all rows.
+	SnapshotFromID uint64
+	// Resnapshot makes this process's first binlog-mode leader session
+	// snapshot the rows the stored position has not relayed (ids above its
+	// high-water id and its open holes) instead of streaming from its
+	// binlog position, then stream from the snapshot's: the recovery from a
+	// BinlogPurgedError (`roomflow relay --resnapshot`). Nothing is relayed
+	// twice; rows of transactions that stayed open past relay.gap_max_age
+	// before the purge may be missed, as in poll mode.
+	Resnapshot bool
+	// HeartbeatPeriod is how often the server sends a heartbeat on an idle
+	// binlog, which advances the position of an idle table and bounds
+	// roomflow_relay_lag_seconds. Default 1s.
+	HeartbeatPeriod time.Duration
 }
 
 // Defaults of Config, equal to roomflow's relay.* and shutdown.timeout
@@ -100,6 +153,8 @@ const (
 	DefaultMaxBatchBytes   = 16 << 20
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultTable           = "room_outbox"
+	DefaultMode            = ModePoll
+	DefaultHeartbeatPeriod = time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -116,6 +171,8 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 	cfgerr.Default(&c.Table, DefaultTable)
+	cfgerr.Default(&c.Mode, DefaultMode)
+	cfgerr.Default(&c.Binlog.HeartbeatPeriod, DefaultHeartbeatPeriod)
 }
 
 // Validate checks every setting, keyed by the field's snake-case name
@@ -167,7 +224,31 @@ func (c Config) Validate() error {
 	if c.Table != "" && !identifier(c.Table) {
 		v.Bad("table", "must be an unquoted MySQL identifier, [A-Za-z0-9_$] (got %q)", c.Table)
 	}
+	switch c.Mode {
+	case ModePoll:
+	case ModeBinlog:
+		c.Binlog.validate(&v)
+	default:
+		v.Bad("mode", "must be %q or %q (got %q)", ModePoll, ModeBinlog, c.Mode)
+	}
 	return v.Err()
+}
+
+// validate checks binlog mode's settings under "binlog.". The DSN's text
+// never goes into an error: it holds the password.
+func (b BinlogConfig) validate(v *cfgerr.Checks) {
+	if b.ServerID == 0 {
+		v.Bad("binlog.server_id", "is required in binlog mode: a server id (1-4294967295) that no other replica or binlog client of the MySQL server uses")
+	}
+	if b.DSN == "" {
+		v.Bad("binlog.dsn", "is required in binlog mode")
+	} else if _, err := mysql.ParseDSN(b.DSN); err != nil {
+		v.Bad("binlog.dsn", "does not parse as a MySQL DSN")
+	}
+	v.PositiveDuration("binlog.heartbeat_period", b.HeartbeatPeriod)
+	if b.HeartbeatPeriod > 0 && (b.HeartbeatPeriod < time.Millisecond || b.HeartbeatPeriod > 4294967*time.Second) {
+		v.Bad("binlog.heartbeat_period", "must be between 1ms and 4294967s (got %s)", b.HeartbeatPeriod)
+	}
 }
 
 // identifier reports whether s is safe to put into a query as a table name.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
 
@@ -19,10 +18,12 @@ import (
 // test at a random instant). Each stop is followed by a restart from the
 // position in Kafka. A read_committed consumer then sees every row exactly
 // once.
-func TestCrashExactlyOnce(t *testing.T) {
+func TestCrashExactlyOnce(t *testing.T) { forModes(t, testCrashExactlyOnce) }
+
+func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.BatchSize = 500
 	const total = 100_000
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))

@@ -13,10 +13,12 @@ import (
 // a reason header, in order with the rest; a malformed envelope is
 // forwarded as bytes; routes send an event type to its own topic; the relay
 // does not stall.
-func TestDeadLetters(t *testing.T) {
+func TestDeadLetters(t *testing.T) { forModes(t, testDeadLetters) }
+
+func testDeadLetters(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.MaxRecordBytes = 4096
 	cfg.Routes = map[string]string{"RoomGiftSent": k.Config.Topics.LuckyPoolInflow}
 	x := startRelay(t, cfg, m.DB, nil)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
 
@@ -16,10 +15,12 @@ import (
 // initialise (as a new leader does on takeover) and commit, then releases
 // the old leader: its commit must fail, and none of its records may become
 // visible to read_committed consumers.
-func TestFencedLeaderCannotCommit(t *testing.T) {
+func TestFencedLeaderCannotCommit(t *testing.T) { forModes(t, testFencedLeaderCannotCommit) }
+
+func testFencedLeaderCannotCommit(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	ctx := context.Background()
 
 	pinned := make(chan relay.BatchInfo, 1)

@@ -27,11 +27,16 @@ func seq(prefix string, from, n int, room string) []outboxRow {
 // TestOutOfOrderCommit: id N is held by an open transaction while
 // N+1..N+1000 commit; the relay moves past N, relays N when it commits 5s
 // later, and gives up a rolled-back id after gap_max_age without ever
-// blocking progress.
-func TestOutOfOrderCommit(t *testing.T) {
+// blocking progress. In binlog mode the late row arrives with its commit
+// and the rolled-back id, never in the binlog, is only dropped from the
+// poll fallback's holes: no gap_abandoned record, no abandoned count.
+func TestOutOfOrderCommit(t *testing.T) { forModes(t, testOutOfOrderCommit) }
+
+func testOutOfOrderCommit(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
+	binlog := cfg.Mode == relay.ModeBinlog
 	cfg.GapMaxAge = 7 * time.Second
 	logs := &testenv.SyncBuffer{}
 	x := startRelay(t, cfg, m.DB, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
@@ -94,21 +99,41 @@ func TestOutOfOrderCommit(t *testing.T) {
 	}
 	waitCount(t, k, topic, 1011, 30*time.Second)
 
-	// The rolled-back id is abandoned once older than gap_max_age.
-	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("rolled-back id %d to be abandoned (gap_max_age)", rbID), func() bool {
-		return metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age") >= 1
-	})
-	if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 1 {
-		t.Errorf("abandoned = %v, want exactly 1 (only the rolled-back id)", got)
-	}
-	if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 0 {
-		t.Errorf("open gaps = %v after abandoning, want 0", got)
+	if binlog {
+		// The rolled-back id leaves the poll fallback's holes silently.
+		time.Sleep(time.Until(heldAt.Add(cfg.GapMaxAge + time.Second)))
+	} else {
+		// The rolled-back id is abandoned once older than gap_max_age.
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("rolled-back id %d to be abandoned (gap_max_age)", rbID), func() bool {
+			return metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age") >= 1
+		})
+		if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 1 {
+			t.Errorf("abandoned = %v, want exactly 1 (only the rolled-back id)", got)
+		}
+		if got := metric(t, x.reg, "roomflow_relay_open_gaps"); got != 0 {
+			t.Errorf("open gaps = %v after abandoning, want 0", got)
+		}
 	}
 	if err := insertRows(ctx, m.DB, seq("c", 1, 5, "room-c")); err != nil {
 		t.Fatal(err)
 	}
 	waitCount(t, k, topic, 1016, 30*time.Second)
+	if binlog {
+		testenv.Eventually(t, 10*time.Second, "open gaps 0 once the rolled-back id is older than gap_max_age", func() bool {
+			return metric(t, x.reg, "roomflow_relay_open_gaps") == 0
+		})
+		if got := metric(t, x.reg, "roomflow_relay_gaps_abandoned_total", "reason", "max_age"); got != 0 {
+			t.Errorf("binlog mode counted %v abandoned gaps, want 0", got)
+		}
+	}
 	x.stop(t)
+	if binlog {
+		if dlq := drain(t, k, cfg.DLQTopic); len(dlq) != 0 {
+			t.Errorf("binlog mode dead-lettered %d records, want none", len(dlq))
+		}
+		checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
+		return
+	}
 
 	log := logs.String()
 	if !strings.Contains(log, "level=WARN msg=\"outbox gap abandoned\"") || !strings.Contains(log, fmt.Sprintf("from_id=%d to_id=%d", rbID, rbID)) {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hyapp/roomflow/internal/testenv"
 )
 
 // leaderOf returns the child whose latest LEADER/STANDBY line is LEADER.
@@ -52,10 +50,12 @@ func waitLeader(t *testing.T, d time.Duration, not *child, cs ...*child) (*child
 // open transaction: a third replica takes over and fences it, and the
 // frozen one, resumed, cannot commit. Kafka ends with every row exactly
 // once.
-func TestTwoReplicas(t *testing.T) {
+func TestTwoReplicas(t *testing.T) { forModes(t, testTwoReplicas) }
+
+func testTwoReplicas(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.BatchSize = 200
 	if k.Fake != nil {
 		// session 3.3s: room for a loaded machine within the 5s bound

@@ -47,11 +47,13 @@ func growing(t *testing.T, what string, d time.Duration, least float64, xs ...*r
 // row is, on the leader and on a standby alike: it is small once the
 // relay caught up with rows that occurred an hour ago (so both know the
 // committed position), and it keeps growing, on both replicas, while the
-// leader is stuck and commits nothing.
-func TestRelayLagGrowsWithoutCommits(t *testing.T) {
+// leader is stuck and commits nothing. It means the same in both modes.
+func TestRelayLagGrowsWithoutCommits(t *testing.T) { forModes(t, testRelayLagGrowsWithoutCommits) }
+
+func testRelayLagGrowsWithoutCommits(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	oldRows(t, m.DB, "old-", 20, time.Hour)
 
 	var stuck atomic.Bool

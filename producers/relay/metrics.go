@@ -19,6 +19,7 @@ type metrics struct {
 	commitDuration prometheus.Histogram
 	batchBytes     prometheus.Histogram
 	idReissue      prometheus.Gauge
+	binlogPurged   prometheus.Gauge
 }
 
 // newMetrics registers the relay's series; lag is the value of
@@ -69,6 +70,10 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 			Name: "roomflow_relay_id_reissue_detected",
 			Help: "1 while the outbox table's AUTO_INCREMENT is at or below the relayed high-water id (ids are being reissued, e.g. after a failover to a lagging replica) and the relay has stopped; 0 otherwise.",
 		}),
+		binlogPurged: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_relay_binlog_purged",
+			Help: "1 while binlog mode cannot continue because the server no longer has the binlog at the stored position (purged, or a file/offset position after a failover); recover with `roomflow relay --resnapshot`. 0 otherwise.",
+		}),
 	}
 	m.events = promreg.Register(reg, m.events)
 	m.batches = promreg.Register(reg, m.batches)
@@ -80,6 +85,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.commitDuration = promreg.Register(reg, m.commitDuration)
 	m.batchBytes = promreg.Register(reg, m.batchBytes)
 	m.idReissue = promreg.Register(reg, m.idReissue)
+	m.binlogPurged = promreg.Register(reg, m.binlogPurged)
 	for _, r := range []string{"relayed", "dead_lettered"} {
 		m.events.WithLabelValues(r)
 	}

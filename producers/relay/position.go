@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,8 +28,19 @@ type Hole struct {
 // except the open Holes (ascending by ID), which are relayed when they
 // appear. It is stored in the relay offsets topic in the same Kafka
 // transaction as the records it covers, so it can never disagree with them.
+//
+// In binlog mode (Mode ModeBinlog) Binlog says where in the binary log the
+// relay is; High and Holes are still kept current from the ids of the
+// rows it relays, so that a switch back to poll mode resumes from them and
+// neither loses nor duplicates a row.
 type Position struct {
-	High uint64
+	// Mode is ModeBinlog for a position a binlog-mode relay wrote; any
+	// other value (ModePoll, or empty as in every version 1 and 2 position
+	// and a decoded version 3 poll one) is poll mode.
+	Mode Mode
+	// Binlog is the binlog position; zero in poll mode.
+	Binlog BinlogPosition
+	High   uint64
 	// ClockMs is the position clock: milliseconds of leadership, advanced
 	// by each leader with its own monotonic clock from the value it
 	// restored. Hole ages are differences on this clock, so a new leader
@@ -37,6 +49,67 @@ type Position struct {
 	// can only make a hole wait longer, never be given up early.
 	ClockMs int64
 	Holes   []Hole
+}
+
+// BinlogPosition is a place in a server's binary log: a GTID set (the
+// transactions already done) where the server has GTIDs, which survives a
+// failover to another server of the replication topology, else a file and
+// offset, which is only meaningful on the server that wrote it.
+//
+// Rows counts the relayed INSERT rows of the next transaction (the one
+// that starts at this position) that are already in Kafka: a MySQL
+// transaction larger than relay.max_batch_bytes is relayed in several
+// Kafka transactions, each storing the position of the MySQL transaction's
+// start and how many of its rows it covers, so a new leader skips exactly
+// those and relays the rest, once. Rows is 0 between transactions.
+type BinlogPosition struct {
+	// Flavor is the server's: FlavorMariaDB or FlavorMySQL (GTID sets are
+	// written differently); empty for no position.
+	Flavor string
+	// GTIDSet is the executed GTID set ("0-1-42" on MariaDB,
+	// "3E11FA47-...:1-42" on MySQL); empty when the position is File and
+	// Offset.
+	GTIDSet string
+	// File and Offset are the binlog file and the offset of the next
+	// event; set with a GTID set too, for logs and the purge check.
+	File   string
+	Offset uint64
+	Rows   uint64
+}
+
+// IsZero reports whether b names no position at all.
+func (b BinlogPosition) IsZero() bool { return b.GTIDSet == "" && b.File == "" }
+
+// Flavors of BinlogPosition.Flavor, as go-mysql names them.
+const (
+	FlavorMariaDB = "mariadb"
+	FlavorMySQL   = "mysql"
+)
+
+// Limits of the binlog part of a position record, so that MaxPositionBytes
+// can bound it: a longer GTID set (hundreds of MySQL server UUIDs) or file
+// name fails the relay with ErrBinlogPositionTooLarge instead of a record
+// the broker refuses.
+const (
+	MaxGTIDSetBytes    = 8 << 10
+	MaxBinlogFileBytes = 512
+	maxBinlogPartBytes = 1 + 4*binary.MaxVarintLen64 + len(FlavorMariaDB) + MaxGTIDSetBytes + MaxBinlogFileBytes
+)
+
+// ErrBinlogPositionTooLarge is returned for a binlog position whose GTID
+// set or file name is longer than MaxGTIDSetBytes or MaxBinlogFileBytes.
+var ErrBinlogPositionTooLarge = errors.New("relay: binlog position too large for a position record")
+
+// check returns ErrBinlogPositionTooLarge (wrapped, naming the part) when b
+// does not fit a position record.
+func (b BinlogPosition) check() error {
+	if len(b.GTIDSet) > MaxGTIDSetBytes {
+		return fmt.Errorf("%w: GTID set of %d bytes (at most %d)", ErrBinlogPositionTooLarge, len(b.GTIDSet), MaxGTIDSetBytes)
+	}
+	if len(b.File) > MaxBinlogFileBytes {
+		return fmt.Errorf("%w: file name of %d bytes (at most %d)", ErrBinlogPositionTooLarge, len(b.File), MaxBinlogFileBytes)
+	}
+	return nil
 }
 
 // AbandonReason says why a hole was given up.
@@ -62,6 +135,18 @@ func (a Abandoned) Count() uint64 { return a.To - a.From + 1 }
 
 // Position record encoding: the value of the relay offsets topic record
 // whose key is relay.transactional_id. The first byte is the version.
+//
+// Version 3 (written since roomflow gained relay.mode):
+//
+//	byte    3
+//	byte    mode: 0 poll, 1 binlog
+//	if binlog:
+//	  byte    flavor: 0 none, 1 mariadb, 2 mysql
+//	  uvarint length, GTID set text
+//	  uvarint length, file name
+//	  uvarint offset
+//	  uvarint rows (BinlogPosition.Rows)
+//	the rest of version 2 after its version byte (high, clock, ranges)
 //
 // Version 2 (written since roomflow gained relay.max_batch_bytes):
 //
@@ -89,9 +174,20 @@ func (a Abandoned) Count() uint64 { return a.To - a.From + 1 }
 // *envelope.VersionError, the rule of schemas/envelope) instead of
 // guessing, so roll relays forward, not back, across a format change (an
 // older relay cannot read what a newer one wrote).
-const positionVersion = 2
+const positionVersion = 3
 
-const positionVersion1 = 1
+const (
+	positionVersion1 = 1
+	positionVersion2 = 2
+)
+
+// Mode bytes of a version 3 position.
+const (
+	modeBytePoll   = 0
+	modeByteBinlog = 1
+)
+
+var flavorBytes = []string{"", FlavorMariaDB, FlavorMySQL}
 
 // ErrBadPosition is returned for a position record that does not decode.
 var ErrBadPosition = errors.New("relay: malformed position record")
@@ -100,7 +196,7 @@ var ErrBadPosition = errors.New("relay: malformed position record")
 // allocate; MaxOpenGapsFor never allows more open holes than this.
 const maxDecodedHoles = 1 << 21
 
-// EncodePosition serialises p (version 2); holes must be ascending by id
+// EncodePosition serialises p (version 3); holes must be ascending by id
 // with non-decreasing FirstSeenMs, as a Tracker keeps them. It writes the
 // same bytes as a Tracker freshly restored from p (ranges end at every
 // blockHoles-th hole, see Tracker).
@@ -118,11 +214,30 @@ func EncodePosition(p Position) []byte {
 	return append(appendHeader(nil, p, ranges), body...)
 }
 
+// appendHeader appends everything before the hole ranges. p.Binlog must
+// pass check (longer strings are cut, making a position that does not
+// decode as what was meant: the relay checks before it encodes).
 func appendHeader(b []byte, p Position, ranges int) []byte {
 	b = append(b, positionVersion)
+	if p.Mode == ModeBinlog {
+		b = append(b, modeByteBinlog)
+		b = append(b, byte(max(slices.Index(flavorBytes, p.Binlog.Flavor), 0)))
+		b = appendString(b, p.Binlog.GTIDSet, MaxGTIDSetBytes)
+		b = appendString(b, p.Binlog.File, MaxBinlogFileBytes)
+		b = binary.AppendUvarint(b, p.Binlog.Offset)
+		b = binary.AppendUvarint(b, p.Binlog.Rows)
+	} else {
+		b = append(b, modeBytePoll)
+	}
 	b = binary.AppendUvarint(b, p.High)
 	b = binary.AppendUvarint(b, uint64(max(p.ClockMs, 0)))
 	return binary.AppendUvarint(b, uint64(ranges))
+}
+
+func appendString(b []byte, s string, limit int) []byte {
+	s = s[:min(len(s), limit)]
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // appendRanges appends the ranges of hs, the first relative to prev (the
@@ -163,8 +278,10 @@ func DecodePosition(b []byte) (Position, error) {
 	switch b[0] {
 	case positionVersion1:
 		p, err = d.v1()
-	case positionVersion:
+	case positionVersion2:
 		p, err = d.v2()
+	case positionVersion:
+		p, err = d.v3()
 	default:
 		if b[0] > positionVersion {
 			return Position{}, fmt.Errorf("%w: %w", ErrBadPosition,
@@ -210,6 +327,62 @@ func (d *decoder) varint(what string) int64 {
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+func (d *decoder) byte(what string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = fmt.Errorf("%w: %s", ErrBadPosition, what)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) string(what string, limit int) string {
+	n := d.uvarint(what)
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(limit) || n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("%w: %s length", ErrBadPosition, what)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) v3() (Position, error) {
+	var bp BinlogPosition
+	var mode Mode
+	switch m := d.byte("mode"); m {
+	case modeBytePoll:
+	case modeByteBinlog:
+		mode = ModeBinlog
+		f := d.byte("flavor")
+		if int(f) >= len(flavorBytes) {
+			return Position{}, fmt.Errorf("%w: flavor %d", ErrBadPosition, f)
+		}
+		bp.Flavor = flavorBytes[f]
+		bp.GTIDSet = d.string("gtid set", MaxGTIDSetBytes)
+		bp.File = d.string("file", MaxBinlogFileBytes)
+		bp.Offset = d.uvarint("offset")
+		bp.Rows = d.uvarint("rows")
+	default:
+		if d.err == nil {
+			return Position{}, fmt.Errorf("%w: unknown mode %d", ErrBadPosition, m)
+		}
+	}
+	if d.err != nil {
+		return Position{}, d.err
+	}
+	p, err := d.v2()
+	p.Mode, p.Binlog = mode, bp
+	return p, err
 }
 
 func (d *decoder) v2() (Position, error) {
@@ -295,7 +468,7 @@ func (d *decoder) v1() (Position, error) {
 	return p, nil
 }
 
-// MaxPositionBytes is the largest a version 2 position with at most gaps
+// MaxPositionBytes is the largest a version 3 position with at most gaps
 // open holes, none older than maxAge, can encode to. The worst case is
 // every hole its own range (ids apart, each first seen at a different
 // millisecond); the id tokens are bounded because their values sum to at
@@ -304,7 +477,7 @@ func (d *decoder) v1() (Position, error) {
 // every encode), so their sum is at most maxAge.
 func MaxPositionBytes(gaps int, maxAge time.Duration) int {
 	n := uint64(max(gaps, 0))
-	header := 1 + 3*binary.MaxVarintLen64
+	header := 2 + 3*binary.MaxVarintLen64 + maxBinlogPartBytes
 	ids := maxUvarintSum(n, 2*math.MaxUint64+float64(n))
 	seen := binary.MaxVarintLen64 + maxUvarintSum(n-min(n, 1), float64(max(maxAge.Milliseconds(), 0)))
 	return header + ids + seen

@@ -33,8 +33,8 @@ func TestPositionCodec(t *testing.T) {
 		big,
 	} {
 		b := EncodePosition(p)
-		if b[0] != 2 {
-			t.Fatalf("version byte %d, want 2", b[0])
+		if b[0] != positionVersion {
+			t.Fatalf("version byte %d, want %d", b[0], positionVersion)
 		}
 		got, err := DecodePosition(b)
 		if err != nil {

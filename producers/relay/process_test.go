@@ -66,6 +66,9 @@ type childConfig struct {
 	MaxRecordBytes  int
 	MaxBatchBytes   int
 	Routes          map[string]string
+	Mode            relay.Mode
+	BinlogServerID  uint32
+	HeartbeatPeriod time.Duration
 }
 
 func newChildConfig(cfg relay.Config, dsn string) childConfig {
@@ -73,7 +76,8 @@ func newChildConfig(cfg relay.Config, dsn string) childConfig {
 		TransactionalID: cfg.TransactionalID, Topic: cfg.Topic, DLQTopic: cfg.DLQTopic, OffsetsTopic: cfg.OffsetsTopic,
 		BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, GapMaxAge: cfg.GapMaxAge, MaxOpenGaps: cfg.MaxOpenGaps,
 		FailoverTimeout: cfg.FailoverTimeout, ShutdownTimeout: cfg.ShutdownTimeout,
-		MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchBytes: cfg.MaxBatchBytes, Routes: cfg.Routes}
+		MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchBytes: cfg.MaxBatchBytes, Routes: cfg.Routes,
+		Mode: cfg.Mode, BinlogServerID: cfg.Binlog.ServerID, HeartbeatPeriod: cfg.Binlog.HeartbeatPeriod}
 }
 
 func (c childConfig) relay() relay.Config {
@@ -81,7 +85,8 @@ func (c childConfig) relay() relay.Config {
 		TransactionalID: c.TransactionalID, Topic: c.Topic, DLQTopic: c.DLQTopic, OffsetsTopic: c.OffsetsTopic,
 		BatchSize: c.BatchSize, PollInterval: c.PollInterval, GapMaxAge: c.GapMaxAge, MaxOpenGaps: c.MaxOpenGaps,
 		FailoverTimeout: c.FailoverTimeout, ShutdownTimeout: c.ShutdownTimeout,
-		MaxRecordBytes: c.MaxRecordBytes, MaxBatchBytes: c.MaxBatchBytes, Routes: c.Routes}
+		MaxRecordBytes: c.MaxRecordBytes, MaxBatchBytes: c.MaxBatchBytes, Routes: c.Routes,
+		Mode: c.Mode, Binlog: relay.BinlogConfig{DSN: c.DSN, ServerID: c.BinlogServerID, HeartbeatPeriod: c.HeartbeatPeriod}}
 }
 
 // TestHelperRelayProcess is not a test: it is the body of a child relay

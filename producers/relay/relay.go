@@ -1,8 +1,12 @@
 // Package relay is `roomflow relay`: it tails MySQL room_outbox into Kafka
 // the way Debezium's MySQL connector plus its Outbox Event Router would, but
-// without binlog access and exactly once instead of at least once.
+// exactly once instead of at least once, in one of two modes (Config.Mode):
+// ModePoll (the default) polls the table and needs no binlog access;
+// ModeBinlog reads the row binlog as a replica. Both feed the same batches
+// into the same Kafka transactions, records, routes, dead letters, leader
+// election and fencing.
 //
-// # Reading
+// # Reading (poll mode)
 //
 // The relay reads rows in id order with plain consistent reads,
 // `SELECT ... FROM room_outbox WHERE id > ? ORDER BY id LIMIT <BatchSize>`,
@@ -36,6 +40,27 @@
 // mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
 // high-water id, MySQL reissues ids the relay has passed: it stops with an
 // IDReissueError instead of skipping those rows.
+//
+// # Reading (binlog mode)
+//
+// Only the leader connects to MySQL, as a replica with server id
+// Binlog.ServerID, after fencing and loading the position; a broken stream
+// ends the leader session, so leadership is checked again before every
+// reconnect. Start-up checks (binary log on, binlog_format=ROW,
+// binlog_row_image=FULL, REPLICATION SLAVE and REPLICATION CLIENT / BINLOG
+// MONITOR, a server id other than the server's) fail with a
+// *BinlogCheckError naming what is missing. Only INSERTs into Table of the
+// DSN's database are decoded; columns are looked up in information_schema
+// on the table's first TABLE_MAP and when one differs. A position without
+// a binlog part (first start, a poll-mode position, Binlog.Resnapshot)
+// first takes a consistent snapshot (MariaDB: START TRANSACTION WITH
+// CONSISTENT SNAPSHOT, binlog_snapshot_file/_position, BINLOG_GTID_POS) of
+// the rows the position has not relayed, a batch at a time, then streams
+// from the snapshot's exact position. A MySQL transaction larger than a
+// batch spans Kafka transactions, each storing the transaction's start
+// and the count of its rows relayed (BinlogPosition.Rows). The high-water
+// id and holes are kept current from the relayed ids, so poll mode can
+// take over from a binlog position. MariaDB only in this version.
 //
 // # Exactly once
 //
@@ -102,6 +127,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -163,6 +189,8 @@ type Relay struct {
 	lag    *lagWatch
 
 	started atomic.Bool
+	// resnapshot is Config.Binlog.Resnapshot until a snapshot finished.
+	resnapshot atomic.Bool
 
 	// Rows the broker refused. A refusal fails a whole produce batch, so
 	// every row in it becomes a suspect; the retry produces each suspect
@@ -199,6 +227,7 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 			MaxRecordBytes: cfg.MaxRecordBytes,
 		},
 	}
+	r.resnapshot.Store(cfg.Mode == ModeBinlog && cfg.Binlog.Resnapshot)
 	r.lag = newLagWatch(cfg.Now)
 	r.m = newMetrics(cfg.Registerer, r.lagGaugeValue)
 	return r, nil
@@ -280,7 +309,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		if !errors.As(err, &reissue) {
 			r.m.idReissue.Set(0) // a standby must not keep reporting a stop it no longer makes
 		}
-		if reissue != nil {
+		var purged *BinlogPurgedError
+		if !errors.As(err, &purged) {
+			r.m.binlogPurged.Set(0)
+		}
+		var check *BinlogCheckError
+		if purged != nil || errors.As(err, &check) {
+			r.log.Error("binlog mode cannot relay; retrying", "error", err, "backoff", retryWait.String())
+		} else if reissue != nil {
 			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
 				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", retryWait.String())
 		} else if err != nil && !errors.Is(err, context.Canceled) {
@@ -354,13 +390,36 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 		if pos, err = r.firstPosition(ctx); err != nil {
 			return err
 		}
+		if r.cfg.Mode == ModeBinlog && pos.High < r.cfg.Binlog.SnapshotFromID {
+			pos.High = r.cfg.Binlog.SnapshotFromID
+		}
 	}
 	if err := r.checkReissue(ctx, pos.High); err != nil {
 		return err
 	}
 	tr := NewTracker(pos, r.cfg.MaxOpenGaps, r.cfg.GapMaxAge, r.cfg.Now())
+	read := r.read
+	switch {
+	case r.cfg.Mode == ModeBinlog:
+		read = r.readBinlog
+		if pos.Mode != ModeBinlog || r.resnapshot.Load() {
+			// First start, a switch from poll mode or --resnapshot:
+			// snapshot the rows the position has not relayed, then the
+			// binlog from there.
+			if pos.Mode == ModeBinlog {
+				r.log.Warn("resnapshot: not streaming from the stored binlog position", "gtid_set", pos.Binlog.GTIDSet,
+					"file", pos.Binlog.File, "offset", pos.Binlog.Offset)
+			}
+			_ = tr.SetBinlog(BinlogPosition{}) // a zero binlog position always fits
+		}
+	case pos.Mode == ModeBinlog:
+		// A switch from binlog mode: its high-water id and holes, kept
+		// current, are where polling resumes.
+		tr.SetPoll()
+	}
 	r.m.openGaps.Set(float64(tr.OpenHoles()))
-	r.log.Info("leading", "high", pos.High, "open_gaps", len(pos.Holes), "restored", found)
+	r.log.Info("leading", "mode", string(r.cfg.Mode), "high", pos.High, "open_gaps", len(pos.Holes), "restored", found,
+		"stored_mode", string(cmp.Or(pos.Mode, ModePoll)))
 	*led = true
 	r.m.isLeader.Set(1)
 	if r.cfg.Hooks.OnLeader != nil {
@@ -372,7 +431,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	var rerr error
 	go func() {
 		defer close(batches)
-		rerr = r.read(rctx, tr, batches)
+		rerr = read(rctx, tr, batches)
 	}()
 	defer func() {
 		rcancel()

@@ -23,12 +23,20 @@ import (
 // never sits in memory whole, and a batch of ordinary small events still
 // takes a single query.
 type Source struct {
-	db    *sql.DB
+	db    querier
+	pool  *sql.DB // AutoIncrement's own connection; nil on a snapshot's
 	table string
 }
 
+// querier is a *sql.DB, or the *sql.Conn of binlog mode's snapshot
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // NewSource reads from table (normally "room_outbox") on db.
-func NewSource(db *sql.DB, table string) *Source { return &Source{db: db, table: table} }
+func NewSource(db *sql.DB, table string) *Source { return &Source{db: db, pool: db, table: table} }
 
 // Budget bounds the payload bytes one batch reads (relay.max_batch_bytes).
 // Used starts at what the batch's reads already brought in (inline
@@ -215,7 +223,7 @@ func (s *Source) MinID(ctx context.Context) (uint64, error) {
 // default), so the session value is set to 0 first; MariaDB has no such
 // cache (nor the variable) and reads InnoDB's counter directly.
 func (s *Source) AutoIncrement(ctx context.Context) (uint64, error) {
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.pool.Conn(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("relay: auto_increment of %s: %w", s.table, err)
 	}

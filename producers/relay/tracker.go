@@ -45,12 +45,15 @@ type Tracker struct {
 	start    time.Time // the leader's clock when the position was restored
 	base     int64     // the restored position's clock
 	cursor   uint64    // the next older hole id ProbeIDs hands out
+	mode     Mode      // Position.Mode
+	binlog   BinlogPosition
 }
 
 // NewTracker starts from a restored position at the leader's time now.
 // maxHoles < 1 is treated as 1.
 func NewTracker(p Position, maxHoles int, maxAge time.Duration, now time.Time) *Tracker {
-	t := &Tracker{high: p.High, clock: p.ClockMs, maxHoles: max(maxHoles, 1), maxAge: maxAge, start: now, base: p.ClockMs}
+	t := &Tracker{high: p.High, clock: p.ClockMs, maxHoles: max(maxHoles, 1), maxAge: maxAge, start: now, base: p.ClockMs,
+		mode: p.Mode, binlog: p.Binlog}
 	t.append(p.Holes)
 	return t
 }
@@ -66,12 +69,31 @@ func (t *Tracker) tick(now time.Time) int64 {
 // Position returns a copy of the current position (for inspection; the
 // batch path uses High, OpenHoles and Encode).
 func (t *Tracker) Position() Position {
-	p := Position{High: t.high, ClockMs: t.clock, Holes: make([]Hole, 0, t.open)}
+	p := Position{Mode: t.mode, Binlog: t.binlog, High: t.high, ClockMs: t.clock, Holes: make([]Hole, 0, t.open)}
 	for _, b := range t.blocks {
 		p.Holes = append(p.Holes, b.holes...)
 	}
 	return p
 }
+
+// SetBinlog makes the position a binlog-mode one at b (see
+// BinlogPosition): the next Encode carries it with the current high-water
+// id and holes. It fails with ErrBinlogPositionTooLarge for a b that does
+// not fit a position record, leaving the position as it was.
+func (t *Tracker) SetBinlog(b BinlogPosition) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	t.mode, t.binlog = ModeBinlog, b
+	return nil
+}
+
+// SetPoll makes the position a poll-mode one (a switch back from binlog
+// mode): the binlog part is dropped, high-water id and holes kept.
+func (t *Tracker) SetPoll() { t.mode, t.binlog = ModePoll, BinlogPosition{} }
+
+// Binlog is the binlog position (zero in poll mode).
+func (t *Tracker) Binlog() BinlogPosition { return t.binlog }
 
 // High is the high-water id.
 func (t *Tracker) High() uint64 { return t.high }
@@ -344,7 +366,8 @@ func (t *Tracker) Encode() []byte {
 		size += len(b.enc)
 		prev = lastOf(b)
 	}
-	out := appendHeader(make([]byte, 0, 4*binary.MaxVarintLen64+size), Position{High: t.high, ClockMs: t.clock}, ranges)
+	out := appendHeader(make([]byte, 0, 6*binary.MaxVarintLen64+len(t.binlog.GTIDSet)+len(t.binlog.File)+size),
+		Position{Mode: t.mode, Binlog: t.binlog, High: t.high, ClockMs: t.clock}, ranges)
 	for _, b := range t.blocks {
 		out = append(out, b.enc...)
 	}

@@ -1,0 +1,732 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/go-sql-driver/mysql"
+)
+
+// BinlogCheckError is returned at the start of a binlog-mode leader session
+// when the server is not set up for it; Problems names each missing
+// setting or grant.
+type BinlogCheckError struct {
+	Problems []string
+}
+
+func (e *BinlogCheckError) Error() string {
+	return "relay: binlog mode: the MySQL server is not ready: " + strings.Join(e.Problems, "; ")
+}
+
+// BinlogPurgedError means the server no longer has the binlog at the
+// stored position (purged by binlog_expire_logs_seconds or PURGE BINARY
+// LOGS, or a file/offset position after a failover to another server):
+// the rows between cannot be read from the binlog any more. The relay
+// stops relaying (roomflow_relay_binlog_purged = 1) until an operator runs
+// `roomflow relay --resnapshot`.
+type BinlogPurgedError struct {
+	Position BinlogPosition
+	Err      error // the server's error
+}
+
+func (e *BinlogPurgedError) Error() string {
+	at := e.Position.GTIDSet
+	if at == "" {
+		at = e.Position.File + ":" + strconv.FormatUint(e.Position.Offset, 10)
+	}
+	return fmt.Sprintf("relay: the binlog at the stored position %s is gone (purged, or another server after a failover): %v; run `roomflow relay --resnapshot` to snapshot the table again", at, e.Err)
+}
+
+func (e *BinlogPurgedError) Unwrap() error { return e.Err }
+
+// binlogServer is what the start-up checks learnt about the server.
+type binlogServer struct {
+	flavor string // FlavorMariaDB or FlavorMySQL
+	schema string // the DSN's database, where Table lives
+	dsn    *mysql.Config
+}
+
+// checkBinlogServer runs binlog mode's start-up checks: binary log on,
+// binlog_format=ROW, binlog_row_image=FULL, the replication privileges and
+// a server id other than the server's own. Every problem found is named in
+// one *BinlogCheckError.
+func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
+	dc, err := mysql.ParseDSN(r.cfg.Binlog.DSN)
+	if err != nil {
+		return nil, errors.New("relay: binlog.dsn does not parse") // never the DSN: it holds the password
+	}
+	s := &binlogServer{schema: dc.DBName, dsn: dc, flavor: FlavorMySQL}
+	var logBin, format, image, version string
+	var serverID uint64
+	if err := r.db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, VERSION(), DATABASE()").
+		Scan(&logBin, &format, &image, &serverID, &version, &s.schema); err != nil {
+		return nil, fmt.Errorf("relay: binlog settings: %w", err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		s.flavor = FlavorMariaDB
+	}
+	var problems []string
+	if logBin != "1" && !strings.EqualFold(logBin, "ON") {
+		problems = append(problems, "the binary log is off (set log_bin)")
+	}
+	if !strings.EqualFold(format, "ROW") {
+		problems = append(problems, fmt.Sprintf("binlog_format is %s, must be ROW", format))
+	}
+	if !strings.EqualFold(image, "FULL") {
+		problems = append(problems, fmt.Sprintf("binlog_row_image is %s, must be FULL", image))
+	}
+	if serverID == uint64(r.cfg.Binlog.ServerID) {
+		problems = append(problems, fmt.Sprintf("relay.binlog.server_id %d is the server's own server_id; pick one no replica or binlog client of it uses", serverID))
+	}
+	grants, err := r.grants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := "REPLICATION CLIENT"
+	if s.flavor == FlavorMariaDB {
+		client = "BINLOG MONITOR"
+	}
+	all := strings.Contains(grants, "ALL PRIVILEGES ON *.*")
+	if !all && !strings.Contains(grants, "REPLICATION SLAVE") {
+		problems = append(problems, "the user lacks REPLICATION SLAVE (GRANT REPLICATION SLAVE ON *.*)")
+	}
+	if !all && !strings.Contains(grants, client) && !strings.Contains(grants, "SUPER") {
+		problems = append(problems, fmt.Sprintf("the user lacks %s (GRANT %s ON *.*)", client, client))
+	}
+	if len(problems) > 0 {
+		return nil, &BinlogCheckError{Problems: problems}
+	}
+	return s, nil
+}
+
+// grants is the text of SHOW GRANTS for the relay's user, one line each.
+func (r *Relay) grants(ctx context.Context) (string, error) {
+	rs, err := r.db.QueryContext(ctx, "SHOW GRANTS")
+	if err != nil {
+		return "", fmt.Errorf("relay: binlog mode: SHOW GRANTS: %w", err)
+	}
+	defer rs.Close()
+	var b strings.Builder
+	for rs.Next() {
+		var g string
+		if err := rs.Scan(&g); err != nil {
+			return "", fmt.Errorf("relay: binlog mode: SHOW GRANTS: %w", err)
+		}
+		b.WriteString(strings.ToUpper(g) + "\n")
+	}
+	return b.String(), rs.Err()
+}
+
+// outboxColumns are the columns a relayed row needs, in Row's order.
+var outboxColumns = []string{"id", "app_code", "event_id", "event_type", "room_id", "room_version", "payload", "occurred_at_ms"}
+
+// columnMap is the ordinal of each of outboxColumns in the table's rows
+// as the binlog carries them.
+type columnMap struct {
+	tableID uint64
+	count   uint64
+	ord     [8]int
+}
+
+// loadColumns reads the table's column ordinals from information_schema.
+// It is called for the first TABLE_MAP of the table and whenever one
+// differs from the last (a new table id or column count: an ALTER TABLE);
+// a needed column that is gone stops the relay with an error naming it.
+func (r *Relay) loadColumns(ctx context.Context, schema string, tm *replication.TableMapEvent) (columnMap, error) {
+	rs, err := r.db.QueryContext(ctx, "SELECT COLUMN_NAME, ORDINAL_POSITION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, r.cfg.Table)
+	if err != nil {
+		return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
+	}
+	defer rs.Close()
+	pos := map[string]int{}
+	for rs.Next() {
+		var name string
+		var ord int
+		if err := rs.Scan(&name, &ord); err != nil {
+			return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
+		}
+		pos[strings.ToLower(name)] = ord - 1
+	}
+	if err := rs.Err(); err != nil {
+		return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
+	}
+	m := columnMap{tableID: tm.TableID, count: tm.ColumnCount}
+	for i, c := range outboxColumns {
+		o, ok := pos[c]
+		if !ok || uint64(o) >= tm.ColumnCount {
+			return columnMap{}, fmt.Errorf("relay: %s.%s has no column %s any more (schema change?): binlog rows cannot be relayed", schema, r.cfg.Table, c)
+		}
+		m.ord[i] = o
+	}
+	if uint64(len(pos)) != tm.ColumnCount {
+		return columnMap{}, fmt.Errorf("relay: %s.%s has %d columns in information_schema but %d in the binlog (a schema change after these rows was written?)", schema, r.cfg.Table, len(pos), tm.ColumnCount)
+	}
+	return m, nil
+}
+
+// binlogRow builds a Row from a binlog row image.
+func binlogRow(m *columnMap, v []any) (Row, error) {
+	var row Row
+	var err error
+	get := func(i int) any { return v[m.ord[i]] }
+	if row.ID, err = asUint(get(0)); err != nil {
+		return Row{}, fmt.Errorf("id: %w", err)
+	}
+	row.AppCode, row.EventID, row.EventType, row.RoomID = asString(get(1)), asString(get(2)), asString(get(3)), asString(get(4))
+	rv, err := asUint(get(5))
+	if err != nil {
+		return Row{}, fmt.Errorf("room_version: %w", err)
+	}
+	row.RoomVersion = int64(rv)
+	switch p := get(6).(type) {
+	case []byte:
+		row.Payload = p
+	case string:
+		row.Payload = []byte(p)
+	}
+	row.PayloadBytes = len(row.Payload)
+	occ, err := asUint(get(7))
+	if err != nil {
+		return Row{}, fmt.Errorf("occurred_at_ms: %w", err)
+	}
+	row.OccurredAtMs = int64(occ)
+	return row, nil
+}
+
+func asUint(v any) (uint64, error) {
+	switch x := v.(type) {
+	case int64:
+		return uint64(x), nil
+	case uint64:
+		return x, nil
+	case int32:
+		return uint64(x), nil
+	case uint32:
+		return uint64(x), nil
+	case int:
+		return uint64(x), nil
+	case nil:
+		return 0, errors.New("NULL")
+	}
+	return 0, fmt.Errorf("unexpected %T", v)
+}
+
+func asString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return ""
+}
+
+// binlogSyncer returns a syncer registered as a replica with server id
+// relay.binlog.server_id. Reconnects are not the library's: a broken
+// stream ends the leader session, and the next one checks leadership
+// before it connects again.
+func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) bool, handler replication.EventHandler) (*replication.BinlogSyncer, error) {
+	host, port, err := net.SplitHostPort(s.dsn.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay: binlog.dsn address: %w", err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("relay: binlog.dsn port: %w", err)
+	}
+	flavor := gomysql.MySQLFlavor
+	if s.flavor == FlavorMariaDB {
+		flavor = gomysql.MariaDBFlavor
+	}
+	hb := r.cfg.Binlog.HeartbeatPeriod
+	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:                r.cfg.Binlog.ServerID,
+		Flavor:                  flavor,
+		Host:                    host,
+		Port:                    uint16(p),
+		User:                    s.dsn.User,
+		Password:                s.dsn.Passwd,
+		TLSConfig:               s.dsn.TLS,
+		HeartbeatPeriod:         hb,
+		ReadTimeout:             3*hb + 10*time.Second,
+		DisableRetrySync:        true,
+		EventCacheCount:         1, // events go to handler; the streamer only carries the error that ends the stream
+		SynchronousEventHandler: handler,
+		Logger:                  slog.New(warnOnly{r.log.Handler()}).With("lib", "go-mysql"),
+		RowsEventDecodeFunc: func(e *replication.RowsEvent, data []byte) error {
+			pos, err := e.DecodeHeader(data)
+			if err != nil || !keep(e) {
+				return err // other tables' rows, UPDATEs and DELETEs are not decoded
+			}
+			return e.DecodeData(pos, data)
+		},
+	}), nil
+}
+
+// warnOnly passes go-mysql's warnings and errors on; its info lines (a
+// line per connect and rotate) are not the relay's to log.
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
+func (w warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{w.Handler.WithGroup(g)} }
+
+// streamState is where the binlog stream is: the GTID set and file/offset
+// after the last complete transaction, and the transaction in progress.
+type streamState struct {
+	flavor string
+	gset   *gomysql.MariadbGTIDSet // MariaDB; nil: file/offset only
+	file   string
+	offset uint64
+
+	inTxn      bool
+	standalone bool
+	gtid       gomysql.MariadbGTID
+	start      BinlogPosition // the position before the open transaction
+	rows       uint64         // relay-table insert rows of the open transaction seen so far
+	skip       uint64         // rows of the first transaction relayed before and not seen yet
+}
+
+// newStreamState is the state of a stream starting at pos; it fails on a
+// GTID set that does not parse.
+func newStreamState(flavor string, pos BinlogPosition) (*streamState, error) {
+	st := &streamState{flavor: flavor, file: pos.File, offset: pos.Offset, skip: pos.Rows}
+	if pos.GTIDSet != "" || (flavor == FlavorMariaDB && pos.File == "") {
+		gs, err := gomysql.ParseMariadbGTIDSet(pos.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
+		}
+		st.gset = gs.(*gomysql.MariadbGTIDSet)
+	}
+	if pos.Rows > 0 {
+		// Inside a transaction already: until its events arrive, the
+		// position to store is still its start plus the rows done, never
+		// its start alone (that would relay those rows again).
+		st.inTxn, st.start = true, pos
+		st.start.Rows = 0
+	}
+	return st, nil
+}
+
+func (s *streamState) done() BinlogPosition {
+	p := BinlogPosition{Flavor: s.flavor, File: s.file, Offset: s.offset}
+	if s.gset != nil {
+		p.GTIDSet = s.gset.String()
+	}
+	return p
+}
+
+// current is the position to store now: between transactions the done
+// position, inside one its start plus the rows of it relayed.
+func (s *streamState) current() BinlogPosition {
+	if s.inTxn {
+		// Rows still to skip were relayed before: they count as done
+		// even before their events arrive.
+		p := s.start
+		p.Rows = s.rows + s.skip
+		return p
+	}
+	return s.done()
+}
+
+func (s *streamState) begin() {
+	s.inTxn, s.start, s.rows = true, s.done(), 0
+}
+
+func (s *streamState) commit() error {
+	if s.gset != nil && s.gtid.SequenceNumber > 0 {
+		if err := s.gset.AddSet(&s.gtid); err != nil {
+			return fmt.Errorf("relay: binlog GTID %s: %w", s.gtid.String(), err)
+		}
+	}
+	s.inTxn, s.standalone, s.rows, s.skip = false, false, 0, 0
+	return nil
+}
+
+// readBinlog is binlog mode's read: the snapshot first when the position
+// has none (first start, a switch from poll mode, --resnapshot), then the
+// binlog from the position, into the same batches the poll read makes.
+func (r *Relay) readBinlog(ctx context.Context, tr *Tracker, out chan<- *batch) error {
+	srv, err := r.checkBinlogServer(ctx)
+	if err != nil {
+		return err
+	}
+	if srv.flavor != FlavorMariaDB {
+		return errors.New("relay: binlog mode supports MariaDB only in this version (MySQL 8.0 GTID sets and its watermark snapshot are not implemented)")
+	}
+	pos := tr.Binlog()
+	if pos.IsZero() {
+		if pos, err = r.snapshot(ctx, tr, srv, out); err != nil {
+			return err
+		}
+		r.resnapshot.Store(false)
+	}
+	return r.stream(ctx, tr, srv, pos, out)
+}
+
+// eventFunc is a replication.EventHandler.
+type eventFunc func(*replication.BinlogEvent) error
+
+func (f eventFunc) HandleEvent(e *replication.BinlogEvent) error { return f(e) }
+
+// binlogEvent is an event or the error that ended the stream.
+type binlogEvent struct {
+	ev  *replication.BinlogEvent
+	err error
+}
+
+// stream relays the binlog from pos until ctx ends or the stream fails.
+func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos BinlogPosition, out chan<- *batch) error {
+	table := []byte(r.cfg.Table)
+	schema := []byte(srv.schema)
+	ours := func(tm *replication.TableMapEvent) bool {
+		return tm != nil && string(tm.Table) == string(table) && string(tm.Schema) == string(schema)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The syncer's reading goroutine hands each parsed event to the
+	// batcher below through evs: a few events (each at most one row image
+	// more than binlog_row_event_max_size) ahead of it; a slow commit slows
+	// the read.
+	evs := make(chan binlogEvent, 8)
+	syncer, err := r.binlogSyncer(srv, func(e *replication.RowsEvent) bool {
+		return e.Type() == replication.EnumRowsEventTypeInsert && ours(e.Table)
+	}, eventFunc(func(ev *replication.BinlogEvent) error {
+		select {
+		case evs <- binlogEvent{ev: ev}:
+			return nil
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	defer syncer.Close()
+	st, err := newStreamState(srv.flavor, pos)
+	if err != nil {
+		return err
+	}
+	var streamer *replication.BinlogStreamer
+	if st.gset != nil {
+		streamer, err = syncer.StartSyncGTID(st.gset.Clone())
+		if err != nil {
+			return r.purged(pos, err)
+		}
+	} else {
+		streamer, err = syncer.StartSync(gomysql.Position{Name: pos.File, Pos: uint32(pos.Offset)})
+		if err != nil {
+			return r.purged(pos, err)
+		}
+	}
+	r.m.binlogPurged.Set(0)
+	r.log.Info("streaming the binlog", "gtid_set", pos.GTIDSet, "file", pos.File, "offset", pos.Offset, "rows_done", pos.Rows)
+
+	go func() {
+		// With a synchronous handler the streamer carries only the error
+		// that ended the stream.
+		_, err := streamer.GetEvent(sctx)
+		if err == nil {
+			err = errors.New("relay: binlog stream: unexpected event outside the handler")
+		}
+		select {
+		case evs <- binlogEvent{err: err}:
+		case <-sctx.Done():
+		}
+	}()
+
+	var cols columnMap
+	var pending []Row
+	var pendingBytes int
+	started := r.cfg.Now()
+	lastEmit := started
+	emitted := pos
+	heartbeat := false
+	emit := func() error {
+		p := st.current()
+		if err := tr.SetBinlog(p); err != nil {
+			return err
+		}
+		now := r.cfg.Now()
+		tr.Expire(now) // the holes are the poll fallback's only: never dead-lettered in binlog mode
+		b := &batch{rows: pending, started: started}
+		b.pos = tr.Encode()
+		b.info = BatchInfo{Rows: len(pending), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: pendingBytes}
+		if n := len(pending); n > 0 {
+			b.info.FirstID, b.info.LastID = pending[0].ID, pending[n-1].ID
+		}
+		r.m.batchBytes.Observe(float64(pendingBytes))
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pending, pendingBytes, emitted, lastEmit, heartbeat = nil, 0, p, now, false
+		return nil
+	}
+	for {
+		var e binlogEvent
+		var ok bool
+		select {
+		case e, ok = <-evs:
+		default:
+			// Nothing queued: relay what is pending now (latency), or
+			// move an idle position along on the heartbeat's clock. While
+			// the committer still has a batch waiting, keep filling this
+			// one instead: under load batches grow towards BatchSize.
+			due := len(pending) > 0 || (heartbeat && st.current() != emitted) ||
+				(st.current() != emitted && r.cfg.Now().Sub(lastEmit) >= r.cfg.Binlog.HeartbeatPeriod)
+			if due && len(out) == 0 {
+				if err := emit(); err != nil {
+					return err
+				}
+				due = false
+			}
+			var recheck <-chan time.Time
+			if due {
+				recheck = time.After(time.Millisecond)
+			}
+			select {
+			case e, ok = <-evs:
+			case <-recheck:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if !ok {
+			return ctx.Err()
+		}
+		if e.err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return r.purged(emitted, e.err)
+		}
+		if len(pending) == 0 {
+			started = r.cfg.Now()
+		}
+		h := e.ev.Header
+		switch ev := e.ev.Event.(type) {
+		case *replication.RotateEvent:
+			st.file, st.offset = string(ev.NextLogName), ev.Position
+			continue
+		case *replication.MariadbGTIDEvent:
+			if st.inTxn && st.gtid.SequenceNumber > 0 {
+				// Only committed transactions reach the binlog: one whose
+				// end event was not recognised (XA) ended here.
+				if err := st.commit(); err != nil {
+					return err
+				}
+			}
+			st.begin()
+			st.gtid, st.standalone = ev.GTID, ev.IsStandalone()
+		case *replication.XIDEvent:
+			st.offset = uint64(h.LogPos)
+			if err := st.commit(); err != nil {
+				return err
+			}
+		case *replication.QueryEvent:
+			st.offset = uint64(h.LogPos)
+			q := strings.ToUpper(strings.TrimSpace(string(ev.Query)))
+			if st.inTxn && (st.standalone || q == "COMMIT" || q == "ROLLBACK") {
+				if err := st.commit(); err != nil {
+					return err
+				}
+			}
+		case *replication.TableMapEvent:
+			if ours(ev) && (ev.TableID != cols.tableID || ev.ColumnCount != cols.count) {
+				if cols, err = r.loadColumns(ctx, srv.schema, ev); err != nil {
+					return err
+				}
+			}
+		case *replication.RowsEvent:
+			if ev.Type() == replication.EnumRowsEventTypeInsert && ours(ev.Table) {
+				if ev.TableID != cols.tableID {
+					return fmt.Errorf("relay: binlog rows of table id %d without its TABLE_MAP", ev.TableID)
+				}
+				now := r.cfg.Now()
+				for _, v := range ev.Rows {
+					st.rows++
+					if st.skip > 0 {
+						st.skip-- // relayed before a crash or a leader change
+						continue
+					}
+					row, err := binlogRow(&cols, v)
+					if err != nil {
+						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
+					}
+					if row.ID > tr.High() {
+						_, _ = tr.Advance([]uint64{row.ID}, now) // evictions: poll fallback only
+					} else {
+						tr.Fill([]uint64{row.ID})
+					}
+					if r.tooLarge(&row) {
+						row.Payload = nil // dead-lettered by size: not held
+					}
+					pending = append(pending, row)
+					pendingBytes += row.PayloadBytes
+					if len(pending) >= r.cfg.BatchSize || pendingBytes >= r.cfg.MaxBatchBytes {
+						if err := emit(); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		case *replication.GenericEvent:
+			if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+				heartbeat = true
+				continue // a heartbeat's LogPos is the server's, not a stream position
+			}
+		}
+		if h.LogPos > 0 && !st.inTxn {
+			st.offset = uint64(h.LogPos)
+		}
+	}
+}
+
+// purged turns the server's refusal to stream from pos into a
+// *BinlogPurgedError (roomflow_relay_binlog_purged = 1) when it means the
+// binlog is gone (ER_MASTER_FATAL_ERROR_READING_BINLOG, 1236); other
+// errors are returned as they are.
+func (r *Relay) purged(pos BinlogPosition, err error) error {
+	var me *gomysql.MyError
+	if errors.As(err, &me) && me.Code == 1236 {
+		r.m.binlogPurged.Set(1)
+		return &BinlogPurgedError{Position: pos, Err: err}
+	}
+	return fmt.Errorf("relay: binlog stream: %w", err)
+}
+
+// snapshot relays the rows the position has not (ids above its high-water
+// id, and its open holes) as of one consistent snapshot whose binlog
+// position it returns, so the binlog from there has neither a gap nor an
+// overlap with it. Batches carry a binlog-mode position without a binlog
+// part (a snapshot in progress: a crash redoes it from the rows done, with
+// a new snapshot, reading the holes the first one left too) and the last
+// one the snapshot's binlog position. Memory is bounded as in poll mode:
+// one batch of rows at a time, whatever the table's size.
+func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, out chan<- *batch) (BinlogPosition, error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // read only
+	var file string
+	var offset uint64
+	rs, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
+	}
+	for rs.Next() {
+		var k, v string
+		if err := rs.Scan(&k, &v); err != nil {
+			rs.Close()
+			return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
+		}
+		switch strings.ToLower(k) {
+		case "binlog_snapshot_file":
+			file = v
+		case "binlog_snapshot_position":
+			offset, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	rs.Close()
+	if file == "" {
+		return BinlogPosition{}, errors.New("relay: snapshot: the server reports no binlog_snapshot_file (binary log off?)")
+	}
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtid); err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
+	}
+	at := BinlogPosition{Flavor: srv.flavor, GTIDSet: gtid.String, File: file, Offset: offset}
+	r.log.Info("snapshot started", "gtid_set", at.GTIDSet, "file", file, "offset", offset, "from_id", tr.High(), "open_gaps", tr.OpenHoles())
+
+	src := &Source{db: conn, table: r.cfg.Table} // reads at the snapshot
+	holes := appendIDs(nil, tr.Position().Holes)
+	inline := r.cfg.MaxBatchBytes / 2 / r.cfg.BatchSize
+	for {
+		started := r.cfg.Now()
+		var rows []Row
+		var filled, more bool
+		if len(holes) > 0 {
+			n := min(len(holes), r.cfg.BatchSize)
+			if rows, err = src.ByIDs(ctx, holes[:n], inline); err != nil {
+				return BinlogPosition{}, err
+			}
+			holes, filled = holes[n:], true
+		} else {
+			if rows, err = src.After(ctx, tr.High(), r.cfg.BatchSize, inline); err != nil {
+				return BinlogPosition{}, err
+			}
+			more = len(rows) == r.cfg.BatchSize
+		}
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: PayloadBytes(rows), Skip: r.tooLarge}
+		if n := budget.Fit(rows); n < len(rows) {
+			if filled {
+				holes = append(appendRowIDs(nil, rows[n:]), holes...)
+			}
+			rows, more = rows[:n], true
+		}
+		fetched, err := src.LoadPayloads(ctx, rows, r.tooLarge)
+		if err != nil {
+			return BinlogPosition{}, err
+		}
+		ids := appendRowIDs(nil, rows)
+		if filled {
+			tr.Fill(ids)
+		} else if _, err := tr.Advance(ids, started); err != nil {
+			return BinlogPosition{}, err
+		}
+		last := !filled && !more
+		p := BinlogPosition{}
+		if last {
+			p = at
+		}
+		if err := tr.SetBinlog(p); err != nil {
+			return BinlogPosition{}, err
+		}
+		if len(rows) > 0 || last {
+			b := &batch{rows: rows, started: started, pos: tr.Encode()}
+			b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: PayloadBytes(rows) + fetched}
+			if n := len(rows); n > 0 {
+				b.info.FirstID, b.info.LastID = rows[0].ID, rows[n-1].ID
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return BinlogPosition{}, ctx.Err()
+			}
+		}
+		if last {
+			r.log.Info("snapshot done", "high", tr.High(), "open_gaps", tr.OpenHoles())
+			return at, nil
+		}
+	}
+}
+
+func appendRowIDs(out []uint64, rows []Row) []uint64 {
+	for i := range rows {
+		out = append(out, rows[i].ID)
+	}
+	return slices.Clip(out)
+}
