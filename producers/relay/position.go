@@ -168,12 +168,14 @@ func (a Abandoned) Count() uint64 { return a.To - a.From + 1 }
 // never lowering, an older-looking hole's time.
 //
 // Compatibility rule: a reader decodes every version up to its own; a
-// writer writes only the newest it knows; a version is never changed once
-// released, a new form (such as a binlog GTID set) takes a new number. A
-// reader that meets a higher version stops with ErrBadPosition (and an
-// *envelope.VersionError, the rule of schemas/envelope) instead of
-// guessing, so roll relays forward, not back, across a format change (an
-// older relay cannot read what a newer one wrote).
+// version is never changed once released; a new form (such as a binlog
+// GTID set) takes a new number, and a writer keeps writing the older
+// version for a position that version can hold (a poll position is
+// written as version 2), so a poll deployment can roll back across this
+// release. A reader that meets a higher version stops with ErrBadPosition
+// (and an *envelope.VersionError, the rule of schemas/envelope) instead of
+// guessing: a relay that predates binlog mode cannot take over from a
+// binlog-mode one.
 const positionVersion = 3
 
 const (
@@ -196,7 +198,8 @@ var ErrBadPosition = errors.New("relay: malformed position record")
 // allocate; MaxOpenGapsFor never allows more open holes than this.
 const maxDecodedHoles = 1 << 21
 
-// EncodePosition serialises p (version 3); holes must be ascending by id
+// EncodePosition serialises p (version 3 in binlog mode, version 2 in
+// poll mode, whose bytes version 3 would only prefix with a mode byte); holes must be ascending by id
 // with non-decreasing FirstSeenMs, as a Tracker keeps them. It writes the
 // same bytes as a Tracker freshly restored from p (ranges end at every
 // blockHoles-th hole, see Tracker).
@@ -218,16 +221,17 @@ func EncodePosition(p Position) []byte {
 // pass check (longer strings are cut, making a position that does not
 // decode as what was meant: the relay checks before it encodes).
 func appendHeader(b []byte, p Position, ranges int) []byte {
-	b = append(b, positionVersion)
 	if p.Mode == ModeBinlog {
-		b = append(b, modeByteBinlog)
+		b = append(b, positionVersion, modeByteBinlog)
 		b = append(b, byte(max(slices.Index(flavorBytes, p.Binlog.Flavor), 0)))
 		b = appendString(b, p.Binlog.GTIDSet, MaxGTIDSetBytes)
 		b = appendString(b, p.Binlog.File, MaxBinlogFileBytes)
 		b = binary.AppendUvarint(b, p.Binlog.Offset)
 		b = binary.AppendUvarint(b, p.Binlog.Rows)
 	} else {
-		b = append(b, modeBytePoll)
+		// A poll position is version 2's bytes: a poll deployment can
+		// still roll back to a relay that predates version 3.
+		b = append(b, positionVersion2)
 	}
 	b = binary.AppendUvarint(b, p.High)
 	b = binary.AppendUvarint(b, uint64(max(p.ClockMs, 0)))
