@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -121,7 +123,13 @@ func TestAuditReplay10000Draws(t *testing.T) {
 	var ids []string
 	for i := range 10_000 {
 		g.Go(func() error {
-			resp, err := e.svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("audit", i), int64(1+i%500)))
+			// As a client does: a draw that timed out (Unavailable, on a
+			// loaded machine) is retried with the same command_id.
+			req := drawReq(fmt.Sprint("audit", i), int64(1+i%500))
+			resp, err := e.svc.ExecuteLuckyGiftDraw(ctx, req)
+			for try := 1; status.Code(err) == codes.Unavailable && try < 5; try++ {
+				resp, err = e.svc.ExecuteLuckyGiftDraw(ctx, req)
+			}
 			if err != nil {
 				return err
 			}
