@@ -1,0 +1,190 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// Boundary tests for the exactly-once paths (issue 21): each fails when
+// the boundary it pins moves by one (a `<` for a `<=`, a dropped equality
+// check). docs/reliability.md lists the mutations they were checked against.
+
+// TestFillTwiceLeavesNextHoleOpen: the second fill of an id that is no
+// longer open is a no-op; in particular it does not close the next higher
+// hole (which a lookup that lands on "the first hole at or above id" would).
+func TestFillTwiceLeavesNextHoleOpen(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	tr := NewTracker(Position{High: 20, ClockMs: t0.UnixMilli(), Holes: []Hole{
+		{ID: 5, FirstSeenMs: t0.UnixMilli()}, {ID: 6, FirstSeenMs: t0.UnixMilli()}, {ID: 9, FirstSeenMs: t0.UnixMilli()},
+	}}, 100, time.Hour, t0)
+	if n := tr.Fill([]uint64{5}); n != 1 {
+		t.Fatalf("first Fill(5) = %d, want 1", n)
+	}
+	if n := tr.Fill([]uint64{5}); n != 0 {
+		t.Fatalf("second Fill(5) = %d, want 0 (5 is no longer open)", n)
+	}
+	if n := tr.Fill([]uint64{7, 8}); n != 0 {
+		t.Fatalf("Fill(7, 8) = %d, want 0 (no holes; 9 is the next open one)", n)
+	}
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{6, 9}) || tr.OpenHoles() != 2 {
+		t.Fatalf("holes = %v (open %d), want [6 9]", got, tr.OpenHoles())
+	}
+	for id, want := range map[uint64]bool{5: false, 6: true, 7: false, 9: true, 10: false} {
+		if got := tr.IsOpen(id); got != want {
+			t.Errorf("IsOpen(%d) = %v, want %v", id, got, want)
+		}
+	}
+	// The last hole filled twice: the tracker ends empty, not below zero.
+	tr.Fill([]uint64{6, 9, 9, 6})
+	if tr.OpenHoles() != 0 || len(tr.Position().Holes) != 0 {
+		t.Fatalf("after filling all: open %d, holes %v", tr.OpenHoles(), tr.Position().Holes)
+	}
+}
+
+// TestExpireAtExactlyGapMaxAge: a hole first seen at T is kept at exactly
+// T + gap_max_age and given up 1 ms later, with OpenFor the age it reached.
+// Also across a block boundary (the first block's last hole decides
+// whether the whole block goes).
+func TestExpireAtExactlyGapMaxAge(t *testing.T) {
+	const maxAge = time.Minute
+	t0 := time.UnixMilli(5_000_000)
+	for _, n := range []int{1, blockHoles, blockHoles + 1} {
+		holes := make([]Hole, n)
+		for i := range holes {
+			holes[i] = Hole{ID: uint64(i + 1), FirstSeenMs: t0.UnixMilli()}
+		}
+		// One younger hole, first seen 1 ms later, after them.
+		holes = append(holes, Hole{ID: uint64(n + 10), FirstSeenMs: t0.UnixMilli() + 1})
+		tr := NewTracker(Position{High: uint64(n + 20), ClockMs: t0.UnixMilli(), Holes: holes}, 10*blockHoles, maxAge, t0)
+		if ab := tr.Expire(t0.Add(maxAge)); ab != nil {
+			t.Fatalf("%d holes: Expire at exactly first-seen + gap_max_age = %+v, want nothing given up", n, ab)
+		}
+		if tr.OpenHoles() != n+1 {
+			t.Fatalf("%d holes: open %d after Expire at the bound", n, tr.OpenHoles())
+		}
+		ab := tr.Expire(t0.Add(maxAge + time.Millisecond))
+		want := []Abandoned{{From: 1, To: uint64(n), Reason: AbandonMaxAge, OpenFor: maxAge + time.Millisecond}}
+		if !reflect.DeepEqual(ab, want) {
+			t.Fatalf("%d holes: Expire 1 ms past the bound = %+v, want %+v", n, ab, want)
+		}
+		if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{uint64(n + 10)}) {
+			t.Fatalf("%d holes: left %v, want only the younger hole", n, got)
+		}
+		if ab := tr.Expire(t0.Add(maxAge + 2*time.Millisecond)); len(ab) != 1 || ab[0].From != uint64(n+10) {
+			t.Fatalf("%d holes: younger hole 1 ms past its bound: %+v", n, ab)
+		}
+	}
+}
+
+// TestMaxOpenGapsExactly: exactly max_open_gaps holes stay open; one more
+// gives up the oldest, also when a single jump opens them.
+func TestMaxOpenGapsExactly(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	tr := NewTracker(Position{High: 0}, 3, time.Hour, t0)
+	if ab, err := tr.Advance([]uint64{4}, t0); err != nil || ab != nil {
+		t.Fatalf("3 holes under max 3: abandoned %+v, err %v", ab, err)
+	}
+	if tr.OpenHoles() != 3 {
+		t.Fatalf("open = %d, want 3", tr.OpenHoles())
+	}
+	ab, err := tr.Advance([]uint64{6}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Abandoned{{From: 1, To: 1, Reason: AbandonMaxOpenGaps}}; !reflect.DeepEqual(ab, want) {
+		t.Fatalf("4th hole: abandoned %+v, want %+v", ab, want)
+	}
+	tr = NewTracker(Position{High: 0}, 3, time.Hour, t0)
+	ab, err = tr.Advance([]uint64{5}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Abandoned{{From: 1, To: 1, Reason: AbandonMaxOpenGaps}}; !reflect.DeepEqual(ab, want) {
+		t.Fatalf("jump over 4 ids with max 3: abandoned %+v, want %+v", ab, want)
+	}
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, []uint64{2, 3, 4}) {
+		t.Fatalf("holes = %v, want [2 3 4]", got)
+	}
+	// An id equal to High is a caller bug, not a new row.
+	if _, err := tr.Advance([]uint64{5}, t0); err == nil {
+		t.Fatal("Advance(High) accepted")
+	}
+}
+
+// TestBudgetExactlyMaxBatchBytes: rows whose payloads add up to exactly
+// relay.max_batch_bytes all fit; one byte more leaves the last row out.
+func TestBudgetExactlyMaxBatchBytes(t *testing.T) {
+	rows := func(sizes ...int) []Row {
+		out := make([]Row, len(sizes))
+		for i, n := range sizes {
+			out[i] = Row{ID: uint64(i + 1), PayloadBytes: n}
+		}
+		return out
+	}
+	b := &Budget{Max: 100, Used: 10}
+	if n := b.Fit(rows(40, 50)); n != 2 || b.Used != 100 {
+		t.Fatalf("10 inline + 40 + 50 = max 100: Fit = %d (used %d), want 2 (100)", n, b.Used)
+	}
+	b = &Budget{Max: 100, Used: 10}
+	if n := b.Fit(rows(40, 51)); n != 1 || b.Used != 50 {
+		t.Fatalf("10 inline + 40 + 51 > max 100: Fit = %d (used %d), want 1 (50)", n, b.Used)
+	}
+	// A first row larger than the budget is taken alone; the next is not.
+	b = &Budget{Max: 100}
+	if n := b.Fit(rows(101, 1)); n != 1 || b.Used != 101 {
+		t.Fatalf("Fit(101, 1) = %d (used %d), want 1 (101): the large row alone", n, b.Used)
+	}
+	// A row that is skipped (dead-lettered as too large) costs nothing.
+	b = &Budget{Max: 100, Used: 60, Skip: func(r *Row) bool { return r.ID == 2 }}
+	if n := b.Fit(rows(40, 1000, 0)); n != 3 || b.Used != 100 {
+		t.Fatalf("Fit with a skipped row = %d (used %d), want 3 (100)", n, b.Used)
+	}
+	// A row whose payload came inline is not charged again.
+	inl := rows(40, 70)
+	inl[1].Payload = make([]byte, 70)
+	b = &Budget{Max: 100, Used: 60}
+	if n := b.Fit(inl); n != 2 || b.Used != 100 {
+		t.Fatalf("Fit with an inline row = %d (used %d), want 2 (100)", n, b.Used)
+	}
+}
+
+// TestReissueAtExactlyHighWater: AUTO_INCREMENT equal to the high-water id
+// is a reissue (the next insert takes an id the relay has passed); one above
+// it is not.
+func TestReissueAtExactlyHighWater(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	r := &Relay{cfg: Config{Table: "room_outbox"}, src: NewSource(m.DB, "room_outbox"), m: newMetrics(reg, func() float64 { return 0 })}
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox AUTO_INCREMENT = 50"); err != nil {
+		t.Fatal(err)
+	}
+	next, err := r.src.AutoIncrement(ctx)
+	if err != nil || next != 50 {
+		t.Fatalf("AutoIncrement = %d, %v; want 50", next, err)
+	}
+	if err := r.checkReissue(ctx, 49); err != nil {
+		t.Fatalf("AUTO_INCREMENT 50 above high 49: %v", err)
+	}
+	if v, _ := testenv.Metric(reg, "roomflow_relay_id_reissue_detected"); v != 0 {
+		t.Fatalf("gauge = %v, want 0", v)
+	}
+	err = r.checkReissue(ctx, 50)
+	var re *IDReissueError
+	if !errors.As(err, &re) || re.AutoIncrement != 50 || re.High != 50 || re.Table != "room_outbox" {
+		t.Fatalf("AUTO_INCREMENT 50 equal to high 50: err = %v, want *IDReissueError{50, 50}", err)
+	}
+	if v, _ := testenv.Metric(reg, "roomflow_relay_id_reissue_detected"); v != 1 {
+		t.Fatalf("gauge = %v, want 1", v)
+	}
+	if err := r.checkReissue(ctx, 51); !errors.As(err, &re) {
+		t.Fatalf("AUTO_INCREMENT 50 below high 51: err = %v", err)
+	}
+}
