@@ -6,144 +6,59 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/sinktest"
 )
 
-// errDead is what every operation of a crashConnector returns once the
-// simulated process is dead.
-var errDead = errors.New("crash connector: process dead")
+// errDead is what every statement of a crashed sink's pool returns.
+var errDead = errors.New("test: process dead")
 
-// crashConnector wraps the MySQL driver's connector to inject a crash at
-// the connection level, independent of the store's own hooks: the
-// crashAt-th batch transaction (one that locks roomflow_sink_offsets FOR
-// UPDATE, i.e. Store.Apply) really commits on the server, then the client
-// sees a lost connection (driver.ErrBadConn) instead of the commit's OK.
-// With die set, the process is dead from then on: no connection and no
-// statement succeeds any more.
-type crashConnector struct {
-	inner   driver.Connector
-	crashAt int64
-	die     bool
-	// before runs right before the crashing commit is sent.
-	before  func()
-	batches atomic.Int64
-	dead    atomic.Bool
-	crashed chan struct{}
-}
-
-func newCrashConnector(t *testing.T, dsn string, crashAt int64, die bool) *crashConnector {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
+// commitCrash opens a pool on dsn that crashes at the connection level,
+// independent of the store's own hooks: the crashAt-th batch transaction
+// (one that locks roomflow_sink_offsets FOR UPDATE, i.e. Store.Apply)
+// really commits on the server, then the client sees a lost connection
+// (driver.ErrBadConn) instead of the commit's OK. With die set the process
+// is dead from then on: no connection and no statement succeeds. before
+// runs right before the crashing commit is sent; crashed is closed after.
+func commitCrash(t *testing.T, dsn string, crashAt int64, die bool, before func()) (db *sql.DB, crashed <-chan struct{}) {
+	var batches atomic.Int64
+	var dead atomic.Bool
+	done := make(chan struct{})
+	alive := func() error {
+		if dead.Load() {
+			return errDead
+		}
+		return nil
 	}
-	inner, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &crashConnector{inner: inner, crashAt: crashAt, die: die, crashed: make(chan struct{})}
-}
-
-func (c *crashConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	if c.dead.Load() {
-		return nil, errDead
-	}
-	conn, err := c.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &crashConn{Conn: conn, c: c}, nil
-}
-
-func (c *crashConnector) Driver() driver.Driver { return c.inner.Driver() }
-
-type crashConn struct {
-	driver.Conn
-	c     *crashConnector
-	batch bool // the open transaction locked the offsets rows (an Apply)
-}
-
-func (cn *crashConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if cn.c.dead.Load() {
-		return nil, errDead
-	}
-	tx, err := cn.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	cn.batch = false
-	return &crashTx{Tx: tx, cn: cn}, nil
-}
-
-func (cn *crashConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	if cn.c.dead.Load() {
-		return nil, errDead
-	}
-	return cn.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
-}
-
-func (cn *crashConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	if cn.c.dead.Load() {
-		return nil, errDead
-	}
-	if strings.Contains(q, "roomflow_sink_offsets") && strings.HasSuffix(q, "FOR UPDATE") {
-		cn.batch = true
-	}
-	return cn.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
-}
-
-func (cn *crashConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	if cn.c.dead.Load() {
-		return nil, errDead
-	}
-	return cn.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
-}
-
-func (cn *crashConn) CheckNamedValue(nv *driver.NamedValue) error {
-	return cn.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
-}
-
-func (cn *crashConn) ResetSession(ctx context.Context) error {
-	if cn.c.dead.Load() {
-		return driver.ErrBadConn
-	}
-	return cn.Conn.(driver.SessionResetter).ResetSession(ctx)
-}
-
-func (cn *crashConn) IsValid() bool {
-	return !cn.c.dead.Load() && cn.Conn.(driver.Validator).IsValid()
-}
-
-type crashTx struct {
-	driver.Tx
-	cn *crashConn
-}
-
-func (tx *crashTx) Commit() error {
-	c := tx.cn.c
-	if !tx.cn.batch || c.batches.Add(1) != c.crashAt {
-		return tx.Tx.Commit()
-	}
-	if c.before != nil {
-		c.before()
-	}
-	if err := tx.Tx.Commit(); err != nil {
-		return err
-	}
-	if c.die {
-		c.dead.Store(true)
-	}
-	close(c.crashed)
-	return driver.ErrBadConn // the OK never reached the client
+	db = testenv.OpenHooked(t, dsn, testenv.SQLHooks{
+		Connect:   alive,
+		Statement: func(context.Context, string) error { return alive() },
+		Commit: func(stmts []string, commit func() error) error {
+			batch := slices.ContainsFunc(stmts, func(q string) bool {
+				return strings.Contains(q, "roomflow_sink_offsets") && strings.HasSuffix(q, "FOR UPDATE")
+			})
+			if !batch || batches.Add(1) != crashAt {
+				return commit()
+			}
+			if before != nil {
+				before()
+			}
+			if err := commit(); err != nil {
+				return err
+			}
+			dead.Store(die)
+			close(done)
+			return driver.ErrBadConn // the OK never reached the client
+		},
+	})
+	return db, done
 }
 
 // TestCrashRightAfterCommit: the sink's process dies right after a batch's
@@ -170,13 +85,12 @@ func TestCrashRightAfterCommit(t *testing.T) {
 		return n
 	}
 	for i, at := range []int64{1, 2, 4} {
-		cc := newCrashConnector(t, e.m.DSN, at, true)
 		var before int64
-		cc.before = func() { before = sum() }
-		e.sinkDB = sql.OpenDB(cc)
+		db, crashed := commitCrash(t, e.m.DSN, at, true, func() { before = sum() })
+		e.sinkDB = db
 		r := e.start(t, e.cfg)
 		select {
-		case <-cc.crashed:
+		case <-crashed:
 		case err := <-r.done:
 			t.Fatalf("crash %d: sink stopped before the crash: %v", i, err)
 		case <-time.After(60 * time.Second):
@@ -192,16 +106,15 @@ func TestCrashRightAfterCommit(t *testing.T) {
 	}
 
 	// A lost commit answer the sink survives: it retries the batch.
-	cc := newCrashConnector(t, e.m.DSN, 2, false)
-	e.sinkDB = sql.OpenDB(cc)
-	defer e.sinkDB.Close()
+	db, crashed := commitCrash(t, e.m.DSN, 2, false, nil)
+	e.sinkDB = db
 	r := e.start(t, e.cfg)
 	e.waitCaughtUp(t, e.cfg.Group, 90*time.Second, r)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-cc.crashed:
+	case <-crashed:
 	default:
 		t.Fatal("the lost commit answer was never injected")
 	}
