@@ -140,13 +140,7 @@ func TestCrashRightAfterCommit(t *testing.T) {
 func TestApplySkipsExactlyWhatIsStored(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(t, m.DB, "g")
-	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
-	claims, err := st.Claim(ctx, "o", []mysqlsink.TP{tp}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen := map[mysqlsink.TP]int64{tp: claims[tp].Generation}
+	st, tp, gen := claimedStore(t, m.DB)
 	ledger := sinktest.NewLedgerGen(5, "hyapp", 5).Next(20)
 	if _, err := st.Apply(ctx, "o", gen, ledgerRecords(tp, 0, ledger[:10]), 2); err != nil {
 		t.Fatal(err)
@@ -178,4 +172,18 @@ func TestApplySkipsExactlyWhatIsStored(t *testing.T) {
 	if err := o.Check(ctx, m.DB); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// claimedStore is a store of group "g" (newStore) on db whose owner "o"
+// has claimed partition 0 of topic "ledger": the partition and the claims
+// Apply takes.
+func claimedStore(t *testing.T, db *sql.DB) (*mysqlsink.Store, mysqlsink.TP, map[mysqlsink.TP]int64) {
+	t.Helper()
+	st := newStore(t, db, "g")
+	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
+	claims, err := st.Claim(context.Background(), "o", []mysqlsink.TP{tp}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, tp, map[mysqlsink.TP]int64{tp: claims[tp].Generation}
 }
