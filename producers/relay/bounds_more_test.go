@@ -188,3 +188,48 @@ func TestReissueAtExactlyHighWater(t *testing.T) {
 		t.Fatalf("AUTO_INCREMENT 50 below high 51: err = %v", err)
 	}
 }
+
+// TestTrackerBlocksStayBounded: holes opened a few at a time, restored and
+// given up keep every block non-empty and at most blockHoles long (a block
+// past the bound re-encodes more than its share on every change), and the
+// open count equals the holes held.
+func TestTrackerBlocksStayBounded(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	restored := make([]Hole, blockHoles-3)
+	for i := range restored {
+		restored[i] = Hole{ID: uint64(2*i + 1), FirstSeenMs: t0.UnixMilli()}
+	}
+	high := uint64(2 * len(restored))
+	tr := NewTracker(Position{High: high, ClockMs: t0.UnixMilli(), Holes: restored}, 4*blockHoles, time.Hour, t0)
+	check := func(when string) {
+		t.Helper()
+		n := 0
+		for i, b := range tr.blocks {
+			if len(b.holes) == 0 || len(b.holes) > blockHoles {
+				t.Fatalf("%s: block %d holds %d holes, want 1..%d", when, i, len(b.holes), blockHoles)
+			}
+			n += len(b.holes)
+		}
+		if n != tr.OpenHoles() {
+			t.Fatalf("%s: blocks hold %d holes, OpenHoles %d", when, n, tr.OpenHoles())
+		}
+	}
+	check("restored")
+	for range 5 { // 5 x 2 new holes: the first block fills up, the next one starts
+		if _, err := tr.Advance([]uint64{high + 3}, t0); err != nil {
+			t.Fatal(err)
+		}
+		high += 3
+		check("advanced")
+	}
+	if got := len(tr.blocks); got != 2 || len(tr.blocks[0].holes) != blockHoles {
+		t.Fatalf("%d blocks, the first of %d holes; want 2, the first full", got, len(tr.blocks[0].holes))
+	}
+	// One jump of 2.5 blocks, then trimmed from the front by the bound.
+	if _, err := tr.Advance([]uint64{high + 2*blockHoles + blockHoles/2 + 1}, t0); err != nil {
+		t.Fatal(err)
+	}
+	check("jumped")
+	tr.Fill([]uint64{1, 3, 5})
+	check("filled")
+}
