@@ -3,7 +3,9 @@ package relay
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -232,4 +234,118 @@ func TestTrackerBlocksStayBounded(t *testing.T) {
 	check("jumped")
 	tr.Fill([]uint64{1, 3, 5})
 	check("filled")
+}
+
+// probeModel is ProbeIDs over a plain sorted slice: all holes when they
+// fit; else the youngest limit/4 and the rest of limit taken from the older
+// holes at the cursor, wrapping around to the lowest.
+type probeModel struct {
+	holes  []uint64
+	high   uint64
+	cursor uint64
+}
+
+func (m *probeModel) probe(limit int) []uint64 {
+	if len(m.holes) <= limit {
+		return slices.Clone(m.holes)
+	}
+	young := m.holes[len(m.holes)-min(limit/4, len(m.holes)):]
+	bound := m.high + 1
+	if len(young) > 0 {
+		bound = young[0]
+	}
+	n := limit - len(young)
+	var after, wrapped []uint64
+	for _, h := range m.holes {
+		if h >= m.cursor && h < bound && len(after) < n {
+			after = append(after, h)
+		}
+	}
+	if len(after) < n {
+		for _, h := range m.holes {
+			if h < min(m.cursor, bound) && len(wrapped) < n-len(after) {
+				wrapped = append(wrapped, h)
+			}
+		}
+		if len(wrapped) > 0 {
+			m.cursor = wrapped[len(wrapped)-1] + 1
+		}
+	} else {
+		m.cursor = after[len(after)-1] + 1
+	}
+	return append(append(wrapped, after...), young...)
+}
+
+// TestProbeIDsMatchesModel: ProbeIDs and Youngest, over holes spread on
+// several blocks, probe limits at and around the number of open holes and
+// the block size, holes filled between probes, give exactly what the
+// plain-slice model gives, probe after probe (so the rotation's cursor,
+// wrap-around and bounds are pinned to the id).
+func TestProbeIDsMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 1))
+	t0 := time.UnixMilli(1_000_000)
+	for round := range 60 {
+		n := []int{3, 9, blockHoles - 1, blockHoles, blockHoles + 1, 2*blockHoles + 7}[round%6]
+		m := &probeModel{}
+		holes := make([]Hole, 0, n)
+		id := uint64(0)
+		for range n {
+			id += 1 + uint64(rng.IntN(3))
+			holes = append(holes, Hole{ID: id, FirstSeenMs: t0.UnixMilli()})
+			m.holes = append(m.holes, id)
+		}
+		m.high = id + uint64(rng.IntN(3)) + 1
+		tr := NewTracker(Position{High: m.high, ClockMs: t0.UnixMilli(), Holes: holes}, 10*blockHoles, time.Hour, t0)
+		limits := []int{1, 2, 3, 4, 5, 8, n - 1, n, n + 1, blockHoles, max(1, n/3)}
+		for step := range 12 {
+			limit := max(1, limits[rng.IntN(len(limits))])
+			want := m.probe(limit)
+			got := tr.ProbeIDs(limit)
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d (%d holes), probe %d, limit %d:\n got %v\nwant %v", round, len(m.holes), step, limit, head(got), head(want))
+			}
+			k := rng.IntN(len(m.holes) + 2)
+			young := m.holes[len(m.holes)-min(k, len(m.holes)):]
+			if got := tr.Youngest(k); !slices.Equal(got, young) {
+				t.Fatalf("round %d: Youngest(%d) = %v, want %v", round, k, head(got), head(young))
+			}
+			// Fill a few holes, at the cursor's neighbourhood too.
+			for range rng.IntN(3) {
+				if len(m.holes) <= 1 {
+					break
+				}
+				i := rng.IntN(len(m.holes))
+				tr.Fill([]uint64{m.holes[i]})
+				m.holes = slices.Delete(m.holes, i, i+1)
+			}
+		}
+	}
+}
+
+// head is the first ids of a long list, for failure messages.
+func head(ids []uint64) []uint64 { return ids[:min(len(ids), 20)] }
+
+// TestProbeIDsCursorOnBlockEnd: the rotation's cursor lands exactly on the
+// last hole of a block (holes 1..blockHoles+400 consecutive, a first probe
+// of 1364 ids takes the youngest 341 and the older 1..1023): the next probe
+// starts at that hole, blockHoles, not at the next block.
+func TestProbeIDsCursorOnBlockEnd(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	m := &probeModel{high: blockHoles + 500}
+	var holes []Hole
+	for id := uint64(1); id <= blockHoles+400; id++ {
+		holes = append(holes, Hole{ID: id, FirstSeenMs: t0.UnixMilli()})
+		m.holes = append(m.holes, id)
+	}
+	tr := NewTracker(Position{High: m.high, ClockMs: t0.UnixMilli(), Holes: holes}, 10*blockHoles, time.Hour, t0)
+	const limit = 1364 // limit - limit/4 = blockHoles - 1
+	for probe := range 3 {
+		want, got := m.probe(limit), tr.ProbeIDs(limit)
+		if !slices.Equal(got, want) {
+			t.Fatalf("probe %d: got %v..., want %v...", probe, head(got), head(want))
+		}
+		if probe == 0 && m.cursor != blockHoles {
+			t.Fatalf("model cursor %d after the first probe, want %d: the case does not hit the block end", m.cursor, blockHoles)
+		}
+	}
 }
