@@ -44,6 +44,15 @@ TARGETS=(
   "services/luckydraw/draw.go|^(TestDraw|TestCrashBetweenCommitAndDispatch|TestDuplicateCommandStorm|TestConcurrentDraws|TestLowWater|TestBadRequests|TestStreamClaim)"
 )
 
+# gremlins runs `go` from PATH: the shim fixes the package a mutant's tests
+# run in and tells a mutant that does not build from a killed one.
+shim=$(mktemp -d)
+trap 'rm -rf "$shim"' EXIT
+MUTATE_REAL_GO=$(command -v go)
+export MUTATE_REAL_GO
+ln -s "$PWD/scripts/mutate-go-shim.sh" "$shim/go"
+export PATH="$shim:$PATH"
+
 want=("$@")
 mkdir -p "$OUT"
 summary="$OUT/summary.md"
