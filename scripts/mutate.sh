@@ -35,7 +35,7 @@ TARGETS=(
   "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded)"
   "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestPausedTimerCommit)"
   "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestRebalanceBetweenInstances|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQ|TestPunctuation)"
-  "sinks/mysql/store.go|^(TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
+  "sinks/mysql/store.go|^(TestOffsetRowsInOneOrder|TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
   "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
