@@ -349,3 +349,14 @@ func TestProbeIDsCursorOnBlockEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestExpireDisabledWithoutMaxAge: a tracker without an age bound (maxAge
+// 0, which NewTracker accepts; the relay's config requires a positive
+// gap_max_age) never gives a hole up for its age.
+func TestExpireDisabledWithoutMaxAge(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	tr := NewTracker(Position{High: 10, ClockMs: t0.UnixMilli(), Holes: []Hole{{ID: 5, FirstSeenMs: t0.UnixMilli() - 1}}}, 10, 0, t0)
+	if ab := tr.Expire(t0.Add(100 * time.Hour)); ab != nil || tr.OpenHoles() != 1 {
+		t.Fatalf("Expire without max age = %+v, open %d; want nothing given up", ab, tr.OpenHoles())
+	}
+}
