@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -358,5 +360,52 @@ func TestExpireDisabledWithoutMaxAge(t *testing.T) {
 	tr := NewTracker(Position{High: 10, ClockMs: t0.UnixMilli(), Holes: []Hole{{ID: 5, FirstSeenMs: t0.UnixMilli() - 1}}}, 10, 0, t0)
 	if ab := tr.Expire(t0.Add(100 * time.Hour)); ab != nil || tr.OpenHoles() != 1 {
 		t.Fatalf("Expire without max age = %+v, open %d; want nothing given up", ab, tr.OpenHoles())
+	}
+}
+
+// TestDecodePositionBounds: positions exactly at the decoder's bounds
+// decode (a clock of MaxInt64, a hole first seen exactly at the clock,
+// holes 1..High, maxDecodedHoles holes in one range); one past them, or a
+// record cut short, is ErrBadPosition.
+func TestDecodePositionBounds(t *testing.T) {
+	ok := []Position{
+		{High: 7, ClockMs: math.MaxInt64},
+		{High: 9, ClockMs: 100, Holes: []Hole{{ID: 2, FirstSeenMs: 40}, {ID: 5, FirstSeenMs: 100}}},
+		{High: 3, ClockMs: 5, Holes: []Hole{{ID: 1, FirstSeenMs: 5}, {ID: 2, FirstSeenMs: 5}, {ID: 3, FirstSeenMs: 5}}},
+	}
+	all := Position{High: maxDecodedHoles + 5, ClockMs: 1}
+	for id := uint64(1); id <= maxDecodedHoles; id++ {
+		all.Holes = append(all.Holes, Hole{ID: id, FirstSeenMs: 1})
+	}
+	ok = append(ok, all)
+	for i, p := range ok {
+		got, err := DecodePosition(EncodePosition(p))
+		if err != nil || got.High != p.High || got.ClockMs != p.ClockMs || !reflect.DeepEqual(got.Holes, p.Holes) && len(p.Holes) > 0 {
+			t.Fatalf("position %d (%d holes): decoded %d holes, err %v", i, len(p.Holes), len(got.Holes), err)
+		}
+	}
+	// Version 1: no holes at all (a count equal to the bytes left, 0), and
+	// exactly maxDecodedHoles holes (1..max, each first seen at 0).
+	v1 := binary.AppendUvarint([]byte{positionVersion1}, maxDecodedHoles+5)
+	v1 = binary.AppendUvarint(v1, maxDecodedHoles)
+	for range maxDecodedHoles {
+		v1 = append(v1, 1, 0) // delta 1, time +0
+	}
+	for name, b := range map[string][]byte{"v1 without holes": {positionVersion1, 10, 0}, "v1 with maxDecodedHoles": v1} {
+		if p, err := DecodePosition(b); err != nil || p.High == 0 {
+			t.Fatalf("%s: %+v, %v", name, p.High, err)
+		}
+	}
+	bad := map[string][]byte{
+		"a hole seen after the clock": EncodePosition(Position{High: 9, ClockMs: 100, Holes: []Hole{{ID: 1, FirstSeenMs: 60}, {ID: 3, FirstSeenMs: 110}}}),
+		"a hole above High":           EncodePosition(Position{High: 3, ClockMs: 5, Holes: []Hole{{ID: 3, FirstSeenMs: 1}, {ID: 4, FirstSeenMs: 1}}}),
+		"one hole too many":           EncodePosition(Position{High: maxDecodedHoles + 5, ClockMs: 1, Holes: append(slices.Clone(all.Holes), Hole{ID: maxDecodedHoles + 1, FirstSeenMs: 1})}),
+		"v1 cut in a hole's time":     {positionVersion1, 10, 1, 2},
+		"v1 hole count past the data": {positionVersion1, 10, 2, 2, 0},
+	}
+	for name, b := range bad {
+		if _, err := DecodePosition(b); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%s: err %v, want ErrBadPosition", name, err)
+		}
 	}
 }
