@@ -391,7 +391,8 @@ func TestDecodePositionBounds(t *testing.T) {
 	for range maxDecodedHoles {
 		v1 = append(v1, 1, 0) // delta 1, time +0
 	}
-	for name, b := range map[string][]byte{"v1 without holes": {positionVersion1, 10, 0}, "v1 with maxDecodedHoles": v1} {
+	for name, b := range map[string][]byte{"v1 without holes": {positionVersion1, 10, 0}, "v1 with maxDecodedHoles": v1,
+		"v1 hole at High": {positionVersion1, 3, 1, 3, 0}} {
 		if p, err := DecodePosition(b); err != nil || p.High == 0 {
 			t.Fatalf("%s: %+v, %v", name, p.High, err)
 		}
