@@ -5,7 +5,7 @@ TEST_TIMEOUT ?= 14m
 
 CHAOS_DURATION ?= 10m
 
-.PHONY: build test unit lint proto proto-tools bench demo chaos
+.PHONY: build test unit lint proto proto-tools bench demo chaos mutate
 
 ## build: bin/roomflow stamped with the release (`roomflow --version`,
 ## roomflow_build_info): VERSION from git describe, REVISION the commit.
@@ -55,6 +55,14 @@ proto: proto-tools
 
 bench:
 	./benchmarks/run.sh
+
+## mutate: mutation testing (gremlins v0.6.0) of the exactly-once files, each
+## against the tests that cover it; not part of make test (tens of minutes,
+## docs/reliability.md "Mutation testing"). MUTATE_FILES=a.go b.go limits it,
+## MUTATE_WORKERS=n runs mutants in parallel (default 1).
+MUTATE_FILES ?=
+mutate:
+	./scripts/mutate.sh $(MUTATE_FILES)
 
 demo: build
 	./bin/roomflow demo

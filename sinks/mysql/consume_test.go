@@ -18,14 +18,8 @@ import (
 func TestChunkedDedupeRollsBackToSavepoint(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(t, m.DB, "g")
+	st, tp, gen := claimedStore(t, m.DB)
 	mysqlsink.SetChunk(st, 10)
-	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
-	claims, err := st.Claim(ctx, "o", []mysqlsink.TP{tp}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen := map[mysqlsink.TP]int64{tp: claims[tp].Generation}
 	ledger := sinktest.NewLedgerGen(3, "hyapp", 5).Next(30)
 	// Entries 20..29 first, then all 30 (at later offsets): chunks 1-2
 	// are new, chunk 3 repeats.
@@ -52,18 +46,13 @@ func TestChunkedDedupeRollsBackToSavepoint(t *testing.T) {
 func TestConsumeKeepsFirstOfABatch(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	st := newStore(t, m.DB, "g")
-	tp := mysqlsink.TP{Topic: "ledger", Partition: 0}
-	claims, err := st.Claim(ctx, "o", []mysqlsink.TP{tp}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tp, gen := claimedStore(t, m.DB)
 	es := []*userv1.MicLedgerEntry{
 		{EventId: "a", AppCode: "x", UserId: 1, Status: "skipped", OccurredAtMs: 5},
 		{EventId: "a", AppCode: "x", UserId: 2, Status: "skipped", OccurredAtMs: 6},
 		{EventId: "a", AppCode: "y", UserId: 3, Status: "skipped", OccurredAtMs: 7},
 	}
-	res, err := st.Apply(ctx, "o", map[mysqlsink.TP]int64{tp: claims[tp].Generation}, ledgerRecords(tp, 0, es), 9)
+	res, err := st.Apply(ctx, "o", gen, ledgerRecords(tp, 0, es), 9)
 	if err != nil {
 		t.Fatal(err)
 	}

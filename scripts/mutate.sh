@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# make mutate: mutation testing of the exactly-once files (issue 21) with
+# gremlins (github.com/go-gremlins/gremlins, pinned below). Not part of
+# `make test`: it takes tens of minutes (docs/reliability.md, "Mutation
+# testing", has the last numbers and how long each file took).
+#
+#   ./scripts/mutate.sh                          # every file in TARGETS
+#   ./scripts/mutate.sh producers/relay/tracker.go sinks/mysql/store.go
+#   MUTATE_WORKERS=2 ./scripts/mutate.sh ...     # parallel mutants (default 1)
+#
+# Each file is mutated alone (gremlins --exclude-files for every other file
+# of its package) and each mutant runs only the tests that cover that file
+# (GOFLAGS=-run=..., which both gremlins' coverage run and its per-mutant
+# `go test <package>` inherit; vet off and no DWARF to cut the build of
+# every mutant), so a slow package costs its filtered tests,
+# not its whole suite, per mutant. Needs MariaDB on 127.0.0.1:3306 like
+# make test. Per file it prints gremlins' verdicts (KILLED, LIVED, TIMED
+# OUT, NOT COVERED, NOT VIABLE) and a summary line; results go to
+# .mutate/<file>.txt and the table to .mutate/summary.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GREMLINS=${GREMLINS:-"go run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"}
+WORKERS=${MUTATE_WORKERS:-1}
+# A mutant's tests may run this many times as long as the coverage run of
+# the same tests before it is declared TIMED OUT (the mutant recompiles the
+# package, the coverage run's time includes a warm build).
+COEFF=${MUTATE_TIMEOUT_COEFFICIENT:-8}
+OUT=.mutate
+
+# file|tests that cover it (a go test -run regexp, no spaces).
+TARGETS=(
+  "producers/relay/tracker.go|^(TestTracker|TestRuns|TestFillTwice|TestExpireAtExactly|TestMaxOpenGaps|TestProbeIDs|TestPositionCodec|TestGapAge|TestMaxPositionBytes|TestTrackerEncode)"
+  "producers/relay/position.go|^(TestPositionCodec|TestPositionDecodesVersion1|TestGapAge|TestMaxPositionBytes|TestTrackerEncode|TestNewRejectsOpenGaps|TestHoleSurvivesRestart)"
+  "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded)"
+  "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestPausedTimerCommit)"
+  "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestRebalanceBetweenInstances|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQ|TestPunctuation)"
+  "sinks/mysql/store.go|^(TestOffsetRowsInOneOrder|TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
+  "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
+  "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
+  "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
+  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestWatermarkAndRetention)"
+  "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestPropertyRandomStreams)"
+  "services/luckydraw/draw.go|^(TestDraw|TestCrashBetweenCommitAndDispatch|TestDuplicateCommandStorm|TestConcurrentDraws|TestLowWater|TestBadRequests|TestStreamClaim)"
+)
+
+# gremlins runs `go` from PATH: the shim fixes the package a mutant's tests
+# run in and tells a mutant that does not build from a killed one.
+shim=$(mktemp -d)
+trap 'rm -rf "$shim"' EXIT
+MUTATE_REAL_GO=$(command -v go)
+export MUTATE_REAL_GO
+ln -s "$PWD/scripts/mutate-go-shim.sh" "$shim/go"
+export PATH="$shim:$PATH"
+
+want=("$@")
+mkdir -p "$OUT"
+summary="$OUT/summary.md"
+[ -f "$summary" ] || printf '| file | killed | lived | timed out | not covered | not viable | efficacy | minutes |\n|---|---|---|---|---|---|---|---|\n' >"$summary"
+for t in "${TARGETS[@]}"; do
+  file=${t%%|*}
+  run=${t#*|}
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $file "* ]]; then
+    continue
+  fi
+  dir=$(dirname "$file")
+  base=$(basename "$file")
+  ex=()
+  while IFS= read -r f; do
+    [ "$f" = "$base" ] || ex+=(--exclude-files "(^|/)${f//./\\.}\$")
+  done < <(cd "$dir" && find . -name '*.go' ! -name '*_test.go' | sed 's#^\./##')
+  log="$OUT/${file//\//_}.txt"
+  echo "== $file (tests: $run)"
+  start=$(date +%s)
+  # gremlins exits non-zero only for a missed threshold (none set here).
+  GOFLAGS="-count=1 -p=1 -vet=off -ldflags=-w -run=$run" $GREMLINS unleash --workers "$WORKERS" --timeout-coefficient "$COEFF" \
+    "${ex[@]}" "./$dir" 2>&1 | tee "$log" | grep -E '^ *(LIVED|TIMED OUT|NOT COVERED)' || true
+  mins=$(awk -v s="$start" -v e="$(date +%s)" 'BEGIN { printf "%.1f", (e - s) / 60 }')
+  count() { grep -cE "^ *$1 " "$log" || true; }
+  k=$(count KILLED); l=$(count LIVED); to=$(count 'TIMED OUT'); nc=$(count 'NOT COVERED'); nv=$(count 'NOT VIABLE')
+  eff=$(awk -v k="$k" -v l="$l" -v t="$to" 'BEGIN { n = k + l; if (n) printf "%.1f%%", 100 * k / n; else print "-" }')
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$file" "$k" "$l" "$to" "$nc" "$nv" "$eff" "$mins" | tee -a "$summary"
+done
+echo "summary: $summary"

@@ -1,0 +1,6 @@
+package imoutbox
+
+import "time"
+
+// SetNow sets r's clock (tests that pin the claim deadlines to the ms).
+func SetNow(r *Repo, now func() time.Time) { r.now = now }
