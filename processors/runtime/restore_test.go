@@ -130,8 +130,13 @@ func TestPausedTimerCommitAfterTakeoverClosesOnce(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	start := func(who string, reg *prometheus.Registry) (*runtime.Runtime, *rttest.Running) {
 		p := sessions{out: h.out, dump: h.dump, who: who}
+		// A transaction timeout far above the takeover: the broker must not
+		// abort A's held transaction itself (a slow machine once took 20 s
+		// to move the partition, and the 30 s default aborted it, so B's
+		// restore rightly found nothing open).
 		rt := h.runtime("close-"+who, p, withTimer(clock.Now, "close", time.Minute, p.closeAll),
-			withRegisterer(reg), withClientID("close-"+who+"-client"))
+			withRegisterer(reg), withClientID("close-"+who+"-client"),
+			func(c *runtime.Config) { c.TransactionTimeout = 3 * time.Minute })
 		return rt, rttest.Start(rt)
 	}
 	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("s1"), Value: []byte("open")}})
