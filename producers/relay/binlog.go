@@ -559,8 +559,8 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 				}
 				now := r.cfg.Now()
 				for _, v := range ev.Rows {
-					st.rows++
 					if st.skip > 0 {
+						st.rows++
 						st.skip-- // relayed before a crash or a leader change
 						continue
 					}
@@ -568,16 +568,25 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 					if err != nil {
 						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
 					}
+					if r.tooLarge(&row) {
+						row.Payload = nil // dead-lettered by size: not held
+					}
+					// A row that would take the batch past max_batch_bytes
+					// starts the next one (as poll mode's Budget does); the
+					// position emitted does not count it yet.
+					if len(pending) > 0 && pendingBytes+len(row.Payload) > r.cfg.MaxBatchBytes {
+						if err := emit(); err != nil {
+							return err
+						}
+					}
+					st.rows++
 					if row.ID > tr.High() {
 						_, _ = tr.Advance([]uint64{row.ID}, now) // evictions: poll fallback only
 					} else {
 						tr.Fill([]uint64{row.ID})
 					}
-					if r.tooLarge(&row) {
-						row.Payload = nil // dead-lettered by size: not held
-					}
 					pending = append(pending, row)
-					pendingBytes += row.PayloadBytes
+					pendingBytes += len(row.Payload)
 					if len(pending) >= r.cfg.BatchSize || pendingBytes >= r.cfg.MaxBatchBytes {
 						if err := emit(); err != nil {
 							return err
@@ -680,7 +689,8 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 			}
 			more = len(rows) == r.cfg.BatchSize
 		}
-		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: PayloadBytes(rows), Skip: r.tooLarge}
+		inline := PayloadBytes(rows)
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: inline, Skip: r.tooLarge}
 		if n := budget.Fit(rows); n < len(rows) {
 			if filled {
 				holes = append(appendRowIDs(nil, rows[n:]), holes...)
@@ -707,7 +717,8 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 		}
 		if len(rows) > 0 || last {
 			b := &batch{rows: rows, started: started, pos: tr.Encode()}
-			b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: PayloadBytes(rows) + fetched}
+			b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: inline + fetched}
+			r.m.batchBytes.Observe(float64(b.info.ReadBytes))
 			if n := len(rows); n > 0 {
 				b.info.FirstID, b.info.LastID = rows[0].ID, rows[n-1].ID
 			}

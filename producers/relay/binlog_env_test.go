@@ -106,3 +106,31 @@ func forModes(t *testing.T, body func(*testing.T, relayMode)) {
 		t.Run(string(m.name), func(t *testing.T) { body(t, m) })
 	}
 }
+
+// killBinlogDumps ends every binlog stream of the shared server (the
+// package's tests run one relay at a time), as a server restart would.
+func killBinlogDumps(t testing.TB, db *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	rs, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	if len(ids) == 0 {
+		t.Fatal("no binlog dump thread to kill")
+	}
+	for _, id := range ids {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
