@@ -367,7 +367,9 @@ func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
 // still be relayed before its room's next row. Today's relay looks holes up
 // only once per poll interval while batches are full, so the later row
 // overtakes it.
-func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) { forModes(t, testLateRowKeepsRoomOrderInFullBatches) }
+func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
+	forModes(t, testLateRowKeepsRoomOrderInFullBatches)
+}
 
 func testLateRowKeepsRoomOrderInFullBatches(t *testing.T, mode relayMode) {
 	k := newKafka(t)
