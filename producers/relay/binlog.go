@@ -308,7 +308,7 @@ func newStreamState(flavor string, pos BinlogPosition) (*streamState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
 		}
-		st.gset = gs.(*gomysql.MariadbGTIDSet)
+		st.gset = lastPerDomain(gs.(*gomysql.MariadbGTIDSet))
 	}
 	if pos.Rows > 0 {
 		// Inside a transaction already: until its events arrive, the
@@ -345,14 +345,32 @@ func (s *streamState) begin() {
 	s.inTxn, s.start, s.rows = true, s.done(), 0
 }
 
-func (s *streamState) commit() error {
+// commit ends the open transaction. Its GTID replaces its domain's in the
+// set: a MariaDB GTID position holds the last GTID of each domain, whatever
+// server wrote it (after a failover the new primary's server id), and a
+// connect state with two GTIDs of one domain is refused.
+func (s *streamState) commit() {
 	if s.gset != nil && s.gtid.SequenceNumber > 0 {
-		if err := s.gset.AddSet(&s.gtid); err != nil {
-			return fmt.Errorf("relay: binlog GTID %s: %w", s.gtid.String(), err)
-		}
+		g := s.gtid
+		s.gset.Sets[g.DomainID] = map[uint32]*gomysql.MariadbGTID{g.ServerID: &g}
 	}
 	s.inTxn, s.standalone, s.rows, s.skip = false, false, 0, 0
-	return nil
+}
+
+// lastPerDomain keeps the GTID with the highest sequence number of each
+// domain: positions stored before commit kept one GTID per domain could
+// hold several after a failover.
+func lastPerDomain(gs *gomysql.MariadbGTIDSet) *gomysql.MariadbGTIDSet {
+	for d, byServer := range gs.Sets {
+		var last *gomysql.MariadbGTID
+		for _, g := range byServer {
+			if last == nil || g.SequenceNumber > last.SequenceNumber {
+				last = g
+			}
+		}
+		gs.Sets[d] = map[uint32]*gomysql.MariadbGTID{last.ServerID: last}
+	}
+	return gs
 }
 
 // readBinlog is binlog mode's read: the snapshot first when the position
@@ -527,24 +545,18 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 			if st.inTxn && st.gtid.SequenceNumber > 0 {
 				// Only committed transactions reach the binlog: one whose
 				// end event was not recognised (XA) ended here.
-				if err := st.commit(); err != nil {
-					return err
-				}
+				st.commit()
 			}
 			st.begin()
 			st.gtid, st.standalone = ev.GTID, ev.IsStandalone()
 		case *replication.XIDEvent:
 			st.offset = uint64(h.LogPos)
-			if err := st.commit(); err != nil {
-				return err
-			}
+			st.commit()
 		case *replication.QueryEvent:
 			st.offset = uint64(h.LogPos)
 			q := strings.ToUpper(strings.TrimSpace(string(ev.Query)))
 			if st.inTxn && (st.standalone || q == "COMMIT" || q == "ROLLBACK") {
-				if err := st.commit(); err != nil {
-					return err
-				}
+				st.commit()
 			}
 		case *replication.TableMapEvent:
 			if ours(ev) && (ev.TableID != cols.tableID || ev.ColumnCount != cols.count) {
