@@ -14,7 +14,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -109,14 +108,8 @@ func TestBinlogModeExactlyOnce(t *testing.T) {
 func TestBinlogStartupChecks(t *testing.T) {
 	ctx := context.Background()
 	m := binlogDB(t)
-	check := func(cfg relay.Config, db *sql.DB) error {
-		cfg.Kafka = kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}
-		r, err := relay.New(cfg, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.CheckBinlogServer(ctx)
-	}
+	logs := &testenv.SyncBuffer{}
+	check := func(cfg relay.Config, db *sql.DB) error { return checkServer(t, cfg, db, logs) }
 	base := binlogConfig(unconnectedConfig(t), m)
 	if err := check(base, m.DB); err != nil {
 		t.Fatalf("a ready server fails the checks: %v", err)
