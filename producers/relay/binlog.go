@@ -62,6 +62,10 @@ type binlogServer struct {
 // not yet dropped), under any other name a conflict.
 const ReplicaHost = "roomflow-relay"
 
+// serverIdentity tells two servers apart: server id, host name and port
+// as the server itself reports them (a proxy in between changes neither).
+const serverIdentity = "CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
+
 // checkBinlogServer runs binlog mode's start-up checks on a connection of
 // binlog.dsn, the user that streams: binary log on, binlog_format=ROW,
 // binlog_row_image=FULL, the replication privileges (its own or its
@@ -82,13 +86,14 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	repl := sql.OpenDB(conn)
 	defer repl.Close()
 	s := &binlogServer{dsn: dc, flavor: FlavorMySQL}
-	if err := r.db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&s.schema); err != nil {
+	var tableServer string
+	if err := r.db.QueryRowContext(ctx, "SELECT DATABASE(), "+serverIdentity).Scan(&s.schema, &tableServer); err != nil {
 		return nil, fmt.Errorf("relay: binlog mode: the table's database: %w", err)
 	}
-	var logBin, format, image, version string
+	var logBin, format, image, version, server string
 	var serverID uint64
-	if err := repl.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, VERSION()").
-		Scan(&logBin, &format, &image, &serverID, &version); err != nil {
+	if err := repl.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, VERSION(), "+serverIdentity).
+		Scan(&logBin, &format, &image, &serverID, &version, &server); err != nil {
 		return nil, fmt.Errorf("relay: binlog settings: %w", err)
 	}
 	if strings.Contains(strings.ToLower(version), "mariadb") {
@@ -106,6 +111,10 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	}
 	if serverID == uint64(r.cfg.Binlog.ServerID) {
 		problems = append(problems, fmt.Sprintf("relay.binlog.server_id %d is the server's own server_id; pick one no replica or binlog client of it uses", serverID))
+	}
+	if server != tableServer {
+		// The snapshot's position must be a place in the streamed binlog.
+		problems = append(problems, fmt.Sprintf("binlog.dsn reaches server %s, the relay's database server %s: both must be the same server", server, tableServer))
 	}
 	missing, err := missingPrivileges(ctx, repl, s.flavor)
 	if err != nil {

@@ -166,4 +166,23 @@ func TestBinlogGrantsThroughRoles(t *testing.T) {
 	if strings.Contains(err.Error()+logs.String(), "pw2") {
 		t.Fatal("a password in the error or the logs")
 	}
+
+	// The replication user streams; the relay's database user reads.
+	k := newKafka(t)
+	cfg := as("by_default", "pw1")
+	cfg.Kafka, cfg.Topic, cfg.DLQTopic, cfg.OffsetsTopic = k.Cluster(), k.Config.Topics.RoomEvents, k.Config.Topics.DLQ, k.Config.Topics.RelayOffsets
+	x := startRelay(t, cfg, m.DB, nil)
+	if err := insertRows(ctx, m.DB, rowsOf("r", "room-r", 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, k, cfg.Topic, 10, 30*time.Second)
+	x.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
+
+	// binlog.dsn must reach the relay database's server.
+	dev := testenv.NewMySQL(t)
+	err = checkServer(t, base, dev.DB, logs)
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "both must be the same server") {
+		t.Fatalf("err = %v, want binlog.dsn and the relay's database named as different servers", err)
+	}
 }
