@@ -109,6 +109,9 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	if !strings.EqualFold(image, "FULL") {
 		problems = append(problems, fmt.Sprintf("binlog_row_image is %s, must be FULL", image))
 	}
+	if s.flavor == FlavorMySQL {
+		problems = append(problems, mysqlProblems(ctx, repl)...)
+	}
 	if serverID == uint64(r.cfg.Binlog.ServerID) {
 		problems = append(problems, fmt.Sprintf("relay.binlog.server_id %d is the server's own server_id; pick one no replica or binlog client of it uses", serverID))
 	}
@@ -132,6 +135,25 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 		return nil, &BinlogCheckError{Problems: problems}
 	}
 	return s, nil
+}
+
+// mysqlProblems names what MySQL needs besides the common settings: GTIDs
+// (without them the snapshot has no binlog position to start from without
+// a global lock) and uncompressed transactions (compressed ones carry
+// their rows inside a payload event the relay does not open).
+func mysqlProblems(ctx context.Context, db *sql.DB) []string {
+	var mode, compression string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_mode, @@binlog_transaction_compression").Scan(&mode, &compression); err != nil {
+		return []string{fmt.Sprintf("gtid_mode and binlog_transaction_compression cannot be read: %v", err)}
+	}
+	var problems []string
+	if !strings.EqualFold(mode, "ON") {
+		problems = append(problems, fmt.Sprintf("gtid_mode is %s, must be ON (with enforce_gtid_consistency=ON)", mode))
+	}
+	if compression == "1" || strings.EqualFold(compression, "ON") {
+		problems = append(problems, "binlog_transaction_compression is ON, must be OFF")
+	}
+	return problems
 }
 
 // missingPrivileges names the replication privileges the user lacks.
@@ -409,23 +431,32 @@ func (w warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{w.Han
 // after the last complete transaction, and the transaction in progress.
 type streamState struct {
 	flavor string
-	gset   *gomysql.MariadbGTIDSet // MariaDB; nil: file/offset only
+	gset   gomysql.GTIDSet // *MariadbGTIDSet or *MysqlGTIDSet; nil: file/offset only
 	file   string
 	offset uint64
 
 	inTxn      bool
-	standalone bool
+	opened     bool // the open transaction's GTID event was seen in this stream
+	standalone bool // it ends with its first query (DDL), not at an XID or COMMIT
 	gtid       gomysql.MariadbGTID
-	start      BinlogPosition // the position before the open transaction
-	rows       uint64         // relay-table insert rows of the open transaction seen so far
-	skip       uint64         // rows of the first transaction relayed before and not seen yet
+	mysqlGTID  *gomysql.MysqlGTIDSet // MySQL: the open transaction's GTID; nil when anonymous
+	start      BinlogPosition        // the position before the open transaction
+	rows       uint64                // relay-table insert rows of the open transaction seen so far
+	skip       uint64                // rows of the first transaction relayed before and not seen yet
 }
 
 // newStreamState is the state of a stream starting at pos; it fails on a
 // GTID set that does not parse.
 func newStreamState(flavor string, pos BinlogPosition) (*streamState, error) {
 	st := &streamState{flavor: flavor, file: pos.File, offset: pos.Offset, skip: pos.Rows}
-	if pos.GTIDSet != "" || (flavor == FlavorMariaDB && pos.File == "") {
+	switch {
+	case flavor == FlavorMySQL && (pos.GTIDSet != "" || pos.File == ""):
+		gs, err := gomysql.ParseMysqlGTIDSet(pos.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
+		}
+		st.gset = gs
+	case flavor == FlavorMariaDB && (pos.GTIDSet != "" || pos.File == ""):
 		gs, err := gomysql.ParseMariadbGTIDSet(pos.GTIDSet)
 		if err != nil {
 			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
@@ -472,11 +503,29 @@ func (s *streamState) begin() {
 // server wrote it (after a failover the new primary's server id), and a
 // connect state with two GTIDs of one domain is refused.
 func (s *streamState) commit() {
-	if s.gset != nil && s.gtid.SequenceNumber > 0 {
-		g := s.gtid
-		s.gset.Sets[g.DomainID] = map[uint32]*gomysql.MariadbGTID{g.ServerID: &g}
+	switch gs := s.gset.(type) {
+	case *gomysql.MariadbGTIDSet:
+		if g := s.gtid; g.SequenceNumber > 0 {
+			gs.Sets[g.DomainID] = map[uint32]*gomysql.MariadbGTID{g.ServerID: &g}
+		}
+	case *gomysql.MysqlGTIDSet:
+		if s.mysqlGTID != nil {
+			_ = gs.Add(*s.mysqlGTID) // adding never fails
+		}
 	}
-	s.inTxn, s.standalone, s.rows, s.skip = false, false, 0, 0
+	s.inTxn, s.opened, s.standalone, s.rows, s.skip, s.mysqlGTID = false, false, false, 0, 0, nil
+}
+
+// open starts the transaction of a GTID event; a transaction still open
+// ended before it (only committed transactions reach the binlog: one
+// whose end event was not recognised, such as XA, ended here). A
+// transaction resumed inside (Rows) is not open until its GTID event.
+func (s *streamState) open() {
+	if s.inTxn && s.opened {
+		s.commit()
+	}
+	s.begin()
+	s.opened = true
 }
 
 // lastPerDomain keeps the GTID with the highest sequence number of each
@@ -503,10 +552,10 @@ func (r *Relay) readBinlog(ctx context.Context, tr *Tracker, out chan<- *batch) 
 	if err != nil {
 		return err
 	}
-	if srv.flavor != FlavorMariaDB {
-		return errors.New("relay: binlog mode supports MariaDB only in this version (MySQL 8.0 GTID sets and its watermark snapshot are not implemented)")
-	}
 	pos := tr.Binlog()
+	if pos.Flavor != "" && pos.Flavor != srv.flavor {
+		return fmt.Errorf("relay: the stored binlog position is a %s server's, the server is %s: run `roomflow relay --resnapshot`", pos.Flavor, srv.flavor)
+	}
 	if pos.IsZero() {
 		if pos, err = r.snapshot(ctx, tr, srv, out); err != nil {
 			return err
@@ -594,16 +643,27 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 	lastEmit := started
 	emitted := pos
 	heartbeat := false
+	// On MySQL the snapshot overlaps the binlog (see snapshot): a row at or
+	// below the high-water id that is not an open gap was relayed, and
+	// gaps given up are dead-lettered, as in poll mode. On MariaDB the
+	// gaps are the poll fallback's only and the binlog decides.
+	byID := srv.flavor == FlavorMySQL
+	var abandoned []Abandoned
 	emit := func() error {
 		p := st.current()
 		if err := tr.SetBinlog(p); err != nil {
 			return err
 		}
 		now := r.cfg.Now()
-		tr.Expire(now) // the holes are the poll fallback's only: never dead-lettered in binlog mode
-		b := &batch{rows: pending, started: started}
+		if expired := tr.Expire(now); byID {
+			abandoned = append(abandoned, expired...)
+		}
+		b := &batch{rows: pending, abandoned: abandoned, started: started}
 		b.pos = tr.Encode()
 		b.info = BatchInfo{Rows: len(pending), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: pendingBytes}
+		for _, a := range abandoned {
+			b.info.Abandoned += a.Count()
+		}
 		if n := len(pending); n > 0 {
 			b.info.FirstID, b.info.LastID = pending[0].ID, pending[n-1].ID
 		}
@@ -613,7 +673,7 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		pending, pendingBytes, emitted, lastEmit, heartbeat = nil, 0, p, now, false
+		pending, pendingBytes, abandoned, emitted, lastEmit, heartbeat = nil, 0, nil, p, now, false
 		return nil
 	}
 	for {
@@ -664,19 +724,30 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 			st.file, st.offset = string(ev.NextLogName), ev.Position
 			continue
 		case *replication.MariadbGTIDEvent:
-			if st.inTxn && st.gtid.SequenceNumber > 0 {
-				// Only committed transactions reach the binlog: one whose
-				// end event was not recognised (XA) ended here.
-				st.commit()
-			}
-			st.begin()
+			st.open()
 			st.gtid, st.standalone = ev.GTID, ev.IsStandalone()
+		case *replication.GTIDEvent:
+			// MySQL: a DML transaction goes on with a BEGIN query, DDL is
+			// the one query after the GTID event.
+			st.open()
+			st.standalone = true
+			if ev.GNO > 0 { // 0: an anonymous transaction (gtid_mode OFF)
+				next, err := ev.GTIDNext()
+				if err != nil {
+					return fmt.Errorf("relay: binlog GTID event: %w", err)
+				}
+				st.mysqlGTID = next.(*gomysql.MysqlGTIDSet)
+			}
 		case *replication.XIDEvent:
 			st.offset = uint64(h.LogPos)
 			st.commit()
 		case *replication.QueryEvent:
 			st.offset = uint64(h.LogPos)
 			q := strings.ToUpper(strings.TrimSpace(string(ev.Query)))
+			if q == "BEGIN" {
+				st.standalone = false
+				break
+			}
 			if st.inTxn && (st.standalone || q == "COMMIT" || q == "ROLLBACK") {
 				st.commit()
 			}
@@ -702,6 +773,10 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 					if err != nil {
 						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
 					}
+					if byID && row.ID <= tr.High() && !tr.IsOpen(row.ID) {
+						st.rows++ // in the snapshot, or a gap given up
+						continue
+					}
 					if r.tooLarge(&row) {
 						row.Payload = nil // dead-lettered by size: not held
 					}
@@ -715,7 +790,13 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 					}
 					st.rows++
 					if row.ID > tr.High() {
-						_, _ = tr.Advance([]uint64{row.ID}, now) // evictions: poll fallback only
+						evicted, err := tr.Advance([]uint64{row.ID}, now)
+						if err != nil {
+							return err
+						}
+						if byID {
+							abandoned = append(abandoned, evicted...)
+						}
 					} else {
 						tr.Fill([]uint64{row.ID})
 					}
@@ -770,39 +851,28 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
 	}
+	var at BinlogPosition
+	if srv.flavor == FlavorMySQL {
+		// MySQL reports no snapshot position: the GTID set executed
+		// before the snapshot opens (a GTID is executed after its engine
+		// commit, so its rows are in the snapshot). The binlog from there
+		// repeats rows the snapshot has; stream drops them by id.
+		var gtid string
+		if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&gtid); err != nil {
+			return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
+		}
+		at = BinlogPosition{Flavor: srv.flavor, GTIDSet: strings.ReplaceAll(gtid, "\n", "")}
+	}
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // read only
-	var file string
-	var offset uint64
-	rs, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
-	if err != nil {
-		return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
-	}
-	for rs.Next() {
-		var k, v string
-		if err := rs.Scan(&k, &v); err != nil {
-			rs.Close()
-			return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
-		}
-		switch strings.ToLower(k) {
-		case "binlog_snapshot_file":
-			file = v
-		case "binlog_snapshot_position":
-			offset, _ = strconv.ParseUint(v, 10, 64)
+	if srv.flavor == FlavorMariaDB {
+		if at, err = mariadbSnapshotPosition(ctx, conn); err != nil {
+			return BinlogPosition{}, err
 		}
 	}
-	rs.Close()
-	if file == "" {
-		return BinlogPosition{}, errors.New("relay: snapshot: the server reports no binlog_snapshot_file (binary log off?)")
-	}
-	var gtid sql.NullString
-	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtid); err != nil {
-		return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
-	}
-	at := BinlogPosition{Flavor: srv.flavor, GTIDSet: gtid.String, File: file, Offset: offset}
-	r.log.Info("snapshot started", "gtid_set", at.GTIDSet, "file", file, "offset", offset, "from_id", tr.High(), "open_gaps", tr.OpenHoles())
+	r.log.Info("snapshot started", "gtid_set", at.GTIDSet, "file", at.File, "offset", at.Offset, "from_id", tr.High(), "open_gaps", tr.OpenHoles())
 
 	src := &Source{db: conn, table: r.cfg.Table} // reads at the snapshot
 	holes := appendIDs(nil, tr.Position().Holes)
@@ -867,6 +937,39 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 			return at, nil
 		}
 	}
+}
+
+// mariadbSnapshotPosition is the binlog position of conn's consistent
+// snapshot: binlog_snapshot_file/_position and its GTID set.
+func mariadbSnapshotPosition(ctx context.Context, conn *sql.Conn) (BinlogPosition, error) {
+	var file string
+	var offset uint64
+	rs, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
+	}
+	for rs.Next() {
+		var k, v string
+		if err := rs.Scan(&k, &v); err != nil {
+			rs.Close()
+			return BinlogPosition{}, fmt.Errorf("relay: snapshot position: %w", err)
+		}
+		switch strings.ToLower(k) {
+		case "binlog_snapshot_file":
+			file = v
+		case "binlog_snapshot_position":
+			offset, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	rs.Close()
+	if file == "" {
+		return BinlogPosition{}, errors.New("relay: snapshot: the server reports no binlog_snapshot_file (binary log off?)")
+	}
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtid); err != nil {
+		return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
+	}
+	return BinlogPosition{Flavor: FlavorMariaDB, GTIDSet: gtid.String, File: file, Offset: offset}, nil
 }
 
 func appendRowIDs(out []uint64, rows []Row) []uint64 {

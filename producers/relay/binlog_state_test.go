@@ -81,3 +81,48 @@ func TestStreamStateGTIDSetAcrossFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamStateMySQLGTIDSet: on MySQL each committed transaction's GTID
+// joins the executed set (a new server UUID after a failover adds its own
+// interval), an anonymous one (gtid_mode OFF) moves only the offset, and
+// a transaction whose end was not recognised ends at the next GTID event.
+func TestStreamStateMySQLGTIDSet(t *testing.T) {
+	const a, b = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "8a94f357-aab4-11df-86ab-c80aa9429562"
+	st, err := newStreamState(FlavorMySQL, BinlogPosition{Flavor: FlavorMySQL, GTIDSet: a + ":1-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(gtid string) {
+		t.Helper()
+		st.open()
+		st.mysqlGTID = nil
+		if gtid != "" {
+			gs, err := gomysql.ParseMysqlGTIDSet(gtid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.mysqlGTID = gs.(*gomysql.MysqlGTIDSet)
+		}
+	}
+	next(a + ":6")
+	st.commit()
+	next(b + ":1")
+	next(b + ":2") // the first ends here
+	st.commit()
+	next("") // anonymous
+	st.commit()
+	want, _ := gomysql.ParseMysqlGTIDSet(a + ":1-6," + b + ":1-2")
+	got, err := gomysql.ParseMysqlGTIDSet(st.current().GTIDSet)
+	if err != nil || !got.Equal(want) {
+		t.Fatalf("GTID set %q (%v), want %s", st.current().GTIDSet, err, want)
+	}
+	if fresh, err := newStreamState(FlavorMySQL, BinlogPosition{}); err != nil || fresh.gset == nil || !fresh.gset.IsEmpty() {
+		t.Fatalf("no position on MySQL: %+v, %v; want an empty GTID set (all of the binlog)", fresh, err)
+	}
+	if fo, err := newStreamState(FlavorMySQL, BinlogPosition{File: "binlog.000002", Offset: 4}); err != nil || fo.gset != nil {
+		t.Fatalf("a file/offset position on MySQL: %+v, %v; want no GTID set", fo, err)
+	}
+	if _, err := newStreamState(FlavorMySQL, BinlogPosition{GTIDSet: "0-1-5"}); err == nil {
+		t.Fatal("a MariaDB GTID set was accepted as a MySQL one")
+	}
+}
