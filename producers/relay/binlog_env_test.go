@@ -67,6 +67,26 @@ func binlogDB(t testing.TB) *testenv.MySQL {
 	return &testenv.MySQL{DB: db, DSN: s.DSN, Name: s.Name}
 }
 
+// mysql80BinlogDB is a migrated database on a MySQL 8.0 container with
+// GTIDs on (binlog mode's requirement there); skipped where no container
+// engine runs (testenv.MySQL80DSN).
+func mysql80BinlogDB(t testing.TB) *testenv.MySQL {
+	t.Helper()
+	dsn := testenv.MySQL80DSN(t, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--server-id=1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := mysqlx.NewScratch(ctx, dsn, testenv.UniqueName(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &testenv.MySQL{DB: db, DSN: s.DSN, Name: s.Name}
+}
+
 // binlogConfig is cfg in binlog mode on m with a server id of its own.
 func binlogConfig(cfg relay.Config, m *testenv.MySQL) relay.Config {
 	cfg.Mode = relay.ModeBinlog

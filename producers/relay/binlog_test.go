@@ -492,10 +492,16 @@ func TestBinlogLargeTransactionSpansBatches(t *testing.T) {
 
 // TestBinlogSnapshotUnderWrites: the first start snapshots a table of
 // several batches while writers keep inserting; the rows written during
-// the snapshot come from the binlog after it, none twice, none lost.
+// the snapshot come from the binlog after it, none twice, none lost; a
+// restart resumes from the stored position. On MySQL 8.0 the binlog from
+// before the snapshot repeats rows the snapshot has, dropped by id.
 func TestBinlogSnapshotUnderWrites(t *testing.T) {
+	t.Run("mariadb", func(t *testing.T) { testSnapshotUnderWrites(t, binlogDB(t)) })
+	t.Run("mysql80", func(t *testing.T) { testSnapshotUnderWrites(t, mysql80BinlogDB(t)) })
+}
+
+func testSnapshotUnderWrites(t *testing.T, m *testenv.MySQL) {
 	k := newKafka(t)
-	m := binlogDB(t)
 	ctx := context.Background()
 	cfg := binlogConfig(testConfig(t, k), m)
 	cfg.BatchSize = 100
@@ -514,6 +520,12 @@ func TestBinlogSnapshotUnderWrites(t *testing.T) {
 	}
 	waitCount(t, k, cfg.Topic, countRows(t, m.DB), 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	if err := insertRows(ctx, m.DB, rowsOf("after", "room-after", 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	x = startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, cfg.Topic, countRows(t, m.DB), 30*time.Second)
 	x.stop(t)
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 }
