@@ -529,8 +529,8 @@ func (s *streamState) open() {
 }
 
 // lastPerDomain keeps the GTID with the highest sequence number of each
-// domain: positions stored before commit kept one GTID per domain could
-// hold several after a failover.
+// domain: a position stored by an earlier relay version after a failover
+// can hold several.
 func lastPerDomain(gs *gomysql.MariadbGTIDSet) *gomysql.MariadbGTIDSet {
 	for d, byServer := range gs.Sets {
 		var last *gomysql.MariadbGTID
