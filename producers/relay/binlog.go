@@ -143,8 +143,13 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 // their rows inside a payload event the relay does not open).
 func mysqlProblems(ctx context.Context, db *sql.DB) []string {
 	var mode, compression string
-	if err := db.QueryRowContext(ctx, "SELECT @@gtid_mode, @@binlog_transaction_compression").Scan(&mode, &compression); err != nil {
-		return []string{fmt.Sprintf("gtid_mode and binlog_transaction_compression cannot be read: %v", err)}
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_mode").Scan(&mode); err != nil {
+		return []string{fmt.Sprintf("gtid_mode cannot be read: %v", err)}
+	}
+	err := db.QueryRowContext(ctx, "SELECT @@binlog_transaction_compression").Scan(&compression)
+	var me *mysql.MySQLError
+	if err != nil && !(errors.As(err, &me) && me.Number == 1193) { // 1193: before 8.0.20, no compression
+		return []string{fmt.Sprintf("binlog_transaction_compression cannot be read: %v", err)}
 	}
 	var problems []string
 	if !strings.EqualFold(mode, "ON") {
