@@ -779,7 +779,13 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
 					}
 					if byID && row.ID <= tr.High() && !tr.IsOpen(row.ID) {
-						st.rows++ // in the snapshot, or a gap given up
+						// In the snapshot, or a gap given up; or an id
+						// reissued (AUTO_INCREMENT reset), which stops as
+						// in poll mode instead of being dropped.
+						if err := r.checkReissue(ctx, tr.High()); err != nil {
+							return err
+						}
+						st.rows++
 						continue
 					}
 					if r.tooLarge(&row) {
