@@ -36,8 +36,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binlogDB is a migrated database of its own on the shared binlog server.
-func binlogDB(t testing.TB) *testenv.MySQL {
+// sharedBinlogServer is the package's binlog server, started on first use.
+func sharedBinlogServer(t testing.TB) *tempmariadb.Server {
 	t.Helper()
 	binlogOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -47,9 +47,16 @@ func binlogDB(t testing.TB) *testenv.MySQL {
 	if binlogErr != nil {
 		t.Fatalf("binlog tests need a throwaway mariadbd: %v", binlogErr)
 	}
+	return binlogServer
+}
+
+// binlogDB is a migrated database of its own on the shared binlog server.
+func binlogDB(t testing.TB) *testenv.MySQL {
+	t.Helper()
+	server := sharedBinlogServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := mysqlx.NewScratch(ctx, binlogServer.DSN, testenv.UniqueName(t), true)
+	s, err := mysqlx.NewScratch(ctx, server.DSN, testenv.UniqueName(t), true)
 	if err != nil {
 		t.Fatal(err)
 	}

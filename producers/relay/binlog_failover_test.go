@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/tempmariadb"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -98,9 +97,9 @@ func TestBinlogFileOffsetResume(t *testing.T) {
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, topic))
 }
 
-// TestBinlogFailover: the relay reads primary A, which replica B
-// replicates (log_slave_updates: B's binlog has A's transactions under
-// their GTIDs). After a failover to B, a GTID position continues there
+// TestBinlogFailover: the relay reads primary A (the shared binlog
+// server), which replica B replicates from the test's start on
+// (log_slave_updates: B's binlog has A's transactions under their GTIDs). After a failover to B, a GTID position continues there
 // exactly once, across a restart on B; a file/offset position of A names a
 // binlog file B does not have and stops with the purged error and metric,
 // relaying nothing. (A failover target whose binlog files have A's names
@@ -109,19 +108,20 @@ func TestBinlogFileOffsetResume(t *testing.T) {
 func TestBinlogFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, err := tempmariadb.Start(ctx, tempmariadb.Options{Binlog: true, ServerID: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Stop)
+	a := sharedBinlogServer(t)
 	b, err := tempmariadb.Start(ctx, tempmariadb.Options{Binlog: true, ServerID: 12,
 		Args: []string{"--log-slave-updates", "--log-bin=replica-bin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Stop)
+	var from string
+	if err := open(t, a.DSN).QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&from); err != nil {
+		t.Fatal(err)
+	}
 	bAdmin := open(t, b.DSN)
 	for _, q := range []string{
+		"SET GLOBAL gtid_slave_pos = '" + from + "'",
 		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_USE_GTID=slave_pos", a.Port),
 		"START SLAVE",
 	} {
@@ -129,17 +129,13 @@ func TestBinlogFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := mysqlx.NewScratch(ctx, a.DSN, testenv.UniqueName(t), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	onA := &testenv.MySQL{DB: open(t, s.DSN), DSN: s.DSN, Name: s.Name}
-	dc, err := mysql.ParseDSN(s.DSN)
+	onA := binlogDB(t) // created and migrated on B too
+	dc, err := mysql.ParseDSN(onA.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc.Addr = fmt.Sprintf("127.0.0.1:%d", b.Port)
-	onB := &testenv.MySQL{DB: open(t, dc.FormatDSN()), DSN: dc.FormatDSN(), Name: s.Name}
+	onB := &testenv.MySQL{DB: open(t, dc.FormatDSN()), DSN: dc.FormatDSN(), Name: onA.Name}
 
 	k := newKafka(t)
 	cfg := binlogConfig(testConfig(t, k), onA)
@@ -166,7 +162,6 @@ func TestBinlogFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.Stop()
 
 	onNew := cfg
 	onNew.Binlog.DSN = onB.DSN
