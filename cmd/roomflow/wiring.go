@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,13 +110,18 @@ func relayConfig(d *app.Deps, instanceID string) (relay.Config, error) {
 		InstanceID:      instanceID,
 		Mode:            relay.Mode(cfg.Relay.Mode),
 		Binlog: relay.BinlogConfig{
-			DSN:             cfg.MySQL.DSN,
+			DSN:             cmp.Or(cfg.Relay.Binlog.DSN, cfg.MySQL.DSN),
 			ServerID:        cfg.Relay.Binlog.ServerID,
 			SnapshotFromID:  cfg.Relay.Binlog.SnapshotFromID,
 			HeartbeatPeriod: cfg.Relay.Binlog.HeartbeatPeriod.D(),
 		},
 	}
-	return c, cfgerr.Under("relay", relayKeys, c.Validate())
+	keys := relayKeys
+	if cfg.Relay.Binlog.DSN != "" {
+		keys = maps.Clone(relayKeys)
+		delete(keys, "binlog.dsn") // relay.binlog.dsn itself
+	}
+	return c, cfgerr.Under("relay", keys, c.Validate())
 }
 
 // relayKeys are the relay.Config fields that do not come from relay.*.

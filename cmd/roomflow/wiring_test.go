@@ -106,6 +106,9 @@ func TestRelayWiringNamesTheKey(t *testing.T) {
 		{"mysql.dsn", func(c *config.Config) {
 			c.Relay.Mode, c.Relay.Binlog.ServerID, c.MySQL.DSN = "binlog", 7, "root:secret@tcp(h:3306/x"
 		}},
+		{"relay.binlog.dsn", func(c *config.Config) {
+			c.Relay.Mode, c.Relay.Binlog.ServerID, c.Relay.Binlog.DSN = "binlog", 7, "repl:secret@tcp(h:3306/"
+		}},
 	}
 	for _, tc := range cases {
 		c := config.Default()

@@ -181,6 +181,11 @@ type RelayConfig struct {
 // RelayBinlogConfig tunes relay.mode binlog (the relay reads the row binlog
 // of mysql.dsn's server as a replica).
 type RelayBinlogConfig struct {
+	// DSN is the replication user's DSN, for a least-privilege user with
+	// only REPLICATION SLAVE and BINLOG MONITOR / REPLICATION CLIENT; empty:
+	// mysql.dsn. Its address must be mysql.dsn's server. Env
+	// ROOMFLOW_RELAY_BINLOG_DSN; a secret (password redacted).
+	DSN             string   `yaml:"dsn"`
 	ServerID        uint32   `yaml:"server_id"`        // required in binlog mode, no default
 	SnapshotFromID  uint64   `yaml:"snapshot_from_id"` // first-start snapshot: ids above it (0: all)
 	HeartbeatPeriod Duration `yaml:"heartbeat_period"`
@@ -531,6 +536,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ROOMFLOW_MYSQL_DSN"); v != "" {
 		c.MySQL.DSN = v
+	}
+	if v := getenv("ROOMFLOW_RELAY_BINLOG_DSN"); v != "" {
+		c.Relay.Binlog.DSN = v
 	}
 	if v, ok := lookup(getenv, "ROOMFLOW_METRICS_ADDR"); ok {
 		c.Metrics.Addr = v

@@ -214,12 +214,13 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	c.MySQL.DSN = "app:hunter2@tcp(db:3306)/rf?parseTime=true"
 	c.IM.SecretKey = "topsecretkey"
 	c.Lucky.AuditKey = "auditkey123"
+	c.Relay.Binlog.DSN = "repl:replpw9@tcp(db:3306)/"
 	out, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(out)
-	for _, secret := range []string{"hunter2", "topsecretkey", "auditkey123"} {
+	for _, secret := range []string{"hunter2", "topsecretkey", "auditkey123", "replpw9"} {
 		if strings.Contains(s, secret) {
 			t.Fatalf("secret %q printed:\n%s", secret, s)
 		}

@@ -13,6 +13,7 @@ const redacted = "REDACTED"
 // connect with kafka.tls or kafka.sasl set: print it, do not use it).
 func (c Config) Redacted() Config {
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
+	c.Relay.Binlog.DSN = RedactDSN(c.Relay.Binlog.DSN)
 	if c.IM.SecretKey != "" {
 		c.IM.SecretKey = redacted
 	}

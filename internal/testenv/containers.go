@@ -60,15 +60,17 @@ func startKafkaContainer(t testing.TB) []string {
 // database on it, for the portability tests of the SQL roomflow runs. It
 // needs ROOMFLOW_TESTCONTAINERS=1 and a Docker engine; without them the test
 // is skipped with that reason (MariaDB, which always runs here, covers the
-// same tests).
-func MySQL80DSN(t testing.TB) string {
+// same tests). args are further mysqld options (the relay's binlog mode:
+// "--gtid-mode=ON", "--enforce-gtid-consistency=ON").
+func MySQL80DSN(t testing.TB, args ...string) string {
 	t.Helper()
 	if os.Getenv("ROOMFLOW_TESTCONTAINERS") != "1" || !dockerAvailable() {
 		t.Skip("MySQL 8.0 runs in a container: needs ROOMFLOW_TESTCONTAINERS=1 and a Docker engine")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithDatabase("roomflow"), tcmysql.WithUsername("root"), tcmysql.WithPassword("roomflow"))
+	c, err := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithDatabase("roomflow"), tcmysql.WithUsername("root"), tcmysql.WithPassword("roomflow"),
+		testcontainers.WithCmdArgs(args...))
 	if err != nil {
 		t.Fatalf("testenv: mysql 8.0 container: %v", err)
 	}

@@ -56,20 +56,44 @@ type binlogServer struct {
 	dsn    *mysql.Config
 }
 
-// checkBinlogServer runs binlog mode's start-up checks: binary log on,
-// binlog_format=ROW, binlog_row_image=FULL, the replication privileges and
-// a server id other than the server's own. Every problem found is named in
-// one *BinlogCheckError.
+// ReplicaHost is the host name the relay registers with as a replica
+// (SHOW SLAVE HOSTS): a registration of relay.binlog.server_id under this
+// name is one of the relay's own replicas (a leader's, or an ex-leader's
+// not yet dropped), under any other name a conflict.
+const ReplicaHost = "roomflow-relay"
+
+// serverIdentity tells two servers apart: server id, host name and port
+// as the server itself reports them (a proxy in between changes neither).
+const serverIdentity = "CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
+
+// checkBinlogServer runs binlog mode's start-up checks on a connection of
+// binlog.dsn, the user that streams: binary log on, binlog_format=ROW,
+// binlog_row_image=FULL, the replication privileges (its own or its
+// enabled roles') and a server id that neither the server nor another
+// registered replica uses. Every problem found is named in one
+// *BinlogCheckError.
 func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	dc, err := mysql.ParseDSN(r.cfg.Binlog.DSN)
 	if err != nil {
 		return nil, errors.New("relay: binlog.dsn does not parse") // never the DSN: it holds the password
 	}
-	s := &binlogServer{schema: dc.DBName, dsn: dc, flavor: FlavorMySQL}
-	var logBin, format, image, version string
+	rc := dc.Clone()
+	rc.DBName = "" // a replication user need not see the table's database
+	conn, err := mysql.NewConnector(rc)
+	if err != nil {
+		return nil, errors.New("relay: binlog.dsn does not parse")
+	}
+	repl := sql.OpenDB(conn)
+	defer repl.Close()
+	s := &binlogServer{dsn: dc, flavor: FlavorMySQL}
+	var tableServer string
+	if err := r.db.QueryRowContext(ctx, "SELECT DATABASE(), "+serverIdentity).Scan(&s.schema, &tableServer); err != nil {
+		return nil, fmt.Errorf("relay: binlog mode: the table's database: %w", err)
+	}
+	var logBin, format, image, version, server string
 	var serverID uint64
-	if err := r.db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, VERSION(), DATABASE()").
-		Scan(&logBin, &format, &image, &serverID, &version, &s.schema); err != nil {
+	if err := repl.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, VERSION(), "+serverIdentity).
+		Scan(&logBin, &format, &image, &serverID, &version, &server); err != nil {
 		return nil, fmt.Errorf("relay: binlog settings: %w", err)
 	}
 	if strings.Contains(strings.ToLower(version), "mariadb") {
@@ -85,23 +109,27 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	if !strings.EqualFold(image, "FULL") {
 		problems = append(problems, fmt.Sprintf("binlog_row_image is %s, must be FULL", image))
 	}
+	if s.flavor == FlavorMySQL {
+		problems = append(problems, mysqlProblems(ctx, repl)...)
+	}
 	if serverID == uint64(r.cfg.Binlog.ServerID) {
 		problems = append(problems, fmt.Sprintf("relay.binlog.server_id %d is the server's own server_id; pick one no replica or binlog client of it uses", serverID))
 	}
-	grants, err := r.grants(ctx)
+	if server != tableServer {
+		// The snapshot's position must be a place in the streamed binlog.
+		problems = append(problems, fmt.Sprintf("binlog.dsn reaches server %s, the relay's database server %s: both must be the same server", server, tableServer))
+	}
+	missing, err := missingPrivileges(ctx, repl, s.flavor)
 	if err != nil {
 		return nil, err
 	}
-	client := "REPLICATION CLIENT"
-	if s.flavor == FlavorMariaDB {
-		client = "BINLOG MONITOR"
+	problems = append(problems, missing...)
+	conflict, err := r.serverIDConflict(ctx, repl)
+	if err != nil {
+		return nil, err
 	}
-	all := strings.Contains(grants, "ALL PRIVILEGES ON *.*")
-	if !all && !strings.Contains(grants, "REPLICATION SLAVE") {
-		problems = append(problems, "the user lacks REPLICATION SLAVE (GRANT REPLICATION SLAVE ON *.*)")
-	}
-	if !all && !strings.Contains(grants, client) && !strings.Contains(grants, "SUPER") {
-		problems = append(problems, fmt.Sprintf("the user lacks %s (GRANT %s ON *.*)", client, client))
+	if conflict != "" {
+		problems = append(problems, conflict)
 	}
 	if len(problems) > 0 {
 		return nil, &BinlogCheckError{Problems: problems}
@@ -109,22 +137,142 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	return s, nil
 }
 
-// grants is the text of SHOW GRANTS for the relay's user, one line each.
-func (r *Relay) grants(ctx context.Context) (string, error) {
-	rs, err := r.db.QueryContext(ctx, "SHOW GRANTS")
+// mysqlProblems names what MySQL needs besides the common settings: GTIDs
+// (without them the snapshot has no binlog position to start from without
+// a global lock) and uncompressed transactions (compressed ones carry
+// their rows inside a payload event the relay does not open).
+func mysqlProblems(ctx context.Context, db *sql.DB) []string {
+	var mode, compression string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_mode").Scan(&mode); err != nil {
+		return []string{fmt.Sprintf("gtid_mode cannot be read: %v", err)}
+	}
+	err := db.QueryRowContext(ctx, "SELECT @@binlog_transaction_compression").Scan(&compression)
+	var me *mysql.MySQLError
+	if err != nil && !(errors.As(err, &me) && me.Number == 1193) { // 1193: before 8.0.20, no compression
+		return []string{fmt.Sprintf("binlog_transaction_compression cannot be read: %v", err)}
+	}
+	var problems []string
+	if !strings.EqualFold(mode, "ON") {
+		problems = append(problems, fmt.Sprintf("gtid_mode is %s, must be ON (with enforce_gtid_consistency=ON)", mode))
+	}
+	if compression == "1" || strings.EqualFold(compression, "ON") {
+		problems = append(problems, "binlog_transaction_compression is ON, must be OFF")
+	}
+	return problems
+}
+
+// missingPrivileges names the replication privileges the user lacks.
+// MariaDB's SHOW GRANTS includes the grants of the roles enabled at login
+// (the default role and the roles granted to it); a role granted but not
+// enabled gives the stream nothing, and the message says so. MySQL's
+// needs USING with the active roles to show theirs.
+func missingPrivileges(ctx context.Context, db *sql.DB, flavor string) ([]string, error) {
+	var using string
+	if flavor == FlavorMySQL {
+		var roles sql.NullString
+		if err := db.QueryRowContext(ctx, "SELECT CURRENT_ROLE()").Scan(&roles); err != nil {
+			return nil, fmt.Errorf("relay: binlog mode: CURRENT_ROLE(): %w", err)
+		}
+		if roles.Valid && roles.String != "" && !strings.EqualFold(roles.String, "NONE") {
+			using = " FOR CURRENT_USER() USING " + roles.String // the server's own quoting
+		}
+	}
+	grants, err := queryStrings(ctx, db, "SHOW GRANTS"+using)
 	if err != nil {
-		return "", fmt.Errorf("relay: binlog mode: SHOW GRANTS: %w", err)
+		return nil, fmt.Errorf("relay: binlog mode: SHOW GRANTS: %w", err)
+	}
+	text := strings.ToUpper(strings.Join(grants, "\n"))
+	client := "REPLICATION CLIENT"
+	if flavor == FlavorMariaDB {
+		client = "BINLOG MONITOR"
+	}
+	all := strings.Contains(text, "ALL PRIVILEGES ON *.*")
+	var missing []string
+	if !all && !strings.Contains(text, "REPLICATION SLAVE") {
+		missing = append(missing, "the user lacks REPLICATION SLAVE (GRANT REPLICATION SLAVE ON *.*)")
+	}
+	if !all && !strings.Contains(text, client) && !strings.Contains(text, "SUPER") {
+		missing = append(missing, fmt.Sprintf("the user lacks %s (GRANT %s ON *.*)", client, client))
+	}
+	if len(missing) == 0 || flavor != FlavorMariaDB {
+		return missing, nil
+	}
+	idle, err := queryStrings(ctx, db, "SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES WHERE ROLE_NAME NOT IN (SELECT ROLE_NAME FROM information_schema.ENABLED_ROLES WHERE ROLE_NAME IS NOT NULL)")
+	if err != nil {
+		return nil, fmt.Errorf("relay: binlog mode: roles: %w", err)
+	}
+	if len(idle) > 0 {
+		missing = append(missing, fmt.Sprintf("roles granted but not enabled at login do not count (%s): make one the default role (SET DEFAULT ROLE <role> FOR <user>)", strings.Join(idle, ", ")))
+	}
+	return missing, nil
+}
+
+// serverIDConflict names a replica registered with relay.binlog.server_id
+// under another host name than ReplicaHost (SHOW SLAVE HOSTS; such a
+// client's stream and the relay's would drop each other). Binlog clients
+// that do not register are not listed, so not found. On MariaDB the list
+// needs REPLICATION MASTER ADMIN, which binlog mode does not require:
+// without it the check is skipped with a warning.
+func (r *Relay) serverIDConflict(ctx context.Context, db *sql.DB) (string, error) {
+	rs, err := db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1045) {
+			r.log.Warn("relay.binlog.server_id cannot be checked against other replicas: SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL)",
+				"server_id", r.cfg.Binlog.ServerID)
+			return "", nil
+		}
+		return "", fmt.Errorf("relay: binlog mode: SHOW SLAVE HOSTS: %w", err)
 	}
 	defer rs.Close()
-	var b strings.Builder
-	for rs.Next() {
-		var g string
-		if err := rs.Scan(&g); err != nil {
-			return "", fmt.Errorf("relay: binlog mode: SHOW GRANTS: %w", err)
-		}
-		b.WriteString(strings.ToUpper(g) + "\n")
+	names, err := rs.Columns()
+	if err != nil {
+		return "", fmt.Errorf("relay: binlog mode: SHOW SLAVE HOSTS: %w", err)
 	}
-	return b.String(), rs.Err()
+	var conflict string
+	for rs.Next() {
+		cols := make([]sql.NullString, len(names))
+		ptrs := make([]any, len(cols))
+		for i := range cols {
+			ptrs[i] = &cols[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			return "", fmt.Errorf("relay: binlog mode: SHOW SLAVE HOSTS: %w", err)
+		}
+		var id, host, port string
+		for i, n := range names {
+			switch strings.ToLower(n) {
+			case "server_id":
+				id = cols[i].String
+			case "host":
+				host = cols[i].String
+			case "port":
+				port = cols[i].String
+			}
+		}
+		if id == strconv.FormatUint(uint64(r.cfg.Binlog.ServerID), 10) && host != ReplicaHost {
+			conflict = fmt.Sprintf("relay.binlog.server_id %s is used by another replica or binlog client of the server (registered as host %q, port %s); pick an id no other replica uses", id, host, port)
+		}
+	}
+	return conflict, rs.Err()
+}
+
+// queryStrings is the first column of each row of query.
+func queryStrings(ctx context.Context, db *sql.DB, query string) ([]string, error) {
+	rs, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var v string
+		if err := rs.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rs.Err()
 }
 
 // outboxColumns are the columns a relayed row needs, in Row's order.
@@ -251,6 +399,7 @@ func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) 
 	hb := r.cfg.Binlog.HeartbeatPeriod
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                r.cfg.Binlog.ServerID,
+		Localhost:               ReplicaHost,
 		Flavor:                  flavor,
 		Host:                    host,
 		Port:                    uint16(p),
@@ -287,28 +436,37 @@ func (w warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{w.Han
 // after the last complete transaction, and the transaction in progress.
 type streamState struct {
 	flavor string
-	gset   *gomysql.MariadbGTIDSet // MariaDB; nil: file/offset only
+	gset   gomysql.GTIDSet // *MariadbGTIDSet or *MysqlGTIDSet; nil: file/offset only
 	file   string
 	offset uint64
 
 	inTxn      bool
-	standalone bool
+	opened     bool // the open transaction's GTID event was seen in this stream
+	standalone bool // it ends with its first query (DDL), not at an XID or COMMIT
 	gtid       gomysql.MariadbGTID
-	start      BinlogPosition // the position before the open transaction
-	rows       uint64         // relay-table insert rows of the open transaction seen so far
-	skip       uint64         // rows of the first transaction relayed before and not seen yet
+	mysqlGTID  *gomysql.MysqlGTIDSet // MySQL: the open transaction's GTID; nil when anonymous
+	start      BinlogPosition        // the position before the open transaction
+	rows       uint64                // relay-table insert rows of the open transaction seen so far
+	skip       uint64                // rows of the first transaction relayed before and not seen yet
 }
 
 // newStreamState is the state of a stream starting at pos; it fails on a
 // GTID set that does not parse.
 func newStreamState(flavor string, pos BinlogPosition) (*streamState, error) {
 	st := &streamState{flavor: flavor, file: pos.File, offset: pos.Offset, skip: pos.Rows}
-	if pos.GTIDSet != "" || (flavor == FlavorMariaDB && pos.File == "") {
+	switch {
+	case flavor == FlavorMySQL && (pos.GTIDSet != "" || pos.File == ""):
+		gs, err := gomysql.ParseMysqlGTIDSet(pos.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
+		}
+		st.gset = gs
+	case flavor == FlavorMariaDB && (pos.GTIDSet != "" || pos.File == ""):
 		gs, err := gomysql.ParseMariadbGTIDSet(pos.GTIDSet)
 		if err != nil {
 			return nil, fmt.Errorf("relay: stored GTID set %q: %w", pos.GTIDSet, err)
 		}
-		st.gset = gs.(*gomysql.MariadbGTIDSet)
+		st.gset = lastPerDomain(gs.(*gomysql.MariadbGTIDSet))
 	}
 	if pos.Rows > 0 {
 		// Inside a transaction already: until its events arrive, the
@@ -345,14 +503,50 @@ func (s *streamState) begin() {
 	s.inTxn, s.start, s.rows = true, s.done(), 0
 }
 
-func (s *streamState) commit() error {
-	if s.gset != nil && s.gtid.SequenceNumber > 0 {
-		if err := s.gset.AddSet(&s.gtid); err != nil {
-			return fmt.Errorf("relay: binlog GTID %s: %w", s.gtid.String(), err)
+// commit ends the open transaction. Its GTID replaces its domain's in the
+// set: a MariaDB GTID position holds the last GTID of each domain, whatever
+// server wrote it (after a failover the new primary's server id), and a
+// connect state with two GTIDs of one domain is refused.
+func (s *streamState) commit() {
+	switch gs := s.gset.(type) {
+	case *gomysql.MariadbGTIDSet:
+		if g := s.gtid; g.SequenceNumber > 0 {
+			gs.Sets[g.DomainID] = map[uint32]*gomysql.MariadbGTID{g.ServerID: &g}
+		}
+	case *gomysql.MysqlGTIDSet:
+		if s.mysqlGTID != nil {
+			_ = gs.Add(*s.mysqlGTID) // adding never fails
 		}
 	}
-	s.inTxn, s.standalone, s.rows, s.skip = false, false, 0, 0
-	return nil
+	s.inTxn, s.opened, s.standalone, s.rows, s.skip, s.mysqlGTID = false, false, false, 0, 0, nil
+}
+
+// open starts the transaction of a GTID event; a transaction still open
+// ended before it (only committed transactions reach the binlog: one
+// whose end event was not recognised, such as XA, ended here). A
+// transaction resumed inside (Rows) is not open until its GTID event.
+func (s *streamState) open() {
+	if s.inTxn && s.opened {
+		s.commit()
+	}
+	s.begin()
+	s.opened = true
+}
+
+// lastPerDomain keeps the GTID with the highest sequence number of each
+// domain: a position stored by an earlier relay version after a failover
+// can hold several.
+func lastPerDomain(gs *gomysql.MariadbGTIDSet) *gomysql.MariadbGTIDSet {
+	for d, byServer := range gs.Sets {
+		var last *gomysql.MariadbGTID
+		for _, g := range byServer {
+			if last == nil || g.SequenceNumber > last.SequenceNumber {
+				last = g
+			}
+		}
+		gs.Sets[d] = map[uint32]*gomysql.MariadbGTID{last.ServerID: last}
+	}
+	return gs
 }
 
 // readBinlog is binlog mode's read: the snapshot first when the position
@@ -363,10 +557,10 @@ func (r *Relay) readBinlog(ctx context.Context, tr *Tracker, out chan<- *batch) 
 	if err != nil {
 		return err
 	}
-	if srv.flavor != FlavorMariaDB {
-		return errors.New("relay: binlog mode supports MariaDB only in this version (MySQL 8.0 GTID sets and its watermark snapshot are not implemented)")
-	}
 	pos := tr.Binlog()
+	if pos.Flavor != "" && pos.Flavor != srv.flavor {
+		return fmt.Errorf("relay: the stored binlog position is a %s server's, the server is %s: run `roomflow relay --resnapshot`", pos.Flavor, srv.flavor)
+	}
 	if pos.IsZero() {
 		if pos, err = r.snapshot(ctx, tr, srv, out); err != nil {
 			return err
@@ -454,16 +648,27 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 	lastEmit := started
 	emitted := pos
 	heartbeat := false
+	// On MySQL the snapshot overlaps the binlog (see snapshot): a row at or
+	// below the high-water id that is not an open gap was relayed, and
+	// gaps given up are dead-lettered, as in poll mode. On MariaDB the
+	// gaps are the poll fallback's only and the binlog decides.
+	byID := srv.flavor == FlavorMySQL
+	var abandoned []Abandoned
 	emit := func() error {
 		p := st.current()
 		if err := tr.SetBinlog(p); err != nil {
 			return err
 		}
 		now := r.cfg.Now()
-		tr.Expire(now) // the holes are the poll fallback's only: never dead-lettered in binlog mode
-		b := &batch{rows: pending, started: started}
+		if expired := tr.Expire(now); byID {
+			abandoned = append(abandoned, expired...)
+		}
+		b := &batch{rows: pending, abandoned: abandoned, started: started}
 		b.pos = tr.Encode()
 		b.info = BatchInfo{Rows: len(pending), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: pendingBytes}
+		for _, a := range abandoned {
+			b.info.Abandoned += a.Count()
+		}
 		if n := len(pending); n > 0 {
 			b.info.FirstID, b.info.LastID = pending[0].ID, pending[n-1].ID
 		}
@@ -473,7 +678,7 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		pending, pendingBytes, emitted, lastEmit, heartbeat = nil, 0, p, now, false
+		pending, pendingBytes, abandoned, emitted, lastEmit, heartbeat = nil, 0, nil, p, now, false
 		return nil
 	}
 	for {
@@ -524,27 +729,32 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 			st.file, st.offset = string(ev.NextLogName), ev.Position
 			continue
 		case *replication.MariadbGTIDEvent:
-			if st.inTxn && st.gtid.SequenceNumber > 0 {
-				// Only committed transactions reach the binlog: one whose
-				// end event was not recognised (XA) ended here.
-				if err := st.commit(); err != nil {
-					return err
-				}
-			}
-			st.begin()
+			st.open()
 			st.gtid, st.standalone = ev.GTID, ev.IsStandalone()
+		case *replication.GTIDEvent:
+			// MySQL: a DML transaction goes on with a BEGIN query, DDL is
+			// the one query after the GTID event.
+			st.open()
+			st.standalone = true
+			if ev.GNO > 0 { // 0: an anonymous transaction (gtid_mode OFF)
+				next, err := ev.GTIDNext()
+				if err != nil {
+					return fmt.Errorf("relay: binlog GTID event: %w", err)
+				}
+				st.mysqlGTID = next.(*gomysql.MysqlGTIDSet)
+			}
 		case *replication.XIDEvent:
 			st.offset = uint64(h.LogPos)
-			if err := st.commit(); err != nil {
-				return err
-			}
+			st.commit()
 		case *replication.QueryEvent:
 			st.offset = uint64(h.LogPos)
 			q := strings.ToUpper(strings.TrimSpace(string(ev.Query)))
+			if q == "BEGIN" {
+				st.standalone = false
+				break
+			}
 			if st.inTxn && (st.standalone || q == "COMMIT" || q == "ROLLBACK") {
-				if err := st.commit(); err != nil {
-					return err
-				}
+				st.commit()
 			}
 		case *replication.TableMapEvent:
 			if ours(ev) && (ev.TableID != cols.tableID || ev.ColumnCount != cols.count) {
@@ -559,8 +769,8 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 				}
 				now := r.cfg.Now()
 				for _, v := range ev.Rows {
-					st.rows++
 					if st.skip > 0 {
+						st.rows++
 						st.skip-- // relayed before a crash or a leader change
 						continue
 					}
@@ -568,16 +778,41 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 					if err != nil {
 						return fmt.Errorf("relay: binlog row of %s: %w", r.cfg.Table, err)
 					}
-					if row.ID > tr.High() {
-						_, _ = tr.Advance([]uint64{row.ID}, now) // evictions: poll fallback only
-					} else {
-						tr.Fill([]uint64{row.ID})
+					if byID && row.ID <= tr.High() && !tr.IsOpen(row.ID) {
+						// In the snapshot, or a gap given up; or an id
+						// reissued (AUTO_INCREMENT reset), which stops as
+						// in poll mode instead of being dropped.
+						if err := r.checkReissue(ctx, tr.High()); err != nil {
+							return err
+						}
+						st.rows++
+						continue
 					}
 					if r.tooLarge(&row) {
 						row.Payload = nil // dead-lettered by size: not held
 					}
+					// A row that would take the batch past max_batch_bytes
+					// starts the next one (as poll mode's Budget does); the
+					// position emitted does not count it yet.
+					if len(pending) > 0 && pendingBytes+len(row.Payload) > r.cfg.MaxBatchBytes {
+						if err := emit(); err != nil {
+							return err
+						}
+					}
+					st.rows++
+					if row.ID > tr.High() {
+						evicted, err := tr.Advance([]uint64{row.ID}, now)
+						if err != nil {
+							return err
+						}
+						if byID {
+							abandoned = append(abandoned, evicted...)
+						}
+					} else {
+						tr.Fill([]uint64{row.ID})
+					}
 					pending = append(pending, row)
-					pendingBytes += row.PayloadBytes
+					pendingBytes += len(row.Payload)
 					if len(pending) >= r.cfg.BatchSize || pendingBytes >= r.cfg.MaxBatchBytes {
 						if err := emit(); err != nil {
 							return err
@@ -627,10 +862,97 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
 	}
+	var at BinlogPosition
+	if srv.flavor == FlavorMySQL {
+		// MySQL reports no snapshot position: the GTID set executed
+		// before the snapshot opens (a GTID is executed after its engine
+		// commit, so its rows are in the snapshot). The binlog from there
+		// repeats rows the snapshot has; stream drops them by id.
+		var gtid string
+		if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&gtid); err != nil {
+			return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
+		}
+		at = BinlogPosition{Flavor: srv.flavor, GTIDSet: strings.ReplaceAll(gtid, "\n", "")}
+	}
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 		return BinlogPosition{}, fmt.Errorf("relay: snapshot: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // read only
+	if srv.flavor == FlavorMariaDB {
+		if at, err = mariadbSnapshotPosition(ctx, conn); err != nil {
+			return BinlogPosition{}, err
+		}
+	}
+	r.log.Info("snapshot started", "gtid_set", at.GTIDSet, "file", at.File, "offset", at.Offset, "from_id", tr.High(), "open_gaps", tr.OpenHoles())
+
+	src := &Source{db: conn, table: r.cfg.Table} // reads at the snapshot
+	holes := appendIDs(nil, tr.Position().Holes)
+	inline := r.cfg.MaxBatchBytes / 2 / r.cfg.BatchSize
+	for {
+		started := r.cfg.Now()
+		var rows []Row
+		var filled, more bool
+		if len(holes) > 0 {
+			n := min(len(holes), r.cfg.BatchSize)
+			if rows, err = src.ByIDs(ctx, holes[:n], inline); err != nil {
+				return BinlogPosition{}, err
+			}
+			holes, filled = holes[n:], true
+		} else {
+			if rows, err = src.After(ctx, tr.High(), r.cfg.BatchSize, inline); err != nil {
+				return BinlogPosition{}, err
+			}
+			more = len(rows) == r.cfg.BatchSize
+		}
+		inline := PayloadBytes(rows)
+		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: inline, Skip: r.tooLarge}
+		if n := budget.Fit(rows); n < len(rows) {
+			if filled {
+				holes = append(appendRowIDs(nil, rows[n:]), holes...)
+			}
+			rows, more = rows[:n], true
+		}
+		fetched, err := src.LoadPayloads(ctx, rows, r.tooLarge)
+		if err != nil {
+			return BinlogPosition{}, err
+		}
+		ids := appendRowIDs(nil, rows)
+		if filled {
+			tr.Fill(ids)
+		} else if _, err := tr.Advance(ids, started); err != nil {
+			return BinlogPosition{}, err
+		}
+		last := !filled && !more
+		p := BinlogPosition{}
+		if last {
+			p = at
+		}
+		if err := tr.SetBinlog(p); err != nil {
+			return BinlogPosition{}, err
+		}
+		if len(rows) > 0 || last {
+			b := &batch{rows: rows, started: started, pos: tr.Encode()}
+			b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: inline + fetched}
+			r.m.batchBytes.Observe(float64(b.info.ReadBytes))
+			if n := len(rows); n > 0 {
+				b.info.FirstID, b.info.LastID = rows[0].ID, rows[n-1].ID
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return BinlogPosition{}, ctx.Err()
+			}
+		}
+		if last {
+			r.log.Info("snapshot done", "high", tr.High(), "open_gaps", tr.OpenHoles())
+			return at, nil
+		}
+	}
+}
+
+// mariadbSnapshotPosition is the binlog position of conn's consistent
+// snapshot: binlog_snapshot_file/_position and its GTID set.
+func mariadbSnapshotPosition(ctx context.Context, conn *sql.Conn) (BinlogPosition, error) {
 	var file string
 	var offset uint64
 	rs, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
@@ -658,70 +980,7 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtid); err != nil {
 		return BinlogPosition{}, fmt.Errorf("relay: snapshot GTID position: %w", err)
 	}
-	at := BinlogPosition{Flavor: srv.flavor, GTIDSet: gtid.String, File: file, Offset: offset}
-	r.log.Info("snapshot started", "gtid_set", at.GTIDSet, "file", file, "offset", offset, "from_id", tr.High(), "open_gaps", tr.OpenHoles())
-
-	src := &Source{db: conn, table: r.cfg.Table} // reads at the snapshot
-	holes := appendIDs(nil, tr.Position().Holes)
-	inline := r.cfg.MaxBatchBytes / 2 / r.cfg.BatchSize
-	for {
-		started := r.cfg.Now()
-		var rows []Row
-		var filled, more bool
-		if len(holes) > 0 {
-			n := min(len(holes), r.cfg.BatchSize)
-			if rows, err = src.ByIDs(ctx, holes[:n], inline); err != nil {
-				return BinlogPosition{}, err
-			}
-			holes, filled = holes[n:], true
-		} else {
-			if rows, err = src.After(ctx, tr.High(), r.cfg.BatchSize, inline); err != nil {
-				return BinlogPosition{}, err
-			}
-			more = len(rows) == r.cfg.BatchSize
-		}
-		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: PayloadBytes(rows), Skip: r.tooLarge}
-		if n := budget.Fit(rows); n < len(rows) {
-			if filled {
-				holes = append(appendRowIDs(nil, rows[n:]), holes...)
-			}
-			rows, more = rows[:n], true
-		}
-		fetched, err := src.LoadPayloads(ctx, rows, r.tooLarge)
-		if err != nil {
-			return BinlogPosition{}, err
-		}
-		ids := appendRowIDs(nil, rows)
-		if filled {
-			tr.Fill(ids)
-		} else if _, err := tr.Advance(ids, started); err != nil {
-			return BinlogPosition{}, err
-		}
-		last := !filled && !more
-		p := BinlogPosition{}
-		if last {
-			p = at
-		}
-		if err := tr.SetBinlog(p); err != nil {
-			return BinlogPosition{}, err
-		}
-		if len(rows) > 0 || last {
-			b := &batch{rows: rows, started: started, pos: tr.Encode()}
-			b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: PayloadBytes(rows) + fetched}
-			if n := len(rows); n > 0 {
-				b.info.FirstID, b.info.LastID = rows[0].ID, rows[n-1].ID
-			}
-			select {
-			case out <- b:
-			case <-ctx.Done():
-				return BinlogPosition{}, ctx.Err()
-			}
-		}
-		if last {
-			r.log.Info("snapshot done", "high", tr.High(), "open_gaps", tr.OpenHoles())
-			return at, nil
-		}
-	}
+	return BinlogPosition{Flavor: FlavorMariaDB, GTIDSet: gtid.String, File: file, Offset: offset}, nil
 }
 
 func appendRowIDs(out []uint64, rows []Row) []uint64 {

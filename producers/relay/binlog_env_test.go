@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,8 +36,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binlogDB is a migrated database of its own on the shared binlog server.
-func binlogDB(t testing.TB) *testenv.MySQL {
+// sharedBinlogServer is the package's binlog server, started on first use.
+func sharedBinlogServer(t testing.TB) *tempmariadb.Server {
 	t.Helper()
 	binlogOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -46,9 +47,16 @@ func binlogDB(t testing.TB) *testenv.MySQL {
 	if binlogErr != nil {
 		t.Fatalf("binlog tests need a throwaway mariadbd: %v", binlogErr)
 	}
+	return binlogServer
+}
+
+// binlogDB is a migrated database of its own on the shared binlog server.
+func binlogDB(t testing.TB) *testenv.MySQL {
+	t.Helper()
+	server := sharedBinlogServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := mysqlx.NewScratch(ctx, binlogServer.DSN, testenv.UniqueName(t), true)
+	s, err := mysqlx.NewScratch(ctx, server.DSN, testenv.UniqueName(t), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +71,26 @@ func binlogDB(t testing.TB) *testenv.MySQL {
 		defer cancel()
 		_ = s.Drop(ctx)
 	})
+	return &testenv.MySQL{DB: db, DSN: s.DSN, Name: s.Name}
+}
+
+// mysql80BinlogDB is a migrated database on a MySQL 8.0 container with
+// GTIDs on (binlog mode's requirement there); skipped where no container
+// engine runs (testenv.MySQL80DSN).
+func mysql80BinlogDB(t testing.TB) *testenv.MySQL {
+	t.Helper()
+	dsn := testenv.MySQL80DSN(t, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--server-id=1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := mysqlx.NewScratch(ctx, dsn, testenv.UniqueName(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	return &testenv.MySQL{DB: db, DSN: s.DSN, Name: s.Name}
 }
 
@@ -105,4 +133,32 @@ func forModes(t *testing.T, body func(*testing.T, relayMode)) {
 	for _, m := range relayModes {
 		t.Run(string(m.name), func(t *testing.T) { body(t, m) })
 	}
+}
+
+// killBinlogDumps ends every binlog stream of the shared server (the
+// package's tests run one relay at a time), as a server restart would, and
+// returns how many it ended.
+func killBinlogDumps(t testing.TB, db *sql.DB) int {
+	t.Helper()
+	ctx := context.Background()
+	rs, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	for _, id := range ids {
+		// A thread may have ended meanwhile (1094: unknown thread id).
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !strings.Contains(err.Error(), "1094") {
+			t.Fatal(err)
+		}
+	}
+	return len(ids)
 }

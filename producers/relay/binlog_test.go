@@ -14,7 +14,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 )
@@ -109,14 +108,8 @@ func TestBinlogModeExactlyOnce(t *testing.T) {
 func TestBinlogStartupChecks(t *testing.T) {
 	ctx := context.Background()
 	m := binlogDB(t)
-	check := func(cfg relay.Config, db *sql.DB) error {
-		cfg.Kafka = kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}
-		r, err := relay.New(cfg, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.CheckBinlogServer(ctx)
-	}
+	logs := &testenv.SyncBuffer{}
+	check := func(cfg relay.Config, db *sql.DB) error { return checkServer(t, cfg, db, logs) }
 	base := binlogConfig(unconnectedConfig(t), m)
 	if err := check(base, m.DB); err != nil {
 		t.Fatalf("a ready server fails the checks: %v", err)
@@ -275,6 +268,9 @@ func TestBinlogPurgedAndResnapshot(t *testing.T) {
 	if err := m.DB.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &rest[0], &rest[1]); err != nil {
 		t.Fatal(err)
 	}
+	// A binlog file still read by a stream (an earlier test's, not yet
+	// noticed gone) is not purged.
+	killBinlogDumps(t, m.DB)
 	if _, err := m.DB.ExecContext(ctx, "PURGE BINARY LOGS TO '"+file+"'"); err != nil {
 		t.Fatal(err)
 	}
@@ -496,10 +492,16 @@ func TestBinlogLargeTransactionSpansBatches(t *testing.T) {
 
 // TestBinlogSnapshotUnderWrites: the first start snapshots a table of
 // several batches while writers keep inserting; the rows written during
-// the snapshot come from the binlog after it, none twice, none lost.
+// the snapshot come from the binlog after it, none twice, none lost; a
+// restart resumes from the stored position. On MySQL 8.0 the binlog from
+// before the snapshot repeats rows the snapshot has, dropped by id.
 func TestBinlogSnapshotUnderWrites(t *testing.T) {
+	t.Run("mariadb", func(t *testing.T) { testSnapshotUnderWrites(t, binlogDB(t)) })
+	t.Run("mysql80", func(t *testing.T) { testSnapshotUnderWrites(t, mysql80BinlogDB(t)) })
+}
+
+func testSnapshotUnderWrites(t *testing.T, m *testenv.MySQL) {
 	k := newKafka(t)
-	m := binlogDB(t)
 	ctx := context.Background()
 	cfg := binlogConfig(testConfig(t, k), m)
 	cfg.BatchSize = 100
@@ -518,6 +520,12 @@ func TestBinlogSnapshotUnderWrites(t *testing.T) {
 	}
 	waitCount(t, k, cfg.Topic, countRows(t, m.DB), 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
+	x.stop(t)
+	if err := insertRows(ctx, m.DB, rowsOf("after", "room-after", 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	x = startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, cfg.Topic, countRows(t, m.DB), 30*time.Second)
 	x.stop(t)
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 }

@@ -113,10 +113,14 @@ type Config struct {
 // replica and relays the INSERTs into Table from the row binary log.
 type BinlogConfig struct {
 	// DSN is the go-sql-driver DSN of the server whose binlog is read (its
-	// address, user, password and TLS settings; roomflow: mysql.dsn). Its
-	// user needs REPLICATION SLAVE plus REPLICATION CLIENT (MariaDB: BINLOG
-	// MONITOR) and SELECT on the table. Required in binlog mode; never
-	// logged.
+	// address, user, password and TLS settings; roomflow:
+	// relay.binlog.dsn, else mysql.dsn): the server of the relay's
+	// database, checked at start. Its user needs REPLICATION SLAVE plus
+	// REPLICATION CLIENT (MariaDB: BINLOG MONITOR), through its own grants
+	// or its default role; its database part is not used, so a
+	// least-privilege replication user needs nothing else. The snapshot and
+	// column lookups use the relay's database. Required in binlog mode;
+	// never logged.
 	DSN string
 	// ServerID is the server id the relay registers as a replica with. No
 	// other replica or binlog client of the server may use it (the server

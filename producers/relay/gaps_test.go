@@ -157,10 +157,12 @@ func testOutOfOrderCommit(t *testing.T, mode relayMode) {
 // TestFirstStartBelowLowestID: a relay with no position starts just below
 // the lowest id present (less one batch), so purged early rows do not turn
 // into a hundred thousand holes, and everything present is relayed.
-func TestFirstStartBelowLowestID(t *testing.T) {
+func TestFirstStartBelowLowestID(t *testing.T) { forModes(t, testFirstStartBelowLowestID) }
+
+func testFirstStartBelowLowestID(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.BatchSize = 100
 	ctx := context.Background()
 	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE room_outbox AUTO_INCREMENT = 500000"); err != nil {
@@ -184,10 +186,12 @@ func TestFirstStartBelowLowestID(t *testing.T) {
 // TestHoleSurvivesRestart: the open holes are part of the committed
 // position, so a row that commits late is relayed by the next relay
 // after a restart, once.
-func TestHoleSurvivesRestart(t *testing.T) {
+func TestHoleSurvivesRestart(t *testing.T) { forModes(t, testHoleSurvivesRestart) }
+
+func testHoleSurvivesRestart(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	topic := cfg.Topic
 
 	held := holdOneInsert(t, m.DB)
@@ -215,10 +219,12 @@ func TestHoleSurvivesRestart(t *testing.T) {
 // has been open for seconds, not hours) and its row is relayed when it
 // commits. Today's relay ages restored holes by the new leader's wall
 // clock against the old leader's and abandons it at once.
-func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
+func TestRestoredGapsIgnoreClockSkew(t *testing.T) { forModes(t, testRestoredGapsIgnoreClockSkew) }
+
+func testRestoredGapsIgnoreClockSkew(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.GapMaxAge = time.Hour
 	ctx := context.Background()
 	topic := cfg.Topic
@@ -257,11 +263,15 @@ func TestRestoredGapsIgnoreClockSkew(t *testing.T) {
 // lagged). The relay must not skip those rows silently: it stops with an
 // error naming the table and both numbers and sets
 // roomflow_relay_id_reissue_detected; once AUTO_INCREMENT is above the
-// high-water id again it resumes by itself.
-func TestIDReissueStops(t *testing.T) {
+// high-water id again it resumes by itself. In binlog mode ids are not
+// the position: the reissued rows reach the binlog as new commits and are
+// relayed, once, without a stop.
+func TestIDReissueStops(t *testing.T) { forModes(t, testIDReissueStops) }
+
+func testIDReissueStops(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	ctx := context.Background()
 	topic := cfg.Topic
 	logs := &testenv.SyncBuffer{}
@@ -284,6 +294,23 @@ func TestIDReissueStops(t *testing.T) {
 			t.Log(logs.String())
 		}
 	}()
+	if cfg.Mode == relay.ModeBinlog {
+		waitCount(t, k, topic, 25, 30*time.Second)
+		if got := metric(t, x.reg, "roomflow_relay_id_reissue_detected"); got != 0 {
+			t.Errorf("reissue gauge = %v in binlog mode, which reads commits, not ids", got)
+		}
+		x.stop(t)
+		reissued := 0
+		for _, r := range drain(t, k, topic) {
+			if strings.HasPrefix(r.eventID(), "reissued-") {
+				reissued++
+			}
+		}
+		if reissued != 5 {
+			t.Errorf("binlog mode relayed %d of the 5 reissued rows, want each once", reissued)
+		}
+		return
+	}
 	// The gauge is set before the session's error is logged.
 	testenv.Eventually(t, 30*time.Second, "roomflow_relay_id_reissue_detected = 1 and an error log naming the table, AUTO_INCREMENT 6 and high 20", func() bool {
 		return metric(t, x.reg, "roomflow_relay_id_reissue_detected") == 1 &&
@@ -341,9 +368,13 @@ func holdOneInsert(t *testing.T, db *sql.DB) *sql.Tx {
 // only once per poll interval while batches are full, so the later row
 // overtakes it.
 func TestLateRowKeepsRoomOrderInFullBatches(t *testing.T) {
+	forModes(t, testLateRowKeepsRoomOrderInFullBatches)
+}
+
+func testLateRowKeepsRoomOrderInFullBatches(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	cfg.BatchSize = 5
 	cfg.PollInterval = 3 * time.Second
 	ctx := context.Background()

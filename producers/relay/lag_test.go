@@ -88,11 +88,14 @@ func testRelayLagGrowsWithoutCommits(t *testing.T, mode relayMode) {
 }
 
 // A relay that cannot read MySQL keeps reporting a growing lag instead of
-// the value it had when MySQL went away.
-func TestRelayLagGrowsWithoutMySQL(t *testing.T) {
+// the value it had when MySQL went away. In binlog mode the stream has a
+// connection of its own: the server ends it too (KILL of its dump thread).
+func TestRelayLagGrowsWithoutMySQL(t *testing.T) { forModes(t, testRelayLagGrowsWithoutMySQL) }
+
+func testRelayLagGrowsWithoutMySQL(t *testing.T, mode relayMode) {
 	k := newKafka(t)
-	m := testenv.NewMySQL(t)
-	cfg := testConfig(t, k)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
 	oldRows(t, m.DB, "old-", 5, time.Hour)
 	db, err := sql.Open("mysql", m.DSN)
 	if err != nil {
@@ -105,6 +108,9 @@ func TestRelayLagGrowsWithoutMySQL(t *testing.T) {
 	})
 	if err := db.Close(); err != nil { // every read of the relay fails from here on
 		t.Fatal(err)
+	}
+	if cfg.Mode == relay.ModeBinlog && killBinlogDumps(t, m.DB) == 0 {
+		t.Fatal("no binlog stream to end")
 	}
 	growing(t, "MySQL unreachable", 3*time.Second, 3, x)
 }

@@ -46,21 +46,31 @@
 // Only the leader connects to MySQL, as a replica with server id
 // Binlog.ServerID, after fencing and loading the position; a broken stream
 // ends the leader session, so leadership is checked again before every
-// reconnect. Start-up checks (binary log on, binlog_format=ROW,
-// binlog_row_image=FULL, REPLICATION SLAVE and REPLICATION CLIENT / BINLOG
-// MONITOR, a server id other than the server's) fail with a
-// *BinlogCheckError naming what is missing. Only INSERTs into Table of the
-// DSN's database are decoded; columns are looked up in information_schema
-// on the table's first TABLE_MAP and when one differs. A position without
-// a binlog part (first start, a poll-mode position, Binlog.Resnapshot)
-// first takes a consistent snapshot (MariaDB: START TRANSACTION WITH
-// CONSISTENT SNAPSHOT, binlog_snapshot_file/_position, BINLOG_GTID_POS) of
-// the rows the position has not relayed, a batch at a time, then streams
-// from the snapshot's exact position. A MySQL transaction larger than a
-// batch spans Kafka transactions, each storing the transaction's start
-// and the count of its rows relayed (BinlogPosition.Rows). The high-water
-// id and holes are kept current from the relayed ids, so poll mode can
-// take over from a binlog position. MariaDB only in this version.
+// reconnect. Start-up checks, as Binlog.DSN's user (binary log on,
+// binlog_format=ROW, binlog_row_image=FULL, REPLICATION SLAVE and
+// REPLICATION CLIENT / BINLOG MONITOR of the user or its enabled roles, a
+// server id neither the server's nor registered by another replica than
+// ReplicaHost, the relay's database on the same server; MySQL: gtid_mode
+// ON, binlog_transaction_compression OFF) fail with a *BinlogCheckError
+// naming what is missing. Only INSERTs into Table of the relay database's
+// schema are decoded; columns are looked up in information_schema on the
+// table's first TABLE_MAP and when one differs. A position without a
+// binlog part (first start, a poll-mode position, Binlog.Resnapshot)
+// first takes a consistent snapshot of the rows the position has not
+// relayed, a batch at a time, then streams the binlog. On MariaDB the
+// snapshot has an exact position (START TRANSACTION WITH CONSISTENT
+// SNAPSHOT, binlog_snapshot_file/_position, BINLOG_GTID_POS): no overlap.
+// MySQL 8.0 reports none, so the snapshot is a watermark one: the stream
+// starts from the GTID set executed before the snapshot opened, and the
+// rows both read are deduplicated by id: on MySQL a binlog row at or below
+// the high-water id that is not an open hole was relayed and is skipped,
+// and holes given up (relay.gap_max_age, max_open_gaps) are dead-lettered
+// as in poll mode. A MySQL transaction larger than a batch spans Kafka
+// transactions, each storing the transaction's start and the count of its
+// rows relayed (BinlogPosition.Rows). The high-water id and holes are kept
+// current from the relayed ids, so poll mode can take over from a binlog
+// position. MySQL 8.0 support is tested only where a container engine
+// runs (testenv.MySQL80DSN).
 //
 // # Exactly once
 //
