@@ -106,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	inst := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data,
 		"--auth-root-authentication-method=normal", "--user=root", "--skip-test-db", "--skip-name-resolve")
-	if out, err := inst.CombinedOutput(); err != nil {
+	if out, err := installAlone(inst); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("tempmariadb: mariadb-install-db: %v: %s", err, tail(out))
 	}
@@ -194,6 +194,22 @@ func (s *Server) Stop() {
 	s.cmd = nil
 	s.logf.Close()
 	_ = os.RemoveAll(s.Dir)
+}
+
+// installAlone runs mariadb-install-db holding an exclusive lock shared by
+// every process on the machine: two bootstraps at once failed here ("Unknown
+// table 'mysql.tmp_user_sys'"), and make test runs packages in parallel.
+func installAlone(inst *exec.Cmd) ([]byte, error) {
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "roomflow-tempmariadb-install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("tempmariadb: lock the install: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file unlocks too
+	return inst.CombinedOutput()
 }
 
 func freePort() (int, error) {
