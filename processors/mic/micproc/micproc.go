@@ -587,10 +587,26 @@ var (
 type storeState struct {
 	store *runtime.Store
 	err   error
-	// the last session key built: Handle reads and writes the same one
-	lastID  mic.SessionID
-	lastKey string
-	buf     []byte // encoding buffer of Put*
+	// the last session and day-rooms keys built: Handle reads and writes
+	// the same ones
+	lastID     mic.SessionID
+	lastKey    string
+	lastDay    dayRoomsID
+	lastDayKey string
+	buf        []byte // encoding buffer of Put*
+}
+
+type dayRoomsID struct {
+	appCode string
+	userID  int64
+	day     int64
+}
+
+func (s *storeState) dayKey(id dayRoomsID) string {
+	if s.lastDayKey == "" || id != s.lastDay {
+		s.lastDay, s.lastDayKey = id, mic.DayRoomsKey(id.appCode, id.userID, id.day)
+	}
+	return s.lastDayKey
 }
 
 func (s *storeState) key(id mic.SessionID) string {
@@ -644,18 +660,19 @@ func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
 }
 
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
-	b, ok := s.store.Get(mic.DayRoomsKey(appCode, userID, day))
+	key := s.dayKey(dayRoomsID{appCode, userID, day})
+	b, ok := s.store.Get(key)
 	if !ok {
 		return nil
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = stateError(mic.DayRoomsKey(appCode, userID, day), err)
+		s.err = stateError(key, err)
 	}
 	return d
 }
 
 func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
 	s.buf = rooms.AppendBinary(s.buf[:0])
-	s.store.Put(mic.DayRoomsKey(appCode, userID, day), bytes.Clone(s.buf))
+	s.store.Put(s.dayKey(dayRoomsID{appCode, userID, day}), bytes.Clone(s.buf))
 }
