@@ -350,6 +350,9 @@ func (p *Processor) watermark(t runtime.Task) int64 {
 const watermarkStepMs = 1000
 
 func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
+	if occurredAtMs < wm+watermarkStepMs {
+		return // cannot move it a step, whatever the clock: no clock read
+	}
 	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
