@@ -344,10 +344,11 @@ func (p *Processor) watermark(t runtime.Task) int64 {
 	return mic.DecodeWatermark(b)
 }
 
-// watermarkStep: the stored watermark moves in steps of at least a second
-// (it may lag the true one by less than that, which retention does not
-// notice), so most events do not write it.
-const watermarkStepMs = 1000
+// watermarkStep: the stored watermark moves in steps of at least a minute
+// (it may lag the true one by less than that, which retentions of a day and
+// more do not notice), so most events do not write it, even in a catch-up
+// that replays hours of events per second.
+const watermarkStepMs = 60_000
 
 func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 	if occurredAtMs < wm+watermarkStepMs {
