@@ -49,7 +49,7 @@ type Runtime struct {
 	txnStart   time.Time // real time of the first content
 	txnContent bool
 	txnIn      int
-	txnOut     map[string]int
+	txnOut     topicCounts
 	// stamp is the output timestamp of the poll being processed,
 	// reused for stampLeft more input records (pollStamp)
 	stamp     time.Time
@@ -120,7 +120,6 @@ func New(cfg Config, proc Processor) (*Runtime, error) {
 		log:       cfg.Logger.With("component", "processor", "processor", name),
 		tasks:     map[int32]*task{},
 		arena:     newTxnArena(),
-		txnOut:    map[string]int{},
 		txnDLQ:    map[string]int{},
 		txnPunct:  map[string]int{},
 		sessReady: make(chan struct{}),
@@ -579,8 +578,28 @@ func (r *Runtime) produceEmits(emits []*kgo.Record, now time.Time) {
 }
 
 func (r *Runtime) produce(rec *kgo.Record) {
-	r.txnOut[rec.Topic]++
+	r.txnOut.add(rec.Topic)
 	r.sess.Produce(context.Background(), rec, r.promise)
+}
+
+// topicCounts counts a transaction's output records per topic. A
+// processor writes to a few topics, whose names usually share their bytes
+// (a pointer compare): a scan beats hashing the name for every record.
+type topicCounts []topicCount
+
+type topicCount struct {
+	topic string
+	n     int
+}
+
+func (c *topicCounts) add(topic string) {
+	for i := range *c {
+		if (*c)[i].topic == topic {
+			(*c)[i].n++
+			return
+		}
+	}
+	*c = append(*c, topicCount{topic, 1})
 }
 
 // dlqRecord is rec's dead letter (schemas/envelope), its error text
@@ -646,7 +665,7 @@ func (r *Runtime) endTxn(timeout time.Duration, commit bool, abortCause string) 
 	r.txnCatchUp = false
 	r.txnSeq++
 	r.txnIn = 0
-	clear(r.txnOut)
+	r.txnOut = r.txnOut[:0]
 	clear(r.txnDLQ)
 	clear(r.txnPunct)
 	if err != nil {
@@ -721,8 +740,8 @@ func (r *Runtime) committed() {
 		}
 	}
 	r.recordsIn.Add(float64(r.txnIn))
-	for topic, n := range r.txnOut {
-		r.m.recordsOut.WithLabelValues(r.name, topic).Add(float64(n))
+	for _, c := range r.txnOut {
+		r.m.recordsOut.WithLabelValues(r.name, c.topic).Add(float64(c.n))
 	}
 	for reason, n := range r.txnDLQ {
 		r.m.dlq.WithLabelValues(r.name, reason).Add(float64(n))
