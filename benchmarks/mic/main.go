@@ -86,7 +86,7 @@ import (
 var (
 	overdueSessions int // -overdue
 	profilePath     string
-	profileRun      string // -profile-run
+	profileRun      string    // -profile-run
 	producerOpts    []kgo.Opt // -linger, -batch-max-bytes
 	rounds          = 1
 )
