@@ -550,8 +550,9 @@ func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 
 // stampEvery is how many input records of one poll share the timestamp
 // of their output: one clock read per record was a visible share of a
-// processor's CPU, and that many records are processed within about a
-// millisecond.
+// processor's CPU. roomflow's processors take microseconds per record, so
+// a timestamp lags by well under a millisecond (nothing reads output
+// timestamps but tools such as peek).
 const stampEvery = 64
 
 // pollStamp is the timestamp for the output of the poll's next input
