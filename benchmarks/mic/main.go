@@ -86,6 +86,7 @@ import (
 var (
 	overdueSessions int // -overdue
 	profilePath     string
+	profileRun      string    // -profile-run
 	producerOpts    []kgo.Opt // -linger, -batch-max-bytes
 	rounds          = 1
 )
@@ -103,7 +104,8 @@ func main() {
 		linger     = flag.Duration("linger", 0, "kgo.ProducerLinger for all runs (0: kgo default)")
 		batchMax   = flag.Int("batch-max-bytes", 0, "kgo.ProducerBatchMaxBytes for all runs (0: kgo default)")
 		codec      = flag.String("compression", "", "producer compression for all runs: none, snappy, lz4, zstd (empty: kgo default, snappy)")
-		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the (first) mic throughput run")
+		cpuProf    = flag.String("cpuprofile", "", "write a CPU profile of the first throughput run named by -profile-run")
+		profRun    = flag.String("profile-run", "mic", "the throughput run -cpuprofile profiles: raw, mic or rawx")
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 		kafkaFlags = benchkafka.RegisterFlags(nil, "kfake with 3 brokers in a child process")
 	)
@@ -117,7 +119,7 @@ func main() {
 			}
 		}()
 	}
-	profilePath = *cpuProf
+	profilePath, profileRun = *cpuProf, *profRun
 	if *linger > 0 {
 		producerOpts = append(producerOpts, kgo.ProducerLinger(*linger))
 	}
@@ -468,7 +470,7 @@ func measure(ctx context.Context, cfg *config.Config, name string, n int, log *s
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap0 := ms.HeapAlloc
-	if name == "mic" && profilePath != "" {
+	if name == profileRun && profilePath != "" {
 		if f, err := os.Create(profilePath); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()

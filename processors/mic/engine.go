@@ -2,6 +2,7 @@ package mic
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -98,6 +99,7 @@ type Scratch struct {
 	dailyDelta    []userv1.MicDailyDelta
 	dailyPtrs     []*userv1.UserMicDailyStatsUpdated
 	deltaPtrs     []*userv1.MicDailyDelta
+	ids           []byte // the derived event ids of the Output (derivedID)
 }
 
 // Handle applies one decoded event to the state and returns what to emit.
@@ -386,6 +388,25 @@ type closed struct {
 	lifetime *userv1.MicLifetimeDelta
 }
 
+// derivedID is the event id "{eventType}:{micSessionID}" or, with a date,
+// "{eventType}:{micSessionID}:{date}" of a derived event. With a Scratch
+// it lives in sc.ids (valid as long as the Output), not in a new string.
+func (sc *Scratch) derivedID(eventType, micSessionID, date string) string {
+	if sc == nil {
+		if date == "" {
+			return eventType + ":" + micSessionID
+		}
+		return eventType + ":" + micSessionID + ":" + date
+	}
+	at := len(sc.ids)
+	sc.ids = append(append(append(sc.ids, eventType...), ':'), micSessionID...)
+	if date != "" {
+		sc.ids = append(append(sc.ids, ':'), date...)
+	}
+	// A grown sc.ids leaves the ids before it in the old array, unchanged.
+	return unsafe.String(&sc.ids[at], len(sc.ids)-at)
+}
+
 // closeSession ends s (in place) and computes the day split, the room
 // counts (updating the day-rooms state) and the derived events.
 func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) closed {
@@ -401,6 +422,9 @@ func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) c
 	s.applied(c.eventID, c.roomVersion, c.atMs)
 
 	var out closed
+	if sc != nil {
+		sc.ids = sc.ids[:0]
+	}
 	slices := SplitDays(s.SeatStartedAtMs, s.PublishingStartedAtMs, end)
 	out.Daily, out.daily = sc.dailyEvents(len(slices))
 	for i, sl := range slices {
@@ -420,7 +444,7 @@ func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) c
 			LastMicAtMs:         sl.LastMicAtMs,
 		}
 		*out.Daily[i] = userv1.UserMicDailyStatsUpdated{
-			EventId:             EventTypeDailyStatsUpdated + ":" + id.MicSessionID + ":" + sl.Date,
+			EventId:             sc.derivedID(EventTypeDailyStatsUpdated, id.MicSessionID, sl.Date),
 			AppCode:             id.AppCode,
 			UserId:              id.UserID,
 			StatDate:            sl.Date,
@@ -443,7 +467,7 @@ func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) c
 		LastMicAtMs:         end,
 	}
 	*out.Lifetime = userv1.UserMicLifetimeStatsUpdated{
-		EventId:             EventTypeLifetimeStatsUpdated + ":" + id.MicSessionID,
+		EventId:             sc.derivedID(EventTypeLifetimeStatsUpdated, id.MicSessionID, ""),
 		AppCode:             id.AppCode,
 		UserId:              id.UserID,
 		SeatOccupiedDeltaMs: s.SeatOccupiedMs,
@@ -456,7 +480,7 @@ func (sc *Scratch) closeSession(st State, id SessionID, s *Session, c closing) c
 	}
 	out.Closed = sc.closedEvent()
 	*out.Closed = userv1.UserMicSessionClosed{
-		EventId:               EventTypeSessionClosed + ":" + id.MicSessionID,
+		EventId:               sc.derivedID(EventTypeSessionClosed, id.MicSessionID, ""),
 		AppCode:               id.AppCode,
 		UserId:                id.UserID,
 		RoomId:                s.RoomID,

@@ -294,63 +294,54 @@ const (
 
 // AppendBinary appends the state encoding of s to b.
 func (s *Session) AppendBinary(b []byte) []byte {
-	str := func(f protowire.Number, v string) {
-		if v != "" {
-			b = protowire.AppendTag(b, f, protowire.BytesType)
-			b = protowire.AppendString(b, v)
-		}
-	}
-	num := func(f protowire.Number, v int64) {
-		if v != 0 {
-			b = protowire.AppendTag(b, f, protowire.VarintType)
-			b = protowire.AppendVarint(b, protowire.EncodeZigZag(v))
-		}
-	}
-	str(fRoomID, s.RoomID)
-	num(fFirstSeat, int64(s.FirstSeatNo))
-	num(fCurrentSeat, int64(s.CurrentSeatNo))
-	num(fStatus, int64(s.Status))
-	num(fSeatStarted, s.SeatStartedAtMs)
-	num(fPublishStarted, s.PublishingStartedAtMs)
-	num(fEnded, s.EndedAtMs)
-	str(fEndReason, s.EndReason)
-	num(fSeatOccupied, s.SeatOccupiedMs)
-	num(fMicOnline, s.MicOnlineMs)
-	str(fOpenedEventID, s.OpenedEventID)
-	str(fPublishEventID, s.PublishEventID)
-	str(fClosedEventID, s.ClosedEventID)
+	b = appendStr(b, fRoomID, s.RoomID)
+	b = appendZigZag(b, fFirstSeat, int64(s.FirstSeatNo))
+	b = appendZigZag(b, fCurrentSeat, int64(s.CurrentSeatNo))
+	b = appendZigZag(b, fStatus, int64(s.Status))
+	b = appendZigZag(b, fSeatStarted, s.SeatStartedAtMs)
+	b = appendZigZag(b, fPublishStarted, s.PublishingStartedAtMs)
+	b = appendZigZag(b, fEnded, s.EndedAtMs)
+	b = appendStr(b, fEndReason, s.EndReason)
+	b = appendZigZag(b, fSeatOccupied, s.SeatOccupiedMs)
+	b = appendZigZag(b, fMicOnline, s.MicOnlineMs)
+	b = appendStr(b, fOpenedEventID, s.OpenedEventID)
+	b = appendStr(b, fPublishEventID, s.PublishEventID)
+	b = appendStr(b, fClosedEventID, s.ClosedEventID)
 	switch {
 	case s.LastEventID == "":
 	case s.LastEventID == s.OpenedEventID:
-		num(fLastIs, 1)
+		b = appendZigZag(b, fLastIs, 1)
 	case s.LastEventID == s.PublishEventID:
-		num(fLastIs, 2)
+		b = appendZigZag(b, fLastIs, 2)
 	case s.LastEventID == s.ClosedEventID:
-		num(fLastIs, 3)
+		b = appendZigZag(b, fLastIs, 3)
 	default:
-		str(fLastEventID, s.LastEventID)
+		b = appendStr(b, fLastEventID, s.LastEventID)
 	}
-	num(fLastRoomVersion, s.LastRoomVersion)
+	b = appendZigZag(b, fLastRoomVersion, s.LastRoomVersion)
 	if s.CreatedAtMs != s.SeatStartedAtMs { // written even when 0
-		b = protowire.AppendTag(b, fCreatedAt, protowire.VarintType)
-		b = protowire.AppendVarint(b, protowire.EncodeZigZag(s.CreatedAtMs))
+		b = appendTag(b, fCreatedAt, protowire.VarintType)
+		b = appendVarint(b, protowire.EncodeZigZag(s.CreatedAtMs))
 	}
-	num(fUpdatedAt, s.UpdatedAtMs)
-	num(fVersion, s.Version)
-	n := 0
-	for _, r := range s.Recent {
-		if r != 0 {
-			n++
-		}
-	}
-	if n > 0 {
-		b = protowire.AppendTag(b, fRecent, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(8*recentIDs))
+	b = appendZigZag(b, fUpdatedAt, s.UpdatedAtMs)
+	b = appendZigZag(b, fVersion, s.Version)
+	if s.Recent != [recentIDs]uint64{} {
+		b = appendTag(b, fRecent, protowire.BytesType)
+		b = appendVarint(b, uint64(8*recentIDs))
 		for _, r := range s.Recent {
-			b = protowire.AppendFixed64(b, r)
+			b = binary.LittleEndian.AppendUint64(b, r)
 		}
 	}
 	return b
+}
+
+// appendZigZag appends a sint64 field (state values encode their numbers
+// zigzag); zero is absent.
+func appendZigZag(b []byte, f protowire.Number, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendVarint(appendTag(b, f, protowire.VarintType), protowire.EncodeZigZag(v))
 }
 
 // MarshalBinary is AppendBinary on a fresh slice.

@@ -21,21 +21,35 @@ func appendStr(b []byte, f protowire.Number, v string) []byte {
 	if v == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, f, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	b = appendTag(b, f, protowire.BytesType)
+	return append(appendVarint(b, uint64(len(v))), v...)
 }
 
 func appendInt(b []byte, f protowire.Number, v int64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, f, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(v))
+	return appendVarint(appendTag(b, f, protowire.VarintType), uint64(v))
+}
+
+// appendTag is protowire.AppendTag inlined: a constant one-byte tag (fields
+// below 16) folds into one byte append.
+func appendTag(b []byte, f protowire.Number, t protowire.Type) []byte {
+	return appendVarint(b, uint64(f)<<3|uint64(t))
+}
+
+// appendVarint is protowire.AppendVarint, inlined for one-byte values
+// (lengths, counts, seats).
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
 }
 
 // beginMsg starts a length-delimited sub-message; endMsg completes it.
 func beginMsg(b []byte, f protowire.Number) ([]byte, int) {
-	b = protowire.AppendTag(b, f, protowire.BytesType)
+	b = appendTag(b, f, protowire.BytesType)
 	return append(b, 0), len(b) // one length byte, widened by endMsg when needed
 }
 

@@ -30,13 +30,19 @@ import (
 // lookup and a commit touches no map entry), and the first write of a key
 // in a transaction remembers the key's value before the transaction, so an
 // abort puts it back. The dirty list, in first-write order, is what the
-// commit turns into changelog records.
+// commit turns into changelog records. A key's entry in the map names its
+// place in that list while the transaction is open (entry.gen, entry.txn),
+// so a write looks the key up once.
 type Store struct {
 	clock func() time.Time
 	m     map[string]entry // committed state with the open transaction's writes
-	// dirty indexes txn by key: the keys written in the open transaction.
-	dirty map[string]int32
-	txn   []dirtyKey
+	// gen numbers the open transaction (never 0, the gen of an entry not
+	// written since a restore).
+	gen uint32
+	// gone indexes txn by key for the keys the open transaction deleted
+	// (absent from m, so their entry cannot say it).
+	gone map[string]int32
+	txn  []dirtyKey
 	// undo restores the writes of the record being processed when it is
 	// rejected (its writes must not survive).
 	undo      []undoEntry
@@ -50,6 +56,10 @@ type Store struct {
 type entry struct {
 	value     []byte
 	expiresMs int64 // 0: no expiry
+	// gen and txn: written by the transaction numbered gen, at index
+	// txn-1 of Store.txn (meaningful only while gen is Store.gen).
+	gen uint32
+	txn int32
 }
 
 // dirtyKey is a key written in the open transaction.
@@ -66,11 +76,12 @@ type undoEntry struct {
 	key      string
 	prev     entry // value in m before the write, if hadPrev
 	hadPrev  bool
-	newDirty bool // the write made the key dirty
+	newDirty bool  // the write made the key dirty
+	txn      int32 // the key's index in Store.txn
 }
 
 func newStore(clock func() time.Time) *Store {
-	return &Store{clock: clock, m: map[string]entry{}, dirty: map[string]int32{}}
+	return &Store{clock: clock, m: map[string]entry{}, gen: 1, gone: map[string]int32{}}
 }
 
 func (e entry) live(nowMs int64) bool { return e.expiresMs == 0 || e.expiresMs > nowMs }
@@ -103,16 +114,15 @@ func (s *Store) write(key string, e entry, del bool) {
 		panic("runtime: store key " + strconv.Quote(key) + " is reserved for restore markers")
 	}
 	prev, had := s.m[key]
-	newDirty := false
-	if i, ok := s.dirty[key]; ok {
+	i, dirty := s.dirtyIndex(key, prev, had)
+	if dirty {
 		s.txn[i].cur, s.txn[i].deleted = e, del
 	} else {
-		s.dirty[key] = int32(len(s.txn))
+		i = int32(len(s.txn))
 		s.txn = append(s.txn, dirtyKey{key: key, before: prev, hadKey: had, cur: e, deleted: del})
-		newDirty = true
 	}
 	if s.recording {
-		s.undo = append(s.undo, undoEntry{key: key, prev: prev, hadPrev: had, newDirty: newDirty})
+		s.undo = append(s.undo, undoEntry{key: key, prev: prev, hadPrev: had, newDirty: !dirty, txn: i})
 	}
 	if had {
 		s.bytes -= int64(len(key) + len(prev.value))
@@ -121,10 +131,28 @@ func (s *Store) write(key string, e entry, del bool) {
 		if had {
 			delete(s.m, key)
 		}
+		s.gone[key] = i
 		return
 	}
+	if !had && dirty {
+		delete(s.gone, key) // deleted earlier in the transaction
+	}
+	e.gen, e.txn = s.gen, i+1
 	s.m[key] = e
 	s.bytes += int64(len(key) + len(e.value))
+}
+
+// dirtyIndex returns the index in txn of key, whose entry in m is e (if
+// present), and whether the open transaction wrote it.
+func (s *Store) dirtyIndex(key string, e entry, present bool) (int32, bool) {
+	if present {
+		return e.txn - 1, e.gen == s.gen && e.txn > 0
+	}
+	if len(s.gone) == 0 {
+		return 0, false
+	}
+	i, ok := s.gone[key]
+	return i, ok
 }
 
 // Range calls fn for every live key until fn returns false, in no
@@ -173,18 +201,22 @@ func (s *Store) rejectRecord() {
 			s.bytes -= int64(len(u.key) + len(cur.value))
 		}
 		if u.hadPrev {
-			s.m[u.key] = u.prev
+			s.m[u.key] = u.prev // its gen and txn still say whether it is dirty
 			s.bytes += int64(len(u.key) + len(u.prev.value))
+			delete(s.gone, u.key)
 		} else {
 			delete(s.m, u.key)
 		}
-		i := s.dirty[u.key]
-		if u.newDirty {
+		switch {
+		case u.newDirty:
 			// The key is as before the transaction again.
-			s.txn[i].removed = true
-			delete(s.dirty, u.key)
-		} else {
-			s.txn[i].cur, s.txn[i].deleted = u.prev, !u.hadPrev
+			s.txn[u.txn].removed = true
+			delete(s.gone, u.key)
+		default:
+			s.txn[u.txn].cur, s.txn[u.txn].deleted = u.prev, !u.hadPrev
+			if !u.hadPrev {
+				s.gone[u.key] = u.txn // deleted earlier in the transaction
+			}
 		}
 	}
 	s.endRecord()
@@ -228,13 +260,22 @@ func (s *Store) abort() {
 func (s *Store) endTxn() {
 	clear(s.txn) // drop the references to keys and old values
 	s.txn = s.txn[:0]
-	clear(s.dirty)
+	clear(s.gone)
 	s.committedLen, s.committedBytes = len(s.m), s.bytes
+	s.gen++
+	if s.gen == 0 { // wrapped: no entry may claim the new numbers
+		for k, e := range s.m {
+			e.gen = 0
+			s.m[k] = e
+		}
+		s.gen = 1
+	}
 }
 
 // dirtyValue is the transaction's write of key (tests).
 func (s *Store) dirtyValue(key string) (e entry, deleted, ok bool) {
-	i, ok := s.dirty[key]
+	cur, present := s.m[key]
+	i, ok := s.dirtyIndex(key, cur, present)
 	if !ok {
 		return entry{}, false, false
 	}
@@ -247,7 +288,7 @@ func (s *Store) sweepExpired(now time.Time) int {
 	ms := now.UnixMilli()
 	var expired []string
 	for k, e := range s.m {
-		if _, ok := s.dirty[k]; ok {
+		if _, dirty := s.dirtyIndex(k, e, true); dirty {
 			continue // rewritten in this transaction
 		}
 		if !e.live(ms) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -187,6 +189,30 @@ func TestStoreCoalescesPerKeyAndAbortLeavesNoWrite(t *testing.T) {
 	s.rejectRecord()
 	if got, want := changelog(), []rec{{"keep", "k3", false}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("changelog after a rejected record = %v, want %v", got, want)
+	}
+}
+
+// The store numbers its transactions in the entries it writes; when the
+// number wraps, a key written 2^32 transactions ago is not taken for one
+// the open transaction wrote (it gets its own changelog write).
+func TestStoreTransactionNumberWraps(t *testing.T) {
+	c := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	s := newStore(c.now)
+	s.Put("old", []byte("o1")) // in transaction 1
+	s.commit()
+	s.gen = math.MaxUint32 // 2^32-2 transactions later
+	s.Put("other", []byte("x"))
+	s.commit() // wraps to transaction 1 again
+	s.Put("other", []byte("y"))
+	s.Put("old", []byte("o2"))
+	var got []string
+	s.eachDirty(func(k string, e entry, deleted bool) { got = append(got, k+"="+string(e.value)) })
+	if want := []string{"other=y", "old=o2"}; !slices.Equal(got, want) {
+		t.Fatalf("changelog after the wrap = %v, want %v", got, want)
+	}
+	s.abort()
+	if v, _ := s.Get("old"); string(v) != "o1" {
+		t.Fatalf("after abort old = %q, want o1", v)
 	}
 }
 

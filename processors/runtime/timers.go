@@ -209,7 +209,7 @@ func (r *Runtime) runPunctuations(t *task, round punctRound) {
 			r.stallPunctuation(t, p.Name, err)
 			return
 		}
-		r.produceEmits(emits)
+		r.produceEmits(emits, time.Now())
 		r.txnPunct[p.Name]++
 		if t.stall != nil && t.stall.punct == p.Name {
 			r.recovered(t)

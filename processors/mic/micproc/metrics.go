@@ -1,7 +1,6 @@
 package micproc
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -28,7 +27,8 @@ type metrics struct {
 	pruned   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 
-	eventCounters                map[eventLabels]prometheus.Counter
+	eventCounters                eventCounters
+	lateStale, lateClosed        prometheus.Counter
 	seatDuration, onlineDuration prometheus.Observer
 	mu                           sync.Mutex
 	parts                        map[int32]partitionGauge
@@ -84,25 +84,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) initCache() {
-	m.eventCounters = map[eventLabels]prometheus.Counter{}
+	m.eventCounters = eventCounters{}
+	m.lateStale, m.lateClosed = m.late.WithLabelValues(mic.SkipStale), m.late.WithLabelValues(mic.SkipAlreadyClosed)
 	m.seatDuration = m.duration.WithLabelValues("seat_occupied")
 	m.onlineDuration = m.duration.WithLabelValues("mic_online")
 	m.precreate()
 }
 
 // skipReasons are the engine's skip reasons (user_mic_event_consumption).
-var skipReasons = []string{mic.SkipIncomplete, mic.SkipUnknownSession, mic.SkipAlreadyClosed, mic.SkipStale, mic.SkipUnknownAction}
+var skipReasons = [...]string{mic.SkipIncomplete, mic.SkipUnknownSession, mic.SkipAlreadyClosed, mic.SkipStale, mic.SkipUnknownAction}
 
 // precreate makes the counters exist at 0 for every label value known up
 // front, so rate() and increase() (RoomflowMicIncompleteEvents) count the
 // first event.
 func (m *metrics) precreate() {
-	for a := range actions {
+	for _, a := range actionLabels {
 		for _, o := range []mic.Outcome{mic.OutcomeConsumed, mic.OutcomeDuplicate} {
 			m.events.WithLabelValues(a, o.String(), "")
 		}
 	}
-	for _, a := range append(slices.Collect(maps.Keys(actions)), "other") {
+	for _, a := range append(actionLabels[:], "other") {
 		for _, r := range skipReasons {
 			m.events.WithLabelValues(a, mic.OutcomeSkipped.String(), r)
 		}
@@ -121,30 +122,43 @@ func (m *metrics) precreate() {
 	}
 }
 
-var actions = map[string]bool{mic.ActionUp: true, mic.ActionPublishConfirmed: true, mic.ActionChange: true, mic.ActionDown: true}
+// actionLabels are the action label values besides "other" (bounded
+// label values: any other action counts as "other").
+var actionLabels = [...]string{mic.ActionUp, mic.ActionPublishConfirmed, mic.ActionChange, mic.ActionDown}
 
-type eventLabels struct {
-	action  string
-	outcome mic.Outcome
-	reason  string
+// eventCounters caches roomflow_mic_events_total's series by the indexes
+// of their label values (see eventCounter): a vec lookup, or a map keyed by
+// the label strings, hashes every value on every event.
+type eventCounters [len(actionLabels) + 1][mic.OutcomeDuplicate + 1][len(skipReasons) + 1]prometheus.Counter
+
+// eventCounter is the events counter of action, outcome and skip reason.
+func (m *metrics) eventCounter(action string, outcome mic.Outcome, reason string) prometheus.Counter {
+	a := slices.Index(actionLabels[:], action)
+	if a < 0 {
+		a, action = len(actionLabels), "other"
+	}
+	r := 0
+	if reason != "" {
+		r = slices.Index(skipReasons[:], reason) + 1 // 0: unknown
+	}
+	if reason != "" && r == 0 || outcome > mic.OutcomeDuplicate { // not a value of the engine: never cached
+		return m.events.WithLabelValues(action, outcome.String(), reason)
+	}
+	c := &m.eventCounters[a][outcome][r]
+	if *c == nil {
+		*c = m.events.WithLabelValues(action, outcome.String(), reason)
+	}
+	return *c
 }
 
+// observe counts one handled event; only the processing goroutine calls it.
 func (m *metrics) observe(action string, out *mic.Output) {
-	if !actions[action] {
-		action = "other" // bounded label values
-	}
-	// The label set is small and bounded: cache its counters (a vec lookup
-	// hashes every label value on every call). Only the processing
-	// goroutine calls observe.
-	k := eventLabels{action, out.Outcome, out.SkipReason}
-	c, ok := m.eventCounters[k]
-	if !ok {
-		c = m.events.WithLabelValues(action, out.Outcome.String(), out.SkipReason)
-		m.eventCounters[k] = c
-	}
-	c.Inc()
-	if out.SkipReason == mic.SkipAlreadyClosed || out.SkipReason == mic.SkipStale {
-		m.late.WithLabelValues(out.SkipReason).Inc()
+	m.eventCounter(action, out.Outcome, out.SkipReason).Inc()
+	switch out.SkipReason {
+	case mic.SkipStale:
+		m.lateStale.Inc()
+	case mic.SkipAlreadyClosed:
+		m.lateClosed.Inc()
 	}
 	m.closed(out)
 }

@@ -344,12 +344,16 @@ func (p *Processor) watermark(t runtime.Task) int64 {
 	return mic.DecodeWatermark(b)
 }
 
-// watermarkStep: the stored watermark moves in steps of at least a second
-// (it may lag the true one by less than that, which retention does not
-// notice), so most events do not write it.
-const watermarkStepMs = 1000
+// watermarkStep: the stored watermark moves in steps of at least a minute
+// (it may lag the true one by less than that, which retentions of a day and
+// more do not notice), so most events do not write it, even in a catch-up
+// that replays hours of events per second.
+const watermarkStepMs = 60_000
 
 func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
+	if occurredAtMs < wm+watermarkStepMs {
+		return // cannot move it a step, whatever the clock: no clock read
+	}
 	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
 		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
 	}
@@ -587,10 +591,26 @@ var (
 type storeState struct {
 	store *runtime.Store
 	err   error
-	// the last session key built: Handle reads and writes the same one
-	lastID  mic.SessionID
-	lastKey string
-	buf     []byte // encoding buffer of Put*
+	// the last session and day-rooms keys built: Handle reads and writes
+	// the same ones
+	lastID     mic.SessionID
+	lastKey    string
+	lastDay    dayRoomsID
+	lastDayKey string
+	buf        []byte // encoding buffer of Put*
+}
+
+type dayRoomsID struct {
+	appCode string
+	userID  int64
+	day     int64
+}
+
+func (s *storeState) dayKey(id dayRoomsID) string {
+	if s.lastDayKey == "" || id != s.lastDay {
+		s.lastDay, s.lastDayKey = id, mic.DayRoomsKey(id.appCode, id.userID, id.day)
+	}
+	return s.lastDayKey
 }
 
 func (s *storeState) key(id mic.SessionID) string {
@@ -644,18 +664,19 @@ func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
 }
 
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
-	b, ok := s.store.Get(mic.DayRoomsKey(appCode, userID, day))
+	key := s.dayKey(dayRoomsID{appCode, userID, day})
+	b, ok := s.store.Get(key)
 	if !ok {
 		return nil
 	}
 	d, err := mic.UnmarshalDayRooms(b)
 	if err != nil {
-		s.err = stateError(mic.DayRoomsKey(appCode, userID, day), err)
+		s.err = stateError(key, err)
 	}
 	return d
 }
 
 func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
 	s.buf = rooms.AppendBinary(s.buf[:0])
-	s.store.Put(mic.DayRoomsKey(appCode, userID, day), bytes.Clone(s.buf))
+	s.store.Put(s.dayKey(dayRoomsID{appCode, userID, day}), bytes.Clone(s.buf))
 }
