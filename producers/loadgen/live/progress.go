@@ -122,7 +122,6 @@ func newBar(w io.Writer, target int64) *progressbar.ProgressBar {
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetWidth(24),
 		progressbar.OptionShowCount(),
-		progressbar.OptionSetItsString("events"),
 		progressbar.OptionSetPredictTime(false), // the description has the ETA at the asked rate
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionSpinnerType(14),
@@ -168,10 +167,14 @@ func (p *Progress) tick(ctx context.Context) {
 	now := time.Now()
 	c := p.o.Counter.Counts()
 	s := Snapshot{Elapsed: now.Sub(p.rec.Started), Counts: c, Lag: lag}
-	if dt := now.Sub(p.prevAt).Seconds(); dt > 0 {
-		s.Rate = float64(c.Written-p.prev.Written) / dt
+	// Stop's last tick comes at any moment: over less than half an
+	// interval the rate says more about the writer's batching than its pace.
+	if dt := now.Sub(p.prevAt); dt >= p.o.Interval/2 {
+		s.Rate = float64(c.Written-p.prev.Written) / dt.Seconds()
+		p.prev, p.prevAt = c, now
+	} else {
+		s.Rate = p.rec.Last.Rate
 	}
-	p.prev, p.prevAt = c, now
 	s.ETA = eta(c, s.Elapsed)
 	p.record(s)
 	if p.bar != nil {
