@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -26,7 +27,7 @@ func known(v float64) Gauge { return Gauge{V: v, OK: true} }
 // not know stays unset (shown "n/a").
 type Lag struct {
 	Relay     Gauge // seconds: roomflow_relay_lag_seconds
-	Processor Gauge // records the processors' groups have not consumed
+	Processor Gauge // records the slowest processor has not consumed (each reads every room event)
 	Sink      Gauge // records the sink's group has not applied
 	DLQ       Gauge // records dead-lettered so far
 }
@@ -51,9 +52,9 @@ type LagSource interface {
 
 // MetricsSource scrapes the /metrics endpoints of the roomflow processes
 // (Prometheus text format): the relay's roomflow_relay_lag_seconds (the
-// highest of its replicas), the sums of
-// roomflow_process_consumer_lag_records and roomflow_sink_lag_records, and
-// as DLQ the sum of roomflow_process_dlq_total,
+// highest of its replicas), roomflow_process_consumer_lag_records summed
+// per processor label (the slowest processor's), the sum of
+// roomflow_sink_lag_records, and as DLQ the sum of roomflow_process_dlq_total,
 // roomflow_sink_dlq_records_total and roomflow_relay_events_total
 // {result="dead_lettered"}. A value no endpoint exports stays unset (a
 // stage not scraped).
@@ -65,14 +66,17 @@ type MetricsSource struct {
 // Lag scrapes every URL; it fails if any of them fails, since a sum over
 // the others would understate the lag.
 func (m MetricsSource) Lag(ctx context.Context) (Lag, error) {
-	var relay, proc, sink, dlq []float64
+	var relay, sink, dlq []float64
+	proc := map[string]float64{} // processor → its partitions' lag on every endpoint
 	for _, u := range m.URLs {
 		fams, err := m.scrape(ctx, u)
 		if err != nil {
 			return Lag{}, err
 		}
 		relay = append(relay, values(fams["roomflow_relay_lag_seconds"], nil)...)
-		proc = append(proc, values(fams["roomflow_process_consumer_lag_records"], nil)...)
+		for _, m := range fams["roomflow_process_consumer_lag_records"].GetMetric() {
+			proc[label(m, "processor")] += m.GetGauge().GetValue()
+		}
 		sink = append(sink, values(fams["roomflow_sink_lag_records"], nil)...)
 		dlq = append(dlq, values(fams["roomflow_process_dlq_total"], nil)...)
 		dlq = append(dlq, values(fams["roomflow_sink_dlq_records_total"], nil)...)
@@ -82,7 +86,10 @@ func (m MetricsSource) Lag(ctx context.Context) (Lag, error) {
 	if len(relay) > 0 {
 		l.Relay = known(slices.Max(relay))
 	}
-	l.Processor, l.Sink, l.DLQ = sum(proc), sum(sink), sum(dlq)
+	if len(proc) > 0 {
+		l.Processor = known(slices.Max(slices.Collect(maps.Values(proc))))
+	}
+	l.Sink, l.DLQ = sum(sink), sum(dlq)
 	return l, nil
 }
 
@@ -113,18 +120,23 @@ func (m MetricsSource) scrape(ctx context.Context, url string) (map[string]*dto.
 	return fams, nil
 }
 
+func label(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
 // values are the gauge or counter values of f's series carrying every
 // label of match.
 func values(f *dto.MetricFamily, match map[string]string) []float64 {
 	var out []float64
 	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
 		ok := true
 		for k, v := range match {
-			ok = ok && have[k] == v
+			ok = ok && label(m, k) == v
 		}
 		switch {
 		case !ok:
@@ -139,20 +151,25 @@ func values(f *dto.MetricFamily, match map[string]string) []float64 {
 	return out
 }
 
+// sum is the total of v, unknown without values.
 func sum(v []float64) Gauge {
 	if len(v) == 0 {
 		return Gauge{}
 	}
+	return known(sumOf(v))
+}
+
+func sumOf(v []float64) float64 {
 	t := 0.0
 	for _, x := range v {
 		t += x
 	}
-	return known(t)
+	return t
 }
 
 // KafkaSource reads the lag from Kafka itself: the consumer-group lag
-// (committed offset to partition end) of the processors' and the sink's
-// groups, and the DLQ topics' end offsets. The sink's positions that
+// (committed offset to partition end) of the slowest of the processors'
+// groups, the sum of the sink's groups', and the DLQ topics' end offsets. The sink's positions that
 // count are in MySQL; its group's offsets are committed after them,
 // informational, so they lag at most one batch behind. DLQ end offsets
 // count transaction markers too: with a transactional DLQ writer they are
@@ -170,10 +187,10 @@ type KafkaSource struct {
 func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	var l Lag
 	var err error
-	if l.Processor, err = k.groupLag(ctx, k.ProcessorGroups); err != nil {
+	if l.Processor, err = k.groupLag(ctx, k.ProcessorGroups, slices.Max); err != nil {
 		return Lag{}, err
 	}
-	if l.Sink, err = k.groupLag(ctx, k.SinkGroups); err != nil {
+	if l.Sink, err = k.groupLag(ctx, k.SinkGroups, sumOf); err != nil {
 		return Lag{}, err
 	}
 	if len(k.DLQTopics) > 0 {
@@ -191,7 +208,8 @@ func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	return l, nil
 }
 
-func (k KafkaSource) groupLag(ctx context.Context, groups []string) (Gauge, error) {
+// groupLag combines the total lag of each of groups with by.
+func (k KafkaSource) groupLag(ctx context.Context, groups []string, by func([]float64) float64) (Gauge, error) {
 	if len(groups) == 0 {
 		return Gauge{}, nil
 	}
@@ -202,13 +220,13 @@ func (k KafkaSource) groupLag(ctx context.Context, groups []string) (Gauge, erro
 	if err != nil {
 		return Gauge{}, fmt.Errorf("live: lag of groups %v: %w", groups, err)
 	}
-	total := int64(0)
+	var each []float64
 	for _, g := range groups {
 		gl, ok := lags[g]
 		if !ok {
 			return Gauge{}, errors.New("live: no lag for group " + g)
 		}
-		total += gl.Lag.Total()
+		each = append(each, float64(gl.Lag.Total()))
 	}
-	return known(float64(total)), nil
+	return known(by(each)), nil
 }

@@ -37,8 +37,8 @@ func relayRegistry(lag float64, deadLettered float64) *prometheus.Registry {
 }
 
 // TestMetricsSource: the relay lag is the highest replica's, the
-// processor and sink lag and the DLQ records are summed over the
-// endpoints; a stage no endpoint exports stays n/a, and one failing
+// processor lag the slowest processor's, the sink lag and the DLQ records
+// are summed over the endpoints; a stage no endpoint exports stays n/a, and one failing
 // endpoint fails the source.
 func TestMetricsSource(t *testing.T) {
 	proc := obs.NewRegistry()
@@ -46,6 +46,7 @@ func TestMetricsSource(t *testing.T) {
 	dlq := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_process_dlq_total", Help: "h"}, []string{"processor", "reason"})
 	proc.MustRegister(lag, dlq)
 	lag.WithLabelValues("room", "events", "0").Set(7)
+	lag.WithLabelValues("room", "events", "1").Set(1)
 	lag.WithLabelValues("mic", "events", "1").Set(3)
 	dlq.WithLabelValues("mic", "decode").Add(4)
 	dlq.WithLabelValues("room", "corrupt_state") // 0, as precreated
@@ -56,12 +57,17 @@ func TestMetricsSource(t *testing.T) {
 	sm.DLQ.WithLabelValues("invalid").Add(1)
 
 	relays := []string{endpoint(t, relayRegistry(0.4, 2)), endpoint(t, relayRegistry(0.1, 0))}
-	all := append(relays, endpoint(t, proc), endpoint(t, sink))
+	// A second process instance owns the mic processor's partition 0.
+	proc2 := obs.NewRegistry()
+	lag2 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "roomflow_process_consumer_lag_records", Help: "h"}, []string{"processor", "topic", "partition"})
+	proc2.MustRegister(lag2)
+	lag2.WithLabelValues("mic", "events", "0").Set(6)
+	all := append(relays, endpoint(t, proc), endpoint(t, proc2), endpoint(t, sink))
 	got, err := live.MetricsSource{URLs: all}.Lag(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := live.Lag{Relay: gauge(0.4), Processor: gauge(10), Sink: gauge(11), DLQ: gauge(2 + 4 + 1)}
+	want := live.Lag{Relay: gauge(0.4), Processor: gauge(3 + 6), Sink: gauge(11), DLQ: gauge(2 + 4 + 1)}
 	if got != want {
 		t.Fatalf("lag %+v, want %+v", got, want)
 	}
@@ -79,8 +85,8 @@ func TestMetricsSource(t *testing.T) {
 	}
 }
 
-// TestKafkaSource against kfake: groups that committed behind the end, and
-// the DLQ topic's records.
+// TestKafkaSource against kfake: groups that committed behind the end (the
+// slowest processor's lag), and the DLQ topic's records.
 func TestKafkaSource(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	topics := k.Config.Topics
@@ -114,7 +120,7 @@ func TestKafkaSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (live.Lag{Processor: gauge(10), Sink: gauge(2), DLQ: gauge(3)}); got != want {
+	if want := (live.Lag{Processor: gauge(6), Sink: gauge(2), DLQ: gauge(3)}); got != want {
 		t.Fatalf("lag %+v, want %+v", got, want)
 	}
 	if got, err := (live.KafkaSource{Admin: adm, SinkGroups: []string{"sink"}}).Lag(ctx); err != nil || got != (live.Lag{Sink: gauge(2)}) {
