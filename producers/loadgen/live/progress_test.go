@@ -28,10 +28,10 @@ func gauge(v float64) live.Gauge { return live.Gauge{V: v, OK: true} }
 
 // run starts a Progress on out, writes 10 events every 10 ms until at
 // least want lines or bar redraws are out, and stops it.
-func run(t *testing.T, out *testenv.SyncBuffer, terminal bool, want int, sources ...live.LagSource) *live.Recording {
+func run(t *testing.T, out *testenv.SyncBuffer, terminal bool, target int64, want int, sources ...live.LagSource) *live.Recording {
 	t.Helper()
 	var c live.Counter
-	c.SetTarget(100_000)
+	c.SetTarget(target)
 	c.SetRate(1000)
 	p := live.Start(t.Context(), live.Options{Counter: &c, Sources: sources, Interval: 20 * time.Millisecond, Out: out,
 		Terminal: func(w io.Writer) bool { return w == io.Writer(out) && terminal }})
@@ -52,7 +52,7 @@ func run(t *testing.T, out *testenv.SyncBuffer, terminal bool, want int, sources
 // source's values n/a, no terminal control characters.
 func TestPlainLinesWhenNotATerminal(t *testing.T) {
 	var out testenv.SyncBuffer
-	rec := run(t, &out, false, 3,
+	rec := run(t, &out, false, 100_000, 3,
 		fixedLag{err: errors.New("scrape refused")},
 		fixedLag{lag: live.Lag{Relay: gauge(0.25), Processor: gauge(12)}})
 	text := out.String()
@@ -84,7 +84,7 @@ func TestPlainLinesWhenNotATerminal(t *testing.T) {
 // no newline until Stop) with the snapshot's text.
 func TestProgressBarOnATerminal(t *testing.T) {
 	var out testenv.SyncBuffer
-	run(t, &out, true, 3, fixedLag{lag: live.Lag{Relay: gauge(1.5), Sink: gauge(40), DLQ: gauge(2)}})
+	run(t, &out, true, 100_000, 3, fixedLag{lag: live.Lag{Relay: gauge(1.5), Sink: gauge(40), DLQ: gauge(2)}})
 	text := out.String()
 	if !strings.Contains(text, "\r") || strings.Count(text, "\n") != 1 || !strings.HasSuffix(text, "\n") {
 		t.Fatalf("not one redrawn line: %q", text)
@@ -97,6 +97,15 @@ func TestProgressBarOnATerminal(t *testing.T) {
 	}
 	if strings.Contains(text, "msg=") {
 		t.Fatalf("log lines on a terminal: %q", text)
+	}
+
+	// Open-ended (no target): a spinner, the count and no ETA.
+	var open testenv.SyncBuffer
+	run(t, &open, true, 0, 3)
+	text = open.String()
+	last = text[strings.LastIndex(text, "\r")+1:]
+	if strings.Contains(last, "%") || !strings.Contains(last, "ETA n/a") || !strings.Contains(last, "relay n/a") {
+		t.Fatalf("open-ended redraw %q", last)
 	}
 }
 
