@@ -24,7 +24,7 @@ type Summary struct {
 	// Recording is Progress.Stop's (required).
 	Recording *Recording
 	// ByType counts the events written by event type.
-	ByType map[string]int64
+	ByType map[string]int
 	// Latency is the commit → fact latency; nil: not measured.
 	Latency *LatencyResult
 	// Verify is `roomflow verify`'s outcome; nil: not verified.

@@ -37,7 +37,7 @@ func recording() *live.Recording {
 
 func summary() live.Summary {
 	return live.Summary{Notes: []string{"`roomflow loadgen --to mysql --rate 100 --duration 10s`"}, Recording: recording(),
-		ByType:      map[string]int64{"RoomMicChanged": 400, "RoomGiftSent": 585},
+		ByType:      map[string]int{"RoomMicChanged": 400, "RoomGiftSent": 585},
 		Latency:     &live.LatencyResult{Summary: report.Summary{Count: 40, Min: 50 * time.Millisecond, P50: 120 * time.Millisecond, P99: 480 * time.Millisecond, P999: 490 * time.Millisecond, Max: 500 * time.Millisecond}, Missing: 1},
 		Verify:      &live.Verify{Differences: 1, Lines: []string{"user 7 2026-12-01: seat_occupied_ms 1000 | want 2000"}},
 		SourceNames: []string{"metrics", "kafka"}}
