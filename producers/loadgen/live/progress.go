@@ -12,6 +12,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/hyapp/roomflow/producers/loadgen/report"
 )
@@ -114,6 +115,33 @@ func IsTerminal(w io.Writer) bool {
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
+// barCols is what the bar line takes besides the description (percent,
+// count, elapsed time) with a few columns left for the bar itself.
+const barCols = 48
+
+// fit cuts desc so the bar line fits cols columns (0: unknown, uncut): a
+// line longer than the terminal wraps, and each redraw would add a line.
+func fit(desc string, cols int) string {
+	if cols <= 0 {
+		return desc
+	}
+	r := []rune(desc)
+	return string(r[:min(len(r), max(cols-barCols, 0))])
+}
+
+// columns is the width of the terminal w is on, 0 if unknown.
+func columns(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
+}
+
 func newBar(w io.Writer, target int64) *progressbar.ProgressBar {
 	if target <= 0 {
 		target = -1 // a spinner: open-ended run
@@ -181,7 +209,7 @@ func (p *Progress) tick(ctx context.Context) {
 		if c.Target > 0 && p.bar.GetMax64() != c.Target {
 			p.bar.ChangeMax64(c.Target)
 		}
-		p.bar.Describe(s.String())
+		p.bar.Describe(fit(s.String(), columns(p.o.Out)))
 		_ = p.bar.Set64(c.Written)
 		return
 	}
@@ -254,10 +282,10 @@ func (s Snapshot) String() string {
 	if s.TargetRate > 0 {
 		target = "/" + strconv.FormatFloat(s.TargetRate, 'f', 0, 64)
 	}
-	out := fmt.Sprintf("%.0f%s ev/s  ETA %s  relay %s  proc %s  sink %s  DLQ %s", s.Rate, target, etaText(s.ETA),
+	out := fmt.Sprintf("%.0f%s ev/s ETA %s relay %s proc %s sink %s DLQ %s", s.Rate, target, etaText(s.ETA),
 		gaugeText(s.Relay, seconds), gaugeText(s.Processor, count), gaugeText(s.Sink, count), gaugeText(s.DLQ, count))
 	if s.LateBatches > 0 {
-		out += fmt.Sprintf("  late %d (max %s)", s.LateBatches, s.LateMax.Round(time.Millisecond))
+		out += fmt.Sprintf(" late %d (max %s)", s.LateBatches, s.LateMax.Round(time.Millisecond))
 	}
 	return out
 }

@@ -109,6 +109,18 @@ func TestProgressBarOnATerminal(t *testing.T) {
 	}
 }
 
+func TestFit(t *testing.T) {
+	desc := "998/1000 ev/s ETA 24s relay 0.12s proc 35 sink 12 DLQ 0"
+	for _, tc := range []struct {
+		cols int
+		want string
+	}{{0, desc}, {200, desc}, {48 + 13, "998/1000 ev/s"}, {30, ""}} {
+		if got := live.Fit(desc, tc.cols); got != tc.want {
+			t.Errorf("%d columns: %q, want %q", tc.cols, got, tc.want)
+		}
+	}
+}
+
 func TestIsTerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {
