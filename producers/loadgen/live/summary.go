@@ -130,7 +130,7 @@ func WriteReport(path string, s Summary) error {
 		b.WriteString("\n")
 	}
 	if err := chart(&b, rateSVG, "rate over time", report.LineChart{Title: "events/s over time", XLabel: "s", YLabel: "events/s",
-		Series: []*report.Series{s.Recording.Rate, s.Recording.TargetRate}}); err != nil {
+		Series: []*report.Series{s.Recording.Rate.Thin(chartPoints), s.Recording.TargetRate.Thin(chartPoints)}}); err != nil {
 		return err
 	}
 
@@ -182,8 +182,11 @@ func (s Summary) lagChart() report.LineChart {
 		return out
 	}
 	return report.LineChart{Title: "lag over time", XLabel: "s", YLabel: "s of traffic", Series: []*report.Series{
-		r.Relay, inSeconds(r.Processor, "processor lag"), inSeconds(r.Sink, "sink lag")}}
+		r.Relay.Thin(chartPoints), inSeconds(r.Processor, "processor lag").Thin(chartPoints), inSeconds(r.Sink, "sink lag").Thin(chartPoints)}}
 }
+
+// chartPoints bounds the points a chart draws per series.
+const chartPoints = 300
 
 // chart writes c to path and links it from b; an empty chart is only
 // mentioned.

@@ -139,3 +139,20 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal("no error writing into a missing directory")
 	}
 }
+
+// TestReportChartsAreThinned: an hour sampled each second draws at most
+// 300 markers per series.
+func TestReportChartsAreThinned(t *testing.T) {
+	s := summary()
+	for x := 11.0; x <= 3600; x++ {
+		s.Recording.Rate.Add(x, 100)
+		s.Recording.TargetRate.Add(x, 100)
+	}
+	path := filepath.Join(t.TempDir(), "hour.md")
+	if err := live.WriteReport(path, s); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := svgTexts(t, strings.TrimSuffix(path, ".md")+"-rate.svg"); n["circle"] != 2*300 {
+		t.Fatalf("rate chart markers: %d", n["circle"])
+	}
+}
