@@ -74,8 +74,8 @@ func (m MetricsSource) Lag(ctx context.Context) (Lag, error) {
 			return Lag{}, err
 		}
 		relay = append(relay, values(fams["roomflow_relay_lag_seconds"], nil)...)
-		for _, m := range fams["roomflow_process_consumer_lag_records"].GetMetric() {
-			proc[label(m, "processor")] += m.GetGauge().GetValue()
+		for _, series := range fams["roomflow_process_consumer_lag_records"].GetMetric() {
+			proc[label(series, "processor")] += series.GetGauge().GetValue()
 		}
 		sink = append(sink, values(fams["roomflow_sink_lag_records"], nil)...)
 		dlq = append(dlq, values(fams["roomflow_process_dlq_total"], nil)...)
