@@ -13,10 +13,12 @@
 //	var c live.Counter
 //	c.SetTarget(int64(rate * duration.Seconds())) // 0: open-ended, no ETA
 //	c.SetRate(rate)                               // again as a ramp raises it
+//	dlq := live.NewDLQCounter(dlqClient) // made with live.DLQConsumeOpts(time.Now(), dlqTopic)
+//	defer dlq.Close()
 //	p := live.Start(ctx, live.Options{Counter: &c, Sources: []live.LagSource{
-//		// First: its DLQ count is exact, KafkaSource's an upper bound.
+//		dlq, // first: this run's dead letters (the metrics count since each process started)
 //		live.MetricsSource{URLs: []string{"http://relay:9090/metrics", "http://process:9090/metrics", "http://sink:9090/metrics"}},
-//		live.KafkaSource{Admin: adm, ProcessorGroups: []string{roomGroup, micGroup}, SinkGroups: []string{sinkGroup}, DLQTopics: []string{dlqTopic}},
+//		live.KafkaSource{Admin: adm, ProcessorGroups: []string{roomGroup, micGroup}, SinkGroups: []string{sinkGroup}},
 //	}})
 //	lat := live.NewFactLatency(db, appCode, live.LatencyOptions{PerSecond: 100})
 //	go lat.Run(ctx, time.Second)
