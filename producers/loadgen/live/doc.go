@@ -8,7 +8,8 @@
 // Options.Interval and renders a Snapshot: on a terminal as a redrawn
 // progress bar line (github.com/schollz/progressbar/v3; the terminal is
 // told by github.com/mattn/go-isatty), otherwise as one log/slog line per
-// tick. Stop returns the Recording, the rate and lags over time:
+// tick. Settle waits, still sampling, for the pipeline to catch up after
+// the writers; Stop returns the Recording, the rate and lags over time:
 //
 //	var c live.Counter
 //	c.SetTarget(int64(rate * duration.Seconds())) // 0: open-ended, no ETA
@@ -24,6 +25,7 @@
 //	go lat.Run(ctx, time.Second)
 //	// per committed transaction: c.Add(len(rows)); c.Late(behind)
 //	// per committed RoomMicChanged (not malformed): lat.Committed(eventID, commitTime)
+//	_ = p.Settle(ctx, time.Minute) // the writers are done: sample until the pipeline caught up
 //	rec := p.Stop()
 //	_ = lat.Drain(ctx, 30*time.Second)
 //	res := lat.Result()
