@@ -81,13 +81,13 @@ type Progress struct {
 	settle *settling // set by Settle
 }
 
-// settling is the state of Settle: the ticks in a row the consumers had
-// no lag and the DLQ count held still.
+// settling is the state of Settle: the ticks in a row the consumers' lag
+// and the DLQ count held still.
 type settling struct {
-	still   int
-	lastDLQ Gauge
-	done    chan struct{}
-	closed  bool
+	still  int
+	last   Lag
+	done   chan struct{}
+	closed bool
 }
 
 // ErrNotSettled is Settle's error when the pipeline still lagged at its
@@ -193,12 +193,15 @@ func (p *Progress) loop(ctx context.Context) {
 }
 
 // Settle marks the writers finished and goes on sampling until the
-// processors and the sink have no lag and the DLQ count holds, two ticks
-// in a row, so the Recording's last values are the run's outcome rather
-// than records in flight. Rates after it are the pipeline's drain (the
-// asked rate is no longer charted; the achieved rate of the report is
-// over the writing only). It fails with ErrNotSettled after timeout, or
-// with ctx's error; Stop follows in any case.
+// processors' and the sink's lag and the DLQ count held still for two
+// ticks, so the Recording's last values are the run's outcome rather than
+// records in flight. Still, not 0: a lag can rest at a few records (the
+// sink commits its informational Kafka offsets up to its last record,
+// short of the transaction marker after it). Rates after it are the
+// pipeline's drain (the asked rate is no longer charted; the report's
+// achieved rate is over the writing only). It fails with ErrNotSettled
+// after timeout (or when no source tells the consumers' lag), or with
+// ctx's error; Stop follows in any case.
 func (p *Progress) Settle(ctx context.Context, timeout time.Duration) error {
 	st := &settling{done: make(chan struct{})}
 	p.mu.Lock()
@@ -222,8 +225,8 @@ func (p *Progress) Settle(ctx context.Context, timeout time.Duration) error {
 
 // settled counts s toward Settle's condition; true once it is met.
 func (st *settling) settled(s Snapshot) bool {
-	quiet := (s.Processor.OK || s.Sink.OK) && (!s.Processor.OK || s.Processor.V == 0) && (!s.Sink.OK || s.Sink.V == 0) && s.DLQ == st.lastDLQ
-	if st.lastDLQ = s.DLQ; quiet {
+	quiet := (s.Processor.OK || s.Sink.OK) && s.Processor == st.last.Processor && s.Sink == st.last.Sink && s.DLQ == st.last.DLQ
+	if st.last = s.Lag; quiet {
 		st.still++
 	} else {
 		st.still = 0

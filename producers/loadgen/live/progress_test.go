@@ -163,33 +163,39 @@ func TestSnapshotLine(t *testing.T) {
 	}
 }
 
-// drainingLag is a pipeline whose processors are behind by what the test
-// sets, the sink never, and whose DLQ count the test sets.
-type drainingLag struct{ proc, dlq atomic.Int64 }
+// drainingLag is a pipeline whose processors catch up a record a tick
+// down to what the test sets, the sink at 1 (the record before its
+// input's transaction marker), and whose DLQ count the test sets.
+type drainingLag struct{ proc, floor, dlq atomic.Int64 }
 
 func (d *drainingLag) Lag(context.Context) (live.Lag, error) {
-	return live.Lag{Processor: gauge(float64(d.proc.Load())), Sink: gauge(0), DLQ: gauge(float64(d.dlq.Load()))}, nil
+	p := d.proc.Load()
+	next := max(p-1, d.floor.Load())
+	if !d.proc.CompareAndSwap(p, next) {
+		next = d.proc.Load() // the test set it meanwhile
+	}
+	return live.Lag{Processor: gauge(float64(next)), Sink: gauge(1), DLQ: gauge(float64(d.dlq.Load()))}, nil
 }
 
-// TestSettle: after the writers, sampling goes on until the consumers have
-// caught up and the DLQ holds; the achieved rate is over the writing.
+// TestSettle: after the writers, sampling goes on until the consumers'
+// lag and the DLQ hold still; the achieved rate is over the writing.
 func TestSettle(t *testing.T) {
 	var c live.Counter
 	c.SetRate(1000)
 	src := &drainingLag{}
-	src.proc.Store(40)
+	src.proc.Store(1_000_000)
 	var out testenv.SyncBuffer
 	p := live.Start(t.Context(), live.Options{Counter: &c, Sources: []live.LagSource{src}, Interval: 20 * time.Millisecond, Out: &out,
 		Terminal: func(io.Writer) bool { return false }})
 	c.Add(500)
 	time.Sleep(100 * time.Millisecond)
 	if err := p.Settle(t.Context(), 150*time.Millisecond); !errors.Is(err, live.ErrNotSettled) {
-		t.Fatalf("settled with the processors 40 behind: %v", err)
+		t.Fatalf("settled with the processors catching up: %v", err)
 	}
 	go func() {
 		src.dlq.Store(3)
 		time.Sleep(100 * time.Millisecond)
-		src.proc.Store(0)
+		src.proc.Store(2)
 	}()
 	if err := p.Settle(t.Context(), 10*time.Second); err != nil {
 		t.Fatal(err)
