@@ -44,6 +44,14 @@ func (s Summary) wrote() time.Duration {
 	return cmp.Or(s.Recording.Wrote, s.Recording.Last.Elapsed)
 }
 
+// asked is the last rate asked while writing (0 during Settle's drain).
+func (s Summary) asked() float64 {
+	if p, ok := s.Recording.TargetRate.Last(); ok {
+		return p.Y
+	}
+	return s.Recording.Last.TargetRate
+}
+
 // achieved is the events/s over the writing.
 func (s Summary) achieved() float64 {
 	if el := s.wrote().Seconds(); el > 0 {
@@ -70,8 +78,8 @@ func WriteSummary(w io.Writer, s Summary) error {
 	var b strings.Builder
 	last := s.Recording.Last
 	fmt.Fprintf(&b, "wrote %d events in %s: %.0f events/s achieved", last.Written, s.wrote().Round(time.Millisecond), s.achieved())
-	if last.TargetRate > 0 {
-		fmt.Fprintf(&b, " (%.0f asked)", last.TargetRate)
+	if asked := s.asked(); asked > 0 {
+		fmt.Fprintf(&b, " (%.0f asked)", asked)
 	}
 	if last.LateBatches > 0 {
 		fmt.Fprintf(&b, "; %d transactions late, at most %s behind schedule", last.LateBatches, last.LateMax.Round(time.Millisecond))
@@ -127,8 +135,8 @@ func WriteReport(path string, s Summary) error {
 
 	b.WriteString("## Throughput\n\n| events written | achieved events/s | asked events/s | late transactions | latest behind schedule |\n| --- | --- | --- | --- | --- |\n")
 	asked := "as fast as possible"
-	if last.TargetRate > 0 {
-		asked = fmt.Sprintf("%.0f", last.TargetRate)
+	if a := s.asked(); a > 0 {
+		asked = fmt.Sprintf("%.0f", a)
 	}
 	fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %s |\n\n", last.Written, s.achieved(), asked, last.LateBatches, last.LateMax.Round(time.Millisecond))
 	if len(s.ByType) > 0 {
