@@ -32,7 +32,10 @@ type Lag struct {
 	Relay     Gauge // seconds: roomflow_relay_lag_seconds
 	Processor Gauge // records the slowest processor has not consumed (each reads every room event)
 	Sink      Gauge // records the sink's group has not applied
-	DLQ       Gauge // records dead-lettered (DLQCounter: during the run; MetricsSource: since the processes started)
+	// DLQ is records dead-lettered: DLQCounter's during the run,
+	// MetricsSource's since the processes started, KafkaSource's end
+	// offsets an upper bound (transaction markers).
+	DLQ Gauge
 }
 
 // or fills what l does not know from o.
