@@ -162,7 +162,7 @@ lucky pools fund') for draws to pay.`,
 
 func printOracle(cmd *cobra.Command, o *loadgen.Oracle) {
 	fmt.Fprintf(cmd.OutOrStdout(), "expected: %d events, %d IM messages, %d closed mic sessions (%d open), %d users, %d user-days, %d lucky gifts (%d to DLQ), %d pool rows\n",
-		o.Events, o.IMMessages, len(o.Sessions), len(o.OpenSessions), len(o.Lifetime), len(o.Daily), o.LuckyGifts, o.Rejected, len(o.Pools))
+		o.Events, o.IMMessages, o.ClosedSessions, len(o.OpenSessions), len(o.Lifetime), len(o.Daily), o.LuckyGifts, o.Rejected, len(o.Pools))
 }
 
 func init() { extraCommands = append(extraCommands, loadgenCmd) }

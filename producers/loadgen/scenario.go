@@ -272,11 +272,12 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		}
 		out = append(out, Event{Envelope: env, Payload: b})
 	}
-	values := make([][]byte, len(out))
-	for i, e := range out {
-		values[i] = e.Payload
+	b := NewOracleBuilder(map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
+	b.KeepSessions = true
+	for _, e := range out {
+		b.Add(e.Payload)
 	}
-	return out, BuildOracleTimers(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
+	return out, b.Oracle()
 }
 
 // abandonKind is how a session of a Timers scenario is left open on purpose.
