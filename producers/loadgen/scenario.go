@@ -86,6 +86,11 @@ func DefaultScenario() Scenario {
 type Event struct {
 	Envelope *roomv1.EventEnvelope
 	Payload  []byte // Envelope serialized: the room_outbox.payload column
+	// Malformed: Payload is not Envelope but bytes no decoder accepts (a
+	// fault of Load.MalformedShare, dead-lettered by the room processor).
+	Malformed bool
+	// Redelivered: the record is produced twice (Load.RedeliveryShare).
+	Redelivered bool
 }
 
 // MicSession is one mic session as the oracle reconstructs it.
