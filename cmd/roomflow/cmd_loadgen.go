@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/schemas/activityv1"
@@ -31,6 +37,7 @@ func scenarioFlags(fs *pflag.FlagSet, sc *loadgen.Scenario) {
 func loadgenCmd(g *globals) *cobra.Command {
 	sc := loadgen.DefaultScenario()
 	sc.EventIDPrefix = fmt.Sprintf("lg%d", time.Now().Unix())
+	ld := loadgen.DefaultLoad()
 	var (
 		to        string
 		rate      float64
@@ -65,7 +72,26 @@ command_id, then the gift row names the draw_id it answered. Without it,
 lucky gifts carry invented draw ids and no draw is made (the stream
 inflow owns the pools, as before the draw service). The rule must be
 active for the service (loadgen seeds it) and the pools funded ('roomflow
-lucky pools fund') for draws to pay.`,
+lucky pools fund') for draws to pay.
+
+--duration makes it a load test: new sessions, gifts, joins and heat
+changes in wall-clock time from now for that long at --rate events per
+second (reached over --ramp), in memory bounded by the open sessions and
+the facts, never by the events. Gifts go to rooms by Zipf popularity
+(--hot-room-skew, the s > 1); session lengths are log-normal with
+--session-median and --session-p99; --publish-failure-share of sessions
+never publish and --abandoned never go down (the mic timers close both, as
+with --live); sessions still open at the end are left to the timers.
+--writers write concurrently, --batch rows per transaction; every row of a
+room goes to one writer, after the previous one committed. Faults:
+--redelivery-share (--to kafka: the record produced twice),
+--malformed-share (rows no stage decodes: the room processor
+dead-letters them; counted apart), --late-commit-share (--to mysql:
+transactions held open --late-commit-hold, below relay.gap_max_age, so
+ids commit out of order). It prints progress every --progress, then the
+achieved rate, the writers' lag behind the schedule (nothing is dropped:
+a writer behind only delays) and the oracle; 'roomflow verify' must then
+find 0 differences.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -73,6 +99,12 @@ lucky pools fund') for draws to pay.`,
 				return err
 			}
 			sc.AppCode = cfg.AppCode
+			if ld.Duration > 0 {
+				if live {
+					return cfgerr.Usage(fmt.Errorf("--live and --duration exclude each other"))
+				}
+				return runLoad(cmd, cfg, sc, ld, loadFlags{to: to, rate: rate, batch: batch, abandoned: abandoned, luckyAddr: luckyAddr})
+			}
 			if live {
 				if to != "mysql" {
 					return fmt.Errorf("--live writes to mysql only")
@@ -157,7 +189,134 @@ lucky pools fund') for draws to pay.`,
 	cmd.Flags().BoolVar(&live, "live", false, "wall-clock traffic from now over --span (default 10m), sessions closed by the mic timers included")
 	cmd.Flags().Float64Var(&abandoned, "abandoned", 0.1, "with --live: share of sessions left for the mic timers to close")
 	cmd.Flags().StringVar(&luckyAddr, "lucky-addr", "", "draw every lucky gift through this LuckyGiftService (roomflow lucky) before writing it, as room-service does")
+	loadFlagSet(cmd.Flags(), &ld)
 	return cmd
+}
+
+// loadFlagSet binds the load-test flags (--duration and its shape and
+// faults) to ld; --to, --rate and --batch are shared with the scenario
+// mode and copied in by runLoad.
+func loadFlagSet(fs *pflag.FlagSet, ld *loadgen.Load) {
+	fs.DurationVar(&ld.Duration, "duration", 0, "load test: generate wall-clock traffic for this long (0: the fixed scenario)")
+	fs.DurationVar(&ld.Ramp, "ramp", ld.Ramp, "with --duration: reach --rate linearly over this long")
+	fs.IntVar(&ld.Writers, "writers", ld.Writers, "with --duration: concurrent writer transactions (a room's rows stay serial)")
+	fs.Float64Var(&ld.HotRoomSkew, "hot-room-skew", ld.HotRoomSkew, "with --duration: Zipf s (> 1) of the rooms gifts go to")
+	fs.DurationVar(&ld.SessionMedian, "session-median", ld.SessionMedian, "with --duration: median mic session length")
+	fs.DurationVar(&ld.SessionP99, "session-p99", ld.SessionP99, "with --duration: 99th percentile mic session length")
+	fs.Float64Var(&ld.PublishFailureShare, "publish-failure-share", ld.PublishFailureShare, "with --duration: share of sessions never published")
+	fs.Float64Var(&ld.RedeliveryShare, "redelivery-share", 0, "with --duration --to kafka: share of records produced twice")
+	fs.Float64Var(&ld.MalformedShare, "malformed-share", 0, "with --duration: share of rows whose payload no stage decodes (dead-lettered)")
+	fs.Float64Var(&ld.LateCommitShare, "late-commit-share", 0, "with --duration --to mysql: share of transactions held open --late-commit-hold")
+	fs.DurationVar(&ld.LateCommitHold, "late-commit-hold", ld.LateCommitHold, "how long a late transaction stays open (below relay.gap_max_age)")
+}
+
+// loadKeys re-keys loadgen.Load's Validate errors to the flags.
+var loadKeys = map[string]string{
+	"to": "--to", "duration": "--duration", "rate": "--rate", "ramp": "--ramp", "writers": "--writers", "batch": "--batch",
+	"hot_room_skew": "--hot-room-skew", "session_median": "--session-median", "session_p99": "--session-p99",
+	"publish_failure_share": "--publish-failure-share", "redelivery_share": "--redelivery-share",
+	"malformed_share": "--malformed-share", "late_commit_share": "--late-commit-share", "late_commit_hold": "--late-commit-hold",
+}
+
+// loadFlags are the flags the load test shares with the scenario mode.
+type loadFlags struct {
+	to        string
+	rate      float64
+	batch     int
+	abandoned float64
+	luckyAddr string
+}
+
+// runLoad is loadgen --duration: a Stream driven in wall-clock time into
+// room_outbox or the room events topic, with the oracle folded as it goes.
+func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loadgen.Load, f loadFlags) error {
+	ld.To, ld.Batch = f.to, f.batch
+	if ld.Rate = f.rate; !cmd.Flags().Changed("rate") {
+		ld.Rate = loadgen.DefaultLoad().Rate
+	}
+	err := cfgerr.Under("loadgen", loadKeys, ld.Validate())
+	if ld.LateCommitShare > 0 && ld.LateCommitHold >= cfg.Relay.GapMaxAge.D() {
+		err = errors.Join(err, &cfgerr.FieldError{Key: "--late-commit-hold", Msg: fmt.Sprintf("must be below relay.gap_max_age (%s), or the relay gives the held ids up", cfg.Relay.GapMaxAge.D())})
+	}
+	if err != nil {
+		return err
+	}
+	pol := loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
+	sc.Start, sc.Timers, sc.Abandoned = time.Now().Add(time.Second), &pol, f.abandoned
+	sc.TimerMargin = min(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge) / 3
+	ctx := cmd.Context()
+	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
+		return err
+	}
+	dc := loadgen.DriveConfig{Load: ld, Writer: loadgen.OutboxWriter{DB: db},
+		Oracle: loadgen.NewOracleBuilder(map[loadgen.RuleKey]loadgen.LuckyRule{{GiftID: sc.Rule.GiftID, RuleVersion: sc.Rule.RuleVersion}: sc.Rule}, sc.AppCode, &pol)}
+	if ld.To == loadgen.ToKafka {
+		cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		dc.Writer = loadgen.TopicWriter{Client: cl, Topic: cfg.Kafka.Topics.RoomEvents}
+	}
+	var drawn loadgen.DrawSummary
+	var drawMu sync.Mutex
+	if f.luckyAddr != "" {
+		conn, err := grpc.NewClient(f.luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		client := activityv1.NewLuckyGiftServiceClient(conn)
+		dc.Before = func(ctx context.Context, evs []loadgen.Event) error {
+			sum, err := loadgen.DrawLucky(ctx, client, evs, 32)
+			drawMu.Lock()
+			drawn.Add(sum)
+			drawMu.Unlock()
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	dc.Progress = func(p loadgen.Progress) {
+		if s := p.Elapsed.Round(time.Second); s%(5*time.Second) == 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "loadgen: %s of %s: %d of %d due events written (%.0f/s), writer lag max %s, %d late batches\n",
+				s, ld.Duration, p.Written, p.Due, float64(p.Written)/p.Elapsed.Seconds(), p.MaxLag.Round(time.Millisecond), p.LateBatches)
+		}
+	}
+	sum, err := loadgen.Drive(ctx, loadgen.NewStream(sc, ld), dc)
+	printSummary(out, ld, sum)
+	if f.luckyAddr != "" {
+		fmt.Fprintf(out, "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
+			drawn.Draws, f.luckyAddr, drawn.Hits, drawn.RewardCoins, drawn.CoinSpent, drawn.Granted, drawn.Pending, drawn.Rejected)
+	}
+	if err != nil {
+		return err
+	}
+	printOracle(cmd, dc.Oracle.Oracle())
+	return nil
+}
+
+// printSummary writes what a load test wrote and how far its writers
+// were behind their schedule.
+func printSummary(w io.Writer, ld loadgen.Load, s loadgen.Summary) {
+	fmt.Fprintf(w, "wrote %d events to %s in %s: %.0f events/s achieved of %.0f targeted, %d transactions by %d writers\n",
+		s.Written, ld.To, s.Elapsed.Round(time.Millisecond), s.Rate, ld.Rate, s.Batches, ld.Writers)
+	fmt.Fprintf(w, "writer lag behind the schedule: max %s, %d of %d transactions late (over %s); nothing dropped\n",
+		s.MaxLag.Round(time.Millisecond), s.LateBatches, s.Batches, loadgen.LateAfter)
+	types := make([]string, 0, len(s.ByType))
+	for t := range s.ByType {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	for _, t := range types {
+		fmt.Fprintf(w, "  %-18s %d\n", t, s.ByType[t])
+	}
+	fmt.Fprintf(w, "faults: %d malformed rows (to the DLQ, not in the oracle), %d redelivered records, %d late commits; %d session arrivals found no free user\n",
+		s.Malformed, s.Redelivered, s.LateCommits, s.SkippedSessions)
 }
 
 func printOracle(cmd *cobra.Command, o *loadgen.Oracle) {

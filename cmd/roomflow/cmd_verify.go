@@ -111,19 +111,33 @@ func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Du
 	if err != nil {
 		return loadgen.Report{}, nil, lk, err
 	}
-	events, err := readAll(ctx, cfg, idle)
-	if err != nil {
+	// The oracle folds the log record by record; sessions are compared
+	// as they close and only lucky gifts are kept (for verifyLucky).
+	b := loadgen.NewOracleBuilder(rules, cfg.AppCode, nil)
+	check := loadgen.NewSessionCheck(db, cfg.AppCode)
+	b.OnSession = func(s loadgen.MicSession) { check.Add(ctx, s) }
+	var gifts []luckyGift
+	if owned {
+		b.OnLuckyGift = func(e *envelope.View, g *envelope.GiftSent, in loadgen.Inflow) {
+			gifts = append(gifts, luckyGift{EventID: string(e.EventID), RoomID: string(e.RoomID), GiftID: string(g.GiftID),
+				RuleVersion: string(g.LuckyRuleVersion), DrawID: string(g.DrawID), OccurredAtMs: e.OccurredAtMs, In: in})
+		}
+	}
+	if err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) { b.Add(r.Value) }); err != nil {
 		return loadgen.Report{}, nil, lk, err
 	}
-	o := loadgen.BuildOracle(events, rules, cfg.AppCode)
+	o := b.Oracle()
 	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
+	if err == nil {
+		err = check.Finish(ctx, o, &rep)
+	}
 	if err != nil || !owned {
 		return rep, o, lk, err
 	}
 	// Compare checked total_in per pool (each gift's inflow exactly once,
 	// whoever added it) and balance = funded + total_in - total_out;
 	// verifyLucky reconciles the draws with the gifts.
-	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, luckyGifts(events, rules, cfg.AppCode))
+	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, gifts)
 	rep.Diffs = append(rep.Diffs, diffs...)
 	return rep, o, lk, err
 }
@@ -141,35 +155,13 @@ func poolOwner(ctx context.Context, db *sql.DB) (ownedAtMs int64, owned bool, er
 	return ownedAtMs, true, nil
 }
 
-// luckyGift is a lucky RoomGiftSent of the log with a known rule version
-// (the others never reach a pool: the room processor dead-letters them).
+// luckyGift is a distinct lucky RoomGiftSent of the log with a known rule
+// version (the others never reach a pool: the room processor
+// dead-letters them).
 type luckyGift struct {
 	EventID, RoomID, GiftID, RuleVersion, DrawID string
 	OccurredAtMs                                 int64
 	In                                           loadgen.Inflow
-}
-
-// luckyGifts returns the distinct lucky gifts of appCode (an empty
-// app_code is appCode) among the envelopes in values.
-func luckyGifts(values [][]byte, rules map[loadgen.RuleKey]loadgen.LuckyRule, appCode string) []luckyGift {
-	var out []luckyGift
-	seen := map[string]bool{}
-	var e envelope.View
-	var g envelope.GiftSent
-	for _, v := range values {
-		if e.Parse(v) != nil || string(e.EventType) != "RoomGiftSent" || seen[string(e.EventID)] ||
-			(len(e.AppCode) > 0 && string(e.AppCode) != appCode) || g.Parse(e.Payload) != nil || !g.Lucky {
-			continue
-		}
-		seen[string(e.EventID)] = true
-		rule, ok := rules[loadgen.RuleKey{GiftID: string(g.GiftID), RuleVersion: string(g.LuckyRuleVersion)}]
-		if !ok || g.HeatValue < 0 {
-			continue
-		}
-		out = append(out, luckyGift{EventID: string(e.EventID), RoomID: string(e.RoomID), GiftID: string(g.GiftID),
-			RuleVersion: string(g.LuckyRuleVersion), DrawID: string(g.DrawID), OccurredAtMs: e.OccurredAtMs, In: rule.Inflow(g.HeatValue)})
-	}
-	return out
 }
 
 // luckyReport counts what verifyLucky compared.
@@ -271,17 +263,6 @@ func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.Luc
 		out[loadgen.RuleKey{GiftID: r.GiftID, RuleVersion: r.RuleVersion}] = r
 	}
 	return out, rows.Err()
-}
-
-// readAll consumes the room events topic from the start (read_committed)
-// until no record arrived for idle, returning the values (EventEnvelope
-// bytes, read by loadgen.BuildOracle).
-func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([][]byte, error) {
-	var out [][]byte
-	err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) {
-		out = append(out, r.Value)
-	})
-	return out, err
 }
 
 // abandonedGap is one gap_abandoned record of the relay (see

@@ -57,7 +57,8 @@ type Oracle struct {
 	// (unknown rule version, negative heat).
 	Rejected int
 
-	timers *TimerPolicy
+	timers       *TimerPolicy
+	keptSessions bool // Sessions lists every closed session
 }
 
 // TimerPolicy is the mic processor's timer windows (mic.pending_publish_max_age,
@@ -253,7 +254,7 @@ func (b *OracleBuilder) Oracle() *Oracle {
 			b.closeByTimer(id, s)
 		}
 	}
-	if b.KeepSessions {
+	if b.o.keptSessions = b.KeepSessions; b.KeepSessions {
 		slices.SortFunc(b.o.Sessions, func(x, y MicSession) int { return cmp.Compare(x.SeatStartMs, y.SeatStartMs) })
 	}
 	return b.o
