@@ -22,7 +22,10 @@ import (
 )
 
 func verifyCmd(g *globals) *cobra.Command {
-	var idle time.Duration
+	var (
+		idle   time.Duration
+		timers bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Recompute facts from the room event log and diff them against MySQL",
@@ -30,8 +33,13 @@ func verifyCmd(g *globals) *cobra.Command {
 read_committed consumer, recomputes the mic facts (lifetime and UTC daily
 per user) and the lucky pool inflow with an independent reference of the
 seed rules, and diffs them against user_mic_lifetime_stats,
-user_mic_daily_stats and lucky_pools. Users with sessions that never saw a
-'down' (open, or closed by the mic timers) are not compared.
+user_mic_daily_stats, user_mic_sessions (as each session closes, a batch
+of rows at a time) and lucky_pools, without holding the log: the oracle
+folds it record by record. Users with sessions that never saw a 'down'
+(open, or closed by the mic timers) are not compared; with --timers (for
+the wall-clock traffic of loadgen --live and --duration) the closes of
+the mic timers are predicted from mic.pending_publish_max_age and
+mic.publishing_session_max_age instead, and every user is compared.
 
 Once 'roomflow lucky' owns lucky_pools (lucky_pool_owner has its row), the
 pools also pay out and are funded: total_in is still every gift's inflow
@@ -59,7 +67,11 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 				return err
 			}
 			defer db.Close()
-			rep, o, lk, err := verifyAll(ctx, cfg, db, idle)
+			var pol *loadgen.TimerPolicy
+			if timers {
+				pol = &loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
+			}
+			rep, o, lk, err := verifyAll(ctx, cfg, db, idle, pol)
 			if err != nil {
 				return err
 			}
@@ -89,19 +101,21 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 		},
 	}
 	cmd.Flags().DurationVar(&idle, "idle", 3*time.Second, "stop reading after the topic was idle this long")
+	cmd.Flags().BoolVar(&timers, "timers", false, "wall-clock traffic (loadgen --live, --duration): predict the mic timers' closes (mic.*_max_age); run it once those ages passed since the last event")
 	return cmd
 }
 
 // verifyFacts is verifyAll without the lucky counts (the demo's check).
 func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, error) {
-	rep, o, _, err := verifyAll(ctx, cfg, db, idle)
+	rep, o, _, err := verifyAll(ctx, cfg, db, idle, nil)
 	return rep, o, err
 }
 
 // verifyAll reads every committed room event and compares MySQL with the
-// oracle of those events; once roomflow lucky owns the pools, the pools are
-// reconciled with the draws instead (verifyLucky).
-func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, luckyReport, error) {
+// oracle of those events (with pol, the mic timers' closes predicted);
+// once roomflow lucky owns the pools, the pools are also reconciled with
+// the draws (verifyLucky).
+func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration, pol *loadgen.TimerPolicy) (loadgen.Report, *loadgen.Oracle, luckyReport, error) {
 	var lk luckyReport
 	rules, err := loadRules(ctx, db)
 	if err != nil {
@@ -113,7 +127,7 @@ func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Du
 	}
 	// The oracle folds the log record by record; sessions are compared
 	// as they close and only lucky gifts are kept (for verifyLucky).
-	b := loadgen.NewOracleBuilder(rules, cfg.AppCode, nil)
+	b := loadgen.NewOracleBuilder(rules, cfg.AppCode, pol)
 	check := loadgen.NewSessionCheck(db, cfg.AppCode)
 	b.OnSession = func(s loadgen.MicSession) { check.Add(ctx, s) }
 	var gifts []luckyGift

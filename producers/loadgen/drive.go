@@ -199,6 +199,9 @@ func Drive(ctx context.Context, s *Stream, cfg DriveConfig) (Summary, error) {
 				sum.Redelivered++
 			}
 			if cfg.Oracle != nil {
+				if st.due.Load()%4096 == 0 {
+					cfg.Oracle.Expire(e.Envelope.OccurredAtMs)
+				}
 				cfg.Oracle.Add(e.Payload)
 				if e.Redelivered {
 					cfg.Oracle.Add(e.Payload) // as verify reads it: twice

@@ -139,8 +139,6 @@ type OracleBuilder struct {
 	rooms    map[string]*roomSeen // app_code + "\x00" + room_id
 	roomIdx  map[string]uint32    // interned room ids of dayRooms
 	dayRooms map[dayRoom]struct{}
-	maxAtMs  int64
-	adds     int
 
 	env  envelope.View
 	mic  envelope.MicChanged
@@ -193,10 +191,6 @@ func (b *OracleBuilder) Add(value []byte) bool {
 	default:
 		o.IMMessages++
 	}
-	b.maxAtMs = max(b.maxAtMs, e.OccurredAtMs)
-	if b.adds++; o.timers != nil && b.adds%4096 == 0 {
-		b.expire()
-	}
 	if len(e.AppCode) > 0 && string(e.AppCode) != b.appCode {
 		return true
 	}
@@ -233,14 +227,17 @@ func (b *OracleBuilder) duplicate(e *envelope.View) bool {
 	return false
 }
 
-// expire closes the open sessions whose timers came due more than the
-// longer max age before the latest event: no event of theirs can still
-// come before their due time, so they need not stay open until Oracle.
-func (b *OracleBuilder) expire() {
-	pol := b.o.timers
-	slack := max(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge).Milliseconds()
+// Expire closes, with a TimerPolicy, the open sessions whose timers came
+// due before watermarkMs, so they need not stay open until Oracle. The
+// caller guarantees that no event it adds later is older than
+// watermarkMs (a stream in commit order; not a topic read partition by
+// partition).
+func (b *OracleBuilder) Expire(watermarkMs int64) {
+	if b.o.timers == nil {
+		return
+	}
 	for id, s := range b.o.OpenSessions {
-		if due, _ := pol.dueAtMs(s); due < b.maxAtMs-slack {
+		if due, _ := b.o.timers.dueAtMs(s); due < watermarkMs {
 			b.closeByTimer(id, s)
 		}
 	}

@@ -145,10 +145,13 @@ func TestOracleBoundedMemory(t *testing.T) {
 		ld.Rate = 1.05 * events / ld.Duration.Seconds()
 		s := NewStream(sc, ld)
 		b := NewOracleBuilder(map[RuleKey]LuckyRule{{sc.Rule.GiftID, sc.Rule.RuleVersion}: sc.Rule}, sc.AppCode, sc.Timers)
-		for range events {
+		for i := range events {
 			e, ok := s.Next()
 			if !ok {
 				t.Fatal("the stream ended early")
+			}
+			if i%4096 == 0 {
+				b.Expire(e.Envelope.OccurredAtMs) // as Drive does
 			}
 			b.Add(e.Payload)
 		}
