@@ -22,7 +22,7 @@ type Load struct {
 	To       string        // ToMySQL or ToKafka
 	Duration time.Duration // how long new traffic is generated
 	Rate     float64       // events per second once ramped up
-	// Ramp raises the rate linearly from 1% to Rate over its length (0:
+	// Ramp raises the rate linearly from 0 to Rate over its length (0:
 	// full rate from the start).
 	Ramp time.Duration
 	// Writers write concurrently, each its own transactions of up to
@@ -101,13 +101,15 @@ func (l Load) Validate() error {
 	return c.Err()
 }
 
-// rateAt is the target rate (events/s) at elapsed into the run: linear
-// from 1% of Rate to Rate over Ramp.
-func (l Load) rateAt(elapsed time.Duration) float64 {
-	if l.Ramp <= 0 || elapsed >= l.Ramp {
-		return l.Rate
+// timeOf is when into the run the schedule reaches n events: the rate
+// rises linearly from 0 to Rate over Ramp (n = Rate·t²/2·Ramp), then
+// stays at Rate.
+func (l Load) timeOf(n float64) time.Duration {
+	ramp := l.Ramp.Seconds()
+	if rampEvents := l.Rate * ramp / 2; n >= rampEvents {
+		return l.Ramp + time.Duration((n-rampEvents)/l.Rate*float64(time.Second))
 	}
-	return l.Rate * max(float64(elapsed)/float64(l.Ramp), 0.01)
+	return time.Duration(math.Sqrt(2*n*ramp/l.Rate) * float64(time.Second))
 }
 
 // z99 is the standard normal's 99th percentile.

@@ -36,6 +36,7 @@ type Stream struct {
 
 	startMs, endMs int64
 	nextArrival    float64 // ms
+	scheduled      float64 // events the schedule brought up to nextArrival
 	perArrival     float64 // events an arrival brings, on average
 	mu, sigma      float64 // session length, ln ms
 	queue          plannedQueue
@@ -107,8 +108,10 @@ func (s *Stream) Next() (Event, bool) {
 		arrival := int64(s.nextArrival)
 		if arrival < s.endMs && (len(s.queue) == 0 || arrival <= s.queue[0].at) {
 			s.arrive(arrival)
-			rate := s.ld.rateAt(time.Duration(arrival-s.startMs) * time.Millisecond)
-			s.nextArrival += s.r.ExpFloat64() * 1000 * s.perArrival / rate
+			// Poisson arrivals on the schedule's clock: exponential gaps in
+			// events, mapped to time through the ramp.
+			s.scheduled += s.r.ExpFloat64() * s.perArrival
+			s.nextArrival = float64(s.startMs) + float64(s.ld.timeOf(s.scheduled))/float64(time.Millisecond)
 			continue
 		}
 		if len(s.queue) == 0 || s.queue[0].at >= s.endMs {
@@ -171,7 +174,9 @@ func (s *Stream) session(at int64) {
 		if end > due-s.margin && end < due+s.margin {
 			end = due + s.margin // the timer closes it first; its down comes late
 		}
-		free = max(end, due+s.margin)
+		if abandoned || end > due {
+			free = max(end, due+s.margin) // closed by the timer
+		}
 	} else if abandoned {
 		free = math.MaxInt64 // never closed: the user sits on
 	}
