@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -112,37 +113,26 @@ find 0 differences.`,
 				if !cmd.Flags().Changed("span") {
 					sc.Span = 10 * time.Minute
 				}
-				pol := loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
-				sc.Start, sc.Timers, sc.Abandoned = time.Now().Add(time.Second), &pol, abandoned
-				sc.TimerMargin = min(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge) / 3
+				wallClock(&sc, cfg, abandoned)
 			}
 			events, o := sc.Generate()
 			ctx := cmd.Context()
-			db, err := mysqlx.Open(ctx, cfg.MySQL)
+			db, err := openSeeded(ctx, cfg, sc.Rule)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
-				return err
-			}
 			// With --lucky-addr every lucky gift is drawn before its row is
 			// written: all up front, or with --live right before each
 			// transaction, at the gift's wall-clock time.
 			var draw loadgen.BeforeWrite
-			var drawn loadgen.DrawSummary
+			var drawer *luckyDrawer
 			if luckyAddr != "" {
-				conn, err := grpc.NewClient(luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
+				if drawer, err = newLuckyDrawer(luckyAddr); err != nil {
 					return err
 				}
-				defer conn.Close()
-				client := activityv1.NewLuckyGiftServiceClient(conn)
-				draw = func(ctx context.Context, evs []loadgen.Event) error {
-					sum, err := loadgen.DrawLucky(ctx, client, evs, 32)
-					drawn.Add(sum)
-					return err
-				}
+				defer drawer.Close()
+				draw = drawer.draw
 				if !live {
 					if err := draw(ctx, events); err != nil {
 						return err
@@ -161,7 +151,7 @@ find 0 differences.`,
 					return err
 				}
 			case "kafka":
-				cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
+				cl, err := producerClient(cfg)
 				if err != nil {
 					return err
 				}
@@ -172,9 +162,8 @@ find 0 differences.`,
 			default:
 				return fmt.Errorf("--to must be mysql or kafka")
 			}
-			if luckyAddr != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
-					drawn.Draws, luckyAddr, drawn.Hits, drawn.RewardCoins, drawn.CoinSpent, drawn.Granted, drawn.Pending, drawn.Rejected)
+			if drawer != nil {
+				drawer.print(cmd.OutOrStdout())
 			}
 			el := time.Since(start)
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d events to %s in %s (%.0f events/s)\n", len(events), to, el.Round(time.Millisecond), float64(len(events))/el.Seconds())
@@ -241,44 +230,30 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	if err != nil {
 		return err
 	}
-	pol := loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
-	sc.Start, sc.Timers, sc.Abandoned = time.Now().Add(time.Second), &pol, f.abandoned
-	sc.TimerMargin = min(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge) / 3
+	wallClock(&sc, cfg, f.abandoned)
 	ctx := cmd.Context()
-	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	db, err := openSeeded(ctx, cfg, sc.Rule)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := loadgen.SeedRule(ctx, db, sc.Rule); err != nil {
-		return err
-	}
 	dc := loadgen.DriveConfig{Load: ld, Writer: loadgen.OutboxWriter{DB: db},
-		Oracle: loadgen.NewOracleBuilder(map[loadgen.RuleKey]loadgen.LuckyRule{{GiftID: sc.Rule.GiftID, RuleVersion: sc.Rule.RuleVersion}: sc.Rule}, sc.AppCode, &pol)}
+		Oracle: loadgen.NewOracleBuilder(map[loadgen.RuleKey]loadgen.LuckyRule{{GiftID: sc.Rule.GiftID, RuleVersion: sc.Rule.RuleVersion}: sc.Rule}, sc.AppCode, sc.Timers)}
 	if ld.To == loadgen.ToKafka {
-		cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
+		cl, err := producerClient(cfg)
 		if err != nil {
 			return err
 		}
 		defer cl.Close()
 		dc.Writer = loadgen.TopicWriter{Client: cl, Topic: cfg.Kafka.Topics.RoomEvents}
 	}
-	var drawn loadgen.DrawSummary
-	var drawMu sync.Mutex
+	var drawer *luckyDrawer
 	if f.luckyAddr != "" {
-		conn, err := grpc.NewClient(f.luckyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
+		if drawer, err = newLuckyDrawer(f.luckyAddr); err != nil {
 			return err
 		}
-		defer conn.Close()
-		client := activityv1.NewLuckyGiftServiceClient(conn)
-		dc.Before = func(ctx context.Context, evs []loadgen.Event) error {
-			sum, err := loadgen.DrawLucky(ctx, client, evs, 32)
-			drawMu.Lock()
-			drawn.Add(sum)
-			drawMu.Unlock()
-			return err
-		}
+		defer drawer.Close()
+		dc.Before = drawer.draw
 	}
 	out := cmd.OutOrStdout()
 	dc.Progress = func(p loadgen.Progress) {
@@ -289,9 +264,8 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	}
 	sum, err := loadgen.Drive(ctx, loadgen.NewStream(sc, ld), dc)
 	printSummary(out, ld, sum)
-	if f.luckyAddr != "" {
-		fmt.Fprintf(out, "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
-			drawn.Draws, f.luckyAddr, drawn.Hits, drawn.RewardCoins, drawn.CoinSpent, drawn.Granted, drawn.Pending, drawn.Rejected)
+	if drawer != nil {
+		drawer.print(out)
 	}
 	if err != nil {
 		return err
@@ -299,6 +273,71 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	printOracle(cmd, dc.Oracle.Oracle())
 	return nil
 }
+
+// wallClock makes sc wall-clock traffic from now whose abandoned share the
+// mic timers of cfg close (--live, --duration), every other session event
+// a third of the shorter max age away from its due time.
+func wallClock(sc *loadgen.Scenario, cfg *config.Config, abandoned float64) {
+	pol := loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
+	sc.Start, sc.Timers, sc.Abandoned = time.Now().Add(time.Second), &pol, abandoned
+	sc.TimerMargin = min(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge) / 3
+}
+
+// openSeeded opens MySQL with rule seeded (loadgen.SeedRule).
+func openSeeded(ctx context.Context, cfg *config.Config, rule loadgen.LuckyRule) (*sql.DB, error) {
+	db, err := mysqlx.Open(ctx, cfg.MySQL)
+	if err != nil {
+		return nil, err
+	}
+	if err := loadgen.SeedRule(ctx, db, rule); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// producerClient is loadgen's client for --to kafka.
+func producerClient(cfg *config.Config) (*kgo.Client, error) {
+	return cfg.Kafka.Cluster(nil, nil).NewClient("loadgen", kgo.ProducerLinger(5*time.Millisecond))
+}
+
+// luckyDrawer draws lucky gifts through the LuckyGiftService at addr
+// (--lucky-addr) as room-service does, summing the answers of every call;
+// concurrent writers share it.
+type luckyDrawer struct {
+	addr   string
+	conn   *grpc.ClientConn
+	client activityv1.LuckyGiftServiceClient
+	mu     sync.Mutex
+	sum    loadgen.DrawSummary
+}
+
+func newLuckyDrawer(addr string) (*luckyDrawer, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &luckyDrawer{addr: addr, conn: conn, client: activityv1.NewLuckyGiftServiceClient(conn)}, nil
+}
+
+// draw is a loadgen.BeforeWrite: the lucky gifts of evs drawn, 32 at once.
+func (d *luckyDrawer) draw(ctx context.Context, evs []loadgen.Event) error {
+	sum, err := loadgen.DrawLucky(ctx, d.client, evs, 32)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sum.Add(sum)
+	return err
+}
+
+func (d *luckyDrawer) print(w io.Writer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.sum
+	fmt.Fprintf(w, "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
+		s.Draws, d.addr, s.Hits, s.RewardCoins, s.CoinSpent, s.Granted, s.Pending, s.Rejected)
+}
+
+func (d *luckyDrawer) Close() error { return d.conn.Close() }
 
 // printSummary writes what a load test wrote and how far its writers
 // were behind their schedule.
