@@ -105,6 +105,10 @@ type DriveConfig struct {
 	Oracle *OracleBuilder
 	// Progress, when set, is called each second from another goroutine.
 	Progress func(Progress)
+	// Committed, when set, is called by a writer with each transaction's
+	// rows once committed (writers call it concurrently): the commit times
+	// the end-to-end latency is measured from.
+	Committed func(evs []Event, at time.Time)
 }
 
 // Drive writes s in wall-clock time: each event once the clock reaches its
@@ -255,6 +259,9 @@ func (st *driveState) write(ctx context.Context, cfg DriveConfig, evs []Event, h
 	lag := time.Since(time.UnixMilli(evs[0].Envelope.OccurredAtMs))
 	if err := cfg.Writer.Write(ctx, evs, hold); err != nil {
 		return err
+	}
+	if cfg.Committed != nil {
+		cfg.Committed(evs, time.Now())
 	}
 	st.written.Add(int64(len(evs)))
 	st.batches.Add(1)

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,12 +45,14 @@ func TestDriveKeepsRoomsSerial(t *testing.T) {
 	ld.SessionMedian, ld.SessionP99 = time.Second, 4*time.Second
 	rules := map[RuleKey]LuckyRule{{sc.Rule.GiftID, sc.Rule.RuleVersion}: sc.Rule}
 	b := NewOracleBuilder(rules, sc.AppCode, nil)
-	sum, err := Drive(context.Background(), NewStream(sc, ld), DriveConfig{Load: ld, Writer: OutboxWriter{DB: m.DB}, Oracle: b})
+	var committed atomic.Int64
+	sum, err := Drive(context.Background(), NewStream(sc, ld), DriveConfig{Load: ld, Writer: OutboxWriter{DB: m.DB}, Oracle: b,
+		Committed: func(evs []Event, _ time.Time) { committed.Add(int64(len(evs))) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Written < 600 || sum.LateCommits == 0 || sum.Malformed == 0 || sum.Written != sum.Due {
-		t.Fatalf("summary %+v", sum)
+	if sum.Written < 600 || sum.LateCommits == 0 || sum.Malformed == 0 || sum.Written != sum.Due || committed.Load() != sum.Written {
+		t.Fatalf("summary %+v, %d rows reported committed", sum, committed.Load())
 	}
 	rows, err := m.DB.Query("SELECT id, room_id, room_version, payload FROM room_outbox ORDER BY id")
 	if err != nil {
