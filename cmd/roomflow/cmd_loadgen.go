@@ -87,7 +87,9 @@ with --live); sessions still open at the end are left to the timers.
 room goes to one writer, after the previous one committed. Faults:
 --redelivery-share (--to kafka: the record produced twice),
 --malformed-share (rows no stage decodes: the room processor
-dead-letters them; counted apart), --late-commit-share (--to mysql:
+dead-letters them, counted apart; with --to mysql publish-im cannot
+deliver their room_outbox rows and retries them unless
+im.mark_permanent_failed is set), --late-commit-share (--to mysql:
 transactions held open --late-commit-hold, below relay.gap_max_age, so
 ids commit out of order). It prints progress every --progress, then the
 achieved rate, the writers' lag behind the schedule (nothing is dropped:
