@@ -344,8 +344,8 @@ func (d *luckyDrawer) Close() error { return d.conn.Close() }
 // printSummary writes what a load test wrote and how far its writers
 // were behind their schedule.
 func printSummary(w io.Writer, ld loadgen.Load, s loadgen.Summary) {
-	fmt.Fprintf(w, "wrote %d events to %s in %s: %.0f events/s achieved of %.0f targeted, %d transactions by %d writers\n",
-		s.Written, ld.To, s.Elapsed.Round(time.Millisecond), s.Rate, ld.Rate, s.Batches, ld.Writers)
+	fmt.Fprintf(w, "wrote %d events (of %d scheduled) to %s in %s: %.0f events/s achieved of %.0f targeted (ramp included), %d transactions by %d writers\n",
+		s.Written, s.Due, ld.To, s.Elapsed.Round(time.Millisecond), s.Rate, ld.Rate, s.Batches, ld.Writers)
 	fmt.Fprintf(w, "writer lag behind the schedule: max %s, %d of %d transactions late (over %s); nothing dropped\n",
 		s.MaxLag.Round(time.Millisecond), s.LateBatches, s.Batches, loadgen.LateAfter)
 	types := make([]string, 0, len(s.ByType))

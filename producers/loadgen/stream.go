@@ -37,7 +37,6 @@ type Stream struct {
 	startMs, endMs int64
 	nextArrival    float64 // ms
 	scheduled      float64 // events the schedule brought up to nextArrival
-	perArrival     float64 // events an arrival brings, on average
 	mu, sigma      float64 // session length, ln ms
 	queue          plannedQueue
 	seq            uint64
@@ -67,8 +66,6 @@ func NewStream(sc Scenario, ld Load) *Stream {
 		s.margin, s.pendingAge, s.publishingAge = sc.TimerMargin.Milliseconds(), p.PendingPublishMaxAge.Milliseconds(), p.PublishingSessionMaxAge.Milliseconds()
 		s.publishWithin = max(min(5000, s.pendingAge-s.margin-1), 1)
 	}
-	published := 1 - ld.PublishFailureShare
-	s.perArrival = sessionShare*(1+published+0.2+(1-sc.Abandoned)) + (1-sessionShare)*1.3
 	return s
 }
 
@@ -110,7 +107,7 @@ func (s *Stream) Next() (Event, bool) {
 			s.arrive(arrival)
 			// Poisson arrivals on the schedule's clock: exponential gaps in
 			// events, mapped to time through the ramp.
-			s.scheduled += s.r.ExpFloat64() * s.perArrival
+			s.scheduled += s.r.ExpFloat64() * s.perArrival(arrival)
 			s.nextArrival = float64(s.startMs) + float64(s.ld.timeOf(s.scheduled))/float64(time.Millisecond)
 			continue
 		}
@@ -120,6 +117,19 @@ func (s *Stream) Next() (Event, bool) {
 		}
 		return s.event(heap.Pop(&s.queue).(*planned)), true
 	}
+}
+
+// perArrival is how many events an arrival at atMs brings before the end
+// on average: a gift 1.3 (with its heat changes and joins), a session its
+// up, publish and change, and its down when it comes before the end (so
+// sessions longer than the run do not leave it below its rate).
+func (s *Stream) perArrival(atMs int64) float64 {
+	downBeforeEnd := 0.0
+	if left := float64(s.endMs - atMs); left > 0 {
+		downBeforeEnd = 0.5 * math.Erfc(-(math.Log(left)-s.mu)/(s.sigma*math.Sqrt2)) // the log-normal's CDF
+	}
+	session := 1 + (1 - s.ld.PublishFailureShare) + 0.2 + (1-s.sc.Abandoned)*downBeforeEnd
+	return sessionShare*session + (1-sessionShare)*1.3
 }
 
 func (s *Stream) plan(at int64, room int, typ, id string, m proto.Message) {
