@@ -59,6 +59,7 @@ import (
 	"github.com/hyapp/roomflow/benchmarks/internal/rfproc"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/loadgen/live"
 	"github.com/hyapp/roomflow/producers/loadgen/report"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -270,7 +271,7 @@ type result struct {
 	achieved      float64 // inserted / wall time of the writer
 	wall          time.Duration
 	relayed       report.Samples
-	mysql         report.Samples
+	mysql         *report.Samples // mic events only: the consumption table's rows
 	closed        report.Samples
 	cpu           map[string]time.Duration
 	lag           map[string]*report.Series // seconds of traffic over time
@@ -286,7 +287,7 @@ func (b *bench) measure(ctx context.Context, name string, c config.Config, rate 
 	b.seq++
 	n := int(rate * d.Seconds())
 	events := b.events(n)
-	res := &result{config: name, rate: rate, cpu: map[string]time.Duration{}, lag: map[string]*report.Series{}}
+	res := &result{config: name, rate: rate, cpu: map[string]time.Duration{}, lag: map[string]*report.Series{}, mysql: &report.Samples{}}
 
 	// publish-im runs without its outbox worker, so every row stays
 	// pending and its backlog gauge counts them all (a growing scan):
@@ -635,38 +636,27 @@ func (b *bench) waitConsumed(ctx context.Context, events []loadgen.Event, timeou
 	}
 }
 
-// latencies fills r's samples from the tails and MySQL.
+// latencies fills r's samples from the tails and, for the mic events,
+// their user_mic_event_consumption rows (live.FactLatency, as `roomflow
+// loadgen` measures it, every event here).
 func (b *bench) latencies(ctx context.Context, r *result, tl, closed *rfproc.Tail, events []loadgen.Event, commits []time.Time) error {
-	commitOf := make(map[string]time.Time, len(events))
+	lat := live.NewFactLatency(b.env.DB, b.env.Config.AppCode, live.LatencyOptions{MaxPending: len(events)})
 	for i, e := range events {
 		id := e.Envelope.EventId
-		commitOf[id] = commits[i]
 		if at, ok := tl.Seen(id); ok {
 			r.relayed.Add(at.Sub(commits[i]))
 		}
 		if at, ok := closed.Seen(id); ok {
 			r.closed.Add(at.Sub(commits[i]))
 		}
-	}
-	prefix := strings.SplitN(events[0].Envelope.EventId, "-", 2)[0] + "-%"
-	rows, err := b.env.DB.QueryContext(ctx, "SELECT event_id, updated_at_ms FROM user_mic_event_consumption WHERE app_code = ? AND event_id LIKE ?", b.env.Config.AppCode, prefix)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var ms int64
-		if err := rows.Scan(&id, &ms); err != nil {
-			return err
-		}
-		if c, ok := commitOf[id]; ok {
-			r.mysql.Add(time.UnixMilli(ms).Sub(c))
+		if e.Envelope.EventType == "RoomMicChanged" {
+			lat.Committed(id, commits[i])
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := lat.Poll(ctx); err != nil {
 		return err
 	}
+	r.mysql = lat.Samples()
 	r.incomplete = len(events) - r.relayed.Len()
 	return nil
 }
@@ -735,7 +725,7 @@ func (rs *results) write(dir string) error {
 		for _, k := range cpuKeys {
 			shares = append(shares, fmt.Sprintf("%.0f%%", share(r.cpu[k], r.wall)))
 		}
-		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.config, r.rate, r.achieved, ms(&r.relayed), ms(&r.mysql), ms(&r.closed), strings.Join(shares, " / "))
+		fmt.Fprintf(&md, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.config, r.rate, r.achieved, ms(&r.relayed), ms(r.mysql), ms(&r.closed), strings.Join(shares, " / "))
 		if lat[r.config] == nil {
 			lat[r.config] = map[string]*report.Series{
 				"p50": report.NewSeries(r.config + " p50"), "p99": report.NewSeries(r.config + " p99"), "p999": report.NewSeries(r.config + " p999")}

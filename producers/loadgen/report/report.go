@@ -1,9 +1,9 @@
 // Package report is the measuring side of a load run: latency samples
 // with their percentiles (Samples), time series (Series), and charts of
 // both as self-contained SVG (LineChart, BarChart) that a Markdown report
-// or the README can show. benchmarks/e2e uses it; `roomflow loadgen
-// --report` is meant to reuse the same API, so a user's own run and the
-// project's benchmark report the same numbers the same way.
+// or the README can show. benchmarks/e2e and producers/loadgen/live
+// (`roomflow loadgen`'s live view and --report) use it, so a user's own
+// run and the project's benchmark report the same numbers the same way.
 //
 // Nothing here talks to Kafka or MySQL: the caller measures, this package
 // records and renders.
@@ -128,6 +128,27 @@ func (s *Series) Last() (Point, bool) {
 		return Point{}, false
 	}
 	return s.pts[len(s.pts)-1], true
+}
+
+// Thin is the series in at most n points for a chart: consecutive points
+// averaged in equal runs (a 30-minute run sampled each second draws 1800
+// markers otherwise). A series of n points or fewer is returned as is.
+func (s *Series) Thin(n int) *Series {
+	pts := s.Points()
+	if n <= 0 || len(pts) <= n {
+		return s
+	}
+	out := NewSeries(s.Name)
+	per := (len(pts) + n - 1) / n
+	for i := 0; i < len(pts); i += per {
+		run := pts[i:min(i+per, len(pts))]
+		var x, y float64
+		for _, p := range run {
+			x, y = x+p.X, y+p.Y
+		}
+		out.Add(x/float64(len(run)), y/float64(len(run)))
+	}
+	return out
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

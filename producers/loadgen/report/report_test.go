@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +58,21 @@ func TestSeriesDropsWhatCannotBeDrawn(t *testing.T) {
 	}
 	if last, ok := s.Last(); !ok || last.Y != 3 {
 		t.Fatalf("last %v %v", last, ok)
+	}
+}
+
+func TestThin(t *testing.T) {
+	s := report.NewSeries("rate")
+	for i := range 10 {
+		s.Add(float64(i), float64(10*i))
+	}
+	if s.Thin(10) != s || s.Thin(0) != s {
+		t.Fatal("a series within the bound was copied")
+	}
+	th := s.Thin(4) // runs of 3: 0-2, 3-5, 6-8, 9
+	want := []report.Point{{X: 1, Y: 10}, {X: 4, Y: 40}, {X: 7, Y: 70}, {X: 9, Y: 90}}
+	if got := th.Points(); th.Name != "rate" || !slices.Equal(got, want) {
+		t.Fatalf("thinned %v, want %v", got, want)
 	}
 }
 
