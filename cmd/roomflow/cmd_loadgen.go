@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,6 +21,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/loadgen/live"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
 
@@ -39,6 +41,7 @@ func loadgenCmd(g *globals) *cobra.Command {
 	sc := loadgen.DefaultScenario()
 	sc.EventIDPrefix = fmt.Sprintf("lg%d", time.Now().Unix())
 	ld := loadgen.DefaultLoad()
+	var lf loadFlags
 	var (
 		to        string
 		rate      float64
@@ -91,10 +94,15 @@ dead-letters them, counted apart; with --to mysql publish-im cannot
 deliver their room_outbox rows and retries them unless
 im.mark_permanent_failed is set), --late-commit-share (--to mysql:
 transactions held open --late-commit-hold, below relay.gap_max_age, so
-ids commit out of order). It prints progress every --progress, then the
-achieved rate, the writers' lag behind the schedule (nothing is dropped:
-a writer behind only delays) and the oracle; 'roomflow verify' must then
-find 0 differences.`,
+ids commit out of order). While it runs it shows a progress line a
+second (a bar on a terminal, log lines otherwise): events written against
+the schedule, ETA, the processor and sink group lag and the DLQ count from
+Kafka, the relay lag from --metrics-url endpoints. At the end it prints
+the achieved rate, the writers' lag behind the schedule (nothing is
+dropped: a writer behind only delays), the faults and the oracle;
+--report FILE.md also writes the run as tables, the commit → fact latency
+of sampled mic events and SVG charts of rate and lag over time. 'roomflow
+verify --timers' must then find 0 differences.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -106,7 +114,8 @@ find 0 differences.`,
 				if live {
 					return cfgerr.Usage(fmt.Errorf("--live and --duration exclude each other"))
 				}
-				return runLoad(cmd, cfg, sc, ld, loadFlags{to: to, rate: rate, batch: batch, abandoned: abandoned, luckyAddr: luckyAddr})
+				lf.to, lf.rate, lf.batch, lf.abandoned, lf.luckyAddr = to, rate, batch, abandoned, luckyAddr
+				return runLoad(cmd, cfg, sc, ld, lf)
 			}
 			if live {
 				if to != "mysql" {
@@ -181,6 +190,9 @@ find 0 differences.`,
 	cmd.Flags().Float64Var(&abandoned, "abandoned", 0.1, "with --live: share of sessions left for the mic timers to close")
 	cmd.Flags().StringVar(&luckyAddr, "lucky-addr", "", "draw every lucky gift through this LuckyGiftService (roomflow lucky) before writing it, as room-service does")
 	loadFlagSet(cmd.Flags(), &ld)
+	cmd.Flags().StringVar(&lf.report, "report", "", "with --duration: write a Markdown report with SVG charts of rate and lag over time to this file")
+	cmd.Flags().StringSliceVar(&lf.metricsURLs, "metrics-url", nil, "with --duration: a stage's /metrics URL for the relay lag and the DLQ count (repeatable; Kafka group lag is read anyway)")
+	cmd.Flags().DurationVar(&lf.latencyWait, "latency-wait", 30*time.Second, "with --report: how long to wait for the sampled mic events' facts after the run")
 	return cmd
 }
 
@@ -209,13 +221,17 @@ var loadKeys = map[string]string{
 	"malformed_share": "--malformed-share", "late_commit_share": "--late-commit-share", "late_commit_hold": "--late-commit-hold",
 }
 
-// loadFlags are the flags the load test shares with the scenario mode.
+// loadFlags are the flags the load test shares with the scenario mode,
+// and its live view's.
 type loadFlags struct {
-	to        string
-	rate      float64
-	batch     int
-	abandoned float64
-	luckyAddr string
+	to          string
+	rate        float64
+	batch       int
+	abandoned   float64
+	luckyAddr   string
+	report      string        // --report FILE.md
+	metricsURLs []string      // --metrics-url: the stages' /metrics for the relay lag and DLQ count
+	latencyWait time.Duration // --latency-wait: how long the report waits for sampled events' rows
 }
 
 // runLoad is loadgen --duration: a Stream driven in wall-clock time into
@@ -258,13 +274,45 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		dc.Before = drawer.draw
 	}
 	out := cmd.OutOrStdout()
+	// The live view: a progress line per second (a bar on a terminal)
+	// with the writers' counts and each stage's lag.
+	target := int64(ld.Rate * (ld.Duration - ld.Ramp/2).Seconds())
+	var counter live.Counter
+	counter.SetTarget(target)
 	dc.Progress = func(p loadgen.Progress) {
-		if s := p.Elapsed.Round(time.Second); s%(5*time.Second) == 0 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "loadgen: %s of %s: %d of %d due events written (%.0f/s), writer lag max %s, %d late batches\n",
-				s, ld.Duration, p.Written, p.Due, float64(p.Written)/p.Elapsed.Seconds(), p.MaxLag.Round(time.Millisecond), p.LateBatches)
+		counter.Store(live.Counts{Written: p.Written, Target: target, TargetRate: ld.RateAt(p.Elapsed), LateBatches: p.LateBatches, LateMax: p.MaxLag})
+	}
+	var sources []live.LagSource
+	if len(f.metricsURLs) > 0 {
+		sources = append(sources, live.MetricsSource{URLs: f.metricsURLs})
+	}
+	adm, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen-lag")
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	sources = append(sources, live.KafkaSource{Admin: kadm.NewClient(adm), ProcessorGroups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup},
+		SinkGroups: []string{cfg.Sink.Group}, DLQTopics: []string{cfg.Kafka.Topics.DLQ}})
+	// With --report, a sample of the mic events is timed from its commit to
+	// its user_mic_event_consumption row.
+	var lat *live.FactLatency
+	if f.report != "" {
+		lat = live.NewFactLatency(db, cfg.AppCode, live.LatencyOptions{PerSecond: 100})
+		lctx, stopLat := context.WithCancel(ctx)
+		defer stopLat()
+		go lat.Run(lctx, time.Second) //nolint:errcheck // ends with lctx
+		dc.Committed = func(evs []loadgen.Event, at time.Time) {
+			for _, e := range evs {
+				if e.Envelope.EventType == "RoomMicChanged" && !e.Malformed {
+					lat.Committed(e.Envelope.EventId, at)
+				}
+			}
 		}
 	}
+	progress := live.Start(ctx, live.Options{Counter: &counter, Sources: sources, Out: cmd.ErrOrStderr()})
 	sum, err := loadgen.Drive(ctx, loadgen.NewStream(sc, ld), dc)
+	dc.Progress(sum.Progress)
+	rec := progress.Stop()
 	printSummary(out, ld, sum)
 	if drawer != nil {
 		drawer.print(out)
@@ -273,7 +321,38 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		return err
 	}
 	printOracle(cmd, dc.Oracle.Oracle())
+	if f.report == "" {
+		return nil
+	}
+	if err := lat.Drain(ctx, f.latencyWait); err != nil {
+		return err
+	}
+	res := lat.Result()
+	s := live.Summary{Recording: rec, ByType: sum.ByType, Latency: &res, SourceNames: sourceNames(sources), Notes: []string{
+		fmt.Sprintf("roomflow loadgen --to %s --duration %s --rate %.0f --ramp %s --writers %d --batch %d --hot-room-skew %v --session-median %s --session-p99 %s",
+			ld.To, ld.Duration, ld.Rate, ld.Ramp, ld.Writers, ld.Batch, ld.HotRoomSkew, ld.SessionMedian, ld.SessionP99),
+		fmt.Sprintf("faults: %d malformed rows (dead-lettered, not in the oracle), %d redelivered records, %d late commits (held %s)",
+			sum.Malformed, sum.Redelivered, sum.LateCommits, ld.LateCommitHold),
+	}}
+	if err := live.WriteReport(f.report, s); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "report written to %s\n", f.report)
 	return nil
+}
+
+// sourceNames names the live view's lag sources for the report.
+func sourceNames(sources []live.LagSource) []string {
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		switch s.(type) {
+		case live.MetricsSource:
+			names[i] = "metrics endpoints"
+		case live.KafkaSource:
+			names[i] = "Kafka group lag"
+		}
+	}
+	return names
 }
 
 // wallClock makes sc wall-clock traffic from now whose abandoned share the

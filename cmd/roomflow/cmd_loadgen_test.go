@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,7 +24,21 @@ import (
 // running pipeline (IM delivery off), ends with verify finding 0
 // differences; the malformed rows are each dead-lettered.
 func TestLoadgenDurationToMySQL(t *testing.T) {
-	testLoadRun(t, "mysql", "--malformed-share", "0.02", "--late-commit-share", "0.03", "--late-commit-hold", "500ms")
+	report := filepath.Join(t.TempDir(), "run.md")
+	testLoadRun(t, "mysql", "--malformed-share", "0.02", "--late-commit-share", "0.03", "--late-commit-hold", "500ms",
+		"--report", report, "--latency-wait", "5s")
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Throughput", "run-rate.svg", "late commits (held 500ms)"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if svg, err := os.ReadFile(strings.TrimSuffix(report, ".md") + "-rate.svg"); err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("rate chart: %v", err)
+	}
 }
 
 // The same into the room events topic with every fault Kafka mode takes

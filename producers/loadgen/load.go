@@ -101,6 +101,15 @@ func (l Load) Validate() error {
 	return c.Err()
 }
 
+// RateAt is the rate (events/s) the schedule asks elapsed into the run:
+// rising linearly over Ramp, then Rate.
+func (l Load) RateAt(elapsed time.Duration) float64 {
+	if l.Ramp <= 0 || elapsed >= l.Ramp {
+		return l.Rate
+	}
+	return l.Rate * max(float64(elapsed), 0) / float64(l.Ramp)
+}
+
 // timeOf is when into the run the schedule reaches n events: the rate
 // rises linearly from 0 to Rate over Ramp (n = Rate·t²/2·Ramp), then
 // stays at Rate.
