@@ -238,6 +238,14 @@ type loadFlags struct {
 // room_outbox or the room events topic, with the oracle folded as it goes.
 func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loadgen.Load, f loadFlags) error {
 	ld.To, ld.Batch = f.to, f.batch
+	// A load test's own defaults: an evening's users and rooms (the
+	// scenario's 300 users would all sit on a mic within seconds).
+	if !cmd.Flags().Changed("users") {
+		sc.Users = 100_000
+	}
+	if !cmd.Flags().Changed("rooms") {
+		sc.Rooms = 2_000
+	}
 	if ld.Rate = f.rate; !cmd.Flags().Changed("rate") {
 		ld.Rate = loadgen.DefaultLoad().Rate
 	}

@@ -80,6 +80,9 @@ type Progress struct {
 	Batches     int64
 }
 
+// ProgressEvery is how often Drive reports its Progress.
+const ProgressEvery = 200 * time.Millisecond
+
 // LateAfter is how far behind its schedule a transaction counts as late.
 const LateAfter = time.Second
 
@@ -103,7 +106,9 @@ type DriveConfig struct {
 	Before BeforeWrite
 	// Oracle, when set, is fed every event written, in stream order.
 	Oracle *OracleBuilder
-	// Progress, when set, is called each second from another goroutine.
+	// Progress, when set, is called every ProgressEvery from another
+	// goroutine (often, so a view sampling it each second is never a
+	// second behind).
 	Progress func(Progress)
 	// Committed, when set, is called by a writer with each transaction's
 	// rows once committed (writers call it concurrently): the commit times
@@ -123,6 +128,9 @@ func Drive(ctx context.Context, s *Stream, cfg DriveConfig) (Summary, error) {
 	sum := Summary{ByType: map[string]int{}}
 	var st driveState
 	start := time.Now()
+	if first := time.UnixMilli(s.startMs); first.After(start) {
+		start = first // the run starts with its schedule
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	queues := make([]chan []Event, ld.Writers)
 	for i := range queues {
@@ -148,7 +156,7 @@ func Drive(ctx context.Context, s *Stream, cfg DriveConfig) (Summary, error) {
 		progressDone.Add(1)
 		go func() {
 			defer progressDone.Done()
-			t := time.NewTicker(time.Second)
+			t := time.NewTicker(ProgressEvery)
 			defer t.Stop()
 			for {
 				select {

@@ -121,14 +121,18 @@ func (s *Stream) Next() (Event, bool) {
 
 // perArrival is how many events an arrival at atMs brings before the end
 // on average: a gift 1.3 (with its heat changes and joins), a session its
-// up, publish and change, and its down when it comes before the end (so
+// up, and its publish, change and down when they come before the end (so
 // sessions longer than the run do not leave it below its rate).
 func (s *Stream) perArrival(atMs int64) float64 {
-	downBeforeEnd := 0.0
-	if left := float64(s.endMs - atMs); left > 0 {
-		downBeforeEnd = 0.5 * math.Erfc(-(math.Log(left)-s.mu)/(s.sigma*math.Sqrt2)) // the log-normal's CDF
+	left := float64(s.endMs - atMs)
+	if left <= 0 {
+		return 1
 	}
-	session := 1 + (1 - s.ld.PublishFailureShare) + 0.2 + (1-s.sc.Abandoned)*downBeforeEnd
+	within := func(ms float64) float64 { // P(a session is shorter than ms): the log-normal's CDF
+		return 0.5 * math.Erfc(-(math.Log(ms)-s.mu)/(s.sigma*math.Sqrt2))
+	}
+	publish := (1 - s.ld.PublishFailureShare) * min(left/float64(s.publishWithin), 1)
+	session := 1 + publish + 0.2*within(2*left) + (1-s.sc.Abandoned)*within(left)
 	return sessionShare*session + (1-sessionShare)*1.3
 }
 
