@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/schemas/envelope"
+	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
 func TestLoadValidate(t *testing.T) {
@@ -169,4 +171,43 @@ func TestOracleBoundedMemory(t *testing.T) {
 		t.Fatalf("retained heap %.1f MiB, want < 64 MiB", float64(retained)/(1<<20))
 	}
 	runtime.KeepAlive(o)
+}
+
+// Duplicates are recognised by the room's high-water mark and its last
+// recentPerRoom event ids: a redelivery right after or a few events later
+// counts once; a later run restarting a room's versions with new ids
+// counts; a redelivery more than recentPerRoom events of its room later
+// counts twice (the documented limit).
+func TestOracleBuilderDuplicates(t *testing.T) {
+	join := func(id, room string, version int64) []byte {
+		return values(&roomv1.EventEnvelope{EventId: id, EventType: "RoomUserJoined", AppCode: "a", RoomId: room, RoomVersion: version})[0]
+	}
+	for _, tc := range []struct {
+		name   string
+		values [][]byte
+		events int
+	}{
+		{"redelivered at once", [][]byte{join("e1", "r", 1), join("e1", "r", 1), join("e2", "r", 2)}, 2},
+		{"redelivered later", [][]byte{join("e1", "r", 1), join("e2", "r", 2), join("f1", "s", 1), join("e1", "r", 1), join("e3", "r", 3)}, 4},
+		{"another room's versions", [][]byte{join("e1", "r", 5), join("f1", "s", 1)}, 2},
+		{"a run restarting the versions", [][]byte{join("e1", "r", 1), join("e2", "r", 2), join("x1", "r", 1), join("x2", "r", 2)}, 4},
+		{"unversioned", [][]byte{join("u1", "r", 0), join("u2", "r", 0), join("u1", "r", 0)}, 2},
+		{"beyond the ring", func() [][]byte {
+			vs := [][]byte{join("e0", "r", 1)}
+			for i := range recentPerRoom {
+				vs = append(vs, join(fmt.Sprint("e", i+1), "r", int64(i+2)))
+			}
+			return append(vs, join("e0", "r", 1))
+		}(), recentPerRoom + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewOracleBuilder(nil, "a", nil)
+			for _, v := range tc.values {
+				b.Add(v)
+			}
+			if got := b.Oracle().Events; got != tc.events {
+				t.Fatalf("%d events, want %d", got, tc.events)
+			}
+		})
+	}
 }
