@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +86,41 @@ func TestDriveKeepsRoomsSerial(t *testing.T) {
 	want, got := b.Oracle(), rebuilt.Oracle()
 	if want.Events != got.Events || want.ClosedSessions != got.ClosedSessions || len(want.Lifetime) != len(got.Lifetime) || want.LuckyGifts != got.LuckyGifts {
 		t.Fatalf("oracle fed by Drive %+v, of the rows %+v", want, got)
+	}
+}
+
+// SessionCheck compares each closed session with its user_mic_sessions row
+// (over more than one batch), reports a row no closed session accounts for
+// by its user's row count, and leaves out users with open sessions.
+func TestSessionCheck(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	insert := func(id string, user, seat, end int64, reason string) {
+		t.Helper()
+		if _, err := m.DB.Exec(`INSERT INTO user_mic_sessions (app_code, mic_session_id, user_id, room_id, status, seat_started_at_ms,
+			ended_at_ms, end_reason, seat_occupied_ms, opened_event_id, last_event_id, created_at_ms, updated_at_ms)
+			VALUES ('a', ?, ?, 'r', 'ended', ?, ?, ?, ?, 'o', 'l', 1, 1)`, id, user, seat, end, reason, end-seat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	check := NewSessionCheck(m.DB, "a")
+	for i := range sessionCheckBatch + 10 {
+		id := fmt.Sprint("s", i)
+		insert(id, int64(1+i%7), 1000, 2000, "leave")
+		s := MicSession{ID: id, UserID: int64(1 + i%7), SeatStartMs: 1000, EndMs: 2000, EndReason: "leave"}
+		if i == 3 {
+			s.EndReason = "kick" // MySQL says leave
+		}
+		check.Add(ctx, s)
+	}
+	insert("extra", 100, 1000, 2000, "leave")     // no session of the log
+	insert("open-user", 200, 1000, 2000, "leave") // user 200 has an open session: skipped
+	o := &Oracle{OpenSessions: map[string]MicSession{"o": {ID: "o", UserID: 200}}}
+	var rep Report
+	if err := check.Finish(ctx, o, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.SessionRows != sessionCheckBatch+10 || len(rep.Diffs) != 2 || rep.Diffs[0].Key != "s3" || rep.Diffs[1].Key != "100" {
+		t.Fatalf("%d rows compared, diffs %v", rep.SessionRows, rep.Diffs)
 	}
 }
