@@ -192,7 +192,7 @@ func (s *Stream) session(at int64) {
 			free = max(end, due+s.margin) // closed by the timer
 		}
 	} else if abandoned {
-		free = math.MaxInt64 // never closed: the user sits on
+		free = math.MaxInt64 - 1000 // never closed: the user sits on
 	}
 	s.nextFree[u] = free + 1000
 	seatNo := int32(1 + s.r.IntN(8))
@@ -208,8 +208,9 @@ func (s *Stream) session(at int64) {
 		mic("publish_confirmed", pub, &roomv1.RoomMicChanged{PublishState: "publishing", PublishEventTimeMs: pub})
 	}
 	if mid := seat + length/2; s.r.Float64() < 0.2 && mid > pub && mid < due-s.margin {
-		prev := seatNo
-		mic("change", mid, &roomv1.RoomMicChanged{SeatNo: int32(1 + s.r.IntN(8)), PreviousSeatNo: prev})
+		next := int32(1 + s.r.IntN(8))
+		mic("change", mid, &roomv1.RoomMicChanged{SeatNo: next, PreviousSeatNo: seatNo})
+		seatNo = next
 	}
 	if !abandoned {
 		reasons := []string{"leave", "kick", "room_closed", "rtc_audio_stopped"}
