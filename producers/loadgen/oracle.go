@@ -109,8 +109,9 @@ func BuildOracleTimers(values [][]byte, rules map[RuleKey]LuckyRule, appCode str
 
 // OracleBuilder computes an Oracle one event at a time, in memory bounded
 // by the facts (users, user-days, rooms, pools) and the sessions open at
-// once, never by the events: a closed session is folded into Lifetime and
-// Daily as it closes.
+// once (with a TimerPolicy, Expire closes those the timers closed), never
+// by the events: a closed session is folded into Lifetime and Daily as it
+// closes.
 //
 // Duplicates (a record delivered twice) are recognised without a set of
 // every event id. It assumes what the relay guarantees: the records of a
@@ -177,8 +178,8 @@ func NewOracleBuilder(rules map[RuleKey]LuckyRule, appCode string, pol *TimerPol
 }
 
 // Add accounts one EventEnvelope value and reports whether it was a new
-// event (false: it does not decode, or it is a duplicate). It keeps no
-// reference to value.
+// event (false: it does not decode, or it is a duplicate). Nothing of
+// value is referenced once the next Add has run.
 func (b *OracleBuilder) Add(value []byte) bool {
 	e := &b.env
 	if e.Parse(value) != nil || b.duplicate(e) {
