@@ -2,26 +2,30 @@
 // when it ends: a progress line per second, the time series behind the
 // report's charts, the commit → fact latency, and the report itself.
 //
-// The writer's counts go on a Counter (Add and Late per transaction, or
-// Store from a writer that keeps its own totals, such as loadgen.Drive's
-// Progress callback). Start samples the Counter and the LagSources every
+// The writer's counts go on a Counter, Add and Late per transaction (a
+// loadgen.Writer wrapped around the run's: a once-a-second total would
+// alias with the ticks). Start samples the Counter and the LagSources every
 // Options.Interval and renders a Snapshot: on a terminal as a redrawn
 // progress bar line (github.com/schollz/progressbar/v3; the terminal is
 // told by github.com/mattn/go-isatty), otherwise as one log/slog line per
-// tick. Stop returns the Recording, the rate and lags over time:
+// tick. Settle waits, still sampling, for the pipeline to catch up after
+// the writers; Stop returns the Recording, the rate and lags over time:
 //
 //	var c live.Counter
 //	c.SetTarget(int64(rate * duration.Seconds())) // 0: open-ended, no ETA
 //	c.SetRate(rate)                               // again as a ramp raises it
+//	dlq := live.NewDLQCounter(dlqClient) // made with live.DLQConsumeOpts(time.Now(), dlqTopic)
+//	defer dlq.Close()
 //	p := live.Start(ctx, live.Options{Counter: &c, Sources: []live.LagSource{
-//		// First: its DLQ count is exact, KafkaSource's an upper bound.
+//		dlq, // first: this run's dead letters (the metrics count since each process started)
 //		live.MetricsSource{URLs: []string{"http://relay:9090/metrics", "http://process:9090/metrics", "http://sink:9090/metrics"}},
-//		live.KafkaSource{Admin: adm, ProcessorGroups: []string{roomGroup, micGroup}, SinkGroups: []string{sinkGroup}, DLQTopics: []string{dlqTopic}},
+//		live.KafkaSource{Admin: adm, ProcessorGroups: []string{roomGroup, micGroup}, SinkGroups: []string{sinkGroup}},
 //	}})
 //	lat := live.NewFactLatency(db, appCode, live.LatencyOptions{PerSecond: 100})
 //	go lat.Run(ctx, time.Second)
 //	// per committed transaction: c.Add(len(rows)); c.Late(behind)
 //	// per committed RoomMicChanged (not malformed): lat.Committed(eventID, commitTime)
+//	_ = p.Settle(ctx, time.Minute) // the writers are done: sample until the pipeline caught up
 //	rec := p.Stop()
 //	_ = lat.Drain(ctx, 30*time.Second)
 //	res := lat.Result()

@@ -7,10 +7,13 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -29,7 +32,7 @@ type Lag struct {
 	Relay     Gauge // seconds: roomflow_relay_lag_seconds
 	Processor Gauge // records the slowest processor has not consumed (each reads every room event)
 	Sink      Gauge // records the sink's group has not applied
-	DLQ       Gauge // records dead-lettered so far
+	DLQ       Gauge // records dead-lettered (DLQCounter: during the run; MetricsSource: since the processes started)
 }
 
 // or fills what l does not know from o.
@@ -167,23 +170,18 @@ func sumOf(v []float64) float64 {
 	return t
 }
 
-// KafkaSource reads the lag from Kafka itself: the consumer-group lag
-// (committed offset to partition end) of the slowest of the processors'
-// groups, the sum of the sink's groups', and the DLQ topics' end offsets. The sink's positions that
-// count are in MySQL; its group's offsets are committed after them,
-// informational, so they lag at most one batch behind. DLQ end offsets
-// count transaction markers too: with a transactional DLQ writer they are
-// an upper bound of the records (MetricsSource counts them exactly).
-// Lists left empty leave their value unset.
+// KafkaSource reads the consumer-group lag (committed offset to partition
+// end) from Kafka itself: of the slowest of the processors' groups and the
+// sum of the sink's groups. The sink's positions that count are in MySQL;
+// its group's offsets are committed after them, informational, so they lag
+// at most one batch behind. A list left empty leaves its value unset.
 type KafkaSource struct {
 	Admin           *kadm.Client
 	ProcessorGroups []string
 	SinkGroups      []string
-	DLQTopics       []string
 }
 
-// Lag fails if describing a group, fetching its offsets or listing a
-// topic's end offsets fails.
+// Lag fails if describing a group or fetching its offsets fails.
 func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	var l Lag
 	var err error
@@ -192,18 +190,6 @@ func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	}
 	if l.Sink, err = k.groupLag(ctx, k.SinkGroups, sumOf); err != nil {
 		return Lag{}, err
-	}
-	if len(k.DLQTopics) > 0 {
-		ends, err := k.Admin.ListEndOffsets(ctx, k.DLQTopics...)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			return Lag{}, fmt.Errorf("live: dlq end offsets: %w", err)
-		}
-		total := 0.0
-		ends.Each(func(o kadm.ListedOffset) { total += float64(o.Offset) })
-		l.DLQ = known(total)
 	}
 	return l, nil
 }
@@ -229,4 +215,69 @@ func (k KafkaSource) groupLag(ctx context.Context, groups []string, by func([]fl
 		each = append(each, float64(gl.Lag.Total()))
 	}
 	return known(by(each)), nil
+}
+
+// DLQCounter counts the records dead-lettered while it runs, by reading
+// the DLQ topics: their end offsets would count transaction markers too
+// (every DLQ writer is transactional), about doubling a sparse DLQ.
+type DLQCounter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex
+	n   int64
+	err error // the last fetch error since the last Lag
+}
+
+// DLQConsumeOpts are the options of the client a DLQCounter reads with:
+// topics read_committed (aborted records are not dead letters) from the
+// first record stamped at or after since (the run's start: earlier runs'
+// dead letters do not count; the writers' clocks are taken to agree), no
+// group.
+func DLQConsumeOpts(since time.Time, topics ...string) []kgo.Opt {
+	return []kgo.Opt{kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli()))}
+}
+
+// NewDLQCounter counts what cl (made with DLQConsumeOpts) consumes until
+// Close.
+func NewDLQCounter(cl *kgo.Client) *DLQCounter {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &DLQCounter{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() {
+				return
+			}
+			d.mu.Lock()
+			d.n += int64(fs.NumRecords())
+			fs.EachError(func(_ string, _ int32, err error) {
+				if ctx.Err() == nil {
+					d.err = err
+				}
+			})
+			d.mu.Unlock()
+		}
+	}()
+	return d
+}
+
+// Lag is the DLQ count so far; it fails once with a fetch error seen since
+// the last call (the count goes on).
+func (d *DLQCounter) Lag(context.Context) (Lag, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.err; err != nil {
+		d.err = nil
+		return Lag{}, fmt.Errorf("live: reading the DLQ: %w", err)
+	}
+	return Lag{DLQ: known(float64(d.n))}, nil
+}
+
+// Close stops counting; the client stays the caller's to close.
+func (d *DLQCounter) Close() {
+	d.cancel()
+	<-d.done
 }

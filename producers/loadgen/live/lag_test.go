@@ -86,7 +86,7 @@ func TestMetricsSource(t *testing.T) {
 }
 
 // TestKafkaSource against kfake: groups that committed behind the end (the
-// slowest processor's lag), and the DLQ topic's records.
+// slowest processor's lag).
 func TestKafkaSource(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	topics := k.Config.Topics
@@ -94,9 +94,6 @@ func TestKafkaSource(t *testing.T) {
 	var recs []*kgo.Record
 	for i := range 20 {
 		recs = append(recs, &kgo.Record{Topic: topics.RoomEvents, Partition: int32(i % 2), Value: []byte("e")})
-	}
-	for range 3 {
-		recs = append(recs, &kgo.Record{Topic: topics.DLQ, Value: []byte("bad")})
 	}
 	ctx := t.Context()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -115,12 +112,12 @@ func TestKafkaSource(t *testing.T) {
 	commit("mic", 7, 9)   // 4 behind
 	commit("sink", 10, 8) // 2 behind
 
-	src := live.KafkaSource{Admin: adm, ProcessorGroups: []string{"room", "mic"}, SinkGroups: []string{"sink"}, DLQTopics: []string{topics.DLQ}}
+	src := live.KafkaSource{Admin: adm, ProcessorGroups: []string{"room", "mic"}, SinkGroups: []string{"sink"}}
 	got, err := src.Lag(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (live.Lag{Processor: gauge(6), Sink: gauge(2), DLQ: gauge(3)}); got != want {
+	if want := (live.Lag{Processor: gauge(6), Sink: gauge(2)}); got != want {
 		t.Fatalf("lag %+v, want %+v", got, want)
 	}
 	if got, err := (live.KafkaSource{Admin: adm, SinkGroups: []string{"sink"}}).Lag(ctx); err != nil || got != (live.Lag{Sink: gauge(2)}) {
@@ -137,5 +134,62 @@ func TestKafkaSource(t *testing.T) {
 	defer cancel()
 	if _, err := (live.KafkaSource{Admin: kadm.NewClient(gone), ProcessorGroups: []string{"room"}}).Lag(sctx); err == nil {
 		t.Fatal("no error from an unreachable cluster")
+	}
+}
+
+// TestDLQCounter against kfake: dead letters committed in transactions,
+// as the relay and the processors write them, count once each; an aborted
+// one and those from before the run do not. The end offsets (markers
+// included) would say more.
+func TestDLQCounter(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(1))
+	dlq := k.Config.Topics.DLQ
+	ctx := t.Context()
+	txn := k.Client(t, kgo.TransactionalID(testenv.UniqueName(t)), kgo.DefaultProduceTopic(dlq))
+	write := func(commit bool, n int) {
+		t.Helper()
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			txn.Produce(ctx, &kgo.Record{Value: []byte("dead")}, nil)
+		}
+		if err := txn.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true, 2) // an earlier run's
+	adm := k.Admin(t)
+	end := func() int64 {
+		ends, err := adm.ListEndOffsets(ctx, dlq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(dlq, 0)
+		return o.Offset
+	}
+	before := end()
+	time.Sleep(5 * time.Millisecond) // the run starts in a later millisecond
+
+	d := live.NewDLQCounter(k.Client(t, live.DLQConsumeOpts(time.Now(), dlq)...))
+	defer d.Close()
+	for range 3 {
+		write(true, 1)
+	}
+	write(false, 1)
+	write(true, 1)
+	testenv.Eventually(t, 10*time.Second, "4 dead letters counted", func() bool {
+		l, err := d.Lag(ctx)
+		return err == nil && l.DLQ == gauge(4)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if l, err := d.Lag(ctx); err != nil || l.DLQ != gauge(4) {
+		t.Fatalf("after settling: %+v %v", l, err)
+	}
+	if grew := end() - before; grew != 10 { // 5 records, 5 markers
+		t.Fatalf("end offsets grew by %d", grew)
 	}
 }

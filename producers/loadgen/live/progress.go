@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,6 +60,9 @@ type Recording struct {
 	SourceFailures       []int    // per source: ticks it failed
 	SourceErrors         []string // per source: its last error, "" if none
 	Ticks                int
+	// Wrote is when the writers finished (Settle), since Started; 0: the
+	// run ended at Stop.
+	Wrote time.Duration
 }
 
 // Progress samples and renders a run; Stop ends it.
@@ -72,7 +76,23 @@ type Progress struct {
 	once   sync.Once
 	prev   Counts
 	prevAt time.Time
+
+	mu     sync.Mutex
+	settle *settling // set by Settle
 }
+
+// settling is the state of Settle: the ticks in a row the consumers' lag
+// and the DLQ count held still.
+type settling struct {
+	still  int
+	last   Lag
+	done   chan struct{}
+	closed bool
+}
+
+// ErrNotSettled is Settle's error when the pipeline still lagged at its
+// timeout, or no source told the consumers' lag.
+var ErrNotSettled = errors.New("live: the pipeline did not settle")
 
 // Start begins sampling every Options.Interval until Stop or ctx ends. It
 // panics without a Counter (a wiring bug).
@@ -172,6 +192,48 @@ func (p *Progress) loop(ctx context.Context) {
 	}
 }
 
+// Settle marks the writers finished and goes on sampling until the
+// processors' and the sink's lag and the DLQ count held still for two
+// ticks, so the Recording's last values are the run's outcome rather than
+// records in flight. Still, not 0: a lag can rest at a few records (the
+// sink commits its informational Kafka offsets up to its last record,
+// short of the transaction marker after it). Rates after it are the
+// pipeline's drain (the asked rate is no longer charted; the report's
+// achieved rate is over the writing only). It fails with ErrNotSettled
+// after timeout (or when no source tells the consumers' lag), or with
+// ctx's error; Stop follows in any case.
+func (p *Progress) Settle(ctx context.Context, timeout time.Duration) error {
+	st := &settling{done: make(chan struct{})}
+	p.mu.Lock()
+	if p.settle == nil {
+		p.settle = st
+		p.rec.Wrote = time.Since(p.rec.Started)
+	}
+	st = p.settle
+	p.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("%w after %s", ErrNotSettled, timeout)
+	}
+}
+
+// settled counts s toward Settle's condition; true once it is met.
+func (st *settling) settled(s Snapshot) bool {
+	quiet := (s.Processor.OK || s.Sink.OK) && s.Processor == st.last.Processor && s.Sink == st.last.Sink && s.DLQ == st.last.DLQ
+	if st.last = s.Lag; quiet {
+		st.still++
+	} else {
+		st.still = 0
+	}
+	return st.still >= 2
+}
+
 // Stop takes a last sample, ends the progress line and returns the
 // Recording. Safe to call more than once.
 func (p *Progress) Stop() *Recording {
@@ -194,6 +256,12 @@ func (p *Progress) tick(ctx context.Context) {
 	lag := p.lag(ctx)
 	now := time.Now()
 	c := p.o.Counter.Counts()
+	p.mu.Lock()
+	st := p.settle
+	p.mu.Unlock()
+	if st != nil {
+		c.TargetRate = 0 // nothing is asked while the pipeline drains
+	}
 	s := Snapshot{Elapsed: now.Sub(p.rec.Started), Counts: c, Lag: lag}
 	// Stop's last tick comes at any moment: over less than half an
 	// interval the rate says more about the writer's batching than its pace.
@@ -205,6 +273,10 @@ func (p *Progress) tick(ctx context.Context) {
 	}
 	s.ETA = eta(c, s.Elapsed)
 	p.record(s)
+	if st != nil && st.settled(s) && !st.closed {
+		st.closed = true
+		close(st.done)
+	}
 	if p.bar != nil {
 		if c.Target > 0 && p.bar.GetMax64() != c.Target {
 			p.bar.ChangeMax64(c.Target)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +160,69 @@ func TestSnapshotLine(t *testing.T) {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// drainingLag is a pipeline whose processors catch up a record a tick
+// from what the test sets, the sink at 1 (the record before its
+// input's transaction marker), and whose DLQ count the test sets.
+type drainingLag struct{ proc, dlq atomic.Int64 }
+
+func (d *drainingLag) Lag(context.Context) (live.Lag, error) {
+	p := d.proc.Load()
+	next := max(p-1, 0)
+	if !d.proc.CompareAndSwap(p, next) {
+		next = d.proc.Load() // the test set it meanwhile
+	}
+	return live.Lag{Processor: gauge(float64(next)), Sink: gauge(1), DLQ: gauge(float64(d.dlq.Load()))}, nil
+}
+
+// TestSettle: after the writers, sampling goes on until the consumers'
+// lag and the DLQ hold still; the achieved rate is over the writing.
+func TestSettle(t *testing.T) {
+	var c live.Counter
+	c.SetRate(1000)
+	src := &drainingLag{}
+	src.proc.Store(1_000_000)
+	var out testenv.SyncBuffer
+	p := live.Start(t.Context(), live.Options{Counter: &c, Sources: []live.LagSource{src}, Interval: 20 * time.Millisecond, Out: &out,
+		Terminal: func(io.Writer) bool { return false }})
+	c.Add(500)
+	time.Sleep(100 * time.Millisecond)
+	if err := p.Settle(t.Context(), 150*time.Millisecond); !errors.Is(err, live.ErrNotSettled) {
+		t.Fatalf("settled with the processors catching up: %v", err)
+	}
+	go func() {
+		src.dlq.Store(3)
+		time.Sleep(100 * time.Millisecond)
+		src.proc.Store(2)
+	}()
+	if err := p.Settle(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // ticks of the drain: no asked rate charted
+	rec := p.Stop()
+	if rec.Wrote < 100*time.Millisecond || rec.Wrote > rec.Last.Elapsed-200*time.Millisecond || rec.Last.DLQ != gauge(3) || rec.Last.Processor != gauge(0) {
+		t.Fatalf("wrote %s of %s, last %+v", rec.Wrote, rec.Last.Elapsed, rec.Last)
+	}
+	if last, _ := rec.TargetRate.Last(); last.X > rec.Wrote.Seconds() {
+		t.Fatalf("asked rate charted at %.2fs, after the writing ended at %s", last.X, rec.Wrote)
+	}
+	if !strings.Contains(out.String(), "target_rate=0") {
+		t.Fatalf("no drain lines:\n%s", out.String())
+	}
+	var b strings.Builder
+	if err := live.WriteSummary(&b, live.Summary{Recording: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("wrote 500 events in %s: %.0f events/s achieved (1000 asked)\n", rec.Wrote.Round(time.Millisecond), 500/rec.Wrote.Seconds()); !strings.HasPrefix(b.String(), want) {
+		t.Fatalf("summary %q, want it to start %q", b.String(), want)
+	}
+
+	// No source tells the consumers' lag: nothing to settle on.
+	q := live.Start(t.Context(), live.Options{Counter: &c, Interval: 20 * time.Millisecond, Out: io.Discard, Terminal: func(io.Writer) bool { return false }})
+	defer q.Stop()
+	if err := q.Settle(t.Context(), 200*time.Millisecond); !errors.Is(err, live.ErrNotSettled) {
+		t.Fatalf("settled without a lag source: %v", err)
 	}
 }

@@ -40,13 +40,16 @@ func TestRunWithRealSources(t *testing.T) {
 	relay := httptest.NewServer(obs.Handler(relayRegistry(0.3, 0), obs.NewHealth()))
 	defer relay.Close()
 
+	dlq := live.NewDLQCounter(k.Client(t, live.DLQConsumeOpts(time.Now(), k.Config.Topics.DLQ)...))
+	defer dlq.Close()
 	var c live.Counter
 	c.SetRate(100)
 	var out testenv.SyncBuffer
 	p := live.Start(ctx, live.Options{Counter: &c, Interval: 200 * time.Millisecond, Out: &out, Terminal: func(io.Writer) bool { return false },
 		Sources: []live.LagSource{
 			live.MetricsSource{URLs: []string{relay.URL + "/metrics"}},
-			live.KafkaSource{Admin: adm, ProcessorGroups: []string{"mic"}, DLQTopics: []string{k.Config.Topics.DLQ}},
+			live.KafkaSource{Admin: adm, ProcessorGroups: []string{"mic"}},
+			dlq,
 		}})
 	ticks := func() int { return strings.Count(out.String(), "loadgen progress") }
 	testenv.Eventually(t, 10*time.Second, "ticks with the relay up", func() bool { c.Add(5); return ticks() >= 3 })

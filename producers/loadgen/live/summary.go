@@ -39,9 +39,22 @@ type Verify struct {
 	Lines       []string // the differences as verify prints them
 }
 
-// achieved is the events/s over the whole run.
+// wrote is how long the writers ran: until Settle, else the whole run.
+func (s Summary) wrote() time.Duration {
+	return cmp.Or(s.Recording.Wrote, s.Recording.Last.Elapsed)
+}
+
+// asked is the last rate asked while writing (0 during Settle's drain).
+func (s Summary) asked() float64 {
+	if p, ok := s.Recording.TargetRate.Last(); ok {
+		return p.Y
+	}
+	return s.Recording.Last.TargetRate
+}
+
+// achieved is the events/s over the writing.
 func (s Summary) achieved() float64 {
-	if el := s.Recording.Last.Elapsed.Seconds(); el > 0 {
+	if el := s.wrote().Seconds(); el > 0 {
 		return float64(s.Recording.Last.Written) / el
 	}
 	return 0
@@ -64,9 +77,9 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(
 func WriteSummary(w io.Writer, s Summary) error {
 	var b strings.Builder
 	last := s.Recording.Last
-	fmt.Fprintf(&b, "wrote %d events in %s: %.0f events/s achieved", last.Written, last.Elapsed.Round(time.Millisecond), s.achieved())
-	if last.TargetRate > 0 {
-		fmt.Fprintf(&b, " (%.0f asked)", last.TargetRate)
+	fmt.Fprintf(&b, "wrote %d events in %s: %.0f events/s achieved", last.Written, s.wrote().Round(time.Millisecond), s.achieved())
+	if asked := s.asked(); asked > 0 {
+		fmt.Fprintf(&b, " (%.0f asked)", asked)
 	}
 	if last.LateBatches > 0 {
 		fmt.Fprintf(&b, "; %d transactions late, at most %s behind schedule", last.LateBatches, last.LateMax.Round(time.Millisecond))
@@ -114,12 +127,16 @@ func WriteReport(path string, s Summary) error {
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "%s  \n", n)
 	}
-	fmt.Fprintf(&b, "Started %s, ran %s.\n\n", s.Recording.Started.UTC().Format(time.RFC3339), last.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "Started %s, wrote for %s", s.Recording.Started.UTC().Format(time.RFC3339), s.wrote().Round(time.Millisecond))
+	if s.Recording.Wrote > 0 {
+		fmt.Fprintf(&b, ", sampled until %s (the pipeline draining)", last.Elapsed.Round(time.Millisecond))
+	}
+	b.WriteString(".\n\n")
 
 	b.WriteString("## Throughput\n\n| events written | achieved events/s | asked events/s | late transactions | latest behind schedule |\n| --- | --- | --- | --- | --- |\n")
 	asked := "as fast as possible"
-	if last.TargetRate > 0 {
-		asked = fmt.Sprintf("%.0f", last.TargetRate)
+	if a := s.asked(); a > 0 {
+		asked = fmt.Sprintf("%.0f", a)
 	}
 	fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %s |\n\n", last.Written, s.achieved(), asked, last.LateBatches, last.LateMax.Round(time.Millisecond))
 	if len(s.ByType) > 0 {
