@@ -191,8 +191,8 @@ verify --timers' must then find 0 differences.`,
 	cmd.Flags().StringVar(&luckyAddr, "lucky-addr", "", "draw every lucky gift through this LuckyGiftService (roomflow lucky) before writing it, as room-service does")
 	loadFlagSet(cmd.Flags(), &ld)
 	cmd.Flags().StringVar(&lf.report, "report", "", "with --duration: write a Markdown report with SVG charts of rate and lag over time to this file")
-	cmd.Flags().StringSliceVar(&lf.metricsURLs, "metrics-url", nil, "with --duration: a stage's /metrics URL for the relay lag and the DLQ count (repeatable; Kafka group lag is read anyway)")
-	cmd.Flags().DurationVar(&lf.latencyWait, "latency-wait", 30*time.Second, "with --report: how long to wait for the sampled mic events' facts after the run")
+	cmd.Flags().StringSliceVar(&lf.metricsURLs, "metrics-url", nil, "with --duration: a stage's /metrics URL for the relay lag (repeatable; the consumer groups' lag and the DLQ are read from Kafka anyway)")
+	cmd.Flags().DurationVar(&lf.settle, "settle", time.Minute, "with --report: how long to wait after the writers for the pipeline to catch up, and then for the sampled mic events' facts")
 	return cmd
 }
 
@@ -230,8 +230,8 @@ type loadFlags struct {
 	abandoned   float64
 	luckyAddr   string
 	report      string        // --report FILE.md
-	metricsURLs []string      // --metrics-url: the stages' /metrics for the relay lag and DLQ count
-	latencyWait time.Duration // --latency-wait: how long the report waits for sampled events' rows
+	metricsURLs []string      // --metrics-url: the stages' /metrics for the relay lag
+	settle      time.Duration // --settle: how long the report waits for the pipeline to catch up
 }
 
 // runLoad is loadgen --duration: a Stream driven in wall-clock time into
@@ -283,14 +283,19 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	}
 	out := cmd.OutOrStdout()
 	// The live view: a progress line per second (a bar on a terminal)
-	// with the writers' counts and each stage's lag.
-	target := int64(ld.Rate * (ld.Duration - ld.Ramp/2).Seconds())
+	// with the writers' counts, each stage's lag and this run's dead
+	// letters.
 	var counter live.Counter
-	counter.SetTarget(target)
-	dc.Progress = func(p loadgen.Progress) {
-		counter.Store(live.Counts{Written: p.Written, Target: target, TargetRate: ld.RateAt(p.Elapsed), LateBatches: p.LateBatches, LateMax: p.MaxLag})
+	counter.SetTarget(int64(ld.Rate * (ld.Duration - ld.Ramp/2).Seconds()))
+	start := time.Now()
+	dlqCl, err := cfg.Kafka.Cluster(nil, nil).NewClient("loadgen-dlq", live.DLQConsumeOpts(start, cfg.Kafka.Topics.DLQ)...)
+	if err != nil {
+		return err
 	}
-	var sources []live.LagSource
+	defer dlqCl.Close()
+	dlq := live.NewDLQCounter(dlqCl)
+	defer dlq.Close()
+	sources := []live.LagSource{dlq}
 	if len(f.metricsURLs) > 0 {
 		sources = append(sources, live.MetricsSource{URLs: f.metricsURLs})
 	}
@@ -300,7 +305,7 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	}
 	defer adm.Close()
 	sources = append(sources, live.KafkaSource{Admin: kadm.NewClient(adm), ProcessorGroups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup},
-		SinkGroups: []string{cfg.Sink.Group}, DLQTopics: []string{cfg.Kafka.Topics.DLQ}})
+		SinkGroups: []string{cfg.Sink.Group}})
 	// With --report, a sample of the mic events is timed from its commit to
 	// its user_mic_event_consumption row.
 	var lat *live.FactLatency
@@ -309,17 +314,28 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		lctx, stopLat := context.WithCancel(ctx)
 		defer stopLat()
 		go lat.Run(lctx, time.Second) //nolint:errcheck // ends with lctx
-		dc.Committed = func(evs []loadgen.Event, at time.Time) {
-			for _, e := range evs {
-				if e.Envelope.EventType == "RoomMicChanged" && !e.Malformed {
-					lat.Committed(e.Envelope.EventId, at)
-				}
+	}
+	dc.Committed = func(c loadgen.Commit) {
+		counter.SetRate(ld.RateAt(time.Since(start)))
+		counter.Add(len(c.Events))
+		if c.Behind > loadgen.LateAfter {
+			counter.Late(c.Behind)
+		}
+		if lat == nil {
+			return
+		}
+		for _, e := range c.Events {
+			if e.Envelope.EventType == "RoomMicChanged" && !e.Malformed {
+				lat.Committed(e.Envelope.EventId, c.At)
 			}
 		}
 	}
 	progress := live.Start(ctx, live.Options{Counter: &counter, Sources: sources, Out: cmd.ErrOrStderr()})
 	sum, err := loadgen.Drive(ctx, loadgen.NewStream(sc, ld), dc)
-	dc.Progress(sum.Progress)
+	var settled error
+	if err == nil && f.report != "" {
+		settled = progress.Settle(ctx, f.settle) // the report's lag and DLQ are the run's outcome
+	}
 	rec := progress.Stop()
 	printSummary(out, ld, sum)
 	if drawer != nil {
@@ -332,7 +348,7 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	if f.report == "" {
 		return nil
 	}
-	if err := lat.Drain(ctx, f.latencyWait); err != nil {
+	if err := lat.Drain(ctx, f.settle); err != nil {
 		return err
 	}
 	res := lat.Result()
@@ -342,6 +358,9 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		fmt.Sprintf("faults: %d malformed rows (dead-lettered, not in the oracle), %d redelivered records, %d late commits (held %s)",
 			sum.Malformed, sum.Redelivered, sum.LateCommits, ld.LateCommitHold),
 	}}
+	if settled != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("the pipeline had not caught up at the end: %v", settled))
+	}
 	if err := live.WriteReport(f.report, s); err != nil {
 		return err
 	}
@@ -354,6 +373,8 @@ func sourceNames(sources []live.LagSource) []string {
 	names := make([]string, len(sources))
 	for i, s := range sources {
 		switch s.(type) {
+		case *live.DLQCounter:
+			names[i] = "DLQ topic"
 		case live.MetricsSource:
 			names[i] = "metrics endpoints"
 		case live.KafkaSource:

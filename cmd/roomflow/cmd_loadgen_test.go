@@ -25,13 +25,13 @@ import (
 // differences; the malformed rows are each dead-lettered.
 func TestLoadgenDurationToMySQL(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "run.md")
-	testLoadRun(t, "mysql", "--malformed-share", "0.02", "--late-commit-share", "0.03", "--late-commit-hold", "500ms",
-		"--report", report, "--latency-wait", "5s")
+	malformed := testLoadRun(t, "mysql", "--malformed-share", "0.02", "--late-commit-share", "0.03", "--late-commit-hold", "500ms",
+		"--report", report, "--settle", "10s")
 	md, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Throughput", "run-rate.svg", "late commits (held 500ms)"} {
+	for _, want := range []string{"## Throughput", "run-rate.svg", "late commits (held 500ms)", fmt.Sprintf("| DLQ | %d records |", malformed)} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -48,7 +48,7 @@ func TestLoadgenDurationToKafka(t *testing.T) {
 }
 
 // The two runs wait mostly on the clock: they run side by side.
-func testLoadRun(t *testing.T, to string, faults ...string) {
+func testLoadRun(t *testing.T, to string, faults ...string) (malformed int) {
 	t.Parallel()
 	k := testenv.NewKafka(t, testenv.Partitions(3))
 	m := testenv.NewMySQL(t)
@@ -91,7 +91,7 @@ func testLoadRun(t *testing.T, to string, faults ...string) {
 	}
 	t.Log(out)
 	written := scanInt(t, out, `wrote (\d+) events`)
-	malformed := scanInt(t, out, `faults: (\d+) malformed rows`)
+	malformed = scanInt(t, out, `faults: (\d+) malformed rows`)
 	if written < 2000 || malformed == 0 || strings.Contains(out, " 0 late commits") != (to == "kafka") || strings.Contains(out, " 0 redelivered") != (to == "mysql") {
 		t.Fatalf("a 20 s run at 150/s with its faults:\n%s", out)
 	}
@@ -118,6 +118,7 @@ func testLoadRun(t *testing.T, to string, faults ...string) {
 	if dead != malformed {
 		t.Fatalf("%d records dead-lettered as decode_envelope, want the %d malformed rows", dead, malformed)
 	}
+	return malformed
 }
 
 func scanInt(t *testing.T, out, pattern string) int {

@@ -66,8 +66,8 @@ func (w TopicWriter) Write(ctx context.Context, evs []Event, _ time.Duration) er
 	return w.Client.ProduceSync(ctx, recs...).FirstErr()
 }
 
-// Progress is a run's state, reported each second and at its end.
-type Progress struct {
+// Counts are what a run's writers did.
+type Counts struct {
 	Elapsed time.Duration
 	// Due counts the events whose time has come; Written those committed
 	// (a malformed row included, a redelivery once).
@@ -80,15 +80,12 @@ type Progress struct {
 	Batches     int64
 }
 
-// ProgressEvery is how often Drive reports its Progress.
-const ProgressEvery = 200 * time.Millisecond
-
 // LateAfter is how far behind its schedule a transaction counts as late.
 const LateAfter = time.Second
 
 // Summary is the outcome of a run.
 type Summary struct {
-	Progress
+	Counts
 	ByType          map[string]int // events written by event_type (malformed rows apart)
 	Malformed       int            // rows no stage can decode: dead-lettered
 	Redelivered     int            // events produced twice
@@ -106,14 +103,19 @@ type DriveConfig struct {
 	Before BeforeWrite
 	// Oracle, when set, is fed every event written, in stream order.
 	Oracle *OracleBuilder
-	// Progress, when set, is called every ProgressEvery from another
-	// goroutine (often, so a view sampling it each second is never a
-	// second behind).
-	Progress func(Progress)
-	// Committed, when set, is called by a writer with each transaction's
-	// rows once committed (writers call it concurrently): the commit times
-	// the end-to-end latency is measured from.
-	Committed func(evs []Event, at time.Time)
+	// Committed, when set, is called by a writer with each transaction it
+	// committed (writers call it concurrently): a live view's counts, the
+	// commit times the end-to-end latency is measured from.
+	Committed func(Commit)
+}
+
+// Commit is one transaction a writer committed.
+type Commit struct {
+	Events []Event
+	At     time.Time // when it committed
+	// Behind is how long after the time of its first event it began (its
+	// writer's lag behind the schedule; late over LateAfter).
+	Behind time.Duration
 }
 
 // Drive writes s in wall-clock time: each event once the clock reaches its
@@ -150,25 +152,6 @@ func Drive(ctx context.Context, s *Stream, cfg DriveConfig) (Summary, error) {
 			return nil
 		})
 	}
-	stopProgress := make(chan struct{})
-	var progressDone sync.WaitGroup
-	if cfg.Progress != nil {
-		progressDone.Add(1)
-		go func() {
-			defer progressDone.Done()
-			t := time.NewTicker(ProgressEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopProgress:
-					return
-				case <-t.C:
-					cfg.Progress(st.progress(start))
-				}
-			}
-		}()
-	}
-
 	pending := make([][]Event, ld.Writers)
 	send := func(w int) error {
 		if len(pending[w]) == 0 {
@@ -235,9 +218,7 @@ func Drive(ctx context.Context, s *Stream, cfg DriveConfig) (Summary, error) {
 	if werr := g.Wait(); werr != nil {
 		err = werr // a writer's error is why the dispatcher stopped
 	}
-	close(stopProgress)
-	progressDone.Wait()
-	sum.Progress = st.progress(start)
+	sum.Counts = st.counts(start)
 	sum.LateCommits = int(st.lateCommits.Load())
 	sum.SkippedSessions = s.SkippedSessions
 	sum.Rate = float64(sum.Written) / sum.Elapsed.Seconds()
@@ -251,7 +232,7 @@ func shard(room string, writers int) int {
 	return int(h.Sum32() % uint32(writers))
 }
 
-// driveState is what the writers count, read by Progress.
+// driveState is what the writers count.
 type driveState struct {
 	due, written, batches, late, lateCommits atomic.Int64
 	mu                                       sync.Mutex
@@ -269,7 +250,7 @@ func (st *driveState) write(ctx context.Context, cfg DriveConfig, evs []Event, h
 		return err
 	}
 	if cfg.Committed != nil {
-		cfg.Committed(evs, time.Now())
+		cfg.Committed(Commit{Events: evs, At: time.Now(), Behind: lag})
 	}
 	st.written.Add(int64(len(evs)))
 	st.batches.Add(1)
@@ -282,10 +263,10 @@ func (st *driveState) write(ctx context.Context, cfg DriveConfig, evs []Event, h
 	return nil
 }
 
-func (st *driveState) progress(start time.Time) Progress {
+func (st *driveState) counts(start time.Time) Counts {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return Progress{Elapsed: time.Since(start), Due: st.due.Load(), Written: st.written.Load(),
+	return Counts{Elapsed: time.Since(start), Due: st.due.Load(), Written: st.written.Load(),
 		MaxLag: st.maxLag, LateBatches: st.late.Load(), Batches: st.batches.Load()}
 }
 

@@ -48,7 +48,7 @@ func TestDriveKeepsRoomsSerial(t *testing.T) {
 	b := NewOracleBuilder(rules, sc.AppCode, nil)
 	var committed atomic.Int64
 	sum, err := Drive(context.Background(), NewStream(sc, ld), DriveConfig{Load: ld, Writer: OutboxWriter{DB: m.DB}, Oracle: b,
-		Committed: func(evs []Event, _ time.Time) { committed.Add(int64(len(evs))) }})
+		Committed: func(c Commit) { committed.Add(int64(len(c.Events))) }})
 	if err != nil {
 		t.Fatal(err)
 	}
