@@ -10,12 +10,26 @@ import (
 	"github.com/hyapp/roomflow/producers/loadgen/live"
 )
 
-// consumed inserts the sink's row for a mic event, arrived at at.
-func consumed(t *testing.T, m *testenv.MySQL, app, id string, at time.Time) {
+// row is a user_mic_event_consumption row as the sink writes it for a mic
+// event of app, arrived at at.
+type row struct {
+	app, id string
+	at      time.Time
+}
+
+// consumed inserts rows in one statement.
+func consumed(t *testing.T, m *testenv.MySQL, rows ...row) {
 	t.Helper()
-	if _, err := m.DB.ExecContext(t.Context(), `INSERT INTO user_mic_event_consumption
-		(app_code, event_id, event_type, mic_session_id, user_id, action, status, created_at_ms, updated_at_ms)
-		VALUES (?, ?, 'RoomMicChanged', 's1', 7, 'up', 'applied', ?, ?)`, app, id, at.UnixMilli(), at.UnixMilli()); err != nil {
+	q := "INSERT INTO user_mic_event_consumption (app_code, event_id, event_type, mic_session_id, user_id, action, status, created_at_ms, updated_at_ms) VALUES "
+	var args []any
+	for i, r := range rows {
+		if i > 0 {
+			q += ","
+		}
+		q += "(?, ?, 'RoomMicChanged', 's1', 7, 'up', 'applied', ?, ?)"
+		args = append(args, r.app, r.id, r.at.UnixMilli(), r.at.UnixMilli())
+	}
+	if _, err := m.DB.ExecContext(t.Context(), q, args...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -29,15 +43,17 @@ func TestFactLatency(t *testing.T) {
 	base := time.Now().Truncate(time.Second).Add(-10 * time.Second)
 	f := live.NewFactLatency(m.DB, "a", live.LatencyOptions{PerSecond: 3, MaxPending: 1000, GiveUp: time.Minute})
 	sampled := 0
+	var rows []row
 	for i := range 700 { // 7 seconds of commit time, 100 events each
 		id := fmt.Sprintf("e%d", i)
 		at := base.Add(time.Duration(i) * 10 * time.Millisecond)
 		if f.Committed(id, at) {
 			sampled++
-			consumed(t, m, "a", id, at.Add(time.Duration(10*(i%100+1))*time.Millisecond))
+			rows = append(rows, row{"a", id, at.Add(time.Duration(10*(i%100+1)) * time.Millisecond)})
 		}
-		consumed(t, m, "b", id, at) // another app's consumption of the same id
+		rows = append(rows, row{"b", id, at}) // another app's consumption of the same id
 	}
+	consumed(t, m, rows...)
 	if sampled != 7*3 || f.Pending() != sampled {
 		t.Fatalf("sampled %d, pending %d; want 3 of each second", sampled, f.Pending())
 	}
