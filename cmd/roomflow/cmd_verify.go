@@ -22,7 +22,10 @@ import (
 )
 
 func verifyCmd(g *globals) *cobra.Command {
-	var idle time.Duration
+	var (
+		idle   time.Duration
+		timers bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Recompute facts from the room event log and diff them against MySQL",
@@ -30,8 +33,13 @@ func verifyCmd(g *globals) *cobra.Command {
 read_committed consumer, recomputes the mic facts (lifetime and UTC daily
 per user) and the lucky pool inflow with an independent reference of the
 seed rules, and diffs them against user_mic_lifetime_stats,
-user_mic_daily_stats and lucky_pools. Users with sessions that never saw a
-'down' (open, or closed by the mic timers) are not compared.
+user_mic_daily_stats, user_mic_sessions (as each session closes, a batch
+of rows at a time) and lucky_pools, without holding the log: the oracle
+folds it record by record. Users with sessions that never saw a 'down'
+(open, or closed by the mic timers) are not compared; with --timers (for
+the wall-clock traffic of loadgen --live and --duration) the closes of
+the mic timers are predicted from mic.pending_publish_max_age and
+mic.publishing_session_max_age instead, and every user is compared.
 
 Once 'roomflow lucky' owns lucky_pools (lucky_pool_owner has its row), the
 pools also pay out and are funded: total_in is still every gift's inflow
@@ -59,7 +67,11 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 				return err
 			}
 			defer db.Close()
-			rep, o, lk, err := verifyAll(ctx, cfg, db, idle)
+			var pol *loadgen.TimerPolicy
+			if timers {
+				pol = &loadgen.TimerPolicy{PendingPublishMaxAge: cfg.Mic.PendingPublishMaxAge.D(), PublishingSessionMaxAge: cfg.Mic.PublishingSessionMaxAge.D()}
+			}
+			rep, o, lk, err := verifyAll(ctx, cfg, db, idle, pol)
 			if err != nil {
 				return err
 			}
@@ -89,19 +101,21 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 		},
 	}
 	cmd.Flags().DurationVar(&idle, "idle", 3*time.Second, "stop reading after the topic was idle this long")
+	cmd.Flags().BoolVar(&timers, "timers", false, "wall-clock traffic (loadgen --live, --duration): predict the mic timers' closes (mic.*_max_age); run it once those ages passed since the last event")
 	return cmd
 }
 
 // verifyFacts is verifyAll without the lucky counts (the demo's check).
 func verifyFacts(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, error) {
-	rep, o, _, err := verifyAll(ctx, cfg, db, idle)
+	rep, o, _, err := verifyAll(ctx, cfg, db, idle, nil)
 	return rep, o, err
 }
 
 // verifyAll reads every committed room event and compares MySQL with the
-// oracle of those events; once roomflow lucky owns the pools, the pools are
-// reconciled with the draws instead (verifyLucky).
-func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration) (loadgen.Report, *loadgen.Oracle, luckyReport, error) {
+// oracle of those events (with pol, the mic timers' closes predicted);
+// once roomflow lucky owns the pools, the pools are also reconciled with
+// the draws (verifyLucky).
+func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Duration, pol *loadgen.TimerPolicy) (loadgen.Report, *loadgen.Oracle, luckyReport, error) {
 	var lk luckyReport
 	rules, err := loadRules(ctx, db)
 	if err != nil {
@@ -111,19 +125,33 @@ func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Du
 	if err != nil {
 		return loadgen.Report{}, nil, lk, err
 	}
-	events, err := readAll(ctx, cfg, idle)
-	if err != nil {
+	// The oracle folds the log record by record; sessions are compared
+	// as they close and only lucky gifts are kept (for verifyLucky).
+	b := loadgen.NewOracleBuilder(rules, cfg.AppCode, pol)
+	check := loadgen.NewSessionCheck(db, cfg.AppCode)
+	b.OnSession = func(s loadgen.MicSession) { check.Add(ctx, s) }
+	var gifts []luckyGift
+	if owned {
+		b.OnLuckyGift = func(e *envelope.View, g *envelope.GiftSent, in loadgen.Inflow) {
+			gifts = append(gifts, luckyGift{EventID: string(e.EventID), RoomID: string(e.RoomID), GiftID: string(g.GiftID),
+				RuleVersion: string(g.LuckyRuleVersion), DrawID: string(g.DrawID), OccurredAtMs: e.OccurredAtMs, In: in})
+		}
+	}
+	if err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) { b.Add(r.Value) }); err != nil {
 		return loadgen.Report{}, nil, lk, err
 	}
-	o := loadgen.BuildOracle(events, rules, cfg.AppCode)
+	o := b.Oracle()
 	rep, err := loadgen.Compare(ctx, db, cfg.AppCode, o)
+	if err == nil {
+		err = check.Finish(ctx, o, &rep)
+	}
 	if err != nil || !owned {
 		return rep, o, lk, err
 	}
 	// Compare checked total_in per pool (each gift's inflow exactly once,
 	// whoever added it) and balance = funded + total_in - total_out;
 	// verifyLucky reconciles the draws with the gifts.
-	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, luckyGifts(events, rules, cfg.AppCode))
+	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, gifts)
 	rep.Diffs = append(rep.Diffs, diffs...)
 	return rep, o, lk, err
 }
@@ -141,35 +169,13 @@ func poolOwner(ctx context.Context, db *sql.DB) (ownedAtMs int64, owned bool, er
 	return ownedAtMs, true, nil
 }
 
-// luckyGift is a lucky RoomGiftSent of the log with a known rule version
-// (the others never reach a pool: the room processor dead-letters them).
+// luckyGift is a distinct lucky RoomGiftSent of the log with a known rule
+// version (the others never reach a pool: the room processor
+// dead-letters them).
 type luckyGift struct {
 	EventID, RoomID, GiftID, RuleVersion, DrawID string
 	OccurredAtMs                                 int64
 	In                                           loadgen.Inflow
-}
-
-// luckyGifts returns the distinct lucky gifts of appCode (an empty
-// app_code is appCode) among the envelopes in values.
-func luckyGifts(values [][]byte, rules map[loadgen.RuleKey]loadgen.LuckyRule, appCode string) []luckyGift {
-	var out []luckyGift
-	seen := map[string]bool{}
-	var e envelope.View
-	var g envelope.GiftSent
-	for _, v := range values {
-		if e.Parse(v) != nil || string(e.EventType) != "RoomGiftSent" || seen[string(e.EventID)] ||
-			(len(e.AppCode) > 0 && string(e.AppCode) != appCode) || g.Parse(e.Payload) != nil || !g.Lucky {
-			continue
-		}
-		seen[string(e.EventID)] = true
-		rule, ok := rules[loadgen.RuleKey{GiftID: string(g.GiftID), RuleVersion: string(g.LuckyRuleVersion)}]
-		if !ok || g.HeatValue < 0 {
-			continue
-		}
-		out = append(out, luckyGift{EventID: string(e.EventID), RoomID: string(e.RoomID), GiftID: string(g.GiftID),
-			RuleVersion: string(g.LuckyRuleVersion), DrawID: string(g.DrawID), OccurredAtMs: e.OccurredAtMs, In: rule.Inflow(g.HeatValue)})
-	}
-	return out
 }
 
 // luckyReport counts what verifyLucky compared.
@@ -271,17 +277,6 @@ func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.Luc
 		out[loadgen.RuleKey{GiftID: r.GiftID, RuleVersion: r.RuleVersion}] = r
 	}
 	return out, rows.Err()
-}
-
-// readAll consumes the room events topic from the start (read_committed)
-// until no record arrived for idle, returning the values (EventEnvelope
-// bytes, read by loadgen.BuildOracle).
-func readAll(ctx context.Context, cfg *config.Config, idle time.Duration) ([][]byte, error) {
-	var out [][]byte
-	err := readTopic(ctx, cfg, cfg.Kafka.Topics.RoomEvents, idle, func(r *kgo.Record) {
-		out = append(out, r.Value)
-	})
-	return out, err
 }
 
 // abandonedGap is one gap_abandoned record of the relay (see

@@ -90,9 +90,10 @@ func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, ev
 }
 
 // LuckyGift returns e's RoomGiftSent when e is a lucky gift (false for
-// every other event, and for a payload that does not decode).
+// every other event, for a payload that does not decode and for a
+// malformed row, which no stage reads as a gift).
 func LuckyGift(e *Event) (*roomv1.RoomGiftSent, bool) {
-	if e.Envelope.EventType != "RoomGiftSent" {
+	if e.Envelope.EventType != "RoomGiftSent" || e.Malformed {
 		return nil, false
 	}
 	var gift roomv1.RoomGiftSent

@@ -1,7 +1,9 @@
 package loadgen
 
 import (
-	"sort"
+	"cmp"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -40,19 +42,23 @@ type RuleKey struct{ GiftID, RuleVersion string }
 // comparison. With one (BuildOracleTimers), every session ends: by its
 // `down`, or by the timer close the design prescribes.
 type Oracle struct {
-	Events       int // distinct events
-	IMMessages   int // events that produce a Tencent IM message (not no-op types)
-	Sessions     []MicSession
-	OpenSessions map[string]MicSession
-	Lifetime     map[int64]*MicTotals
-	Daily        map[UserDay]*MicTotals
-	Pools        map[Pool]int64 // expected total_in
-	LuckyGifts   int
+	Events     int // distinct events
+	IMMessages int // events that produce a Tencent IM message (not no-op types)
+	// ClosedSessions counts the sessions closed (by down or timer);
+	// Sessions lists them when the builder kept them (BuildOracle does).
+	ClosedSessions int
+	Sessions       []MicSession
+	OpenSessions   map[string]MicSession
+	Lifetime       map[int64]*MicTotals
+	Daily          map[UserDay]*MicTotals
+	Pools          map[Pool]int64 // expected total_in
+	LuckyGifts     int
 	// Rejected counts lucky gifts the room processor must send to the DLQ
 	// (unknown rule version, negative heat).
 	Rejected int
 
-	timers *TimerPolicy
+	timers       *TimerPolicy
+	keptSessions bool // Sessions lists every closed session
 }
 
 // TimerPolicy is the mic processor's timer windows (mic.pending_publish_max_age,
@@ -80,6 +86,7 @@ func (p TimerPolicy) dueAtMs(s MicSession) (int64, string) {
 // appCode's (the rule of every stage); events of another app count in
 // Events and IMMessages, which the relay and the IM publisher carry for
 // every app, but not in the facts, which Compare reads for appCode only.
+// It keeps every closed session in Sessions; an OracleBuilder need not.
 func BuildOracle(values [][]byte, rules map[RuleKey]LuckyRule, appCode string) *Oracle {
 	return BuildOracleTimers(values, rules, appCode, nil)
 }
@@ -92,72 +99,189 @@ func BuildOracle(values [][]byte, rules map[RuleKey]LuckyRule, appCode string) *
 // assumes the pipeline delivers each event well before or well after a due
 // time; Scenario.Timers generates traffic with such margins.
 func BuildOracleTimers(values [][]byte, rules map[RuleKey]LuckyRule, appCode string, pol *TimerPolicy) *Oracle {
-	o := &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
-		Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}, timers: pol}
-	seen := map[string]bool{}
-	var e envelope.View
-	for _, value := range values {
-		if e.Parse(value) != nil {
-			continue
+	b := NewOracleBuilder(rules, appCode, pol)
+	b.KeepSessions = true
+	for _, v := range values {
+		b.Add(v)
+	}
+	return b.Oracle()
+}
+
+// OracleBuilder computes an Oracle one event at a time, in memory bounded
+// by the facts (users, user-days, rooms, pools) and the sessions open at
+// once (with a TimerPolicy, Expire closes those the timers closed), never
+// by the events: a closed session is folded into Lifetime and Daily as it
+// closes.
+//
+// Duplicates (a record delivered twice) are recognised without a set of
+// every event id. It assumes what the relay guarantees: the records of a
+// room are in room_version order on its partition. An event whose
+// room_version is above its room's high-water mark is new; one at or
+// below it is a duplicate when its event_id is among the room's last
+// recentPerRoom events (by a 64-bit hash), and otherwise new (an event
+// without room_version, or a later run restarting the room's versions).
+// So a duplicate arriving more than recentPerRoom events of its room after
+// the original counts twice.
+type OracleBuilder struct {
+	// KeepSessions lists every closed session in Oracle.Sessions, for the
+	// per-session comparison of Compare; its memory grows with sessions.
+	KeepSessions bool
+	// OnSession, when set, is called with each session as it closes (by
+	// its down or by a timer), for a per-session comparison that streams.
+	OnSession func(MicSession)
+	// OnLuckyGift, when set, is called with each distinct lucky gift of
+	// appCode that enters the pools: e and g alias the value passed to Add
+	// and are valid only during the call.
+	OnLuckyGift func(e *envelope.View, g *envelope.GiftSent, in Inflow)
+
+	o        *Oracle
+	rules    map[RuleKey]LuckyRule
+	appCode  string
+	rooms    map[string]*roomSeen // app_code + "\x00" + room_id
+	roomIdx  map[string]uint32    // interned room ids of dayRooms
+	dayRooms map[dayRoom]struct{}
+
+	env  envelope.View
+	mic  envelope.MicChanged
+	gift envelope.GiftSent
+}
+
+// recentPerRoom is how many event ids per room the builder remembers to
+// recognise a duplicate at or below the room's high-water mark.
+const recentPerRoom = 16
+
+// roomSeen is a room's room_version high-water mark and the hashes of its
+// last recentPerRoom event ids.
+type roomSeen struct {
+	hwm    int64
+	recent [recentPerRoom]uint64
+	next   int
+}
+
+// dayRoom is one room a user sat in on one UTC day (daily room_count).
+type dayRoom struct {
+	user int64
+	day  int64 // UTC day start, ms
+	room uint32
+}
+
+// NewOracleBuilder starts an empty oracle of appCode's facts with rules
+// (see BuildOracle) and, for wall-clock traffic closed by the mic timers,
+// pol (nil: none; see BuildOracleTimers).
+func NewOracleBuilder(rules map[RuleKey]LuckyRule, appCode string, pol *TimerPolicy) *OracleBuilder {
+	return &OracleBuilder{
+		o: &Oracle{OpenSessions: map[string]MicSession{}, Lifetime: map[int64]*MicTotals{},
+			Daily: map[UserDay]*MicTotals{}, Pools: map[Pool]int64{}, timers: pol},
+		rules: rules, appCode: appCode, rooms: map[string]*roomSeen{},
+		roomIdx: map[string]uint32{}, dayRooms: map[dayRoom]struct{}{},
+	}
+}
+
+// Add accounts one EventEnvelope value and reports whether it was a new
+// event (false: it does not decode, or it is a duplicate). Nothing of
+// value is referenced once the next Add has run.
+func (b *OracleBuilder) Add(value []byte) bool {
+	e := &b.env
+	if e.Parse(value) != nil || b.duplicate(e) {
+		return false
+	}
+	o := b.o
+	o.Events++
+	switch string(e.EventType) {
+	case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
+	default:
+		o.IMMessages++
+	}
+	if len(e.AppCode) > 0 && string(e.AppCode) != b.appCode {
+		return true
+	}
+	switch string(e.EventType) {
+	case "RoomMicChanged":
+		if b.mic.Parse(e.Payload) == nil {
+			b.micEvent(e, &b.mic)
 		}
-		if seen[string(e.EventID)] {
-			continue
-		}
-		seen[string(e.EventID)] = true
-		o.Events++
-		switch string(e.EventType) {
-		case "RoomCreated", "RoomHeatChanged", "RoomRankChanged":
-		default:
-			o.IMMessages++
-		}
-		if len(e.AppCode) > 0 && string(e.AppCode) != appCode {
-			continue
-		}
-		switch string(e.EventType) {
-		case "RoomMicChanged":
-			var m envelope.MicChanged
-			if m.Parse(e.Payload) == nil {
-				o.mic(&e, &m)
-			}
-		case "RoomGiftSent":
-			var g envelope.GiftSent
-			if g.Parse(e.Payload) == nil && g.Lucky {
-				o.gift(&e, &g, rules)
-			}
+	case "RoomGiftSent":
+		if b.gift.Parse(e.Payload) == nil && b.gift.Lucky {
+			b.luckyGift(e, &b.gift)
 		}
 	}
-	if pol != nil {
-		for id, s := range o.OpenSessions {
-			o.closeByTimer(id, s)
+	return true
+}
+
+// duplicate reports whether e was seen (see OracleBuilder) and remembers it.
+func (b *OracleBuilder) duplicate(e *envelope.View) bool {
+	key := string(e.AppCode) + "\x00" + string(e.RoomID)
+	r := b.rooms[key]
+	if r == nil {
+		r = &roomSeen{}
+		b.rooms[key] = r
+	}
+	h := fnv.New64a()
+	h.Write(e.EventID)
+	id := h.Sum64()
+	if e.RoomVersion <= r.hwm && slices.Contains(r.recent[:], id) {
+		return true
+	}
+	r.hwm = max(r.hwm, e.RoomVersion)
+	r.recent[r.next] = id
+	r.next = (r.next + 1) % recentPerRoom
+	return false
+}
+
+// Expire closes, with a TimerPolicy, the open sessions whose timers came
+// due before watermarkMs, so they need not stay open until Oracle. The
+// caller guarantees that no event it adds later is older than
+// watermarkMs (a stream in commit order; not a topic read partition by
+// partition).
+func (b *OracleBuilder) Expire(watermarkMs int64) {
+	if b.o.timers == nil {
+		return
+	}
+	for id, s := range b.o.OpenSessions {
+		if due, _ := b.o.timers.dueAtMs(s); due < watermarkMs {
+			b.closeByTimer(id, s)
 		}
 	}
-	o.accountSessions()
-	return o
+}
+
+// Oracle closes what the timers close (with a TimerPolicy) and returns the
+// oracle; call it once, after the last Add.
+func (b *OracleBuilder) Oracle() *Oracle {
+	if b.o.timers != nil {
+		for id, s := range b.o.OpenSessions {
+			b.closeByTimer(id, s)
+		}
+	}
+	if b.o.keptSessions = b.KeepSessions; b.KeepSessions {
+		slices.SortFunc(b.o.Sessions, func(x, y MicSession) int { return cmp.Compare(x.SeatStartMs, y.SeatStartMs) })
+	}
+	return b.o
 }
 
 // closeByTimer ends the open session s the way the mic processor's timer
 // does: at its due time, without mic online time when never published.
-func (o *Oracle) closeByTimer(id string, s MicSession) {
-	s.EndMs, s.EndReason = o.timers.dueAtMs(s)
-	delete(o.OpenSessions, id)
-	o.Sessions = append(o.Sessions, s)
+func (b *OracleBuilder) closeByTimer(id string, s MicSession) {
+	s.EndMs, s.EndReason = b.o.timers.dueAtMs(s)
+	delete(b.o.OpenSessions, id)
+	b.closed(s)
 }
 
-func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
-	id := string(m.MicSessionID)
-	if id == "" || m.UserID == 0 {
+func (b *OracleBuilder) micEvent(e *envelope.View, m *envelope.MicChanged) {
+	o := b.o
+	if len(m.MicSessionID) == 0 || m.UserID == 0 {
 		return
 	}
-	s, open := o.OpenSessions[id]
+	s, open := o.OpenSessions[string(m.MicSessionID)]
 	if open && o.timers != nil {
 		if due, _ := o.timers.dueAtMs(s); e.OccurredAtMs > due {
-			o.closeByTimer(id, s)
+			b.closeByTimer(s.ID, s)
 			return // the session is closed: the event is skipped
 		}
 	}
 	switch string(m.Action) {
 	case "up":
 		if !open {
+			id := string(m.MicSessionID)
 			o.OpenSessions[id] = MicSession{ID: id, UserID: m.UserID, RoomID: string(e.RoomID), SeatStartMs: e.OccurredAtMs}
 		}
 	case "publish_confirmed":
@@ -167,12 +291,12 @@ func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
 				s.PublishMs = m.PublishEventTimeMs
 			}
 			s.PublishMs = max(s.PublishMs, s.SeatStartMs)
-			o.OpenSessions[id] = s
+			o.OpenSessions[s.ID] = s
 		}
 	case "change":
 		if open {
 			s.SeatChanges++
-			o.OpenSessions[id] = s
+			o.OpenSessions[s.ID] = s
 		}
 	case "down":
 		if open {
@@ -185,15 +309,16 @@ func (o *Oracle) mic(e *envelope.View, m *envelope.MicChanged) {
 			if s.PublishMs > s.EndMs {
 				s.PublishMs = s.EndMs
 			}
-			delete(o.OpenSessions, id)
-			o.Sessions = append(o.Sessions, s)
+			delete(o.OpenSessions, s.ID)
+			b.closed(s)
 		}
 	}
 }
 
-func (o *Oracle) gift(e *envelope.View, g *envelope.GiftSent, rules map[RuleKey]LuckyRule) {
+func (b *OracleBuilder) luckyGift(e *envelope.View, g *envelope.GiftSent) {
+	o := b.o
 	giftID := string(g.GiftID)
-	rule, ok := rules[RuleKey{giftID, string(g.LuckyRuleVersion)}]
+	rule, ok := b.rules[RuleKey{giftID, string(g.LuckyRuleVersion)}]
 	if !ok || g.HeatValue < 0 {
 		o.Rejected++
 		return
@@ -203,6 +328,9 @@ func (o *Oracle) gift(e *envelope.View, g *envelope.GiftSent, rules map[RuleKey]
 	o.Pools[Pool{"platform", "global"}] += in.Platform
 	o.Pools[Pool{"room", string(e.RoomID)}] += in.Room
 	o.Pools[Pool{"gift", giftID}] += in.Gift
+	if b.OnLuckyGift != nil {
+		b.OnLuckyGift(e, g, in)
+	}
 }
 
 // Inflow is a lucky gift's pool inflow and its split over the three
@@ -219,49 +347,63 @@ func (r LuckyRule) Inflow(heat int64) Inflow {
 	return Inflow{Pool: pool, Platform: platform, Room: room, Gift: pool - platform - room}
 }
 
-// accountSessions sums closed sessions into lifetime and UTC-daily totals.
-func (o *Oracle) accountSessions() {
-	sort.Slice(o.Sessions, func(i, j int) bool { return o.Sessions[i].SeatStartMs < o.Sessions[j].SeatStartMs })
-	dayRooms := map[UserDay]map[string]bool{}
-	for _, ms := range o.Sessions {
-		lt := o.Lifetime[ms.UserID]
-		if lt == nil {
-			lt = &MicTotals{}
-			o.Lifetime[ms.UserID] = lt
-		}
-		lt.SeatOccupiedMs += ms.EndMs - ms.SeatStartMs
-		if ms.PublishMs > 0 {
-			lt.MicOnlineMs += ms.EndMs - ms.PublishMs
-		}
-		lt.SessionCount++
-		lt.FirstMicAtMs = minNonZero(lt.FirstMicAtMs, ms.SeatStartMs)
-		lt.LastMicAtMs = max(lt.LastMicAtMs, ms.EndMs)
-
-		// Every UTC day with seat time; a zero-length session counts on its start day.
-		for dayStart := utcDay(ms.SeatStartMs); dayStart < max(ms.EndMs, ms.SeatStartMs+1); dayStart += dayMs {
-			dayEnd := dayStart + dayMs
-			seat := overlapMs(ms.SeatStartMs, ms.EndMs, dayStart, dayEnd)
-			k := UserDay{ms.UserID, time.UnixMilli(dayStart).UTC().Format(time.DateOnly)}
-			d := o.Daily[k]
-			if d == nil {
-				d = &MicTotals{}
-				o.Daily[k] = d
-				dayRooms[k] = map[string]bool{}
-			}
-			d.SeatOccupiedMs += seat
-			if ms.PublishMs > 0 {
-				d.MicOnlineMs += overlapMs(ms.PublishMs, ms.EndMs, dayStart, dayEnd)
-			}
-			d.SessionCount++
-			if !dayRooms[k][ms.RoomID] {
-				dayRooms[k][ms.RoomID] = true
-				d.RoomCount++
-			}
-			first := max(ms.SeatStartMs, dayStart)
-			d.FirstMicAtMs = minNonZero(d.FirstMicAtMs, first)
-			d.LastMicAtMs = max(d.LastMicAtMs, max(min(ms.EndMs, dayEnd-1), first))
-		}
+// closed sums the closed session ms into lifetime and UTC-daily totals
+// (sums, minima and maxima: the order sessions close in does not matter).
+func (b *OracleBuilder) closed(ms MicSession) {
+	o := b.o
+	o.ClosedSessions++
+	if b.KeepSessions {
+		o.Sessions = append(o.Sessions, ms)
 	}
+	if b.OnSession != nil {
+		b.OnSession(ms)
+	}
+	lt := o.Lifetime[ms.UserID]
+	if lt == nil {
+		lt = &MicTotals{}
+		o.Lifetime[ms.UserID] = lt
+	}
+	lt.SeatOccupiedMs += ms.EndMs - ms.SeatStartMs
+	if ms.PublishMs > 0 {
+		lt.MicOnlineMs += ms.EndMs - ms.PublishMs
+	}
+	lt.SessionCount++
+	lt.FirstMicAtMs = minNonZero(lt.FirstMicAtMs, ms.SeatStartMs)
+	lt.LastMicAtMs = max(lt.LastMicAtMs, ms.EndMs)
+
+	room, ok := b.roomIdx[ms.RoomID]
+	if !ok {
+		room = uint32(len(b.roomIdx))
+		b.roomIdx[ms.RoomID] = room
+	}
+	// Every UTC day with seat time; a zero-length session counts on its start day.
+	for dayStart := utcDay(ms.SeatStartMs); dayStart < max(ms.EndMs, ms.SeatStartMs+1); dayStart += dayMs {
+		dayEnd := dayStart + dayMs
+		seat := overlapMs(ms.SeatStartMs, ms.EndMs, dayStart, dayEnd)
+		k := UserDay{ms.UserID, time.UnixMilli(dayStart).UTC().Format(time.DateOnly)}
+		d := o.Daily[k]
+		if d == nil {
+			d = &MicTotals{}
+			o.Daily[k] = d
+		}
+		d.SeatOccupiedMs += seat
+		if ms.PublishMs > 0 {
+			d.MicOnlineMs += overlapMs(ms.PublishMs, ms.EndMs, dayStart, dayEnd)
+		}
+		d.SessionCount++
+		if dr := (dayRoom{ms.UserID, dayStart, room}); !hasKey(b.dayRooms, dr) {
+			b.dayRooms[dr] = struct{}{}
+			d.RoomCount++
+		}
+		first := max(ms.SeatStartMs, dayStart)
+		d.FirstMicAtMs = minNonZero(d.FirstMicAtMs, first)
+		d.LastMicAtMs = max(d.LastMicAtMs, max(min(ms.EndMs, dayEnd-1), first))
+	}
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
 const dayMs = int64(24 * time.Hour / time.Millisecond)

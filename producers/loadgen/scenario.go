@@ -86,6 +86,11 @@ func DefaultScenario() Scenario {
 type Event struct {
 	Envelope *roomv1.EventEnvelope
 	Payload  []byte // Envelope serialized: the room_outbox.payload column
+	// Malformed: Payload is not Envelope but bytes no decoder accepts (a
+	// fault of Load.MalformedShare, dead-lettered by the room processor).
+	Malformed bool
+	// Redelivered: the record is produced twice (Load.RedeliveryShare).
+	Redelivered bool
 }
 
 // MicSession is one mic session as the oracle reconstructs it.
@@ -272,11 +277,12 @@ func (s Scenario) Generate() ([]Event, *Oracle) {
 		}
 		out = append(out, Event{Envelope: env, Payload: b})
 	}
-	values := make([][]byte, len(out))
-	for i, e := range out {
-		values[i] = e.Payload
+	b := NewOracleBuilder(map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
+	b.KeepSessions = true
+	for _, e := range out {
+		b.Add(e.Payload)
 	}
-	return out, BuildOracleTimers(values, map[RuleKey]LuckyRule{{s.Rule.GiftID, s.Rule.RuleVersion}: s.Rule}, s.AppCode, s.Timers)
+	return out, b.Oracle()
 }
 
 // abandonKind is how a session of a Timers scenario is left open on purpose.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Diff is one fact where MySQL disagrees with the oracle.
@@ -31,15 +32,13 @@ type Report struct {
 func (r Report) OK() bool { return len(r.Diffs) == 0 }
 
 // Compare reads user_mic_lifetime_stats, user_mic_daily_stats,
-// user_mic_sessions and lucky_pools for appCode and diffs them against o. Users with sessions the
-// oracle cannot close (open, or timer-closed) are skipped; rows MySQL has
-// that the oracle lacks are diffs too.
+// user_mic_sessions (when o kept its sessions; otherwise the caller's
+// SessionCheck does) and lucky_pools for appCode and diffs them against o.
+// Users with sessions the oracle cannot close (open, or timer-closed) are
+// skipped; rows MySQL has that the oracle lacks are diffs too.
 func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report, error) {
 	var rep Report
-	skip := map[int64]bool{}
-	for _, s := range o.OpenSessions {
-		skip[s.UserID] = true
-	}
+	skip := openUsers(o)
 	rep.SkippedUsers = len(skip)
 
 	got := map[int64]MicTotals{}
@@ -97,52 +96,28 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 	}
 
 	// user_mic_sessions: every closed session of the oracle ended as it
-	// says (an open row of a compared user is a difference too).
-	type sessionRow struct {
-		User                               int64
-		Status, Reason                     string
-		Seat, Publish, End, SeatMs, Online int64
-	}
-	gotSessions := map[string]sessionRow{}
-	if err := ScanRows(ctx, db, `SELECT mic_session_id, user_id, status, end_reason, seat_started_at_ms,
-		COALESCE(publishing_started_at_ms, 0), COALESCE(ended_at_ms, 0), seat_occupied_ms, mic_online_ms
-		FROM user_mic_sessions WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
-		var id string
-		var r sessionRow
-		if err := rows.Scan(&id, &r.User, &r.Status, &r.Reason, &r.Seat, &r.Publish, &r.End, &r.SeatMs, &r.Online); err != nil {
-			return err
+	// says. An oracle that did not keep its sessions leaves this to the
+	// caller's SessionCheck, fed as they closed (roomflow verify).
+	if o.keptSessions {
+		check := NewSessionCheck(db, appCode)
+		for _, s := range o.Sessions {
+			check.Add(ctx, s)
 		}
-		gotSessions[id] = r
-		return nil
-	}); err != nil {
-		return rep, err
-	}
-	wantSessions := map[string]sessionRow{}
-	for _, s := range o.Sessions {
-		w := sessionRow{User: s.UserID, Status: "ended", Reason: s.EndReason, Seat: s.SeatStartMs, Publish: s.PublishMs,
-			End: s.EndMs, SeatMs: s.EndMs - s.SeatStartMs}
-		if s.PublishMs > 0 {
-			w.Online = s.EndMs - s.PublishMs
-		}
-		wantSessions[s.ID] = w
-	}
-	for _, id := range unionKeys(wantSessions, gotSessions) {
-		w, g := wantSessions[id], gotSessions[id]
-		if skip[w.User] || skip[g.User] {
-			continue
-		}
-		rep.SessionRows++
-		if w != g {
-			rep.Diffs = append(rep.Diffs, Diff{"user_mic_sessions", id, fmt.Sprintf("%+v", w), fmt.Sprintf("%+v", g)})
+		if err := check.Finish(ctx, o, &rep); err != nil {
+			return rep, err
 		}
 	}
+	return rep, comparePools(ctx, db, appCode, o, &rep)
+}
 
+// comparePools diffs lucky_pools of appCode against o into rep.
+func comparePools(ctx context.Context, db *sql.DB, appCode string, o *Oracle, rep *Report) error {
 	// Once roomflow lucky owns the pools (lucky_pool_owner), they also pay
 	// out and are funded: balance = funded + total_in - total_out. Either
 	// way total_in is every gift's inflow, entered exactly once.
 	var owned int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lucky_pool_owner`).Scan(&owned); err != nil {
-		return rep, err
+		return err
 	}
 	gotPools := map[Pool]int64{}
 	if err := ScanRows(ctx, db, `SELECT scope_type, scope_id, total_in, balance, funded, total_out FROM lucky_pools WHERE app_code = ?`, appCode, func(rows *sql.Rows) error {
@@ -161,7 +136,7 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 		}
 		return nil
 	}); err != nil {
-		return rep, err
+		return err
 	}
 	for _, p := range unionKeys(o.Pools, gotPools) {
 		rep.PoolRows++
@@ -169,7 +144,137 @@ func Compare(ctx context.Context, db *sql.DB, appCode string, o *Oracle) (Report
 			rep.Diffs = append(rep.Diffs, Diff{"lucky_pools.total_in", p.ScopeType + "/" + p.ScopeID, fmt.Sprint(o.Pools[p]), fmt.Sprint(gotPools[p])})
 		}
 	}
-	return rep, nil
+	return nil
+}
+
+// openUsers are the users with sessions o cannot close: not compared.
+func openUsers(o *Oracle) map[int64]bool {
+	skip := map[int64]bool{}
+	for _, s := range o.OpenSessions {
+		skip[s.UserID] = true
+	}
+	return skip
+}
+
+// SessionCheck compares closed sessions with their user_mic_sessions rows
+// as they close (OracleBuilder.OnSession), a batch of rows at a time, so
+// verify never holds every session: only its differences and a count of
+// sessions per user.
+type SessionCheck struct {
+	db      *sql.DB
+	appCode string
+	batch   []MicSession
+	perUser map[int64]int64 // sessions compared
+	diffs   []Diff
+	users   []int64 // the user of each diff
+	err     error
+}
+
+// sessionCheckBatch is how many sessions one query of SessionCheck reads.
+const sessionCheckBatch = 500
+
+// NewSessionCheck compares appCode's sessions with db's.
+func NewSessionCheck(db *sql.DB, appCode string) *SessionCheck {
+	return &SessionCheck{db: db, appCode: appCode, perUser: map[int64]int64{}}
+}
+
+// sessionRow is the user_mic_sessions row of a session.
+type sessionRow struct {
+	User                               int64
+	Status, Reason                     string
+	Seat, Publish, End, SeatMs, Online int64
+}
+
+// wantRow is the row a closed session must have.
+func wantRow(s MicSession) sessionRow {
+	w := sessionRow{User: s.UserID, Status: "ended", Reason: s.EndReason, Seat: s.SeatStartMs, Publish: s.PublishMs,
+		End: s.EndMs, SeatMs: s.EndMs - s.SeatStartMs}
+	if s.PublishMs > 0 {
+		w.Online = s.EndMs - s.PublishMs
+	}
+	return w
+}
+
+// Add compares s (with the next sessions, in a batch). A read error is
+// kept for Finish.
+func (c *SessionCheck) Add(ctx context.Context, s MicSession) {
+	if c.batch = append(c.batch, s); len(c.batch) >= sessionCheckBatch {
+		c.flush(ctx)
+	}
+}
+
+func (c *SessionCheck) flush(ctx context.Context) {
+	if c.err != nil || len(c.batch) == 0 {
+		c.batch = c.batch[:0]
+		return
+	}
+	args := make([]any, 0, len(c.batch)+1)
+	args = append(args, c.appCode)
+	for _, s := range c.batch {
+		args = append(args, s.ID)
+	}
+	got := map[string]sessionRow{}
+	rows, err := c.db.QueryContext(ctx, `SELECT mic_session_id, user_id, status, end_reason, seat_started_at_ms,
+		COALESCE(publishing_started_at_ms, 0), COALESCE(ended_at_ms, 0), seat_occupied_ms, mic_online_ms
+		FROM user_mic_sessions WHERE app_code = ? AND mic_session_id IN (?`+strings.Repeat(",?", len(c.batch)-1)+`)`, args...)
+	if err == nil {
+		for rows.Next() {
+			var id string
+			var r sessionRow
+			if err = rows.Scan(&id, &r.User, &r.Status, &r.Reason, &r.Seat, &r.Publish, &r.End, &r.SeatMs, &r.Online); err != nil {
+				break
+			}
+			got[id] = r
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+	}
+	if err != nil {
+		c.err = fmt.Errorf("loadgen: read user_mic_sessions: %w", err)
+		return
+	}
+	for _, s := range c.batch {
+		c.perUser[s.UserID]++
+		if w, g := wantRow(s), got[s.ID]; w != g {
+			c.diffs = append(c.diffs, Diff{"user_mic_sessions", s.ID, fmt.Sprintf("%+v", w), fmt.Sprintf("%+v", g)})
+			c.users = append(c.users, s.UserID)
+		}
+	}
+	c.batch = c.batch[:0]
+}
+
+// Finish compares the last batch, then counts each user's rows: a user
+// with more rows than closed sessions has rows no event of the log closed.
+// Users with sessions o left open are not compared. It adds to rep's
+// SessionRows and Diffs and returns a read error of any batch.
+func (c *SessionCheck) Finish(ctx context.Context, o *Oracle, rep *Report) error {
+	c.flush(ctx)
+	if c.err != nil {
+		return c.err
+	}
+	skip := openUsers(o)
+	for i, d := range c.diffs {
+		if !skip[c.users[i]] {
+			rep.Diffs = append(rep.Diffs, d)
+		}
+	}
+	for u, n := range c.perUser {
+		if !skip[u] {
+			rep.SessionRows += int(n)
+		}
+	}
+	return ScanRows(ctx, c.db, `SELECT user_id, COUNT(*) FROM user_mic_sessions WHERE app_code = ? GROUP BY user_id ORDER BY user_id`, c.appCode, func(rows *sql.Rows) error {
+		var u, n int64
+		if err := rows.Scan(&u, &n); err != nil {
+			return err
+		}
+		if !skip[u] && n != c.perUser[u] {
+			rep.Diffs = append(rep.Diffs, Diff{"user_mic_sessions rows of user", fmt.Sprint(u), fmt.Sprintf("%d (its closed sessions)", c.perUser[u]), fmt.Sprint(n)})
+		}
+		return nil
+	})
 }
 
 // ScanRows runs q with arg and calls scan on every row. It returns the

@@ -120,7 +120,12 @@ func WriteOutboxLiveWith(ctx context.Context, db *sql.DB, events []Event, batch 
 	return written, maxLate, nil
 }
 
-func insertRows(ctx context.Context, db *sql.DB, evs []Event) error {
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func insertRows(ctx context.Context, db execer, evs []Event) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload,
 		occurred_at_ms, created_at_ms, updated_at_ms) VALUES `)
