@@ -51,18 +51,6 @@ func (c *Counter) Late(behind time.Duration) {
 	}
 }
 
-// Store sets every count at once, for a writer that keeps its own totals
-// (loadgen.Drive's Progress callback). Call it more often than
-// Options.Interval: a total once per tick aliases with the ticks (a rate of
-// 0, then double).
-func (c *Counter) Store(n Counts) {
-	c.written.Store(n.Written)
-	c.target.Store(n.Target)
-	c.rate.Store(math.Float64bits(n.TargetRate))
-	c.lateBatches.Store(n.LateBatches)
-	c.lateMax.Store(int64(n.LateMax))
-}
-
 // Counts reads the counter.
 func (c *Counter) Counts() Counts {
 	return Counts{Written: c.written.Load(), Target: c.target.Load(), TargetRate: math.Float64frombits(c.rate.Load()), LateBatches: c.lateBatches.Load(),

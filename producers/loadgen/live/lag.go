@@ -175,23 +175,18 @@ func sumOf(v []float64) float64 {
 
 // KafkaSource reads the lag from Kafka itself: the consumer-group lag
 // (committed offset to partition end) of the slowest of the processors'
-// groups, the sum of the sink's groups', and the DLQ topics' end offsets.
-// The sink's positions that count are in MySQL; its group's offsets are
-// committed after them, informational, so they lag at most one batch
-// behind. DLQ end offsets count transaction markers too, and every DLQ
-// writer is transactional: they are an upper bound, about twice a sparse
-// DLQ's records, and over the topic's life; put a DLQCounter before this
-// source for the run's exact count. A list left empty leaves its value
-// unset.
+// groups and the sum of the sink's groups'. The sink's positions that
+// count are in MySQL; its group's offsets are committed after them,
+// informational, so they lag at most one batch behind. The DLQ count is
+// DLQCounter's: end offsets would count transaction markers and the
+// topic's whole life. A list left empty leaves its value unset.
 type KafkaSource struct {
 	Admin           *kadm.Client
 	ProcessorGroups []string
 	SinkGroups      []string
-	DLQTopics       []string
 }
 
-// Lag fails if describing a group, fetching its offsets or listing a
-// topic's end offsets fails.
+// Lag fails if describing a group or fetching its offsets fails.
 func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	var l Lag
 	var err error
@@ -200,18 +195,6 @@ func (k KafkaSource) Lag(ctx context.Context) (Lag, error) {
 	}
 	if l.Sink, err = k.groupLag(ctx, k.SinkGroups, sumOf); err != nil {
 		return Lag{}, err
-	}
-	if len(k.DLQTopics) > 0 {
-		ends, err := k.Admin.ListEndOffsets(ctx, k.DLQTopics...)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			return Lag{}, fmt.Errorf("live: dlq end offsets: %w", err)
-		}
-		total := 0.0
-		ends.Each(func(o kadm.ListedOffset) { total += float64(o.Offset) })
-		l.DLQ = known(total)
 	}
 	return l, nil
 }

@@ -192,8 +192,4 @@ func TestDLQCounter(t *testing.T) {
 	if grew := end() - before; grew != 10 { // 5 records, 5 markers
 		t.Fatalf("end offsets grew by %d", grew)
 	}
-	// KafkaSource's end offsets: the earlier run's too, and every marker.
-	if l, err := (live.KafkaSource{Admin: adm, DLQTopics: []string{dlq}}).Lag(ctx); err != nil || l.DLQ != gauge(float64(end())) || end() != 3+10 {
-		t.Fatalf("end offsets: %+v %v, end %d", l, err, end())
-	}
 }
