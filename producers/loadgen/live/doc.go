@@ -2,9 +2,8 @@
 // when it ends: a progress line per second, the time series behind the
 // report's charts, the commit → fact latency, and the report itself.
 //
-// The writer's counts go on a Counter: Add and Late per transaction, or
-// Store from a writer that keeps its own totals (loadgen.Drive's Progress
-// callback, called more often than the ticks). Start samples the Counter and the LagSources every
+// The writer's counts go on a Counter: Add and Late per transaction.
+// Start samples the Counter and the LagSources every
 // Options.Interval and renders a Snapshot: on a terminal as a redrawn
 // progress bar line (github.com/schollz/progressbar/v3; the terminal is
 // told by github.com/mattn/go-isatty), otherwise as one log/slog line per
