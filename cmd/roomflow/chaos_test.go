@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1044,4 +1045,30 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		}
 	}
 	return f, d
+}
+
+// TestChaosFaultsOf: the poll profile draws from exactly the fault kinds
+// and forced faults it had before binlog mode (so a seed replays the same
+// schedule); the binlog profile adds its own after them, forced too.
+func TestChaosFaultsOf(t *testing.T) {
+	kinds, forced := chaosFaultsOf(relay.ModePoll)
+	if len(kinds) != len(chaosFaults) || &kinds[0] != &chaosFaults[0] || !slices.Equal(forced, forcedFaults) {
+		t.Fatalf("poll: %d kinds, forced %v; want chaosFaults (%d) and forcedFaults", len(kinds), forced, len(chaosFaults))
+	}
+	kinds, forced = chaosFaultsOf(relay.ModeBinlog)
+	var names []string
+	for _, f := range kinds {
+		names = append(names, f.kind)
+	}
+	for i, f := range chaosFaults {
+		if names[i] != f.kind || kinds[i].weight != f.weight {
+			t.Fatalf("binlog: kind %d is %s, want %s first as in poll", i, names[i], f.kind)
+		}
+	}
+	if got := names[len(chaosFaults):]; !slices.Equal(got, []string{"binlog-dump-kill"}) {
+		t.Fatalf("binlog adds %v, want [binlog-dump-kill]", got)
+	}
+	if want := append(slices.Clone(forcedFaults), "binlog-dump-kill"); !slices.Equal(forced, want) {
+		t.Fatalf("binlog forced %v, want %v", forced, want)
+	}
 }
