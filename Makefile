@@ -27,8 +27,10 @@ test: lint
 
 ## chaos: the pipeline chaos run (docs/reliability.md), 10 minutes of seeded faults
 ## by default; CHAOS_SEED=<n> replays a run, CHAOS_DURATION=2m is make test's profile.
+## CHAOS_RELAY_MODE=binlog runs the relay in binlog mode on a throwaway MariaDB.
+CHAOS_RELAY_MODE ?= poll
 chaos:
-	ROOMFLOW_CHAOS_DURATION=$(CHAOS_DURATION) ROOMFLOW_CHAOS_SEED=$(CHAOS_SEED) \
+	ROOMFLOW_CHAOS_DURATION=$(CHAOS_DURATION) ROOMFLOW_CHAOS_SEED=$(CHAOS_SEED) ROOMFLOW_CHAOS_RELAY_MODE=$(CHAOS_RELAY_MODE) \
 	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./cmd/roomflow/
 
 unit:

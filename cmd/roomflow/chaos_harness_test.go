@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -184,6 +186,10 @@ type chaosHarness struct {
 
 	procs []*chaosProc
 	rng   *rand.Rand // the schedule: only the scheduling goroutine uses it
+	// kinds are the faults drawn (by weight), forced those injected at
+	// least once a run: chaosFaultsOf the relay mode.
+	kinds  []chaosFault
+	forced []string
 
 	wg       sync.WaitGroup // faults still in effect (stopped children, held locks, ...)
 	mu       sync.Mutex
@@ -313,6 +319,26 @@ var chaosFaults = []chaosFault{
 // 60% (or as soon after as they can), besides being drawn by their weight.
 var forcedFaults = []string{"restore-stall", "zombie-commit", "mic-input-stall", "lucky-zombie", "wallet-faults", "lucky-pool-lock"}
 
+// chaosBinlogFaults are the binlog profile's faults besides chaosFaults,
+// each forced once a run too. Kept apart, so the poll profile draws the
+// same schedule from the same seed as before binlog mode.
+var chaosBinlogFaults = []chaosFault{
+	{"binlog-dump-kill", 2, (*chaosHarness).killBinlogDump},
+}
+
+// chaosFaultsOf is the fault kinds of a relay mode and those forced once
+// a run.
+func chaosFaultsOf(mode relay.Mode) (kinds []chaosFault, forced []string) {
+	if mode != relay.ModeBinlog {
+		return chaosFaults, forcedFaults
+	}
+	kinds, forced = slices.Clone(chaosFaults), slices.Clone(forcedFaults)
+	for _, f := range chaosBinlogFaults {
+		kinds, forced = append(kinds, f), append(forced, f.kind)
+	}
+	return kinds, forced
+}
+
 // run injects faults drawn from the seeded schedule until the deadline.
 // Every draw is made whatever the state of the pipeline, so a seed always
 // gives the same sequence of faults, targets and parameters; a fault whose
@@ -321,7 +347,7 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 	var faults []chaosFault
 	total := 0
 	byKind := map[string]chaosFault{}
-	for _, f := range chaosFaults {
+	for _, f := range h.kinds {
 		if len(only) == 0 || only[f.kind] {
 			faults = append(faults, f)
 			total += f.weight
@@ -330,7 +356,7 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 	}
 	span := time.Until(until) * 6 / 10
 	forced := map[string]time.Time{}
-	for _, k := range forcedFaults {
+	for _, k := range h.forced {
 		at := time.Now().Add(span / 10).Add(time.Duration(h.rng.Int64N(int64(span * 9 / 10))))
 		if _, ok := byKind[k]; ok {
 			forced[k] = at
@@ -352,7 +378,7 @@ func (h *chaosHarness) run(until time.Time, only map[string]bool) {
 				}
 			}
 		}
-		for _, k := range forcedFaults {
+		for _, k := range h.forced {
 			if at, ok := forced[k]; ok && time.Now().After(at) {
 				ff := byKind[k]
 				if ff.inject(h) {
@@ -771,6 +797,26 @@ func (h *chaosHarness) killConnectionsOf(user, kind string) bool {
 		_, _ = h.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	}
 	h.count(kind, "%d connection(s) of %s", len(ids), user)
+	h.liftedNow()
+	return true
+}
+
+// killBinlogDump ends the relay leader's binlog stream on the server (KILL
+// of its Binlog Dump thread), as a server restart or a cut network would:
+// the leader streams again from the position it last committed to Kafka,
+// relaying nothing twice and skipping nothing. Binlog profile only.
+func (h *chaosHarness) killBinlogDump() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := testenv.KillBinlogDumps(ctx, h.db)
+	if err != nil {
+		h.logf("binlog dumps: %v", err)
+		return false
+	}
+	if n == 0 { // no leader streams right now
+		return false
+	}
+	h.count("binlog-dump-kill", "%d binlog stream(s) of the relay", n)
 	h.liftedNow()
 	return true
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,11 @@ import (
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/tempmariadb"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -109,6 +112,54 @@ func chaosProfile(t *testing.T) (seed uint64, d time.Duration, only map[string]b
 	return binary.LittleEndian.Uint64(b[:]) % 1_000_000_000, d, only
 }
 
+// chaosRelayMode is ROOMFLOW_CHAOS_RELAY_MODE, the relay mode of the run:
+// poll (the default, `make test`'s replay) or binlog.
+func chaosRelayMode(t *testing.T) relay.Mode {
+	switch v := relay.Mode(os.Getenv("ROOMFLOW_CHAOS_RELAY_MODE")); v {
+	case "", relay.ModePoll:
+		return relay.ModePoll
+	case relay.ModeBinlog:
+		return v
+	default:
+		t.Fatalf("ROOMFLOW_CHAOS_RELAY_MODE=%q: want poll or binlog", v)
+		return ""
+	}
+}
+
+// chaosBinlogServerID is relay.binlog.server_id of the binlog profile's
+// relays (the throwaway server's own is 1); both replicas share it.
+const chaosBinlogServerID = 1001
+
+// chaosBinlogMySQL is the binlog profile's MySQL: a throwaway MariaDB
+// with the row binlog (the shared server has none) and a migrated database
+// on it, and relay.binlog.dsn: a replication user of its own, as
+// production separates the streaming user from the relay's database user.
+func chaosBinlogMySQL(t *testing.T) (m *testenv.MySQL, replDSN string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := tempmariadb.Start(ctx, tempmariadb.Options{Binlog: true, ServerID: 1})
+	if err != nil {
+		t.Fatalf("the binlog profile needs a throwaway mariadbd: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	m = testenv.NewMySQLOn(t, srv.DSN)
+	for _, q := range []string{
+		"CREATE USER 'chaos_repl'@'%' IDENTIFIED BY 'repl'",
+		// REPLICATION MASTER ADMIN: SHOW SLAVE HOSTS, so the relay checks its server id
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR, REPLICATION MASTER ADMIN ON *.* TO 'chaos_repl'@'%'",
+	} {
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	dc, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.User, dc.Passwd, dc.DBName = "chaos_repl", "repl", ""
+	return m, dc.FormatDSN()
+}
+
 // Timer windows of the run: short, so the timers close sessions during it,
 // with every real event of a session at least chaosMargin away from its
 // due time, so no fault below can decide between a timer close and a real
@@ -149,6 +200,9 @@ const (
 //
 // ROOMFLOW_CHAOS_SEED replays a run's schedule and traffic;
 // ROOMFLOW_CHAOS_DURATION sets its length (`make chaos`).
+// ROOMFLOW_CHAOS_RELAY_MODE=binlog runs the relays in binlog mode on a
+// throwaway MariaDB with the row binlog, and adds binlog-dump-kill (the
+// leader's binlog stream killed on the server) to the faults.
 func TestPipelineChaos(t *testing.T) {
 	if os.Getenv(chaosChildEnv) != "" {
 		return
@@ -157,12 +211,20 @@ func TestPipelineChaos(t *testing.T) {
 		t.Skip("chaos run: minutes long")
 	}
 	seed, dur, only := chaosProfile(t)
-	t.Logf("chaos seed %d, faults for %s (replay: ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s)", seed, dur, seed, dur)
+	mode := chaosRelayMode(t)
+	t.Logf("chaos seed %d, faults for %s, relay mode %s (replay: ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s ROOMFLOW_CHAOS_RELAY_MODE=%s)",
+		seed, dur, mode, seed, dur, mode)
 	k := testenv.NewKafka(t, testenv.FakeOpts(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
 	if k.Fake == nil {
 		t.Skip("the chaos run injects faults through kfake (Fault, ControlKey, MoveTopicPartition); it cannot on a real cluster")
 	}
-	m := testenv.NewMySQL(t)
+	var m *testenv.MySQL
+	var replDSN string
+	if mode == relay.ModeBinlog {
+		m, replDSN = chaosBinlogMySQL(t)
+	} else {
+		m = testenv.NewMySQL(t)
+	}
 	ctx := context.Background()
 
 	const secret = "chaos-secret-key-not-for-production"
@@ -187,6 +249,9 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.Mic.CompensationInterval = config.Duration(time.Second)
 	cfg.Relay.FailoverTimeout = config.Duration(2 * time.Second)
 	cfg.Relay.PollInterval = config.Duration(20 * time.Millisecond)
+	if mode == relay.ModeBinlog {
+		cfg.Relay.Mode, cfg.Relay.Binlog.DSN, cfg.Relay.Binlog.ServerID = string(relay.ModeBinlog), replDSN, chaosBinlogServerID
+	}
 	cfg.IM.FastPathDelay = 0 // no room-service publishes by itself here
 	cfg.OutboxWorker.PublishTimeout = config.Duration(2 * time.Second)
 	cfg.OutboxWorker.ClaimGrace = config.Duration(2 * time.Second)
@@ -262,6 +327,7 @@ func TestPipelineChaos(t *testing.T) {
 		groups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group},
 		rng:    mrand.New(mrand.NewPCG(seed, seed^0x5eed)), faults: map[string]int{}, active: map[string]int{}, t0: time.Now(),
 	}
+	h.kinds, h.forced = chaosFaultsOf(mode)
 	tp := cfg.Kafka.Topics
 	h.topics = []string{tp.RoomEvents, tp.UserMicEvents, tp.MicStateChangelog, tp.MicStateChangelog, tp.MicLedger,
 		tp.MicSessionClosed, tp.LuckyPoolInflow, tp.RelayOffsets}
@@ -452,7 +518,7 @@ func TestPipelineChaos(t *testing.T) {
 		convergedIn = converged.Sub(settled).Round(100 * time.Millisecond).String()
 	}
 	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs) + len(luckyDiffs)
-	t.Logf("chaos run seed %d, %s of faults:%s", seed, dur, h.table([][2]string{
+	t.Logf("chaos run seed %d, %s of faults, relay mode %s:%s", seed, dur, mode, h.table([][2]string{
 		{"room events written", fmt.Sprintf("%d (writer at most %s late)", len(events), w.late.Round(time.Millisecond))},
 		{"mic sessions", fmt.Sprintf("%d: %d by down, %d publish timeout, %d publishing window", len(oracle.Sessions),
 			closes["down"], closes["compensated_publish_timeout"], closes["compensated_publishing_max_window"])},
@@ -492,7 +558,7 @@ func TestPipelineChaos(t *testing.T) {
 		if converged.IsZero() {
 			t.Errorf("the pipeline did not converge within 4 minutes of the last fault or write")
 		}
-		t.Errorf("replay with ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s; children:\n%s", seed, dur, h.tails())
+		t.Errorf("replay with ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s ROOMFLOW_CHAOS_RELAY_MODE=%s; children:\n%s", seed, dur, mode, h.tails())
 	}
 	if rep.LifetimeRows == 0 || rep.SessionRows == 0 || rep.PoolRows == 0 || closes["compensated_publish_timeout"] == 0 || lf.hits == 0 {
 		t.Errorf("the run compared nothing, closed nothing by timer or paid no draw: %+v %v %+v", rep, closes, lf)
@@ -979,4 +1045,30 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		}
 	}
 	return f, d
+}
+
+// TestChaosFaultsOf: the poll profile draws from exactly the fault kinds
+// and forced faults it had before binlog mode (so a seed replays the same
+// schedule); the binlog profile adds its own after them, forced too.
+func TestChaosFaultsOf(t *testing.T) {
+	kinds, forced := chaosFaultsOf(relay.ModePoll)
+	if len(kinds) != len(chaosFaults) || &kinds[0] != &chaosFaults[0] || !slices.Equal(forced, forcedFaults) {
+		t.Fatalf("poll: %d kinds, forced %v; want chaosFaults (%d) and forcedFaults", len(kinds), forced, len(chaosFaults))
+	}
+	kinds, forced = chaosFaultsOf(relay.ModeBinlog)
+	var names []string
+	for _, f := range kinds {
+		names = append(names, f.kind)
+	}
+	for i, f := range chaosFaults {
+		if names[i] != f.kind || kinds[i].weight != f.weight {
+			t.Fatalf("binlog: kind %d is %s, want %s first as in poll", i, names[i], f.kind)
+		}
+	}
+	if got := names[len(chaosFaults):]; !slices.Equal(got, []string{"binlog-dump-kill"}) {
+		t.Fatalf("binlog adds %v, want [binlog-dump-kill]", got)
+	}
+	if want := append(slices.Clone(forcedFaults), "binlog-dump-kill"); !slices.Equal(forced, want) {
+		t.Fatalf("binlog forced %v, want %v", forced, want)
+	}
 }

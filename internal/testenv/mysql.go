@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -30,16 +31,20 @@ func ServerDSN() string {
 
 // NewMySQL creates a fresh database with migrations applied; it is dropped
 // when the test ends. Fails the test if the server is unreachable.
-func NewMySQL(t testing.TB) *MySQL { return newMySQL(t, true) }
+func NewMySQL(t testing.TB) *MySQL { return newMySQL(t, ServerDSN(), true) }
 
 // NewEmptyMySQL creates a fresh database without migrations.
-func NewEmptyMySQL(t testing.TB) *MySQL { return newMySQL(t, false) }
+func NewEmptyMySQL(t testing.TB) *MySQL { return newMySQL(t, ServerDSN(), false) }
 
-func newMySQL(t testing.TB, migrated bool) *MySQL {
+// NewMySQLOn is NewMySQL on another server, serverDSN (root, no
+// database), such as a throwaway tempmariadb one with the row binlog.
+func NewMySQLOn(t testing.TB, serverDSN string) *MySQL { return newMySQL(t, serverDSN, true) }
+
+func newMySQL(t testing.TB, serverDSN string, migrated bool) *MySQL {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := mysqlx.NewScratch(ctx, ServerDSN(), UniqueName(t), migrated)
+	s, err := mysqlx.NewScratch(ctx, serverDSN, UniqueName(t), migrated)
 	if err != nil {
 		t.Fatalf("testenv: MySQL is required (set ROOMFLOW_TEST_MYSQL_DSN): %v", err)
 	}
@@ -87,4 +92,36 @@ func (m *MySQL) OwnUser(t testing.TB) (dsn, user string) {
 	}
 	dc.User, dc.Passwd = user, "own"
 	return dc.FormatDSN(), user
+}
+
+// KillBinlogDumps ends every binlog stream of db's server (KILL of each
+// thread whose COMMAND is Binlog Dump), as a server restart or a cut
+// network would, and returns how many it ended. db needs the rights to
+// see and kill other users' threads (root). A thread that ended meanwhile
+// is not an error.
+func KillBinlogDumps(ctx context.Context, db *sql.DB) (int, error) {
+	rs, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		// 1094: unknown thread id, the stream ended by itself meanwhile.
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !strings.Contains(err.Error(), "1094") {
+			return 0, err
+		}
+	}
+	return len(ids), nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,25 +52,7 @@ func sharedBinlogServer(t testing.TB) *tempmariadb.Server {
 // binlogDB is a migrated database of its own on the shared binlog server.
 func binlogDB(t testing.TB) *testenv.MySQL {
 	t.Helper()
-	server := sharedBinlogServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := mysqlx.NewScratch(ctx, server.DSN, testenv.UniqueName(t), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", s.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(32)
-	t.Cleanup(func() {
-		db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = s.Drop(ctx)
-	})
-	return &testenv.MySQL{DB: db, DSN: s.DSN, Name: s.Name}
+	return testenv.NewMySQLOn(t, sharedBinlogServer(t).DSN)
 }
 
 // mysql80BinlogDB is a migrated database on a MySQL 8.0 container with
@@ -140,25 +121,9 @@ func forModes(t *testing.T, body func(*testing.T, relayMode)) {
 // returns how many it ended.
 func killBinlogDumps(t testing.TB, db *sql.DB) int {
 	t.Helper()
-	ctx := context.Background()
-	rs, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	n, err := testenv.KillBinlogDumps(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []int64
-	for rs.Next() {
-		var id int64
-		if err := rs.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	rs.Close()
-	for _, id := range ids {
-		// A thread may have ended meanwhile (1094: unknown thread id).
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !strings.Contains(err.Error(), "1094") {
-			t.Fatal(err)
-		}
-	}
-	return len(ids)
+	return n
 }
