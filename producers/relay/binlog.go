@@ -422,9 +422,20 @@ func (r *Relay) binlogSyncer(s *binlogServer, keep func(*replication.RowsEvent) 
 	}), nil
 }
 
-// warnOnly passes go-mysql's warnings and errors on; its info lines (a
-// line per connect and rotate) are not the relay's to log.
+// warnOnly passes go-mysql's warnings and errors on, errors as warnings:
+// the relay reports every failure that matters as its own error (a broken
+// stream ends the leader session), and the library's own ERROR lines on a
+// killed connection ("kill connection ... Unknown thread id") would trip
+// alerts on error logs. Its info lines (a line per connect and rotate) are
+// not the relay's to log.
 type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level > slog.LevelWarn {
+		r.Level = slog.LevelWarn
+	}
+	return w.Handler.Handle(ctx, r)
+}
 
 func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
