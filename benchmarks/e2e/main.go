@@ -41,8 +41,10 @@
 // share of the machine's cores. "writer" is this process: the room
 // service's inserts plus the measuring tails.
 //
-// Sustained rate (-sustain, -sustain-duration): each rate runs until the
-// lag criteria can be judged: a rate is sustained when at its end every
+// Sustained rate (-sustain, -sustain-duration): the rates are tried in
+// order until one is not sustained (for the layouts after the first, from
+// the first one's highest sustained rate on); each runs until the lag
+// criteria can be judged: a rate is sustained when at its end every
 // stage's lag (relay: rows inserted but not yet on the room events topic;
 // room and mic processors and the sink: their consumer group lag) is at
 // most 2 s of traffic and was not growing over the last 30 s.
@@ -149,7 +151,7 @@ type options struct {
 	sinkBatch        int
 	sinkFlush        time.Duration
 	sinkPar          int
-	rates            []float64
+	rates, runRates  []float64
 	duration         time.Duration
 	configs          []string
 	sustain          []float64
@@ -166,7 +168,7 @@ type options struct {
 func main() {
 	benchkafka.RunChild()
 	var o options
-	var rates, sustain, configs, layouts string
+	var rates, runRates, sustain, configs, layouts string
 	quick := flag.Bool("quick", false, "short runs (10s per rate, sustained search 40s at two rates)")
 	flag.StringVar(&o.bin, "bin", "", "roomflow binary (empty: go build ./cmd/roomflow into a temporary directory)")
 	flag.StringVar(&o.server, "mysql", cmp.Or(os.Getenv("ROOMFLOW_TEST_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/"), "MySQL server DSN (a throwaway database is created)")
@@ -177,6 +179,7 @@ func main() {
 	flag.DurationVar(&o.sinkFlush, "sink-flush", 0, "sink.flush_interval of the default config (0: the default)")
 	flag.IntVar(&o.sinkPar, "sink-parallelism", 2, "the sink's --parallelism (transactions per batch), and the raw limit's ledger connections")
 	flag.StringVar(&rates, "rates", "1000,5000,10000", "fixed rates (events/s) of the latency runs")
+	flag.StringVar(&runRates, "run-rates", "", "fixed rates of the latency runs of the run layout (empty: -rates)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "length of each latency run")
 	flag.StringVar(&configs, "configs", "default,tuned", "configs of the latency runs: default, tuned (relay.poll_interval, process.commit_interval, sink.flush_interval lowered)")
 	flag.StringVar(&sustain, "sustain", "10000,15000,20000,25000", "rates (events/s) tried for the highest sustained rate, at the default config (empty: skip)")
@@ -193,6 +196,9 @@ func main() {
 	var err error
 	if o.rates, err = floats(rates); err == nil {
 		o.sustain, err = floats(sustain)
+	}
+	if err == nil {
+		o.runRates, err = floats(cmp.Or(runRates, rates))
 	}
 	if err == nil && o.writers < 1 {
 		err = fmt.Errorf("-writers %d: want at least 1", o.writers)
@@ -310,7 +316,11 @@ func run(ctx context.Context, o options) error {
 			default:
 				return fmt.Errorf("-configs: unknown config %q (default, tuned)", name)
 			}
-			for _, rate := range o.rates {
+			rates := o.rates
+			if layout == "run" {
+				rates = o.runRates
+			}
+			for _, rate := range rates {
 				for range o.repeat {
 					r, err := b.measure(ctx, name, layout, c, rate, o.duration, false)
 					if err != nil {
@@ -330,8 +340,13 @@ func run(ctx context.Context, o options) error {
 		rep.limit = &l
 		l.print()
 	}
+	floor := 0.0 // after the first layout: its highest sustained rate, where the next search starts
 	for _, layout := range o.layouts {
+		best := 0.0
 		for _, rate := range o.sustain {
+			if rate < floor {
+				continue
+			}
 			r, err := b.measure(ctx, "default", layout, b.env.Config, rate, o.sustainDur, true)
 			if err != nil {
 				return fmt.Errorf("%s sustained %.0f events/s: %w", layout, rate, err)
@@ -341,6 +356,10 @@ func run(ctx context.Context, o options) error {
 			if !r.sustained {
 				break // higher rates will not be sustained either
 			}
+			best = rate
+		}
+		if floor == 0 {
+			floor = best
 		}
 	}
 	if o.out != "" {
