@@ -40,7 +40,7 @@ if [ "${QUICK:-}" = 1 ]; then
   run mic -events 100000 -open 100000 -rounds 3
   run sink -entries 20000 -naive 1000 -rounds 3
   run3 im -rate 400 -hot 5 -duration 5s
-  run failover -n 3 -scenarios relay
+  run failover -n 3 -scenarios relay,run
   run lucky -quick -rounds 3
   run e2e -quick -mariadb tuned -layouts processes,run -rates 5000 -configs tuned -sustain "" -out "$e2e_out"
 else
