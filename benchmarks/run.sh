@@ -37,12 +37,12 @@ e2e_out="$out/e2e-$stamp"
 if [ "${QUICK:-}" = 1 ]; then
   run3 relay -rows 50000 -rate 0
   run processors -events 100000 -rounds 3
-  run mic -events 100000 -open 100000 -rounds 3
-  run sink -entries 20000 -naive 1000 -rounds 3
-  run3 im -rate 400 -hot 5 -duration 5s
-  run failover -n 3 -scenarios relay,run
-  run lucky -quick -rounds 3
-  run e2e -quick -mariadb tuned -layouts processes,run -rates 5000 -configs tuned -sustain "" -out "$e2e_out"
+  run mic -events 50000 -open 50000 -rounds 3
+  run sink -entries 10000 -naive 300 -rounds 3
+  run3 im -rate 250 -duration 4s             # just above the app limit: a short drain
+  run failover -n 3 -scenarios relay
+  run lucky -quick -rounds 3 -draws 1000 -naive-draws 150 -rate-duration 2s
+  run e2e -mariadb tuned -layouts processes,run -rates 5000 -configs tuned -duration 6s -sustain "" -out "$e2e_out"
 else
   run3 relay
   run processors -rounds 3

@@ -57,7 +57,7 @@ func main() {
 // links in the table's page name it by its base name).
 func write(w io.Writer, stages []stage, missing []string, svg string) error {
 	fmt.Fprintf(w, "| stage | unit | runs | min / median / max | reference | reference, median | share of the reference, min / median / max |\n| --- | --- | --- | --- | --- | --- | --- |\n")
-	chart := report.BarChart{Title: "throughput per stage, share of its reference in the same run", YLabel: "% of the reference"}
+	chart := report.BarChart{Title: "throughput per stage, share of its reference in the same run", YLabel: "% of the reference", Width: 960}
 	lo, md, hi := report.BarSeries{Name: "min"}, report.BarSeries{Name: "median"}, report.BarSeries{Name: "max"}
 	for _, s := range stages {
 		if len(s.runs) == 0 {

@@ -80,7 +80,7 @@ var procRound = regexp.MustCompile(`^round \d+\s+(raw|room)\s+\d+ events in\s+\S
 
 // parseProcessors: each round's room processor against its raw copy.
 func parseProcessors(out string) []stage {
-	s := stage{name: "room processor", unit: "events/s", ref: "raw transactional copy"}
+	s := stage{name: "room proc.", unit: "events/s", ref: "raw transactional copy"}
 	raw := 0.0
 	for _, l := range lines(out) {
 		m := procRound.FindStringSubmatch(l)
@@ -101,7 +101,7 @@ var micLine = regexp.MustCompile(`^  (raw|mic|rawx)\s+(\d+) events/s wall`)
 // parseMic: each round's mic processor against the raw copy writing as
 // many records (rawx); the totals after "total of" are not a round.
 func parseMic(out string) []stage {
-	s := stage{name: "mic processor", unit: "events/s", ref: "raw copy, equal output"}
+	s := stage{name: "mic proc.", unit: "events/s", ref: "raw copy, equal output"}
 	mic, totals := 0.0, false
 	for _, l := range lines(out) {
 		switch {
@@ -127,7 +127,7 @@ var sinkRound = regexp.MustCompile(`^\s+round \d+ (raw|sink)\s+(\d+) entries/s`)
 
 // parseSink: each round's sink against the raw upserts of the same round.
 func parseSink(out string) []stage {
-	s := stage{name: "MySQL sink", unit: "entries/s", ref: "raw batched upserts"}
+	s := stage{name: "sink", unit: "entries/s", ref: "raw batched upserts"}
 	raw := 0.0
 	for _, l := range lines(out) {
 		m := sinkRound.FindStringSubmatch(l)
@@ -150,7 +150,7 @@ var (
 // parseIM: the accepted calls/s of the invocations offered more than the
 // app limit (saturation), against that limit.
 func parseIM(out string) []stage {
-	s := stage{name: "IM publisher (saturated)", unit: "calls/s", ref: "Tencent app limit"}
+	s := stage{name: "IM, saturated", unit: "calls/s", ref: "Tencent app limit"}
 	offered, limit := 0.0, 0.0
 	for _, l := range lines(out) {
 		if m := imOffered.FindStringSubmatch(l); m != nil {
@@ -170,7 +170,7 @@ const luckyTarget = 2000
 
 // parseLucky: each round's hot-path draws/s against the target.
 func parseLucky(out string) []stage {
-	s := stage{name: "lucky draws (hot path)", unit: "draws/s", ref: "target 2,000"}
+	s := stage{name: "lucky hot path", unit: "draws/s", ref: "target 2,000"}
 	for _, l := range lines(out) {
 		if m := luckyRound.FindStringSubmatch(l); m != nil {
 			s.runs = append(s.runs, measure{num(m[1]), luckyTarget})
@@ -206,13 +206,16 @@ func parseE2E(out string) []stage {
 			limit = num(m[1])
 		} else if m := e2eSustain.FindStringSubmatch(l); m != nil {
 			if byLayout[m[1]] == nil {
-				byLayout[m[1]] = &stage{name: "fact path, sustained (" + m[1] + ")", unit: "events/s", ref: "raw MySQL limit"}
+				byLayout[m[1]] = &stage{name: "e2e " + m[1], unit: "events/s", ref: "raw MySQL limit"}
 				order = append(order, m[1])
 			}
 			best[m[1]] = max(best[m[1]], num(m[2]))
 		}
 	}
 	flush()
+	if len(order) == 0 { // no sustained-rate search (QUICK)
+		return []stage{{name: "e2e sustained", unit: "events/s", ref: "raw MySQL limit"}}
+	}
 	var out2 []stage
 	for _, k := range order {
 		out2 = append(out2, *byLayout[k])
