@@ -80,20 +80,26 @@ var procRound = regexp.MustCompile(`^round \d+\s+(raw|room)\s+\d+ events in\s+\S
 
 // parseProcessors: each round's room processor against its raw copy.
 func parseProcessors(out string) []stage {
-	s := stage{name: "room proc.", unit: "events/s", ref: "raw transactional copy"}
+	return []stage{{name: "room proc.", unit: "events/s", ref: "raw transactional copy", runs: afterRaw(out, procRound)}}
+}
+
+// afterRaw pairs each line re matches with kind (group 1) other than
+// "raw" with the "raw" line before it (group 2: the rate), one run each.
+func afterRaw(out string, re *regexp.Regexp) []measure {
+	var runs []measure
 	raw := 0.0
 	for _, l := range lines(out) {
-		m := procRound.FindStringSubmatch(l)
+		m := re.FindStringSubmatch(l)
 		switch {
 		case m == nil:
 		case m[1] == "raw":
 			raw = num(m[2])
 		case raw > 0:
-			s.runs = append(s.runs, measure{num(m[2]), raw})
+			runs = append(runs, measure{num(m[2]), raw})
 			raw = 0
 		}
 	}
-	return []stage{s}
+	return runs
 }
 
 var micLine = regexp.MustCompile(`^  (raw|mic|rawx)\s+(\d+) events/s wall`)
@@ -127,19 +133,7 @@ var sinkRound = regexp.MustCompile(`^\s+round \d+ (raw|sink)\s+(\d+) entries/s`)
 
 // parseSink: each round's sink against the raw upserts of the same round.
 func parseSink(out string) []stage {
-	s := stage{name: "sink", unit: "entries/s", ref: "raw batched upserts"}
-	raw := 0.0
-	for _, l := range lines(out) {
-		m := sinkRound.FindStringSubmatch(l)
-		switch {
-		case m == nil:
-		case m[1] == "raw":
-			raw = num(m[2])
-		case raw > 0:
-			s.runs = append(s.runs, measure{num(m[2]), raw})
-		}
-	}
-	return []stage{s}
+	return []stage{{name: "sink", unit: "entries/s", ref: "raw batched upserts", runs: afterRaw(out, sinkRound)}}
 }
 
 var (
