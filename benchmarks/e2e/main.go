@@ -43,7 +43,8 @@
 //
 // Sustained rate (-sustain, -sustain-duration): the rates are tried in
 // order until one is not sustained (for the layouts after the first, from
-// the first one's highest sustained rate on); each runs until the lag
+// the first one's highest sustained rate on, down from there while not
+// sustained); each runs until the lag
 // criteria can be judged: a rate is sustained when at its end every
 // stage's lag (relay: rows inserted but not yet on the room events topic;
 // room and mic processors and the sink: their consumer group lag) is at
@@ -340,23 +341,31 @@ func run(ctx context.Context, o options) error {
 		rep.limit = &l
 		l.print()
 	}
-	floor := 0.0 // after the first layout: its highest sustained rate, where the next search starts
+	// After the first layout, the search starts at its highest sustained
+	// rate, and steps down from there while the start is not sustained.
+	floor := 0.0
 	for _, layout := range o.layouts {
+		rates := o.sustain
+		if i := slices.Index(rates, floor); i > 0 {
+			rates = rates[i:]
+		}
 		best := 0.0
-		for _, rate := range o.sustain {
-			if rate < floor {
-				continue
-			}
-			r, err := b.measure(ctx, "default", layout, b.env.Config, rate, o.sustainDur, true)
+		for i := 0; i < len(rates); i++ {
+			r, err := b.measure(ctx, "default", layout, b.env.Config, rates[i], o.sustainDur, true)
 			if err != nil {
-				return fmt.Errorf("%s sustained %.0f events/s: %w", layout, rate, err)
+				return fmt.Errorf("%s sustained %.0f events/s: %w", layout, rates[i], err)
 			}
 			rep.sustain = append(rep.sustain, r)
 			r.printSustain(rep.limit)
-			if !r.sustained {
-				break // higher rates will not be sustained either
+			if r.sustained {
+				best = rates[i]
+				continue
 			}
-			best = rate
+			if down := slices.Index(o.sustain, rates[i]) - 1; best == 0 && down >= 0 && o.sustain[down] < rates[0] {
+				rates, i = o.sustain[down:down+1], -1 // one step below where it started
+				continue
+			}
+			break // higher rates will not be sustained either
 		}
 		if floor == 0 {
 			floor = best
