@@ -341,40 +341,64 @@ func run(ctx context.Context, o options) error {
 		rep.limit = &l
 		l.print()
 	}
-	// After the first layout, the search starts at its highest sustained
-	// rate, and steps down from there while the start is not sustained.
-	floor := 0.0
+	floor := 0.0 // the first layout's highest sustained rate: where the next ones start
 	for _, layout := range o.layouts {
-		rates := o.sustain
-		if i := slices.Index(rates, floor); i > 0 {
-			rates = rates[i:]
-		}
-		best := 0.0
-		for i := 0; i < len(rates); i++ {
-			r, err := b.measure(ctx, "default", layout, b.env.Config, rates[i], o.sustainDur, true)
+		srch := newSearch(o.sustain, floor)
+		for rate, ok := srch.next(); ok; rate, ok = srch.next() {
+			r, err := b.measure(ctx, "default", layout, b.env.Config, rate, o.sustainDur, true)
 			if err != nil {
-				return fmt.Errorf("%s sustained %.0f events/s: %w", layout, rates[i], err)
+				return fmt.Errorf("%s sustained %.0f events/s: %w", layout, rate, err)
 			}
 			rep.sustain = append(rep.sustain, r)
 			r.printSustain(rep.limit)
-			if r.sustained {
-				best = rates[i]
-				continue
-			}
-			if down := slices.Index(o.sustain, rates[i]) - 1; best == 0 && down >= 0 && o.sustain[down] < rates[0] {
-				rates, i = o.sustain[down:down+1], -1 // one step below where it started
-				continue
-			}
-			break // higher rates will not be sustained either
+			srch.record(r.sustained)
 		}
 		if floor == 0 {
-			floor = best
+			floor = srch.best
 		}
 	}
 	if o.out != "" {
 		return rep.write(o.out)
 	}
 	return nil
+}
+
+// search is one layout's sustained-rate search over ascending rates: up
+// from the start while sustained (a higher rate will not be sustained once
+// a lower one is not), and down from the start while not.
+type search struct {
+	rates    []float64
+	i, start int // the rate to probe next; where the search started
+	best     float64
+	done     bool
+}
+
+// newSearch starts at from when it is one of rates, else at the lowest.
+func newSearch(rates []float64, from float64) *search {
+	i := max(0, slices.Index(rates, from))
+	return &search{rates: rates, i: i, start: i}
+}
+
+// next is the rate to probe, false once the search is over.
+func (s *search) next() (float64, bool) {
+	if s.done || s.i < 0 || s.i >= len(s.rates) {
+		return 0, false
+	}
+	return s.rates[s.i], true
+}
+
+// record takes the verdict on the rate next returned.
+func (s *search) record(sustained bool) {
+	switch {
+	case sustained:
+		s.best = s.rates[s.i]
+		s.done = s.i < s.start // stepping down: the first sustained rate is the best
+		s.i++
+	case s.best == 0 && s.i <= s.start:
+		s.i--
+	default:
+		s.done = true
+	}
 }
 
 func mariadbLabel(m string) string {
