@@ -22,7 +22,8 @@
 // sync_binlog=0, no binary log, 1 GiB redo log.
 //
 // Layouts (-layouts): "processes" runs each component as its own process;
-// "run" runs them all in one `roomflow run` process.
+// "run" runs them all in one `roomflow run` process (latency at -run-rates).
+// -sink-batch, -sink-flush and -sink-parallelism set the sink of every run.
 //
 // Raw limit (-limit-events): before the sustained-rate search, the same
 // server takes the fact path's rows of that many events of the mix as
@@ -44,8 +45,8 @@
 // Sustained rate (-sustain, -sustain-duration): the rates are tried in
 // order until one is not sustained (for the layouts after the first, from
 // the first one's highest sustained rate on, down from there while not
-// sustained); each runs until the lag
-// criteria can be judged: a rate is sustained when at its end every
+// sustained); each runs until the lag criteria can be judged: a rate is
+// sustained when at its end every
 // stage's lag (relay: rows inserted but not yet on the room events topic;
 // room and mic processors and the sink: their consumer group lag) is at
 // most 2 s of traffic and was not growing over the last 30 s.
