@@ -45,7 +45,7 @@ if [ "${QUICK:-}" = 1 ]; then
   run sink -entries 10000 -naive 300 -rounds 3 -private=false  # the local server: no mariadb-install-db
   run3 im -rate 250 -duration 4s             # just above the app limit: a short drain
   run failover -n 3 -scenarios relay -bin "$bin"
-  run lucky -quick -rounds 3 -draws 1000 -naive-draws 150 -rate-duration 2s
+  run lucky -quick -rounds 3 -draws 1000 -naive-draws 100 -rate 0   # no fixed-rate run: throughput only
   run e2e -bin "$bin" -mariadb tuned -layouts processes,run -rates 5000 -configs tuned -duration 6s -sustain "" -out "$e2e_out"
 else
   run3 relay -latency-duration 10s
