@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/benchmarks/internal/rawledger"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -399,73 +400,10 @@ func runSink(ctx context.Context, d *database, kcfg config.KafkaConfig, want map
 
 // --- (a) raw: plain batched multi-row upserts of the same fact rows ---
 
-func placeholders(n, cols int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
-	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
-}
-
-const (
-	rawSession = "INSERT INTO user_mic_sessions (app_code, mic_session_id, user_id, room_id, first_seat_no, current_seat_no, status, seat_started_at_ms, publishing_started_at_ms, ended_at_ms, end_reason, seat_occupied_ms, mic_online_ms, opened_event_id, publish_event_id, closed_event_id, last_event_id, last_room_version, created_at_ms, updated_at_ms, snapshot_version) VALUES %s ON DUPLICATE KEY UPDATE current_seat_no = VALUES(current_seat_no), status = VALUES(status), publishing_started_at_ms = VALUES(publishing_started_at_ms), ended_at_ms = VALUES(ended_at_ms), end_reason = VALUES(end_reason), seat_occupied_ms = VALUES(seat_occupied_ms), mic_online_ms = VALUES(mic_online_ms), publish_event_id = VALUES(publish_event_id), closed_event_id = VALUES(closed_event_id), last_event_id = VALUES(last_event_id), updated_at_ms = VALUES(updated_at_ms), snapshot_version = VALUES(snapshot_version)"
-	rawDaily   = "INSERT INTO user_mic_daily_stats (app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES %s ON DUPLICATE KEY UPDATE seat_occupied_ms = seat_occupied_ms + VALUES(seat_occupied_ms), mic_online_ms = mic_online_ms + VALUES(mic_online_ms), session_count = session_count + VALUES(session_count), room_count = room_count + VALUES(room_count), first_mic_at_ms = LEAST(first_mic_at_ms, VALUES(first_mic_at_ms)), last_mic_at_ms = GREATEST(last_mic_at_ms, VALUES(last_mic_at_ms)), updated_at_ms = VALUES(updated_at_ms)"
-	rawLife    = "INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES %s ON DUPLICATE KEY UPDATE seat_occupied_ms = seat_occupied_ms + VALUES(seat_occupied_ms), mic_online_ms = mic_online_ms + VALUES(mic_online_ms), session_count = session_count + VALUES(session_count), first_mic_at_ms = LEAST(first_mic_at_ms, VALUES(first_mic_at_ms)), last_mic_at_ms = GREATEST(last_mic_at_ms, VALUES(last_mic_at_ms)), updated_at_ms = VALUES(updated_at_ms)"
-)
-
-func nullable(v int64) any {
-	if v == 0 {
-		return nil
-	}
-	return v
-}
-
-func execChunked(ctx context.Context, tx *sql.Tx, tmpl string, cols, n int, row func(i int, a []any) []any) error {
-	const chunk = 500
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(n, lo+chunk)
-		var args []any
-		for i := lo; i < hi; i++ {
-			args = row(i, args)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(tmpl, placeholders(hi-lo, cols)), args...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func runRaw(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, batch int) (result, error) {
 	t0 := time.Now()
-	for lo := 0; lo < len(ledger); lo += batch {
-		f := micledger.BuildFacts(ledger[lo:min(len(ledger), lo+batch)])
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return result{}, err
-		}
-		err = execChunked(ctx, tx, rawSession, 21, len(f.Sessions), func(i int, a []any) []any {
-			r := f.Sessions[i]
-			return append(a, r.AppCode, r.MicSessionId, r.UserId, r.RoomId, r.FirstSeatNo, r.CurrentSeatNo, r.Status,
-				r.SeatStartedAtMs, nullable(r.PublishingStartedAtMs), nullable(r.EndedAtMs), r.EndReason, r.SeatOccupiedMs,
-				r.MicOnlineMs, r.OpenedEventId, r.PublishEventId, r.ClosedEventId, r.LastEventId, r.LastRoomVersion, r.CreatedAtMs, r.UpdatedAtMs, r.Version)
-		})
-		if err == nil {
-			err = execChunked(ctx, tx, rawDaily, 10, len(f.Daily), func(i int, a []any) []any {
-				r := f.Daily[i]
-				return append(a, r.AppCode, r.UserID, r.StatDate, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.RoomCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
-			})
-		}
-		if err == nil {
-			err = execChunked(ctx, tx, rawLife, 8, len(f.Lifetime), func(i int, a []any) []any {
-				r := f.Lifetime[i]
-				return append(a, r.AppCode, r.UserID, r.SeatOccupiedMs, r.MicOnlineMs, r.SessionCount, r.FirstMicAtMs, r.LastMicAtMs, r.UpdatedAtMs)
-			})
-		}
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			_ = tx.Rollback()
-		}
-		if err != nil {
-			return result{}, err
-		}
+	if err := rawledger.Write(ctx, db, ledger, batch, false); err != nil {
+		return result{}, err
 	}
 	return result{"raw", len(ledger), time.Since(t0)}, nil
 }
@@ -476,9 +414,9 @@ func runNaive(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry) 
 	if _, err := db.ExecContext(ctx, "INSERT INTO roomflow_sink_offsets (consumer_group, topic, partition_id, next_offset, owner_id, generation) VALUES ('naive', 'ledger', 0, 0, 'naive', 1)"); err != nil {
 		return result{}, err
 	}
-	sessionSQL := fmt.Sprintf(rawSession, placeholders(1, 21))
-	dailySQL := fmt.Sprintf(rawDaily, placeholders(1, 10))
-	lifeSQL := fmt.Sprintf(rawLife, placeholders(1, 8))
+	sessionSQL := fmt.Sprintf(rawledger.SessionSQL, rawledger.Placeholders(1, 21))
+	dailySQL := fmt.Sprintf(rawledger.DailySQL, rawledger.Placeholders(1, 10))
+	lifeSQL := fmt.Sprintf(rawledger.LifetimeSQL, rawledger.Placeholders(1, 8))
 	t0 := time.Now()
 	for i, e := range ledger {
 		err := func() error {
@@ -495,13 +433,13 @@ func runNaive(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry) 
 				return tx.Commit()
 			}
 			now := time.Now().UnixMilli()
-			if _, err := tx.ExecContext(ctx, "INSERT INTO user_mic_event_consumption (app_code, event_id, event_type, mic_session_id, user_id, action, status, skip_reason, created_at_ms, consumed_at_ms, updated_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(rawledger.ConsumptionSQL, rawledger.Placeholders(1, 11)),
 				e.AppCode, e.EventId, e.EventType, e.MicSessionId, e.UserId, e.Action, e.Status, e.SkipReason, e.OccurredAtMs, now, now); err != nil {
 				return err
 			}
 			if s := e.Session; s != nil {
 				if _, err := tx.ExecContext(ctx, sessionSQL, e.AppCode, s.MicSessionId, s.UserId, s.RoomId, s.FirstSeatNo, s.CurrentSeatNo, s.Status,
-					s.SeatStartedAtMs, nullable(s.PublishingStartedAtMs), nullable(s.EndedAtMs), s.EndReason, s.SeatOccupiedMs,
+					s.SeatStartedAtMs, rawledger.Nullable(s.PublishingStartedAtMs), rawledger.Nullable(s.EndedAtMs), s.EndReason, s.SeatOccupiedMs,
 					s.MicOnlineMs, s.OpenedEventId, s.PublishEventId, s.ClosedEventId, s.LastEventId, s.LastRoomVersion, s.CreatedAtMs, s.UpdatedAtMs, s.Version); err != nil {
 					return err
 				}

@@ -1,6 +1,8 @@
 package imoutbox
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/promreg"
@@ -45,11 +47,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "roomflow_im_outbox_pending",
-			Help: "room_outbox rows not yet delivered to IM, by status.",
+			Help: fmt.Sprintf("room_outbox rows not yet delivered to IM, by status, counted up to %d (the cap reads at least).", BacklogCountCap),
 		}, []string{"status"}),
 		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomflow_im_outbox_oldest_pending_age_seconds",
-			Help: "Age of the oldest pending/retryable/delivering room_outbox row.",
+			Help: "Age of the lowest-id pending/retryable/delivering room_outbox row.",
 		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "roomflow_im_delivery_lag_seconds",

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A measure is one run's throughput of a stage next to its reference from
+// the same run (its raw limit, a service limit, or a target).
+type measure struct{ value, ref float64 }
+
+// A stage is what one benchmark's output says about one stage.
+type stage struct {
+	name, unit string
+	ref        string // what the reference is
+	runs       []measure
+}
+
+// A parser reads one benchmark's output (every invocation of a make bench
+// run, appended) into its stages.
+type parser func(out string) []stage
+
+// parsers are keyed by benchmark (the output file's name).
+var parsers = map[string]parser{
+	"relay":      parseRelay,
+	"processors": parseProcessors,
+	"mic":        parseMic,
+	"sink":       parseSink,
+	"im":         parseIM,
+	"lucky":      parseLucky,
+	"e2e":        parseE2E,
+}
+
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+func num(s string) float64 {
+	v, err := strconv.ParseFloat(strings.ReplaceAll(s, ",", ""), 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+var (
+	relayRaw   = regexp.MustCompile(`^raw\s*: \d+ events in \S+ = (\d+) events/s`)
+	relayRelay = regexp.MustCompile(`^relay : \d+ events in \S+ = (\d+) events/s`)
+)
+
+// parseRelay: each invocation's relay rate against the better of the raw
+// scans around it.
+func parseRelay(out string) []stage {
+	s := stage{name: "relay", unit: "events/s", ref: "raw scan + produce"}
+	raw, rel := 0.0, 0.0
+	for _, l := range lines(out) {
+		if m := relayRaw.FindStringSubmatch(l); m != nil {
+			raw = max(raw, num(m[1]))
+		} else if m := relayRelay.FindStringSubmatch(l); m != nil {
+			rel = num(m[1])
+		} else if strings.HasPrefix(l, "ratio : relay/raw") && rel > 0 && raw > 0 {
+			s.runs = append(s.runs, measure{rel, raw})
+			raw, rel = 0, 0
+		}
+	}
+	return []stage{s}
+}
+
+var procRound = regexp.MustCompile(`^round \d+\s+(raw|room)\s+\d+ events in\s+\S+:\s+(\d+) events/s wall`)
+
+// parseProcessors: each round's room processor against its raw copy.
+func parseProcessors(out string) []stage {
+	return []stage{{name: "room proc.", unit: "events/s", ref: "raw transactional copy", runs: afterRaw(out, procRound)}}
+}
+
+// afterRaw pairs each line re matches with kind (group 1) other than
+// "raw" with the "raw" line before it (group 2: the rate), one run each.
+func afterRaw(out string, re *regexp.Regexp) []measure {
+	var runs []measure
+	raw := 0.0
+	for _, l := range lines(out) {
+		m := re.FindStringSubmatch(l)
+		switch {
+		case m == nil:
+		case m[1] == "raw":
+			raw = num(m[2])
+		case raw > 0:
+			runs = append(runs, measure{num(m[2]), raw})
+			raw = 0
+		}
+	}
+	return runs
+}
+
+var micLine = regexp.MustCompile(`^  (raw|mic|rawx)\s+(\d+) events/s wall`)
+
+// parseMic: each round's mic processor against the raw copy writing as
+// many records (rawx); the totals after "total of" are not a round.
+func parseMic(out string) []stage {
+	s := stage{name: "mic proc.", unit: "events/s", ref: "raw copy, equal output"}
+	mic, totals := 0.0, false
+	for _, l := range lines(out) {
+		switch {
+		case strings.HasPrefix(l, "mic processor benchmark:"):
+			totals = false
+		case strings.HasPrefix(l, " total of "):
+			totals = true
+		}
+		m := micLine.FindStringSubmatch(l)
+		switch {
+		case m == nil || totals:
+		case m[1] == "mic":
+			mic = num(m[2])
+		case m[1] == "rawx" && mic > 0:
+			s.runs = append(s.runs, measure{mic, num(m[2])})
+			mic = 0
+		}
+	}
+	return []stage{s}
+}
+
+var sinkRound = regexp.MustCompile(`^\s+round \d+ (raw|sink)\s+(\d+) entries/s`)
+
+// parseSink: each round's sink against the raw upserts of the same round.
+func parseSink(out string) []stage {
+	return []stage{{name: "sink", unit: "entries/s", ref: "raw batched upserts", runs: afterRaw(out, sinkRound)}}
+}
+
+var (
+	imOffered  = regexp.MustCompile(`^offered (\d+) events/s .*limits: (\d+) calls/s per app`)
+	imAccepted = regexp.MustCompile(`^accepted calls/s during load: mean ([\d.]+),`)
+)
+
+// parseIM: the accepted calls/s of the invocations offered more than the
+// app limit (saturation), against that limit.
+func parseIM(out string) []stage {
+	s := stage{name: "IM, saturated", unit: "calls/s", ref: "Tencent app limit"}
+	offered, limit := 0.0, 0.0
+	for _, l := range lines(out) {
+		if m := imOffered.FindStringSubmatch(l); m != nil {
+			offered, limit = num(m[1]), num(m[2])
+		} else if m := imAccepted.FindStringSubmatch(l); m != nil && limit > 0 && offered > limit {
+			s.runs = append(s.runs, measure{num(m[1]), limit})
+		}
+	}
+	return []stage{s}
+}
+
+var luckyRound = regexp.MustCompile(`^\s+round \d+ hot\s+service\s+(\d+) draws/s`)
+
+// luckyTarget is issue 16's hot-path target, the lucky stage's reference:
+// a draw has no raw equivalent without the pool locks it is measured with.
+const luckyTarget = 2000
+
+// parseLucky: each round's hot-path draws/s against the target.
+func parseLucky(out string) []stage {
+	s := stage{name: "lucky hot path", unit: "draws/s", ref: "target 2,000"}
+	for _, l := range lines(out) {
+		if m := luckyRound.FindStringSubmatch(l); m != nil {
+			s.runs = append(s.runs, measure{num(m[1]), luckyTarget})
+		}
+	}
+	return []stage{s}
+}
+
+var (
+	e2eLimit   = regexp.MustCompile(`^raw MySQL limit .*: (\d+) events/s of the mix`)
+	e2eSustain = regexp.MustCompile(`^(\w+), sustained-rate probe \d+ events/s \(achieved (\d+) .*\): sustained$`)
+)
+
+// parseE2E: per layout, the highest sustained rate of each invocation
+// against that invocation's raw MySQL limit.
+func parseE2E(out string) []stage {
+	byLayout := map[string]*stage{}
+	var order []string
+	best := map[string]float64{}
+	limit := 0.0
+	flush := func() {
+		for _, k := range order {
+			if best[k] > 0 && limit > 0 {
+				byLayout[k].runs = append(byLayout[k].runs, measure{best[k], limit})
+			}
+		}
+		best, limit = map[string]float64{}, 0
+	}
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, "roomflow end to end:") {
+			flush()
+		} else if m := e2eLimit.FindStringSubmatch(l); m != nil {
+			limit = num(m[1])
+		} else if m := e2eSustain.FindStringSubmatch(l); m != nil {
+			if byLayout[m[1]] == nil {
+				byLayout[m[1]] = &stage{name: "e2e " + m[1], unit: "events/s", ref: "raw MySQL limit"}
+				order = append(order, m[1])
+			}
+			best[m[1]] = max(best[m[1]], num(m[2]))
+		}
+	}
+	flush()
+	if len(order) == 0 { // no sustained-rate search (QUICK)
+		return []stage{{name: "e2e sustained", unit: "events/s", ref: "raw MySQL limit"}}
+	}
+	var out2 []stage
+	for _, k := range order {
+		out2 = append(out2, *byLayout[k])
+	}
+	return out2
+}
+
+// spread is the min, median and max of v (the lower middle for an even
+// count).
+func spread(v []float64) (lo, med, hi float64) {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[0], s[(len(s)-1)/2], s[len(s)-1]
+}
