@@ -31,7 +31,7 @@ OUT=.mutate
 # file|tests that cover it (a go test -run regexp, no spaces).
 TARGETS=(
   "producers/relay/tracker.go|^(TestTracker|TestRuns|TestFillTwice|TestExpireAtExactly|TestMaxOpenGaps|TestProbeIDs|TestPositionCodec|TestGapAge|TestMaxPositionBytes|TestTrackerEncode)"
-  "producers/relay/position.go|^(TestPositionCodec|TestPositionDecodesVersion1|TestGapAge|TestMaxPositionBytes|TestTrackerEncode|TestNewRejectsOpenGaps|TestHoleSurvivesRestart)"
+  "producers/relay/position.go|^(TestPosition|TestDecodePositionBounds|TestMaxUvarintSum|TestMaxPositionBytes|TestMaxOpenGapsFor|TestGapAge|TestTrackerEncode|TestNewRejectsOpenGaps|TestRunsGroupsConsecutive)"
   "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded)"
   "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestPausedTimerCommit)"
   "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestRebalanceBetweenInstances|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQ|TestPunctuation)"
