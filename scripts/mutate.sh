@@ -39,8 +39,8 @@ TARGETS=(
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
   "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
-  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestWatermarkAndRetention)"
-  "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestPropertyRandomStreams)"
+  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld)"
+  "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
   "services/luckydraw/draw.go|^(TestDraw|TestCrashBetweenCommitAndDispatch|TestDuplicateCommandStorm|TestConcurrentDraws|TestLowWater|TestBadRequests|TestStreamClaim)"
 )
 
