@@ -39,7 +39,7 @@ TARGETS=(
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
   "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
-  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld)"
+  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
   "services/luckydraw/draw.go|^(TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
 )

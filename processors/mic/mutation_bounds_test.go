@@ -52,3 +52,63 @@ func TestTooOldAtExactlyRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomVersionZeroIsNotStale: an event without a room version (0)
+// after versioned ones is applied, not skipped as stale; an older version
+// is.
+func TestRoomVersionZeroIsNotStale(t *testing.T) {
+	st := mic.NewMapState()
+	for _, c := range []struct {
+		ev   mic.Event
+		want mic.Outcome
+	}{
+		{e("a", "up", t0, roomVersion(10)), mic.OutcomeConsumed},
+		{e("b", "change", t0+sec, seat(3)), mic.OutcomeConsumed},
+		{e("c", "change", t0+2*sec, roomVersion(9), seat(4)), mic.OutcomeSkipped},
+	} {
+		if out := mic.Handle(st, &c.ev); out.Outcome != c.want {
+			t.Fatalf("event %s (room version %d): %v %s, want %v", c.ev.EventID, c.ev.RoomVersion, out.Outcome, out.SkipReason, c.want)
+		}
+	}
+}
+
+// TestPublishConfirmedSeat: a publish confirmation that names a seat moves
+// the session to it; one without a seat (0) leaves the current seat.
+func TestPublishConfirmedSeat(t *testing.T) {
+	id := mic.SessionID{AppCode: "hy", UserID: 7, MicSessionID: "s1"}
+	for _, c := range []struct {
+		seat, want int32
+	}{{3, 3}, {0, 1}} {
+		st := mic.NewMapState()
+		up, pub := e("a", "up", t0), e("b", "publish_confirmed", t0+sec, seat(c.seat))
+		mic.Handle(st, &up)
+		if out := mic.Handle(st, &pub); out.Outcome != mic.OutcomeConsumed {
+			t.Fatalf("publish_confirmed: %v %s", out.Outcome, out.SkipReason)
+		}
+		if s, _ := st.Session(id); s.CurrentSeatNo != c.want || s.FirstSeatNo != 1 {
+			t.Errorf("publish_confirmed on seat %d: current seat %d, first %d; want %d, 1", c.seat, s.CurrentSeatNo, s.FirstSeatNo, c.want)
+		}
+	}
+}
+
+// TestDueAtMsIsTheLastNotDueMillisecond: DueAtMs is start + max age for
+// each open status (Due is false at it, true 1 ms later) and 0 once closed.
+func TestDueAtMsIsTheLastNotDueMillisecond(t *testing.T) {
+	p := mic.Policy{PendingPublishMaxAge: 2 * time.Minute, PublishingSessionMaxAge: 12 * time.Hour}
+	pending := mic.Session{Status: mic.StatusPendingPublish, SeatStartedAtMs: t0}
+	publishing := mic.Session{Status: mic.StatusPublishing, SeatStartedAtMs: t0, PublishingStartedAtMs: t0 + mins}
+	for _, c := range []struct {
+		s    mic.Session
+		want int64
+	}{{pending, t0 + 2*mins}, {publishing, t0 + mins + 12*hour}} {
+		at := p.DueAtMs(&c.s)
+		_, _, dueAt := p.Due(&c.s, at)
+		_, _, dueAfter := p.Due(&c.s, at+1)
+		if at != c.want || dueAt || !dueAfter {
+			t.Errorf("status %v: DueAtMs %d (want %d), due at it %v, 1 ms later %v", c.s.Status, at, c.want, dueAt, dueAfter)
+		}
+	}
+	if at := p.DueAtMs(&mic.Session{Status: mic.StatusEnded, SeatStartedAtMs: t0}); at != 0 {
+		t.Errorf("closed session: DueAtMs %d, want 0", at)
+	}
+}
