@@ -214,3 +214,37 @@ func TestPositionV1RefusesHoleZero(t *testing.T) {
 		t.Fatalf("version 1 holes 1 and 4: %+v, %v", p, err)
 	}
 }
+
+// TestPositionV3DecodeAtItsLimits: every flavor byte decodes to its name
+// and the first byte past them is refused (not an index out of range); a
+// GTID set and a file name of exactly their limits decode, one byte more
+// is refused.
+func TestPositionV3DecodeAtItsLimits(t *testing.T) {
+	binlogPart := func(flavor byte, gtid, file int) []byte {
+		b := []byte{positionVersion, modeByteBinlog, flavor}
+		b = append(binary.AppendUvarint(b, uint64(gtid)), strings.Repeat("g", gtid)...)
+		b = append(binary.AppendUvarint(b, uint64(file)), strings.Repeat("f", file)...)
+		return append(b, 4, 0, 9, 0, 0) // offset 4, rows 0, high 9, clock 0, no ranges
+	}
+	for f, want := range flavorBytes {
+		p, err := DecodePosition(binlogPart(byte(f), 1, 1))
+		if err != nil || p.Binlog.Flavor != want || p.Mode != ModeBinlog || p.Binlog.Offset != 4 || p.High != 9 {
+			t.Errorf("flavor byte %d: %+v, %v; want flavor %q", f, p, err, want)
+		}
+	}
+	if _, err := DecodePosition(binlogPart(byte(len(flavorBytes)), 1, 1)); !errors.Is(err, ErrBadPosition) {
+		t.Errorf("flavor byte %d: err %v, want ErrBadPosition", len(flavorBytes), err)
+	}
+	if p, err := DecodePosition(binlogPart(1, MaxGTIDSetBytes, MaxBinlogFileBytes)); err != nil ||
+		len(p.Binlog.GTIDSet) != MaxGTIDSetBytes || len(p.Binlog.File) != MaxBinlogFileBytes {
+		t.Errorf("GTID set and file at their limits: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"GTID set 1 byte over": binlogPart(1, MaxGTIDSetBytes+1, 1),
+		"file 1 byte over":     binlogPart(1, 1, MaxBinlogFileBytes+1),
+	} {
+		if _, err := DecodePosition(b); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%s: err %v, want ErrBadPosition", name, err)
+		}
+	}
+}
