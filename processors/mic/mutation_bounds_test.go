@@ -26,6 +26,9 @@ func TestDayOfBeforeEpoch(t *testing.T) {
 		got[1].Date != "1970-01-01" || got[1].SeatOccupiedMs != 30*mins {
 		t.Fatalf("a session across the epoch's midnight: %+v", got)
 	}
+	if got := mic.SplitDays(ms("1969-12-31T10:00:00Z"), 0, ms("1969-12-31T11:00:00Z")); len(got) != 1 || got[0].SeatOccupiedMs != hour {
+		t.Fatalf("a session wholly before the epoch: %+v", got)
+	}
 }
 
 // TestTooOldAtExactlyRetention: an up exactly mic.closed_session_retention
