@@ -31,7 +31,7 @@ OUT=.mutate
 # file|tests that cover it (a go test -run regexp, no spaces).
 TARGETS=(
   "producers/relay/tracker.go|^(TestTracker|TestRuns|TestFillTwice|TestExpireAtExactly|TestMaxOpenGaps|TestProbeIDs|TestPositionCodec|TestGapAge|TestMaxPositionBytes|TestTrackerEncode)"
-  "producers/relay/position.go|^(TestPositionCodec|TestPositionDecodesVersion1|TestGapAge|TestMaxPositionBytes|TestTrackerEncode|TestNewRejectsOpenGaps|TestHoleSurvivesRestart)"
+  "producers/relay/position.go|^(TestPosition|TestDecodePositionBounds|TestMaxUvarintSum|TestMaxPositionBytes|TestMaxOpenGapsFor|TestGapAge|TestTrackerEncode|TestNewRejectsOpenGaps|TestRunsGroupsConsecutive)"
   "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded)"
   "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestPausedTimerCommit)"
   "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestRebalanceBetweenInstances|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQ|TestPunctuation)"
@@ -39,9 +39,9 @@ TARGETS=(
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
   "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
-  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestWatermarkAndRetention)"
-  "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestPropertyRandomStreams)"
-  "services/luckydraw/draw.go|^(TestDraw|TestCrashBetweenCommitAndDispatch|TestDuplicateCommandStorm|TestConcurrentDraws|TestLowWater|TestBadRequests|TestStreamClaim)"
+  "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
+  "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
+  "services/luckydraw/draw.go|^(TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
 )
 
 # gremlins runs `go` from PATH: the shim fixes the package a mutant's tests

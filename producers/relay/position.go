@@ -454,7 +454,9 @@ func (d *decoder) v1() (Position, error) {
 			return Position{}, fmt.Errorf("%w (hole %d)", d.err, i)
 		}
 		id += delta
-		if (i > 0 && delta == 0) || id > p.High {
+		// A delta of 0 is a repeated id, or for the first hole id 0, which
+		// version 2 cannot encode: the position would not restore once re-encoded.
+		if delta == 0 || id > p.High {
 			return Position{}, fmt.Errorf("%w: hole %d out of order", ErrBadPosition, i)
 		}
 		h := Hole{ID: id, FirstSeenMs: seen}
