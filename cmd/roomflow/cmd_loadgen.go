@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -102,7 +103,8 @@ the achieved rate, the writers' lag behind the schedule (nothing is
 dropped: a writer behind only delays), the faults and the oracle;
 --report FILE.md also writes the run as tables, the commit → fact latency
 of sampled mic events and SVG charts of rate and lag over time. 'roomflow
-verify --timers' must then find 0 differences.`,
+verify --timers' must then find 0 differences; --verify runs it at the
+end (once the mic max ages passed), into the summary and the report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -192,7 +194,8 @@ verify --timers' must then find 0 differences.`,
 	loadFlagSet(cmd.Flags(), &ld)
 	cmd.Flags().StringVar(&lf.report, "report", "", "with --duration: write a Markdown report with SVG charts of rate and lag over time to this file")
 	cmd.Flags().StringSliceVar(&lf.metricsURLs, "metrics-url", nil, "with --duration: a stage's /metrics URL for the relay lag (repeatable; the consumer groups' lag and the DLQ are read from Kafka anyway)")
-	cmd.Flags().DurationVar(&lf.settle, "settle", time.Minute, "with --report: how long to wait after the writers for the pipeline to catch up, and then for the sampled mic events' facts")
+	cmd.Flags().DurationVar(&lf.settle, "settle", time.Minute, "with --report or --verify: how long to wait after the writers for the pipeline to catch up, and then for the sampled mic events' facts or matching facts")
+	cmd.Flags().BoolVar(&lf.verify, "verify", false, "with --duration: once the mic timers closed what the run left open, run 'roomflow verify --timers' into the summary and the report (exit status 1 when facts differ)")
 	return cmd
 }
 
@@ -232,6 +235,7 @@ type loadFlags struct {
 	report      string        // --report FILE.md
 	metricsURLs []string      // --metrics-url: the stages' /metrics for the relay lag
 	settle      time.Duration // --settle: how long the report waits for the pipeline to catch up
+	verify      bool          // --verify: verify --timers at the end, into the summary and report
 }
 
 // runLoad is loadgen --duration: a Stream driven in wall-clock time into
@@ -345,14 +349,30 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		return err
 	}
 	printOracle(cmd, dc.Oracle.Oracle())
-	if f.report == "" {
+	var verified *live.Verify
+	if f.verify {
+		if verified, err = verifyAfterLoad(ctx, cfg, db, sc.Timers, f.settle); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "verify: %d differences\n", verified.Differences)
+		for _, l := range verified.Lines {
+			fmt.Fprintln(out, "  ", l)
+		}
+	}
+	differ := func() error {
+		if verified != nil && verified.Differences > 0 {
+			return fmt.Errorf("verify: %d facts differ", verified.Differences)
+		}
 		return nil
+	}
+	if f.report == "" {
+		return differ()
 	}
 	if err := lat.Drain(ctx, f.settle); err != nil {
 		return err
 	}
 	res := lat.Result()
-	s := live.Summary{Recording: rec, ByType: sum.ByType, Latency: &res, SourceNames: sourceNames(sources), Notes: []string{
+	s := live.Summary{Recording: rec, ByType: sum.ByType, Latency: &res, Verify: verified, SourceNames: sourceNames(sources), Notes: []string{
 		fmt.Sprintf("roomflow loadgen --to %s --duration %s --rate %.0f --ramp %s --writers %d --batch %d --hot-room-skew %v --session-median %s --session-p99 %s",
 			ld.To, ld.Duration, ld.Rate, ld.Ramp, ld.Writers, ld.Batch, ld.HotRoomSkew, ld.SessionMedian, ld.SessionP99),
 		fmt.Sprintf("faults: %d malformed rows (dead-lettered, not in the oracle), %d redelivered records, %d late commits (held %s)",
@@ -365,7 +385,35 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 		return err
 	}
 	fmt.Fprintf(out, "report written to %s\n", f.report)
-	return nil
+	return differ()
+}
+
+// verifyAfterLoad is `roomflow verify --timers` at the end of a load test
+// (--verify): it waits until the mic timers closed what the run left open
+// (the longer max age of pol after the writers stopped), then compares
+// until the facts match or wait runs out, as the sink may still be
+// catching up. The last comparison is the outcome, its first 20
+// differences listed.
+func verifyAfterLoad(ctx context.Context, cfg *config.Config, db *sql.DB, pol *loadgen.TimerPolicy, wait time.Duration) (*live.Verify, error) {
+	if err := backoff.Sleep(ctx, max(pol.PendingPublishMaxAge, pol.PublishingSessionMaxAge)); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(wait); ; {
+		rep, _, _, err := verifyAll(ctx, cfg, db, time.Second, pol)
+		if err != nil {
+			return nil, err
+		}
+		if rep.OK() || time.Now().After(deadline) {
+			v := &live.Verify{Differences: len(rep.Diffs)}
+			for _, d := range rep.Diffs[:min(len(rep.Diffs), 20)] {
+				v.Lines = append(v.Lines, d.String())
+			}
+			return v, nil
+		}
+		if err := backoff.Sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // sourceNames names the live view's lag sources for the report.

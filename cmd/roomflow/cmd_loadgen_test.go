@@ -22,16 +22,17 @@ import (
 // A 20-second load test into room_outbox with every fault MySQL mode
 // takes (malformed rows, late commits), relayed and processed by the
 // running pipeline (IM delivery off), ends with verify finding 0
-// differences; the malformed rows are each dead-lettered.
+// differences, its own (--verify, in the report) and the command's; the
+// malformed rows are each dead-lettered.
 func TestLoadgenDurationToMySQL(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "run.md")
 	malformed := testLoadRun(t, "mysql", "--malformed-share", "0.02", "--late-commit-share", "0.03", "--late-commit-hold", "500ms",
-		"--report", report, "--settle", "10s")
+		"--report", report, "--settle", "10s", "--verify")
 	md, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Throughput", "run-rate.svg", "late commits (held 500ms)", fmt.Sprintf("| DLQ | %d records |", malformed)} {
+	for _, want := range []string{"## Throughput", "run-rate.svg", "late commits (held 500ms)", fmt.Sprintf("| DLQ | %d records |", malformed), "## Verify\n\n0 differences."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -81,7 +82,7 @@ func testLoadRun(t *testing.T, to string, faults ...string) (malformed int) {
 		}
 	}()
 
-	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	lctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // --verify waits for the mic max ages
 	defer cancel()
 	out, err := runCLIContext(t, lctx, cfgYAML, append([]string{"loadgen", "--to", to, "--duration", "20s", "--rate", "150", "--ramp", "3s",
 		"--writers", "3", "--batch", "20", "--rooms", "30", "--users", "300", "--session-median", "2s", "--session-p99", "6s",
