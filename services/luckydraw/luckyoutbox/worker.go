@@ -188,6 +188,7 @@ func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	stop := ctx
 	ctx = context.WithoutCancel(ctx)
 	var credits, events []row
 	for _, r := range rows {
@@ -203,7 +204,7 @@ func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
 	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "worker").Add(float64(len(credits)))
 	w.m.claimed.WithLabelValues(EventTypeActivityEvent, "worker").Add(float64(len(events)))
 	var g errgroup.Group
-	g.Go(func() error { return w.produce(ctx, events) })
+	g.Go(func() error { return w.produce(ctx, stop, events) })
 	g.Go(func() error { return w.creditAll(ctx, credits) })
 	return len(rows), g.Wait()
 }
@@ -617,8 +618,11 @@ func (w *Worker) settleFailure(ctx context.Context, r row, req *walletv1.CreditL
 
 // produce sends claimed activity events to Topic together and records the
 // results: produced rows done in one statement, failed ones back to
-// pending with backoff (never failed).
-func (w *Worker) produce(ctx context.Context, rows []row) error {
+// pending with backoff (never failed). Once stop ends (the worker is
+// shutting down) the produce gets settleTimeout more, so an unreachable
+// cluster cannot hold the shutdown for half the lease; rows it did not
+// confirm go back to retry, as for any failed produce.
+func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -634,7 +638,9 @@ func (w *Worker) produce(ctx context.Context, rows []row) error {
 	// Bounded well inside the claim's lease, so a hung cluster cannot
 	// outlive it.
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.LockTTL/2)
+	grace := context.AfterFunc(stop, func() { time.AfterFunc(settleTimeout, cancel) })
 	results := w.producer.ProduceSync(pctx, recs...)
+	grace()
 	cancel()
 	now := w.cfg.Now().UnixMilli()
 	var done []string
