@@ -62,7 +62,6 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -1069,7 +1068,7 @@ func (rs *results) write(dir string) error {
 		}
 	}
 	if len(series) > 0 {
-		if err := writeChart(filepath.Join(dir, "e2e-latency.svg"), report.LineChart{Title: "insert commit → MySQL consumption row", XLabel: "events/s", YLabel: "ms", Series: series}); err != nil {
+		if err := report.WriteSVGFile(filepath.Join(dir, "e2e-latency.svg"), report.LineChart{Title: "insert commit → MySQL consumption row", XLabel: "events/s", YLabel: "ms", Series: series}); err != nil {
 			return err
 		}
 		md.WriteString("\n![latency vs rate](e2e-latency.svg)\n")
@@ -1103,23 +1102,11 @@ func (rs *results) write(dir string) error {
 				series = append(series, r.lag[s])
 			}
 			name := "e2e-lag-" + layout + ".svg"
-			if err := writeChart(filepath.Join(dir, name), report.LineChart{Title: fmt.Sprintf("%s: lag at %.0f events/s", layout, r.rate), XLabel: "s", YLabel: "s of traffic", Series: series}); err != nil && !errors.Is(err, report.ErrEmptyChart) {
+			if err := report.WriteSVGFile(filepath.Join(dir, name), report.LineChart{Title: fmt.Sprintf("%s: lag at %.0f events/s", layout, r.rate), XLabel: "s", YLabel: "s of traffic", Series: series}); err != nil && !errors.Is(err, report.ErrEmptyChart) {
 				return err
 			}
 			fmt.Fprintf(&md, "\n![lag of the last %s probe](%s)\n", layout, name)
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644)
-}
-
-func writeChart(path string, c interface{ WriteSVG(w io.Writer) error }) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := c.WriteSVG(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -168,7 +168,7 @@ func (b *bench) scaleOut(ctx context.Context, rate float64, d time.Duration) err
 		if err := os.MkdirAll(b.o.out, 0o755); err != nil {
 			return err
 		}
-		return writeChart(filepath.Join(b.o.out, "e2e-scaleout-lag.svg"), report.LineChart{
+		return report.WriteSVGFile(filepath.Join(b.o.out, "e2e-scaleout-lag.svg"), report.LineChart{
 			Title:  fmt.Sprintf("scale-out at %.0f events/s: +1 process/sink at %.0fs, -1 at %.0fs", rate, third, 2*third),
 			XLabel: "s", YLabel: "lag, s of traffic", Series: series})
 	}

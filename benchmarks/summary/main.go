@@ -82,15 +82,7 @@ func write(w io.Writer, stages []stage, missing []string, svg string) error {
 		return nil
 	}
 	chart.Series = []report.BarSeries{lo, md, hi}
-	f, err := os.Create(svg)
-	if err != nil {
-		return err
-	}
-	if err := chart.WriteSVG(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := report.WriteSVGFile(svg, chart); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n![throughput per stage vs its reference](%s)\n", filepath.Base(svg))

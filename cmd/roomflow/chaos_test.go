@@ -208,7 +208,7 @@ func TestPipelineChaos(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("chaos run: minutes long")
+		t.Skip("-short: the chaos run takes minutes (make test runs its 2-minute replay)")
 	}
 	seed, dur, only := chaosProfile(t)
 	mode := chaosRelayMode(t)

@@ -384,6 +384,11 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	if err := live.WriteReport(f.report, s); err != nil {
 		return err
 	}
+	// The report's summary on the terminal too: the sampled latency and
+	// verify's outcome are known only now.
+	if err := live.WriteSummary(out, s); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "report written to %s\n", f.report)
 	return differ()
 }

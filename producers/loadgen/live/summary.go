@@ -208,13 +208,10 @@ const chartPoints = 300
 // chart writes c to path and links it from b; an empty chart is only
 // mentioned.
 func chart(b *strings.Builder, path, alt string, c report.LineChart) error {
-	doc, err := report.SVG(c)
+	err := report.WriteSVGFile(path, c)
 	if errors.Is(err, report.ErrEmptyChart) {
 		fmt.Fprintf(b, "No %s: nothing was sampled.\n\n", alt)
 		return nil
-	}
-	if err == nil {
-		err = os.WriteFile(path, []byte(doc), 0o644)
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -123,11 +124,24 @@ func (c BarChart) WriteSVG(w io.Writer) error {
 	return cv.finish(w)
 }
 
+// Chart is a LineChart or a BarChart.
+type Chart interface{ WriteSVG(io.Writer) error }
+
 // SVG renders a chart to a string (WriteSVG into a buffer).
-func SVG(c interface{ WriteSVG(io.Writer) error }) (string, error) {
+func SVG(c Chart) (string, error) {
 	var b bytes.Buffer
 	err := c.WriteSVG(&b)
 	return b.String(), err
+}
+
+// WriteSVGFile renders c into the file at path. A chart that fails to
+// render (ErrEmptyChart) leaves no file.
+func WriteSVGFile(path string, c Chart) error {
+	doc, err := SVG(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
 type canvas struct {
