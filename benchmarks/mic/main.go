@@ -31,10 +31,10 @@
 //     changelog: keys, values, headers, byte for byte) are read back once,
 //     and each input record makes rawo emit its share of them, each to a
 //     copy of its topic. rawx counts the records but not the bytes: its
-//     copies of the input are a third of the size of mic's records (a
-//     ledger entry holds the session snapshot) and byte-identical, so the
-//     compressor finds each in its window and the broker gets a fraction of
-//     mic's volume. rawo is the same output at the same record count, so
+//     copies of the input are smaller than mic's records (an input
+//     envelope is about 125 bytes, a ledger entry with its session
+//     snapshot over twice that) and byte-identical, so the compressor finds
+//     each in its window and the broker gets a fraction of mic's volume. rawo is the same output at the same record count, so
 //     mic/rawo is the cost of the processing alone. Its records live in an
 //     anonymous mapping, off the Go heap, so they do not change the GC's
 //     pacing. The changelog copy is partitioned by key (mic's changelog
