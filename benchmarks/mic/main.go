@@ -26,13 +26,27 @@
 //     wrote (ledger + derived events + changelog), to show how much of the
 //     gap to raw is the output volume itself.
 //
-// With -rounds N the three runs alternate N times (raw, mic, rawx, raw,
+//   - rawo: the runtime writing mic's own output again, with no processing:
+//     the records of the first mic round (every output topic and the
+//     changelog: keys, values, headers, byte for byte) are read back once,
+//     and each input record makes rawo emit its share of them, each to a
+//     copy of its topic. rawx counts the records but not the bytes: its
+//     copies of the input are smaller than mic's records (an input
+//     envelope is about 125 bytes, a ledger entry with its session
+//     snapshot over twice that) and byte-identical, so the compressor finds
+//     each in its window and the broker gets a fraction of mic's volume. rawo is the same output at the same record count, so
+//     mic/rawo is the cost of the processing alone. Its records live in an
+//     anonymous mapping, off the Go heap, so they do not change the GC's
+//     pacing. The changelog copy is partitioned by key (mic's changelog
+//     follows its input partition), the one liberty it takes.
+//
+// With -rounds N the runs alternate N times (raw, mic, rawx, rawo, raw,
 // ...; each mic round with its own consumer group and changelog topic, so
 // it starts from empty state), because the machine's speed drifts.
 //
 // Each is reported as events/s of wall time and events per CPU-second of
-// this process (the per-core figure), and mic/raw, mic/rawx; the total line
-// sums all rounds. mic's output is broken down by topic.
+// this process (the per-core figure), and mic/raw, mic/rawx, mic/rawo; the
+// total line sums all rounds. mic's output is broken down by topic.
 //
 // -linger, -batch-max-bytes and -compression set kgo.ProducerLinger,
 // kgo.ProducerBatchMaxBytes and kgo.ProducerBatchCompression for all three
@@ -213,15 +227,18 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 				}))
 			})
 		}
-		var tot [3]result
+		var tot [4]result
+		var rp *replay // mic's first round's output, for rawo
 		line := func(name string, r result) {
 			fmt.Printf("  %-5s %9.0f events/s wall  %9.0f events per CPU-second  (%.1f CPU-s, %.1f s wall, %d records out)\n",
 				name, r.wallRate(), r.cpuRate(), r.cpu.Seconds(), r.wall.Seconds(), r.out)
 		}
-		ratios := func(raw, micRes, rawAmp result, amp float64) {
+		ratios := func(raw, micRes, rawAmp, rawOut result, amp float64) {
 			fmt.Printf("  mic/raw:  %.2f (wall), %.2f (per CPU-second)\n", micRes.wallRate()/raw.wallRate(), micRes.cpuRate()/raw.cpuRate())
 			fmt.Printf("  mic/rawx: %.2f (wall), %.2f (per CPU-second)   rawx = raw copy writing %.2f records per input, as many as mic writes (ledger, derived events, changelog)\n",
 				micRes.wallRate()/rawAmp.wallRate(), micRes.cpuRate()/rawAmp.cpuRate(), amp)
+			fmt.Printf("  mic/rawo: %.2f (wall), %.2f (per CPU-second)   rawo = raw run writing mic's own output records again (same bytes, topics)\n",
+				micRes.wallRate()/rawOut.wallRate(), micRes.cpuRate()/rawOut.cpuRate())
 		}
 		var amp float64
 		for round := 1; round <= rounds; round++ {
@@ -251,13 +268,37 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 			if err != nil {
 				return err
 			}
+			if rp == nil {
+				topics, counts := make([]string, 0, len(micRes.outByTopic)), make([]int, 0, len(micRes.outByTopic))
+				for _, tc := range micRes.outByTopic {
+					topics, counts = append(topics, tc.topic), append(counts, tc.n)
+				}
+				if rp, err = captureReplay(ctx, cfg, topics, counts, n); err != nil {
+					return err
+				}
+				fmt.Printf("  rawo replays %s\n", rp)
+			}
+			rp.rewind()
+			rawOut, err := measure(ctx, cfg, "rawo", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+				rc := runtimeConfig(cfg, reg, log)
+				rc.Name, rc.Group = "rawo", fmt.Sprintf("%s-rawo-%d", cfg.Process.MicGroup, round)
+				rc.Kafka.Extra = producerOpts
+				return rt.New(rc, rt.ProcessorFunc(func(t rt.Task, _ *kgo.Record) error {
+					rp.emit(t)
+					return nil
+				}))
+			})
+			if err != nil {
+				return err
+			}
 			if rounds > 1 {
 				fmt.Printf(" round %d\n", round)
 			}
 			line("raw", raw)
 			line("mic", micRes)
 			line("rawx", rawAmp)
-			ratios(raw, micRes, rawAmp, amp)
+			line("rawo", rawOut)
+			ratios(raw, micRes, rawAmp, rawOut, amp)
 			if round == 1 {
 				fmt.Printf("  mic records out per input event by topic:")
 				for _, tp := range micRes.outByTopic {
@@ -265,7 +306,7 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 				}
 				fmt.Println()
 			}
-			for i, r := range []result{raw, micRes, rawAmp} {
+			for i, r := range []result{raw, micRes, rawAmp, rawOut} {
 				tot[i].wall += r.wall
 				tot[i].cpu += r.cpu
 				tot[i].n += r.n
@@ -277,7 +318,8 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 			line("raw", tot[0])
 			line("mic", tot[1])
 			line("rawx", tot[2])
-			ratios(tot[0], tot[1], tot[2], amp)
+			line("rawo", tot[3])
+			ratios(tot[0], tot[1], tot[2], tot[3], amp)
 		}
 	}
 

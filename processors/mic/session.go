@@ -178,12 +178,15 @@ var ErrBadKey = errors.New("mic: bad state key")
 
 // Key is the state key of the session.
 func (id SessionID) Key() string {
-	b := make([]byte, 0, 2+len(id.AppCode)+8+len(id.MicSessionID))
+	return string(id.AppendKey(make([]byte, 0, 2+len(id.AppCode)+8+len(id.MicSessionID))))
+}
+
+// AppendKey appends the state key of the session to b.
+func (id SessionID) AppendKey(b []byte) []byte {
 	b = append(b, keySession, byte(len(id.AppCode)))
 	b = append(b, id.AppCode...)
 	b = binary.BigEndian.AppendUint64(b, uint64(id.UserID))
-	b = append(b, id.MicSessionID...)
-	return string(b)
+	return append(b, id.MicSessionID...)
 }
 
 // Key kinds returned by KeyKind.
@@ -220,12 +223,15 @@ func ParseSessionKey(key string) (SessionID, error) {
 
 // DayRoomsKey is the state key of the rooms counted for a user on a UTC day.
 func DayRoomsKey(appCode string, userID int64, day int64) string {
-	b := make([]byte, 0, 2+len(appCode)+12)
+	return string(AppendDayRoomsKey(make([]byte, 0, 2+len(appCode)+12), appCode, userID, day))
+}
+
+// AppendDayRoomsKey appends DayRoomsKey(appCode, userID, day) to b.
+func AppendDayRoomsKey(b []byte, appCode string, userID int64, day int64) []byte {
 	b = append(b, keyDayRooms, byte(len(appCode)))
 	b = append(b, appCode...)
 	b = binary.BigEndian.AppendUint64(b, uint64(userID))
-	b = binary.BigEndian.AppendUint32(b, uint32(day))
-	return string(b)
+	return binary.BigEndian.AppendUint32(b, uint32(day))
 }
 
 // ParseDayRoomsKey returns the day (days since the epoch) of a day-rooms key.

@@ -56,7 +56,7 @@ func newEnv(t *testing.T, partitions int32, clockAt time.Time) *env {
 // names and no brokers, for the in-memory driver), in a group of its own,
 // with the settings of the application's defaults spelled out (tests read
 // them).
-func testConfig(t *testing.T, k *testenv.Kafka) micproc.Config {
+func testConfig(t testing.TB, k *testenv.Kafka) micproc.Config {
 	c := testenv.Config(t, k, nil)
 	tp := c.Kafka.Topics
 	var kafka kafkax.Cluster

@@ -1,0 +1,91 @@
+package micproc_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/processors/mic/micproc"
+	"github.com/hyapp/roomflow/processors/mic/mictest"
+	"github.com/hyapp/roomflow/processors/runtime"
+)
+
+// BenchmarkProcess is the processor's per-event CPU without Kafka: the
+// input mix of benchmarks/mic (UUID event ids, 50,000 users) over 6
+// partitions, each a runtime.Local committing every 5,000 records, so the
+// store, the arena and the changelog encoding are the runtime's.
+func BenchmarkProcess(b *testing.B) {
+	const events, partitions, commitEvery = 300_000, 6, 5000
+	r := rand.New(rand.NewPCG(1, 2))
+	start := time.Now().Add(-48 * time.Hour).UnixMilli()
+	st := mictest.Generate(r, mictest.Gen{AppCode: "hyapp", Users: 50_000, Sessions: events * 10 / 37, StartMs: start,
+		SpreadMs: 36 * 3600 * 1000, MaxLen: 3 * time.Hour, DupRate: 0.01, OpenRate: 0.02})
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("in")
+	recs := make([]*kgo.Record, len(st.Events))
+	for i := range st.Events {
+		ev := &st.Events[i]
+		ev.EventID = fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", r.Uint32(), r.Uint32()&0xffff, r.Uint32()&0xffff,
+			r.Uint32()&0xffff, r.Uint64()&0xffffffffffff)
+		recs[i] = &kgo.Record{Topic: "in", Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode()}
+		recs[i].Partition = int32(part.Partition(recs[i], partitions))
+	}
+	// The runtime processes a fetch partition by partition: so does each
+	// commit window here.
+	for w := 0; w < len(recs); w += commitEvery {
+		slices.SortStableFunc(recs[w:min(w+commitEvery, len(recs))], func(a, b *kgo.Record) int {
+			return cmp.Compare(a.Partition, b.Partition)
+		})
+	}
+	cfg := testConfig(b, nil)
+	cfg.Runtime.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	proc, err := micproc.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tasks []*runtime.Local
+	emitted := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		j := i % len(recs)
+		if j == 0 { // a new processor's empty state, as each benchmarks/mic round
+			b.StopTimer()
+			tasks = tasks[:0]
+			for p := range partitions {
+				tasks = append(tasks, runtime.NewLocal(context.Background(), "in", int32(p), true, nil, cfg.Runtime.Logger))
+			}
+			b.StartTimer()
+		}
+		out, err := tasks[recs[j].Partition].Process(proc, recs[j])
+		if err != nil {
+			b.Fatal(err)
+		}
+		emitted += len(out)
+		if (j+1)%commitEvery == 0 || j+1 == len(recs) {
+			for _, t := range tasks {
+				emitted += len(t.Commit())
+			}
+		}
+	}
+	// CPU time, GC included, is steadier than ns/op on a shared machine.
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(emitted)/float64(b.N), "records/op")
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
