@@ -89,3 +89,68 @@ func TestClaimEventsWithNothingToClaim(t *testing.T) {
 		t.Fatalf("claims = %+v, want only Done [delivered], Busy [busy], Missing [missing]", res)
 	}
 }
+
+// TestClaimPendingTakesTheOldestEligibleAcrossBranches: past the limit,
+// the rows eligible longest ago win, whatever their branch (a pending
+// row's eligibility starts at its creation, a retryable or expired one's
+// at its lock_until_ms), ties going to the lower id; the claimed rows come
+// back in id order, so one room's events go out in order.
+func TestClaimPendingTakesTheOldestEligibleAcrossBranches(t *testing.T) {
+	e := newEnv(t, false)
+	now := time.UnixMilli(time.Now().UnixMilli())
+	nowMs := now.UnixMilli()
+	// ids 1..5, all created a minute ago (a pending row's lock_until_ms
+	// stays 0).
+	e.insert(time.Minute, gift("retry-10s", "room-1", 1), gift("pending", "room-2", 1), gift("expired-30s", "room-3", 1),
+		gift("tie-a", "room-4", 1), gift("tie-b", "room-5", 1))
+	for id, lockUntil := range map[string]int64{"retry-10s": nowMs - 10_000, "expired-30s": nowMs - 30_000, "tie-a": nowMs - 5_000, "tie-b": nowMs - 5_000} {
+		status := "retryable"
+		if id == "expired-30s" || id == "tie-b" {
+			status = "delivering" // an expired claim: the tie crosses branches
+		}
+		if _, err := e.db.Exec("UPDATE room_outbox SET status = ?, worker_id = 'dead', lock_until_ms = ? WHERE event_id = ?", status, lockUntil, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := imoutbox.NewRepo(e.db)
+	imoutbox.SetNow(repo, func() time.Time { return now })
+	claim := func(limit int) []string {
+		t.Helper()
+		rows, err := repo.ClaimPending(context.Background(), "w1", limit, time.Second, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.EventID)
+		}
+		return got
+	}
+	// Eligible since: pending -60 s, expired -30 s, retry -10 s, ties -5 s.
+	if got := claim(2); !slices.Equal(got, []string{"pending", "expired-30s"}) {
+		t.Fatalf("limit 2 claimed %v, want [pending expired-30s] in id order", got)
+	}
+	if got := claim(2); !slices.Equal(got, []string{"retry-10s", "tie-a"}) {
+		t.Fatalf("next limit 2 claimed %v, want [retry-10s tie-a] (the tie to the lower id), in id order", got)
+	}
+}
+
+// TestClaimPendingWhenEveryCandidateIsTaken: another worker claims the
+// only candidate between the candidate read and the locking read; the scan
+// claims nothing and is no error.
+func TestClaimPendingWhenEveryCandidateIsTaken(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Minute, gift("only", "room-1", 1))
+	db := testenv.OpenHooked(t, e.m.DSN, testenv.SQLHooks{Statement: func(_ context.Context, q string) error {
+		if strings.Contains(q, "FOR UPDATE SKIP LOCKED") {
+			if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivering', worker_id = 'w2', lock_until_ms = ? WHERE event_id = 'only'",
+				time.Now().Add(time.Minute).UnixMilli()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	if got := claimedIDs(t, imoutbox.NewRepo(db), 10, time.Second, nil, 1); len(got) != 0 {
+		t.Fatalf("claimed %v, want nothing", got)
+	}
+}
