@@ -1,0 +1,47 @@
+package imoutbox
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestFastPathBounds pins the fast path's sizing to what newFastPath's
+// comment promises, at and past each clamp.
+func TestFastPathBounds(t *testing.T) {
+	for _, tc := range []struct {
+		rate                    int
+		lockTTL, delay          time.Duration
+		poll, inflight, maxHeld int
+	}{
+		{150, time.Minute, 2 * time.Second, 1000, 3000, 1000},       // held: 600 → at least 1000
+		{200, 3 * time.Minute, 10 * time.Second, 1000, 10000, 4000}, // in flight: 12,000 → at most 10,000
+		{30, 10 * time.Second, time.Second, 100, 100, 1000},         // in flight exactly 100
+		{1, 10 * time.Second, 0, 100, 100, 1000},                    // in flight: 3 → at least 100
+		{150, 20 * time.Second, 5 * time.Second, 1000, 1000, 1500},
+	} {
+		poll, inflight, held := fastPathBounds(tc.rate, tc.lockTTL, tc.delay)
+		if poll != tc.poll || inflight != tc.inflight || held != tc.maxHeld {
+			t.Errorf("fastPathBounds(%d, %s, %s) = %d, %d, %d; want %d, %d, %d", tc.rate, tc.lockTTL, tc.delay, poll, inflight, held, tc.poll, tc.inflight, tc.maxHeld)
+		}
+	}
+}
+
+// TestGiveUpLowersTheShare: a revoke of the fast path's own topic lowers
+// the IM budget by those partitions; one of another topic, or a fast path
+// without a share (one replica), changes nothing.
+func TestGiveUpLowersTheShare(t *testing.T) {
+	var rate float64
+	s := newShare(120, time.Second, func(r float64) { rate = r })
+	s.assign([]int32{0, 1, 2}, 12)
+	f := &FastPath{svc: &Service{log: slog.New(slog.DiscardHandler)}, topic: "rooms", share: s}
+	f.giveUp(map[string][]int32{"other": {0, 1}})
+	if rate != 30 {
+		t.Fatalf("after another topic's revoke: rate %v, want 30", rate)
+	}
+	f.giveUp(map[string][]int32{"rooms": {2}, "other": {0}})
+	if rate != 20 {
+		t.Fatalf("after revoking 1 of 3: rate %v, want 20", rate)
+	}
+	(&FastPath{svc: f.svc, topic: "rooms"}).giveUp(map[string][]int32{"rooms": {0}}) // no share: must not panic
+}
