@@ -2,6 +2,7 @@ package imoutbox
 
 import (
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,4 +45,29 @@ func TestGiveUpLowersTheShare(t *testing.T) {
 		t.Fatalf("after revoking 1 of 3: rate %v, want 20", rate)
 	}
 	(&FastPath{svc: f.svc, topic: "rooms"}).giveUp(map[string][]int32{"rooms": {0}}) // no share: must not panic
+}
+
+// TestDrainWaitsForQueuedPolls: drain returns true at once when no poll waits for its results,
+// true when the last one is recorded within the timeout, and false after
+// the timeout while one still waits.
+func TestDrainWaitsForQueuedPolls(t *testing.T) {
+	f := &FastPath{}
+	f.idle = sync.NewCond(&f.mu)
+	start := time.Now()
+	if !f.drain(time.Minute) || time.Since(start) > 5*time.Second {
+		t.Fatalf("empty queue: drain false or slow (%s)", time.Since(start))
+	}
+	f.queue = []*pollBatch{{}}
+	if f.drain(50 * time.Millisecond) {
+		t.Fatal("a poll still queued: drain true")
+	}
+	time.AfterFunc(50*time.Millisecond, func() {
+		f.mu.Lock()
+		f.queue = nil
+		f.idle.Broadcast()
+		f.mu.Unlock()
+	})
+	if !f.drain(time.Minute) {
+		t.Fatal("the poll recorded within the timeout: drain false")
+	}
 }
