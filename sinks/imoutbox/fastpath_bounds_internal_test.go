@@ -1,10 +1,14 @@
 package imoutbox
 
 import (
+	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
 )
 
 // TestFastPathBounds pins the fast path's sizing to what newFastPath's
@@ -69,5 +73,31 @@ func TestDrainWaitsForQueuedPolls(t *testing.T) {
 	})
 	if !f.drain(time.Minute) {
 		t.Fatal("the poll recorded within the timeout: drain false")
+	}
+}
+
+// TestOnAssignedSharesByTheTopicsPartitionCount: an assignment takes the
+// share of the partitions gained out of the topic's partition count read
+// from the cluster (4 here: 1 of 4 is a quarter of the budget); a topic
+// whose count cannot be read is tried 3 times, each failure logged, and
+// the count known before stays.
+func TestOnAssignedSharesByTheTopicsPartitionCount(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(4))
+	cl := k.Client(t)
+	var logs testenv.SyncBuffer
+	var rate float64
+	f := &FastPath{svc: &Service{log: slog.New(slog.NewTextHandler(&logs, nil))}, topic: k.Config.Topics.RoomEvents,
+		share: newShare(120, time.Second, func(r float64) { rate = r })}
+	f.onAssigned(context.Background(), cl, map[string][]int32{f.topic: {0}})
+	if rate != 30 {
+		t.Fatalf("1 of 4 partitions: rate %v, want 30", rate)
+	}
+	f.topic = "no-such-topic"
+	f.onAssigned(context.Background(), cl, map[string][]int32{f.topic: {0}})
+	if n := strings.Count(logs.String(), "partition count of the room events topic unknown"); n != 3 {
+		t.Fatalf("%d failed lookups logged, want 3:\n%s", n, logs.String())
+	}
+	if rate != 30 {
+		t.Fatalf("after a failed lookup: rate %v, want 30 (the count known before)", rate)
 	}
 }
