@@ -39,7 +39,7 @@ TARGETS=(
   "sinks/mysql/store.go|^(TestOffsetRowsInOneOrder|TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
   "sinks/imoutbox/repo.go|^(TestClaim|TestBacklog|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
-  "sinks/imoutbox/fastpath.go|^(TestFastPath|TestGiveUp|TestDrainWaits|TestOnAssigned|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
+  "sinks/imoutbox/fastpath.go|^(TestFastPath|TestGiveUp|TestDrainWaits|TestOnAssigned|TestDropHeld|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
   "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
   "services/luckydraw/draw.go|^(TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"

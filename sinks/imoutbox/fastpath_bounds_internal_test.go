@@ -2,13 +2,16 @@ package imoutbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestFastPathBounds pins the fast path's sizing to what newFastPath's
@@ -99,5 +102,28 @@ func TestOnAssignedSharesByTheTopicsPartitionCount(t *testing.T) {
 	}
 	if rate != 30 {
 		t.Fatalf("after a failed lookup: rate %v, want 30 (the count known before)", rate)
+	}
+}
+
+// TestDropHeldKeepsOtherPartitions: a revoke drops exactly the held
+// records of the revoked partitions; the other partitions' records stay
+// held, in their polls and order, and the held count follows.
+func TestDropHeldKeepsOtherPartitions(t *testing.T) {
+	f := &FastPath{svc: &Service{m: newMetrics(nil)}, heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1)}
+	rec := func(p int32, off int64) *kgo.Record { return &kgo.Record{Topic: "rooms", Partition: p, Offset: off} }
+	f.hold([]*kgo.Record{rec(0, 1), rec(1, 1), rec(0, 2)})
+	f.hold([]*kgo.Record{rec(1, 2)})
+	f.hold([]*kgo.Record{rec(0, 3), rec(2, 1)})
+	f.dropHeld(map[string][]int32{"rooms": {1}, "other": {0}})
+	var got []string
+	for _, h := range f.held {
+		var poll []string
+		for _, r := range h.recs {
+			poll = append(poll, fmt.Sprintf("%d:%d", r.Partition, r.Offset))
+		}
+		got = append(got, strings.Join(poll, " "))
+	}
+	if want := []string{"0:1 0:2", "0:3 2:1"}; !slices.Equal(got, want) || f.heldN != 4 {
+		t.Fatalf("held polls %q (%d records), want %q (4)", got, f.heldN, want)
 	}
 }
