@@ -10,7 +10,7 @@
 #
 # Each file is mutated alone (gremlins --exclude-files for every other file
 # of its package) and each mutant runs only the tests that cover that file
-# (GOFLAGS=-run=..., which both gremlins' coverage run and its per-mutant
+# (GOFLAGS=-run=... -failfast, which both gremlins' coverage run and its per-mutant
 # `go test <package>` inherit; vet off and no DWARF to cut the build of
 # every mutant), so a slow package costs its filtered tests,
 # not its whole suite, per mutant. Needs MariaDB on 127.0.0.1:3306 like
@@ -32,13 +32,14 @@ OUT=.mutate
 TARGETS=(
   "producers/relay/tracker.go|^(TestTracker|TestRuns|TestFillTwice|TestExpireAtExactly|TestMaxOpenGaps|TestProbeIDs|TestPositionCodec|TestGapAge|TestMaxPositionBytes|TestTrackerEncode)"
   "producers/relay/position.go|^(TestPosition|TestDecodePositionBounds|TestMaxUvarintSum|TestMaxPositionBytes|TestMaxOpenGapsFor|TestGapAge|TestTrackerEncode|TestNewRejectsOpenGaps|TestRunsGroupsConsecutive)"
-  "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded)"
-  "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestPausedTimerCommit)"
-  "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestRebalanceBetweenInstances|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQ|TestPunctuation)"
+  "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded|TestOldestUnrelayed)/^(poll|mariadb)$"
+  "producers/relay/binlog.go|^(TestBinlog|TestStreamState|TestFirstStartBelowLowestID|TestIDReissueStops|TestDeadLetters|TestHoleSurvivesRestart|TestFencedLeaderCannotCommit|TestLateRowKeepsRoomOrderInFullBatches|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded|TestRelayLagGrowsWithoutMySQL|TestCrashExactlyOnce|TestOutOfOrderCommit|TestRestoredGapsIgnoreClockSkew)$/^(binlog|mariadb)$"
+  "processors/runtime/timers.go|^(TestPunctuation|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced)"
+  "processors/runtime/runtime.go|^(TestStatefulExactlyOnceAcrossCrashes|TestStatefulRestoreAfterRestart|TestDeletedKeyStaysDeletedAfterRestore|TestRebalanceBetweenInstances|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQAndPartitionMovesOn|TestCorruptStateGoesToDLQ|TestInputOutOfRangeStopsThePartition|TestInputLeaderMoveDoesNotRewind|TestAssignedAgainRestoresAfresh|TestShutdownBoundedWhileJoinGroupHangs|TestStopWhileCheckingTopicsReturnsNil|TestNewValidatesConfig|TestPunctuationLSOBoundaryDataRecord|TestTimerFiresOnIdlePartition|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition)$"
   "sinks/mysql/store.go|^(TestOffsetRowsInOneOrder|TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
-  "sinks/imoutbox/repo.go|^(TestClaim|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
-  "sinks/imoutbox/fastpath.go|^(TestFastPath|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
+  "sinks/imoutbox/repo.go|^(TestClaim|TestBacklog|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
+  "sinks/imoutbox/fastpath.go|^(TestFastPath|TestGiveUp|TestDrainWaits|TestOnAssigned|TestDropHeld|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
   "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
   "services/luckydraw/draw.go|^(TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
@@ -73,7 +74,7 @@ for t in "${TARGETS[@]}"; do
   echo "== $file (tests: $run)"
   start=$(date +%s)
   # gremlins exits non-zero only for a missed threshold (none set here).
-  GOFLAGS="-count=1 -p=1 -vet=off -ldflags=-w -run=$run" $GREMLINS unleash --workers "$WORKERS" --timeout-coefficient "$COEFF" \
+  GOFLAGS="-count=1 -p=1 -failfast -vet=off -ldflags=-w -run=$run" $GREMLINS unleash --workers "$WORKERS" --timeout-coefficient "$COEFF" \
     "${ex[@]}" "./$dir" 2>&1 | tee "$log" | grep -E '^ *(LIVED|TIMED OUT|NOT COVERED)' || true
   mins=$(awk -v s="$start" -v e="$(date +%s)" 'BEGIN { printf "%.1f", (e - s) / 60 }')
   count() { grep -cE "^ *$1 " "$log" || true; }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -43,6 +44,8 @@ func TestTrackerAdvance(t *testing.T) {
 			want: Position{High: 10}},
 		{name: "unsorted is a bug", start: Position{High: 10}, maxHoles: 3, ids: []uint64{12, 11}, err: true,
 			want: Position{High: 10}},
+		{name: "id above MaxOutboxID is refused", start: Position{High: 10}, maxHoles: 3, ids: []uint64{12, MaxOutboxID + 1}, err: true,
+			want: Position{High: 10}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +67,32 @@ func TestTrackerAdvance(t *testing.T) {
 				t.Fatalf("abandoned = %+v, want %+v", ab, tc.abandoned)
 			}
 		})
+	}
+}
+
+// TestMaxOutboxIDRoundTrips pins the bound Advance enforces: with High at
+// MaxOutboxID the highest possible hole, 2^63-1 above the range before it,
+// survives the position encoding; one id more is an *IDRangeError.
+func TestMaxOutboxIDRoundTrips(t *testing.T) {
+	clock := int64(1_000_000)
+	tr := NewTracker(Position{ClockMs: clock}, 1, time.Hour, time.Time{})
+	if _, err := tr.Advance([]uint64{MaxOutboxID}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodePosition(tr.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := holes(clock, MaxOutboxID-1); got.High != MaxOutboxID || !reflect.DeepEqual(got.Holes, want) {
+		t.Fatalf("decoded High %d holes %+v, want %d %+v", got.High, got.Holes, uint64(MaxOutboxID), want)
+	}
+	tr = NewTracker(Position{ClockMs: clock}, 1, time.Hour, time.Time{})
+	var re *IDRangeError
+	if _, err := tr.Advance([]uint64{MaxOutboxID + 1}, time.Time{}); !errors.As(err, &re) || re.ID != MaxOutboxID+1 {
+		t.Fatalf("Advance(MaxOutboxID+1) = %v, want *IDRangeError", err)
+	}
+	if tr.High() != 0 {
+		t.Fatalf("a refused scan moved High to %d", tr.High())
 	}
 }
 

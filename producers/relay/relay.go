@@ -326,6 +326,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		var check *BinlogCheckError
 		if purged != nil || errors.As(err, &check) {
 			r.log.Error("binlog mode cannot relay; retrying", "error", err, "backoff", retryWait.String())
+		} else if idRange := (*IDRangeError)(nil); errors.As(err, &idRange) {
+			r.log.Error("outbox id out of range; relaying stopped at that row", "error", err, "backoff", retryWait.String())
 		} else if reissue != nil {
 			r.log.Error("ids are being reissued; relaying stopped until AUTO_INCREMENT is above the high-water id again",
 				"error", err, "table", reissue.Table, "auto_increment", reissue.AutoIncrement, "high", reissue.High, "backoff", retryWait.String())

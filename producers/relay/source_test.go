@@ -69,3 +69,41 @@ func checkAutoIncrement(t *testing.T, db *sql.DB) {
 	exec("TRUNCATE TABLE room_outbox")
 	next("after TRUNCATE", 1)
 }
+
+// TestOldestUnrelayed: the lag's source is the oldest occurred_at_ms among
+// the rows above high and the visible rows of the open holes, whichever
+// set holds it; holes with no row yet count nothing.
+func TestOldestUnrelayed(t *testing.T) {
+	db := testenv.NewMySQL(t).DB
+	ctx := context.Background()
+	occurred := []int64{5000, 500, 6000, 3000, 4000} // ids 1..5
+	rows := seq("old-", 1, len(occurred), "room-1")
+	for i := range rows {
+		rows[i].occurred = occurred[i]
+	}
+	if err := insertRows(ctx, db, rows); err != nil {
+		t.Fatal(err)
+	}
+	src := relay.NewSource(db, "room_outbox")
+	for _, tc := range []struct {
+		name  string
+		high  uint64
+		holes []uint64
+		want  int64
+		found bool
+	}{
+		{"a hole older than the rows above high", 3, []uint64{2}, 500, true},
+		{"a hole newer than the rows above high", 3, []uint64{1}, 3000, true},
+		{"only holes", 5, []uint64{1, 2}, 500, true},
+		{"an invisible hole counts nothing", 3, []uint64{99}, 3000, true},
+		{"nothing unrelayed", 5, []uint64{99}, 0, false},
+	} {
+		ms, found, err := src.OldestUnrelayed(ctx, tc.high, tc.holes)
+		if err != nil || ms != tc.want || found != tc.found {
+			t.Errorf("%s: OldestUnrelayed(%d, %v) = %d, %v, %v; want %d, %v", tc.name, tc.high, tc.holes, ms, found, err, tc.want, tc.found)
+		}
+	}
+	if _, _, err := relay.NewSource(db, "no_such_table").OldestUnrelayed(ctx, 0, []uint64{1}); err == nil {
+		t.Error("OldestUnrelayed on a missing table: no error")
+	}
+}

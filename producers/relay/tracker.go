@@ -223,17 +223,37 @@ func appendIDs(out []uint64, hs []Hole) []uint64 {
 	return out
 }
 
+// MaxOutboxID is the largest outbox id the relay takes. A position stores
+// a hole as its distance from the previous range shifted left by one bit
+// (position.go), which holds any distance below 2^63: with every id at
+// most 2^63, every hole lies below 2^63 and no distance can wrap.
+const MaxOutboxID = 1 << 63
+
+// IDRangeError means the outbox table handed out an id above MaxOutboxID
+// (its AUTO_INCREMENT was set that high). The relay stops at that row
+// rather than store a position that would decode to other ids; nothing
+// before it is lost.
+type IDRangeError struct{ ID uint64 }
+
+func (e *IDRangeError) Error() string {
+	return fmt.Sprintf("relay: outbox id %d is above %d, the largest id a relay position can hold; keep the table's AUTO_INCREMENT at most 2^63", e.ID, uint64(MaxOutboxID))
+}
+
 // Advance records a scan of ids strictly above High, ascending (as
 // `WHERE id > High ORDER BY id` returns them): every id skipped between
 // them becomes a hole first seen now, and High moves to the last id.
 // If more than maxHoles holes would be open, the oldest are abandoned and
 // returned. Ids not above High or not ascending are a caller bug and are
-// reported as an error without changing the state.
+// reported as an error without changing the state, and so is an id above
+// MaxOutboxID (an *IDRangeError).
 func (t *Tracker) Advance(ids []uint64, now time.Time) ([]Abandoned, error) {
 	prev := t.high
 	for _, id := range ids {
 		if id <= prev {
 			return nil, fmt.Errorf("relay: scan returned id %d not above %d", id, prev)
+		}
+		if id > MaxOutboxID {
+			return nil, &IDRangeError{ID: id}
 		}
 		prev = id
 	}

@@ -132,3 +132,21 @@ func indexReads(t *testing.T, db *sql.DB) int64 {
 	}
 	return sum
 }
+
+// TestBacklogOldestSkipsEmptyStatuses: a status without rows (its oldest
+// is 0) leaves the oldest undelivered row of the others as it is.
+func TestBacklogOldestSkipsEmptyStatuses(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	created := time.Now().Add(-time.Minute).UnixMilli()
+	if _, err := m.DB.Exec(`INSERT INTO room_outbox (app_code, event_id, event_type, room_id, payload, status, occurred_at_ms, created_at_ms, updated_at_ms)
+		VALUES ('hyapp', 'p1', 'RoomGiftSent', 'r1', 'x', 'pending', ?, ?, ?)`, created, created, created); err != nil {
+		t.Fatal(err)
+	}
+	b, err := imoutbox.NewRepo(m.DB).Backlog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.OldestMs != created || b.ByStatus["pending"] != 1 || b.ByStatus["retryable"] != 0 {
+		t.Fatalf("backlog = %+v, want 1 pending, oldest %d", b, created)
+	}
+}

@@ -3,6 +3,7 @@ package imoutbox_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,5 +162,9 @@ func TestHeldRecordsAreNotCommitted(t *testing.T) {
 		if n := e.fake.AcceptedByEvent()[ev.ID]; n != 1 {
 			t.Fatalf("%s accepted %d times", ev.ID, n)
 		}
+	}
+	// Every result was recorded before the stop: none is reported missing.
+	if strings.Contains(e.logs.String(), "results not all recorded") {
+		t.Fatalf("a clean stop reported unrecorded results:\n%s", e.logs.String())
 	}
 }

@@ -9,3 +9,10 @@ func Settings(s *Service) ServiceConfig { return s.cfg }
 
 // LockName is the scan fallback lock's name for a database and SDKAppID.
 var LockName = lockName
+
+// OpenChains is how many rooms p's fast path has a send chain open for.
+func OpenChains(p *Publisher) int {
+	p.fast.mu.Lock()
+	defer p.fast.mu.Unlock()
+	return len(p.fast.tails)
+}

@@ -98,12 +98,21 @@ type chainResult struct {
 // it drains within a third of lock_ttl. The hold keeps at most twice what
 // appRate sends in cfg.FastPathDelay (at least 1000 records), so it never
 // limits throughput below appRate.
+// fastPathBounds sizes the fast path for appRate calls per second: claimed
+// work in flight drains within a third of lockTTL (100 to 10,000 records),
+// a poll takes at most 1000 of it, and the hold keeps twice what appRate
+// sends in delay (at least 1000 records).
+func fastPathBounds(appRate int, lockTTL, delay time.Duration) (maxPoll, inflight, maxHeld int) {
+	inflight = int(float64(appRate) * lockTTL.Seconds() / 3)
+	inflight = max(100, min(inflight, 10000))
+	return min(1000, inflight), inflight, max(1000, int(2*float64(appRate)*delay.Seconds()))
+}
+
 func newFastPath(svc *Service, cfg Config, appRate int, sh *share) (*FastPath, error) {
 	delay := cfg.FastPathDelay
-	inflight := int(float64(appRate) * svc.cfg.LockTTL.Seconds() / 3)
-	inflight = max(100, min(inflight, 10000))
-	f := &FastPath{svc: svc, topic: cfg.Topic, share: sh, maxPoll: min(1000, inflight), maxInFlight: inflight, backoff: 500 * time.Millisecond,
-		delay: delay, maxHeld: max(1000, int(2*float64(appRate)*delay.Seconds())),
+	maxPoll, inflight, maxHeld := fastPathBounds(appRate, svc.cfg.LockTTL, delay)
+	f := &FastPath{svc: svc, topic: cfg.Topic, share: sh, maxPoll: maxPoll, maxInFlight: inflight, backoff: 500 * time.Millisecond,
+		delay: delay, maxHeld: maxHeld,
 		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
 		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
 	f.idle = sync.NewCond(&f.mu)

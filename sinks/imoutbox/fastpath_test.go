@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
@@ -28,8 +29,11 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	if err := e.k.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: e.cfg.Topic, Key: []byte("r1"), Value: []byte{0xff, 0xff}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	reg, stop := e.publisher(fastOnly)
+	p, reg := e.newPublisher(fastOnly)
+	stop := e.run(p)
 	testenv.Eventually(t, 20*time.Second, "fast path delivered all but the failed one", func() bool { return e.countStatus("delivered") == 119 })
+	// A room's send chain ends with its last send: none stays open.
+	testenv.Eventually(t, 5*time.Second, "every room's send chain closed", func() bool { return imoutbox.OpenChains(p) == 0 })
 	stop()
 	r := e.row("fp-005")
 	if r.Status != "retryable" || r.RetryCount != 1 || !r.LastError.Valid {
