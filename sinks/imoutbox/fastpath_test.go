@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -35,6 +36,17 @@ func TestFastPathDeliversInRoomOrder(t *testing.T) {
 	// A room's send chain ends with its last send: none stays open.
 	testenv.Eventually(t, 5*time.Second, "every room's send chain closed", func() bool { return imoutbox.OpenChains(p) == 0 })
 	stop()
+	// Every poll's results were recorded, so every record's offset is
+	// committed: 120 events and the malformed value.
+	offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int64
+	offsets.Each(func(o kadm.OffsetResponse) { committed += max(o.At, 0) })
+	if committed != 121 {
+		t.Fatalf("committed offsets add up to %d, want 121", committed)
+	}
 	r := e.row("fp-005")
 	if r.Status != "retryable" || r.RetryCount != 1 || !r.LastError.Valid {
 		t.Fatalf("failed event: %+v", r)
@@ -96,4 +108,32 @@ func TestTwoPublishersAndWorkersDeliverOnce(t *testing.T) {
 	if st.MaxGroupPerSecond > 40*2 { // two processes pace independently
 		t.Fatalf("group rate %d", st.MaxGroupPerSecond)
 	}
+}
+
+// TestFastPathCommitsEveryRecordedPoll: events of distinct rooms (one send
+// per room chain in a poll) and of one room (a chain of several sends)
+// are all committed once their results are recorded: a poll is done when
+// the last result of each of its room chains is.
+func TestFastPathCommitsEveryRecordedPoll(t *testing.T) {
+	e := newEnv(t, true)
+	var evs []event
+	for i := range 12 {
+		evs = append(evs, gift(fmt.Sprintf("one-%02d", i), fmt.Sprintf("solo-%d", i), 1))
+	}
+	for i := range 6 {
+		evs = append(evs, gift(fmt.Sprintf("chain-%02d", i), "busy", int64(i+1)))
+	}
+	e.produce(e.insert(0, evs...), evs)
+	_, stop := e.publisher(fastOnly)
+	testenv.Eventually(t, 20*time.Second, "all delivered", func() bool { return e.countStatus("delivered") == len(evs) })
+	testenv.Eventually(t, 10*time.Second, "every record committed", func() bool {
+		offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.Group)
+		if err != nil {
+			return false
+		}
+		var committed int64
+		offsets.Each(func(o kadm.OffsetResponse) { committed += max(o.At, 0) })
+		return committed == int64(len(evs))
+	})
+	stop()
 }
