@@ -16,3 +16,11 @@ func OpenChains(p *Publisher) int {
 	defer p.fast.mu.Unlock()
 	return len(p.fast.tails)
 }
+
+// QueuedPolls is how many polls p's fast path has not yet marked for
+// commit.
+func QueuedPolls(p *Publisher) int {
+	p.fast.mu.Lock()
+	defer p.fast.mu.Unlock()
+	return len(p.fast.queue)
+}

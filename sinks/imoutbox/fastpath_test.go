@@ -124,8 +124,10 @@ func TestFastPathCommitsEveryRecordedPoll(t *testing.T) {
 		evs = append(evs, gift(fmt.Sprintf("chain-%02d", i), "busy", int64(i+1)))
 	}
 	e.produce(e.insert(0, evs...), evs)
-	_, stop := e.publisher(fastOnly)
+	p, _ := e.newPublisher(fastOnly)
+	stop := e.run(p)
 	testenv.Eventually(t, 20*time.Second, "all delivered", func() bool { return e.countStatus("delivered") == len(evs) })
+	testenv.Eventually(t, 10*time.Second, "every poll marked", func() bool { return imoutbox.QueuedPolls(p) == 0 })
 	testenv.Eventually(t, 10*time.Second, "every record committed", func() bool {
 		offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.Group)
 		if err != nil {
@@ -136,4 +138,46 @@ func TestFastPathCommitsEveryRecordedPoll(t *testing.T) {
 		return committed == int64(len(evs))
 	})
 	stop()
+}
+
+// TestFastPathPollWaitsForItsSlowestChain: a poll with two rooms is not
+// committed while one room's send is still in flight, though the other's
+// is recorded; it is once both are.
+func TestFastPathPollWaitsForItsSlowestChain(t *testing.T) {
+	e := newEnv(t, true)
+	e.cfg.PublishTimeout, e.cfg.LockTTL = 10*time.Second, 30*time.Second
+	// Two rooms on one partition, so one fetch brings both in one poll.
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(e.cfg.Topic)
+	at := func(room string) int { return part.Partition(&kgo.Record{Key: []byte(room)}, 4) }
+	slowRoom := "room-slow"
+	fastRoom := ""
+	for i := 0; fastRoom == ""; i++ {
+		if r := fmt.Sprintf("room-fast-%d", i); at(r) == at(slowRoom) {
+			fastRoom = r
+		}
+	}
+	evs := []event{gift("fast", fastRoom, 1), gift("slow", slowRoom, 1)}
+	e.fake.Inject(imfake.Fault{EventID: "slow", Delay: 5 * time.Second, Times: 1})
+	e.produce(e.insert(0, evs...), evs)
+	committed := func() int64 {
+		offsets, err := e.k.Admin(t).FetchOffsets(context.Background(), e.cfg.Group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		offsets.Each(func(o kadm.OffsetResponse) { n += max(o.At, 0) })
+		return n
+	}
+	_, stop := e.publisher(fastOnly)
+	defer stop()
+	testenv.Eventually(t, 20*time.Second, "the fast room delivered", func() bool { return e.row("fast").Status == "delivered" })
+	time.Sleep(1500 * time.Millisecond) // more than the marked-offset autocommit interval
+	if e.row("slow").Status == "delivering" {
+		if n := committed(); n != 0 {
+			t.Fatalf("%d records committed while the poll's slow send was in flight", n)
+		}
+	} else {
+		t.Log("the slow send ended before the check: nothing checked (machine too slow)")
+	}
+	testenv.Eventually(t, 20*time.Second, "both committed", func() bool { return committed() == 2 })
 }
