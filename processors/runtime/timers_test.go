@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
 )
@@ -78,7 +81,9 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := seen{out: h.out}
 	reg := prometheus.NewRegistry()
-	rt := h.runtime("toy-lso", s, withTimer(clock.Now, "tick", time.Minute, s.tick), withRegisterer(reg))
+	logs := &testenv.SyncBuffer{}
+	rt := h.runtime("toy-lso", s, withTimer(clock.Now, "tick", time.Minute, s.tick), withRegisterer(reg),
+		func(c *runtime.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	r := rttest.Start(rt)
 	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
 	clock.Advance(time.Minute)
@@ -106,6 +111,10 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	waitFor(t, "a tick deferred for lack of the LSO", 30*time.Second, func() bool {
 		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
 	})
+	// The operator is told while it happens, not only at shutdown.
+	if !strings.Contains(logs.String(), "cannot read the input's last stable offsets") {
+		t.Fatalf("no warning while the LSO could not be read; logs:\n%s", logs.String())
+	}
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, time.Second); len(out) != 2 {
 		t.Fatalf("%d ticks while the LSO could not be read, want the 2 earlier ones", len(out))
 	}
