@@ -196,3 +196,44 @@ func TestPunctuationCatchUp(t *testing.T) {
 	}
 	r.Stop(t)
 }
+
+// TestExpiredKeySweptOnIdlePartition: the TTL sweep deletes a key once it
+// expired on the runtime clock, and the tombstone commits to the changelog
+// although no record arrives after it (the sweep is work to commit); a
+// sweep that finds nothing expired commits no transaction.
+func TestExpiredKeySweptOnIdlePartition(t *testing.T) {
+	h := newHarness(t, 1)
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-sweep", counter{out: h.out}, withRegisterer(reg), func(c *runtime.Config) {
+		c.Now = clock.Now
+		c.TTLSweepInterval = time.Minute
+	})
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	// counter writes "a" and "seen:a", the latter with a TTL of an hour.
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("a"), Value: []byte("v")}})
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 0, 30*time.Second); len(out) != 1 {
+		t.Fatalf("%d outputs of the record, want 1", len(out))
+	}
+	commits := metricSum(t, reg, "roomflow_process_txn_commits_total")
+
+	// Sweeps before the TTL ends find nothing: no transaction.
+	for range 3 {
+		clock.Advance(time.Minute)
+		time.Sleep(300 * time.Millisecond) // several loop turns (CommitInterval 50ms)
+	}
+	if c := metricSum(t, reg, "roomflow_process_txn_commits_total"); c != commits {
+		t.Fatalf("%v transactions committed by sweeps that deleted nothing, want 0", c-commits)
+	}
+
+	clock.Advance(time.Hour)
+	cl := rttest.ReadCommitted(t, h.k.Brokers, h.cl, 4, 500*time.Millisecond, 30*time.Second)
+	if len(cl) != 4 {
+		t.Fatalf("%d changelog records, want 4: the restore marker, the writes of a and seen:a, the expired seen:a's tombstone", len(cl))
+	}
+	if last := cl[3]; string(last.Key) != "seen:a" || last.Value != nil {
+		t.Fatalf("last changelog record %q=%q, want the tombstone of seen:a", last.Key, last.Value)
+	}
+	r.Stop(t)
+}
