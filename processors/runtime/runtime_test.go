@@ -771,3 +771,29 @@ func TestAssignedAgainRestoresAfresh(t *testing.T) {
 		t.Fatalf("after the hand-over k0 counted %q, want k0|501|10 (the state another owner wrote)", got)
 	}
 }
+
+// TestFailedProduceAbortsAndRewinds: an output record the broker refuses
+// aborts its transaction as cause "produce" (logged), never commits it, and
+// the rewound input is processed again into one committed output.
+func TestFailedProduceAbortsAndRewinds(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.out, Err: kerr.InvalidRecord, Count: 1})
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("a"), Value: []byte("1")}})
+	reg := prometheus.NewRegistry()
+	logs := &testenv.SyncBuffer{}
+	r := rttest.Start(h.runtime("toy-produce", counter{out: h.out}, withRegisterer(reg), func(c *runtime.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}))
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 500*time.Millisecond, 30*time.Second)
+	r.Stop(t)
+	checkCounts(t, out, map[string][]string{"a": {"1"}})
+	if a := metric(reg, "roomflow_process_txn_aborts_total", "cause", "produce"); a != 1 {
+		t.Fatalf("%v transactions aborted for a failed produce, want 1; logs:\n%s", a, logs.String())
+	}
+	if !strings.Contains(logs.String(), "produce failed; aborting the transaction") {
+		t.Fatalf("the failed produce is not logged; logs:\n%s", logs.String())
+	}
+}
