@@ -797,3 +797,25 @@ func TestFailedProduceAbortsAndRewinds(t *testing.T) {
 		t.Fatalf("the failed produce is not logged; logs:\n%s", logs.String())
 	}
 }
+
+// TestGroupChangesAreLogged: the partitions the group hands over and takes
+// back are logged with the member and generation, the record of who owned
+// what, when.
+func TestGroupChangesAreLogged(t *testing.T) {
+	h := newHarness(t, 1)
+	logs := &testenv.SyncBuffer{}
+	rt := h.runtime("toy-log", counter{out: h.out}, func(c *runtime.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	r.Stop(t)
+	for _, want := range []string{
+		`msg="partitions assigned" component=processor processor=toy partitions=[0] member_id=`,
+		`msg="partitions revoked" component=processor processor=toy partitions=[0] member_id=`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("no %s in the logs:\n%s", want, logs.String())
+		}
+	}
+}
