@@ -773,8 +773,9 @@ func TestAssignedAgainRestoresAfresh(t *testing.T) {
 }
 
 // TestFailedProduceAbortsAndRewinds: an output record the broker refuses
-// aborts its transaction as cause "produce" (logged), never commits it, and
-// the rewound input is processed again into one committed output.
+// aborts its transaction as cause "produce" (logged with the rewind), never
+// commits it, and the rewound input is processed again into one committed
+// output.
 func TestFailedProduceAbortsAndRewinds(t *testing.T) {
 	h := newHarness(t, 1)
 	if h.k.Fake == nil {
@@ -793,8 +794,10 @@ func TestFailedProduceAbortsAndRewinds(t *testing.T) {
 	if a := metric(reg, "roomflow_process_txn_aborts_total", "cause", "produce"); a != 1 {
 		t.Fatalf("%v transactions aborted for a failed produce, want 1; logs:\n%s", a, logs.String())
 	}
-	if !strings.Contains(logs.String(), "produce failed; aborting the transaction") {
-		t.Fatalf("the failed produce is not logged; logs:\n%s", logs.String())
+	for _, want := range []string{"produce failed; aborting the transaction", `msg="transaction aborted; consumption rewound to the last commit" component=processor processor=toy cause=produce`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("no %s in the logs:\n%s", want, logs.String())
+		}
 	}
 }
 
