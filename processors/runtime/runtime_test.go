@@ -878,3 +878,27 @@ func TestTransactionHoldsAtMostCommitRecords(t *testing.T) {
 		t.Errorf("records_out{topic=%s} %v, want %v", h.cl, got, want)
 	}
 }
+
+// TestStateGaugesFollowOwnership: an owned partition's state gauges exist
+// from its assignment on (0 for an empty store), follow its commits, and
+// go with the partition.
+func TestStateGaugesFollowOwnership(t *testing.T) {
+	h := newHarness(t, 1)
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-gauges", counter{out: h.out}, withRegisterer(reg))
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	if n := metricCount(t, reg, "roomflow_process_state_keys"); n != 1 {
+		t.Fatalf("%d state_keys series for the owned partition, want 1 before any commit", n)
+	}
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("a"), Value: []byte("1")}})
+	waitFor(t, "state keys a and seen:a", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_state_keys", "partition", "0") == 2 && metric(reg, "roomflow_process_state_bytes", "partition", "0") > 0
+	})
+	r.Stop(t)
+	for _, name := range []string{"roomflow_process_state_keys", "roomflow_process_state_bytes"} {
+		if n := metricCount(t, reg, name); n != 0 {
+			t.Fatalf("%d %s series after the partition went, want 0", n, name)
+		}
+	}
+}
