@@ -902,3 +902,21 @@ func TestStateGaugesFollowOwnership(t *testing.T) {
 		}
 	}
 }
+
+// TestLagIsPublishedPerOwnedPartition: the consumer lag of each owned
+// partition is published, 0 once its input is consumed, and goes with the
+// partition.
+func TestLagIsPublishedPerOwnedPartition(t *testing.T) {
+	h := newHarness(t, 2)
+	reg := prometheus.NewRegistry()
+	h.inputs(20, 4, 0)
+	r := rttest.Start(h.runtime("toy-lag", counter{out: h.out}, withRegisterer(reg)))
+	rttest.ReadCommitted(t, h.k.Brokers, h.out, 20, 0, 30*time.Second)
+	waitFor(t, "lag 0 on both partitions", 10*time.Second, func() bool {
+		return metricCount(t, reg, "roomflow_process_consumer_lag_records") == 2 && metricSum(t, reg, "roomflow_process_consumer_lag_records") == 0
+	})
+	r.Stop(t)
+	if n := metricCount(t, reg, "roomflow_process_consumer_lag_records"); n != 0 {
+		t.Fatalf("%d lag series after the partitions went, want 0", n)
+	}
+}
