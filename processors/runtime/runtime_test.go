@@ -921,3 +921,45 @@ func TestLagIsPublishedPerOwnedPartition(t *testing.T) {
 		t.Fatalf("%d lag series after the partitions went, want 0", n)
 	}
 }
+
+// slow runs proc taking at least d per record.
+type slow struct {
+	proc runtime.Processor
+	d    time.Duration
+}
+
+func (s slow) Process(t runtime.Task, rec *kgo.Record) error {
+	time.Sleep(s.d)
+	return s.proc.Process(t, rec)
+}
+
+// TestOutputTimestampsFollowProcessing: output records are stamped with the
+// time they were processed: a poll's records share a timestamp only for a
+// few records (200 records of 2ms each span well over 100ms of stamps), and
+// a later poll's output is never stamped with an earlier poll's time.
+func TestOutputTimestampsFollowProcessing(t *testing.T) {
+	h := newHarness(t, 1)
+	h.inputs(200, 1, 0)
+	r := rttest.Start(h.runtime("toy-stamp", slow{proc: counter{out: h.out}, d: 2 * time.Millisecond}))
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 200, 0, 30*time.Second)
+	if len(out) != 200 {
+		t.Fatalf("%d outputs, want 200", len(out))
+	}
+	for i := 1; i < len(out); i++ {
+		if out[i].Timestamp.Before(out[i-1].Timestamp) {
+			t.Fatalf("output %d stamped %v, before output %d's %v", i, out[i].Timestamp, i-1, out[i-1].Timestamp)
+		}
+	}
+	if span := out[199].Timestamp.Sub(out[0].Timestamp); span < 100*time.Millisecond {
+		t.Fatalf("outputs of 400ms of processing stamped over %v, want the stamp renewed every few records", span)
+	}
+
+	time.Sleep(time.Second)
+	before := time.Now().Truncate(time.Millisecond) // Kafka timestamps are milliseconds
+	h.inputs(1, 1, 200)
+	out = rttest.ReadCommitted(t, h.k.Brokers, h.out, 201, 0, 30*time.Second)
+	r.Stop(t)
+	if last := out[len(out)-1]; last.Timestamp.Before(before) {
+		t.Fatalf("output of a record produced at %v stamped %v, earlier", before, last.Timestamp)
+	}
+}
