@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,5 +22,14 @@ func TestPartitionerKeepsChangelogPartition(t *testing.T) {
 		if got, want := p.ForTopic("out").Partition(rec, 8), murmur2.Partition(rec, 8); got != want {
 			t.Errorf("output record %q to partition %d, want %d (murmur2 of its key)", key, got, want)
 		}
+	}
+}
+
+// A partition assigned and revoked in one batch of group events is not
+// restored: removeAll drops exactly the revoked ones.
+func TestRemoveAllDropsRevoked(t *testing.T) {
+	got := removeAll([]int32{0, 1, 2, 3}, []int32{3, 1})
+	if !slices.Equal(got, []int32{0, 2}) {
+		t.Fatalf("removeAll([0 1 2 3], [3 1]) = %v, want [0 2]", got)
 	}
 }
