@@ -237,3 +237,35 @@ func TestExpiredKeySweptOnIdlePartition(t *testing.T) {
 	}
 	r.Stop(t)
 }
+
+// TestPunctuationCatchUpIsNotHeld: the runs of a catch-up follow each other
+// at once: a transaction of punctuation output alone (no input offsets) is
+// committed on the client, not held like GroupTransactSession.End holds an
+// offset-less commit (500ms each), so 20 runs take well under 5s.
+func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
+	h := newHarness(t, 1)
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const runs = 20
+	tick := func(task runtime.Task, _ time.Time) error {
+		v, _ := task.Store().Get("runs")
+		n, _ := strconv.Atoi(string(v))
+		n++
+		task.Store().Put("runs", []byte(strconv.Itoa(n)))
+		task.Emit(&kgo.Record{Topic: h.out, Value: []byte(strconv.Itoa(n))})
+		if n < runs {
+			task.MoreDue()
+		}
+		return nil
+	}
+	rt := h.runtime("toy-catchup-fast", counter{out: h.out}, withTimer(clock.Now, "tick", time.Hour, tick))
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	clock.Advance(time.Hour)
+	start := time.Now()
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, runs, 0, 5*time.Second)
+	took := time.Since(start)
+	r.Stop(t)
+	if len(out) != runs || string(out[runs-1].Value) != strconv.Itoa(runs) {
+		t.Fatalf("%d catch-up runs committed in %v, want %d within 5s", len(out), took, runs)
+	}
+}
