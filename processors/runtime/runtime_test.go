@@ -481,6 +481,10 @@ func TestRejectGoesToDLQAndPartitionMovesOn(t *testing.T) {
 	if !found {
 		t.Error("roomflow_process_dlq_total{reason=toy_poison} != 1")
 	}
+	// The rejected record was consumed like the others.
+	if n := metricSum(t, reg, "roomflow_process_records_in_total"); n != 3 {
+		t.Errorf("records_in %v, want 3", n)
+	}
 }
 
 // blocker stalls Process on the record whose value is at, until released:
