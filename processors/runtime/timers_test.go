@@ -241,9 +241,14 @@ func TestExpiredKeySweptOnIdlePartition(t *testing.T) {
 // TestPunctuationCatchUpIsNotHeld: the runs of a catch-up follow each other
 // at once: a transaction of punctuation output alone (no input offsets) is
 // committed on the client, not held like GroupTransactSession.End holds an
-// offset-less commit (500ms each), so 20 runs take well under 5s.
+// offset-less commit (500ms each), so 20 runs take well under 5s. Each such
+// commit first confirms the membership with a Heartbeat of its own (the
+// broker's generation check on offsets does not cover it).
 func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
 	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake to count heartbeats; ROOMFLOW_KAFKA_BROKERS is set")
+	}
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const runs = 20
 	tick := func(task runtime.Task, _ time.Time) error {
@@ -260,6 +265,7 @@ func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
 	rt := h.runtime("toy-catchup-fast", counter{out: h.out}, withTimer(clock.Now, "tick", time.Hour, tick))
 	r := rttest.Start(rt)
 	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	heartbeats := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Count: -1, Observe: true})
 	clock.Advance(time.Hour)
 	start := time.Now()
 	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, runs, 0, 5*time.Second)
@@ -267,5 +273,9 @@ func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
 	r.Stop(t)
 	if len(out) != runs || string(out[runs-1].Value) != strconv.Itoa(runs) {
 		t.Fatalf("%d catch-up runs committed in %v, want %d within 5s", len(out), took, runs)
+	}
+	// The client's own heartbeats (every 3s) add at most a few.
+	if n := heartbeats.Hits(); n < runs {
+		t.Fatalf("%d heartbeats for %d commits of punctuation output, want one membership check each", n, runs)
 	}
 }
