@@ -279,3 +279,40 @@ func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
 		t.Fatalf("%d heartbeats for %d commits of punctuation output, want one membership check each", n, runs)
 	}
 }
+
+// TestPunctuationOutputNeedsConfirmedMembership: a commit of punctuation
+// output alone is aborted (cause membership) when the coordinator answers
+// its membership Heartbeat with an error; the next tick commits. The
+// client's own heartbeats are pushed past the test (HeartbeatInterval), so
+// every heartbeat seen is a membership check.
+func TestPunctuationOutputNeedsConfirmedMembership(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tick := func(task runtime.Task, now time.Time) error {
+		task.Emit(&kgo.Record{Topic: h.out, Value: []byte(now.Format(time.RFC3339))})
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-member", counter{out: h.out}, withTimer(clock.Now, "tick", time.Minute, tick), withRegisterer(reg),
+		func(c *runtime.Config) {
+			c.Kafka.SessionTimeout = time.Minute
+			c.Kafka.Extra = append(c.Kafka.Extra, kgo.HeartbeatInterval(50*time.Second))
+		})
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	refused := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.RebalanceInProgress, Count: 1})
+	clock.Advance(time.Minute)
+	waitFor(t, "the membership check refused", 30*time.Second, func() bool { return refused.Hits() == 1 })
+	waitFor(t, "the punctuation output aborted", 10*time.Second, func() bool {
+		return metric(reg, "roomflow_process_txn_aborts_total", "cause", "membership") == 1
+	})
+	clock.Advance(time.Minute)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 500*time.Millisecond, 30*time.Second)
+	r.Stop(t)
+	if len(out) != 1 || string(out[0].Value) != "2026-01-01T00:02:00Z" {
+		t.Fatalf("committed ticks %v, want only the second one (00:02)", out)
+	}
+}
