@@ -967,3 +967,20 @@ func TestOutputTimestampsFollowProcessing(t *testing.T) {
 		t.Fatalf("output of a record produced at %v stamped %v, earlier", before, last.Timestamp)
 	}
 }
+
+// TestRevokedPartitionIsDropped: a partition revoked from an instance (a
+// second one joins) leaves its tasks, after the open transaction aborted:
+// each instance ends up owning one of the two partitions.
+func TestRevokedPartitionIsDropped(t *testing.T) {
+	h := newHarness(t, 2)
+	aRT := h.runtime("toy-revoke-a", counter{out: h.out})
+	a := rttest.Start(aRT)
+	waitFor(t, "A owns both partitions", 30*time.Second, func() bool { return len(aRT.Assigned()) == 2 })
+	bRT := h.runtime("toy-revoke-b", counter{out: h.out})
+	b := rttest.Start(bRT)
+	waitFor(t, "one partition each", 30*time.Second, func() bool {
+		return len(aRT.Assigned()) == 1 && len(bRT.Assigned()) == 1
+	})
+	b.Stop(t)
+	a.Stop(t)
+}
