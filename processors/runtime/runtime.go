@@ -1025,14 +1025,15 @@ func restoreOpts(cl *kgo.Client) []kgo.Opt {
 	if v, ok := cl.OptValue(kgo.ClientID).(string); ok && v != "" {
 		o = append(o, kgo.ClientID(v+"-restore"))
 	}
+	// kgo reports a dialer even when none was set (its default, TLS
+	// included) and refuses one beside a TLS config: copy one of the two.
 	if v, ok := cl.OptValue(kgo.DialTLSConfig).(*tls.Config); ok && v != nil {
 		o = append(o, kgo.DialTLSConfig(v))
+	} else if v, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && v != nil {
+		o = append(o, kgo.Dialer(v))
 	}
 	if v, ok := cl.OptValue(kgo.SASL).([]sasl.Mechanism); ok && len(v) > 0 {
 		o = append(o, kgo.SASL(v...))
-	}
-	if v, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && v != nil {
-		o = append(o, kgo.Dialer(v))
 	}
 	if v, ok := cl.OptValue(kgo.WithLogger).(kgo.Logger); ok && v != nil {
 		o = append(o, kgo.WithLogger(v))

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +99,36 @@ func TestStopWhileCheckingTopicsReturnsNil(t *testing.T) {
 	testenv.RunUntil(t, rt.Run, 10*time.Second, "the runtime to wait for its topics", func() bool {
 		return strings.Contains(logs.String(), "checking topics")
 	})
+}
+
+// TestRepeatedCommitFailuresBackOffLonger: while consecutive commits fail
+// (TxnOffsetCommit timeouts, each aborted and rewound), the back-off
+// before the next attempt doubles from RetryBackoffMin; the record is
+// still committed exactly once in the end.
+func TestRepeatedCommitFailuresBackOffLonger(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake faults to fail a TxnOffsetCommit; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.RequestTimedOut, Count: 3})
+	logs := &testenv.SyncBuffer{}
+	run := rttest.Start(h.runtime("offsets-backoff", counter{out: h.out}, func(c *runtime.Config) {
+		c.RetryBackoffMin, c.RetryBackoffMax = 20*time.Millisecond, time.Second
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}))
+	h.inputs(1, 1, 0)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 500*time.Millisecond, 30*time.Second)
+	run.Stop(t)
+	checkCounts(t, out, map[string][]string{"k0": {"0"}})
+	var backoffs []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "transaction commit failed and was aborted") {
+			_, after, _ := strings.Cut(line, " backoff=")
+			backoff, _, _ := strings.Cut(after, " ")
+			backoffs = append(backoffs, backoff)
+		}
+	}
+	if !slices.Equal(backoffs, []string{"20ms", "40ms", "80ms"}) {
+		t.Fatalf("back-offs %v after 3 consecutive failed commits, want [20ms 40ms 80ms]", backoffs)
+	}
 }

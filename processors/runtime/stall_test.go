@@ -194,3 +194,26 @@ func TestFailingPunctuationIsRetriedAlone(t *testing.T) {
 	r.Stop(t)
 	checkCounts(t, out, oracle)
 }
+
+// TestStallOfFirstAndLastRecordRecovers: a partition stalled on its only
+// record (offset 0, nothing after it) is recovered by that record's
+// success: its stalled gauge returns to 0 without waiting for more input.
+func TestStallOfFirstAndLastRecordRecovers(t *testing.T) {
+	h := newHarness(t, 1)
+	proc := &failingKey{proc: counter{out: h.out}, key: "bad"}
+	proc.failing.Store(true)
+	reg := prometheus.NewRegistry()
+	r := rttest.Start(h.runtime("toy-stall-one", proc, withRegisterer(reg)))
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("bad"), Value: []byte("1")}})
+	waitFor(t, "the partition stalled and retried", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 1 && proc.tries.Load() >= 2
+	})
+	proc.failing.Store(false)
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 0, 30*time.Second); len(out) != 1 {
+		t.Fatalf("%d outputs once the record succeeds, want 1", len(out))
+	}
+	waitFor(t, "the stalled gauge back at 0", 5*time.Second, func() bool {
+		return metric(reg, "roomflow_process_partition_stalled", "partition", "0") == 0
+	})
+	r.Stop(t)
+}

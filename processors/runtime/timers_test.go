@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/runtime"
 	"github.com/hyapp/roomflow/processors/runtime/rttest"
 )
@@ -78,7 +81,9 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := seen{out: h.out}
 	reg := prometheus.NewRegistry()
-	rt := h.runtime("toy-lso", s, withTimer(clock.Now, "tick", time.Minute, s.tick), withRegisterer(reg))
+	logs := &testenv.SyncBuffer{}
+	rt := h.runtime("toy-lso", s, withTimer(clock.Now, "tick", time.Minute, s.tick), withRegisterer(reg),
+		func(c *runtime.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	r := rttest.Start(rt)
 	waitFor(t, "2 partitions assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 2 })
 	clock.Advance(time.Minute)
@@ -106,6 +111,10 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	waitFor(t, "a tick deferred for lack of the LSO", 30*time.Second, func() bool {
 		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
 	})
+	// The operator is told while it happens, not only at shutdown.
+	if !strings.Contains(logs.String(), "cannot read the input's last stable offsets") {
+		t.Fatalf("no warning while the LSO could not be read; logs:\n%s", logs.String())
+	}
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, time.Second); len(out) != 2 {
 		t.Fatalf("%d ticks while the LSO could not be read, want the 2 earlier ones", len(out))
 	}
@@ -186,4 +195,124 @@ func TestPunctuationCatchUp(t *testing.T) {
 		t.Fatalf("%d records after the next interval, last %q; want one more run at %d", len(out), out[len(out)-1].Value, tick+3600)
 	}
 	r.Stop(t)
+}
+
+// TestExpiredKeySweptOnIdlePartition: the TTL sweep deletes a key once it
+// expired on the runtime clock, and the tombstone commits to the changelog
+// although no record arrives after it (the sweep is work to commit); a
+// sweep that finds nothing expired commits no transaction.
+func TestExpiredKeySweptOnIdlePartition(t *testing.T) {
+	h := newHarness(t, 1)
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-sweep", counter{out: h.out}, withRegisterer(reg), func(c *runtime.Config) {
+		c.Now = clock.Now
+		c.TTLSweepInterval = time.Minute
+	})
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	// counter writes "a" and "seen:a", the latter with a TTL of an hour.
+	rttest.Produce(t, h.k.Client(t), []*kgo.Record{{Topic: h.in, Key: []byte("a"), Value: []byte("v")}})
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 0, 30*time.Second); len(out) != 1 {
+		t.Fatalf("%d outputs of the record, want 1", len(out))
+	}
+	commits := metricSum(t, reg, "roomflow_process_txn_commits_total")
+
+	// Sweeps before the TTL ends find nothing: no transaction.
+	for range 3 {
+		clock.Advance(time.Minute)
+		time.Sleep(300 * time.Millisecond) // several loop turns (CommitInterval 50ms)
+	}
+	if c := metricSum(t, reg, "roomflow_process_txn_commits_total"); c != commits {
+		t.Fatalf("%v transactions committed by sweeps that deleted nothing, want 0", c-commits)
+	}
+
+	clock.Advance(time.Hour)
+	cl := rttest.ReadCommitted(t, h.k.Brokers, h.cl, 4, 500*time.Millisecond, 30*time.Second)
+	if len(cl) != 4 {
+		t.Fatalf("%d changelog records, want 4: the restore marker, the writes of a and seen:a, the expired seen:a's tombstone", len(cl))
+	}
+	if last := cl[3]; string(last.Key) != "seen:a" || last.Value != nil {
+		t.Fatalf("last changelog record %q=%q, want the tombstone of seen:a", last.Key, last.Value)
+	}
+	r.Stop(t)
+}
+
+// TestPunctuationCatchUpIsNotHeld: the runs of a catch-up follow each other
+// at once: a transaction of punctuation output alone (no input offsets) is
+// committed on the client, not held like GroupTransactSession.End holds an
+// offset-less commit (500ms each), so 20 runs take well under 5s. Each such
+// commit first confirms the membership with a Heartbeat of its own (the
+// broker's generation check on offsets does not cover it).
+func TestPunctuationCatchUpIsNotHeld(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake to count heartbeats; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const runs = 20
+	tick := func(task runtime.Task, _ time.Time) error {
+		v, _ := task.Store().Get("runs")
+		n, _ := strconv.Atoi(string(v))
+		n++
+		task.Store().Put("runs", []byte(strconv.Itoa(n)))
+		task.Emit(&kgo.Record{Topic: h.out, Value: []byte(strconv.Itoa(n))})
+		if n < runs {
+			task.MoreDue()
+		}
+		return nil
+	}
+	rt := h.runtime("toy-catchup-fast", counter{out: h.out}, withTimer(clock.Now, "tick", time.Hour, tick))
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	heartbeats := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Count: -1, Observe: true})
+	clock.Advance(time.Hour)
+	start := time.Now()
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, runs, 0, 5*time.Second)
+	took := time.Since(start)
+	r.Stop(t)
+	if len(out) != runs || string(out[runs-1].Value) != strconv.Itoa(runs) {
+		t.Fatalf("%d catch-up runs committed in %v, want %d within 5s", len(out), took, runs)
+	}
+	// The client's own heartbeats (every 3s) add at most a few.
+	if n := heartbeats.Hits(); n < runs {
+		t.Fatalf("%d heartbeats for %d commits of punctuation output, want one membership check each", n, runs)
+	}
+}
+
+// TestPunctuationOutputNeedsConfirmedMembership: a commit of punctuation
+// output alone is aborted (cause membership) when the coordinator answers
+// its membership Heartbeat with an error; the next tick commits. The
+// client's own heartbeats are pushed past the test (HeartbeatInterval), so
+// every heartbeat seen is a membership check.
+func TestPunctuationOutputNeedsConfirmedMembership(t *testing.T) {
+	h := newHarness(t, 1)
+	if h.k.Fake == nil {
+		t.Skip("needs kfake fault injection; ROOMFLOW_KAFKA_BROKERS is set")
+	}
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tick := func(task runtime.Task, now time.Time) error {
+		task.Emit(&kgo.Record{Topic: h.out, Value: []byte(now.Format(time.RFC3339))})
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	rt := h.runtime("toy-member", counter{out: h.out}, withTimer(clock.Now, "tick", time.Minute, tick), withRegisterer(reg),
+		func(c *runtime.Config) {
+			c.Kafka.SessionTimeout = time.Minute
+			c.Kafka.Extra = append(c.Kafka.Extra, kgo.HeartbeatInterval(50*time.Second))
+		})
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	refused := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.RebalanceInProgress, Count: 1})
+	clock.Advance(time.Minute)
+	waitFor(t, "the membership check refused", 30*time.Second, func() bool { return refused.Hits() == 1 })
+	waitFor(t, "the punctuation output aborted", 10*time.Second, func() bool {
+		return metric(reg, "roomflow_process_txn_aborts_total", "cause", "membership") == 1
+	})
+	clock.Advance(time.Minute)
+	out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 1, 500*time.Millisecond, 30*time.Second)
+	r.Stop(t)
+	if len(out) != 1 || string(out[0].Value) != "2026-01-01T00:02:00Z" {
+		t.Fatalf("committed ticks %v, want only the second one (00:02)", out)
+	}
 }
