@@ -42,7 +42,7 @@ TARGETS=(
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestGiveUp|TestDrainWaits|TestOnAssigned|TestDropHeld|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
   "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
-  "services/luckydraw/draw.go|^(TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
+  "services/luckydraw/draw.go|^(TestPlanDraw|TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
 )
 
 # gremlins runs `go` from PATH: the shim fixes the package a mutant's tests
