@@ -154,3 +154,31 @@ func TestClaimPendingWhenEveryCandidateIsTaken(t *testing.T) {
 		t.Fatalf("claimed %v, want nothing", got)
 	}
 }
+
+// TestReleaseRestoresThePreviousStatus: claimed rows never sent go back to
+// pending if they were pending, and to retryable otherwise (a retryable
+// row, or a delivering one taken over from an expired claim), unlocked.
+func TestReleaseRestoresThePreviousStatus(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Minute, gift("was-pending", "room-1", 1), gift("was-retryable", "room-2", 1), gift("was-delivering", "room-3", 1))
+	past := time.Now().Add(-time.Second).UnixMilli()
+	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'retryable', lock_until_ms = ? WHERE event_id = 'was-retryable'", past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivering', worker_id = 'dead', lock_until_ms = ? WHERE event_id = 'was-delivering'", past); err != nil {
+		t.Fatal(err)
+	}
+	repo := imoutbox.NewRepo(e.db)
+	rows, err := repo.ClaimPending(context.Background(), "w1", 10, time.Second, time.Minute)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("claimed %d rows, %v; want 3", len(rows), err)
+	}
+	if err := repo.Release(context.Background(), "w1", rows); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"was-pending": "pending", "was-retryable": "retryable", "was-delivering": "retryable"} {
+		if r := e.row(id); r.Status != want || r.WorkerID != "" || r.LockUntil != 0 {
+			t.Errorf("%s released as %+v, want %s, unlocked", id, r, want)
+		}
+	}
+}
