@@ -69,19 +69,23 @@ func TestClaimPendingOfReadsLimitTimesSpread(t *testing.T) {
 }
 
 // TestClaimEventsWithNothingToClaim: a fast-path claim whose rows are all
-// delivered, held by another worker or missing changes nothing and is no
-// error.
+// delivered, held by another worker (up to the last millisecond of its
+// lock) or missing changes nothing and is no error.
 func TestClaimEventsWithNothingToClaim(t *testing.T) {
 	e := newEnv(t, false)
 	e.insert(0, gift("delivered", "room-1", 1), gift("busy", "room-2", 1))
 	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivered' WHERE event_id = 'delivered'"); err != nil {
 		t.Fatal(err)
 	}
+	// Another worker's claim ending exactly now is still its own.
+	now := time.UnixMilli(time.Now().UnixMilli())
 	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivering', worker_id = 'w2', lock_until_ms = ? WHERE event_id = 'busy'",
-		time.Now().Add(time.Minute).UnixMilli()); err != nil {
+		now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := imoutbox.NewRepo(e.db).ClaimEvents(context.Background(), "w1", []string{"delivered", "busy", "missing"}, time.Minute)
+	repo := imoutbox.NewRepo(e.db)
+	imoutbox.SetNow(repo, func() time.Time { return now })
+	res, err := repo.ClaimEvents(context.Background(), "w1", []string{"delivered", "busy", "missing"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
