@@ -77,3 +77,44 @@ func TestOutcomeHit(t *testing.T) {
 		t.Fatal("Hit is not reward_coins > 0")
 	}
 }
+
+// TestPlanDraw: Draw takes the tier Select picks for the random value and
+// splits a paying tier's reward over the layers as SplitPayout does; a
+// random value outside [0, 1,000,000) is an error.
+func TestPlanDraw(t *testing.T) {
+	r := testRule()
+	p, err := NewPlan(DrawInput{Rule: r, CoinSpent: 100, Pools: pools(10_000), LargeTierEnabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for random := int64(0); random < 1_000_000; random += 12_345 {
+		i, err := Select(p.Candidates, random)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := p.Draw(r, random)
+		if err != nil {
+			t.Fatalf("Draw(%d): %v", random, err)
+		}
+		if o.Tier != p.Candidates[i] {
+			t.Fatalf("Draw(%d) tier %+v, want candidate %d %+v", random, o.Tier, i, p.Candidates[i])
+		}
+		var want [3]int64
+		if o.Tier.RewardCoins > 0 {
+			hits++
+			if want, err = SplitPayout(o.Tier.RewardCoins, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o.LayerOut != want || o.LayerOut[0]+o.LayerOut[1]+o.LayerOut[2] != o.Tier.RewardCoins {
+			t.Fatalf("Draw(%d) layers %v for %d coins, want %v", random, o.LayerOut, o.Tier.RewardCoins, want)
+		}
+	}
+	if hits == 0 {
+		t.Fatal("no paying tier drawn: the test checked no split")
+	}
+	if _, err := p.Draw(r, 1_000_000); !errors.Is(err, ErrBadTable) {
+		t.Fatalf("Draw(1000000) = %v, want ErrBadTable", err)
+	}
+}

@@ -69,19 +69,23 @@ func TestClaimPendingOfReadsLimitTimesSpread(t *testing.T) {
 }
 
 // TestClaimEventsWithNothingToClaim: a fast-path claim whose rows are all
-// delivered, held by another worker or missing changes nothing and is no
-// error.
+// delivered, held by another worker (up to the last millisecond of its
+// lock) or missing changes nothing and is no error.
 func TestClaimEventsWithNothingToClaim(t *testing.T) {
 	e := newEnv(t, false)
 	e.insert(0, gift("delivered", "room-1", 1), gift("busy", "room-2", 1))
 	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivered' WHERE event_id = 'delivered'"); err != nil {
 		t.Fatal(err)
 	}
+	// Another worker's claim ending exactly now is still its own.
+	now := time.UnixMilli(time.Now().UnixMilli())
 	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivering', worker_id = 'w2', lock_until_ms = ? WHERE event_id = 'busy'",
-		time.Now().Add(time.Minute).UnixMilli()); err != nil {
+		now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := imoutbox.NewRepo(e.db).ClaimEvents(context.Background(), "w1", []string{"delivered", "busy", "missing"}, time.Minute)
+	repo := imoutbox.NewRepo(e.db)
+	imoutbox.SetNow(repo, func() time.Time { return now })
+	res, err := repo.ClaimEvents(context.Background(), "w1", []string{"delivered", "busy", "missing"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +156,33 @@ func TestClaimPendingWhenEveryCandidateIsTaken(t *testing.T) {
 	}})
 	if got := claimedIDs(t, imoutbox.NewRepo(db), 10, time.Second, nil, 1); len(got) != 0 {
 		t.Fatalf("claimed %v, want nothing", got)
+	}
+}
+
+// TestReleaseRestoresThePreviousStatus: claimed rows never sent go back to
+// pending if they were pending, and to retryable otherwise (a retryable
+// row, or a delivering one taken over from an expired claim), unlocked.
+func TestReleaseRestoresThePreviousStatus(t *testing.T) {
+	e := newEnv(t, false)
+	e.insert(time.Minute, gift("was-pending", "room-1", 1), gift("was-retryable", "room-2", 1), gift("was-delivering", "room-3", 1))
+	past := time.Now().Add(-time.Second).UnixMilli()
+	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'retryable', lock_until_ms = ? WHERE event_id = 'was-retryable'", past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec("UPDATE room_outbox SET status = 'delivering', worker_id = 'dead', lock_until_ms = ? WHERE event_id = 'was-delivering'", past); err != nil {
+		t.Fatal(err)
+	}
+	repo := imoutbox.NewRepo(e.db)
+	rows, err := repo.ClaimPending(context.Background(), "w1", 10, time.Second, time.Minute)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("claimed %d rows, %v; want 3", len(rows), err)
+	}
+	if err := repo.Release(context.Background(), "w1", rows); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"was-pending": "pending", "was-retryable": "retryable", "was-delivering": "retryable"} {
+		if r := e.row(id); r.Status != want || r.WorkerID != "" || r.LockUntil != 0 {
+			t.Errorf("%s released as %+v, want %s, unlocked", id, r, want)
+		}
 	}
 }
