@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
@@ -11,10 +12,11 @@ import (
 // TestRiskCountersOfDraws: with a cap on every scope, each draw counts in
 // the sender's and the device's daily, the room's hourly and the anchor's
 // daily window (draws, hits, coins paid, the window's exact bounds); a
-// gift without a target counts for no anchor.
+// gift without a target counts for no anchor. A hit's wallet credit is
+// due 2 × wallet_credit_timeout + 1 s after the draw.
 func TestRiskCountersOfDraws(t *testing.T) {
 	const big = 1_000_000_000
-	e := start(t, luckydraw.Config{MaxDeviceDailyPayout: big, MaxAnchorDailyPayout: big}, 100_000)
+	e := start(t, luckydraw.Config{MaxDeviceDailyPayout: big, MaxAnchorDailyPayout: big, WalletCreditTimeout: 3 * time.Second}, 100_000)
 	ctx := context.Background()
 	r := rule("caps", big)
 	r.MaxRoomHourlyPayout = big
@@ -53,6 +55,12 @@ func TestRiskCountersOfDraws(t *testing.T) {
 			t.Errorf("%s %s counter: %s, %d draws, %d hits, %d coins, window [%d, %d); want %s, %d, %d, %d, a %d ms window",
 				c.scope, c.id, window, n, h, coins, start, end, c.window, draws, hits, paid, c.span)
 		}
+	}
+	// Each hit's wallet credit is due for the outbox worker two credit
+	// timeouts and a second after its draw (the synchronous dispatch's
+	// claim window).
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE event_type = 'reward_credit' AND next_retry_at_ms - created_at_ms = 7000`); n != hits {
+		t.Fatalf("%d of %d reward credits due 7 s after their draw", n, hits)
 	}
 	req := drawReq("no-target", 6)
 	req.RuleVersion, req.Meta.TargetUserId = "caps", 0
