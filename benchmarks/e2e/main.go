@@ -162,6 +162,7 @@ type options struct {
 	writers          int
 	repeat           int
 	keepLogs         bool
+	metricsPort      int
 	scaleOut         bool
 	scaleRate        float64
 	scaleDur         time.Duration
@@ -194,6 +195,7 @@ func main() {
 	flag.Float64Var(&o.scaleRate, "scaleout-rate", 2000, "events/s of the scale-out run")
 	flag.DurationVar(&o.scaleDur, "scaleout-duration", 90*time.Second, "length of the scale-out run (a replica joins at 1/3, one stops at 2/3)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
+	flag.IntVar(&o.metricsPort, "metrics-port", 0, "serve each child's /metrics on 127.0.0.1 from this port on, in component order (0: none), to watch a run with curl")
 	flag.Parse()
 	var err error
 	if o.rates, err = floats(rates); err == nil {
@@ -444,7 +446,11 @@ func (b *bench) measure(ctx context.Context, name, layout string, c config.Confi
 			_ = ch.Stop(15 * time.Second)
 		}
 	}()
-	for _, comp := range layoutProcs[layout] {
+	for i, comp := range layoutProcs[layout] {
+		c := c
+		if b.o.metricsPort > 0 {
+			c.Metrics.Addr = fmt.Sprintf("127.0.0.1:%d", b.o.metricsPort+i)
+		}
 		// The same instance id every run: a static member restarted
 		// takes its partitions straight back, as a restarted pod does,
 		// instead of waiting for the former member's session to end.

@@ -166,3 +166,70 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 		t.Fatal("A never owned a partition again after B left")
 	}
 }
+
+// TestApplyLocksOnlyItsPartitions: a batch's transaction locks the offset
+// rows of its own partitions and no others, so the concurrent transactions
+// of one batch (Config.Parallelism, disjoint partitions) do not wait for
+// each other. MariaDB scanned and locked the whole group's rows when the
+// lock named the partitions per topic and the batch had two topics; each
+// transaction then waited out the other (a sink as slow as one connection).
+func TestApplyLocksOnlyItsPartitions(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	st := newStore(t, m.DB, "g")
+	var tps []mysqlsink.TP
+	for p := range int32(6) {
+		tps = append(tps, mysqlsink.TP{Topic: "ledger", Partition: p}, mysqlsink.TP{Topic: "inflow", Partition: p})
+	}
+	claimed, err := st.Claim(ctx, "A", tps, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[mysqlsink.TP]int64{}
+	for tp, c := range claimed {
+		claims[tp] = c.Generation
+	}
+
+	// The batch's other transaction (splitByPartition with parallelism 2:
+	// every inflow partition and ledger 0, 2, 4 in one, ledger 1, 3, 5 in
+	// the other) holds its rows.
+	other, err := m.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	for _, p := range []int{1, 3, 5} {
+		if _, err := other.ExecContext(ctx, "SELECT next_offset FROM roomflow_sink_offsets WHERE consumer_group = 'g' AND topic = 'ledger' AND partition_id = ? FOR UPDATE", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	o := sinktest.NewOracle()
+	var recs []mysqlsink.Record
+	for _, p := range []int32{0, 2, 4} {
+		ledger := sinktest.NewLedgerGen(uint64(p), "hyapp", 10).Next(10)
+		o.AddLedger(ledger...)
+		recs = append(recs, ledgerRecords(mysqlsink.TP{Topic: "ledger", Partition: p}, 0, ledger)...)
+	}
+	inflows := sinktest.NewInflowGen(7, "hyapp", 2, 2).Next(6)
+	o.AddInflows(inflows...)
+	for i, in := range inflows {
+		recs = append(recs, mysqlsink.Record{TP: mysqlsink.TP{Topic: "inflow", Partition: int32(i)}, Offset: 0, Item: in})
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	res, err := st.Apply(actx, "A", claims, recs, 2)
+	if err != nil {
+		t.Fatalf("apply while the batch's other transaction holds ledger 1, 3, 5: %v after %s", err, time.Since(t0))
+	}
+	if len(res.Offsets) != 9 || res.Offsets[mysqlsink.TP{Topic: "ledger", Partition: 4}] != 10 || res.Offsets[mysqlsink.TP{Topic: "inflow", Partition: 5}] != 1 {
+		t.Fatalf("offsets %v, want ledger 0, 2, 4 at 10 and every inflow partition at 1", res.Offsets)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -108,33 +108,24 @@ func sortTPs(tps []TP) {
 	})
 }
 
-// tpWhere renders "(topic = ? AND partition_id IN (?,..)) OR ..." for tps.
-func tpWhere(tps []TP, args []any) (string, []any) {
-	byTopic := map[string][]int32{}
-	var topics []string
-	for _, tp := range tps {
-		if _, ok := byTopic[tp.Topic]; !ok {
-			topics = append(topics, tp.Topic)
-		}
-		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
-	}
-	sort.Strings(topics)
+// offsetKeys renders "(consumer_group, topic, partition_id) IN ((?,?,?),...)"
+// for tps, the primary keys of their roomflow_sink_offsets rows. A locking
+// read must name the rows by whole key: with "consumer_group = ? AND
+// (topic = ? AND partition_id IN (...)) OR ..." MariaDB scans (and locks)
+// every row of the group, so concurrent transactions of disjoint partitions
+// (Config.Parallelism) wait for each other.
+func offsetKeys(group string, tps []TP) (string, []any) {
 	var b strings.Builder
-	for i, t := range topics {
+	args := make([]any, 0, 3*len(tps))
+	b.WriteString("(consumer_group, topic, partition_id) IN (")
+	for i, tp := range tps {
 		if i > 0 {
-			b.WriteString(" OR ")
+			b.WriteByte(',')
 		}
-		b.WriteString("(topic = ? AND partition_id IN (")
-		args = append(args, t)
-		for j, p := range byTopic[t] {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('?')
-			args = append(args, p)
-		}
-		b.WriteString("))")
+		b.WriteString("(?,?,?)")
+		args = append(args, group, tp.Topic, tp.Partition)
 	}
+	b.WriteByte(')')
 	return b.String(), args
 }
 
@@ -168,8 +159,8 @@ func (s *Store) Claim(ctx context.Context, owner string, tps []TP, nowMs int64) 
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return nil, fmt.Errorf("claim offsets: %w", err)
 	}
-	where, wargs := tpWhere(tps, []any{s.group})
-	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, generation FROM roomflow_sink_offsets WHERE consumer_group = ? AND ("+where+")", wargs...)
+	where, wargs := offsetKeys(s.group, tps)
+	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, generation FROM roomflow_sink_offsets WHERE "+where, wargs...)
 	if err != nil {
 		return nil, fmt.Errorf("read claimed offsets: %w", err)
 	}
@@ -247,8 +238,10 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 	// 1. Fence: the offsets rows are locked until commit, so a claim by
 	// another instance either happened before (we see it and stop) or
 	// waits for this commit (and then reads our offsets).
-	where, wargs := tpWhere(tps, []any{s.group})
-	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, owner_id, generation FROM roomflow_sink_offsets WHERE consumer_group = ? AND ("+where+") ORDER BY topic, partition_id FOR UPDATE", wargs...)
+	// FORCE INDEX: on a small table the optimizer prefers a scan of the
+	// whole index, which locks every partition's row (offsetKeys).
+	where, wargs := offsetKeys(s.group, tps)
+	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, owner_id, generation FROM roomflow_sink_offsets FORCE INDEX (PRIMARY) WHERE "+where+" ORDER BY topic, partition_id FOR UPDATE", wargs...)
 	if err != nil {
 		return res, fmt.Errorf("lock offsets: %w", err)
 	}
