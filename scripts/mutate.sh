@@ -43,7 +43,7 @@ TARGETS=(
   "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"
   "services/luckydraw/draw.go|^(TestPlanDraw|TestNewPlan|TestInflowLayers|TestRuleNeeds|TestSelectCumulative|TestRewardCoins|TestRiskRemaining|TestNoneTierFirst|TestOutcomeHit)"
-  "services/luckydraw/store.go|^(TestRiskCounters|TestPickVersion|TestBadRequests|TestAdmin|TestSynchronousDispatch|TestDrawTimeoutRetry|TestDuplicateCommandStorm|TestStreamClaim|TestKillSwitches|TestDrawsAuditAndInvariants|TestLowWaterAndUserDailyCap|TestCrashBetweenCommitAndDispatch|TestConcurrentDrawsOneRoomAndGift|TestConfigRiskCaps)"
+  "services/luckydraw/store.go|^(TestRiskCounters|TestPickVersion|TestBadRequests|TestAdmin|TestSynchronousDispatch|TestDrawTimeoutRetry|TestDuplicateCommandStorm|TestStreamClaim|TestKillSwitches|TestDrawsAuditAndInvariants|TestLowWaterAndUserDailyCap|TestCrashBetweenCommitAndDispatch|TestConcurrentDrawsOneRoomAndGift|TestConfigRiskCaps|TestDrawCreatesMissingPools|TestPoolChangedCarriesTheBalance|TestRiskSnapshotCapacity|TestDrawErrorsAreTimeouts|TestDeadlockReadingNewCounters|TestNextBatchStartsWhileOneCommits)"
 )
 
 # gremlins runs `go` from PATH: the shim fixes the package a mutant's tests

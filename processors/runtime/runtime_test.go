@@ -263,7 +263,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // TestStatefulRestoreAfterRestart: a toy counter keeps per-key counts (and
 // TTL'd last values) in its store; a second instance started after the
 // first stopped restores exactly the same state from the changelog (the
-// dumps of every partition are equal) and continues the counts.
+// dumps of every partition are equal), is ready once restored, and
+// continues the counts.
 func TestStatefulRestoreAfterRestart(t *testing.T) {
 	h := newHarness(t, 3)
 	toy := counter{out: h.out, dump: h.dump}
@@ -274,11 +275,13 @@ func TestStatefulRestoreAfterRestart(t *testing.T) {
 	before := h.dumps(3, 3)
 	a.Stop(t)
 
-	b := rttest.Start(h.runtime("toy-b", toy, withRegisterer(reg)))
+	bRT := h.runtime("toy-b", toy, withRegisterer(reg))
+	b := rttest.Start(bRT)
 	after := h.dumps(3, 6)
 	if len(before) != 3 || len(after) != 3 {
 		t.Fatalf("dumps of %d and %d partitions, want 3", len(before), len(after))
 	}
+	waitFor(t, "the restored instance ready", 10*time.Second, func() bool { return bRT.Ready() == nil })
 	for p, st := range before {
 		if after[p] != st || strings.Count(st, ";") < 5 {
 			t.Fatalf("partition %s state after restart differs:\nbefore %s\nafter  %s", p, st, after[p])

@@ -46,7 +46,8 @@ func (s seen) tick(t runtime.Task, _ time.Time) error {
 // the tick is deferred and counted, and once the records flow it runs and
 // sees every record, including those of a committed transaction (its
 // marker must count as consumed). While the LSO cannot be read (ListOffsets
-// fault) the tick waits too.
+// fault, failing the whole read or one partition in its answer) the tick
+// waits too, and the warning says why.
 func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	h := newHarness(t, 2)
 	if h.k.Fake == nil {
@@ -111,9 +112,13 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	waitFor(t, "a tick deferred for lack of the LSO", 30*time.Second, func() bool {
 		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= 2
 	})
-	// The operator is told while it happens, not only at shutdown.
+	// The operator is told while it happens, not only at shutdown, and
+	// why: the broker's error, whichever task's read failed last.
 	if !strings.Contains(logs.String(), "cannot read the input's last stable offsets") {
 		t.Fatalf("no warning while the LSO could not be read; logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "NOT_LEADER_FOR_PARTITION") || strings.Contains(logs.String(), "partition missing from the answer") {
+		t.Fatalf("the warning does not carry the broker's error; logs:\n%s", logs.String())
 	}
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 2, 500*time.Millisecond, time.Second); len(out) != 2 {
 		t.Fatalf("%d ticks while the LSO could not be read, want the 2 earlier ones", len(out))
@@ -121,6 +126,32 @@ func TestPunctuationWaitsForInputLSO(t *testing.T) {
 	lso.Remove()
 	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 4, 500*time.Millisecond, 30*time.Second); len(out) != 4 {
 		t.Fatalf("%d ticks after the LSO came back, want 4", len(out))
+	}
+
+	// The read answers, but with an error for partition 0: its tick waits
+	// as well, partition 1's runs, and the warning names partition 0's
+	// error.
+	partErr := h.k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: h.in, Partitions: []int32{0},
+		Err: kerr.UnknownServerError, Count: -1})
+	deferred := metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable")
+	clock.Advance(time.Minute)
+	waitFor(t, "a tick deferred for partition 0's LSO error", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_punctuations_deferred_total", "reason", "lso_unavailable") >= deferred+2
+	})
+	if !strings.Contains(logs.String(), "UNKNOWN_SERVER_ERROR") || strings.Contains(logs.String(), "partition missing from the answer") {
+		t.Fatalf("the warning does not carry partition 0's error; logs:\n%s", logs.String())
+	}
+	out = rttest.ReadCommitted(t, h.k.Brokers, h.out, 5, 500*time.Millisecond, 30*time.Second)
+	ticks := map[string]int{}
+	for _, rec := range out {
+		ticks[string(rec.Key)]++
+	}
+	if ticks["0"] != 2 || ticks["1"] != 3 {
+		t.Fatalf("ticks per partition %v while partition 0's LSO failed, want 0:2 (the earlier ones) and 1:3", ticks)
+	}
+	partErr.Remove()
+	if out := rttest.ReadCommitted(t, h.k.Brokers, h.out, 6, 500*time.Millisecond, 30*time.Second); len(out) != 6 {
+		t.Fatalf("%d ticks after partition 0's LSO came back, want 6", len(out))
 	}
 	r.Stop(t)
 }

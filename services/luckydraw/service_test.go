@@ -49,6 +49,19 @@ type env struct {
 // 127.0.0.1:0.
 func start(t *testing.T, cfg luckydraw.Config, fund int64) *env {
 	t.Helper()
+	return startOn(t, cfg, fund, nil)
+}
+
+// startHooked is start with the Service's connections running h
+// (testenv.OpenHooked): faults injected below the draw transaction. e.db
+// stays a plain pool for the test's own reads.
+func startHooked(t *testing.T, cfg luckydraw.Config, fund int64, h testenv.SQLHooks) *env {
+	t.Helper()
+	return startOn(t, cfg, fund, &h)
+}
+
+func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks) *env {
+	t.Helper()
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
 	if err := luckydraw.PublishRule(ctx, m.DB, rule("v1", 0)); err != nil {
@@ -65,8 +78,12 @@ func start(t *testing.T, cfg luckydraw.Config, fund int64) *env {
 	if cfg.SwitchCacheTTL == 0 {
 		cfg.SwitchCacheTTL = time.Nanosecond
 	}
+	svcDB := m.DB
+	if h != nil {
+		svcDB = testenv.OpenHooked(t, m.DSN, *h)
+	}
 	var err error
-	if e.svc, err = luckydraw.New(cfg, m.DB); err != nil {
+	if e.svc, err = luckydraw.New(cfg, svcDB); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -446,13 +463,17 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if !strings.Contains(cand, `"large_tier_off"`) {
 		t.Fatalf("candidates %s", cand)
 	}
-	// Dispatch off by config: hits stay PENDING with LuckyRewardPending:{reward_id}:0.
+	// Dispatch off by config: hits stay PENDING with LuckyRewardPending:{reward_id}:0;
+	// a miss has no reward and no such event.
 	if on, err := e.svc.DispatchEnabled(ctx, ""); err != nil || on {
 		t.Fatalf("dispatch enabled: %v %v", on, err)
 	}
 	hits := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE reward_coins > 0 AND reward_status = 'pending'`)
 	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE event_id LIKE 'LuckyRewardPending:LR-LD-%:0'`); n != hits || hits == 0 {
 		t.Fatalf("%d pending events for %d pending hits", n, hits)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyRewardPending'`); n != hits {
+		t.Fatalf("%d LuckyRewardPending events for %d hits (misses have none)", n, hits)
 	}
 	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchWalletDispatch, "", &on); err != nil {
 		t.Fatal(err)
