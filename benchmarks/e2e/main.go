@@ -163,6 +163,9 @@ type options struct {
 	repeat           int
 	keepLogs         bool
 	metricsPort      int
+	tunedPoll        time.Duration
+	tunedCommit      time.Duration
+	tunedFlush       time.Duration
 	scaleOut         bool
 	scaleRate        float64
 	scaleDur         time.Duration
@@ -195,6 +198,9 @@ func main() {
 	flag.Float64Var(&o.scaleRate, "scaleout-rate", 2000, "events/s of the scale-out run")
 	flag.DurationVar(&o.scaleDur, "scaleout-duration", 90*time.Second, "length of the scale-out run (a replica joins at 1/3, one stops at 2/3)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the children's logs (their directory is printed)")
+	flag.DurationVar(&o.tunedPoll, "tuned-poll", 10*time.Millisecond, "relay.poll_interval of the tuned config")
+	flag.DurationVar(&o.tunedCommit, "tuned-commit", 20*time.Millisecond, "process.commit_interval of the tuned config")
+	flag.DurationVar(&o.tunedFlush, "tuned-flush", 10*time.Millisecond, "sink.flush_interval of the tuned config")
 	flag.IntVar(&o.metricsPort, "metrics-port", 0, "serve each child's /metrics on 127.0.0.1 from this port on, in component order (0: none), to watch a run with curl")
 	flag.Parse()
 	var err error
@@ -257,13 +263,14 @@ func floats(s string) ([]float64, error) {
 	return out, nil
 }
 
-// tuned lowers the three intervals a record waits in on its way to MySQL.
-// The trade-off: more, smaller transactions (relay polls, processor and
-// sink commits), so more CPU and MySQL/Kafka round trips per event.
-func tuned(c *config.Config) {
-	c.Relay.PollInterval = config.Duration(10 * time.Millisecond)
-	c.Process.CommitInterval = config.Duration(20 * time.Millisecond)
-	c.Sink.FlushInterval = config.Duration(10 * time.Millisecond)
+// tuned lowers the three intervals a record waits in on its way to MySQL
+// (-tuned-poll, -tuned-commit, -tuned-flush). The trade-off: more, smaller
+// transactions (relay polls, processor and sink commits), so more CPU and
+// MySQL/Kafka round trips per event.
+func (o *options) tuned(c *config.Config) {
+	c.Relay.PollInterval = config.Duration(o.tunedPoll)
+	c.Process.CommitInterval = config.Duration(o.tunedCommit)
+	c.Sink.FlushInterval = config.Duration(o.tunedFlush)
 }
 
 type bench struct {
@@ -302,9 +309,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	fmt.Printf("roomflow end to end: %s, GOMAXPROCS %d, NumCPU %d (shared machine), kfake 3 brokers in a child process, %d partitions, layouts %s (components: %s), MySQL %s, sink batch %d, flush %s, parallelism %d\n",
+	fmt.Printf("roomflow end to end: %s, GOMAXPROCS %d, NumCPU %d (shared machine), kfake 3 brokers in a child process, %d partitions, layouts %s (components: %s), MySQL %s, sink batch %d, flush %s, parallelism %d; tuned config: relay.poll_interval %s, process.commit_interval %s, sink.flush_interval %s\n",
 		host, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.partitions, strings.Join(o.layouts, ", "), strings.Join(components, ", "), mariadbLabel(o.mariadb),
-		env.Config.Sink.BatchSize, env.Config.Sink.FlushInterval.D(), o.sinkPar)
+		env.Config.Sink.BatchSize, env.Config.Sink.FlushInterval.D(), o.sinkPar, o.tunedPoll, o.tunedCommit, o.tunedFlush)
 
 	if o.scaleOut {
 		return b.scaleOut(ctx, o.scaleRate, o.scaleDur)
@@ -316,7 +323,7 @@ func run(ctx context.Context, o options) error {
 			switch name {
 			case "default":
 			case "tuned":
-				tuned(&c)
+				o.tuned(&c)
 			default:
 				return fmt.Errorf("-configs: unknown config %q (default, tuned)", name)
 			}
