@@ -48,19 +48,19 @@ if [ "${QUICK:-}" = 1 ]; then
   run lucky -quick -rounds 3 -draws 1000 -naive-draws 100 -rate 0   # no fixed-rate run: throughput only
   run e2e -bin "$bin" -mariadb tuned -layouts processes,run -rates 5000 -configs tuned -duration 6s -sustain "" -out "$e2e_out"
 else
-  run3 relay -latency-duration 10s
+  run3 relay -rows 500000 -latency-duration 10s
   run processors -rounds 3
   run mic -rounds 3
-  run sink                                   # -rounds 3 is its default
+  run sink -entries 100000                   # -rounds 3 is its default
   run3 im -rate 150 -duration 15s            # below the app limit: latency
   run3 im -rate 400 -duration 10s -hot 5     # saturation: 200 calls/s, 40/s per group (then a 30 s drain)
   run failover -n 3 -bin "$bin"              # kill -9 takeover times, static members: min/median/max of 3 kills
-  run lucky                                  # -rounds 3 is its default: draw service vs wallet-in-locks baseline; 1,000/s latency
+  run lucky -draws 6000 -naive-draws 800 -rate-duration 8s # -rounds 3 is its default: draw service vs wallet-in-locks baseline; 1,000/s latency
   # The whole fact path on a MariaDB tuned for throughput, each component
   # its own process and all in one `roomflow run`: latency at 1k/5k/10k
   # (default and tuned config, 3 runs each; `roomflow run` at 5k), the raw
   # MySQL limit, and the highest sustained rate of each layout.
-  run e2e -bin "$bin" -mariadb tuned -layouts processes,run -run-rates 5000 -repeat 3 -duration 10s -sustain 5000,10000,15000,20000 -sustain-duration 40s -out "$e2e_out"
+  run e2e -bin "$bin" -mariadb tuned -layouts processes,run -run-rates 5000 -repeat 3 -duration 10s -sustain 3000,4000,5000,6000,8000,10000,15000,20000 -sustain-duration 40s -out "$e2e_out"
   run e2e -bin "$bin" -scaleout -out "$e2e_out" # replicas joining and leaving: pauses, recovery, facts vs the oracle (one run: a scenario, not a rate)
 fi
 

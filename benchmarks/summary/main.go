@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ func write(w io.Writer, stages []stage, missing []string, svg string) error {
 	lo, md, hi := report.BarSeries{Name: "min"}, report.BarSeries{Name: "median"}, report.BarSeries{Name: "max"}
 	for _, s := range stages {
 		if len(s.runs) == 0 {
-			fmt.Fprintf(w, "| %s | %s | 0 | not measured in this run | %s | | |\n", s.name, s.unit, s.ref)
+			fmt.Fprintf(w, "| %s | %s | 0 | %s | %s | | |\n", s.name, s.unit, cmp.Or(s.none, "not measured in this run"), s.ref)
 			continue
 		}
 		var vals, refs, shares []float64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -18,6 +19,7 @@ type stage struct {
 	name, unit string
 	ref        string // what the reference is
 	runs       []measure
+	none       string // without runs: the result, when having none is one
 }
 
 // A parser reads one benchmark's output (every invocation of a make bench
@@ -174,16 +176,18 @@ func parseLucky(out string) []stage {
 }
 
 var (
-	e2eLimit   = regexp.MustCompile(`^raw MySQL limit .*: (\d+) events/s of the mix`)
-	e2eSustain = regexp.MustCompile(`^(\w+), sustained-rate probe \d+ events/s \(achieved (\d+) .*\): sustained$`)
+	e2eLimit = regexp.MustCompile(`^raw MySQL limit .*: (\d+) events/s of the mix`)
+	e2eProbe = regexp.MustCompile(`^(\w+), sustained-rate probe (\d+) events/s \(achieved (\d+) .*\): (sustained|NOT sustained)`)
 )
 
 // parseE2E: per layout, the highest sustained rate of each invocation
-// against that invocation's raw MySQL limit.
+// against that invocation's raw MySQL limit; a layout that sustained none
+// of the rates tried says so, with the lowest.
 func parseE2E(out string) []stage {
 	byLayout := map[string]*stage{}
 	var order []string
 	best := map[string]float64{}
+	lowest := map[string]float64{}
 	limit := 0.0
 	flush := func() {
 		for _, k := range order {
@@ -198,12 +202,18 @@ func parseE2E(out string) []stage {
 			flush()
 		} else if m := e2eLimit.FindStringSubmatch(l); m != nil {
 			limit = num(m[1])
-		} else if m := e2eSustain.FindStringSubmatch(l); m != nil {
-			if byLayout[m[1]] == nil {
-				byLayout[m[1]] = &stage{name: "e2e " + m[1], unit: "events/s", ref: "raw MySQL limit"}
-				order = append(order, m[1])
+		} else if m := e2eProbe.FindStringSubmatch(l); m != nil {
+			layout, asked := m[1], num(m[2])
+			if byLayout[layout] == nil {
+				byLayout[layout] = &stage{name: "e2e " + layout, unit: "events/s", ref: "raw MySQL limit"}
+				order = append(order, layout)
 			}
-			best[m[1]] = max(best[m[1]], num(m[2]))
+			if lo, ok := lowest[layout]; !ok || asked < lo {
+				lowest[layout] = asked
+			}
+			if m[4] == "sustained" {
+				best[layout] = max(best[layout], num(m[3]))
+			}
 		}
 	}
 	flush()
@@ -212,7 +222,11 @@ func parseE2E(out string) []stage {
 	}
 	var out2 []stage
 	for _, k := range order {
-		out2 = append(out2, *byLayout[k])
+		s := *byLayout[k]
+		if len(s.runs) == 0 {
+			s.none = fmt.Sprintf("none of the rates tried sustained, the lowest %.0f", lowest[k])
+		}
+		out2 = append(out2, s)
 	}
 	return out2
 }

@@ -48,9 +48,11 @@
 // Each batch is one MySQL transaction (Store.Apply) that
 //
 //  1. locks the batch's rows of roomflow_sink_offsets (SELECT ... FOR
-//     UPDATE) and checks that this instance still owns each partition at
-//     the generation it claimed; otherwise nothing is written and
-//     FencedError names the partitions;
+//     UPDATE, by whole primary key: only those rows, so the concurrent
+//     transactions of one batch do not wait for each other) and checks
+//     that this instance still owns each partition at the generation it
+//     claimed; otherwise nothing is written and FencedError names the
+//     partitions;
 //  2. skips records below the offset stored for their partition (a retry
 //     after a commit whose outcome was lost);
 //  3. hands each topic's remaining items to its applier (topics in sorted
