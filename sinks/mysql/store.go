@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 )
 
 // TP is a topic partition.
@@ -115,18 +117,11 @@ func sortTPs(tps []TP) {
 // every row of the group, so concurrent transactions of disjoint partitions
 // (Config.Parallelism) wait for each other.
 func offsetKeys(group string, tps []TP) (string, []any) {
-	var b strings.Builder
 	args := make([]any, 0, 3*len(tps))
-	b.WriteString("(consumer_group, topic, partition_id) IN (")
-	for i, tp := range tps {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?)")
+	for _, tp := range tps {
 		args = append(args, group, tp.Topic, tp.Partition)
 	}
-	b.WriteByte(')')
-	return b.String(), args
+	return "(consumer_group, topic, partition_id) IN (" + sqlbuild.Rows(len(tps), 3) + ")", args
 }
 
 // Claim takes ownership of tps for owner: each row's owner_id becomes owner
