@@ -60,7 +60,7 @@ else
   # its own process and all in one `roomflow run`: latency at 1k/5k/10k
   # (default and tuned config, 3 runs each; `roomflow run` at 5k), the raw
   # MySQL limit, and the highest sustained rate of each layout.
-  run e2e -bin "$bin" -mariadb tuned -layouts processes,run -run-rates 5000 -repeat 3 -duration 10s -sustain 3000,4000,5000,6000,8000,10000,15000,20000 -sustain-duration 40s -out "$e2e_out"
+  run e2e -bin "$bin" -mariadb tuned -layouts processes,run -run-rates 5000 -repeat 3 -duration 10s -sustain 4000,8000,12000,16000,18000,20000,25000 -sustain-duration 40s -out "$e2e_out"
   run e2e -bin "$bin" -scaleout -out "$e2e_out" # replicas joining and leaving: pauses, recovery, facts vs the oracle (one run: a scenario, not a rate)
 fi
 
