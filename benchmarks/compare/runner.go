@@ -250,6 +250,7 @@ func compare(ctx context.Context, c config) error {
 	}
 	var results []result
 	var failures []string
+	took := map[string][]float64{} // seconds per run, by benchmark
 	for round := 1; round <= c.rounds; round++ {
 		for _, p := range ps {
 			if p.skip != "" {
@@ -262,7 +263,9 @@ func compare(ctx context.Context, c config) error {
 			}{{c.a, p.binA, p.argsA}, {c.b, p.binB, p.argsB}} {
 				logf := filepath.Join(c.out, fmt.Sprintf("%s-%s-%d.txt", p.bench, s.side.name, round))
 				fmt.Fprintf(os.Stderr, "== round %d/%d %s %s: %s %s\n", round, c.rounds, p.bench, s.side.name, p.bench, strings.Join(redactArgs(s.args), " "))
+				t0 := time.Now()
 				ms, err := runOnce(ctx, s.bin, s.args, logf, p.bench, c.timeout)
+				took[p.bench] = append(took[p.bench], time.Since(t0).Seconds())
 				if err != nil {
 					failures = append(failures, fmt.Sprintf("round %d, %s, side %s: %v (output: %s)", round, p.bench, s.side.name, err, filepath.Base(logf)))
 					fmt.Fprintln(os.Stderr, "   failed:", err)
@@ -279,7 +282,7 @@ func compare(ctx context.Context, c config) error {
 		return err
 	}
 	var md bytes.Buffer
-	writeReport(&md, c, ps, failures, rows)
+	writeReport(&md, c, ps, took, failures, rows)
 	if err := os.WriteFile(filepath.Join(c.out, "compare.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
@@ -419,7 +422,7 @@ func readRaw(path string) ([]row, error) {
 
 // writeReport is compare.md: what was compared, on which machine, with
 // which arguments, what was skipped or failed, the table and the time.
-func writeReport(w io.Writer, c config, ps []plan, failures []string, rows []row) {
+func writeReport(w io.Writer, c config, ps []plan, took map[string][]float64, failures []string, rows []row) {
 	fmt.Fprintf(w, "# bench-compare %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "- A: %s\n- B: %s\n", c.a.label, c.b.label)
 	fmt.Fprintf(w, "- %d rounds, A B A B …, each run one round on its own kfake; MariaDB %s for every run\n", c.rounds, redactArg("-mysql=" + c.dsn)[len("-mysql="):])
@@ -430,9 +433,9 @@ func writeReport(w io.Writer, c config, ps []plan, failures []string, rows []row
 		case p.skip != "":
 			fmt.Fprintf(w, "- %s skipped: %s\n", p.bench, p.skip)
 		case slices.Equal(p.argsA, p.argsB):
-			fmt.Fprintf(w, "- %s: `%s`\n", p.bench, strings.Join(redactArgs(p.argsA), " "))
+			fmt.Fprintf(w, "- %s: `%s`; a run %s s\n", p.bench, strings.Join(redactArgs(p.argsA), " "), spread(took[p.bench]))
 		default:
-			fmt.Fprintf(w, "- %s: A `%s`, B `%s`\n", p.bench, strings.Join(redactArgs(p.argsA), " "), strings.Join(redactArgs(p.argsB), " "))
+			fmt.Fprintf(w, "- %s: A `%s`, B `%s`; a run %s s\n", p.bench, strings.Join(redactArgs(p.argsA), " "), strings.Join(redactArgs(p.argsB), " "), spread(took[p.bench]))
 		}
 		for _, n := range p.notes {
 			fmt.Fprintf(w, "  - %s\n", n)
