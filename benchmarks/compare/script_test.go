@@ -66,7 +66,7 @@ func TestScriptFlagsASlowedStage(t *testing.T) {
 		t.Skip("builds and runs a benchmark: not in -short")
 	}
 	outDir := filepath.Join(t.TempDir(), "report")
-	out, code := script(t, "BENCH=processors", "ROUNDS=2", "ARGS=-events=60000", "B_ARGS=-test-slow-per-event=20us", "OUT="+outDir)
+	out, code := script(t, "BENCH=processors", "ROUNDS=2", "ARGS=-events=40000", "B_ARGS=-test-slow-per-event=50us", "OUT="+outDir)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -77,7 +77,7 @@ func TestScriptFlagsASlowedStage(t *testing.T) {
 	if ratio, _ := strconv.ParseFloat(row[1], 64); ratio > 0.5 {
 		t.Errorf("B/A %v, want at most 0.5 for a side slowed twofold or more", ratio)
 	}
-	for _, want := range []string{"with uncommitted changes", "with B_ARGS '-test-slow-per-event=20us'", "2 rounds, A B A B", "elapsed: "} {
+	for _, want := range []string{"with uncommitted changes", "with B_ARGS '-test-slow-per-event=50us'", "2 rounds, A B A B", "elapsed: "} {
 		if !strings.Contains(out, want) && !strings.Contains(out, strings.Replace(want, "with uncommitted changes", "no uncommitted changes", 1)) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
