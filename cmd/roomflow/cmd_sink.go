@@ -26,7 +26,8 @@ pre-aggregated facts (user_mic_sessions never regressing, daily and
 lifetime deltas; lucky_pool_inflow_daily, and lucky_pools for the gifts
 no draw of 'roomflow lucky' claimed first (lucky_pool_inflow_claims; once
 'roomflow lucky' owns the pools, gifts without a draw_id add nothing);
-lucky_payout_stats_hourly from LuckyGiftDrawn), and stores the consumed
+lucky_payout_stats_hourly from LuckyGiftDrawn, lucky_room_stats_hourly
+from LuckyGiftDrawn and LuckyDrawRejected), and stores the consumed
 offsets in roomflow_sink_offsets. On assignment each partition is claimed in MySQL
 (owner and generation) and consumption starts at the offset stored there;
 an instance whose partitions were claimed by another cannot commit.
