@@ -566,6 +566,7 @@ func purgeConfig(d *app.Deps, replay map[string]time.Duration, relayedBelow func
 		UserMicEventConsumption:    window(retention.UserMicEventConsumption, p.UserMicEventConsumption),
 		LuckyPoolInflowConsumption: window(retention.LuckyPoolInflowConsumption, p.LuckyPoolInflowConsumption),
 		LuckyEventConsumption:      window(retention.LuckyEventConsumption, p.LuckyEventConsumption),
+		LuckyRoomStatsHourly:       p.LuckyRoomStatsHourly.D(),
 		RoomOutbox:                 retention.RoomOutboxConfig{Enabled: p.RoomOutbox.Enabled, Age: p.RoomOutbox.Age.D()},
 		RelayedBelow:               relayedBelow,
 		BatchSize:                  p.BatchSize,

@@ -343,11 +343,14 @@ type PurgeConfig struct {
 	// Rows per DELETE (each its own autocommit statement).
 	BatchSize int `yaml:"batch_size"`
 	// BatchPause is the sleep between two batches of one table.
-	BatchPause                 Duration              `yaml:"batch_pause"`
-	UserMicEventConsumption    Duration              `yaml:"user_mic_event_consumption"`
-	LuckyPoolInflowConsumption Duration              `yaml:"lucky_pool_inflow_consumption"`
-	LuckyEventConsumption      Duration              `yaml:"lucky_event_consumption"`
-	RoomOutbox                 PurgeRoomOutboxConfig `yaml:"room_outbox"`
+	BatchPause                 Duration `yaml:"batch_pause"`
+	UserMicEventConsumption    Duration `yaml:"user_mic_event_consumption"`
+	LuckyPoolInflowConsumption Duration `yaml:"lucky_pool_inflow_consumption"`
+	LuckyEventConsumption      Duration `yaml:"lucky_event_consumption"`
+	// LuckyRoomStatsHourly is how long the room-level lucky facts keep an
+	// hour (a fact table: no replay bound).
+	LuckyRoomStatsHourly Duration              `yaml:"lucky_room_stats_hourly"`
+	RoomOutbox           PurgeRoomOutboxConfig `yaml:"room_outbox"`
 }
 
 // PurgeRoomOutboxConfig: room-service owns room_outbox, so purge deletes
@@ -471,6 +474,7 @@ func Default() Config {
 			UserMicEventConsumption:    Duration(30 * 24 * time.Hour),
 			LuckyPoolInflowConsumption: Duration(30 * 24 * time.Hour),
 			LuckyEventConsumption:      Duration(30 * 24 * time.Hour),
+			LuckyRoomStatsHourly:       Duration(90 * 24 * time.Hour),
 			RoomOutbox:                 PurgeRoomOutboxConfig{Age: Duration(7 * 24 * time.Hour)},
 		},
 	}
