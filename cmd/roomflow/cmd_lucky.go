@@ -95,6 +95,15 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
+		// The certificates are read here, at start, not by `roomflow
+		// config`: a missing or bad file stops the command naming its key
+		// (exit 2) before anything is dialled.
+		srvTLS, err := luckyServerTLS(d)
+		walletTLS, werr := luckyWalletTLS(d)
+		if err := errors.Join(err, werr); err != nil {
+			return nil, err
+		}
+		drawCfg.TLS, walletCfg.TLS = srvTLS, walletTLS
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
@@ -384,7 +393,7 @@ func checkLucky(d *app.Deps) error {
 	_, err1 := luckyDrawConfig(d)
 	_, err2 := luckyOutboxConfig(d, "", nil)
 	_, err3 := luckyWalletConfig(d)
-	return errors.Join(err1, err2, err3)
+	return errors.Join(err1, err2, err3, checkLuckyTLS(d))
 }
 
 func luckyRewardsCmd(g *globals) *cobra.Command {

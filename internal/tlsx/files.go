@@ -44,8 +44,22 @@ type ClientFiles struct {
 	// presented from the next connection on. A pair that does not load
 	// (a rotation half written) keeps the previous one.
 	Reload bool
-	// Logger gets the reload lines (nil: slog.Default()).
+	// Logger gets the reload lines, with its owner's component (nil:
+	// slog.Default(), component tlsx).
 	Logger *slog.Logger
+}
+
+// Validate checks what needs no file: cert_file and key_file together
+// (keys cert_file, key_file).
+func (f ClientFiles) Validate() error {
+	var ch cfgerr.Checks
+	switch {
+	case f.CertFile == "" && f.KeyFile != "":
+		ch.Bad("cert_file", "must be set with key_file (mutual TLS needs both)")
+	case f.KeyFile == "" && f.CertFile != "":
+		ch.Bad("key_file", "must be set with cert_file (mutual TLS needs both)")
+	}
+	return ch.Err()
 }
 
 // Load reads the files and returns the client TLS config (TLS 1.2 at
@@ -66,20 +80,15 @@ func (f ClientFiles) Load() (*tls.Config, error) {
 		}
 		tc.RootCAs = pool
 	}
-	switch {
-	case f.CertFile == "" && f.KeyFile == "":
-	case f.CertFile == "":
-		ch.Bad("cert_file", "must be set with key_file (mutual TLS needs both)")
-	case f.KeyFile == "":
-		ch.Bad("key_file", "must be set with cert_file (mutual TLS needs both)")
-	default:
+	if err := f.Validate(); err != nil {
+		ch.Add(err)
+	} else if f.CertFile != "" {
 		kp, err := newKeyPair(f.CertFile, f.KeyFile, f.Logger)
-		if err != nil {
-			ch.Add(err)
-			break
+		ch.Add(err)
+		if err == nil {
+			tc.Certificates = []tls.Certificate{*kp.cert}
 		}
-		tc.Certificates = []tls.Certificate{*kp.cert}
-		if f.Reload {
+		if err == nil && f.Reload {
 			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 				return kp.current(), nil
 			}
@@ -157,7 +166,7 @@ type watched[T any] struct {
 
 func newWatched[T any](what string, log *slog.Logger, load func() (T, error), paths ...string) (*watched[T], error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.Default().With("component", "tlsx")
 	}
 	w := &watched[T]{what: what, paths: paths, load: load, log: log}
 	stamps := w.stat()
@@ -201,13 +210,13 @@ func (w *watched[T]) get() T {
 	if err != nil {
 		if anyChanged(now, w.failed) {
 			w.failed = now
-			w.log.Warn("TLS files changed but do not load; keeping the previous ones", "component", "tlsx",
+			w.log.Warn("TLS files changed but do not load; keeping the previous ones",
 				"what", w.what, "files", w.paths, "error", err)
 		}
 		return w.val
 	}
 	w.val, w.stamps, w.failed = v, now, nil
-	w.log.Info("TLS files re-read", "component", "tlsx", "what", w.what, "files", w.paths)
+	w.log.Info("TLS files re-read", "what", w.what, "files", w.paths)
 	return v
 }
 

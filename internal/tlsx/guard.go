@@ -76,8 +76,9 @@ type GuardConfig struct {
 	Server *Server
 	// Metrics get the refusals and the insecure gauge (nil: none).
 	Metrics *Metrics
-	// Logger gets the refusals and the insecure WARN (nil:
-	// slog.Default()).
+	// Logger gets the refusals and the insecure WARN, with the
+	// component of the listener's owner (nil: slog.Default(), component
+	// tlsx).
 	Logger *slog.Logger
 }
 
@@ -101,9 +102,9 @@ type Guard struct {
 // roomflow_rpc_insecure series and logs the WARN when Insecure.
 func NewGuard(c GuardConfig) *Guard {
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.Default().With("component", "tlsx")
 	}
-	g := &Guard{cfg: c, log: c.Logger.With("component", "tlsx", "listener", c.Listener), refused: map[string]prometheus.Counter{},
+	g := &Guard{cfg: c, log: c.Logger.With("listener", c.Listener), refused: map[string]prometheus.Counter{},
 		lastLog: map[string]time.Time{}, dropped: map[string]int{}}
 	g.insecure = !IsLoopback(c.Addr) && !c.Server.RequiresClientCert()
 	if c.Metrics != nil {
