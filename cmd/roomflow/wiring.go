@@ -399,6 +399,14 @@ func statsAPIConfig(d *app.Deps) (statsapi.Config, error) {
 // statsAPIKeys are the statsapi.Config fields that do not come from api.*.
 var statsAPIKeys = map[string]string{"default_app_code": "app_code"}
 
+// apiTLS reads api.tls's files (nil when unset: plaintext), where a
+// command starts serving the stats API, not in `roomflow config`: errors
+// keyed api.tls.* (exit 2).
+func apiTLS(d *app.Deps) (*tlsx.Server, error) {
+	srv, err := d.Config.API.TLS.Server().Load(d.Log.With("component", "api"))
+	return srv, cfgerr.Under("api.tls", nil, err)
+}
+
 // apiListeners are the configured stats API addresses.
 func apiListeners(d *app.Deps) statsapi.Listeners {
 	return statsapi.Listeners{Internal: d.Config.API.Addr, App: d.Config.API.AppAddr, GRPC: d.Config.API.GRPCAddr}

@@ -251,7 +251,7 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 			g.refuse(ReasonNameNotAllowed, r.RemoteAddr, names, errors.New(r.Method+" "+r.URL.Path))
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte(`{"error":"forbidden","message":"client certificate names are not allowed on this listener"}` + "\n"))
+			_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"client certificate names are not allowed on this listener"}}` + "\n"))
 			return
 		}
 		h.ServeHTTP(w, r)
