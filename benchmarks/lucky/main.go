@@ -5,6 +5,7 @@
 //	go run ./benchmarks/lucky                 # 10k draws per mode, 64 clients, 3 rounds
 //	go run ./benchmarks/lucky -quick          # smaller, for a smoke run
 //	go run ./benchmarks/lucky -cpuprofile cpu.out
+//	go run ./benchmarks/lucky -mtls          # every gRPC hop over mutual TLS
 //
 // Two paths, each run by every mode on a fresh migrated database (rule
 // versions published with luckydraw.PublishRule, pools funded with
@@ -34,6 +35,12 @@
 // After each mode the pools' invariants are checked (balance = funded +
 // total_in - total_out >= reserve_floor, Σ total_out = Σ reward_coins, one
 // record per answered draw).
+//
+// -mtls serves the draws (service and baseline alike) with lucky.tls
+// (internal/tlsx: client certificates of a throwaway test PKI required,
+// room-service's SPIFFE id allowed) and credits the fake wallet over
+// mutual TLS; compare with `make bench-compare BENCH=lucky
+// A_ARGS=-mtls=false B_ARGS=-mtls=true`.
 //
 // Client, service, fake wallet and MariaDB share the machine's cores.
 // Needs MariaDB (-mysql, default ROOMFLOW_TEST_MYSQL_DSN or

@@ -48,6 +48,14 @@ inflow of drawn gifts to the balances. It serves with no wallet and with
 Kafka down (rewards and events wait in lucky_outbox). lucky.audit_key
 (or ROOMFLOW_LUCKY_AUDIT_KEY) is required.
 
+lucky.tls (cert_file, key_file, client_ca_file, allowed_client_names)
+serves mutual TLS and admits callers by the DNS or SPIFFE URI names of
+their certificates; lucky.wallet_tls dials the wallet over TLS with a
+client certificate. Their files are read at start (a bad one: exit 2
+naming the key) and re-read when they change. A lucky.grpc_addr other
+hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
+refused (exit 2) with lucky.require_tls: true.
+
 Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
