@@ -317,3 +317,31 @@ func TestInsecure(t *testing.T) {
 		}
 	}
 }
+
+// A guard on an address other hosts reach without a client CA exports
+// roomflow_rpc_insecure 1 and every refusal series at 0; with a client CA
+// the gauge is 0.
+func TestGuardInsecureGauge(t *testing.T) {
+	p := testenv.NewPKI(t, "listener.test", true)
+	reg := prometheus.NewRegistry()
+	m := tlsx.NewMetrics(reg)
+	open := tlsx.NewGuard(tlsx.GuardConfig{Listener: "open", Addr: "[::]:13006", TLSKey: "x.tls", Metrics: m})
+	srv, err := serverConfig(p).Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := tlsx.NewGuard(tlsx.GuardConfig{Listener: "closed", Addr: "[::]:13006", TLSKey: "x.tls", Server: srv, Metrics: m})
+	if !open.Insecure() || closed.Insecure() {
+		t.Fatalf("Insecure: open %v, closed %v", open.Insecure(), closed.Insecure())
+	}
+	for l, want := range map[string]float64{"open": 1, "closed": 0} {
+		if v, ok := testenv.Metric(reg, "roomflow_rpc_insecure", "listener", l); !ok || v != want {
+			t.Errorf("roomflow_rpc_insecure{listener=%q} = %v (%v), want %v", l, v, ok, want)
+		}
+		for _, r := range tlsx.Reasons {
+			if v, ok := testenv.Metric(reg, "roomflow_rpc_refused_total", "listener", l, "reason", r); !ok || v != 0 {
+				t.Errorf("roomflow_rpc_refused_total{listener=%q,reason=%q} = %v (%v), want a 0 series", l, r, v, ok)
+			}
+		}
+	}
+}
