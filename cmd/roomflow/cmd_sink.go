@@ -61,6 +61,11 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 			if err != nil {
 				return nil, err
 			}
+			if apiListeners(d) != (statsapi.Listeners{}) {
+				if apiCfg.TLS, err = apiTLS(d); err != nil {
+					return nil, err
+				}
+			}
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
@@ -139,6 +144,9 @@ without rows get zeros, never 404. 'roomflow sink' serves the same API.`,
 			}
 			apiCfg, err := statsAPIConfig(d)
 			if err != nil {
+				return err
+			}
+			if apiCfg.TLS, err = apiTLS(d); err != nil {
 				return err
 			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {

@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/internal/promreg"
+	"github.com/hyapp/roomflow/internal/tlsx"
 )
 
 // MaxRangeDays bounds a from_ms/to_ms query: to_ms - from_ms is at most
@@ -280,6 +282,12 @@ type Config struct {
 	// listener; absent means DefaultAppCode. It must differ from
 	// UserHeader (default DefaultAppCodeHeader).
 	AppCodeHeader string
+	// TLS secures every listener (api.tls; internal/tlsx: mutual TLS,
+	// callers admitted by certificate name with 403 or PermissionDenied,
+	// refusals counted as roomflow_rpc_refused_total{listener="api.addr"|
+	// "api.app_addr"|"api.grpc_addr"}, certificates re-read on change).
+	// nil: plaintext.
+	TLS *tlsx.Server
 	// Registerer gets the roomflow_api_* metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	// Logger gets the API's lines, tagged component=api (nil:
@@ -323,6 +331,14 @@ type API struct {
 	timeout    time.Duration
 	userHeader string
 	appHeader  string
+	tls        *tlsx.Server
+	tlsm       *tlsx.Metrics
+}
+
+// guard is the gate of the listener key bound on ln.
+func (a *API) guard(key string, ln net.Listener) *tlsx.Guard {
+	return tlsx.NewGuard(tlsx.GuardConfig{Listener: key, Addr: ln.Addr().String(), TLSKey: "api.tls", Server: a.tls,
+		Metrics: a.tlsm, Logger: a.log})
 }
 
 // New returns the API over db, filling cfg's defaults; it fails on a
@@ -337,6 +353,7 @@ func New(cfg Config, db *sql.DB) (*API, error) {
 		store: NewStore(db), defaultApp: cfg.DefaultAppCode, timeout: cfg.QueryTimeout,
 		userHeader: cfg.UserHeader, appHeader: cfg.AppCodeHeader,
 		log: cfg.Logger.With("component", "api"), m: NewMetrics(cfg.Registerer),
+		tls: cfg.TLS, tlsm: tlsx.NewMetrics(cfg.Registerer),
 	}, nil
 }
 
@@ -556,12 +573,14 @@ func (a *API) Start(l Listeners) (*Running, error) {
 		if h.addr == "" {
 			continue
 		}
-		srv, err := obs.Serve(h.addr, h.h)
+		ln, err := net.Listen("tcp", h.addr)
 		if err != nil {
 			return fail(h.key, h.addr, err)
 		}
+		g := a.guard(h.key, ln)
+		srv := obs.ServeListener(g.Listener(ln), g.Handler(h.h))
 		run.http[i] = srv
-		a.log.Info("serving stats API", "listener", h.key, "addr", srv.Addr())
+		a.log.Info("serving stats API", "listener", h.key, "addr", srv.Addr(), "tls", a.tls != nil)
 	}
 	if l.GRPC != "" {
 		gs, err := a.serveGRPC(l.GRPC)
@@ -569,7 +588,7 @@ func (a *API) Start(l Listeners) (*Running, error) {
 			return fail("api.grpc_addr", l.GRPC, err)
 		}
 		run.grpc = gs
-		a.log.Info("serving stats API", "listener", "api.grpc_addr", "addr", gs.Addr())
+		a.log.Info("serving stats API", "listener", "api.grpc_addr", "addr", gs.Addr(), "tls", a.tls != nil)
 	}
 	return run, nil
 }
