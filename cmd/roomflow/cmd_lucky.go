@@ -6,14 +6,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
@@ -70,8 +73,8 @@ Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 	return cmd
 }
 
-// luckySpec builds the draw service: ownership recorded before serving,
-// the wallet client, the lucky_outbox worker (the draw's synchronous
+// luckySpec builds the draw service: ownership recorded and rule
+// statuses tidied before serving, the wallet client, the lucky_outbox worker (the draw's synchronous
 // dispatcher too), the payout gauges, then the gRPC server on
 // lucky.grpc_addr. Neither the wallet nor Kafka is dialled before use, so
 // it serves while either is down.
@@ -100,6 +103,16 @@ func luckySpec() app.Spec {
 			return nil, err
 		}
 		if err := luckydraw.RecordOwnership(ctx, db, instance, time.Now()); err != nil {
+			return nil, err
+		}
+		// Statuses that no longer draw read retired before serving, so
+		// `rules show` and the statuses agree.
+		admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "roomflow lucky", Host: instance,
+			ReplacedVersionGrace: drawCfg.ReplacedVersionGrace, Logger: d.Log})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := admin.TidyRuleStatuses(ctx); err != nil {
 			return nil, err
 		}
 		wc, err := wallet.New(walletCfg)
@@ -177,6 +190,51 @@ func adminDB(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, error) {
 	return cfg, db, nil
 }
 
+// luckyAdmin opens MySQL and the operator change maker for a one-shot
+// admin command; a bad lucky.replaced_version_grace is a usage error
+// naming the key, found before anything is written.
+func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *luckydraw.Admin, error) {
+	cfg, err := g.load()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D()}
+	if err := cfgerr.Under("lucky", nil, acfg.Validate()); err != nil {
+		return nil, nil, nil, err
+	}
+	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := luckydraw.NewAdmin(db, acfg)
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return cfg, db, a, nil
+}
+
+// printChanges prints one line per change, and its note.
+func printChanges(w io.Writer, cs ...luckydraw.Change) {
+	for _, c := range cs {
+		app := ""
+		if c.AppCode != "" {
+			app = c.AppCode + " "
+		}
+		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
+		if c.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", c.Note)
+		}
+	}
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
 func luckyAuditCmd(g *globals) *cobra.Command {
 	var (
 		drawID string
@@ -248,7 +306,10 @@ min_pool_balance, enabled (default true)), validates it (probabilities sum
 to 1,000,000, exactly one none tier, ppm ranges) and inserts the rule and
 its tiers in one transaction. Versions are immutable: publishing an
 existing version with other content is refused; the same content again
-is a no-op. Unknown keys are an error.`,
+(status and tier enabled aside, which change at run time) is a no-op.
+Unknown keys are an error. In the same transaction it retires the gift's
+versions that no longer draw (older than the deciding version and past
+lucky.replaced_version_grace, or paused).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
@@ -259,31 +320,78 @@ is a no-op. Unknown keys are an error.`,
 			if err != nil {
 				return err
 			}
-			_, db, err := adminDB(cmd, g)
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := luckydraw.PublishRule(cmd.Context(), db, r); err != nil {
+			cs, err := admin.PublishRule(cmd.Context(), r)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "published %s/%s (%s, %d tiers)\n", r.GiftID, r.RuleVersion, r.Status, len(r.Tiers))
+			if len(cs) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s is already published with this content: nothing changed\n", r.GiftID, r.RuleVersion)
+			}
+			printChanges(cmd.OutOrStdout(), cs...)
 			return nil
 		},
 	}, &cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
 		Short: "Change a rule version's status (pause or retire it, or activate it)",
-		Args:  cobra.ExactArgs(3),
+		Long: `status sets one version's status. Of a gift's versions with
+effective_at_ms <= now and a status other than draft, the one with the
+greatest (effective_at_ms, id) decides: active, it draws; paused or
+retired, the gift is stopped (no older version draws instead). So pausing
+the deciding version stops the gift, and activating a version older than
+the deciding one changes nothing that draws (it says so): to roll back,
+publish the old table as a new version.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, err := adminDB(cmd, g)
+			if !slices.Contains([]string{"draft", "active", "paused", "retired"}, args[2]) {
+				return cfgerr.Usage(fmt.Errorf("status must be draft, active, paused or retired (got %q)", args[2]))
+			}
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := luckydraw.SetRuleStatus(cmd.Context(), db, args[0], args[1], args[2]); err != nil {
+			c, err := admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s is %s\n", args[0], args[1], args[2])
+			printChanges(cmd.OutOrStdout(), c)
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "show [GIFT_ID]",
+		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, admin, err := luckyAdmin(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			gift := ""
+			if len(args) == 1 {
+				gift = args[0]
+			}
+			vs, err := admin.RuleVersions(cmd.Context(), gift)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, v := range vs {
+				state := "does not draw: " + v.Why
+				switch {
+				case v.Draws:
+					state = "DRAWS"
+				case v.Scheduled:
+					state = v.Why
+				}
+				fmt.Fprintf(w, "%s/%s\t%s\teffective %s\t%s\n", v.GiftID, v.Version, v.Status,
+					time.UnixMilli(v.EffectiveAtMs).UTC().Format(time.RFC3339), state)
+			}
 			return nil
 		},
 	})
@@ -304,7 +412,7 @@ total_out keeps holding; --reserve-floor sets the floor the draw never
 pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, db, err := adminDB(cmd, g)
+			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -316,10 +424,11 @@ pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 			if cmd.Flags().Changed("reserve-floor") {
 				fl = &floor
 			}
-			if err := luckydraw.FundPool(cmd.Context(), db, appCode, scopeType, scopeID, amount, fl); err != nil {
+			c, err := admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "funded %s %s/%s with %d\n", appCode, scopeType, scopeID, amount)
+			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
 	}
@@ -352,9 +461,15 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 				v = &b
 			case "default":
 			default:
-				return fmt.Errorf("switch value must be on, off or default (got %q)", args[1])
+				return cfgerr.Usage(fmt.Errorf("switch value must be on, off or default (got %q)", args[1]))
 			}
-			cfg, db, err := adminDB(cmd, g)
+			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
+				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
+			}
+			if (args[0] == luckydraw.SwitchRoomScopePaused) != (room != "") || len(room) > luckydraw.MaxRoomID {
+				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s, and only with it", luckydraw.MaxRoomID, luckydraw.SwitchRoomScopePaused))
+			}
+			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -362,14 +477,11 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 			if appCode == "" {
 				appCode = cfg.AppCode
 			}
-			if err := luckydraw.SetSwitch(cmd.Context(), db, appCode, args[0], room, v); err != nil {
+			c, err := admin.SetSwitch(cmd.Context(), appCode, args[0], room, v)
+			if err != nil {
 				return err
 			}
-			what := args[0]
-			if room != "" {
-				what += " " + strconv.Quote(room)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s\n", appCode, what, args[1])
+			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
 	}

@@ -5,9 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/processors/lucky"
 )
 
@@ -16,50 +21,186 @@ import (
 // it); publish a new version instead.
 var ErrRuleImmutable = errors.New("luckydraw: rule version already published with other content")
 
+// DefaultAdminWait is AdminConfig.Wait's default.
+const DefaultAdminWait = 5 * time.Second
+
+// AdminConfig configures an Admin. Zero values are the defaults.
+type AdminConfig struct {
+	// Operator and Host say who makes the changes. Defaults: $USER and
+	// the host name.
+	Operator, Host string
+	// ReplacedVersionGrace is the draw service's (Config): publish and
+	// the tidy-up retire a replaced version only once it is over.
+	ReplacedVersionGrace time.Duration
+	// Logger gets the tidy-up's lines. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the changes. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *AdminConfig) setDefaults() {
+	cfgerr.Default(&c.Operator, os.Getenv("USER"))
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	cfgerr.Default(&c.Logger, slog.Default())
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every invalid field of c, keyed by snake-case name:
+// replaced_version_grace (outside 0-5m), operator (over 64 bytes).
+func (c AdminConfig) Validate() error {
+	var ch cfgerr.Checks
+	checkGrace(&ch, c.ReplacedVersionGrace)
+	if len(c.Operator) > 64 {
+		ch.Bad("operator", "longer than 64 bytes")
+	}
+	return ch.Err()
+}
+
+// Admin makes the operator changes of `roomflow lucky`: switches, rule
+// publishes and statuses, pool funding, and the start-time tidy-up of
+// rule statuses. Each is one transaction, retried whole on a deadlock.
+type Admin struct {
+	db  *sql.DB
+	cfg AdminConfig
+}
+
+// NewAdmin returns an Admin over db (migrated). It fails when cfg is
+// invalid (see AdminConfig.Validate).
+func NewAdmin(db *sql.DB, cfg AdminConfig) (*Admin, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Admin{db: db, cfg: cfg}, nil
+}
+
+// Change is one operator change: command (switch, rules publish, rules
+// status, rules tidy, pools fund), its target and the old and new value.
+// Note, when set, says what the change does not do.
+type Change struct {
+	AppCode, Command, Target, Old, New string
+	Note                               string
+}
+
+// adminAttempts bounds the retries of an operator change.
+const adminAttempts = 5
+
+// change runs fn as one operator change in one transaction, retried
+// whole on a deadlock (fn re-reads what it decides on).
+func (a *Admin) change(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]Change, error)) ([]Change, error) {
+	var out []Change
+	err := mysqlerr.InTx(ctx, a.db, nil, adminAttempts, func(tx *sql.Tx) error {
+		var err error
+		out, err = fn(tx, a.cfg.Now().UnixMilli())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PublishRule validates r (lucky.Rule.Validate and exactly one none tier,
-// errors wrapping ErrRuleInvalid) and inserts the version with its tiers
-// in one transaction. Publishing a version that exists with identical
-// content (status included) is a no-op; with any other content it is
-// ErrRuleImmutable (change the status with SetRuleStatus).
-func PublishRule(ctx context.Context, db *sql.DB, r lucky.Rule) error {
+// errors wrapping ErrRuleInvalid) and inserts the version with its tiers,
+// then retires the gift's versions that no longer draw (staleVersions),
+// in one transaction. Publishing a version that exists with the same
+// content (status and tier enabled aside: those change at run time) is a
+// no-op; with any other content it is ErrRuleImmutable.
+func (a *Admin) PublishRule(ctx context.Context, r lucky.Rule) ([]Change, error) {
 	if err := CheckRule(&r); err != nil {
-		return err
+		return nil, err
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("luckydraw: publish rule: %w", err)
-	}
-	defer tx.Rollback()
-	existing, err := loadRuleTx(ctx, tx, r.GiftID, r.RuleVersion)
-	if err != nil {
-		return err
-	}
-	if existing != nil {
-		if sameRule(existing, &r) {
-			return nil
+	target := r.GiftID + "/" + r.RuleVersion
+	return a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		existing, err := loadRuleTx(ctx, tx, r.GiftID, r.RuleVersion)
+		if err != nil {
+			return nil, err
 		}
-		return fmt.Errorf("%w: %s/%s", ErrRuleImmutable, r.GiftID, r.RuleVersion)
-	}
-	now := time.Now().UnixMilli()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_gift_rules (gift_id, rule_version, gift_price, pool_rate_ppm,
+		if existing != nil {
+			if sameRule(existing, &r) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%w: %s", ErrRuleImmutable, target)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_gift_rules (gift_id, rule_version, gift_price, pool_rate_ppm,
 	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout, max_user_daily_payout,
 	max_room_hourly_payout, status, effective_at_ms, created_at_ms, updated_at_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.GiftID, r.RuleVersion, r.GiftPrice, r.PoolRatePPM,
-		r.TargetPayoutRatePPM, r.PlatformWeightPPM, r.RoomWeightPPM, r.MaxSinglePayout, r.MaxUserDailyPayout,
-		r.MaxRoomHourlyPayout, r.Status, r.EffectiveAtMs, now, now); err != nil {
-		return fmt.Errorf("luckydraw: publish rule %s/%s: %w", r.GiftID, r.RuleVersion, err)
-	}
-	for _, t := range r.Tiers {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type,
+			r.TargetPayoutRatePPM, r.PlatformWeightPPM, r.RoomWeightPPM, r.MaxSinglePayout, r.MaxUserDailyPayout,
+			r.MaxRoomHourlyPayout, r.Status, r.EffectiveAtMs, nowMs, nowMs); err != nil {
+			return nil, fmt.Errorf("luckydraw: publish rule %s: %w", target, err)
+		}
+		for _, t := range r.Tiers {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type,
 	reward_value, probability_ppm, min_pool_balance, enabled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.GiftID, r.RuleVersion, t.TierID, t.RewardType, t.RewardValue, t.ProbabilityPPM, t.MinPoolBalance, t.Enabled); err != nil {
-			return fmt.Errorf("luckydraw: publish rule %s/%s tier %s: %w", r.GiftID, r.RuleVersion, t.TierID, err)
+				r.GiftID, r.RuleVersion, t.TierID, t.RewardType, t.RewardValue, t.ProbabilityPPM, t.MinPoolBalance, t.Enabled); err != nil {
+				return nil, fmt.Errorf("luckydraw: publish rule %s tier %s: %w", target, t.TierID, err)
+			}
+		}
+		out := []Change{{Command: "rules publish", Target: target,
+			New: fmt.Sprintf("%s, effective %s, %d tiers", r.Status, msTime(r.EffectiveAtMs), len(r.Tiers))}}
+		retired, err := a.retireStale(ctx, tx, nowMs, r.GiftID)
+		return append(out, retired...), err
+	})
+}
+
+// retireStale sets the versions of gift ("": every gift) that no longer
+// draw (staleVersions) to retired.
+func (a *Admin) retireStale(ctx context.Context, tx *sql.Tx, nowMs int64, gift string) ([]Change, error) {
+	q := `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules`
+	var args []any
+	if gift != "" {
+		q += ` WHERE gift_id = ?`
+		args = append(args, gift)
+	}
+	byGift, err := scanRuleRows(tx.QueryContext(ctx, q+` ORDER BY gift_id`, args...))
+	if err != nil {
+		return nil, fmt.Errorf("luckydraw: read rule versions: %w", err)
+	}
+	var out []Change
+	for _, g := range sortedKeys(byGift) {
+		for _, v := range staleVersions(byGift[g], nowMs, a.cfg.ReplacedVersionGrace.Milliseconds()) {
+			old := ""
+			for _, r := range byGift[g] {
+				if r.version == v {
+					old = r.status
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE lucky_gift_rules SET status = 'retired', updated_at_ms = ?
+WHERE gift_id = ? AND rule_version = ?`, nowMs, g, v); err != nil {
+				return nil, fmt.Errorf("luckydraw: retire %s/%s: %w", g, v, err)
+			}
+			out = append(out, Change{Command: "rules tidy", Target: g + "/" + v, Old: old, New: "retired",
+				Note: "replaced: it no longer draws"})
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("luckydraw: publish rule %s/%s: %w", r.GiftID, r.RuleVersion, err)
+	return out, nil
+}
+
+// TidyRuleStatuses retires every version that no longer draws (older than
+// its gift's deciding version, past the grace), one transaction for all
+// gifts, and logs one INFO line per gift it changed. `roomflow lucky`
+// runs it at start, so `rules show` and the statuses agree.
+func (a *Admin) TidyRuleStatuses(ctx context.Context) ([]Change, error) {
+	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		return a.retireStale(ctx, tx, nowMs, "")
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	byGift := map[string][]string{}
+	for _, c := range out {
+		g, v, _ := strings.Cut(c.Target, "/")
+		byGift[g] = append(byGift[g], v)
+	}
+	for _, g := range sortedKeys(byGift) {
+		a.cfg.Logger.Info("lucky rule versions that no longer draw retired", "gift_id", g, "versions", byGift[g])
+	}
+	return out, nil
 }
 
 // loadRuleTx reads a version with its tiers in tier_id order, nil if
@@ -93,10 +234,15 @@ FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`
 	return r, rows.Err()
 }
 
-// sameRule compares two versions, tiers in tier_id order.
+// sameRule compares two versions' immutable content, tiers in tier_id
+// order: status and a tier's enabled change at run time, so a republish of
+// the same file after a pause is a no-op, not an edit.
 func sameRule(a, b *lucky.Rule) bool {
 	sorted := func(r *lucky.Rule) []lucky.Tier {
 		ts := slices.Clone(r.Tiers)
+		for i := range ts {
+			ts[i].Enabled = false
+		}
 		slices.SortFunc(ts, func(x, y lucky.Tier) int {
 			if x.TierID < y.TierID {
 				return -1
@@ -114,46 +260,100 @@ func sameRule(a, b *lucky.Rule) bool {
 		ac.PoolRatePPM == bc.PoolRatePPM && ac.TargetPayoutRatePPM == bc.TargetPayoutRatePPM &&
 		ac.PlatformWeightPPM == bc.PlatformWeightPPM && ac.RoomWeightPPM == bc.RoomWeightPPM &&
 		ac.MaxSinglePayout == bc.MaxSinglePayout && ac.MaxUserDailyPayout == bc.MaxUserDailyPayout &&
-		ac.MaxRoomHourlyPayout == bc.MaxRoomHourlyPayout && ac.Status == bc.Status && ac.EffectiveAtMs == bc.EffectiveAtMs &&
+		ac.MaxRoomHourlyPayout == bc.MaxRoomHourlyPayout && ac.EffectiveAtMs == bc.EffectiveAtMs &&
 		slices.Equal(sorted(a), sorted(b))
 }
 
 // SetRuleStatus changes a published version's status (draft, active,
-// paused, retired: the seed's gift_rule.status switch). An unknown
-// version is an error wrapping lucky.ErrUnknownRule.
-func SetRuleStatus(ctx context.Context, db *sql.DB, giftID, version, status string) error {
-	switch status {
-	case "draft", "active", "paused", "retired":
-	default:
-		return fmt.Errorf("luckydraw: status %q is not draft, active, paused or retired", status)
+// paused, retired: the seed's gift_rule.status switch). Pausing or
+// retiring the deciding version stops its gift (no older version draws
+// instead). Activating a version older than the deciding one changes
+// nothing that draws: the change says so in its Note (to roll back,
+// publish the old table as a new version). An unknown version is an
+// error wrapping lucky.ErrUnknownRule, and nothing is written.
+func (a *Admin) SetRuleStatus(ctx context.Context, giftID, version, status string) (Change, error) {
+	if !slices.Contains([]string{"draft", "active", "paused", "retired"}, status) {
+		return Change{}, fmt.Errorf("luckydraw: status %q is not draft, active, paused or retired", status)
 	}
-	res, err := db.ExecContext(ctx, `UPDATE lucky_gift_rules SET status = ?, updated_at_ms = ? WHERE gift_id = ? AND rule_version = ?`,
-		status, time.Now().UnixMilli(), giftID, version)
-	if err != nil {
-		return fmt.Errorf("luckydraw: set rule status: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var one int
-		if err := db.QueryRowContext(ctx, `SELECT 1 FROM lucky_gift_rules WHERE gift_id = ? AND rule_version = ?`, giftID, version).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
+	target := giftID + "/" + version
+	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		byGift, err := scanRuleRows(tx.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id
+FROM lucky_gift_rules WHERE gift_id = ?`, giftID))
+		if err != nil {
+			return nil, fmt.Errorf("luckydraw: read rule versions: %w", err)
 		}
+		rows := byGift[giftID]
+		i := slices.IndexFunc(rows, func(r ruleRow) bool { return r.version == version })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
+		}
+		c := Change{Command: "rules status", Target: target, Old: rows[i].status, New: status}
+		if _, err := tx.ExecContext(ctx, `UPDATE lucky_gift_rules SET status = ?, updated_at_ms = ? WHERE gift_id = ? AND rule_version = ?`,
+			status, nowMs, giftID, version); err != nil {
+			return nil, fmt.Errorf("luckydraw: set rule status: %w", err)
+		}
+		rows[i].status = status
+		_, _, deciding := pickVersion(rows, "", nowMs, 0)
+		if status == "active" && deciding != "" && deciding != version && rows[i].effectiveAt <= nowMs {
+			c.Note = fmt.Sprintf("%s does not draw: %s decides (no fallback to older versions); to roll back, publish its table as a new version", target, deciding)
+		}
+		return []Change{c}, nil
+	})
+	if err != nil {
+		return Change{}, err
 	}
-	return nil
+	return out[0], nil
+}
+
+// RuleVersions describes the versions of gift ("": every gift) at now:
+// which draws, which are scheduled, why each other does not draw
+// (`roomflow lucky rules show`). Newest first within a gift.
+func (a *Admin) RuleVersions(ctx context.Context, gift string) ([]VersionState, error) {
+	q := `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules`
+	var args []any
+	if gift != "" {
+		q += ` WHERE gift_id = ?`
+		args = append(args, gift)
+	}
+	byGift, err := scanRuleRows(a.db.QueryContext(ctx, q, args...))
+	if err != nil {
+		return nil, fmt.Errorf("luckydraw: read rule versions: %w", err)
+	}
+	if gift != "" && len(byGift) == 0 {
+		return nil, fmt.Errorf("%w: gift %q has no version", lucky.ErrUnknownRule, gift)
+	}
+	nowMs := a.cfg.Now().UnixMilli()
+	var out []VersionState
+	for _, g := range sortedKeys(byGift) {
+		out = append(out, explainVersions(byGift[g], nowMs, a.cfg.ReplacedVersionGrace.Milliseconds())...)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // FundPool adds amount coins to a pool's balance and funded in one
 // upsert (creating the row), and sets its reserve_floor when reserveFloor
 // is not nil. scopeType is platform (scopeID "global"), room or gift.
-func FundPool(ctx context.Context, db *sql.DB, app, scopeType, scopeID string, amount int64, reserveFloor *int64) error {
+func (a *Admin) FundPool(ctx context.Context, app, scopeType, scopeID string, amount int64, reserveFloor *int64) (Change, error) {
 	switch {
 	case scopeType != "platform" && scopeType != "room" && scopeType != "gift":
-		return fmt.Errorf("luckydraw: scope type %q is not platform, room or gift", scopeType)
-	case scopeID == "" || len(scopeID) > maxRoomID:
-		return fmt.Errorf("luckydraw: scope id must be 1-%d bytes", maxRoomID)
+		return Change{}, fmt.Errorf("luckydraw: scope type %q is not platform, room or gift", scopeType)
+	case scopeID == "" || len(scopeID) > MaxRoomID:
+		return Change{}, fmt.Errorf("luckydraw: scope id must be 1-%d bytes", MaxRoomID)
 	case amount < 0:
-		return fmt.Errorf("luckydraw: fund amount %d is negative", amount)
+		return Change{}, fmt.Errorf("luckydraw: fund amount %d is negative", amount)
 	case reserveFloor != nil && *reserveFloor < 0:
-		return fmt.Errorf("luckydraw: reserve floor %d is negative", *reserveFloor)
+		return Change{}, fmt.Errorf("luckydraw: reserve floor %d is negative", *reserveFloor)
+	case len(app) > maxAppCode:
+		return Change{}, fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
 	}
 	q := `INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, reserve_floor, updated_at_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), funded = funded + VALUES(funded),
@@ -163,8 +363,29 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(
 		floor = *reserveFloor
 		q += `, reserve_floor = VALUES(reserve_floor)`
 	}
-	if _, err := db.ExecContext(ctx, q, app, scopeType, scopeID, amount, amount, floor, time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("luckydraw: fund pool %s/%s: %w", scopeType, scopeID, err)
+	pool := func(tx *sql.Tx) (string, error) {
+		var bal, fl int64
+		err := tx.QueryRowContext(ctx, `SELECT balance, reserve_floor FROM lucky_pools WHERE app_code = ? AND scope_type = ? AND scope_id = ?`,
+			app, scopeType, scopeID).Scan(&bal, &fl)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil
+		}
+		return fmt.Sprintf("balance %d, reserve_floor %d", bal, fl), err
 	}
-	return nil
+	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		c := Change{AppCode: app, Command: "pools fund", Target: scopeType + "/" + scopeID}
+		var err error
+		if c.Old, err = pool(tx); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, q, app, scopeType, scopeID, amount, amount, floor, nowMs); err != nil {
+			return nil, err
+		}
+		c.New, err = pool(tx)
+		return []Change{c}, err
+	})
+	if err != nil {
+		return Change{}, fmt.Errorf("luckydraw: fund pool %s/%s: %w", scopeType, scopeID, err)
+	}
+	return out[0], nil
 }

@@ -44,12 +44,15 @@ import (
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
 
+// MaxRoomID is the room_id column size; a longer room id is
+// InvalidArgument (a usage error for the admin commands).
+const MaxRoomID = 64
+
 // Column sizes of lucky_draw_records: longer request strings are
 // InvalidArgument.
 const (
 	maxAppCode   = 32
 	maxCommandID = 128
-	maxRoomID    = 64
 	maxGiftID    = 64
 	maxRequestID = 128
 	maxDeviceID  = 128
@@ -198,7 +201,7 @@ func checkLen(field, v string, max int, required bool) error {
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
 	for _, err := range []error{
-		checkLen("meta.room_id", meta.GetRoomId(), maxRoomID, true),
+		checkLen("meta.room_id", meta.GetRoomId(), MaxRoomID, true),
 		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
 		checkLen("meta.app_code", meta.GetAppCode(), maxAppCode, false),
 	} {
@@ -271,7 +274,7 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 	m := req.GetMeta()
 	for _, err := range []error{
 		checkLen("meta.command_id", m.GetCommandId(), maxCommandID, true),
-		checkLen("meta.room_id", m.GetRoomId(), maxRoomID, true),
+		checkLen("meta.room_id", m.GetRoomId(), MaxRoomID, true),
 		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
 		checkLen("meta.request_id", m.GetRequestId(), maxRequestID, false),
 		checkLen("meta.device_id", m.GetDeviceId(), maxDeviceID, false),

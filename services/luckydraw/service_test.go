@@ -37,6 +37,16 @@ func rule(version string, maxUserDaily int64) lucky.Rule {
 		}}
 }
 
+// testAdmin is an Admin over db with the operator "test".
+func testAdmin(t testing.TB, db *sql.DB) *luckydraw.Admin {
+	t.Helper()
+	a, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 type env struct {
 	db     *sql.DB
 	svc    *luckydraw.Service
@@ -64,12 +74,12 @@ func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks
 	t.Helper()
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, m.DB, rule("v1", 0)); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, rule("v1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range [][2]string{{"platform", "global"}, {"room", "r1"}, {"gift", "rose"}} {
 		floor := int64(100)
-		if err := luckydraw.FundPool(ctx, m.DB, app, p[0], p[1], fund, &floor); err != nil {
+		if _, err := testAdmin(t, m.DB).FundPool(ctx, app, p[0], p[1], fund, &floor); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +233,7 @@ func TestDrawsAuditAndInvariants(t *testing.T) {
 func TestLowWaterAndUserDailyCap(t *testing.T) {
 	e := start(t, luckydraw.Config{}, 600) // capacity 500 + inflow: x10 (1000) never fits
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, e.db, rule("capped", 150)); err != nil {
+	if _, err := testAdmin(t, e.db).PublishRule(ctx, rule("capped", 150)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
@@ -404,7 +414,7 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 		}
 		return r
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchGlobal, "", &off); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", &off); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.Enabled || r.RejectReason != "global_disabled" {
@@ -413,10 +423,10 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if r := draw("s1", ""); r.RejectReason != "global_disabled" || r.DrawId != "" {
 		t.Fatalf("draw with global off: %v", r)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchGlobal, "", nil); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchRoomScopePaused, "r1", &on); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1", &on); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.RejectReason != "room_paused" {
@@ -428,10 +438,10 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if r := draw("s1", ""); r.RejectReason != "room_paused" {
 		t.Fatalf("draw in paused room: %v", r)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchRoomScopePaused, "r1", nil); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.SetRuleStatus(ctx, e.db, "rose", "v1", "paused"); err != nil {
+	if _, err := testAdmin(t, e.db).SetRuleStatus(ctx, "rose", "v1", "paused"); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.RejectReason != "no_active_rule" {
@@ -446,11 +456,11 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if n := written(); n != 0 {
 		t.Fatalf("rejected draws wrote %d records", n)
 	}
-	if err := luckydraw.SetRuleStatus(ctx, e.db, "rose", "v1", "active"); err != nil {
+	if _, err := testAdmin(t, e.db).SetRuleStatus(ctx, "rose", "v1", "active"); err != nil {
 		t.Fatal(err)
 	}
 	// Large tier (x10 = 1000 coins) off by config? No: on; switch it off.
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchLargeTier, "", &off); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchLargeTier, "", &off); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 15 {
@@ -475,13 +485,13 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyRewardPending'`); n != hits {
 		t.Fatalf("%d LuckyRewardPending events for %d hits (misses have none)", n, hits)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchWalletDispatch, "", &on); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchWalletDispatch, "", &on); err != nil {
 		t.Fatal(err)
 	}
 	if on, _ := e.svc.DispatchEnabled(ctx, app); !on {
 		t.Fatal("override on not seen")
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, "nope", "", &on); err == nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, "nope", "", &on); err == nil {
 		t.Fatal("unknown switch accepted")
 	}
 }
@@ -640,27 +650,27 @@ func TestAdmin(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
 	r := rule("v1", 0)
-	if err := luckydraw.PublishRule(ctx, m.DB, r); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.PublishRule(ctx, m.DB, r); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); err != nil {
 		t.Fatalf("identical republish: %v", err)
 	}
 	r.Tiers[1].RewardValue = 2
-	if err := luckydraw.PublishRule(ctx, m.DB, r); !errors.Is(err, luckydraw.ErrRuleImmutable) {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); !errors.Is(err, luckydraw.ErrRuleImmutable) {
 		t.Fatalf("edited version: %v", err)
 	}
 	bad := rule("v2", 0)
 	bad.Tiers[0].RewardType = "fixed"
-	if err := luckydraw.PublishRule(ctx, m.DB, bad); !errors.Is(err, luckydraw.ErrRuleInvalid) {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, bad); !errors.Is(err, luckydraw.ErrRuleInvalid) {
 		t.Fatalf("no none tier: %v", err)
 	}
-	if err := luckydraw.SetRuleStatus(ctx, m.DB, "rose", "nope", "paused"); !errors.Is(err, lucky.ErrUnknownRule) {
+	if _, err := testAdmin(t, m.DB).SetRuleStatus(ctx, "rose", "nope", "paused"); !errors.Is(err, lucky.ErrUnknownRule) {
 		t.Fatalf("unknown version: %v", err)
 	}
 	floor := int64(10)
 	for range 2 {
-		if err := luckydraw.FundPool(ctx, m.DB, app, "room", "r9", 500, &floor); err != nil {
+		if _, err := testAdmin(t, m.DB).FundPool(ctx, app, "room", "r9", 500, &floor); err != nil {
 			t.Fatal(err)
 		}
 	}

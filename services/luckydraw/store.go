@@ -70,12 +70,6 @@ type drawResult struct {
 	duplicate              bool
 }
 
-// ruleRow is a lucky_gift_rules row's activation state.
-type ruleRow struct {
-	gift, version, status string
-	effectiveAt, id       int64
-}
-
 // poolKey names a lucky_pools row within the batch's app_code.
 type poolKey struct{ scopeType, scopeID string }
 
@@ -298,8 +292,13 @@ type querier interface {
 }
 
 func readRuleRows(ctx context.Context, q querier, gifts []any) (map[string][]ruleRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
-WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...)
+	return scanRuleRows(q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
+WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...))
+}
+
+// scanRuleRows reads a query of (gift_id, rule_version, status,
+// effective_at_ms, id) by gift.
+func scanRuleRows(rows *sql.Rows, err error) (map[string][]ruleRow, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -315,39 +314,9 @@ WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...)
 	return out, rows.Err()
 }
 
-// pickVersion applies the activation rule to a gift's versions: version
-// "" is the active one with the greatest effective_at_ms (then id); a
-// named version must be active (status active, effective_at_ms <= now).
-// It returns the version or a reject reason.
-func pickVersion(rows []ruleRow, version string, nowMs int64) (string, string) {
-	var best *ruleRow
-	for i := range rows {
-		r := &rows[i]
-		if r.status != "active" || r.effectiveAt > nowMs {
-			continue
-		}
-		if version != "" {
-			if r.version == version {
-				return version, ""
-			}
-			continue
-		}
-		if best == nil || r.effectiveAt > best.effectiveAt || r.effectiveAt == best.effectiveAt && r.id > best.id {
-			best = r
-		}
-	}
-	switch {
-	case version != "":
-		return "", RejectRuleNotActive
-	case best == nil:
-		return "", RejectNoActiveRule
-	}
-	return best.version, ""
-}
-
 // resolveRule picks and loads a draw's rule version, or a reject reason.
 func (s *Service) resolveRule(ctx context.Context, rules map[string][]ruleRow, gift, version string) (*lucky.Rule, string, error) {
-	v, reject := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli())
+	v, reject, _ := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli(), s.cfg.ReplacedVersionGrace.Milliseconds())
 	if reject != "" {
 		return nil, reject, nil
 	}

@@ -3,6 +3,7 @@ package luckydraw
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,40 +17,67 @@ const (
 	SwitchRoomScopePaused = "room_scope_paused" // per room: scope_id = room_id, enabled = paused
 )
 
+// SwitchNames are the switches SetSwitch knows.
+var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchRoomScopePaused}
+
 // SetSwitch stores an operator override of a kill switch for app (the
 // admin CLI's `roomflow lucky switch`): v true/false is written and wins
 // over the configured start value; v nil deletes the override (back to
 // the configuration). For room_scope_paused, scopeID is the room and true
 // pauses it; the global switches take an empty scopeID. Every replica sees
 // the change within its SwitchCacheTTL (at most 1s).
-func SetSwitch(ctx context.Context, db *sql.DB, app, name, scopeID string, v *bool) error {
+func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *bool) (Change, error) {
 	switch name {
 	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch:
 		if scopeID != "" {
-			return fmt.Errorf("luckydraw: switch %s takes no scope id", name)
+			return Change{}, fmt.Errorf("luckydraw: switch %s takes no scope id", name)
 		}
 	case SwitchRoomScopePaused:
-		if scopeID == "" || len(scopeID) > maxRoomID {
-			return fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, maxRoomID)
+		if scopeID == "" || len(scopeID) > MaxRoomID {
+			return Change{}, fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, MaxRoomID)
 		}
 	default:
-		return fmt.Errorf("luckydraw: unknown switch %q", name)
+		return Change{}, fmt.Errorf("luckydraw: unknown switch %q", name)
 	}
 	if len(app) > maxAppCode {
-		return fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
+		return Change{}, fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
 	}
-	var err error
-	if v == nil {
-		_, err = db.ExecContext(ctx, `DELETE FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`, app, name, scopeID)
-	} else {
-		_, err = db.ExecContext(ctx, `INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
+	target := name
+	if scopeID != "" {
+		target += " " + scopeID
+	}
+	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		c := Change{AppCode: app, Command: "switch", Target: target, Old: "default", New: "default"}
+		var on bool
+		switch err := tx.QueryRowContext(ctx, `SELECT enabled FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`,
+			app, name, scopeID).Scan(&on); {
+		case err == nil:
+			c.Old = onOff(on)
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+		var err error
+		if v == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`, app, name, scopeID)
+		} else {
+			c.New = onOff(*v)
+			_, err = tx.ExecContext(ctx, `INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
 VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE enabled = VALUES(enabled), updated_at_ms = VALUES(updated_at_ms)`,
-			app, name, scopeID, *v, time.Now().UnixMilli())
-	}
+				app, name, scopeID, *v, nowMs)
+		}
+		return []Change{c}, err
+	})
 	if err != nil {
-		return fmt.Errorf("luckydraw: set switch %s: %w", name, err)
+		return Change{}, fmt.Errorf("luckydraw: set switch %s: %w", name, err)
 	}
-	return nil
+	return out[0], nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // switchView is an app's switches at one moment.

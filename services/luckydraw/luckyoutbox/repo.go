@@ -68,36 +68,16 @@ func scanRows(rows *sql.Rows) ([]row, error) {
 	return out, rows.Err()
 }
 
-// inTx runs fn in a READ COMMITTED transaction and commits it, again
-// from the start after a deadlock, a lock wait timeout or a lost
-// connection (mysqlerr.Retryable), up to txAttempts times while ctx
-// lasts: the draw transaction, the sync credit and the worker touch the
-// same outbox and draw rows, and MySQL may pick any of them as a deadlock
-// victim. fn must be safe to run again (every caller re-reads what it
-// decides on inside the transaction).
+// inTx runs fn in a READ COMMITTED transaction (mysqlerr.InTx: retried
+// whole on a deadlock, a lock wait timeout or a lost connection, up to
+// txAttempts times). fn must be safe to run again (every caller re-reads
+// what it decides on inside the transaction).
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	var err error
-	for attempt := 1; ; attempt++ {
-		if err = inTxOnce(ctx, db, fn); err == nil || !mysqlerr.Retryable(err) || attempt >= txAttempts || ctx.Err() != nil {
-			return err
-		}
-	}
+	return mysqlerr.InTx(ctx, db, rc, txAttempts, fn)
 }
 
 // txAttempts bounds inTx's retries.
 const txAttempts = 5
-
-func inTxOnce(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, rc)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
 
 // claim takes up to limit due rows for worker until lockUntil in one short
 // transaction: pending rows whose next_retry_at_ms has come (oldest due
