@@ -199,7 +199,11 @@ func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *lucky
 		return nil, nil, nil, err
 	}
 	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D()}
-	if err := cfgerr.Under("lucky", nil, acfg.Validate()); err != nil {
+	if f := cmd.Flags().Lookup("wait"); f != nil {
+		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
+		acfg.Operator, _ = cmd.Flags().GetString("operator")
+	}
+	if err := cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, acfg.Validate()); err != nil {
 		return nil, nil, nil, err
 	}
 	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
@@ -212,6 +216,13 @@ func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *lucky
 		return nil, nil, nil, err
 	}
 	return cfg, db, a, nil
+}
+
+// operatorFlags adds --wait and --operator to an operator command.
+func operatorFlags(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().Duration("wait", luckydraw.DefaultAdminWait, "give up (exit 1, nothing changed) after waiting this long for running draws or another change (1s-1h, whole seconds)")
+	cmd.Flags().String("operator", "", "who makes the change, for lucky_admin_log (default $USER)")
+	return cmd
 }
 
 // printChanges prints one line per change, and its note.
@@ -294,7 +305,7 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 		Use:   "rules",
 		Short: "Publish lucky rule versions (immutable) and change their status",
 	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(operatorFlags(&cobra.Command{
 		Use:   "publish FILE",
 		Short: "Validate and publish one rule version with its tiers from YAML",
 		Long: `publish reads one rule version (gift_id, rule_version, gift_price,
@@ -335,7 +346,7 @@ lucky.replaced_version_grace, or paused).`,
 			printChanges(cmd.OutOrStdout(), cs...)
 			return nil
 		},
-	}, &cobra.Command{
+	}), operatorFlags(&cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
 		Short: "Change a rule version's status (pause or retire it, or activate it)",
 		Long: `status sets one version's status. Of a gift's versions with
@@ -362,7 +373,7 @@ publish the old table as a new version.`,
 			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
-	}, &cobra.Command{
+	}), &cobra.Command{
 		Use:   "show [GIFT_ID]",
 		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
 		Args:  cobra.MaximumNArgs(1),
@@ -432,6 +443,7 @@ pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 			return nil
 		},
 	}
+	operatorFlags(fund)
 	fund.Flags().StringVar(&scopeType, "scope-type", "platform", "platform, room or gift")
 	fund.Flags().StringVar(&scopeID, "scope-id", "global", "global, the room_id or the gift_id")
 	fund.Flags().StringVar(&appCode, "app-code", "", "app_code of the pool (default: the configured app_code)")
@@ -446,12 +458,19 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 	var room, appCode string
 	cmd := &cobra.Command{
 		Use:   "switch NAME on|off|default",
-		Short: "Override a kill switch at run time (every replica sees it within 1s)",
+		Short: "Override a kill switch at run time (draws see it when the command returns)",
 		Long: `switch stores an operator override of one of seed 003's kill switches
 in MySQL (lucky_switches); it wins over the configured start value
 (lucky.switches.*) until 'switch NAME default' removes it. Names:
 global_lucky_gift_enabled, large_tier_enabled, wallet_credit_dispatch,
-and room_scope_paused with --room (on pauses the room's lucky draws).`,
+and room_scope_paused with --room (on pauses the room's lucky draws).
+
+It acts when it returns: it waits (at most --wait) for the draw batches
+that read the old value to commit, on every replica, and every draw after
+it reads the new one. CheckLuckyGift and the reward outbox worker read
+switches through a cache of at most 1s, so a credit may still be made up
+to 1s after 'switch wallet_credit_dispatch off' returns. Past --wait it
+fails (exit 1) naming the connection it waited for, and changes nothing.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *bool
@@ -485,6 +504,7 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 			return nil
 		},
 	}
+	operatorFlags(cmd)
 	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
 	return cmd

@@ -297,6 +297,7 @@ func TestLuckyAdminCommands(t *testing.T) {
 		{[]string{"switch", "room_scope_paused", "on"}, 2, "--room"},
 		{[]string{"switch", "room_scope_paused", "on", "--room", strings.Repeat("r", 65)}, 2, "--room"},
 		{[]string{"rules", "status", "lucky-star", "v1", "stopped"}, 2, "draft, active, paused or retired"},
+		{[]string{"switch", "global_lucky_gift_enabled", "off", "--wait", "500ms"}, 2, "--wait"},
 		{[]string{"rules", "status", "lucky-star", "v9", "paused"}, 1, `version "v9"`},
 		{[]string{"rules", "status", "tulip", "v1", "paused"}, 1, `gift "tulip"`},
 		{[]string{"rules", "show", "tulip"}, 1, `gift "tulip"`},

@@ -1,7 +1,7 @@
 // Package mysqlerr classifies MySQL errors for the retry loops of every
 // MySQL writer (the sink's batches, the draw service's transactions, the
 // lucky outbox's records): which are transient, and a short label for
-// metrics. It has no dependency on roomflow's config, so components may
+// metrics; InTx is the retry loop of a whole transaction. It has no dependency on roomflow's config, so components may
 // import it.
 package mysqlerr
 

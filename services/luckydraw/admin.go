@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
@@ -29,6 +32,9 @@ type AdminConfig struct {
 	// Operator and Host say who makes the changes. Defaults: $USER and
 	// the host name.
 	Operator, Host string
+	// Wait bounds how long a change waits for the fence and every other
+	// lock (whole seconds, rounded up). Default 5s; 1s to 1h.
+	Wait time.Duration
 	// ReplacedVersionGrace is the draw service's (Config): publish and
 	// the tidy-up retire a replaced version only once it is over.
 	ReplacedVersionGrace time.Duration
@@ -43,6 +49,7 @@ func (c *AdminConfig) setDefaults() {
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
 	}
+	cfgerr.Default(&c.Wait, DefaultAdminWait)
 	cfgerr.Default(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
@@ -50,9 +57,14 @@ func (c *AdminConfig) setDefaults() {
 }
 
 // Validate reports every invalid field of c, keyed by snake-case name:
-// replaced_version_grace (outside 0-5m), operator (over 64 bytes).
+// replaced_version_grace (outside 0-5m), operator (over 64 bytes), wait
+// (outside 1s-1h).
 func (c AdminConfig) Validate() error {
+	c.setDefaults()
 	var ch cfgerr.Checks
+	if c.Wait < time.Second || c.Wait > time.Hour {
+		ch.Bad("wait", "must be between 1s and 1h (got %s)", c.Wait)
+	}
 	checkGrace(&ch, c.ReplacedVersionGrace)
 	if len(c.Operator) > 64 {
 		ch.Bad("operator", "longer than 64 bytes")
@@ -62,7 +74,8 @@ func (c AdminConfig) Validate() error {
 
 // Admin makes the operator changes of `roomflow lucky`: switches, rule
 // publishes and statuses, pool funding, and the start-time tidy-up of
-// rule statuses. Each is one transaction, retried whole on a deadlock.
+// rule statuses. Each is one transaction behind the fence (see change),
+// retried whole on a deadlock.
 type Admin struct {
 	db  *sql.DB
 	cfg AdminConfig
@@ -89,19 +102,133 @@ type Change struct {
 // adminAttempts bounds the retries of an operator change.
 const adminAttempts = 5
 
-// change runs fn as one operator change in one transaction, retried
-// whole on a deadlock (fn re-reads what it decides on).
+// ErrFenceWait is an operator change that waited AdminConfig.Wait for the
+// fence (draw batches or another change holding it) and gave up: nothing
+// was changed. Its message names the blocking connections.
+var ErrFenceWait = errors.New("luckydraw: the fence stayed locked")
+
+// change runs fn as one operator change: one transaction whose first
+// statement takes the fence (lucky_fence) exclusively, so it waits for the
+// draw batches that read the old state to commit and the batches after it
+// read the new one; the command returns only once that is so, on every
+// replica. Every lock wait of the change is bounded by Wait
+// (innodb_lock_wait_timeout on its own connection, whole seconds); it is
+// retried whole on a deadlock (fn re-reads what it decides on).
 func (a *Admin) change(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]Change, error)) ([]Change, error) {
+	conn, err := a.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = ?`, int64((a.cfg.Wait+time.Second-1)/time.Second)); err != nil {
+		return nil, err
+	}
+	// The connection goes back to the pool: its next user gets the server's wait.
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SET SESSION innodb_lock_wait_timeout = DEFAULT`) //nolint:errcheck // a failure closes the connection anyway
 	var out []Change
-	err := mysqlerr.InTx(ctx, a.db, nil, adminAttempts, func(tx *sql.Tx) error {
+	err = mysqlerr.InTx(ctx, conn, nil, adminAttempts, func(tx *sql.Tx) error {
+		nowMs := a.cfg.Now().UnixMilli()
+		if err := a.takeFence(ctx, tx, id, nowMs); err != nil {
+			return err
+		}
 		var err error
-		out, err = fn(tx, a.cfg.Now().UnixMilli())
+		out, err = fn(tx, nowMs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// takeFence updates the fence row in tx (connection id), noting every
+// 100ms which connections it waits for, to name them if it gives up.
+func (a *Admin) takeFence(ctx context.Context, tx *sql.Tx, id, nowMs int64) error {
+	stop, watched := make(chan struct{}), make(chan []string, 1)
+	go func() {
+		var last []string
+		defer func() { watched <- last }()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if b := a.blockers(ctx, id); len(b) > 0 {
+					last = b
+				}
+			}
+		}
+	}()
+	res, err := tx.ExecContext(ctx, `UPDATE lucky_fence SET version = version + 1, updated_at_ms = ? WHERE id = 1`, nowMs)
+	close(stop)
+	blockers := <-watched
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == 1205:
+		if len(blockers) == 0 {
+			blockers = []string{"(not seen: it held the fence less than 100ms)"}
+		}
+		// Not wrapped: a lock wait timeout is retryable, this is not.
+		return fmt.Errorf("%w for %s (--wait), blocked by %s; nothing was changed", ErrFenceWait, a.cfg.Wait, strings.Join(blockers, "; "))
+	case err != nil:
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("luckydraw: lucky_fence has no row (run roomflow migrate): %v", err)
+	}
+	return nil
+}
+
+// blockerQueries list the connections blocking connection ? on an InnoDB
+// lock: MariaDB's information_schema, then MySQL 8's performance_schema.
+var blockerQueries = []string{
+	`SELECT b.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''), COALESCE(p.COMMAND, ''),
+	TIMESTAMPDIFF(SECOND, b.trx_started, NOW()), COALESCE(LEFT(p.INFO, 120), '')
+FROM information_schema.INNODB_LOCK_WAITS w
+JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
+JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = b.trx_mysql_thread_id
+WHERE r.trx_mysql_thread_id = ?`,
+	`SELECT b.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''), COALESCE(p.COMMAND, ''),
+	TIMESTAMPDIFF(SECOND, b.trx_started, NOW()), COALESCE(LEFT(p.INFO, 120), '')
+FROM performance_schema.data_lock_waits w
+JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID
+JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = b.trx_mysql_thread_id
+WHERE r.trx_mysql_thread_id = ?`,
+}
+
+// blockers describes the connections connection id waits for; nothing
+// when it waits for none or they cannot be read.
+func (a *Admin) blockers(ctx context.Context, id int64) []string {
+	for _, q := range blockerQueries {
+		rows, err := a.db.QueryContext(ctx, q, id)
+		if err != nil {
+			continue
+		}
+		var out []string
+		for rows.Next() {
+			var thread, age int64
+			var user, host, command, info string
+			if rows.Scan(&thread, &user, &host, &command, &age, &info) == nil {
+				d := fmt.Sprintf("connection %d (%s@%s, %s, transaction open %ds", thread, user, host, command, age)
+				if info != "" {
+					d += ", running " + strconv.Quote(info)
+				}
+				out = append(out, d+")")
+			}
+		}
+		rows.Close()
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return nil
 }
 
 // PublishRule validates r (lucky.Rule.Validate and exactly one none tier,

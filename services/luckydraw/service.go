@@ -210,10 +210,11 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		}
 	}
 	app := s.appCode(meta.GetAppCode())
-	reject, err := s.switchReject(ctx, app, meta.GetRoomId())
+	sw, err := s.sw.get(ctx, app)
 	if err != nil {
 		return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 	}
+	reject := sw.reject(meta.GetRoomId())
 	var version string
 	if reject == "" {
 		rows, err := readRuleRows(ctx, s.db, []any{req.GetGiftId()})
@@ -234,22 +235,6 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		return &activityv1.CheckLuckyGiftResponse{RejectReason: reject}, nil
 	}
 	return &activityv1.CheckLuckyGiftResponse{Enabled: true, RuleVersion: version}, nil
-}
-
-// switchReject is the kill switches' answer for app and room: "" when a
-// lucky gift may be drawn.
-func (s *Service) switchReject(ctx context.Context, app, room string) (string, error) {
-	v, err := s.sw.get(ctx, app)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case !v.global[SwitchGlobal]:
-		return RejectGlobalDisabled, nil
-	case v.pausedRooms[room]:
-		return RejectRoomPaused, nil
-	}
-	return "", nil
 }
 
 // rpcError maps a failure to its gRPC status: the caller's context
@@ -324,20 +309,6 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		s.m.draws.WithLabelValues("invalid").Inc()
 		return nil, err
 	}
-	reject, err := s.switchReject(ctx, r.app, r.roomID)
-	if err != nil {
-		s.m.draws.WithLabelValues("error").Inc()
-		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
-	}
-	if reject != "" {
-		return s.rejected(reject), nil
-	}
-	v, err := s.sw.get(ctx, r.app)
-	if err != nil {
-		s.m.draws.WithLabelValues("error").Inc()
-		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
-	}
-	r.largeTier, r.dispatch = v.global[SwitchLargeTier], v.global[SwitchWalletDispatch]
 	d, err := s.submit(ctx, r)
 	if err != nil {
 		s.m.draws.WithLabelValues("error").Inc()
@@ -354,7 +325,7 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		outcome = "hit"
 	}
 	s.m.draws.WithLabelValues(outcome).Inc()
-	if d.rewardStatus == "pending" && r.dispatch && s.cfg.Dispatcher != nil {
+	if d.rewardStatus == "pending" && d.dispatch && s.cfg.Dispatcher != nil {
 		s.dispatch(ctx, r, &d)
 	}
 	return &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, Hit: d.rewardCoins > 0,

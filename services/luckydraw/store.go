@@ -48,15 +48,13 @@ const (
 	RejectRuleInvalid    = "rule_invalid"
 )
 
-// drawReq is one validated draw request with the switch values it runs
-// under.
+// drawReq is one validated draw request.
 type drawReq struct {
 	app, drawID, commandID, requestID, billingReceiptID string
 	roomID, deviceID, giftID, ruleVersion               string
 	sender, target                                      int64
 	giftCount                                           int32
 	coinSpent, heat                                     int64
-	largeTier, dispatch                                 bool
 }
 
 // drawResult is a draw's answer: a new or stored draw, or a reject.
@@ -68,6 +66,7 @@ type drawResult struct {
 	creditReceiptID        string
 	reject                 string
 	duplicate              bool
+	dispatch               bool // wallet_credit_dispatch as the draw's transaction read it
 }
 
 // poolKey names a lucky_pools row within the batch's app_code.
@@ -92,6 +91,7 @@ type batchTx struct {
 	tx    *sql.Tx
 	app   string
 	nowMs int64
+	sw    *switchView // read after the fence
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
 }
@@ -143,9 +143,18 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	b := &batchTx{s: s, tx: tx, app: reqs[0].app, nowMs: s.cfg.Now().UnixMilli(), pools: map[poolKey]*poolRow{}, ctrs: map[string]*counter{}}
 	res := make([]drawResult, len(reqs))
 
+	// (0) the fence first: an operator change waits for this batch to
+	// commit, and every read below sees the changes that returned before.
+	if err := readFence(ctx, tx); err != nil {
+		return nil, err
+	}
+	b.nowMs = s.cfg.Now().UnixMilli() // after any wait at the fence
 	// (1) idempotency: stored draws, and duplicates inside the batch.
 	stored, err := b.storedDraws(ctx, reqs)
 	if err != nil {
+		return nil, err
+	}
+	if b.sw, err = s.sw.read(ctx, tx, b.app); err != nil {
 		return nil, err
 	}
 	// (2) rule versions: activation read in the transaction; content
@@ -163,7 +172,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	dupOf := map[int]int{}    // a repeated command_id -> its first request
 	for i, r := range reqs {
 		if d, ok := stored[r.commandID]; ok {
-			d.duplicate = true
+			d.duplicate, d.dispatch = true, b.sw.global[SwitchWalletDispatch]
 			res[i] = d
 			continue
 		}
@@ -172,9 +181,12 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			continue
 		}
 		first[r.commandID] = i
-		rule, reject, err := s.resolveRule(ctx, rules, r.giftID, r.ruleVersion)
-		if err != nil {
-			return nil, err
+		reject := b.sw.reject(r.roomID)
+		var rule *lucky.Rule
+		if reject == "" {
+			if rule, reject, err = s.resolveRule(ctx, rules, r.giftID, r.ruleVersion); err != nil {
+				return nil, err
+			}
 		}
 		if reject != "" {
 			res[i] = drawResult{drawID: r.drawID, reject: reject}
@@ -245,6 +257,17 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		res[i].duplicate = res[j].reject == ""
 	}
 	return res, nil
+}
+
+// readFence takes the fence's shared lock (lucky_fence, see
+// 0009_lucky_operations.sql): it waits while an operator change holds it.
+func readFence(ctx context.Context, tx *sql.Tx) error {
+	var v int64
+	err := tx.QueryRowContext(ctx, `SELECT version FROM lucky_fence WHERE id = 1 LOCK IN SHARE MODE`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errors.New("luckydraw: lucky_fence has no row: run roomflow migrate")
+	}
+	return err
 }
 
 // storedDraws reads committed draws of the batch's command ids.
@@ -605,9 +628,10 @@ func randomPPM() (int64, error) {
 // drawOne draws r against the batch's in-memory rows and returns its
 // result, its lucky_draw_records row and its lucky_outbox rows.
 func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawResult, []any, [][]any, error) {
+	dispatch := b.sw.global[SwitchWalletDispatch]
 	keys := poolKeys(r)
 	in := DrawInput{Rule: rule, CoinSpent: r.coinSpent, HeatValue: r.heat, ApplyInflow: applyInflow,
-		Risks: b.riskLimits(r, rule), LargeTierMinReward: b.s.cfg.LargeTierMinReward, LargeTierEnabled: r.largeTier}
+		Risks: b.riskLimits(r, rule), LargeTierMinReward: b.s.cfg.LargeTierMinReward, LargeTierEnabled: b.sw.global[SwitchLargeTier]}
 	for i, k := range keys {
 		in.Pools[i] = b.pools[k].PoolState
 	}
@@ -708,7 +732,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		// takes the row over once the claim lapses, as after a crash.
 		due := b.nowMs + (2*b.s.cfg.WalletCreditTimeout + time.Second).Milliseconds()
 		st, worker, lockUntil := "pending", "", int64(0)
-		if r.dispatch && b.s.cfg.Dispatcher != nil {
+		if dispatch && b.s.cfg.Dispatcher != nil {
 			st, worker, lockUntil = "processing", b.s.cfg.Dispatcher.ClaimedBy(), due
 		}
 		ob = append(ob, []any{"RewardCredit:" + rewardID, r.app, "reward_credit", "CreditLuckyRewardRequest", r.drawID,
@@ -737,7 +761,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 			return drawResult{}, nil, nil, err
 		}
 	}
-	if reward > 0 && !r.dispatch {
+	if reward > 0 && !dispatch {
 		id := "LuckyRewardPending:" + rewardID + ":0"
 		if err := event(id, &activityv1.LuckyRewardPending{EventId: id, AppCode: r.app, RewardId: rewardID, DrawId: r.drawID,
 			UserId: r.sender, RewardCoins: reward, RetryReason: SwitchWalletDispatch + " off", GiftId: r.giftID,
@@ -746,7 +770,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		}
 	}
 	return drawResult{drawID: r.drawID, ruleVersion: rule.RuleVersion, tierID: o.Tier.TierID, tierType: o.Tier.RewardType,
-		rewardCoins: reward, rewardID: rewardID, rewardStatus: status}, rec, ob, nil
+		rewardCoins: reward, rewardID: rewardID, rewardStatus: status, dispatch: dispatch}, rec, ob, nil
 }
 
 // writePools applies the batch's pool deltas in one upsert (the rows

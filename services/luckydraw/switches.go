@@ -24,8 +24,9 @@ var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, 
 // admin CLI's `roomflow lucky switch`): v true/false is written and wins
 // over the configured start value; v nil deletes the override (back to
 // the configuration). For room_scope_paused, scopeID is the room and true
-// pauses it; the global switches take an empty scopeID. Every replica sees
-// the change within its SwitchCacheTTL (at most 1s).
+// pauses it; the global switches take an empty scopeID. Draws see the
+// change when it returns (the fence), CheckLuckyGift and the outbox
+// worker's dispatch within SwitchCacheTTL (at most 1s).
 func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *bool) (Change, error) {
 	switch name {
 	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch:
@@ -111,8 +112,10 @@ func newSwitches(cfg Config, db *sql.DB) *switches {
 		}}
 }
 
-// get returns app's switches, read at most ttl ago. A database error is
-// returned (the caller fails the request retryably).
+// get returns app's switches, read at most ttl ago (CheckLuckyGift and
+// the outbox worker's dispatch switch; draws read them in their
+// transaction). A database error is returned (the caller fails the
+// request retryably).
 func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	now := s.now()
 	s.mu.Lock()
@@ -121,7 +124,19 @@ func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	if ok && now.Before(c.exp) {
 		return c.v, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, scope_id, enabled FROM lucky_switches WHERE app_code = ?`, app)
+	v, err := s.read(ctx, s.db, app)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cache[app] = cachedSwitches{v: v, exp: now.Add(s.ttl)}
+	s.mu.Unlock()
+	return v, nil
+}
+
+// read reads app's switches through q, uncached.
+func (s *switches) read(ctx context.Context, q querier, app string) (*switchView, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, scope_id, enabled FROM lucky_switches WHERE app_code = ?`, app)
 	if err != nil {
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
@@ -150,8 +165,17 @@ func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
-	s.mu.Lock()
-	s.cache[app] = cachedSwitches{v: v, exp: now.Add(s.ttl)}
-	s.mu.Unlock()
 	return v, nil
+}
+
+// reject is the kill switches' answer for room: "" when a lucky gift may
+// be drawn.
+func (v *switchView) reject(room string) string {
+	switch {
+	case !v.global[SwitchGlobal]:
+		return RejectGlobalDisabled
+	case v.pausedRooms[room]:
+		return RejectRoomPaused
+	}
+	return ""
 }

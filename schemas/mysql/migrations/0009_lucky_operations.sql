@@ -1,0 +1,13 @@
+-- The lucky draw service in its operators' hands (issue 31).
+
+-- The fence: one row. Every draw transaction first reads it with a shared
+-- lock; every operator change first updates it. So a change waits for the
+-- draw batches that saw the old state to commit, the batches after it see
+-- the new state, and the command returns only then, on every replica.
+CREATE TABLE IF NOT EXISTS lucky_fence (
+  id TINYINT NOT NULL,
+  version BIGINT NOT NULL DEFAULT 0,
+  updated_at_ms BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (id)
+);
+INSERT IGNORE INTO lucky_fence (id) VALUES (1);

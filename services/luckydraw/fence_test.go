@@ -1,0 +1,195 @@
+package luckydraw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/services/luckydraw"
+)
+
+// heldCommit is a SQLHooks.Commit that holds the draw transactions'
+// commits while hold is set: it signals at, then waits for release.
+type heldCommit struct {
+	hold      atomic.Bool
+	at        chan struct{}
+	release   chan struct{}
+	committed atomic.Int64 // UnixNano after the held commit
+}
+
+func newHeldCommit() *heldCommit {
+	return &heldCommit{at: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (h *heldCommit) hooks() testenv.SQLHooks {
+	return testenv.SQLHooks{Commit: func(stmts []string, commit func() error) error {
+		if !h.hold.CompareAndSwap(true, false) || !strings.HasPrefix(strings.Join(stmts, "\n"), "BEGIN\nSELECT version FROM lucky_fence") {
+			return commit()
+		}
+		h.at <- struct{}{}
+		<-h.release
+		err := commit()
+		h.committed.Store(time.Now().UnixNano())
+		return err
+	}}
+}
+
+// waitingFor waits until a statement starting with prefix runs (the
+// statements it is used for wait for the fence).
+func waitingFor(t *testing.T, e *env, prefix string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, prefix+" waiting", func() bool {
+		return e.count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?`, prefix+"%") > 0
+	})
+}
+
+// TestSwitchWaitsForTheBatchThatSawTheOldState: a draw batch held before
+// its COMMIT holds the fence; `switch global_lucky_gift_enabled off`
+// returns only after that batch commits, and a draw queued meanwhile
+// answers global_disabled.
+func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
+	h := newHeldCommit()
+	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
+	ctx := context.Background()
+	h.hold.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1))
+		if err == nil && (r.RejectReason != "" || r.RuleVersion != "v1") {
+			err = fmt.Errorf("the held draw answered %v", r)
+		}
+		first <- err
+	}()
+	<-h.at
+	off := false
+	var switched atomic.Int64
+	switchErr := make(chan error, 1)
+	go func() {
+		_, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", &off)
+		switched.Store(time.Now().UnixNano())
+		switchErr <- err
+	}()
+	waitingFor(t, e, "UPDATE lucky_fence")
+	queued := make(chan string, 1)
+	go func() {
+		r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("queued", 2))
+		if err != nil {
+			queued <- err.Error()
+			return
+		}
+		queued <- r.RejectReason
+	}()
+	waitingFor(t, e, "SELECT version FROM lucky_fence")
+	select {
+	case err := <-switchErr:
+		t.Fatalf("the switch returned while a batch that read the old state was uncommitted: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(h.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-switchErr; err != nil {
+		t.Fatal(err)
+	}
+	if switched.Load() < h.committed.Load() {
+		t.Fatal("the switch returned before the held batch committed")
+	}
+	if r := <-queued; r != luckydraw.RejectGlobalDisabled {
+		t.Fatalf("the draw queued behind the switch answered %q, want global_disabled", r)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE command_id = 'held' AND reward_status <> 'rejected'`); n != 1 {
+		t.Fatalf("%d draws of the held command", n)
+	}
+	e.checkInvariants(t)
+}
+
+// TestOperatorWaitIsBounded: a batch held longer than the operator's
+// --wait makes the change give up after it, naming the connection of the
+// held batch, with nothing changed.
+func TestOperatorWaitIsBounded(t *testing.T) {
+	h := newHeldCommit()
+	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
+	ctx := context.Background()
+	h.hold.Store(true)
+	first := make(chan error, 1)
+	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
+	<-h.at
+	held := e.count(t, `SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX`)
+	fence := e.count(t, `SELECT version FROM lucky_fence`)
+	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	t0 := time.Now()
+	_, err = a.SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", &off)
+	if took := time.Since(t0); took < time.Second || took > 3*time.Second {
+		t.Errorf("gave up after %s, want about --wait 1s", took)
+	}
+	if !errors.Is(err, luckydraw.ErrFenceWait) || !strings.Contains(err.Error(), fmt.Sprintf("connection %d ", held)) {
+		t.Fatalf("want ErrFenceWait naming connection %d: %v", held, err)
+	}
+	close(h.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_switches`); n != 0 {
+		t.Fatalf("a change that gave up wrote %d switch rows", n)
+	}
+	if n := e.count(t, `SELECT version FROM lucky_fence`); n != fence {
+		t.Fatalf("fence version %d after a change that gave up, was %d", n, fence)
+	}
+}
+
+// TestFirstOverrideUnderContinuousDraws: while draws run back to back
+// (new rooms among them: new pool rows), a switch override that inserts
+// its row returns in under a second: draws read plainly after the fence,
+// so no gap lock makes an insert wait.
+func TestFirstOverrideUnderContinuousDraws(t *testing.T) {
+	e := start(t, luckydraw.Config{DrawTimeout: 2 * time.Second}, 1_000_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var drawn atomic.Int64
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				req := drawReq(fmt.Sprintf("w%d-%d", w, i), int64(w+1))
+				req.Meta.RoomId = fmt.Sprintf("room-%d-%d", w, i%20)
+				if _, err := e.client.ExecuteLuckyGiftDraw(ctx, req); err == nil {
+					drawn.Add(1)
+				}
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	testenv.Eventually(t, 10*time.Second, "draws running", func() bool { return drawn.Load() > 20 })
+	off, on := false, true
+	a := testAdmin(t, e.db)
+	for _, c := range []struct {
+		name, room string
+		v          *bool
+	}{
+		{luckydraw.SwitchLargeTier, "", &off},
+		{luckydraw.SwitchRoomScopePaused, "room-never-seen", &on},
+		{luckydraw.SwitchRoomScopePaused, "room-1-3", &on},
+	} {
+		before := drawn.Load()
+		t0 := time.Now()
+		if _, err := a.SetSwitch(context.Background(), app, c.name, c.room, c.v); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(t0); took >= time.Second {
+			t.Errorf("first override of %s %s took %s under continuous draws", c.name, c.room, took)
+		}
+		testenv.Eventually(t, 10*time.Second, "draws going on", func() bool { return drawn.Load() > before+10 })
+	}
+}
