@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
@@ -45,7 +46,7 @@ func (h *heldCommit) hooks() testenv.SQLHooks {
 func waitingFor(t *testing.T, e *env, prefix string) {
 	t.Helper()
 	testenv.Eventually(t, 10*time.Second, prefix+" waiting", func() bool {
-		return e.count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?`, prefix+"%") > 0
+		return e.count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE ?`, prefix+"%") > 0
 	})
 }
 
@@ -121,7 +122,8 @@ func TestOperatorWaitIsBounded(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
 	<-h.at
-	held := e.count(t, `SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX`)
+	held := e.count(t, `SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t
+JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = DATABASE()`)
 	fence := e.count(t, `SELECT version FROM lucky_fence`)
 	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", Wait: time.Second})
 	if err != nil {
@@ -192,4 +194,88 @@ func TestFirstOverrideUnderContinuousDraws(t *testing.T) {
 		}
 		testenv.Eventually(t, 10*time.Second, "draws going on", func() bool { return drawn.Load() > before+10 })
 	}
+}
+
+// TestOneOutcomePerCommandAcrossReplicas: the same command on two
+// replicas (two Services on one database) with a switch flip between the
+// calls ends with one outcome, which both calls answer: a draw stays a
+// draw after the switch goes off, a rejection stays a rejection after it
+// comes back on.
+func TestOneOutcomePerCommandAcrossReplicas(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	other, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", SwitchCacheTTL: time.Nanosecond}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a := testAdmin(t, e.db)
+	off := false
+	flip := func(v *bool) {
+		t.Helper()
+		if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outcome := func(cmd string) string {
+		t.Helper()
+		var status, reason string
+		var n int64
+		if err := e.db.QueryRow(`SELECT MIN(reward_status), MIN(reject_reason), COUNT(*) FROM lucky_draw_records WHERE command_id = ?`, cmd).Scan(&status, &reason, &n); err != nil || n != 1 {
+			t.Fatalf("%s: %d outcomes stored (%v)", cmd, n, err)
+		}
+		return status + reason
+	}
+
+	drawn, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("twice-1", 1))
+	if err != nil || drawn.RejectReason != "" {
+		t.Fatalf("first call: %v %v", drawn, err)
+	}
+	flip(&off)
+	again, err := other.ExecuteLuckyGiftDraw(ctx, drawReq("twice-1", 1))
+	if err != nil || again.RejectReason != "" || again.DrawId != drawn.DrawId || again.Tier.GetTierId() != drawn.Tier.GetTierId() {
+		t.Fatalf("the other replica after the switch went off answered %v (%v), want the stored draw %v", again, err, drawn)
+	}
+	if o := outcome("twice-1"); strings.HasPrefix(o, "rejected") {
+		t.Fatalf("stored outcome %s", o)
+	}
+
+	first, err := other.ExecuteLuckyGiftDraw(ctx, drawReq("twice-2", 1))
+	if err != nil || first.RejectReason != luckydraw.RejectGlobalDisabled {
+		t.Fatalf("first call with the switch off: %v %v", first, err)
+	}
+	flip(nil)
+	second, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("twice-2", 1))
+	if err != nil || second.RejectReason != luckydraw.RejectGlobalDisabled || second.DrawId != first.DrawId {
+		t.Fatalf("the other replica after the switch came back answered %v (%v), want the stored rejection", second, err)
+	}
+	if o := outcome("twice-2"); o != "rejectedglobal_disabled" {
+		t.Fatalf("stored outcome %s", o)
+	}
+	// Both replicas at once, the switch flipping meanwhile: one outcome.
+	var wg sync.WaitGroup
+	answers := make([]string, 2)
+	for i, call := range []func(context.Context, *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error){
+		func(ctx context.Context, r *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
+			return e.client.ExecuteLuckyGiftDraw(ctx, r)
+		},
+		other.ExecuteLuckyGiftDraw,
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := call(ctx, drawReq("twice-3", 1))
+			if err != nil {
+				answers[i] = err.Error()
+				return
+			}
+			answers[i] = r.RejectReason + "/" + r.Tier.GetTierId()
+		}()
+	}
+	flip(&off)
+	wg.Wait()
+	if answers[0] != answers[1] {
+		t.Fatalf("two answers for one command: %q and %q", answers[0], answers[1])
+	}
+	outcome("twice-3")
+	e.checkInvariants(t)
 }

@@ -1,7 +1,8 @@
 // Package luckydraw is seed 003's draw service (`roomflow lucky`): the
 // gRPC hyapp.activity.v1.LuckyGiftService over MySQL. A draw is one MySQL
-// transaction (the seed's "Transaction Boundary"): idempotency by
-// (app_code, command_id), the active rule version, the platform, room and
+// transaction (the seed's "Transaction Boundary"): the fence
+// (lucky_fence) first, idempotency by (app_code, command_id) over draws
+// and rejections, the switches and the deciding rule version, the platform, room and
 // gift pool rows and the risk counters locked FOR UPDATE in key order, the
 // inflow and payout applied, the draw record and its lucky_outbox rows
 // (the wallet credit, the lucky events) inserted. No wallet call happens
@@ -290,11 +291,19 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 		coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}, nil
 }
 
-// ExecuteLuckyGiftDraw draws once per (app_code, command_id): a repeated
-// command_id returns the stored draw whatever its other fields. A
-// reject_reason (global_disabled, room_paused, rule_not_active,
-// no_active_rule, rule_invalid) means nothing was drawn or written; caps
-// and filters never reject (they move probability to the none tier).
+// ExecuteLuckyGiftDraw has exactly one outcome per (app_code,
+// command_id), a draw or a rejection: a repeated command_id returns the
+// stored one whatever its other fields and whatever the switches, rules
+// or pools say now. A reject_reason (global_disabled, room_paused,
+// rule_not_active, no_active_rule, rule_invalid) means nothing was drawn;
+// the rejection is stored (room-service debited before the call, so it
+// must be refundable) as a lucky_draw_records row with reward_status
+// rejected, its reason and the answer's draw_id: one table and one
+// unique key for both outcomes, so the idempotency read that follows the
+// fence is the same single indexed read as before, a draw costs no extra
+// statement, and the rejection keeps the draw_id room-service already
+// names. Caps and filters never reject (they move probability to the
+// none tier).
 // A paying draw is credited synchronously after commit when
 // wallet_credit_dispatch is on and a Dispatcher is configured:
 // reward_status GRANTED (with credit_receipt_id) only once the grant is
@@ -315,7 +324,14 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
 	}
 	if d.reject != "" {
-		return s.rejected(d.reject), nil
+		resp := &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, RejectReason: d.reject}
+		if d.duplicate {
+			s.m.draws.WithLabelValues("duplicate").Inc()
+			return resp, nil
+		}
+		s.m.draws.WithLabelValues("rejected").Inc()
+		s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", d.reject).Inc()
+		return resp, nil
 	}
 	outcome := "miss"
 	switch {
@@ -331,12 +347,6 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 	return &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, Hit: d.rewardCoins > 0,
 		Tier:         &activityv1.RewardTierResult{TierId: d.tierID, RewardCoins: d.rewardCoins, TierType: d.tierType},
 		RewardStatus: strings.ToUpper(d.rewardStatus), CreditReceiptId: d.creditReceiptID}, nil
-}
-
-func (s *Service) rejected(reason string) *activityv1.ExecuteLuckyGiftDrawResponse {
-	s.m.draws.WithLabelValues("rejected").Inc()
-	s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", reason).Inc()
-	return &activityv1.ExecuteLuckyGiftDrawResponse{RejectReason: reason}
 }
 
 // dispatch credits a committed reward synchronously (no lock held). A

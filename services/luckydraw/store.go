@@ -39,7 +39,7 @@ func DrawID(app, commandID string) string {
 func RewardID(drawID string) string { return "LR-" + drawID }
 
 // Reject reasons of ExecuteLuckyGiftDraw and CheckLuckyGift (nothing
-// drawn, nothing written).
+// drawn; Execute records the rejection).
 const (
 	RejectGlobalDisabled = "global_disabled"
 	RejectRoomPaused     = "room_paused"
@@ -168,6 +168,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		rule *lucky.Rule
 	}
 	var todo []work
+	var records [][]any       // the draws' and the rejections', one statement
 	first := map[string]int{} // command_id -> index of its first request
 	dupOf := map[int]int{}    // a repeated command_id -> its first request
 	for i, r := range reqs {
@@ -189,7 +190,12 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			}
 		}
 		if reject != "" {
-			res[i] = drawResult{drawID: r.drawID, reject: reject}
+			version := r.ruleVersion
+			if version == "" {
+				_, _, version = pickVersion(rules[r.giftID], "", b.nowMs, 0)
+			}
+			res[i] = drawResult{drawID: r.drawID, ruleVersion: version, reject: reject}
+			records = append(records, b.rejectionRow(r, version, reject))
 			continue
 		}
 		todo = append(todo, work{i, rule})
@@ -215,7 +221,6 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.
-		var records [][]any
 		var outbox [][]any
 		for _, w := range todo {
 			r := reqs[w.i]
@@ -234,17 +239,13 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		if err := b.writeCounters(ctx); err != nil {
 			return nil, err
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
-	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
-	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
-	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
-	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms) VALUES `, records); err != nil {
-			return nil, err
-		}
 		if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
 	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.insertRecords(ctx, records); err != nil {
+		return nil, err
 	}
 	if committing != nil {
 		committing()
@@ -254,7 +255,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	}
 	for i, j := range dupOf {
 		res[i] = res[j]
-		res[i].duplicate = res[j].reject == ""
+		res[i].duplicate = true
 	}
 	return res, nil
 }
@@ -270,14 +271,40 @@ func readFence(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// storedDraws reads committed draws of the batch's command ids.
+// insertRecords inserts lucky_draw_records rows: draws (drawOne) and
+// rejections (rejectionRow) alike.
+func (b *batchTx) insertRecords(ctx context.Context, rows [][]any) error {
+	return insertRows(ctx, b.tx, `INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
+	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
+	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
+	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
+	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms, reject_reason) VALUES `, rows)
+}
+
+// RewardRejected is the reward_status of a rejection row in
+// lucky_draw_records: an Execute answered with a reject_reason (after
+// room-service's debit) is recorded under its command_id and draw_id, so
+// a retry answers it again and it can be refunded.
+const RewardRejected = "rejected"
+
+// rejectionRow is the lucky_draw_records row of r rejected for reason
+// under version (the named or deciding one, "" if none): nothing drawn,
+// no inflow, no audit material.
+func (b *batchTx) rejectionRow(r *drawReq, version, reason string) []any {
+	return []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
+		r.giftID, r.giftCount, r.coinSpent, r.heat, version, 0, 0, 0, 0, "none", "[]", "", "none", 0,
+		0, 0, 0, 0, "", "{}", "{}", "", RewardRejected, "", b.nowMs, b.nowMs, reason}
+}
+
+// storedDraws reads the stored outcomes (draws and rejections) of the
+// batch's command ids.
 func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]drawResult, error) {
 	args := []any{b.app}
 	for _, r := range reqs {
 		args = append(args, r.commandID)
 	}
 	rows, err := b.tx.QueryContext(ctx, `SELECT command_id, draw_id, rule_version, selected_tier_id, tier_type, reward_coins,
-	reward_id, reward_status, credit_receipt_id FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
+	reward_id, reward_status, credit_receipt_id, reject_reason FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
 		sqlbuild.List(len(reqs))+`)`, args...)
 	if err != nil {
 		return nil, err
@@ -288,7 +315,7 @@ func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]
 		var cmd string
 		var d drawResult
 		if err := rows.Scan(&cmd, &d.drawID, &d.ruleVersion, &d.tierID, &d.tierType, &d.rewardCoins, &d.rewardID,
-			&d.rewardStatus, &d.creditReceiptID); err != nil {
+			&d.rewardStatus, &d.creditReceiptID, &d.reject); err != nil {
 			return nil, err
 		}
 		out[cmd] = d
@@ -708,7 +735,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 	rec := []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
 		r.giftID, r.giftCount, r.coinSpent, r.heat, rule.RuleVersion, plan.Inflow.PoolIn, plan.Inflow.PlatformIn,
 		plan.Inflow.RoomIn, plan.Inflow.GiftIn, appliedBy, candJSON, o.Tier.TierID, o.Tier.RewardType, reward,
-		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], random, digest, poolJSON, riskJSON, rewardID, status, "", b.nowMs, b.nowMs}
+		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], random, digest, poolJSON, riskJSON, rewardID, status, "", b.nowMs, b.nowMs, ""}
 
 	// (10) outbox.
 	var ob [][]any

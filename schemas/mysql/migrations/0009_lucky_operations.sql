@@ -11,3 +11,12 @@ CREATE TABLE IF NOT EXISTS lucky_fence (
   PRIMARY KEY (id)
 );
 INSERT IGNORE INTO lucky_fence (id) VALUES (1);
+
+-- Exactly one outcome per command: a rejected ExecuteLuckyGiftDraw (after
+-- room-service's debit) is a lucky_draw_records row with reward_status
+-- 'rejected' and its reason, under the same unique (app_code, command_id)
+-- and draw_id as a draw, so the idempotency read finds either outcome
+-- (a departure from the seed's reward_status list: none, pending,
+-- granted, failed).
+ALTER TABLE lucky_draw_records ADD COLUMN reject_reason VARCHAR(32) NOT NULL DEFAULT '';
+
