@@ -51,7 +51,8 @@ inflow of drawn gifts to the balances. It serves with no wallet and with
 Kafka down (rewards and events wait in lucky_outbox). lucky.audit_key
 (or ROOMFLOW_LUCKY_AUDIT_KEY) is required.
 
-Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
+Admin subcommands: audit, rules, pools fund, switch, rewards retry,
+admin-log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
@@ -69,7 +70,7 @@ Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyAdminLogCmd(g))
 	return cmd
 }
 
@@ -340,9 +341,6 @@ lucky.replaced_version_grace, or paused).`,
 			if err != nil {
 				return err
 			}
-			if len(cs) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s is already published with this content: nothing changed\n", r.GiftID, r.RuleVersion)
-			}
 			printChanges(cmd.OutOrStdout(), cs...)
 			return nil
 		},
@@ -531,12 +529,12 @@ now; the lucky_outbox worker of a running 'roomflow lucky' credits it
 was lost is not paid twice). --app-code limits it to one app.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, db, err := adminDB(cmd, g)
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			n, err := luckyoutbox.RetryFailed(cmd.Context(), db, appCode)
+			n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
 			if err != nil {
 				return err
 			}
@@ -544,8 +542,46 @@ was lost is not paid twice). --app-code limits it to one app.`,
 			return nil
 		},
 	}
+	operatorFlags(retry)
 	retry.Flags().StringVar(&appCode, "app-code", "", "only this app_code (default: every app)")
 	cmd := &cobra.Command{Use: "rewards", Short: "Operate lucky rewards"}
 	cmd.AddCommand(retry)
+	return cmd
+}
+
+func luckyAdminLogCmd(g *globals) *cobra.Command {
+	var since time.Duration
+	cmd := &cobra.Command{
+		Use:   "admin-log",
+		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
+		Long: `admin-log prints the changes operator commands made (switch, rules
+publish|status, pools fund, rewards retry, and the start-time tidy-up of
+rule statuses) over the last --since: when, who (--operator or $USER, and
+the host), the command, its target, and the old and new value. Each row
+was written in the change's own transaction.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since <= 0 {
+				return cfgerr.Usage(fmt.Errorf("--since must be a positive duration (got %s)", since))
+			}
+			_, db, admin, err := luckyAdmin(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, e := range es {
+				fmt.Fprintf(w, "%s\t%s@%s\t%s\t%s\t%s\t%s -> %s\n", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339Nano),
+					e.Operator, e.Host, orNone(e.AppCode), e.Command, e.Target, orNone(e.Old), orNone(e.New))
+			}
+			fmt.Fprintf(w, "%d changes in the last %s\n", len(es), since)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the changes of this last span")
 	return cmd
 }

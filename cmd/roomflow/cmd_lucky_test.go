@@ -256,9 +256,9 @@ func TestLuckyServesWithoutWalletOrKafka(t *testing.T) {
 }
 
 // TestLuckyAdminCommands drives the operator commands on MySQL alone:
-// `rules show` and what `rules status` says, and bad input: usage
-// mistakes exit 2 naming the argument, unknown gifts and versions exit 1,
-// and neither writes anything.
+// `rules show`, what `rules status` says, the admin trail, and bad input:
+// usage mistakes exit 2 naming the argument, unknown gifts and versions
+// exit 1, and neither writes anything, to the trail neither.
 func TestLuckyAdminCommands(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
@@ -285,8 +285,20 @@ func TestLuckyAdminCommands(t *testing.T) {
 	if out, err := runCLI(t, cfg, "lucky", "rules", "status", "lucky-star", "v1", "active"); err != nil || !strings.Contains(out, "v1 does not draw: v2 decides") {
 		t.Fatalf("activating the replaced v1 must say it does not draw: %v %s", err, out)
 	}
-	var changed int64
+	if out, err := runCLI(t, cfg, "lucky", "switch", "room_scope_paused", "on", "--room", "r7", "--operator", "alice"); err != nil || !strings.Contains(out, "default -> on") {
+		t.Fatalf("switch --room: %v %s", err, out)
+	}
+	out, err = runCLI(t, cfg, "lucky", "admin-log", "--since", "1h")
+	host, _ := os.Hostname()
+	for _, want := range []string{"rules publish\tlucky-star/v1\t(none) -> active", "rules status\tlucky-star/v2\tactive -> paused",
+		"rules status\tlucky-star/v1\t", "alice@" + host + "\t", "switch\troom_scope_paused r7\tdefault -> on", "5 changes in the last 1h0m0s"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("admin-log: want %q: %v\n%s", want, err, out)
+		}
+	}
+	var changed, logged int64
 	m.DB.QueryRow(`SELECT MAX(updated_at_ms) FROM lucky_gift_rules`).Scan(&changed)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
 	for _, tc := range []struct {
 		args   []string
 		status int
@@ -301,6 +313,9 @@ func TestLuckyAdminCommands(t *testing.T) {
 		{[]string{"rules", "status", "lucky-star", "v9", "paused"}, 1, `version "v9"`},
 		{[]string{"rules", "status", "tulip", "v1", "paused"}, 1, `gift "tulip"`},
 		{[]string{"rules", "show", "tulip"}, 1, `gift "tulip"`},
+		{[]string{"admin-log", "--since", "yesterday"}, 2, "--since"},
+		{[]string{"admin-log", "--since", "-1h"}, 2, "--since"},
+		{[]string{"switch", "global_lucky_gift_enabled", "off", "--operator", strings.Repeat("o", 65)}, 2, "--operator"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
 		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
@@ -311,10 +326,12 @@ func TestLuckyAdminCommands(t *testing.T) {
 	if _, err := runCLI(t, bad, "lucky", "rules", "status", "lucky-star", "v2", "active"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "lucky.replaced_version_grace") {
 		t.Errorf("a grace over 5m: %v", err)
 	}
-	var after, overrides int64
+	var after, overrides, loggedAfter int64
 	m.DB.QueryRow(`SELECT MAX(updated_at_ms) FROM lucky_gift_rules`).Scan(&after)
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_switches`).Scan(&overrides)
-	if after != changed || overrides != 0 {
-		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides", after, changed, overrides)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&loggedAfter)
+	if after != changed || overrides != 1 || loggedAfter != logged {
+		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides (want r7's), %d admin log rows (was %d)",
+			after, changed, overrides, loggedAfter, logged)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 // ErrRuleImmutable is a PublishRule of an existing version with other
@@ -73,9 +74,10 @@ func (c AdminConfig) Validate() error {
 }
 
 // Admin makes the operator changes of `roomflow lucky`: switches, rule
-// publishes and statuses, pool funding, and the start-time tidy-up of
-// rule statuses. Each is one transaction behind the fence (see change),
-// retried whole on a deadlock.
+// publishes and statuses, pool funding, reward re-drives and the
+// start-time tidy-up of rule statuses. Each is one transaction behind the
+// fence (see change) that also writes who made which change, from what
+// to what, to lucky_admin_log; retried whole on a deadlock.
 type Admin struct {
 	db  *sql.DB
 	cfg AdminConfig
@@ -136,13 +138,87 @@ func (a *Admin) change(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]
 			return err
 		}
 		var err error
-		out, err = fn(tx, nowMs)
-		return err
+		if out, err = fn(tx, nowMs); err != nil {
+			return err
+		}
+		return a.logChanges(ctx, tx, nowMs, out)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// logChanges writes cs to lucky_admin_log with who made them.
+func (a *Admin) logChanges(ctx context.Context, tx *sql.Tx, nowMs int64, cs []Change) error {
+	var rows [][]any
+	for _, c := range cs {
+		rows = append(rows, []any{c.AppCode, a.cfg.Operator, clip(a.cfg.Host, 255), c.Command, clip(c.Target, 200),
+			clip(c.Old, 255), clip(c.New, 255), nowMs})
+	}
+	return insertRows(ctx, tx, `INSERT INTO lucky_admin_log (app_code, operator, host, command, target, old_value, new_value,
+	created_at_ms) VALUES `, rows)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// LogEntry is a lucky_admin_log row.
+type LogEntry struct {
+	Change
+	Operator, Host string
+	AtMs           int64
+}
+
+// AdminLog returns the operator changes logged at or after sinceMs, oldest
+// first (`roomflow lucky admin-log`).
+func (a *Admin) AdminLog(ctx context.Context, sinceMs int64) ([]LogEntry, error) {
+	rows, err := a.db.QueryContext(ctx, `SELECT app_code, operator, host, command, target, old_value, new_value, created_at_ms
+FROM lucky_admin_log WHERE created_at_ms >= ? ORDER BY created_at_ms, id`, sinceMs)
+	if err != nil {
+		return nil, fmt.Errorf("luckydraw: read lucky_admin_log: %w", err)
+	}
+	defer rows.Close()
+	var out []LogEntry
+	for rows.Next() {
+		var e LogEntry
+		if err := rows.Scan(&e.AppCode, &e.Operator, &e.Host, &e.Command, &e.Target, &e.Old, &e.New, &e.AtMs); err != nil {
+			return nil, fmt.Errorf("luckydraw: read lucky_admin_log: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// retryChunk is how many failed rewards one rewards retry transaction
+// re-drives.
+const retryChunk = 500
+
+// RetryFailedRewards re-drives the failed rewards of appCode ("" = every
+// app) back to pending (luckyoutbox.RetryFailedTx), one change of at most
+// 500 rewards per transaction, each logged; it returns how many.
+func (a *Admin) RetryFailedRewards(ctx context.Context, appCode string) (int, error) {
+	total := 0
+	for {
+		var n int
+		_, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+			var err error
+			n, err = luckyoutbox.RetryFailedTx(ctx, tx, appCode, retryChunk, nowMs)
+			return []Change{{AppCode: appCode, Command: "rewards retry", Target: "failed rewards",
+				Old: fmt.Sprintf("%d failed", n), New: fmt.Sprintf("%d pending", n)}}, err
+		})
+		if err != nil {
+			return total, fmt.Errorf("luckydraw: retry failed rewards: %w", err)
+		}
+		total += n
+		if n < retryChunk {
+			return total, nil
+		}
+	}
 }
 
 // takeFence updates the fence row in tx (connection id), noting every
@@ -249,7 +325,8 @@ func (a *Admin) PublishRule(ctx context.Context, r lucky.Rule) ([]Change, error)
 		}
 		if existing != nil {
 			if sameRule(existing, &r) {
-				return nil, nil
+				return []Change{{Command: "rules publish", Target: target, Old: "published", New: "published",
+					Note: "already published with this content: nothing changed"}}, nil
 			}
 			return nil, fmt.Errorf("%w: %s", ErrRuleImmutable, target)
 		}

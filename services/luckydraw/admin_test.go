@@ -56,7 +56,7 @@ func TestPausingTheDecidingVersionStopsTheGift(t *testing.T) {
 	}
 	// status and enabled are not content: the same file again is a no-op.
 	v2.Status, v2.Tiers[1].Enabled = "active", false
-	if cs, err := a.PublishRule(ctx, v2); err != nil || len(cs) != 0 {
+	if cs, err := a.PublishRule(ctx, v2); err != nil || len(cs) != 1 || !strings.Contains(cs[0].Note, "nothing changed") {
 		t.Fatalf("republish after a pause: %+v %v", cs, err)
 	}
 	vs, err := a.RuleVersions(ctx, "rose")
@@ -79,6 +79,24 @@ func TestPausingTheDecidingVersionStopsTheGift(t *testing.T) {
 	}
 	if r := draw("a5", ""); r != "" {
 		t.Fatalf("v2 resumed: %q", r)
+	}
+	// The trail: one row per change by operator "test", none for the
+	// failed lookup of tulip.
+	log, err := a.AdminLog(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for _, l := range log {
+		if l.Operator != "test" || l.Host == "" || l.AtMs == 0 {
+			t.Fatalf("log entry %+v", l)
+		}
+		trail = append(trail, l.Command+" "+l.Target+" "+l.Old+">"+l.New)
+	}
+	want := []string{"rules publish rose/v1 >active", "pools fund platform/global >balance 100000, reserve_floor 100"}
+	if len(trail) != 11 || !strings.HasPrefix(trail[0], want[0]) || trail[1] != want[1] ||
+		trail[len(trail)-2] != "rules tidy rose/v1 active>retired" || trail[len(trail)-1] != "rules status rose/v2 paused>active" {
+		t.Fatalf("admin log:\n%s", strings.Join(trail, "\n"))
 	}
 }
 

@@ -20,3 +20,18 @@ INSERT IGNORE INTO lucky_fence (id) VALUES (1);
 -- granted, failed).
 ALTER TABLE lucky_draw_records ADD COLUMN reject_reason VARCHAR(32) NOT NULL DEFAULT '';
 
+-- Who changed what (roomflow lucky admin-log): one row per change of an
+-- operator command, written in the change's transaction.
+CREATE TABLE IF NOT EXISTS lucky_admin_log (
+  id BIGINT NOT NULL AUTO_INCREMENT,
+  app_code VARCHAR(32) NOT NULL DEFAULT '',
+  operator VARCHAR(64) NOT NULL DEFAULT '',
+  host VARCHAR(255) NOT NULL DEFAULT '',
+  command VARCHAR(32) NOT NULL,
+  target VARCHAR(200) NOT NULL DEFAULT '',
+  old_value VARCHAR(255) NOT NULL DEFAULT '',
+  new_value VARCHAR(255) NOT NULL DEFAULT '',
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (id),
+  KEY idx_lucky_admin_log_created (created_at_ms)
+);
