@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -366,7 +367,7 @@ func (a *Admin) retireStale(ctx context.Context, tx *sql.Tx, nowMs int64, gift s
 		return nil, fmt.Errorf("luckydraw: read rule versions: %w", err)
 	}
 	var out []Change
-	for _, g := range sortedKeys(byGift) {
+	for _, g := range slices.Sorted(maps.Keys(byGift)) {
 		for _, v := range staleVersions(byGift[g], nowMs, a.cfg.ReplacedVersionGrace.Milliseconds()) {
 			old := ""
 			for _, r := range byGift[g] {
@@ -401,7 +402,7 @@ func (a *Admin) TidyRuleStatuses(ctx context.Context) ([]Change, error) {
 		g, v, _ := strings.Cut(c.Target, "/")
 		byGift[g] = append(byGift[g], v)
 	}
-	for _, g := range sortedKeys(byGift) {
+	for _, g := range slices.Sorted(maps.Keys(byGift)) {
 		a.cfg.Logger.Info("lucky rule versions that no longer draw retired", "gift_id", g, "versions", byGift[g])
 	}
 	return out, nil
@@ -528,19 +529,10 @@ func (a *Admin) RuleVersions(ctx context.Context, gift string) ([]VersionState, 
 	}
 	nowMs := a.cfg.Now().UnixMilli()
 	var out []VersionState
-	for _, g := range sortedKeys(byGift) {
+	for _, g := range slices.Sorted(maps.Keys(byGift)) {
 		out = append(out, explainVersions(byGift[g], nowMs, a.cfg.ReplacedVersionGrace.Milliseconds())...)
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // FundPool adds amount coins to a pool's balance and funded in one

@@ -78,9 +78,9 @@ type Config struct {
 	DisableGlobalLuckyGift      bool
 	DisableLargeTier            bool
 	DisableWalletCreditDispatch bool
-	// SwitchCacheTTL is how long switch values read from lucky_switches
-	// are reused; at most 1s (every replica sees a change within 1s).
-	// Default 1s.
+	// SwitchCacheTTL is how long CheckLuckyGift and DispatchEnabled (the
+	// outbox worker) reuse switch values read from lucky_switches; at most
+	// 1s. Draws read them in their transaction, after the fence. Default 1s.
 	SwitchCacheTTL time.Duration
 	// MaxBatch is the most concurrent draws of one app_code run in one
 	// transaction (group commit). Default 32 (a bigger batch holds the

@@ -87,7 +87,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
 		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
-			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw), rejected, invalid, error."}, []string{"outcome"})),
+			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, invalid, error."}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
 			Help: "ExecuteLuckyGiftDraw latency, queueing and synchronous wallet credit included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
 		batch: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_batch_size",
