@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,16 +22,35 @@ type heldCommit struct {
 	hold      atomic.Bool
 	at        chan struct{}
 	release   chan struct{}
+	once      sync.Once
 	committed atomic.Int64 // UnixNano after the held commit
 }
 
-func newHeldCommit() *heldCommit {
-	return &heldCommit{at: make(chan struct{}, 1), release: make(chan struct{})}
+// newHeldCommit returns a heldCommit released at the latest when t ends
+// (a failed test must not hang on the held batch).
+func newHeldCommit(t *testing.T) *heldCommit {
+	h := &heldCommit{at: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(h.free)
+	return h
 }
+
+// reached waits for a draw transaction to reach its held commit.
+func (h *heldCommit) reached(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.at:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no draw transaction reached its commit")
+	}
+}
+
+// free lets the held commit go on.
+func (h *heldCommit) free() { h.once.Do(func() { close(h.release) }) }
 
 func (h *heldCommit) hooks() testenv.SQLHooks {
 	return testenv.SQLHooks{Commit: func(stmts []string, commit func() error) error {
-		if !h.hold.CompareAndSwap(true, false) || !strings.HasPrefix(strings.Join(stmts, "\n"), "BEGIN\nSELECT version FROM lucky_fence") {
+		if !slices.ContainsFunc(stmts, func(q string) bool { return strings.HasPrefix(q, "INSERT INTO lucky_draw_records") }) ||
+			!h.hold.CompareAndSwap(true, false) {
 			return commit()
 		}
 		h.at <- struct{}{}
@@ -55,7 +75,7 @@ func waitingFor(t *testing.T, e *env, prefix string) {
 // returns only after that batch commits, and a draw queued meanwhile
 // answers global_disabled.
 func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
-	h := newHeldCommit()
+	h := newHeldCommit(t)
 	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
 	ctx := context.Background()
 	h.hold.Store(true)
@@ -67,7 +87,7 @@ func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
 		}
 		first <- err
 	}()
-	<-h.at
+	h.reached(t)
 	off := false
 	var switched atomic.Int64
 	switchErr := make(chan error, 1)
@@ -76,6 +96,11 @@ func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
 		switched.Store(time.Now().UnixNano())
 		switchErr <- err
 	}()
+	select {
+	case err := <-switchErr:
+		t.Fatalf("the switch returned while a batch that read the old state was uncommitted: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
 	waitingFor(t, e, "UPDATE lucky_fence")
 	queued := make(chan string, 1)
 	go func() {
@@ -92,7 +117,7 @@ func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
 		t.Fatalf("the switch returned while a batch that read the old state was uncommitted: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(h.release)
+	h.free()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +140,13 @@ func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
 // --wait makes the change give up after it, naming the connection of the
 // held batch, with nothing changed.
 func TestOperatorWaitIsBounded(t *testing.T) {
-	h := newHeldCommit()
+	h := newHeldCommit(t)
 	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
 	ctx := context.Background()
 	h.hold.Store(true)
 	first := make(chan error, 1)
 	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
-	<-h.at
+	h.reached(t)
 	held := e.count(t, `SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t
 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = DATABASE()`)
 	fence := e.count(t, `SELECT version FROM lucky_fence`)
@@ -138,7 +163,7 @@ JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB
 	if !errors.Is(err, luckydraw.ErrFenceWait) || !strings.Contains(err.Error(), fmt.Sprintf("connection %d ", held)) {
 		t.Fatalf("want ErrFenceWait naming connection %d: %v", held, err)
 	}
-	close(h.release)
+	h.free()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
