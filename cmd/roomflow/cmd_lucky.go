@@ -421,6 +421,14 @@ total_out keeps holding; --reserve-floor sets the floor the draw never
 pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
+				return cfgerr.Usage(fmt.Errorf("--scope-type must be platform, room or gift (got %q)", scopeType))
+			case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID:
+				return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes", luckydraw.MaxRoomID))
+			case amount < 0 || floor < 0:
+				return cfgerr.Usage(fmt.Errorf("--amount and --reserve-floor must be >= 0"))
+			}
 			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err

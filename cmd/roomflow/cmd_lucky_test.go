@@ -314,6 +314,9 @@ func TestLuckyAdminCommands(t *testing.T) {
 		{[]string{"rules", "status", "tulip", "v1", "paused"}, 1, `gift "tulip"`},
 		{[]string{"rules", "show", "tulip"}, 1, `gift "tulip"`},
 		{[]string{"admin-log", "--since", "yesterday"}, 2, "--since"},
+		{[]string{"pools", "fund", "--scope-type", "house", "--amount", "5"}, 2, "--scope-type"},
+		{[]string{"pools", "fund", "--scope-type", "room", "--scope-id", strings.Repeat("r", 65), "--amount", "5"}, 2, "--scope-id"},
+		{[]string{"pools", "fund", "--amount", "-5"}, 2, "--amount"},
 		{[]string{"admin-log", "--since", "-1h"}, 2, "--since"},
 		{[]string{"switch", "global_lucky_gift_enabled", "off", "--operator", strings.Repeat("o", 65)}, 2, "--operator"},
 	} {
@@ -326,12 +329,13 @@ func TestLuckyAdminCommands(t *testing.T) {
 	if _, err := runCLI(t, bad, "lucky", "rules", "status", "lucky-star", "v2", "active"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "lucky.replaced_version_grace") {
 		t.Errorf("a grace over 5m: %v", err)
 	}
-	var after, overrides, loggedAfter int64
+	var after, overrides, loggedAfter, pools int64
 	m.DB.QueryRow(`SELECT MAX(updated_at_ms) FROM lucky_gift_rules`).Scan(&after)
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_switches`).Scan(&overrides)
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&loggedAfter)
-	if after != changed || overrides != 1 || loggedAfter != logged {
-		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides (want r7's), %d admin log rows (was %d)",
-			after, changed, overrides, loggedAfter, logged)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_pools`).Scan(&pools)
+	if after != changed || overrides != 1 || loggedAfter != logged || pools != 0 {
+		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides (want r7's), %d admin log rows (was %d), %d pools",
+			after, changed, overrides, loggedAfter, logged, pools)
 	}
 }
