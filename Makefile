@@ -5,7 +5,7 @@ TEST_TIMEOUT ?= 14m
 
 CHAOS_DURATION ?= 10m
 
-.PHONY: build test unit lint proto proto-tools bench demo chaos mutate
+.PHONY: build test unit lint proto proto-tools bench bench-compare demo chaos mutate
 
 ## build: bin/roomflow stamped with the release (`roomflow --version`,
 ## roomflow_build_info): VERSION from git describe, REVISION the commit.
@@ -57,6 +57,15 @@ proto: proto-tools
 
 bench:
 	./benchmarks/run.sh
+
+## bench-compare: two builds (BASE=<git ref> against the working tree) or
+## two modes of the working tree (A_ARGS=... B_ARGS=...) through the stage
+## benchmarks, interleaved A B A B on this machine, as one table with B/A
+## and the changes the rounds can tell from noise flagged. BENCH=lucky,mic
+## selects, ROUNDS=n (>= 2) sets the rounds, ARGS=... adds flags to both
+## sides, OUT=dir places the report. README "Performance" tells more.
+bench-compare:
+	BASE="$(BASE)" BENCH="$(BENCH)" ROUNDS="$(ROUNDS)" ARGS="$(ARGS)" A_ARGS="$(A_ARGS)" B_ARGS="$(B_ARGS)" OUT="$(OUT)" ./benchmarks/compare.sh
 
 ## mutate: mutation testing (gremlins v0.6.0) of the exactly-once files, each
 ## against the tests that cover it; not part of make test (tens of minutes,

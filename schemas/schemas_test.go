@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
+	"github.com/hyapp/roomflow/schemas/walletv1"
 )
 
 // TestGeneratedCodeIsFresh regenerates the Go code, the gRPC stubs and the
@@ -169,24 +170,61 @@ func TestMicReasonConstants(t *testing.T) {
 // Seed 001's internal query: service, method and field numbers exactly as
 // the seed writes them.
 func TestUserServiceWireNumbers(t *testing.T) {
-	check := func(m proto.Message, want map[string]int32) {
-		t.Helper()
-		d := m.ProtoReflect().Descriptor()
-		if d.Fields().Len() != len(want) {
-			t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(want))
-		}
-		for name, num := range want {
-			if f := d.Fields().ByName(protoreflect.Name(name)); f == nil || int32(f.Number()) != num {
-				t.Errorf("%s.%s: want field %d", d.FullName(), name, num)
-			}
-		}
-	}
-	check(&userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
-	check(&userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
+	checkFields(t, &userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
+	checkFields(t, &userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
 		"session_count": 4, "first_mic_at_ms": 5, "last_mic_at_ms": 6, "updated_at_ms": 7, "app_code": 8})
-	check(&userv1.GetUserMicLifetimeStatsResponse{}, map[string]int32{"stats": 1})
-	check(&userv1.RequestMeta{}, map[string]int32{"request_id": 1, "caller": 2, "app_code": 3})
+	checkFields(t, &userv1.GetUserMicLifetimeStatsResponse{}, map[string]int32{"stats": 1})
+	checkFields(t, &userv1.RequestMeta{}, map[string]int32{"request_id": 1, "caller": 2, "app_code": 3})
 	if userv1.UserService_GetUserMicLifetimeStats_FullMethodName != "/hyapp.user.v1.UserService/GetUserMicLifetimeStats" {
 		t.Errorf("method %s", userv1.UserService_GetUserMicLifetimeStats_FullMethodName)
+	}
+}
+
+// checkFields fails unless m has exactly the fields of want, each with its
+// number: a field renumbered, renamed or added without the contract
+// saying so breaks the callers of another team.
+func checkFields(t *testing.T, m proto.Message, want map[string]int32) {
+	t.Helper()
+	d := m.ProtoReflect().Descriptor()
+	if d.Fields().Len() != len(want) {
+		t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(want))
+	}
+	for name, num := range want {
+		if f := d.Fields().ByName(protoreflect.Name(name)); f == nil || int32(f.Number()) != num {
+			t.Errorf("%s.%s: want field %d", d.FullName(), name, num)
+		}
+	}
+}
+
+// LuckyGiftService is seed 003's contract with room-service, field for
+// field; app_code = 8 of the meta is roomflow's documented addition.
+func TestLuckyGiftServiceWireNumbers(t *testing.T) {
+	checkFields(t, &activityv1.LuckyGiftMeta{}, map[string]int32{"request_id": 1, "command_id": 2, "room_id": 3,
+		"sender_user_id": 4, "target_user_id": 5, "device_id": 6, "sent_at_ms": 7, "app_code": 8})
+	checkFields(t, &activityv1.CheckLuckyGiftRequest{}, map[string]int32{"meta": 1, "gift_id": 2, "gift_count": 3,
+		"coin_spent": 4, "heat_value": 5})
+	checkFields(t, &activityv1.CheckLuckyGiftResponse{}, map[string]int32{"enabled": 1, "rule_version": 2, "reject_reason": 3})
+	checkFields(t, &activityv1.ExecuteLuckyGiftDrawRequest{}, map[string]int32{"meta": 1, "gift_id": 2, "gift_count": 3,
+		"coin_spent": 4, "heat_value": 5, "billing_receipt_id": 6, "rule_version": 7})
+	checkFields(t, &activityv1.RewardTierResult{}, map[string]int32{"tier_id": 1, "reward_coins": 2, "tier_type": 3})
+	checkFields(t, &activityv1.ExecuteLuckyGiftDrawResponse{}, map[string]int32{"draw_id": 1, "rule_version": 2, "hit": 3,
+		"tier": 4, "reward_status": 5, "credit_receipt_id": 6, "reject_reason": 7})
+	for got, want := range map[string]string{
+		activityv1.LuckyGiftService_CheckLuckyGift_FullMethodName:       "/hyapp.activity.v1.LuckyGiftService/CheckLuckyGift",
+		activityv1.LuckyGiftService_ExecuteLuckyGiftDraw_FullMethodName: "/hyapp.activity.v1.LuckyGiftService/ExecuteLuckyGiftDraw",
+	} {
+		if got != want {
+			t.Errorf("method %s, want %s", got, want)
+		}
+	}
+}
+
+// WalletService is the reward credit seed 003 asks of wallet-service.
+func TestWalletServiceWireNumbers(t *testing.T) {
+	checkFields(t, &walletv1.CreditLuckyRewardRequest{}, map[string]int32{"reward_id": 1, "command_id": 2, "draw_id": 3,
+		"room_id": 4, "user_id": 5, "reward_coins": 6, "reason": 7})
+	checkFields(t, &walletv1.CreditLuckyRewardResponse{}, map[string]int32{"credit_receipt_id": 1, "balance_after": 2})
+	if walletv1.WalletService_CreditLuckyReward_FullMethodName != "/hyapp.wallet.v1.WalletService/CreditLuckyReward" {
+		t.Errorf("method %s", walletv1.WalletService_CreditLuckyReward_FullMethodName)
 	}
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
@@ -78,6 +78,7 @@ type bench struct {
 	producer *kgo.Client
 	log      *slog.Logger
 	run      string // random id of this run, in database names
+	sec      *security
 }
 
 // stage is one mode on one fresh database, served on loopback gRPC.
@@ -131,7 +132,9 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 		return nil, err
 	}
 
-	srv := grpc.NewServer()
+	// The baseline gets the same transport as the service (-mtls).
+	guard := tlsx.NewGuard(tlsx.GuardConfig{Listener: "lucky.grpc_addr", Addr: "127.0.0.1:0", Server: b.sec.server, Logger: b.log})
+	srv := grpc.NewServer(guard.GRPCServerOptions()...)
 	var serve func(context.Context, net.Listener) error
 	if m.baseline() {
 		activityv1.RegisterLuckyGiftServiceServer(srv, &naive{db: st.db, app: appCode, key: []byte(auditKey), rules: rules,
@@ -142,7 +145,7 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 		}
 	} else {
 		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, PipelineDepth: b.o.pipelineDepth, Registerer: st.reg, Logger: b.log,
-			DisableWalletCreditDispatch: !b.o.dispatch}
+			DisableWalletCreditDispatch: !b.o.dispatch, TLS: b.sec.server}
 		if b.o.dispatch {
 			if cfg.Dispatcher, err = luckyoutbox.New(luckyoutbox.Config{AppCode: appCode, Topic: config.Default().Kafka.Topics.LuckyEvents,
 				Producer: b.producer, Logger: b.log}, st.db, b.wallet); err != nil {
@@ -171,7 +174,7 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 			b.log.Warn("serve", "error", err)
 		}
 	}
-	if st.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+	if st.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(b.sec.clientCreds())); err != nil {
 		return nil, err
 	}
 	st.client = activityv1.NewLuckyGiftServiceClient(st.conn)

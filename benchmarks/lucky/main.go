@@ -5,6 +5,7 @@
 //	go run ./benchmarks/lucky                 # 10k draws per mode, 64 clients, 3 rounds
 //	go run ./benchmarks/lucky -quick          # smaller, for a smoke run
 //	go run ./benchmarks/lucky -cpuprofile cpu.out
+//	go run ./benchmarks/lucky -mtls          # every gRPC hop over mutual TLS
 //
 // Two paths, each run by every mode on a fresh migrated database (rule
 // versions published with luckydraw.Admin.PublishRule, pools funded with
@@ -34,6 +35,12 @@
 // After each mode the pools' invariants are checked (balance = funded +
 // total_in - total_out >= reserve_floor, Σ total_out = Σ reward_coins, one
 // record per answered draw).
+//
+// -mtls serves the draws (service and baseline alike) with lucky.tls
+// (internal/tlsx: client certificates of a throwaway test PKI required,
+// room-service's SPIFFE id allowed) and credits the fake wallet over
+// mutual TLS; compare with `make bench-compare BENCH=lucky
+// A_ARGS=-mtls=false B_ARGS=-mtls=true`.
 //
 // Client, service, fake wallet and MariaDB share the machine's cores.
 // Needs MariaDB (-mysql, default ROOMFLOW_TEST_MYSQL_DSN or
@@ -67,7 +74,7 @@ type opts struct {
 	rooms, gifts, users                      int
 	rateDur, walletLatency                   time.Duration
 	serverDSN                                string
-	keepDB, dispatch                         bool
+	keepDB, dispatch, mtls                   bool
 }
 
 func main() {
@@ -87,6 +94,7 @@ func main() {
 	flag.IntVar(&o.pipelineDepth, "pipeline-depth", luckydraw.DefaultPipelineDepth, "PipelineDepth of the service modes (batches of one app_code in flight)")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
 	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
+	flag.BoolVar(&o.mtls, "mtls", false, "mutual TLS on every gRPC hop (lucky.tls with allowed_client_names, lucky.wallet_tls), certificates from a throwaway test PKI (testenv.MakePKI); false: plaintext")
 	quick := flag.Bool("quick", false, "smoke size: -draws 3000 -naive-draws 500 -rounds 2 -rate-duration 3s (flags given explicitly win)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (clients, service and wallet) to this file")
 	flag.Parse()
@@ -145,12 +153,17 @@ type figures struct {
 func run(o opts) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	wal, err := walletfake.Listen(walletfake.Config{Seed: 1, Faults: walletfake.Faults{Latency: o.walletLatency}}, "")
+	sec, err := newSecurity(o.mtls)
+	if err != nil {
+		return err
+	}
+	defer sec.close()
+	wal, err := walletfake.Listen(walletfake.Config{Seed: 1, Faults: walletfake.Faults{Latency: o.walletLatency}, TLS: sec.walletServer}, "")
 	if err != nil {
 		return err
 	}
 	defer wal.Close()
-	wc, err := wallet.New(wallet.Config{Addr: wal.Addr()})
+	wc, err := wallet.New(wallet.Config{Addr: wal.Addr(), TLS: sec.walletClient})
 	if err != nil {
 		return err
 	}
@@ -160,7 +173,7 @@ func run(o opts) error {
 		return err
 	}
 	defer producer.Close()
-	b := &bench{o: o, wallet: wc, producer: producer, log: log, run: randomHex()}
+	b := &bench{o: o, wallet: wc, producer: producer, log: log, run: randomHex(), sec: sec}
 
 	fmt.Printf("lucky draw benchmark: %d clients, %d draws per service mode (MaxBatch %d), %d per baseline and MaxBatch=1 mode, %d rounds; fake wallet %s\n",
 		o.clients, o.draws, modeService.maxBatch, o.naiveDraws, o.rounds, o.walletLatency)
@@ -168,6 +181,11 @@ func run(o opts) error {
 		fmt.Println("service: paying draws credited after commit by luckyoutbox's synchronous Credit (claim, wallet, settle; the outbox poller is not run); baseline: credited inside its locks")
 	} else {
 		fmt.Println("service: wallet_credit_dispatch off (-dispatch=false): paying draws stay PENDING, the draw path alone; baseline: credited inside its locks")
+	}
+	if o.mtls {
+		fmt.Println("transport: mutual TLS (TLS 1.3, ECDSA P-256 test PKI) on the clients' draws and the wallet credits; callers admitted by SPIFFE id")
+	} else {
+		fmt.Println("transport: plaintext gRPC")
 	}
 	fmt.Printf("load average at start: %s\n", loadAvg())
 

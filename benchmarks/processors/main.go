@@ -56,8 +56,9 @@ import (
 )
 
 var (
-	profileFile *os.File
-	withHeaders = true
+	profileFile  *os.File
+	withHeaders  = true
+	slowPerEvent time.Duration
 )
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 		headers     = flag.Bool("input-headers", true, "give input records the relay's six headers (false: bare records, which the raw copy forwards cheaper)")
 		cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the room runs here")
 	)
+	flag.DurationVar(&slowPerEvent, "test-slow-per-event", 0, "test only: spin this long per record in the room runs (make bench-compare's own test slows one side with it)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -283,7 +285,13 @@ type first struct {
 	m *mark
 }
 
-func (f first) Process(t rt.Task, r *kgo.Record) error { f.m.hit(); return f.p.Process(t, r) }
+func (f first) Process(t rt.Task, r *kgo.Record) error {
+	f.m.hit()
+	// Spinning, not sleeping: a slower processor costs CPU as well as time.
+	for t0 := time.Now(); time.Since(t0) < slowPerEvent; {
+	}
+	return f.p.Process(t, r)
+}
 
 func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *lucky.Loader, events, round int) (result, error) {
 	group := fmt.Sprintf("bench-room-%d-%d", round, time.Now().UnixNano())

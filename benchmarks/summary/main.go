@@ -21,13 +21,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/hyapp/roomflow/benchmarks/internal/benchparse"
 	"github.com/hyapp/roomflow/producers/loadgen/report"
 )
-
-// order is the pipeline's order of the benchmarks.
-var order = []string{"relay", "processors", "mic", "sink", "im", "lucky", "e2e"}
 
 func main() {
 	dir := flag.String("dir", "benchmarks/results", "directory of the outputs")
@@ -38,15 +37,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "summary: -stamp is required")
 		os.Exit(2)
 	}
-	var stages []stage
+	var stages []benchparse.Stage
 	var missing []string
-	for _, b := range order {
+	for _, b := range benchparse.Order {
 		out, err := os.ReadFile(filepath.Join(*dir, b+"-"+*stamp+".txt"))
 		if err != nil {
 			missing = append(missing, b)
 			continue
 		}
-		stages = append(stages, parsers[b](string(out))...)
+		st, _ := benchparse.Stages(b, string(out))
+		stages = append(stages, st...)
 	}
 	if err := write(os.Stdout, stages, missing, *svg); err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)
@@ -56,24 +56,24 @@ func main() {
 
 // write prints the Markdown table and writes the chart to svg (relative
 // links in the table's page name it by its base name).
-func write(w io.Writer, stages []stage, missing []string, svg string) error {
+func write(w io.Writer, stages []benchparse.Stage, missing []string, svg string) error {
 	fmt.Fprintf(w, "| stage | unit | runs | min / median / max | reference | reference, median | share of the reference, min / median / max |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	chart := report.BarChart{Title: "throughput per stage, share of its reference in the same run", YLabel: "% of the reference", Width: 960}
 	lo, md, hi := report.BarSeries{Name: "min"}, report.BarSeries{Name: "median"}, report.BarSeries{Name: "max"}
 	for _, s := range stages {
-		if len(s.runs) == 0 {
-			fmt.Fprintf(w, "| %s | %s | 0 | %s | %s | | |\n", s.name, s.unit, cmp.Or(s.none, "not measured in this run"), s.ref)
+		if len(s.Runs) == 0 {
+			fmt.Fprintf(w, "| %s | %s | 0 | %s | %s | | |\n", s.Name, s.Unit, cmp.Or(s.None, "not measured in this run"), s.Ref)
 			continue
 		}
 		var vals, refs, shares []float64
-		for _, r := range s.runs {
-			vals, refs, shares = append(vals, r.value), append(refs, r.ref), append(shares, 100*r.value/r.ref)
+		for _, r := range s.Runs {
+			vals, refs, shares = append(vals, r.Value), append(refs, r.Ref), append(shares, 100*r.Value/r.Ref)
 		}
 		v0, v1, v2 := spread(vals)
 		_, r1, _ := spread(refs)
 		s0, s1, s2 := spread(shares)
-		fmt.Fprintf(w, "| %s | %s | %d | %.0f / %.0f / %.0f | %s | %.0f | %.0f%% / %.0f%% / %.0f%% |\n", s.name, s.unit, len(s.runs), v0, v1, v2, s.ref, r1, s0, s1, s2)
-		chart.Groups = append(chart.Groups, s.name)
+		fmt.Fprintf(w, "| %s | %s | %d | %.0f / %.0f / %.0f | %s | %.0f | %.0f%% / %.0f%% / %.0f%% |\n", s.Name, s.Unit, len(s.Runs), v0, v1, v2, s.Ref, r1, s0, s1, s2)
+		chart.Groups = append(chart.Groups, s.Name)
 		lo.Values, md.Values, hi.Values = append(lo.Values, s0), append(md.Values, s1), append(hi.Values, s2)
 	}
 	if len(missing) > 0 {
@@ -88,4 +88,12 @@ func write(w io.Writer, stages []stage, missing []string, svg string) error {
 	}
 	fmt.Fprintf(w, "\n![throughput per stage vs its reference](%s)\n", filepath.Base(svg))
 	return nil
+}
+
+// spread is the min, median and max of v (the lower middle for an even
+// count).
+func spread(v []float64) (lo, med, hi float64) {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[0], s[(len(s)-1)/2], s[len(s)-1]
 }

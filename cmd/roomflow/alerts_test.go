@@ -133,6 +133,8 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyPayoutRateOutOfBand", "roomflow_lucky_target_payout_rate_ppm")
 	reads("LuckyPayoutRateOutOfBand", "roomflow_lucky_draws")
 	reads("LuckyRewardFailed", "roomflow_lucky_reward_failed_total")
+	reads("RoomflowRPCInsecure", `roomflow_rpc_insecure{listener="lucky.grpc_addr"}`)
+	reads("RoomflowRPCRefused", "roomflow_rpc_refused_total")
 	if rs := byName["LuckyPayoutRateOutOfBand"]; len(rs) == 1 && time.Duration(rs[0].For) != 15*time.Minute {
 		t.Errorf("LuckyPayoutRateOutOfBand for %s, want 15m (a version needs a window of draws)", rs[0].For)
 	}

@@ -51,8 +51,16 @@ inflow of drawn gifts to the balances. It serves with no wallet and with
 Kafka down (rewards and events wait in lucky_outbox). lucky.audit_key
 (or ROOMFLOW_LUCKY_AUDIT_KEY) is required.
 
+lucky.tls (cert_file, key_file, client_ca_file, allowed_client_names)
+serves mutual TLS and admits callers by the DNS or SPIFFE URI names of
+their certificates; lucky.wallet_tls dials the wallet over TLS with a
+client certificate. Their files are read at start (a bad one: exit 2
+naming the key) and re-read when they change. A lucky.grpc_addr other
+hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
+refused (exit 2) with lucky.require_tls: true.
+
 Admin subcommands: audit, rules, pools fund, switch, rewards retry,
-admin-log.`,
+admin-log, stats.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
@@ -70,7 +78,7 @@ admin-log.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyAdminLogCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g))
 	return cmd
 }
 
@@ -99,6 +107,15 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
+		// The certificates are read here, at start, not by `roomflow
+		// config`: a missing or bad file stops the command naming its key
+		// (exit 2) before anything is dialled.
+		srvTLS, err := luckyServerTLS(d)
+		walletTLS, werr := luckyWalletTLS(d)
+		if err := errors.Join(err, werr); err != nil {
+			return nil, err
+		}
+		drawCfg.TLS, walletCfg.TLS = srvTLS, walletTLS
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
@@ -522,7 +539,7 @@ func checkLucky(d *app.Deps) error {
 	_, err1 := luckyDrawConfig(d)
 	_, err2 := luckyOutboxConfig(d, "", nil)
 	_, err3 := luckyWalletConfig(d)
-	return errors.Join(err1, err2, err3)
+	return errors.Join(err1, err2, err3, checkLuckyTLS(d))
 }
 
 func luckyRewardsCmd(g *globals) *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -337,5 +338,39 @@ func TestLuckyAdminCommands(t *testing.T) {
 	if after != changed || overrides != 1 || loggedAfter != logged || pools != 0 {
 		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides (want r7's), %d admin log rows (was %d), %d pools",
 			after, changed, overrides, loggedAfter, logged, pools)
+	}
+}
+
+// lucky stats prints a room's hours of the window, oldest first, with a
+// total; a malformed room or --since is a usage error (exit 2).
+func TestLuckyStatsCommand(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n"
+	h := time.Now().Add(-3 * time.Hour).Truncate(time.Hour).UnixMilli()
+	for i, r := range [][4]int64{{h, 10, 1000, 400}, {h + 3_600_000, 5, 500, 1600}, {h - 40*3_600_000, 99, 99, 99}} {
+		// The third hour is 40 hours old: outside --since 24h.
+		if _, err := m.DB.Exec(`INSERT INTO lucky_room_stats_hourly (app_code, room_id, hour_start_ms, draws, hits, coins_in, coins_out, rejections, rejected_coins)
+			VALUES ('hyapp', 'r1', ?, ?, 1, ?, ?, ?, ?)`, r[0], r[1], r[2], r[3], i, 100*i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runCLI(t, cfg, "lucky", "stats", "--room", "r1", "--since", "24h")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	first := time.UnixMilli(h).UTC().Format("2006-01-02 15:04")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(regexp.QuoteMeta(first) + `\s+10\s+1\s+1000\s+400\s+400000\s+0\s+0`),
+		regexp.MustCompile(`total, 2 hours\s+15\s+2\s+1500\s+2000\s+1333333\s+1\s+100`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("no %s in\n%s", want, out)
+		}
+	}
+	for _, args := range [][]string{{"--room", strings.Repeat("r", 65)}, {"--room", ""}, {"--room", "r1", "--since", "-1h"}} {
+		_, err := runCLI(t, cfg, append([]string{"lucky", "stats"}, args...)...)
+		if exitCode(err) != 2 {
+			t.Errorf("lucky stats %v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
 	}
 }

@@ -26,7 +26,8 @@ pre-aggregated facts (user_mic_sessions never regressing, daily and
 lifetime deltas; lucky_pool_inflow_daily, and lucky_pools for the gifts
 no draw of 'roomflow lucky' claimed first (lucky_pool_inflow_claims; once
 'roomflow lucky' owns the pools, gifts without a draw_id add nothing);
-lucky_payout_stats_hourly from LuckyGiftDrawn), and stores the consumed
+lucky_payout_stats_hourly from LuckyGiftDrawn, lucky_room_stats_hourly
+from LuckyGiftDrawn and LuckyDrawRejected), and stores the consumed
 offsets in roomflow_sink_offsets. On assignment each partition is claimed in MySQL
 (owner and generation) and consumption starts at the offset stored there;
 an instance whose partitions were claimed by another cannot commit.
@@ -59,6 +60,11 @@ api.app_addr and api.grpc_addr are set (see 'roomflow api').`,
 			apiCfg, err := statsAPIConfig(d)
 			if err != nil {
 				return nil, err
+			}
+			if apiListeners(d) != (statsapi.Listeners{}) {
+				if apiCfg.TLS, err = apiTLS(d); err != nil {
+					return nil, err
+				}
 			}
 			db, err := d.DB(ctx)
 			if err != nil {
@@ -138,6 +144,9 @@ without rows get zeros, never 404. 'roomflow sink' serves the same API.`,
 			}
 			apiCfg, err := statsAPIConfig(d)
 			if err != nil {
+				return err
+			}
+			if apiCfg.TLS, err = apiTLS(d); err != nil {
 				return err
 			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {

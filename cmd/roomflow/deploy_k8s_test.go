@@ -19,6 +19,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -56,6 +57,7 @@ type manifests struct {
 	podMonitors     []*monitoringv1.PodMonitor
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	prometheusRules []*monitoringv1.PrometheusRule
+	networkPolicies []*networkingv1.NetworkPolicy
 	scaledObjects   []*scaledObject
 }
 
@@ -118,7 +120,7 @@ func kubeDecoder(t *testing.T) runtime.Decoder {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme,
-		autoscalingv2.AddToScheme, monitoringv1.AddToScheme,
+		autoscalingv2.AddToScheme, monitoringv1.AddToScheme, networkingv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
@@ -198,6 +200,8 @@ func (m *manifests) add(t *testing.T, dec runtime.Decoder, where string, doc []b
 		m.serviceMonitors = append(m.serviceMonitors, o)
 	case *monitoringv1.PrometheusRule:
 		m.prometheusRules = append(m.prometheusRules, o)
+	case *networkingv1.NetworkPolicy:
+		m.networkPolicies = append(m.networkPolicies, o)
 	default:
 		t.Fatalf("%s: %s %s: no check knows this kind; add one to deploy_k8s_test.go", where, tm.APIVersion, tm.Kind)
 	}
@@ -537,4 +541,118 @@ func fmtPtr(p *int32) string {
 		return "unset"
 	}
 	return strconv.Itoa(int(*p))
+}
+
+// peerCheck says whether a NetworkPolicy peer is one a listener may admit.
+type peerCheck struct {
+	what string
+	ok   func(networkingv1.NetworkPolicyPeer) bool
+}
+
+func matchesLabels(sel *metav1.LabelSelector, key, value string) bool {
+	if sel == nil {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && !s.Empty() && s.Matches(labels.Set{key: value})
+}
+
+// checkNetworkPolicies: every roomflow pod denies ingress by default; each
+// container port of a Deployment is admitted only from its callers
+// (metrics: the monitoring namespace; lucky's gRPC: room-service's pods;
+// the app API: the gateway's pods; the internal API and UserService: a
+// namespace), never from everywhere (an empty from, an ipBlock), and a
+// policy names only ports the selected pods have.
+func checkNetworkPolicies(t *testing.T, m *manifests) {
+	t.Helper()
+	if len(m.networkPolicies) == 0 {
+		t.Fatal("no NetworkPolicy: deploy/kubernetes must ship them")
+	}
+	selectsLabels := func(np *networkingv1.NetworkPolicy, l map[string]string) bool {
+		s, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			t.Fatalf("NetworkPolicy %s: %v", np.Name, err)
+		}
+		return !s.Empty() && s.Matches(labels.Set(l))
+	}
+	for _, pt := range m.podTemplates() {
+		denied := false
+		for _, np := range m.networkPolicies {
+			denied = denied || (selectsLabels(np, pt.tmpl.Labels) && slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) && len(np.Spec.Ingress) == 0)
+		}
+		if !denied {
+			t.Errorf("%s: no default-deny ingress NetworkPolicy selects its pods", pt.where)
+		}
+	}
+	namespace := func(ns string) peerCheck {
+		return peerCheck{"the " + ns + " namespace", func(p networkingv1.NetworkPolicyPeer) bool {
+			return p.IPBlock == nil && matchesLabels(p.NamespaceSelector, "kubernetes.io/metadata.name", ns)
+		}}
+	}
+	pods := func(name string) peerCheck {
+		return peerCheck{name + "'s pods", func(p networkingv1.NetworkPolicyPeer) bool {
+			return p.IPBlock == nil && matchesLabels(p.PodSelector, "app.kubernetes.io/name", name)
+		}}
+	}
+	anyNamespace := peerCheck{"a namespace of internal callers", func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.IPBlock == nil && p.PodSelector == nil && p.NamespaceSelector != nil &&
+			(len(p.NamespaceSelector.MatchLabels) > 0 || len(p.NamespaceSelector.MatchExpressions) > 0)
+	}}
+	want := map[string]map[string]peerCheck{
+		"roomflow-lucky": {"grpc": pods("room-service")},
+		"roomflow-sink":  {"app-api": pods("gateway"), "api": anyNamespace, "grpc": anyNamespace},
+	}
+	for _, d := range m.deployments {
+		c := d.Spec.Template.Spec.Containers[0]
+		ports := map[string]int32{}
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+		admitted := map[string][]networkingv1.NetworkPolicyPeer{}
+		for _, np := range m.networkPolicies {
+			if !selectsLabels(np, d.Spec.Template.Labels) {
+				continue
+			}
+			for i, r := range np.Spec.Ingress {
+				where := fmt.Sprintf("NetworkPolicy %s ingress[%d] on %s", np.Name, i, d.Name)
+				if len(r.From) == 0 {
+					t.Errorf("%s admits every source", where)
+				}
+				if len(r.Ports) == 0 {
+					t.Errorf("%s admits every port", where)
+				}
+				for _, pp := range r.Ports {
+					name := ""
+					for n, num := range ports {
+						if pp.Port != nil && (pp.Port.String() == n || pp.Port.IntValue() == int(num)) {
+							name = n
+						}
+					}
+					if name == "" {
+						t.Errorf("%s names port %v, which its pods do not have (%v)", where, pp.Port, ports)
+						continue
+					}
+					admitted[name] = append(admitted[name], r.From...)
+				}
+			}
+		}
+		for name := range ports {
+			check, ok := want[d.Name][name]
+			if name == "metrics" {
+				check, ok = namespace("monitoring"), true
+			}
+			if !ok {
+				t.Errorf("%s: port %s has no expected callers in this test: add them", d.Name, name)
+				continue
+			}
+			if len(admitted[name]) == 0 {
+				t.Errorf("%s: port %s is admitted from nowhere: %s must reach it", d.Name, name, check.what)
+			}
+			for _, p := range admitted[name] {
+				if !check.ok(p) {
+					t.Errorf("%s: port %s admits %+v, want only %s", d.Name, name, p, check.what)
+				}
+			}
+		}
+	}
 }

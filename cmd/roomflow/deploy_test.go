@@ -144,6 +144,7 @@ func TestDeployManifests(t *testing.T) {
 		checkDeployment(t, m, dep, metricsPort, want)
 	}
 	checkServices(t, m, cfg)
+	checkNetworkPolicies(t, m)
 	checkScaling(t, m, cfg.Kafka.Partitions, map[string]map[string]string{
 		"roomflow-process": {cfg.Process.RoomGroup: cfg.Kafka.Topics.RoomEvents, cfg.Process.MicGroup: cfg.Kafka.Topics.UserMicEvents},
 		"roomflow-sink":    {cfg.Sink.Group: ""},

@@ -11,6 +11,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,6 +22,7 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
@@ -80,6 +82,13 @@ func checkLuckyKeys(d *app.Deps) error {
 		cfg.Lucky.AuditKey = "checked where roomflow lucky runs"
 	}
 	return checkLucky(&app.Deps{Config: &cfg, Log: d.Log})
+}
+
+// checkLuckyTLS checks lucky.tls without reading its files: a config is
+// valid before its certificates are mounted; roomflow lucky reads them at
+// start (luckyServerTLS).
+func checkLuckyTLS(d *app.Deps) error {
+	return cfgerr.Under("lucky.tls", nil, d.Config.Lucky.TLS.Server().Validate())
 }
 
 // relayConfig maps relay.*, kafka.* and shutdown.timeout onto relay.Config
@@ -390,6 +399,14 @@ func statsAPIConfig(d *app.Deps) (statsapi.Config, error) {
 // statsAPIKeys are the statsapi.Config fields that do not come from api.*.
 var statsAPIKeys = map[string]string{"default_app_code": "app_code"}
 
+// apiTLS reads api.tls's files (nil when unset: plaintext), where a
+// command starts serving the stats API, not in `roomflow config`: errors
+// keyed api.tls.* (exit 2).
+func apiTLS(d *app.Deps) (*tlsx.Server, error) {
+	srv, err := d.Config.API.TLS.Server().Load(d.Log.With("component", "api"))
+	return srv, cfgerr.Under("api.tls", nil, err)
+}
+
 // apiListeners are the configured stats API addresses.
 func apiListeners(d *app.Deps) statsapi.Listeners {
 	return statsapi.Listeners{Internal: d.Config.API.Addr, App: d.Config.API.AppAddr, GRPC: d.Config.API.GRPCAddr}
@@ -536,11 +553,44 @@ var luckyOutboxKeys = map[string]string{
 	"lock_ttl":              "lucky.outbox_lock_ttl",
 }
 
-// luckyWalletConfig is the wallet client of lucky.wallet_grpc_addr.
+// luckyWalletConfig is the wallet client of lucky.wallet_grpc_addr. It
+// checks lucky.wallet_tls without reading its files (luckyWalletTLS reads
+// them where roomflow lucky starts).
 func luckyWalletConfig(d *app.Deps) (wallet.Config, error) {
 	l := d.Config.Lucky
 	c := wallet.Config{Addr: l.WalletGRPCAddr, Timeout: l.WalletCreditTimeout.D()}
-	return c, cfgerr.Under("lucky", map[string]string{"addr": "lucky.wallet_grpc_addr", "timeout": "lucky.wallet_credit_timeout"}, c.Validate())
+	return c, errors.Join(
+		cfgerr.Under("lucky", map[string]string{"addr": "lucky.wallet_grpc_addr", "timeout": "lucky.wallet_credit_timeout"}, c.Validate()),
+		cfgerr.Under("lucky.wallet_tls", nil, l.WalletTLS.Files().Validate()))
+}
+
+// luckyWalletTLS reads lucky.wallet_tls: nil when unset (plaintext), else
+// the client config (errors keyed lucky.wallet_tls.*).
+func luckyWalletTLS(d *app.Deps) (*tls.Config, error) {
+	w := d.Config.Lucky.WalletTLS
+	if !w.Enabled() {
+		return nil, nil
+	}
+	f := w.Files()
+	f.Logger = d.Log.With("component", "lucky")
+	tc, err := f.Load()
+	return tc, cfgerr.Under("lucky.wallet_tls", nil, err)
+}
+
+// luckyServerTLS reads lucky.tls (nil when unset: plaintext) and applies
+// lucky.require_tls: a lucky.grpc_addr other hosts reach without
+// lucky.tls.client_ca_file is refused with it, warned about without it
+// (the WARN and roomflow_rpc_insecure come from the listener's guard).
+// Errors name the key; they are usage errors (exit 2).
+func luckyServerTLS(d *app.Deps) (*tlsx.Server, error) {
+	l := d.Config.Lucky
+	if l.RequireTLS && tlsx.Insecure(l.GRPCAddr, l.TLS.Server()) {
+		return nil, &cfgerr.FieldError{Key: "lucky.require_tls", Msg: fmt.Sprintf(
+			"is true but lucky.grpc_addr %q accepts callers from other hosts without a client certificate: set lucky.tls.cert_file, lucky.tls.key_file and lucky.tls.client_ca_file (and lucky.tls.allowed_client_names), or listen on loopback",
+			l.GRPCAddr)}
+	}
+	srv, err := l.TLS.Server().Load(d.Log.With("component", "lucky"))
+	return srv, cfgerr.Under("lucky.tls", nil, err)
 }
 
 // purgeConfig maps purge.* onto retention.Config and validates it, keyed
@@ -567,6 +617,7 @@ func purgeConfig(d *app.Deps, replay map[string]time.Duration, relayedBelow func
 		UserMicEventConsumption:    window(retention.UserMicEventConsumption, p.UserMicEventConsumption),
 		LuckyPoolInflowConsumption: window(retention.LuckyPoolInflowConsumption, p.LuckyPoolInflowConsumption),
 		LuckyEventConsumption:      window(retention.LuckyEventConsumption, p.LuckyEventConsumption),
+		LuckyRoomStatsHourly:       p.LuckyRoomStatsHourly.D(),
 		RoomOutbox:                 retention.RoomOutboxConfig{Enabled: p.RoomOutbox.Enabled, Age: p.RoomOutbox.Age.D()},
 		RelayedBelow:               relayedBelow,
 		BatchSize:                  p.BatchSize,

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/tlsx"
 )
 
 // Config is the effective configuration of every roomflow component.
@@ -241,6 +242,52 @@ type APIConfig struct {
 	// AppCodeHeader carries the app_code the gateway sets on the app
 	// listener; absent means the configured app_code.
 	AppCodeHeader string `yaml:"app_code_header"`
+	// TLS secures all three listeners (off by default). Its files are read
+	// by the serving commands at start, not by Validate, so a config is
+	// valid before its certificates are mounted.
+	TLS ListenerTLSConfig `yaml:"tls"`
+}
+
+// ListenerTLSConfig is an RPC listener's TLS (lucky.tls, api.tls): with
+// cert_file and key_file it serves TLS 1.2+; with client_ca_file it
+// requires a client certificate that CA signed; with allowed_client_names
+// a caller whose certificate carries none of the names among its DNS or
+// URI SANs (SPIFFE ids) is refused (PermissionDenied, 403). The files are
+// re-read when they change.
+type ListenerTLSConfig struct {
+	CertFile           string   `yaml:"cert_file"`
+	KeyFile            string   `yaml:"key_file"`
+	ClientCAFile       string   `yaml:"client_ca_file"`
+	AllowedClientNames []string `yaml:"allowed_client_names"`
+}
+
+// Server is the listener TLS of internal/tlsx.
+func (c ListenerTLSConfig) Server() tlsx.ServerConfig {
+	return tlsx.ServerConfig{CertFile: c.CertFile, KeyFile: c.KeyFile, ClientCAFile: c.ClientCAFile,
+		AllowedClientNames: append([]string(nil), c.AllowedClientNames...)}
+}
+
+// ClientTLSConfig is an outgoing gRPC connection's TLS (lucky.wallet_tls):
+// TLS as soon as any key is set.
+type ClientTLSConfig struct {
+	// CAFile is the PEM bundle the server's certificate must chain to;
+	// empty: the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its key (both
+	// or neither); re-read when they change.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the server's certificate is checked
+	// against; empty: the dialled host.
+	ServerName string `yaml:"server_name"`
+}
+
+// Enabled reports whether any key is set.
+func (c ClientTLSConfig) Enabled() bool { return c != ClientTLSConfig{} }
+
+// Files is the client TLS of internal/tlsx (certificate reloaded).
+func (c ClientTLSConfig) Files() tlsx.ClientFiles {
+	return tlsx.ClientFiles{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName, Reload: true}
 }
 
 // OutboxWorkerConfig is seed 000's block, names unchanged. poll_interval,
@@ -299,14 +346,23 @@ type IMConfig struct {
 // does not hold, the audit key, and the start values of the run-time kill
 // switches. services/luckydraw owns the checks (cmd/roomflow's wiring).
 type LuckyConfig struct {
-	GRPCAddr            string   `yaml:"grpc_addr"`             // LuckyGiftService; default :13006
-	WalletGRPCAddr      string   `yaml:"wallet_grpc_addr"`      // WalletService, plaintext gRPC
-	DrawTimeout         Duration `yaml:"draw_timeout"`          // bounds the draw transaction, lock waits included
-	WalletCreditTimeout Duration `yaml:"wallet_credit_timeout"` // bounds one CreditLuckyReward call
-	OutboxBatchSize     int      `yaml:"outbox_batch_size"`
-	OutboxPollInterval  Duration `yaml:"outbox_poll_interval"`
-	OutboxMaxRetries    int      `yaml:"outbox_max_retries"` // then the reward is failed (alerted, never deleted)
-	OutboxLockTTL       Duration `yaml:"outbox_lock_ttl"`    // a claimed outbox row's lease
+	GRPCAddr string `yaml:"grpc_addr"` // LuckyGiftService; default :13006
+	// TLS secures grpc_addr: mutual TLS and the callers admitted by name
+	// (room-service). Read by roomflow lucky at start, not by `roomflow
+	// config`.
+	TLS ListenerTLSConfig `yaml:"tls"`
+	// RequireTLS refuses to start (exit 2) where the WARN would say that
+	// grpc_addr is reachable from other hosts without client_ca_file.
+	RequireTLS     bool   `yaml:"require_tls"`
+	WalletGRPCAddr string `yaml:"wallet_grpc_addr"` // WalletService; plaintext unless wallet_tls
+	// WalletTLS: TLS and a client certificate toward WalletService.
+	WalletTLS           ClientTLSConfig `yaml:"wallet_tls"`
+	DrawTimeout         Duration        `yaml:"draw_timeout"`          // bounds the draw transaction, lock waits included
+	WalletCreditTimeout Duration        `yaml:"wallet_credit_timeout"` // bounds one CreditLuckyReward call
+	OutboxBatchSize     int             `yaml:"outbox_batch_size"`
+	OutboxPollInterval  Duration        `yaml:"outbox_poll_interval"`
+	OutboxMaxRetries    int             `yaml:"outbox_max_retries"` // then the reward is failed (alerted, never deleted)
+	OutboxLockTTL       Duration        `yaml:"outbox_lock_ttl"`    // a claimed outbox row's lease
 	// AuditKey is the HMAC-SHA256 key of every draw's random_digest; a
 	// secret. Env: ROOMFLOW_LUCKY_AUDIT_KEY. Required by `roomflow lucky`
 	// and `roomflow lucky audit`.
@@ -347,11 +403,14 @@ type PurgeConfig struct {
 	// Rows per DELETE (each its own autocommit statement).
 	BatchSize int `yaml:"batch_size"`
 	// BatchPause is the sleep between two batches of one table.
-	BatchPause                 Duration              `yaml:"batch_pause"`
-	UserMicEventConsumption    Duration              `yaml:"user_mic_event_consumption"`
-	LuckyPoolInflowConsumption Duration              `yaml:"lucky_pool_inflow_consumption"`
-	LuckyEventConsumption      Duration              `yaml:"lucky_event_consumption"`
-	RoomOutbox                 PurgeRoomOutboxConfig `yaml:"room_outbox"`
+	BatchPause                 Duration `yaml:"batch_pause"`
+	UserMicEventConsumption    Duration `yaml:"user_mic_event_consumption"`
+	LuckyPoolInflowConsumption Duration `yaml:"lucky_pool_inflow_consumption"`
+	LuckyEventConsumption      Duration `yaml:"lucky_event_consumption"`
+	// LuckyRoomStatsHourly is how long the room-level lucky facts keep an
+	// hour (a fact table: no replay bound).
+	LuckyRoomStatsHourly Duration              `yaml:"lucky_room_stats_hourly"`
+	RoomOutbox           PurgeRoomOutboxConfig `yaml:"room_outbox"`
 }
 
 // PurgeRoomOutboxConfig: room-service owns room_outbox, so purge deletes
@@ -476,6 +535,7 @@ func Default() Config {
 			UserMicEventConsumption:    Duration(30 * 24 * time.Hour),
 			LuckyPoolInflowConsumption: Duration(30 * 24 * time.Hour),
 			LuckyEventConsumption:      Duration(30 * 24 * time.Hour),
+			LuckyRoomStatsHourly:       Duration(90 * 24 * time.Hour),
 			RoomOutbox:                 PurgeRoomOutboxConfig{Age: Duration(7 * 24 * time.Hour)},
 		},
 	}

@@ -110,6 +110,8 @@ func (c *Config) Validate() error {
 	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
 		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
 	}
+	// What needs no file: the serving commands read the files at start.
+	ch.Add(cfgerr.Under("api.tls", nil, c.API.TLS.Server().Validate()))
 
 	return ch.Err()
 }

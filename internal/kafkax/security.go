@@ -3,12 +3,10 @@ package kafkax
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"syscall"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/tlsx"
 )
 
 // The SASL mechanisms a Cluster can log in with: the ones Kafka (and
@@ -110,76 +109,11 @@ func redactedIfSet(v string) string {
 
 // TLSFiles is how a Cluster's clients dial brokers over TLS, as files on
 // disk (a Kubernetes Secret mounted as a volume; Strimzi's cluster CA and,
-// for mTLS, a KafkaUser's user.crt and user.key). Load turns it into the
-// *tls.Config of Cluster.TLS once, at start, so a missing or bad file
-// stops the process before it connects anywhere.
-type TLSFiles struct {
-	// CAFile is a PEM bundle of the CAs that sign the brokers'
-	// certificates; empty trusts the system roots.
-	CAFile string
-	// CertFile and KeyFile are the PEM client certificate and its key for
-	// mutual TLS; both or neither.
-	CertFile, KeyFile string
-	// ServerName overrides the host name the brokers' certificates are
-	// checked against; empty checks each broker's own host (franz-go sets
-	// it per dial).
-	ServerName string
-	// InsecureSkipVerify accepts any broker certificate: the connection is
-	// encrypted but not authenticated. For tests only.
-	InsecureSkipVerify bool
-}
-
-// Load reads the files and returns the client TLS config (TLS 1.2 at
-// least). Errors are *cfgerr.FieldError keyed ca_file, cert_file or
-// key_file, saying whether the file cannot be read or does not hold what
-// it must; they name paths, never a key's content.
-func (f TLSFiles) Load() (*tls.Config, error) {
-	var ch cfgerr.Checks
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         f.ServerName,
-		InsecureSkipVerify: f.InsecureSkipVerify, //nolint:gosec // opt-in, documented as tests only
-	}
-	if f.CAFile != "" {
-		if pem, err := os.ReadFile(f.CAFile); err != nil {
-			ch.Bad("ca_file", "cannot read: %v", err)
-		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				ch.Bad("ca_file", "%s holds no PEM certificate", f.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-	}
-	switch {
-	case f.CertFile == "" && f.KeyFile == "":
-	case f.CertFile == "":
-		ch.Bad("cert_file", "must be set with key_file (mutual TLS needs both)")
-	case f.KeyFile == "":
-		ch.Bad("key_file", "must be set with cert_file (mutual TLS needs both)")
-	default:
-		certPEM, cerr := os.ReadFile(f.CertFile)
-		if cerr != nil {
-			ch.Bad("cert_file", "cannot read: %v", cerr)
-		}
-		keyPEM, kerr := os.ReadFile(f.KeyFile)
-		if kerr != nil {
-			ch.Bad("key_file", "cannot read: %v", kerr)
-		}
-		if cerr == nil && kerr == nil {
-			// X509KeyPair's errors describe the PEM blocks, never their bytes.
-			cert, err := tls.X509KeyPair(certPEM, keyPEM)
-			if err != nil {
-				ch.Bad("cert_file", "%s and key_file %s are not a certificate and its key: %v", f.CertFile, f.KeyFile, err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	}
-	if err := ch.Err(); err != nil {
-		return nil, err
-	}
-	return tc, nil
-}
+// for mTLS, a KafkaUser's user.crt and user.key): internal/tlsx's client
+// files, loaded once at start by Load, so a missing or bad file stops the
+// process before it connects anywhere (errors keyed ca_file, cert_file,
+// key_file; paths, never a key's bytes).
+type TLSFiles = tlsx.ClientFiles
 
 // ConnectError is a failure to reach or log into a Cluster's brokers,
 // with what was tried (brokers, TLS, SASL mechanism and user: never the

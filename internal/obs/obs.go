@@ -112,6 +112,14 @@ func Serve(addr string, h http.Handler) (*Server, error) {
 	return s, nil
 }
 
+// ServeListener serves h on ln in the background (a listener the caller
+// bound or wrapped, a TLS one included).
+func ServeListener(ln net.Listener, h http.Handler) *Server {
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln, err: make(chan error, 1)}
+	go func() { s.err <- s.srv.Serve(ln) }()
+	return s
+}
+
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

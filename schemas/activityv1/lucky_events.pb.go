@@ -694,6 +694,160 @@ func (x *LuckyRiskRejected) GetAtMs() int64 {
 	return 0
 }
 
+// LuckyDrawRejected: event_id = "LuckyDrawRejected:{draw_id}". An
+// ExecuteLuckyGiftDraw answered with a reject_reason after room-service
+// debited the gift: no draw was made, the rejection is stored in
+// lucky_draw_records (reward_status 'rejected') in the same transaction as
+// this event, so room-service or finance can refund coin_spent to
+// sender_user_id by billing_receipt_id. A roomflow addition to seed 003.
+type LuckyDrawRejected struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	EventId          string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	AppCode          string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	DrawId           string                 `protobuf:"bytes,3,opt,name=draw_id,json=drawId,proto3" json:"draw_id,omitempty"`
+	CommandId        string                 `protobuf:"bytes,4,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	BillingReceiptId string                 `protobuf:"bytes,5,opt,name=billing_receipt_id,json=billingReceiptId,proto3" json:"billing_receipt_id,omitempty"`
+	RoomId           string                 `protobuf:"bytes,6,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	SenderUserId     int64                  `protobuf:"varint,7,opt,name=sender_user_id,json=senderUserId,proto3" json:"sender_user_id,omitempty"`
+	TargetUserId     int64                  `protobuf:"varint,8,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`
+	GiftId           string                 `protobuf:"bytes,9,opt,name=gift_id,json=giftId,proto3" json:"gift_id,omitempty"`
+	GiftCount        int32                  `protobuf:"varint,10,opt,name=gift_count,json=giftCount,proto3" json:"gift_count,omitempty"`
+	CoinSpent        int64                  `protobuf:"varint,11,opt,name=coin_spent,json=coinSpent,proto3" json:"coin_spent,omitempty"`
+	Reason           string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                              // the reject_reason Execute answered
+	RuleVersion      string                 `protobuf:"bytes,13,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"` // the version named by the request, else the gift's deciding one
+	CreatedAtMs      int64                  `protobuf:"varint,14,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LuckyDrawRejected) Reset() {
+	*x = LuckyDrawRejected{}
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LuckyDrawRejected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LuckyDrawRejected) ProtoMessage() {}
+
+func (x *LuckyDrawRejected) ProtoReflect() protoreflect.Message {
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LuckyDrawRejected.ProtoReflect.Descriptor instead.
+func (*LuckyDrawRejected) Descriptor() ([]byte, []int) {
+	return file_hyapp_activity_v1_lucky_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LuckyDrawRejected) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetDrawId() string {
+	if x != nil {
+		return x.DrawId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetBillingReceiptId() string {
+	if x != nil {
+		return x.BillingReceiptId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetSenderUserId() int64 {
+	if x != nil {
+		return x.SenderUserId
+	}
+	return 0
+}
+
+func (x *LuckyDrawRejected) GetTargetUserId() int64 {
+	if x != nil {
+		return x.TargetUserId
+	}
+	return 0
+}
+
+func (x *LuckyDrawRejected) GetGiftId() string {
+	if x != nil {
+		return x.GiftId
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetGiftCount() int32 {
+	if x != nil {
+		return x.GiftCount
+	}
+	return 0
+}
+
+func (x *LuckyDrawRejected) GetCoinSpent() int64 {
+	if x != nil {
+		return x.CoinSpent
+	}
+	return 0
+}
+
+func (x *LuckyDrawRejected) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetRuleVersion() string {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return ""
+}
+
+func (x *LuckyDrawRejected) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
 var File_hyapp_activity_v1_lucky_events_proto protoreflect.FileDescriptor
 
 const file_hyapp_activity_v1_lucky_events_proto_rawDesc = "" +
@@ -772,7 +926,26 @@ const file_hyapp_activity_v1_lucky_events_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x17\n" +
 	"\agift_id\x18\t \x01(\tR\x06giftId\x12\x13\n" +
 	"\x05at_ms\x18\n" +
-	" \x01(\x03R\x04atMsB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
+	" \x01(\x03R\x04atMs\"\xca\x03\n" +
+	"\x11LuckyDrawRejected\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\adraw_id\x18\x03 \x01(\tR\x06drawId\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x04 \x01(\tR\tcommandId\x12,\n" +
+	"\x12billing_receipt_id\x18\x05 \x01(\tR\x10billingReceiptId\x12\x17\n" +
+	"\aroom_id\x18\x06 \x01(\tR\x06roomId\x12$\n" +
+	"\x0esender_user_id\x18\a \x01(\x03R\fsenderUserId\x12$\n" +
+	"\x0etarget_user_id\x18\b \x01(\x03R\ftargetUserId\x12\x17\n" +
+	"\agift_id\x18\t \x01(\tR\x06giftId\x12\x1d\n" +
+	"\n" +
+	"gift_count\x18\n" +
+	" \x01(\x05R\tgiftCount\x12\x1d\n" +
+	"\n" +
+	"coin_spent\x18\v \x01(\x03R\tcoinSpent\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12!\n" +
+	"\frule_version\x18\r \x01(\tR\vruleVersion\x12\"\n" +
+	"\rcreated_at_ms\x18\x0e \x01(\x03R\vcreatedAtMsB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
 
 var (
 	file_hyapp_activity_v1_lucky_events_proto_rawDescOnce sync.Once
@@ -786,13 +959,14 @@ func file_hyapp_activity_v1_lucky_events_proto_rawDescGZIP() []byte {
 	return file_hyapp_activity_v1_lucky_events_proto_rawDescData
 }
 
-var file_hyapp_activity_v1_lucky_events_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_hyapp_activity_v1_lucky_events_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_hyapp_activity_v1_lucky_events_proto_goTypes = []any{
 	(*LuckyGiftDrawn)(nil),     // 0: hyapp.activity.v1.LuckyGiftDrawn
 	(*LuckyRewardGranted)(nil), // 1: hyapp.activity.v1.LuckyRewardGranted
 	(*LuckyRewardPending)(nil), // 2: hyapp.activity.v1.LuckyRewardPending
 	(*LuckyPoolChanged)(nil),   // 3: hyapp.activity.v1.LuckyPoolChanged
 	(*LuckyRiskRejected)(nil),  // 4: hyapp.activity.v1.LuckyRiskRejected
+	(*LuckyDrawRejected)(nil),  // 5: hyapp.activity.v1.LuckyDrawRejected
 }
 var file_hyapp_activity_v1_lucky_events_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -813,7 +987,7 @@ func file_hyapp_activity_v1_lucky_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hyapp_activity_v1_lucky_events_proto_rawDesc), len(file_hyapp_activity_v1_lucky_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

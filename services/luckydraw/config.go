@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/tlsx"
 )
 
 // Defaults of Config, equal to roomflow's lucky.* defaults.
@@ -101,6 +102,12 @@ type Config struct {
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
+	// TLS secures Serve's listener (internal/tlsx: mutual TLS, callers
+	// admitted by certificate name, certificates re-read on change); its
+	// refusals are counted as roomflow_rpc_refused_total{listener=
+	// "lucky.grpc_addr"}. nil: plaintext (roomflow_rpc_insecure is 1 and a
+	// WARN is logged when the listener is not loopback).
+	TLS *tlsx.Server
 	// Registerer gets the roomflow_lucky_draw_* metrics. nil: none.
 	Registerer prometheus.Registerer
 	// Logger gets the service's lines. Default slog.Default().

@@ -42,6 +42,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomflow/internal/promreg"
+	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
@@ -148,9 +149,13 @@ func (s *Service) appCode(app string) string {
 // Serve serves LuckyGiftService, the gRPC health service (SERVING while
 // it runs) and reflection on ln until ctx ends, then stops gracefully:
 // in-flight RPCs finish (a draw's transaction is bounded by DrawTimeout).
-// It returns the server's error, nil after a stop on ctx.
+// With Config.TLS every caller is checked first (tlsx.Guard): a refused
+// one reaches no handler, so it writes nothing. It returns the server's
+// error, nil after a stop on ctx.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
-	srv := grpc.NewServer()
+	g := tlsx.NewGuard(tlsx.GuardConfig{Listener: "lucky.grpc_addr", Addr: ln.Addr().String(), TLSKey: "lucky.tls",
+		Server: s.cfg.TLS, Metrics: tlsx.NewMetrics(s.cfg.Registerer), Logger: s.log})
+	srv := grpc.NewServer(g.GRPCServerOptions()...)
 	activityv1.RegisterLuckyGiftServiceServer(srv, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -159,7 +164,8 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	reflection.Register(srv)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	s.log.Info("lucky gift service serving", "addr", ln.Addr().String())
+	s.log.Info("lucky gift service serving", "addr", ln.Addr().String(), "tls", s.cfg.TLS != nil,
+		"client_cert_required", s.cfg.TLS.RequiresClientCert(), "names_checked", s.cfg.TLS.ChecksNames())
 	select {
 	case err := <-done:
 		return err

@@ -69,7 +69,8 @@ func (a *API) serveGRPC(addr string) (*grpcServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(a.observeRPC))
+	gd := a.guard("api.grpc_addr", ln)
+	srv := grpc.NewServer(append(gd.GRPCServerOptions(), grpc.ChainUnaryInterceptor(a.observeRPC))...)
 	userv1.RegisterUserServiceServer(srv, a.UserService())
 	g := &grpcServer{srv: srv, ln: ln, done: make(chan error, 1)}
 	go func() { g.done <- srv.Serve(ln) }()

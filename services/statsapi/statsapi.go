@@ -8,6 +8,7 @@
 //	GET /api/v1/users/{user_id}/mic-stats?range=lifetime
 //	GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
 //	GET /api/v1/users/{user_id}/mic-sessions?limit=...
+//	GET /api/v1/lucky/rooms/{room_id}/hourly?since_ms=...   (see lucky.go)
 //
 // Each takes an optional app_code (default: Config.DefaultAppCode). The
 // /me routes answer 404 here.
@@ -49,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,6 +63,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/internal/promreg"
+	"github.com/hyapp/roomflow/internal/tlsx"
 )
 
 // MaxRangeDays bounds a from_ms/to_ms query: to_ms - from_ms is at most
@@ -279,6 +282,12 @@ type Config struct {
 	// listener; absent means DefaultAppCode. It must differ from
 	// UserHeader (default DefaultAppCodeHeader).
 	AppCodeHeader string
+	// TLS secures every listener (api.tls; internal/tlsx: mutual TLS,
+	// callers admitted by certificate name with 403 or PermissionDenied,
+	// refusals counted as roomflow_rpc_refused_total{listener="api.addr"|
+	// "api.app_addr"|"api.grpc_addr"}, certificates re-read on change).
+	// nil: plaintext.
+	TLS *tlsx.Server
 	// Registerer gets the roomflow_api_* metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	// Logger gets the API's lines, tagged component=api (nil:
@@ -322,6 +331,14 @@ type API struct {
 	timeout    time.Duration
 	userHeader string
 	appHeader  string
+	tls        *tlsx.Server
+	tlsm       *tlsx.Metrics
+}
+
+// guard is the gate of the listener key bound on ln.
+func (a *API) guard(key string, ln net.Listener) *tlsx.Guard {
+	return tlsx.NewGuard(tlsx.GuardConfig{Listener: key, Addr: ln.Addr().String(), TLSKey: "api.tls", Server: a.tls,
+		Metrics: a.tlsm, Logger: a.log})
 }
 
 // New returns the API over db, filling cfg's defaults; it fails on a
@@ -336,6 +353,7 @@ func New(cfg Config, db *sql.DB) (*API, error) {
 		store: NewStore(db), defaultApp: cfg.DefaultAppCode, timeout: cfg.QueryTimeout,
 		userHeader: cfg.UserHeader, appHeader: cfg.AppCodeHeader,
 		log: cfg.Logger.With("component", "api"), m: NewMetrics(cfg.Registerer),
+		tls: cfg.TLS, tlsm: tlsx.NewMetrics(cfg.Registerer),
 	}, nil
 }
 
@@ -346,6 +364,7 @@ func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-stats", a.wrap("mic-stats", a.pathIdentity, a.micStats))
 	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-sessions", a.wrap("mic-sessions", a.pathIdentity, a.micSessions))
+	mux.HandleFunc("GET /api/v1/lucky/rooms/{room_id}/hourly", a.wrap("lucky-room-hourly", a.roomIdentity, a.luckyRoomHourly))
 	onlyApp := a.notFound("the /me routes are served only on the app listener (api.app_addr)")
 	mux.HandleFunc("GET /api/v1/users/me/mic-stats", onlyApp)
 	mux.HandleFunc("GET /api/v1/users/me/mic-sessions", onlyApp)
@@ -369,42 +388,58 @@ func (a *API) notFound(msg string) http.HandlerFunc {
 	}
 }
 
-// identity resolves a request's app_code and user id, or an *Error.
-type identity func(r *http.Request) (app string, user int64, err error)
+// subject is whom a request asks about: an app's user, or an app's room.
+type subject struct {
+	app  string
+	user int64
+	room string
+}
 
-// pathIdentity is the internal routes' identity: {user_id} and ?app_code.
-func (a *API) pathIdentity(r *http.Request) (string, int64, error) {
+// logAttrs name the subject in a log line.
+func (s subject) logAttrs() []any {
+	if s.room != "" {
+		return []any{"app_code", s.app, "room_id", s.room}
+	}
+	return []any{"app_code", s.app, "user_id", s.user}
+}
+
+// identity resolves a request's subject, or an *Error.
+type identity func(r *http.Request) (subject, error)
+
+// pathIdentity is the internal user routes' identity: {user_id} and
+// ?app_code.
+func (a *API) pathIdentity(r *http.Request) (subject, error) {
 	user, err := strconv.ParseInt(r.PathValue("user_id"), 10, 64)
 	if err != nil || user <= 0 {
-		return "", 0, bad("invalid_user_id", "user_id must be a positive integer")
+		return subject{}, bad("invalid_user_id", "user_id must be a positive integer")
 	}
 	app, err := a.appCode(r.URL.Query().Get("app_code"))
 	if err != nil {
-		return "", 0, bad("invalid_app_code", "%v", err)
+		return subject{}, bad("invalid_app_code", "%v", err)
 	}
-	return app, user, nil
+	return subject{app: app, user: user}, nil
 }
 
 // gatewayIdentity is the app routes' identity: the gateway's headers. A
 // missing or malformed one is 401, as the gateway failed to authenticate.
-func (a *API) gatewayIdentity(r *http.Request) (string, int64, error) {
+func (a *API) gatewayIdentity(r *http.Request) (subject, error) {
 	vs := r.Header.Values(a.userHeader)
 	if len(vs) == 0 || vs[0] == "" {
-		return "", 0, unauthorized("unauthenticated", "missing %s header", a.userHeader)
+		return subject{}, unauthorized("unauthenticated", "missing %s header", a.userHeader)
 	}
 	user, err := strconv.ParseInt(vs[0], 10, 64)
 	if len(vs) > 1 || err != nil || user <= 0 {
-		return "", 0, unauthorized("unauthenticated", "malformed %s header: want one positive integer user id", a.userHeader)
+		return subject{}, unauthorized("unauthenticated", "malformed %s header: want one positive integer user id", a.userHeader)
 	}
 	apps := r.Header.Values(a.appHeader)
 	if len(apps) > 1 {
-		return "", 0, unauthorized("unauthenticated", "malformed %s header: more than one value", a.appHeader)
+		return subject{}, unauthorized("unauthenticated", "malformed %s header: more than one value", a.appHeader)
 	}
 	app, err := a.appCode(r.Header.Get(a.appHeader))
 	if err != nil {
-		return "", 0, unauthorized("unauthenticated", "malformed %s header: %v", a.appHeader, err)
+		return subject{}, unauthorized("unauthenticated", "malformed %s header: %v", a.appHeader, err)
 	}
-	return app, user, nil
+	return subject{app: app, user: user}, nil
 }
 
 // appCode applies the default to an empty app_code and bounds its size.
@@ -418,7 +453,7 @@ func (a *API) appCode(v string) (string, error) {
 	return v, nil
 }
 
-type handler func(ctx context.Context, r *http.Request, app string, user int64) (any, error)
+type handler func(ctx context.Context, r *http.Request, who subject) (any, error)
 
 func errBody(code, msg string) map[string]any {
 	return map[string]any{"error": map[string]string{"code": code, "message": msg}}
@@ -439,12 +474,12 @@ func (a *API) wrap(route string, id identity, h handler) http.HandlerFunc {
 			a.m.Duration.WithLabelValues(route).Observe(time.Since(t0).Seconds())
 		}()
 		var ae *Error
-		app, user, err := id(r)
+		who, err := id(r)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
 			defer cancel()
 			var v any
-			if v, err = h(ctx, r, app, user); err == nil {
+			if v, err = h(ctx, r, who); err == nil {
 				writeJSON(w, code, v)
 				return
 			}
@@ -455,19 +490,19 @@ func (a *API) wrap(route string, id identity, h handler) http.HandlerFunc {
 			return
 		}
 		code = http.StatusInternalServerError
-		a.log.Error("stats query failed", "route", route, "app_code", app, "user_id", user, "error", err)
+		a.log.Error("stats query failed", append([]any{"route", route, "error", err}, who.logAttrs()...)...)
 		writeJSON(w, code, errBody("internal", "internal error"))
 	}
 }
 
-func (a *API) micStats(ctx context.Context, r *http.Request, app string, user int64) (any, error) {
+func (a *API) micStats(ctx context.Context, r *http.Request, who subject) (any, error) {
 	q := r.URL.Query()
 	rng, from, to := q.Get("range"), q.Get("from_ms"), q.Get("to_ms")
 	switch {
 	case rng != "" && (from != "" || to != ""):
 		return nil, bad("invalid_range", "give either range=lifetime or from_ms and to_ms, not both")
 	case rng == "lifetime":
-		lt, err := a.store.Lifetime(ctx, app, user)
+		lt, err := a.store.Lifetime(ctx, who.app, who.user)
 		return lt.Stats, err
 	case rng != "":
 		return nil, bad("invalid_range", "range must be lifetime")
@@ -476,10 +511,10 @@ func (a *API) micStats(ctx context.Context, r *http.Request, app string, user in
 	if err != nil {
 		return nil, err
 	}
-	return a.store.Range(ctx, app, user, rg)
+	return a.store.Range(ctx, who.app, who.user, rg)
 }
 
-func (a *API) micSessions(ctx context.Context, r *http.Request, app string, user int64) (any, error) {
+func (a *API) micSessions(ctx context.Context, r *http.Request, who subject) (any, error) {
 	limit := DefaultSessionLimit
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -488,7 +523,7 @@ func (a *API) micSessions(ctx context.Context, r *http.Request, app string, user
 		}
 		limit = n
 	}
-	ss, err := a.store.Sessions(ctx, app, user, limit)
+	ss, err := a.store.Sessions(ctx, who.app, who.user, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -538,12 +573,14 @@ func (a *API) Start(l Listeners) (*Running, error) {
 		if h.addr == "" {
 			continue
 		}
-		srv, err := obs.Serve(h.addr, h.h)
+		ln, err := net.Listen("tcp", h.addr)
 		if err != nil {
 			return fail(h.key, h.addr, err)
 		}
+		g := a.guard(h.key, ln)
+		srv := obs.ServeListener(g.Listener(ln), g.Handler(h.h))
 		run.http[i] = srv
-		a.log.Info("serving stats API", "listener", h.key, "addr", srv.Addr())
+		a.log.Info("serving stats API", "listener", h.key, "addr", srv.Addr(), "tls", a.tls != nil)
 	}
 	if l.GRPC != "" {
 		gs, err := a.serveGRPC(l.GRPC)
@@ -551,7 +588,7 @@ func (a *API) Start(l Listeners) (*Running, error) {
 			return fail("api.grpc_addr", l.GRPC, err)
 		}
 		run.grpc = gs
-		a.log.Info("serving stats API", "listener", "api.grpc_addr", "addr", gs.Addr())
+		a.log.Info("serving stats API", "listener", "api.grpc_addr", "addr", gs.Addr(), "tls", a.tls != nil)
 	}
 	return run, nil
 }

@@ -11,8 +11,8 @@
 //     (activityv1.LuckyPoolInflow) into lucky_pool_inflow_consumption,
 //     lucky_pool_inflow_claims, lucky_pool_inflow_daily and lucky_pools;
 //   - luckystats: hyapp.activity.lucky-events.v1 (the lucky events of
-//     `roomflow lucky`) into lucky_event_consumption and
-//     lucky_payout_stats_hourly.
+//     `roomflow lucky`) into lucky_event_consumption,
+//     lucky_payout_stats_hourly and lucky_room_stats_hourly.
 //
 // A new fact stream is a new applier package (Topic, Decode, Apply,
 // SharedRows; Consumption does the event_id dedupe) and one Register line
@@ -89,7 +89,8 @@
 // Config.Parallelism concurrent transactions: the mic ledger is keyed by
 // user_id, so its partitions share no row; the partitions of a topic whose
 // applier reports SharedRows (the lucky pool inflow: every inflow adds to
-// the (platform, global) row) stay in one transaction, so the hot row is
+// the (platform, global) row; the lucky events: a room's hour gets draws of
+// gifts from every partition) stay in one transaction, so a shared row is
 // written once per batch. Appliers write rows in primary-key order by
 // multi-row statements (Tx.ExecRows).
 //

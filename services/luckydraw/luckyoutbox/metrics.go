@@ -15,6 +15,8 @@ type metrics struct {
 	walletCall   *prometheus.HistogramVec
 	pollErrors   prometheus.Counter
 	backlog      *prometheus.GaugeVec
+	rewardOldest prometheus.Gauge
+	eventOldest  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,6 +54,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_lucky_outbox_backlog",
 			Help: "lucky_outbox rows not done, by event_type and status (pending|processing|failed).",
 		}, []string{"event_type", "status"}),
+		rewardOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomflow_lucky_reward_pending_oldest_seconds",
+			Help: "Age of the oldest draw whose reward credit is still pending (0: none); alert LuckyRewardPendingTooLong.",
+		}),
+		eventOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "roomflow_lucky_outbox_oldest_seconds",
+			Help: "Age of the oldest lucky event not yet published to Kafka, by event_type (its message: LuckyGiftDrawn, ...; 0: none); alert LuckyEventBacklogOld.",
+		}, []string{"event_type"}),
 	}
 	m.claimed = promreg.Register(reg, m.claimed)
 	m.done = promreg.Register(reg, m.done)
@@ -61,6 +71,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.walletCall = promreg.Register(reg, m.walletCall)
 	m.pollErrors = promreg.Register(reg, m.pollErrors)
 	m.backlog = promreg.Register(reg, m.backlog)
+	m.rewardOldest = promreg.Register(reg, m.rewardOldest)
+	m.eventOldest = promreg.Register(reg, m.eventOldest)
+	for _, t := range EventMessageTypes() {
+		m.eventOldest.WithLabelValues(t)
+	}
 	// Series at 0 before the first event, so rate() and increase() see it.
 	for _, t := range []string{EventTypeRewardCredit, EventTypeActivityEvent} {
 		m.claimed.WithLabelValues(t, "worker")

@@ -166,6 +166,13 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) refreshBacklog(ctx context.Context) {
+	if old, err := oldestUnfinished(ctx, w.db); err == nil {
+		now := w.cfg.Now().UnixMilli()
+		w.m.rewardOldest.Set(ageSeconds(now, old.rewardMs))
+		for _, t := range EventMessageTypes() {
+			w.m.eventOldest.WithLabelValues(t).Set(ageSeconds(now, old.eventsMs[t]))
+		}
+	}
 	counts, err := backlogCounts(ctx, w.db)
 	if err != nil {
 		return

@@ -494,3 +494,39 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// The stuck-work gauges: the age of the oldest pending reward, and per
+// lucky event message the age of the oldest event not yet published; the
+// message types without a backlog are present at 0.
+func TestOldestWorkGauges(t *testing.T) {
+	e := newEnv(t)
+	_ = e.fake.SetFaults(walletfake.Faults{ErrorRate: 1}) // the reward stays pending
+	e.seedReward(1, 70, 0)
+	created := time.Now().Add(-100 * time.Second).UnixMilli()
+	if _, err := e.db.Exec(`INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, status, created_at_ms, updated_at_ms)
+		VALUES ('LuckyGiftDrawn:old', ?, 'activity_event', 'LuckyGiftDrawn', 'old', 'gift-1', '', 'failed', ?, ?)`, app, created, created); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := e.config(reg)
+	cfg.Now = func() time.Time { return time.Now().Add(10 * time.Minute) }
+	w := e.worker(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testenv.Eventually(t, 10*time.Second, "the reward gauge", func() bool {
+		v, _ := testenv.Metric(reg, "roomflow_lucky_reward_pending_oldest_seconds")
+		return v >= 600
+	})
+	cancel()
+	<-done
+	if v, _ := testenv.Metric(reg, "roomflow_lucky_reward_pending_oldest_seconds"); v > 660 {
+		t.Errorf("oldest pending reward %v s, want about 600 (10 minutes ahead)", v)
+	}
+	if v, _ := testenv.Metric(reg, "roomflow_lucky_outbox_oldest_seconds", "event_type", "LuckyGiftDrawn"); v < 700 || v > 760 {
+		t.Errorf("oldest LuckyGiftDrawn %v s, want about 700", v)
+	}
+	if v, ok := testenv.Metric(reg, "roomflow_lucky_outbox_oldest_seconds", "event_type", "LuckyDrawRejected"); !ok || v != 0 {
+		t.Errorf("LuckyDrawRejected without backlog: %v (present %v), want 0", v, ok)
+	}
+}

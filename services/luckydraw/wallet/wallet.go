@@ -9,7 +9,9 @@
 // simply calls again with the same request; that is what the lucky_outbox
 // worker (services/luckydraw/luckyoutbox) does.
 //
-// The connection is plaintext gRPC to lucky.wallet_grpc_addr, made lazily:
+// The connection is gRPC to lucky.wallet_grpc_addr, over TLS with a client
+// certificate when Config.TLS is set (lucky.wallet_tls), else plaintext,
+// made lazily:
 // New never blocks and never fails because the wallet is down; a call to a
 // wallet that cannot be reached fails with codes.Unavailable (and is
 // retried by the outbox). Every call is bounded by Config.Timeout or the
@@ -18,6 +20,7 @@ package wallet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +29,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -39,8 +43,12 @@ const DefaultTimeout = 500 * time.Millisecond
 // Config configures a Client. Zero values are the defaults; Addr is
 // required.
 type Config struct {
-	// Addr is the wallet's host:port (lucky.wallet_grpc_addr), plaintext.
+	// Addr is the wallet's host:port (lucky.wallet_grpc_addr).
 	Addr string
+	// TLS dials the wallet over TLS with it (lucky.wallet_tls, loaded by
+	// internal/tlsx: the CA, the client certificate re-read when its
+	// files change, the server name); nil dials plaintext.
+	TLS *tls.Config
 	// Timeout bounds one CreditLuckyReward call (lucky.wallet_credit_timeout);
 	// a caller's earlier deadline wins. Default DefaultTimeout (500ms).
 	Timeout time.Duration
@@ -111,7 +119,11 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: client for %s: %w", cfg.Addr, err)

@@ -2,15 +2,19 @@ package wallet_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/schemas/walletv1"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
@@ -136,5 +140,67 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := wallet.New(tc.cfg); (err != nil) != (tc.keys != nil) {
 			t.Fatalf("%+v: New err %v", tc.cfg, err)
 		}
+	}
+}
+
+// lucky.wallet_tls: against a fake wallet that requires a client
+// certificate of its CA naming roomflow, a plaintext client, a TLS client
+// without a certificate, a certificate of another CA and one whose names
+// are not allowed credit nothing; a client that does not trust the
+// wallet's certificate neither; the allowed client, loaded from files
+// like the wiring does (tlsx.ClientFiles, server_name), credits.
+func TestCreditOverMutualTLS(t *testing.T) {
+	p := testenv.NewPKI(t, "wallet.test", true)
+	srv, err := tlsx.ServerConfig{CertFile: p.ServerCert, KeyFile: p.ServerKey, ClientCAFile: p.CAFile,
+		AllowedClientNames: []string{testenv.AllowedClient}}.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, err := walletfake.Listen(walletfake.Config{Seed: 1, TLS: srv}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	credit := func(name string, tc *tls.Config, rewardID string) error {
+		t.Helper()
+		c, err := wallet.New(wallet.Config{Addr: fake.Addr(), Timeout: 3 * time.Second, TLS: tc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r := proto.Clone(reward).(*walletv1.CreditLuckyRewardRequest)
+		r.RewardId = rewardID
+		_, err = c.Credit(context.Background(), r)
+		return err
+	}
+	for i, c := range p.Callers(t) {
+		if c.Refused == "" {
+			continue // below, from files
+		}
+		if err := credit(c.Name, c.TLS, fmt.Sprintf("refused-%d", i)); err == nil {
+			t.Errorf("%s: credited", c.Name)
+		}
+	}
+	other := testenv.NewPKI(t, "wallet.test", true)
+	allowed := p.Issue(t, testenv.LeafOpts{Name: "roomflow", URIs: []string{testenv.AllowedClient}})
+	untrusting, err := tlsx.ClientFiles{CAFile: other.CAFile, CertFile: allowed.CertFile, KeyFile: allowed.KeyFile, ServerName: "wallet.test"}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := credit("client trusting another CA", untrusting, "untrusting"); err == nil {
+		t.Error("a client that does not trust the wallet's certificate credited")
+	}
+	if n := fake.Stats().Calls; n != 0 {
+		t.Fatalf("the wallet answered %d refused calls", n)
+	}
+	files, err := tlsx.ClientFiles{CAFile: p.CAFile, CertFile: allowed.CertFile, KeyFile: allowed.KeyFile, ServerName: "wallet.test", Reload: true}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := credit("allowed", files, "allowed"); err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	if led := fake.Ledger(); len(led) != 1 || led["allowed"].Coins != reward.GetRewardCoins() {
+		t.Fatalf("ledger %v: want the allowed client's one credit", led)
 	}
 }

@@ -6,9 +6,12 @@
 // to the hourly payout facts lucky_payout_stats_hourly per (app_code,
 // gift_id, rule_version, UTC hour of drawn_at_ms): draws + 1, hits + hit,
 // coins_in + coin_spent, coins_out + reward_coins, and the rule version's
-// target_payout_rate_ppm. The other lucky events (LuckyRewardGranted,
-// LuckyRewardPending, LuckyPoolChanged, LuckyRiskRejected) are consumed and
-// recorded, without facts of their own yet.
+// target_payout_rate_ppm. LuckyGiftDrawn and LuckyDrawRejected also add
+// to the room facts lucky_room_stats_hourly per (app_code, room_id, UTC
+// hour): draws, hits, coins in and out of the draws, and the rejections
+// with the coins they were debited (to refund). The other lucky events
+// (LuckyRewardGranted, LuckyRewardPending, LuckyPoolChanged,
+// LuckyRiskRejected) are consumed and recorded, without facts of their own.
 //
 // Records are decoded by their event_type header (schemas/envelope): an
 // unknown type, an undecodable value or a value wider than its column is
@@ -18,8 +21,11 @@
 // (payout rate against target per gift and rule version) for the
 // dashboards and the LuckyPayoutRateOutOfBand alert.
 //
-// The topic is keyed by gift_id and the facts are per gift, so partitions
-// share no rows: SharedRows is false.
+// The topic is keyed by gift_id, but one room receives gifts of many gift
+// ids, so partitions share the room rows: SharedRows is true, and the
+// engine applies all partitions of a batch in one transaction, writing
+// each room hour once per batch instead of from concurrent transactions
+// that would wait on, or deadlock over, its row lock.
 package luckystats
 
 import (
@@ -43,6 +49,7 @@ const (
 	TypeRewardPending = "LuckyRewardPending"
 	TypePoolChanged   = "LuckyPoolChanged"
 	TypeRiskRejected  = "LuckyRiskRejected"
+	TypeDrawRejected  = "LuckyDrawRejected"
 )
 
 // HourMs is one hour in milliseconds: the facts' time bucket.
@@ -53,17 +60,19 @@ const (
 	maxEventID     = 160
 	maxGiftID      = 64
 	maxRuleVersion = 64
+	maxRoomID      = 64
 )
 
 // Config configures the applier (New): its topic and default app_code.
 type Config = mysqlsink.ApplierConfig
 
 // Event is one decoded lucky event: its key and type, and the message when
-// it is a LuckyGiftDrawn (the only one with facts).
+// it is one with facts (LuckyGiftDrawn, LuckyDrawRejected).
 type Event struct {
 	mysqlsink.EventKey
-	Type  string
-	Drawn *activityv1.LuckyGiftDrawn // nil for the other types
+	Type     string
+	Drawn    *activityv1.LuckyGiftDrawn    // nil for the other types
+	Rejected *activityv1.LuckyDrawRejected // nil for the other types
 }
 
 // Applier applies the lucky events topic; register it with
@@ -82,8 +91,9 @@ func New(cfg Config) (*Applier, error) {
 	return &Applier{in}, nil
 }
 
-// SharedRows is false: the topic is keyed by gift_id, the facts per gift.
-func (a *Applier) SharedRows() bool { return false }
+// SharedRows is true: the room facts of one room come from every gift's
+// partition.
+func (a *Applier) SharedRows() bool { return true }
 
 // Decode parses and validates one record (Decode).
 func (a *Applier) Decode(rec *kgo.Record) (*Event, error) {
@@ -103,6 +113,7 @@ type keyed interface {
 func Decode(eventType string, value []byte, defaultAppCode string) (*Event, error) {
 	var m keyed
 	var drawn *activityv1.LuckyGiftDrawn
+	var rejected *activityv1.LuckyDrawRejected
 	switch eventType {
 	case TypeGiftDrawn:
 		drawn = &activityv1.LuckyGiftDrawn{}
@@ -115,6 +126,9 @@ func Decode(eventType string, value []byte, defaultAppCode string) (*Event, erro
 		m = &activityv1.LuckyPoolChanged{}
 	case TypeRiskRejected:
 		m = &activityv1.LuckyRiskRejected{}
+	case TypeDrawRejected:
+		rejected = &activityv1.LuckyDrawRejected{}
+		m = rejected
 	default:
 		return nil, mysqlsink.Invalid("unknown_event_type", "event_type %q", eventType)
 	}
@@ -137,7 +151,13 @@ func Decode(eventType string, value []byte, defaultAppCode string) (*Event, erro
 			return nil, err
 		}
 	}
-	return &Event{EventKey: k, Type: eventType, Drawn: drawn}, nil
+	if rejected != nil {
+		rejected.AppCode = k.AppCode
+		if err := checkRejected(rejected); err != nil {
+			return nil, err
+		}
+	}
+	return &Event{EventKey: k, Type: eventType, Drawn: drawn, Rejected: rejected}, nil
 }
 
 // checkDrawn validates what the hourly facts take from a LuckyGiftDrawn.
@@ -151,10 +171,33 @@ func checkDrawn(d *activityv1.LuckyGiftDrawn) error {
 	if d.DrawnAtMs <= 0 {
 		return mysqlsink.Invalid("bad_drawn_at", "event_id %s: drawn_at_ms %d", d.EventId, d.DrawnAtMs)
 	}
-	return mysqlsink.CheckColumns(
+	if err := mysqlsink.CheckColumns(
 		mysqlsink.Column{Name: "gift_id", Value: d.GiftId, Max: maxGiftID},
 		mysqlsink.Column{Name: "rule_version", Value: d.RuleVersion, Max: maxRuleVersion},
-	)
+	); err != nil {
+		return err
+	}
+	return checkRoom(d.EventId, d.RoomId)
+}
+
+// checkRejected validates what the room facts take from a
+// LuckyDrawRejected.
+func checkRejected(r *activityv1.LuckyDrawRejected) error {
+	if r.CoinSpent < 0 {
+		return mysqlsink.Invalid("negative_amount", "event_id %s", r.EventId)
+	}
+	if r.CreatedAtMs <= 0 {
+		return mysqlsink.Invalid("bad_created_at", "event_id %s: created_at_ms %d", r.EventId, r.CreatedAtMs)
+	}
+	return checkRoom(r.EventId, r.RoomId)
+}
+
+// checkRoom: the room facts need the room, within its column.
+func checkRoom(eventID, roomID string) error {
+	if roomID == "" {
+		return mysqlsink.Invalid("missing_room", "event_id %s: room_id is required", eventID)
+	}
+	return mysqlsink.CheckColumns(mysqlsink.Column{Name: "room_id", Value: roomID, Max: maxRoomID})
 }
 
 // Consumption is lucky_event_consumption.
@@ -176,8 +219,15 @@ const (
 	hourlyTail = " ON DUPLICATE KEY UPDATE draws = draws + VALUES(draws), hits = hits + VALUES(hits), coins_in = coins_in + VALUES(coins_in), coins_out = coins_out + VALUES(coins_out), target_payout_rate_ppm = VALUES(target_payout_rate_ppm), updated_at_ms = GREATEST(updated_at_ms, VALUES(updated_at_ms))"
 )
 
+const (
+	roomHead = "INSERT INTO lucky_room_stats_hourly (app_code, room_id, hour_start_ms, draws, hits, coins_in, coins_out, rejections, rejected_coins, updated_at_ms) VALUES "
+	roomRow  = "(?,?,?,?,?,?,?,?,?,?)"
+	roomTail = " ON DUPLICATE KEY UPDATE draws = draws + VALUES(draws), hits = hits + VALUES(hits), coins_in = coins_in + VALUES(coins_in), coins_out = coins_out + VALUES(coins_out), rejections = rejections + VALUES(rejections), rejected_coins = rejected_coins + VALUES(rejected_coins), updated_at_ms = GREATEST(updated_at_ms, VALUES(updated_at_ms))"
+)
+
 // Apply records the events in lucky_event_consumption and adds the new
-// draws to lucky_payout_stats_hourly.
+// draws to lucky_payout_stats_hourly, the new draws and rejections to
+// lucky_room_stats_hourly.
 func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, events []*Event) (mysqlsink.Applied, error) {
 	fresh, consumed, err := Consumption.Consume(ctx, tx, events)
 	if err != nil {
@@ -190,7 +240,14 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, events []*Event) 
 	}); err != nil {
 		return mysqlsink.Applied{}, fmt.Errorf("upsert lucky_payout_stats_hourly: %w", err)
 	}
-	return mysqlsink.Applied{Consumed: consumed, FactRows: map[string]int{"lucky_payout_stats_hourly": len(rows)}}, nil
+	rooms := BuildRoomHourly(fresh)
+	if err := tx.ExecRows(ctx, roomHead, roomRow, roomTail, len(rooms), func(i int, a []any) []any {
+		r := rooms[i]
+		return append(a, r.AppCode, r.RoomID, r.HourStartMs, r.Draws, r.Hits, r.CoinsIn, r.CoinsOut, r.Rejections, r.RejectedCoins, r.UpdatedAtMs)
+	}); err != nil {
+		return mysqlsink.Applied{}, fmt.Errorf("upsert lucky_room_stats_hourly: %w", err)
+	}
+	return mysqlsink.Applied{Consumed: consumed, FactRows: map[string]int{"lucky_payout_stats_hourly": len(rows), "lucky_room_stats_hourly": len(rooms)}}, nil
 }
 
 // HourlyKey is the primary key of lucky_payout_stats_hourly.
@@ -242,6 +299,66 @@ func BuildHourly(events []*Event) []HourlyRow {
 	}
 	slices.SortFunc(out, func(a, b HourlyRow) int {
 		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.GiftID, b.GiftID), cmp.Compare(a.RuleVersion, b.RuleVersion), cmp.Compare(a.HourStartMs, b.HourStartMs))
+	})
+	return out
+}
+
+// RoomHourlyKey is the primary key of lucky_room_stats_hourly.
+type RoomHourlyKey struct {
+	AppCode     string
+	RoomID      string
+	HourStartMs int64 // UTC hour of drawn_at_ms or of the rejection
+}
+
+// RoomHourlyRow is the summed draws and rejections of one room hour in a
+// batch.
+type RoomHourlyRow struct {
+	RoomHourlyKey
+	Draws, Hits       int64
+	CoinsIn, CoinsOut int64 // of the draws
+	Rejections        int64
+	RejectedCoins     int64 // debited for the rejections: to refund
+	UpdatedAtMs       int64 // newest event time
+}
+
+// BuildRoomHourly sums the LuckyGiftDrawn and LuckyDrawRejected events
+// among events per lucky_room_stats_hourly row, sorted by primary key.
+func BuildRoomHourly(events []*Event) []RoomHourlyRow {
+	rows := map[RoomHourlyKey]*RoomHourlyRow{}
+	row := func(app, room string, atMs int64) *RoomHourlyRow {
+		k := RoomHourlyKey{app, room, atMs - atMs%HourMs}
+		r := rows[k]
+		if r == nil {
+			r = &RoomHourlyRow{RoomHourlyKey: k}
+			rows[k] = r
+		}
+		r.UpdatedAtMs = max(r.UpdatedAtMs, atMs)
+		return r
+	}
+	for _, e := range events {
+		switch {
+		case e.Drawn != nil:
+			d := e.Drawn
+			r := row(e.AppCode, d.RoomId, d.DrawnAtMs)
+			r.Draws++
+			if d.Hit {
+				r.Hits++
+			}
+			r.CoinsIn += d.CoinSpent
+			r.CoinsOut += d.RewardCoins
+		case e.Rejected != nil:
+			j := e.Rejected
+			r := row(e.AppCode, j.RoomId, j.CreatedAtMs)
+			r.Rejections++
+			r.RejectedCoins += j.CoinSpent
+		}
+	}
+	out := make([]RoomHourlyRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b RoomHourlyRow) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.HourStartMs, b.HourStartMs))
 	})
 	return out
 }

@@ -27,13 +27,23 @@ const app = "hyapp"
 // hour is a UTC hour of the test data.
 var hour = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
 
-// drawn is draw n of gift at minute min past hour h: it spends 100 and
-// pays reward (a hit when reward > 0).
+// drawn is draw n of gift at minute n%60 past hour h, in room "r{n%3}": it
+// spends 100 and pays reward (a hit when reward > 0).
 func drawn(n int, gift, version string, h int64, reward int64) *activityv1.LuckyGiftDrawn {
 	return &activityv1.LuckyGiftDrawn{
 		EventId: fmt.Sprintf("LuckyGiftDrawn:d%d", n), AppCode: app, DrawId: fmt.Sprintf("d%d", n),
-		GiftId: gift, RuleVersion: version, CoinSpent: 100, RewardCoins: reward, Hit: reward > 0,
+		RoomId: fmt.Sprintf("r%d", n%3), GiftId: gift, RuleVersion: version, CoinSpent: 100, RewardCoins: reward, Hit: reward > 0,
 		TargetPayoutRatePpm: 950_000, DrawnAtMs: hour + h*luckystats.HourMs + int64(n%60)*60_000,
+	}
+}
+
+// rejected is rejection n (command n, after a debit of coins) in room at
+// minute n%60 past hour h.
+func rejected(n int, room string, h, coins int64) *activityv1.LuckyDrawRejected {
+	return &activityv1.LuckyDrawRejected{
+		EventId: fmt.Sprintf("LuckyDrawRejected:x%d", n), AppCode: app, DrawId: fmt.Sprintf("x%d", n), CommandId: fmt.Sprintf("c%d", n),
+		RoomId: room, GiftId: "rose", GiftCount: 1, CoinSpent: coins, Reason: "global_disabled", RuleVersion: "v1",
+		SenderUserId: 7, CreatedAtMs: hour + h*luckystats.HourMs + int64(n%60)*60_000,
 	}
 }
 
@@ -72,10 +82,16 @@ func TestDecode(t *testing.T) {
 		{"pool changed", record(&activityv1.LuckyPoolChanged{EventId: "LuckyPoolChanged:d1:gift", AppCode: app}, "rose"), ""},
 		{"reward pending", record(&activityv1.LuckyRewardPending{EventId: "LuckyRewardPending:r1:0", AppCode: app}, "rose"), ""},
 		{"risk rejected", record(&activityv1.LuckyRiskRejected{EventId: "LuckyRiskRejected:d1:user", AppCode: app}, "rose"), ""},
+		{"draw rejected", record(rejected(1, "r1", 0, 100), "rose"), ""},
+		{"rejected without room", record(rejected(1, "", 0, 100), "rose"), "missing_room"},
+		{"rejected room too long", record(rejected(1, strings.Repeat("r", 65), 0, 100), "rose"), "too_long"},
+		{"rejected negative coins", record(rejected(1, "r1", 0, -5), "rose"), "negative_amount"},
+		{"rejected without time", record(&activityv1.LuckyDrawRejected{EventId: "e", RoomId: "r"}, "rose"), "bad_created_at"},
 		{"no event_type", &kgo.Record{Value: []byte{}}, "unknown_event_type"},
 		{"unknown type", &kgo.Record{Value: []byte{}, Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte("RoomGiftSent")}}}, "unknown_event_type"},
 		{"garbage", &kgo.Record{Value: []byte{0xff, 0xff}, Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte("LuckyGiftDrawn")}}}, "decode"},
 		{"no event id", record(&activityv1.LuckyGiftDrawn{AppCode: app, GiftId: "g", RuleVersion: "v", DrawnAtMs: 1}, "g"), "missing_event_id"},
+		{"drawn without room", record(&activityv1.LuckyGiftDrawn{EventId: "e", GiftId: "g", RuleVersion: "v", DrawnAtMs: 1}, "g"), "missing_room"},
 		{"no gift", record(&activityv1.LuckyGiftDrawn{EventId: "e", RuleVersion: "v", DrawnAtMs: 1}, "g"), "missing_gift"},
 		{"negative reward", record(&activityv1.LuckyGiftDrawn{EventId: "e", GiftId: "g", RuleVersion: "v", DrawnAtMs: 1, RewardCoins: -1}, "g"), "negative_amount"},
 		{"no drawn_at", record(&activityv1.LuckyGiftDrawn{EventId: "e", GiftId: "g", RuleVersion: "v"}, "g"), "bad_drawn_at"},
@@ -88,7 +104,8 @@ func TestDecode(t *testing.T) {
 			if (tc.reason == "") != (err == nil) || (err != nil && (!errors.As(err, &ie) || ie.Reason != tc.reason)) {
 				t.Fatalf("error %v, want reason %q", err, tc.reason)
 			}
-			if err == nil && (e.AppCode != app || e.EventID == "" || (e.Type == luckystats.TypeGiftDrawn) != (e.Drawn != nil)) {
+			if err == nil && (e.AppCode != app || e.EventID == "" || (e.Type == luckystats.TypeGiftDrawn) != (e.Drawn != nil) ||
+				(e.Type == luckystats.TypeDrawRejected) != (e.Rejected != nil)) {
 				t.Fatalf("decoded %+v", e)
 			}
 		})
@@ -112,6 +129,23 @@ func TestBuildHourly(t *testing.T) {
 	}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("BuildHourly\n got %+v\nwant %+v", rows, want)
+	}
+}
+
+func TestBuildRoomHourly(t *testing.T) {
+	rows := luckystats.BuildRoomHourly([]*luckystats.Event{
+		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "a"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(3, "rose", "v1", 0, 500)},  // r0
+		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "b"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(6, "castle", "v2", 0, 0)},  // r0, another gift
+		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "c"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(4, "rose", "v1", 1, 0)},    // r1, next hour
+		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "d"}, Type: luckystats.TypeDrawRejected, Rejected: rejected(9, "r0", 0, 300)}, // r0
+		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "e"}, Type: luckystats.TypeRewardGranted},
+	})
+	want := []luckystats.RoomHourlyRow{
+		{luckystats.RoomHourlyKey{app, "r0", hour}, 2, 1, 200, 500, 1, 300, hour + 9*60_000},
+		{luckystats.RoomHourlyKey{app, "r1", hour + luckystats.HourMs}, 1, 0, 100, 0, 0, 0, hour + luckystats.HourMs + 4*60_000},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("BuildRoomHourly\n got %+v\nwant %+v", rows, want)
 	}
 }
 
@@ -213,6 +247,12 @@ func TestApplyDedupesAndIgnoresOtherTypes(t *testing.T) {
 	if got := hourly(t, m.DB); got != want {
 		t.Fatalf("hourly facts\n got %s\nwant %s", got, want)
 	}
+	// Rooms r0, r1, r2 by n%3, so every hit (n%3 == 0) is r0's; the castle
+	// draw (n=100, hour 0) is r1's.
+	wantRooms := "r0@0: 5 5 500 1500 0 0 3000000\nr0@1: 5 5 500 1500 0 0 3000000\nr1@0: 6 1 600 40 0 0 66666\nr1@1: 5 0 500 0 0 0 0\nr2@0: 5 0 500 0 0 0 0\nr2@1: 5 0 500 0 0 0 0\n"
+	if got := roomHourly(t, m.DB); got != wantRooms {
+		t.Fatalf("room facts\n got %s\nwant %s", got, wantRooms)
+	}
 	if n := count(t, m.DB, "SELECT COUNT(*) FROM lucky_event_consumption WHERE event_type IN ('LuckyRewardGranted', 'LuckyPoolChanged')"); n != 2 {
 		t.Fatalf("%d other lucky events recorded, want 2", n)
 	}
@@ -224,6 +264,44 @@ func TestApplyDedupesAndIgnoresOtherTypes(t *testing.T) {
 	}
 	if got := hourly(t, m.DB); got != want {
 		t.Fatalf("replay changed the hourly facts\n got %s\nwant %s", got, want)
+	}
+	if got := roomHourly(t, m.DB); got != wantRooms {
+		t.Fatalf("replay changed the room facts\n got %s\nwant %s", got, wantRooms)
+	}
+}
+
+func roomHourly(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	rows, err := db.Query("SELECT room_id, hour_start_ms, draws, hits, coins_in, coins_out, rejections, rejected_coins, payout_ppm FROM lucky_room_stats_hourly WHERE app_code = ? ORDER BY room_id, hour_start_ms", app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var r string
+		var h, d, hits, in, out, rej, rejCoins, ppm int64
+		if err := rows.Scan(&r, &h, &d, &hits, &in, &out, &rej, &rejCoins, &ppm); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s@%d: %d %d %d %d %d %d %d\n", r, (h-hour)/luckystats.HourMs, d, hits, in, out, rej, rejCoins, ppm)
+	}
+	return b.String()
+}
+
+// TestApplyRoomRejections: a rejection adds to its room hour's rejections
+// and the coins to refund, not to its draws or coins in, once.
+func TestApplyRoomRejections(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	s := newStatsSink(t, m.DB)
+	recs := []*kgo.Record{record(drawn(3, "rose", "v1", 0, 0), "rose"), record(rejected(1, "r0", 0, 250), "rose"), record(rejected(2, "r0", 0, 100), "rose")}
+	s.apply(t, recs...)
+	s.apply(t, recs...) // redelivered
+	if got, want := roomHourly(t, m.DB), "r0@0: 1 0 100 0 2 350 0\n"; got != want {
+		t.Fatalf("room facts\n got %s\nwant %s", got, want)
+	}
+	if got := hourly(t, m.DB); got != "rose/v1@0: 1 0 100 0 950000\n" {
+		t.Fatalf("a rejection changed the payout facts: %s", got)
 	}
 }
 
@@ -306,4 +384,49 @@ func TestPayoutCollectorConfig(t *testing.T) {
 			t.Fatalf("%+v: keys %v (%v), want %v", tc.cfg, got, err, tc.keys)
 		}
 	}
+}
+
+// BenchmarkApply is one sink transaction of 1,000 new LuckyGiftDrawn
+// events of 20 gifts in 200 rooms (the lucky events' batch on the hot
+// path): run it against the commit before the room facts to see what
+// they cost (README "Lucky draw service", room-level signals).
+//
+//	go test -run '^$' -bench BenchmarkApply -count 6 ./sinks/mysql/luckystats/
+func BenchmarkApply(b *testing.B) {
+	m := testenv.NewMySQL(b)
+	a, err := luckystats.New(luckystats.Config{Topic: "lucky", DefaultAppCode: app})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := mysqlsink.NewStore(mysqlsink.StoreConfig{Group: "g", Appliers: []mysqlsink.Registration{mysqlsink.Register(a)}}, m.DB)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := mysqlsink.TP{Topic: "lucky"}
+	c, err := st.Claim(context.Background(), "o", []mysqlsink.TP{tp}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gen := map[mysqlsink.TP]int64{tp: c[tp].Generation}
+	const batch = 1000
+	next := 0
+	b.ResetTimer()
+	for range b.N {
+		recs := make([]mysqlsink.Record, batch)
+		for i := range recs {
+			d := drawn(next, fmt.Sprintf("g%d", next%20), "v1", int64(next/100_000), int64(next%7)*50)
+			d.RoomId = fmt.Sprintf("room-%d", next%200)
+			d.EventId = fmt.Sprintf("LuckyGiftDrawn:b%d", next)
+			e, err := a.Decode(record(d, d.GiftId))
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs[i] = mysqlsink.Record{TP: tp, Offset: int64(next), Item: e}
+			next++
+		}
+		if _, err := st.Apply(context.Background(), "o", gen, recs, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "events/s")
 }

@@ -16,6 +16,7 @@
 //     Kafka by a lagging or reset consumer. A re-driven dead letter or a
 //     hand-made replay of older records still can: do not re-drive records
 //     older than the window.
+//
 //   - Only with RoomOutbox.Enabled (room-service owns room_outbox), its
 //     delivered rows older than RoomOutbox.Age that the relay has passed:
 //     ids below the relay's lowest open hole and at most its high-water id
@@ -23,9 +24,13 @@
 //     compensation scan delivers rows the relay has not relayed yet, and a
 //     row deleted before the relay reads it is never relayed.
 //
+//   - The room-level lucky facts, lucky_room_stats_hourly, by hour: the
+//     hours that ended longer than LuckyRoomStatsHourly ago (a per-room
+//     signal for operators, not a record anyone reconciles against).
+//
 // It never touches any other table: lucky_draw_records and lucky_outbox
-// (seed 003's audit trail and reward outbox) in particular, nor the fact
-// tables, lucky_pool_inflow_claims or roomflow_sink_offsets.
+// (seed 003's audit trail and reward outbox) in particular, nor the other
+// fact tables, lucky_pool_inflow_claims or roomflow_sink_offsets.
 //
 // Each batch is one autocommit DELETE of at most BatchSize rows (by the
 // window's index; room_outbox by primary-key range), so no statement holds
@@ -53,6 +58,7 @@ const (
 	UserMicEventConsumption    = "user_mic_event_consumption"
 	LuckyPoolInflowConsumption = "lucky_pool_inflow_consumption"
 	LuckyEventConsumption      = "lucky_event_consumption"
+	LuckyRoomStatsHourly       = "lucky_room_stats_hourly"
 	RoomOutbox                 = "room_outbox"
 )
 
@@ -64,6 +70,8 @@ const (
 	DefaultWindow = 30 * 24 * time.Hour
 	// DefaultRoomOutboxAge is the default age of delivered room_outbox rows.
 	DefaultRoomOutboxAge = 7 * 24 * time.Hour
+	// DefaultLuckyRoomStatsHourly is the default age of the room facts.
+	DefaultLuckyRoomStatsHourly = 90 * 24 * time.Hour
 )
 
 // Window is how long one consumption table keeps its rows.
@@ -93,7 +101,10 @@ type Config struct {
 	UserMicEventConsumption    Window
 	LuckyPoolInflowConsumption Window
 	LuckyEventConsumption      Window
-	RoomOutbox                 RoomOutboxConfig
+	// LuckyRoomStatsHourly: room hours that ended longer ago are deleted;
+	// 0 keeps the table. A fact table dedupes nothing, so no replay bound.
+	LuckyRoomStatsHourly time.Duration
+	RoomOutbox           RoomOutboxConfig
 	// RelayedBelow returns the id below which every room_outbox row has
 	// been relayed (the relay's lowest open hole, else its high-water id
 	// + 1); ok false when the relay has no position yet (nothing is then
@@ -143,6 +154,10 @@ func (c Config) Validate() error {
 		case w.Age < 0:
 			ch.Bad(t.name, "must be >= 0 (0 keeps the table; got %s)", w.Age)
 		case w.Age == 0:
+		case t.fact:
+			if w.Age < time.Hour {
+				ch.Bad(t.name, "must be 0 or at least 1h, the facts' grain (got %s)", w.Age)
+			}
 		case w.Replay <= 0:
 			ch.Bad(t.name, "must be 0: the topics this table dedupes keep their records forever, so a replay older than any window would count twice")
 		case w.Age < w.Replay:
@@ -161,18 +176,21 @@ func (c Config) Validate() error {
 	return ch.Err()
 }
 
-// consumption is one consumption table and the column its age is read
-// from (indexed by migration 0007).
-type consumption struct {
+// aged is a table purged by age and the indexed column its age is read
+// from (the consumption tables' by migration 0007): a consumption table,
+// or a fact table (fact) whose column is the start of its hour.
+type aged struct {
 	name, column string
 	window       Window
+	fact         bool
 }
 
-func (c Config) tables() []consumption {
-	return []consumption{
-		{UserMicEventConsumption, "updated_at_ms", c.UserMicEventConsumption},
-		{LuckyPoolInflowConsumption, "created_at_ms", c.LuckyPoolInflowConsumption},
-		{LuckyEventConsumption, "created_at_ms", c.LuckyEventConsumption},
+func (c Config) tables() []aged {
+	return []aged{
+		{UserMicEventConsumption, "updated_at_ms", c.UserMicEventConsumption, false},
+		{LuckyPoolInflowConsumption, "created_at_ms", c.LuckyPoolInflowConsumption, false},
+		{LuckyEventConsumption, "created_at_ms", c.LuckyEventConsumption, false},
+		{LuckyRoomStatsHourly, "hour_start_ms", Window{Age: c.LuckyRoomStatsHourly}, true},
 	}
 }
 
@@ -199,7 +217,7 @@ func New(cfg Config, db *sql.DB) (*Purger, error) {
 		Name: "roomflow_purge_deleted_rows_total",
 		Help: "Rows roomflow purge deleted, by table.",
 	}, []string{"table"}))
-	for _, t := range []string{UserMicEventConsumption, LuckyPoolInflowConsumption, LuckyEventConsumption, RoomOutbox} {
+	for _, t := range []string{UserMicEventConsumption, LuckyPoolInflowConsumption, LuckyEventConsumption, LuckyRoomStatsHourly, RoomOutbox} {
 		deleted.WithLabelValues(t) // exists at 0 before the first delete
 	}
 	return &Purger{cfg: cfg, db: db, deleted: deleted}, nil
@@ -248,7 +266,10 @@ func (p *Purger) Run(ctx context.Context) ([]TableResult, error) {
 			continue
 		}
 		res.BeforeMs = now.Add(-t.window.Age).UnixMilli()
-		err := p.consumption(ctx, t, &res)
+		if t.fact {
+			res.BeforeMs -= hourMs // an hour whose end is older than the window
+		}
+		err := p.byAge(ctx, t, &res)
 		out = append(out, res)
 		if err != nil {
 			return out, err
@@ -264,8 +285,11 @@ func (p *Purger) Run(ctx context.Context) ([]TableResult, error) {
 	return append(out, res), err
 }
 
-// consumption deletes t's rows older than res.BeforeMs, a batch at a time.
-func (p *Purger) consumption(ctx context.Context, t consumption, res *TableResult) error {
+// hourMs is the grain of the fact tables purged by hour.
+const hourMs = int64(time.Hour / time.Millisecond)
+
+// byAge deletes t's rows older than res.BeforeMs, a batch at a time.
+func (p *Purger) byAge(ctx context.Context, t aged, res *TableResult) error {
 	where := " FROM " + t.name + " WHERE " + t.column + " < ?"
 	if p.cfg.DryRun {
 		return p.count(ctx, res, "SELECT COUNT(*)"+where, res.BeforeMs)

@@ -59,6 +59,14 @@ func seed(t *testing.T, db *sql.DB, now time.Time) {
 		exec(t, db, `INSERT INTO lucky_outbox (event_id, app_code, event_type, aggregate_id, payload, status, created_at_ms, updated_at_ms)
 			VALUES (?, 'hyapp', 'reward_credit', 'a', 'p', 'done', ?, ?)`, fmt.Sprint("o", i), old, old)
 	}
+	// Room facts: the hours 100 days, 90 days and 2 hours, 90 days less 10
+	// minutes and 89 days ago. A 90-day window deletes the first two; the
+	// third hour ends inside the window, so it stays.
+	for i, age := range []time.Duration{100 * day, 90*day + 2*time.Hour, 90*day - 10*time.Minute, 89 * day} {
+		start := now.Add(-age).UnixMilli()
+		exec(t, db, `INSERT INTO lucky_room_stats_hourly (app_code, room_id, hour_start_ms, draws) VALUES ('hyapp', ?, ?, 1)`,
+			fmt.Sprint("r", i), start-start%3_600_000)
+	}
 	for id := 1; id <= 20; id++ {
 		status, created := "delivered", old
 		switch {
@@ -107,9 +115,10 @@ func TestPurge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := retention.Config{
 		UserMicEventConsumption: w, LuckyPoolInflowConsumption: w, LuckyEventConsumption: w,
-		RoomOutbox:   retention.RoomOutboxConfig{Enabled: true, Age: 7 * day},
-		RelayedBelow: func(context.Context) (uint64, bool, error) { return below, true, nil },
-		BatchSize:    2, BatchPause: -1, Now: func() time.Time { return now },
+		LuckyRoomStatsHourly: 90 * day,
+		RoomOutbox:           retention.RoomOutboxConfig{Enabled: true, Age: 7 * day},
+		RelayedBelow:         func(context.Context) (uint64, bool, error) { return below, true, nil },
+		BatchSize:            2, BatchPause: -1, Now: func() time.Time { return now },
 		Registerer: reg,
 	}
 	dry := cfg
@@ -124,7 +133,7 @@ func TestPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int64{"user_mic_event_consumption": 5, "lucky_pool_inflow_consumption": 5, "lucky_event_consumption": 5,
-		"room_outbox": 9} // 1..11 but 3 and 7
+		"lucky_room_stats_hourly": 2, "room_outbox": 9} // 1..11 but 3 and 7
 	for _, r := range res {
 		if r.Rows != want[r.Table] || r.Skipped != "" {
 			t.Errorf("dry run %s: %+v, want %d rows", r.Table, r, want[r.Table])
@@ -146,7 +155,7 @@ func TestPurge(t *testing.T) {
 		if r.Rows != want[r.Table] {
 			t.Errorf("%s: deleted %d, want %d", r.Table, r.Rows, want[r.Table])
 		}
-		if r.Table != "room_outbox" && r.Batches != 3 { // 2 + 2 + 1 rows
+		if r.Table != "room_outbox" && r.Table != "lucky_room_stats_hourly" && r.Batches != 3 { // 2 + 2 + 1 rows
 			t.Errorf("%s: %d batches, want 3 of at most 2 rows", r.Table, r.Batches)
 		}
 		if v, _ := testenv.Metric(reg, "roomflow_purge_deleted_rows_total", "table", r.Table); v != float64(want[r.Table]) {
@@ -165,6 +174,9 @@ func TestPurge(t *testing.T) {
 	}
 	if got := ids(t, m.DB, "SELECT id FROM room_outbox ORDER BY id"); !slices.Equal(got, []string{"3", "7", "12", "13", "14", "15", "16", "17", "18", "19", "20"}) {
 		t.Errorf("room_outbox keeps %v: want the pending and failed rows, every id from the relay's bound 12 on", got)
+	}
+	if got := ids(t, m.DB, "SELECT room_id FROM lucky_room_stats_hourly ORDER BY room_id"); !slices.Equal(got, []string{"r2", "r3"}) {
+		t.Errorf("lucky_room_stats_hourly keeps %v, want the hours that ended within 90 days (r2, r3)", got)
 	}
 	if d, o := count(t, m.DB, "SELECT COUNT(*) FROM lucky_draw_records"), count(t, m.DB, "SELECT COUNT(*) FROM lucky_outbox"); d != 7 || o != 7 {
 		t.Errorf("lucky_draw_records %d rows, lucky_outbox %d rows: purge must never touch them (7 each)", d, o)
@@ -234,6 +246,9 @@ func TestPurgeValidate(t *testing.T) {
 		{retention.Config{LuckyEventConsumption: retention.Window{Age: -day}}, []string{"lucky_event_consumption"}},
 		{retention.Config{RoomOutbox: retention.RoomOutboxConfig{Enabled: true}}, []string{"relayed_below"}},
 		{retention.Config{BatchSize: -1}, []string{"batch_size"}},
+		{retention.Config{LuckyRoomStatsHourly: 30 * time.Minute}, []string{"lucky_room_stats_hourly"}},
+		{retention.Config{LuckyRoomStatsHourly: -day}, []string{"lucky_room_stats_hourly"}},
+		{retention.Config{LuckyRoomStatsHourly: time.Hour}, nil}, // a fact table has no replay bound
 		{retention.Config{UserMicEventConsumption: retention.Window{Age: 7 * day, Replay: 7 * day}, LuckyEventConsumption: retention.Window{Replay: -1}}, nil},
 	} {
 		if got := cfgerr.Keys(tc.cfg.Validate()); !slices.Equal(got, tc.keys) {

@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -40,6 +41,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/schemas/walletv1"
 )
 
@@ -85,6 +87,10 @@ type Config struct {
 	Seed uint64
 	// Faults are the initial faults (zero: none).
 	Faults Faults
+	// TLS serves over TLS with it (internal/tlsx: a client certificate of
+	// its CA required, callers admitted by name), as the real wallet
+	// would behind lucky.wallet_tls; nil: plaintext.
+	TLS *tlsx.Server
 }
 
 // Credit is one reward in the ledger.
@@ -116,6 +122,7 @@ type Stats struct {
 // Wallet is the fake WalletService. It is safe for concurrent use.
 type Wallet struct {
 	walletv1.UnimplementedWalletServiceServer
+	tls *tlsx.Server
 
 	mu       sync.Mutex
 	faults   Faults
@@ -141,6 +148,7 @@ func New(cfg Config) (*Wallet, error) {
 		seed = rand.Uint64()
 	}
 	return &Wallet{
+		tls:      cfg.TLS,
 		faults:   cfg.Faults,
 		rnd:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		ledger:   map[string]*Credit{},
@@ -191,7 +199,9 @@ func (w *Wallet) Close() error {
 // server's error if serving fails first. ln is closed either way. It is the
 // entry of a fake wallet run as its own process.
 func (w *Wallet) Serve(ctx context.Context, ln net.Listener) error {
-	srv := grpc.NewServer()
+	g := tlsx.NewGuard(tlsx.GuardConfig{Listener: "walletfake", Addr: "127.0.0.1:0", Server: w.tls,
+		Logger: slog.New(slog.DiscardHandler)})
+	srv := grpc.NewServer(g.GRPCServerOptions()...)
 	walletv1.RegisterWalletServiceServer(srv, w)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -1,17 +1,13 @@
-package main
+package benchparse
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
 // Outputs in the benchmarks' own formats (their Printf lines), repeated
 // the way make bench appends them.
-func TestParsers(t *testing.T) {
+func TestStages(t *testing.T) {
 	for _, tc := range []struct {
 		bench, out string
 		want       string // fmt of the stages
@@ -88,40 +84,9 @@ slow, sustained-rate probe 4000 events/s (achieved 4000 over 40.0s, 0.29 of the 
 		{"e2e", "roomflow end to end: quick\n\nprocesses, default config, 5000 events/s asked\n", "[{e2e sustained events/s raw MySQL limit [] }]"},
 	} {
 		t.Run(tc.bench, func(t *testing.T) {
-			if got := fmt.Sprint(parsers[tc.bench](tc.out)); got != tc.want {
+			if got := fmt.Sprint(stageParsers[tc.bench](tc.out)); got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
-	}
-}
-
-// The table gives each stage's spread and share, names stages without a
-// run, and the chart has one bar group per measured stage.
-func TestWrite(t *testing.T) {
-	svg := filepath.Join(t.TempDir(), "stages.svg")
-	var b bytes.Buffer
-	err := write(&b, []stage{
-		{name: "sink", unit: "entries/s", ref: "raw", runs: []measure{{30000, 31500}, {29000, 30000}, {15000, 30000}}},
-		{name: "IM, saturated", unit: "calls/s", ref: "limit"},
-	}, []string{"lucky"}, svg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"| sink | entries/s | 3 | 15000 / 29000 / 30000 | raw | 30000 | 50% / 95% / 97% |",
-		"| IM, saturated | calls/s | 0 | not measured in this run | limit | | |",
-		"No output in this run: lucky.",
-		"](stages.svg)",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("no %q in\n%s", want, b.String())
-		}
-	}
-	raw, err := os.ReadFile(svg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(raw), "<rect "); n < 3 {
-		t.Fatalf("%d bars in the chart, want 3 (min, median, max of the sink)", n)
 	}
 }

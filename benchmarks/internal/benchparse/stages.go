@@ -1,33 +1,46 @@
-package main
+// Package benchparse reads the benchmarks' printed output: the stage
+// summary of a make bench run (Stages: each stage's throughput against
+// its reference) and the figures of one run that make bench-compare sets
+// side by side (Measures). One home for the line formats, so a change of a
+// benchmark's Printf is made here once.
+package benchparse
 
 import (
 	"bufio"
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-// A measure is one run's throughput of a stage next to its reference from
+// A Run is one run's throughput of a stage next to its reference from
 // the same run (its raw limit, a service limit, or a target).
-type measure struct{ value, ref float64 }
+type Run struct{ Value, Ref float64 }
 
-// A stage is what one benchmark's output says about one stage.
-type stage struct {
-	name, unit string
-	ref        string // what the reference is
-	runs       []measure
-	none       string // without runs: the result, when having none is one
+// A Stage is what one benchmark's output says about one stage.
+type Stage struct {
+	Name, Unit string
+	Ref        string // what the reference is
+	Runs       []Run
+	None       string // without Runs: the result, when having none is one
 }
 
-// A parser reads one benchmark's output (every invocation of a make bench
-// run, appended) into its stages.
-type parser func(out string) []stage
+// Order is the pipeline's order of the benchmarks Stages reads.
+var Order = []string{"relay", "processors", "mic", "sink", "im", "lucky", "e2e"}
 
-// parsers are keyed by benchmark (the output file's name).
-var parsers = map[string]parser{
+// Stages reads one benchmark's output (every invocation of a make bench
+// run, appended) into its stages; false for a benchmark it does not know.
+func Stages(bench, out string) ([]Stage, bool) {
+	p, ok := stageParsers[bench]
+	if !ok {
+		return nil, false
+	}
+	return p(out), true
+}
+
+// stageParsers are keyed by benchmark (the output file's name).
+var stageParsers = map[string]func(out string) []Stage{
 	"relay":      parseRelay,
 	"processors": parseProcessors,
 	"mic":        parseMic,
@@ -62,8 +75,8 @@ var (
 
 // parseRelay: each invocation's relay rate against the better of the raw
 // scans around it.
-func parseRelay(out string) []stage {
-	s := stage{name: "relay", unit: "events/s", ref: "raw scan + produce"}
+func parseRelay(out string) []Stage {
+	s := Stage{Name: "relay", Unit: "events/s", Ref: "raw scan + produce"}
 	raw, rel := 0.0, 0.0
 	for _, l := range lines(out) {
 		if m := relayRaw.FindStringSubmatch(l); m != nil {
@@ -71,24 +84,24 @@ func parseRelay(out string) []stage {
 		} else if m := relayRelay.FindStringSubmatch(l); m != nil {
 			rel = num(m[1])
 		} else if strings.HasPrefix(l, "ratio : relay/raw") && rel > 0 && raw > 0 {
-			s.runs = append(s.runs, measure{rel, raw})
+			s.Runs = append(s.Runs, Run{rel, raw})
 			raw, rel = 0, 0
 		}
 	}
-	return []stage{s}
+	return []Stage{s}
 }
 
 var procRound = regexp.MustCompile(`^round \d+\s+(raw|room)\s+\d+ events in\s+\S+:\s+(\d+) events/s wall`)
 
 // parseProcessors: each round's room processor against its raw copy.
-func parseProcessors(out string) []stage {
-	return []stage{{name: "room proc.", unit: "events/s", ref: "raw transactional copy", runs: afterRaw(out, procRound)}}
+func parseProcessors(out string) []Stage {
+	return []Stage{{Name: "room proc.", Unit: "events/s", Ref: "raw transactional copy", Runs: afterRaw(out, procRound)}}
 }
 
 // afterRaw pairs each line re matches with kind (group 1) other than
 // "raw" with the "raw" line before it (group 2: the rate), one run each.
-func afterRaw(out string, re *regexp.Regexp) []measure {
-	var runs []measure
+func afterRaw(out string, re *regexp.Regexp) []Run {
+	var runs []Run
 	raw := 0.0
 	for _, l := range lines(out) {
 		m := re.FindStringSubmatch(l)
@@ -97,7 +110,7 @@ func afterRaw(out string, re *regexp.Regexp) []measure {
 		case m[1] == "raw":
 			raw = num(m[2])
 		case raw > 0:
-			runs = append(runs, measure{num(m[2]), raw})
+			runs = append(runs, Run{num(m[2]), raw})
 			raw = 0
 		}
 	}
@@ -108,8 +121,8 @@ var micLine = regexp.MustCompile(`^  (raw|mic|rawx)\s+(\d+) events/s wall`)
 
 // parseMic: each round's mic processor against the raw copy writing as
 // many records (rawx); the totals after "total of" are not a round.
-func parseMic(out string) []stage {
-	s := stage{name: "mic proc.", unit: "events/s", ref: "raw copy, equal output"}
+func parseMic(out string) []Stage {
+	s := Stage{Name: "mic proc.", Unit: "events/s", Ref: "raw copy, equal output"}
 	mic, totals := 0.0, false
 	for _, l := range lines(out) {
 		switch {
@@ -124,18 +137,18 @@ func parseMic(out string) []stage {
 		case m[1] == "mic":
 			mic = num(m[2])
 		case m[1] == "rawx" && mic > 0:
-			s.runs = append(s.runs, measure{mic, num(m[2])})
+			s.Runs = append(s.Runs, Run{mic, num(m[2])})
 			mic = 0
 		}
 	}
-	return []stage{s}
+	return []Stage{s}
 }
 
 var sinkRound = regexp.MustCompile(`^\s+round \d+ (raw|sink)\s+(\d+) entries/s`)
 
 // parseSink: each round's sink against the raw upserts of the same round.
-func parseSink(out string) []stage {
-	return []stage{{name: "sink", unit: "entries/s", ref: "raw batched upserts", runs: afterRaw(out, sinkRound)}}
+func parseSink(out string) []Stage {
+	return []Stage{{Name: "sink", Unit: "entries/s", Ref: "raw batched upserts", Runs: afterRaw(out, sinkRound)}}
 }
 
 var (
@@ -145,17 +158,17 @@ var (
 
 // parseIM: the accepted calls/s of the invocations offered more than the
 // app limit (saturation), against that limit.
-func parseIM(out string) []stage {
-	s := stage{name: "IM, saturated", unit: "calls/s", ref: "Tencent app limit"}
+func parseIM(out string) []Stage {
+	s := Stage{Name: "IM, saturated", Unit: "calls/s", Ref: "Tencent app limit"}
 	offered, limit := 0.0, 0.0
 	for _, l := range lines(out) {
 		if m := imOffered.FindStringSubmatch(l); m != nil {
 			offered, limit = num(m[1]), num(m[2])
 		} else if m := imAccepted.FindStringSubmatch(l); m != nil && limit > 0 && offered > limit {
-			s.runs = append(s.runs, measure{num(m[1]), limit})
+			s.Runs = append(s.Runs, Run{num(m[1]), limit})
 		}
 	}
-	return []stage{s}
+	return []Stage{s}
 }
 
 var luckyRound = regexp.MustCompile(`^\s+round \d+ hot\s+service\s+(\d+) draws/s`)
@@ -165,14 +178,14 @@ var luckyRound = regexp.MustCompile(`^\s+round \d+ hot\s+service\s+(\d+) draws/s
 const luckyTarget = 2000
 
 // parseLucky: each round's hot-path draws/s against the target.
-func parseLucky(out string) []stage {
-	s := stage{name: "lucky hot path", unit: "draws/s", ref: "target 2,000"}
+func parseLucky(out string) []Stage {
+	s := Stage{Name: "lucky hot path", Unit: "draws/s", Ref: "target 2,000"}
 	for _, l := range lines(out) {
 		if m := luckyRound.FindStringSubmatch(l); m != nil {
-			s.runs = append(s.runs, measure{num(m[1]), luckyTarget})
+			s.Runs = append(s.Runs, Run{num(m[1]), luckyTarget})
 		}
 	}
-	return []stage{s}
+	return []Stage{s}
 }
 
 var (
@@ -183,8 +196,8 @@ var (
 // parseE2E: per layout, the highest sustained rate of each invocation
 // against that invocation's raw MySQL limit; a layout that sustained none
 // of the rates tried says so, with the lowest.
-func parseE2E(out string) []stage {
-	byLayout := map[string]*stage{}
+func parseE2E(out string) []Stage {
+	byLayout := map[string]*Stage{}
 	var order []string
 	best := map[string]float64{}
 	lowest := map[string]float64{}
@@ -192,7 +205,7 @@ func parseE2E(out string) []stage {
 	flush := func() {
 		for _, k := range order {
 			if best[k] > 0 && limit > 0 {
-				byLayout[k].runs = append(byLayout[k].runs, measure{best[k], limit})
+				byLayout[k].Runs = append(byLayout[k].Runs, Run{best[k], limit})
 			}
 		}
 		best, limit = map[string]float64{}, 0
@@ -205,7 +218,7 @@ func parseE2E(out string) []stage {
 		} else if m := e2eProbe.FindStringSubmatch(l); m != nil {
 			layout, asked := m[1], num(m[2])
 			if byLayout[layout] == nil {
-				byLayout[layout] = &stage{name: "e2e " + layout, unit: "events/s", ref: "raw MySQL limit"}
+				byLayout[layout] = &Stage{Name: "e2e " + layout, Unit: "events/s", Ref: "raw MySQL limit"}
 				order = append(order, layout)
 			}
 			if lo, ok := lowest[layout]; !ok || asked < lo {
@@ -218,23 +231,15 @@ func parseE2E(out string) []stage {
 	}
 	flush()
 	if len(order) == 0 { // no sustained-rate search (QUICK)
-		return []stage{{name: "e2e sustained", unit: "events/s", ref: "raw MySQL limit"}}
+		return []Stage{{Name: "e2e sustained", Unit: "events/s", Ref: "raw MySQL limit"}}
 	}
-	var out2 []stage
+	var out2 []Stage
 	for _, k := range order {
 		s := *byLayout[k]
-		if len(s.runs) == 0 {
-			s.none = fmt.Sprintf("none of the rates tried sustained, the lowest %.0f", lowest[k])
+		if len(s.Runs) == 0 {
+			s.None = fmt.Sprintf("none of the rates tried sustained, the lowest %.0f", lowest[k])
 		}
 		out2 = append(out2, s)
 	}
 	return out2
-}
-
-// spread is the min, median and max of v (the lower middle for an even
-// count).
-func spread(v []float64) (lo, med, hi float64) {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[0], s[(len(s)-1)/2], s[len(s)-1]
 }
