@@ -109,22 +109,26 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 	}
 	rules := map[string]*lucky.Rule{}
 	floor := int64(10_000)
+	admin, err := luckydraw.NewAdmin(st.db, luckydraw.AdminConfig{Operator: "bench"})
+	if err != nil {
+		return nil, err
+	}
 	for g := range sc.gifts {
 		r := benchRule(giftID(g))
-		if err := luckydraw.PublishRule(ctx, st.db, r); err != nil {
+		if _, err := admin.PublishRule(ctx, r); err != nil {
 			return nil, err
 		}
 		rules[r.GiftID] = &r
-		if err := luckydraw.FundPool(ctx, st.db, appCode, "gift", r.GiftID, 1_000_000_000, &floor); err != nil {
+		if _, err := admin.FundPool(ctx, appCode, "gift", r.GiftID, 1_000_000_000, &floor); err != nil {
 			return nil, err
 		}
 	}
 	for i := range sc.rooms {
-		if err := luckydraw.FundPool(ctx, st.db, appCode, "room", roomID(i), 1_000_000_000, &floor); err != nil {
+		if _, err := admin.FundPool(ctx, appCode, "room", roomID(i), 1_000_000_000, &floor); err != nil {
 			return nil, err
 		}
 	}
-	if err := luckydraw.FundPool(ctx, st.db, appCode, "platform", "global", 1_000_000_000_000, &floor); err != nil {
+	if _, err := admin.FundPool(ctx, appCode, "platform", "global", 1_000_000_000_000, &floor); err != nil {
 		return nil, err
 	}
 

@@ -271,8 +271,12 @@ func fundDemoPools(ctx context.Context, db *sql.DB, appCode, giftID string, even
 	for _, e := range events {
 		pools[[2]string{"room", e.Envelope.RoomId}] = 200_000
 	}
+	admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "demo"})
+	if err != nil {
+		return err
+	}
 	for p, amount := range pools {
-		if err := luckydraw.FundPool(ctx, db, appCode, p[0], p[1], amount, nil); err != nil {
+		if _, err := admin.FundPool(ctx, appCode, p[0], p[1], amount, nil); err != nil {
 			return err
 		}
 	}

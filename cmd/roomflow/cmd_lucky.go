@@ -6,14 +6,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
@@ -56,7 +59,8 @@ naming the key) and re-read when they change. A lucky.grpc_addr other
 hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
 refused (exit 2) with lucky.require_tls: true.
 
-Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
+Admin subcommands: audit, rules, pools fund, switch, rewards retry,
+admin-log, stats.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
@@ -74,12 +78,12 @@ Admin subcommands: audit, rules, pools fund, switch, rewards retry.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g))
 	return cmd
 }
 
-// luckySpec builds the draw service: ownership recorded before serving,
-// the wallet client, the lucky_outbox worker (the draw's synchronous
+// luckySpec builds the draw service: ownership recorded and rule
+// statuses tidied before serving, the wallet client, the lucky_outbox worker (the draw's synchronous
 // dispatcher too), the payout gauges, then the gRPC server on
 // lucky.grpc_addr. Neither the wallet nor Kafka is dialled before use, so
 // it serves while either is down.
@@ -117,6 +121,16 @@ func luckySpec() app.Spec {
 			return nil, err
 		}
 		if err := luckydraw.RecordOwnership(ctx, db, instance, time.Now()); err != nil {
+			return nil, err
+		}
+		// Statuses that no longer draw read retired before serving, so
+		// `rules show` and the statuses agree.
+		admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "roomflow lucky", Host: instance,
+			ReplacedVersionGrace: drawCfg.ReplacedVersionGrace, Logger: d.Log})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := admin.TidyRuleStatuses(ctx); err != nil {
 			return nil, err
 		}
 		wc, err := wallet.New(walletCfg)
@@ -194,6 +208,62 @@ func adminDB(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, error) {
 	return cfg, db, nil
 }
 
+// luckyAdmin opens MySQL and the operator change maker for a one-shot
+// admin command; a bad lucky.replaced_version_grace is a usage error
+// naming the key, found before anything is written.
+func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *luckydraw.Admin, error) {
+	cfg, err := g.load()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D()}
+	if f := cmd.Flags().Lookup("wait"); f != nil {
+		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
+		acfg.Operator, _ = cmd.Flags().GetString("operator")
+	}
+	if err := cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, acfg.Validate()); err != nil {
+		return nil, nil, nil, err
+	}
+	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := luckydraw.NewAdmin(db, acfg)
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return cfg, db, a, nil
+}
+
+// operatorFlags adds --wait and --operator to an operator command.
+func operatorFlags(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().Duration("wait", luckydraw.DefaultAdminWait, "give up (exit 1, nothing changed) after waiting this long for running draws or another change (1s-1h, whole seconds)")
+	cmd.Flags().String("operator", "", "who makes the change, for lucky_admin_log (default $USER)")
+	return cmd
+}
+
+// printChanges prints one line per change, and its note.
+func printChanges(w io.Writer, cs ...luckydraw.Change) {
+	for _, c := range cs {
+		app := ""
+		if c.AppCode != "" {
+			app = c.AppCode + " "
+		}
+		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
+		if c.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", c.Note)
+		}
+	}
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
 func luckyAuditCmd(g *globals) *cobra.Command {
 	var (
 		drawID string
@@ -253,7 +323,7 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 		Use:   "rules",
 		Short: "Publish lucky rule versions (immutable) and change their status",
 	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(operatorFlags(&cobra.Command{
 		Use:   "publish FILE",
 		Short: "Validate and publish one rule version with its tiers from YAML",
 		Long: `publish reads one rule version (gift_id, rule_version, gift_price,
@@ -265,7 +335,10 @@ min_pool_balance, enabled (default true)), validates it (probabilities sum
 to 1,000,000, exactly one none tier, ppm ranges) and inserts the rule and
 its tiers in one transaction. Versions are immutable: publishing an
 existing version with other content is refused; the same content again
-is a no-op. Unknown keys are an error.`,
+(status and tier enabled aside, which change at run time) is a no-op.
+Unknown keys are an error. In the same transaction it retires the gift's
+versions that no longer draw (older than the deciding version and past
+lucky.replaced_version_grace, or paused).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
@@ -276,31 +349,75 @@ is a no-op. Unknown keys are an error.`,
 			if err != nil {
 				return err
 			}
-			_, db, err := adminDB(cmd, g)
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := luckydraw.PublishRule(cmd.Context(), db, r); err != nil {
+			cs, err := admin.PublishRule(cmd.Context(), r)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "published %s/%s (%s, %d tiers)\n", r.GiftID, r.RuleVersion, r.Status, len(r.Tiers))
+			printChanges(cmd.OutOrStdout(), cs...)
 			return nil
 		},
-	}, &cobra.Command{
+	}), operatorFlags(&cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
 		Short: "Change a rule version's status (pause or retire it, or activate it)",
-		Args:  cobra.ExactArgs(3),
+		Long: `status sets one version's status. Of a gift's versions with
+effective_at_ms <= now and a status other than draft, the one with the
+greatest (effective_at_ms, id) decides: active, it draws; paused or
+retired, the gift is stopped (no older version draws instead). So pausing
+the deciding version stops the gift, and activating a version older than
+the deciding one changes nothing that draws (it says so): to roll back,
+publish the old table as a new version.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, err := adminDB(cmd, g)
+			if !slices.Contains([]string{"draft", "active", "paused", "retired"}, args[2]) {
+				return cfgerr.Usage(fmt.Errorf("status must be draft, active, paused or retired (got %q)", args[2]))
+			}
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := luckydraw.SetRuleStatus(cmd.Context(), db, args[0], args[1], args[2]); err != nil {
+			c, err := admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s is %s\n", args[0], args[1], args[2])
+			printChanges(cmd.OutOrStdout(), c)
+			return nil
+		},
+	}), &cobra.Command{
+		Use:   "show [GIFT_ID]",
+		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, admin, err := luckyAdmin(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			gift := ""
+			if len(args) == 1 {
+				gift = args[0]
+			}
+			vs, err := admin.RuleVersions(cmd.Context(), gift)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, v := range vs {
+				state := "does not draw: " + v.Why
+				switch {
+				case v.Draws:
+					state = "DRAWS"
+				case v.Scheduled:
+					state = v.Why
+				}
+				fmt.Fprintf(w, "%s/%s\t%s\teffective %s\t%s\n", v.GiftID, v.Version, v.Status,
+					time.UnixMilli(v.EffectiveAtMs).UTC().Format(time.RFC3339), state)
+			}
 			return nil
 		},
 	})
@@ -321,7 +438,15 @@ total_out keeps holding; --reserve-floor sets the floor the draw never
 pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, db, err := adminDB(cmd, g)
+			switch {
+			case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
+				return cfgerr.Usage(fmt.Errorf("--scope-type must be platform, room or gift (got %q)", scopeType))
+			case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID:
+				return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes", luckydraw.MaxRoomID))
+			case amount < 0 || floor < 0:
+				return cfgerr.Usage(fmt.Errorf("--amount and --reserve-floor must be >= 0"))
+			}
+			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -333,13 +458,15 @@ pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
 			if cmd.Flags().Changed("reserve-floor") {
 				fl = &floor
 			}
-			if err := luckydraw.FundPool(cmd.Context(), db, appCode, scopeType, scopeID, amount, fl); err != nil {
+			c, err := admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "funded %s %s/%s with %d\n", appCode, scopeType, scopeID, amount)
+			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
 	}
+	operatorFlags(fund)
 	fund.Flags().StringVar(&scopeType, "scope-type", "platform", "platform, room or gift")
 	fund.Flags().StringVar(&scopeID, "scope-id", "global", "global, the room_id or the gift_id")
 	fund.Flags().StringVar(&appCode, "app-code", "", "app_code of the pool (default: the configured app_code)")
@@ -354,12 +481,19 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 	var room, appCode string
 	cmd := &cobra.Command{
 		Use:   "switch NAME on|off|default",
-		Short: "Override a kill switch at run time (every replica sees it within 1s)",
+		Short: "Override a kill switch at run time (draws see it when the command returns)",
 		Long: `switch stores an operator override of one of seed 003's kill switches
 in MySQL (lucky_switches); it wins over the configured start value
 (lucky.switches.*) until 'switch NAME default' removes it. Names:
 global_lucky_gift_enabled, large_tier_enabled, wallet_credit_dispatch,
-and room_scope_paused with --room (on pauses the room's lucky draws).`,
+and room_scope_paused with --room (on pauses the room's lucky draws).
+
+It acts when it returns: it waits (at most --wait) for the draw batches
+that read the old value to commit, on every replica, and every draw after
+it reads the new one. CheckLuckyGift and the reward outbox worker read
+switches through a cache of at most 1s, so a credit may still be made up
+to 1s after 'switch wallet_credit_dispatch off' returns. Past --wait it
+fails (exit 1) naming the connection it waited for, and changes nothing.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *bool
@@ -369,9 +503,15 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 				v = &b
 			case "default":
 			default:
-				return fmt.Errorf("switch value must be on, off or default (got %q)", args[1])
+				return cfgerr.Usage(fmt.Errorf("switch value must be on, off or default (got %q)", args[1]))
 			}
-			cfg, db, err := adminDB(cmd, g)
+			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
+				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
+			}
+			if (args[0] == luckydraw.SwitchRoomScopePaused) != (room != "") || len(room) > luckydraw.MaxRoomID {
+				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s, and only with it", luckydraw.MaxRoomID, luckydraw.SwitchRoomScopePaused))
+			}
+			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -379,17 +519,15 @@ and room_scope_paused with --room (on pauses the room's lucky draws).`,
 			if appCode == "" {
 				appCode = cfg.AppCode
 			}
-			if err := luckydraw.SetSwitch(cmd.Context(), db, appCode, args[0], room, v); err != nil {
+			c, err := admin.SetSwitch(cmd.Context(), appCode, args[0], room, v)
+			if err != nil {
 				return err
 			}
-			what := args[0]
-			if room != "" {
-				what += " " + strconv.Quote(room)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s\n", appCode, what, args[1])
+			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
 	}
+	operatorFlags(cmd)
 	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
 	return cmd
@@ -416,12 +554,12 @@ now; the lucky_outbox worker of a running 'roomflow lucky' credits it
 was lost is not paid twice). --app-code limits it to one app.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, db, err := adminDB(cmd, g)
+			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			n, err := luckyoutbox.RetryFailed(cmd.Context(), db, appCode)
+			n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
 			if err != nil {
 				return err
 			}
@@ -429,8 +567,46 @@ was lost is not paid twice). --app-code limits it to one app.`,
 			return nil
 		},
 	}
+	operatorFlags(retry)
 	retry.Flags().StringVar(&appCode, "app-code", "", "only this app_code (default: every app)")
 	cmd := &cobra.Command{Use: "rewards", Short: "Operate lucky rewards"}
 	cmd.AddCommand(retry)
+	return cmd
+}
+
+func luckyAdminLogCmd(g *globals) *cobra.Command {
+	var since time.Duration
+	cmd := &cobra.Command{
+		Use:   "admin-log",
+		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
+		Long: `admin-log prints the changes operator commands made (switch, rules
+publish|status, pools fund, rewards retry, and the start-time tidy-up of
+rule statuses) over the last --since: when, who (--operator or $USER, and
+the host), the command, its target, and the old and new value. Each row
+was written in the change's own transaction.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since <= 0 {
+				return cfgerr.Usage(fmt.Errorf("--since must be a positive duration (got %s)", since))
+			}
+			_, db, admin, err := luckyAdmin(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, e := range es {
+				fmt.Fprintf(w, "%s\t%s@%s\t%s\t%s\t%s\t%s -> %s\n", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339Nano),
+					e.Operator, e.Host, orNone(e.AppCode), e.Command, e.Target, orNone(e.Old), orNone(e.New))
+			}
+			fmt.Fprintf(w, "%d changes in the last %s\n", len(es), since)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the changes of this last span")
 	return cmd
 }

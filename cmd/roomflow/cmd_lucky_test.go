@@ -56,7 +56,7 @@ func TestLuckyCommands(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(luckyRuleYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", rules); err != nil || !strings.Contains(out, "published lucky-star/v1") {
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", rules); err != nil || !strings.Contains(out, "rules publish lucky-star/v1: (none) -> active") {
 		t.Fatalf("rules publish: %v %s", err, out)
 	}
 	edited := filepath.Join(t.TempDir(), "edited.yaml")
@@ -253,6 +253,91 @@ func TestLuckyServesWithoutWalletOrKafka(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil || time.Since(stopAt) > 10*time.Second {
 		t.Fatalf("lucky must stop cleanly with Kafka down: %v after %s", err, time.Since(stopAt))
+	}
+}
+
+// TestLuckyAdminCommands drives the operator commands on MySQL alone:
+// `rules show`, what `rules status` says, the admin trail, and bad input:
+// usage mistakes exit 2 naming the argument, unknown gifts and versions
+// exit 1, and neither writes anything, to the trail neither.
+func TestLuckyAdminCommands(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		p := filepath.Join(dir, v+".yaml")
+		os.WriteFile(p, []byte(strings.Replace(strings.Replace(luckyRuleYAML, "rule_version: v1", "rule_version: "+v, 1),
+			"effective_at_ms: 1\n", "", 1)), 0o600)
+		if out, err := runCLI(t, cfg, "lucky", "rules", "publish", p); err != nil {
+			t.Fatalf("publish %s: %v %s", v, err, out)
+		}
+	}
+	out, err := runCLI(t, cfg, "lucky", "rules", "show", "lucky-star")
+	if err != nil || !strings.Contains(out, "lucky-star/v2\tactive") || !strings.Contains(out, "DRAWS") ||
+		!strings.Contains(out, "lucky-star/v1\tactive") || !strings.Contains(out, "replaced by v2") {
+		t.Fatalf("rules show: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "rules", "status", "lucky-star", "v2", "paused"); err != nil || !strings.Contains(out, "active -> paused") {
+		t.Fatalf("pause: %v %s", err, out)
+	}
+	if out, _ := runCLI(t, cfg, "lucky", "rules", "show"); !strings.Contains(out, "gift is stopped") {
+		t.Fatalf("rules show after the pause:\n%s", out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "rules", "status", "lucky-star", "v1", "active"); err != nil || !strings.Contains(out, "v1 does not draw: v2 decides") {
+		t.Fatalf("activating the replaced v1 must say it does not draw: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "switch", "room_scope_paused", "on", "--room", "r7", "--operator", "alice"); err != nil || !strings.Contains(out, "default -> on") {
+		t.Fatalf("switch --room: %v %s", err, out)
+	}
+	out, err = runCLI(t, cfg, "lucky", "admin-log", "--since", "1h")
+	host, _ := os.Hostname()
+	for _, want := range []string{"rules publish\tlucky-star/v1\t(none) -> active", "rules status\tlucky-star/v2\tactive -> paused",
+		"rules status\tlucky-star/v1\t", "alice@" + host + "\t", "switch\troom_scope_paused r7\tdefault -> on", "5 changes in the last 1h0m0s"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("admin-log: want %q: %v\n%s", want, err, out)
+		}
+	}
+	var changed, logged int64
+	m.DB.QueryRow(`SELECT MAX(updated_at_ms) FROM lucky_gift_rules`).Scan(&changed)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
+	for _, tc := range []struct {
+		args   []string
+		status int
+		names  string
+	}{
+		{[]string{"switch", "global_lucky", "off"}, 2, `unknown switch "global_lucky"`},
+		{[]string{"switch", "global_lucky_gift_enabled", "maybe"}, 2, "on, off or default"},
+		{[]string{"switch", "room_scope_paused", "on"}, 2, "--room"},
+		{[]string{"switch", "room_scope_paused", "on", "--room", strings.Repeat("r", 65)}, 2, "--room"},
+		{[]string{"rules", "status", "lucky-star", "v1", "stopped"}, 2, "draft, active, paused or retired"},
+		{[]string{"switch", "global_lucky_gift_enabled", "off", "--wait", "500ms"}, 2, "--wait"},
+		{[]string{"rules", "status", "lucky-star", "v9", "paused"}, 1, `version "v9"`},
+		{[]string{"rules", "status", "tulip", "v1", "paused"}, 1, `gift "tulip"`},
+		{[]string{"rules", "show", "tulip"}, 1, `gift "tulip"`},
+		{[]string{"admin-log", "--since", "yesterday"}, 2, "--since"},
+		{[]string{"pools", "fund", "--scope-type", "house", "--amount", "5"}, 2, "--scope-type"},
+		{[]string{"pools", "fund", "--scope-type", "room", "--scope-id", strings.Repeat("r", 65), "--amount", "5"}, 2, "--scope-id"},
+		{[]string{"pools", "fund", "--amount", "-5"}, 2, "--amount"},
+		{[]string{"admin-log", "--since", "-1h"}, 2, "--since"},
+		{[]string{"switch", "global_lucky_gift_enabled", "off", "--operator", strings.Repeat("o", 65)}, 2, "--operator"},
+	} {
+		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
+		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		}
+	}
+	bad := cfg + "lucky:\n  replaced_version_grace: 6m\n"
+	if _, err := runCLI(t, bad, "lucky", "rules", "status", "lucky-star", "v2", "active"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "lucky.replaced_version_grace") {
+		t.Errorf("a grace over 5m: %v", err)
+	}
+	var after, overrides, loggedAfter, pools int64
+	m.DB.QueryRow(`SELECT MAX(updated_at_ms) FROM lucky_gift_rules`).Scan(&after)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_switches`).Scan(&overrides)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&loggedAfter)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_pools`).Scan(&pools)
+	if after != changed || overrides != 1 || loggedAfter != logged || pools != 0 {
+		t.Fatalf("bad input wrote: rules updated at %d (was %d), %d switch overrides (want r7's), %d admin log rows (was %d), %d pools",
+			after, changed, overrides, loggedAfter, logged, pools)
 	}
 }
 

@@ -376,6 +376,10 @@ type LuckyConfig struct {
 	ActivityPeriodPayout  int64 `yaml:"activity_period_payout"`
 	ActivityPeriodStartMs int64 `yaml:"activity_period_start_ms"` // [start, end): the activity window
 	ActivityPeriodEndMs   int64 `yaml:"activity_period_end_ms"`
+	// ReplacedVersionGrace: a draw naming a rule version still draws it
+	// while the version that replaced it became effective less than this
+	// ago; 0-5m, default 10s.
+	ReplacedVersionGrace Duration `yaml:"replaced_version_grace"`
 	// Switches are the kill switches' start values; `roomflow lucky switch`
 	// overrides them in MySQL at run time.
 	Switches LuckySwitches `yaml:"switches"`
@@ -514,15 +518,16 @@ func Default() Config {
 			ScanFallbackAfter:            Duration(time.Minute),
 		},
 		Lucky: LuckyConfig{
-			GRPCAddr:            ":13006",
-			WalletGRPCAddr:      "wallet-service:13004",
-			DrawTimeout:         Duration(300 * time.Millisecond),
-			WalletCreditTimeout: Duration(500 * time.Millisecond),
-			OutboxBatchSize:     100,
-			OutboxPollInterval:  Duration(500 * time.Millisecond),
-			OutboxMaxRetries:    20,
-			OutboxLockTTL:       Duration(30 * time.Second),
-			Switches:            LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
+			GRPCAddr:             ":13006",
+			WalletGRPCAddr:       "wallet-service:13004",
+			DrawTimeout:          Duration(300 * time.Millisecond),
+			WalletCreditTimeout:  Duration(500 * time.Millisecond),
+			OutboxBatchSize:      100,
+			OutboxPollInterval:   Duration(500 * time.Millisecond),
+			OutboxMaxRetries:     20,
+			OutboxLockTTL:        Duration(30 * time.Second),
+			ReplacedVersionGrace: Duration(10 * time.Second),
+			Switches:             LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
 		},
 		Purge: PurgeConfig{
 			BatchSize:                  1000,

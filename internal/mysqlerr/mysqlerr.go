@@ -1,11 +1,12 @@
 // Package mysqlerr classifies MySQL errors for the retry loops of every
 // MySQL writer (the sink's batches, the draw service's transactions, the
 // lucky outbox's records): which are transient, and a short label for
-// metrics. It has no dependency on roomflow's config, so components may
+// metrics; InTx is the retry loop of a whole transaction. It has no dependency on roomflow's config, so components may
 // import it.
 package mysqlerr
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -59,4 +60,36 @@ func Reason(err error) string {
 		return fmt.Sprintf("mysql_%d", me.Number)
 	}
 	return "connection"
+}
+
+// Beginner starts transactions: a *sql.DB, or a *sql.Conn whose session
+// settings the transactions need.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// InTx runs fn in a transaction with opts and commits it, again from the
+// start after a Retryable error, up to attempts times while ctx lasts:
+// the draw transactions, the outbox and the operator commands touch the
+// same rows, and MySQL may pick any of them as a deadlock victim. fn must
+// be safe to run again (it re-reads what it decides on).
+func InTx(ctx context.Context, b Beginner, opts *sql.TxOptions, attempts int, fn func(*sql.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = inTxOnce(ctx, b, opts, fn); err == nil || !Retryable(err) || attempt >= attempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func inTxOnce(ctx context.Context, b Beginner, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

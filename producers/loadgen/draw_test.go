@@ -36,8 +36,12 @@ func TestDrawLucky(t *testing.T) {
 	for _, e := range events {
 		pools[[2]string{"room", e.Envelope.RoomId}] = true
 	}
+	admin, err := luckydraw.NewAdmin(m.DB, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for p := range pools {
-		if err := luckydraw.FundPool(ctx, m.DB, sc.AppCode, p[0], p[1], 10_000_000, nil); err != nil {
+		if _, err := admin.FundPool(ctx, sc.AppCode, p[0], p[1], 10_000_000, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

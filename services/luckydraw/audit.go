@@ -112,7 +112,8 @@ var ErrUnknownDraw = errors.New("luckydraw: unknown draw")
 // table and random_value, the selected tier, its reward, the split over
 // the layers and random_digest with key. A tampered column (candidate
 // table, random value, selected tier, reward, digest) is reported as a
-// mismatch. An unknown DrawID is ErrUnknownDraw; database errors are
+// mismatch. Rejections (reward_status rejected) drew nothing and are
+// skipped. An unknown DrawID, or a rejection's, is ErrUnknownDraw; database errors are
 // returned as they are. Results are in created_at_ms, draw_id order.
 func Audit(ctx context.Context, db *sql.DB, key string, q AuditQuery) ([]AuditResult, error) {
 	if key == "" {
@@ -122,10 +123,10 @@ func Audit(ctx context.Context, db *sql.DB, key string, q AuditQuery) ([]AuditRe
 	reward_coins, platform_out, room_out, gift_out, random_value, random_digest FROM lucky_draw_records `
 	var args []any
 	if q.DrawID != "" {
-		query += `WHERE draw_id = ?`
+		query += `WHERE draw_id = ? AND reward_status <> 'rejected'`
 		args = append(args, q.DrawID)
 	} else {
-		query += `WHERE created_at_ms >= ? ORDER BY created_at_ms, draw_id`
+		query += `WHERE created_at_ms >= ? AND reward_status <> 'rejected' ORDER BY created_at_ms, draw_id`
 		args = append(args, q.SinceMs)
 	}
 	rows, err := db.QueryContext(ctx, query, args...)

@@ -18,6 +18,9 @@ const (
 	DefaultSwitchCacheTTL      = time.Second
 	DefaultMaxBatch            = 32
 	DefaultPipelineDepth       = 2
+	// MaxReplacedVersionGrace bounds ReplacedVersionGrace: a replaced
+	// version must not keep drawing for long after a publish.
+	MaxReplacedVersionGrace = 5 * time.Minute
 )
 
 // Dispatcher makes the synchronous wallet credit of a committed reward
@@ -76,9 +79,9 @@ type Config struct {
 	DisableGlobalLuckyGift      bool
 	DisableLargeTier            bool
 	DisableWalletCreditDispatch bool
-	// SwitchCacheTTL is how long switch values read from lucky_switches
-	// are reused; at most 1s (every replica sees a change within 1s).
-	// Default 1s.
+	// SwitchCacheTTL is how long CheckLuckyGift and DispatchEnabled (the
+	// outbox worker) reuse switch values read from lucky_switches; at most
+	// 1s. Draws read them in their transaction, after the fence. Default 1s.
 	SwitchCacheTTL time.Duration
 	// MaxBatch is the most concurrent draws of one app_code run in one
 	// transaction (group commit). Default 32 (a bigger batch holds the
@@ -89,6 +92,13 @@ type Config struct {
 	// commits (InnoDB releases row locks before the log flush); 1 runs
 	// them one after another.
 	PipelineDepth int
+	// ReplacedVersionGrace: a request naming a rule version still draws it
+	// while the version that replaced it became effective less than this
+	// ago (unless it was paused or retired), so a routine publish rejects
+	// nothing room-service checked just before. 0 (the zero value): no
+	// grace; roomflow's lucky.replaced_version_grace defaults to 10s.
+	// At most MaxReplacedVersionGrace.
+	ReplacedVersionGrace time.Duration
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -123,7 +133,7 @@ func (c *Config) setDefaults() {
 // keyed by snake-case name: audit_key (empty), draw_timeout,
 // wallet_credit_timeout, switch_cache_ttl (above 1s), max_batch, the
 // negative caps, activity_period_end_ms (not after the start), app_code
-// (over 32 bytes).
+// (over 32 bytes), replaced_version_grace (outside 0-5m).
 func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -134,6 +144,7 @@ func (c Config) Validate() error {
 	if c.SwitchCacheTTL > time.Second {
 		ch.Bad("switch_cache_ttl", "must be at most 1s (got %s)", c.SwitchCacheTTL)
 	}
+	checkGrace(&ch, c.ReplacedVersionGrace)
 	ch.Positive("max_batch", c.MaxBatch)
 	ch.Positive("pipeline_depth", c.PipelineDepth)
 	if len(c.AppCode) > maxAppCode {
@@ -158,4 +169,12 @@ func (c Config) Validate() error {
 		ch.Bad("activity_period_end_ms", "must be after activity_period_start_ms (got %d <= %d)", c.ActivityPeriodEndMs, c.ActivityPeriodStartMs)
 	}
 	return ch.Err()
+}
+
+// checkGrace requires a replaced-version grace of 0 to
+// MaxReplacedVersionGrace.
+func checkGrace(ch *cfgerr.Checks, d time.Duration) {
+	if d < 0 || d > MaxReplacedVersionGrace {
+		ch.Bad("replaced_version_grace", "must be between 0 and %s (got %s)", MaxReplacedVersionGrace, d)
+	}
 }

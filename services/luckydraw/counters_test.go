@@ -20,7 +20,7 @@ func TestRiskCountersOfDraws(t *testing.T) {
 	ctx := context.Background()
 	r := rule("caps", big)
 	r.MaxRoomHourlyPayout = big
-	if err := luckydraw.PublishRule(ctx, e.db, r); err != nil {
+	if _, err := testAdmin(t, e.db).PublishRule(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	var hits, paid int64

@@ -94,9 +94,17 @@ func TestPoolChangedCarriesTheBalanceAfterTheDraw(t *testing.T) {
 // caps still allowed before the draw, and -1 when no cap applies (rule v1
 // caps nothing).
 func TestRiskSnapshotCapacity(t *testing.T) {
-	e := start(t, luckydraw.Config{}, 100_000)
+	// v1, replaced by "capped", draws by name within the grace.
+	grace := luckydraw.MaxReplacedVersionGrace
+	e := start(t, luckydraw.Config{ReplacedVersionGrace: grace}, 100_000)
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, e.db, rule("capped", 1500)); err != nil {
+	admin, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", ReplacedVersionGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := rule("capped", 1500)
+	capped.EffectiveAtMs = time.Now().UnixMilli() // replaces v1 now: its grace starts
+	if _, err := admin.PublishRule(ctx, capped); err != nil {
 		t.Fatal(err)
 	}
 	capacity := func(cmd string) int64 {
@@ -199,7 +207,7 @@ func TestDeadlockReadingNewCountersIsRetried(t *testing.T) {
 			return nil
 		}})
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, e.db, rule("capped", 1500)); err != nil {
+	if _, err := testAdmin(t, e.db).PublishRule(ctx, rule("capped", 1500)); err != nil {
 		t.Fatal(err)
 	}
 	req := drawReq("d1", 1)

@@ -1,12 +1,14 @@
 // Package luckydraw is seed 003's draw service (`roomflow lucky`): the
 // gRPC hyapp.activity.v1.LuckyGiftService over MySQL. A draw is one MySQL
-// transaction (the seed's "Transaction Boundary"): idempotency by
-// (app_code, command_id), the active rule version, the platform, room and
-// gift pool rows and the risk counters locked FOR UPDATE in key order, the
-// inflow and payout applied, the draw record and its lucky_outbox rows
-// (the wallet credit, the lucky events) inserted. No wallet call happens
-// while locks are held: the synchronous credit runs after commit through
-// Config.Dispatcher, and the outbox worker retries what it leaves pending.
+// transaction (the seed's "Transaction Boundary"): the fence
+// (lucky_fence) first, idempotency by (app_code, command_id) over draws
+// and rejections, the switches and the deciding rule version, the
+// platform, room and gift pool rows and the risk counters locked FOR
+// UPDATE in key order, the inflow and payout applied, the draw record and
+// its lucky_outbox rows (the wallet credit, the lucky events) inserted.
+// No wallet call happens while locks are held: the synchronous credit runs
+// after commit through Config.Dispatcher, and the outbox worker retries
+// what it leaves pending.
 //
 // Group commit: every draw of one app_code locks the platform pool row, so
 // draws of an app_code are serialized by MySQL anyway. The service runs
@@ -45,12 +47,15 @@ import (
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
 
+// MaxRoomID is the room_id column size; a longer room id is
+// InvalidArgument (a usage error for the admin commands).
+const MaxRoomID = 64
+
 // Column sizes of lucky_draw_records: longer request strings are
 // InvalidArgument.
 const (
 	maxAppCode   = 32
 	maxCommandID = 128
-	maxRoomID    = 64
 	maxGiftID    = 64
 	maxRequestID = 128
 	maxDeviceID  = 128
@@ -84,7 +89,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
 		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
-			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw), rejected, invalid, error."}, []string{"outcome"})),
+			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, invalid, error."}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
 			Help: "ExecuteLuckyGiftDraw latency, queueing and synchronous wallet credit included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
 		batch: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_batch_size",
@@ -204,7 +209,7 @@ func checkLen(field, v string, max int, required bool) error {
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
 	for _, err := range []error{
-		checkLen("meta.room_id", meta.GetRoomId(), maxRoomID, true),
+		checkLen("meta.room_id", meta.GetRoomId(), MaxRoomID, true),
 		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
 		checkLen("meta.app_code", meta.GetAppCode(), maxAppCode, false),
 	} {
@@ -213,10 +218,11 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		}
 	}
 	app := s.appCode(meta.GetAppCode())
-	reject, err := s.switchReject(ctx, app, meta.GetRoomId())
+	sw, err := s.sw.get(ctx, app)
 	if err != nil {
 		return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 	}
+	reject := sw.reject(meta.GetRoomId())
 	var version string
 	if reject == "" {
 		rows, err := readRuleRows(ctx, s.db, []any{req.GetGiftId()})
@@ -237,22 +243,6 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		return &activityv1.CheckLuckyGiftResponse{RejectReason: reject}, nil
 	}
 	return &activityv1.CheckLuckyGiftResponse{Enabled: true, RuleVersion: version}, nil
-}
-
-// switchReject is the kill switches' answer for app and room: "" when a
-// lucky gift may be drawn.
-func (s *Service) switchReject(ctx context.Context, app, room string) (string, error) {
-	v, err := s.sw.get(ctx, app)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case !v.global[SwitchGlobal]:
-		return RejectGlobalDisabled, nil
-	case v.pausedRooms[room]:
-		return RejectRoomPaused, nil
-	}
-	return "", nil
 }
 
 // rpcError maps a failure to its gRPC status: the caller's context
@@ -277,7 +267,7 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 	m := req.GetMeta()
 	for _, err := range []error{
 		checkLen("meta.command_id", m.GetCommandId(), maxCommandID, true),
-		checkLen("meta.room_id", m.GetRoomId(), maxRoomID, true),
+		checkLen("meta.room_id", m.GetRoomId(), MaxRoomID, true),
 		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
 		checkLen("meta.request_id", m.GetRequestId(), maxRequestID, false),
 		checkLen("meta.device_id", m.GetDeviceId(), maxDeviceID, false),
@@ -308,11 +298,19 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 		coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}, nil
 }
 
-// ExecuteLuckyGiftDraw draws once per (app_code, command_id): a repeated
-// command_id returns the stored draw whatever its other fields. A
-// reject_reason (global_disabled, room_paused, rule_not_active,
-// no_active_rule, rule_invalid) means nothing was drawn or written; caps
-// and filters never reject (they move probability to the none tier).
+// ExecuteLuckyGiftDraw has exactly one outcome per (app_code,
+// command_id), a draw or a rejection: a repeated command_id returns the
+// stored one whatever its other fields and whatever the switches, rules
+// or pools say now. A reject_reason (global_disabled, room_paused,
+// rule_not_active, no_active_rule, rule_invalid) means nothing was drawn;
+// the rejection is stored (room-service debited before the call, so it
+// must be refundable) as a lucky_draw_records row with reward_status
+// rejected, its reason and the answer's draw_id: one table and one
+// unique key for both outcomes, so the idempotency read that follows the
+// fence is the same single indexed read as before, a draw costs no extra
+// statement, and the rejection keeps the draw_id room-service already
+// names. Caps and filters never reject (they move probability to the
+// none tier).
 // A paying draw is credited synchronously after commit when
 // wallet_credit_dispatch is on and a Dispatcher is configured:
 // reward_status GRANTED (with credit_receipt_id) only once the grant is
@@ -327,27 +325,20 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		s.m.draws.WithLabelValues("invalid").Inc()
 		return nil, err
 	}
-	reject, err := s.switchReject(ctx, r.app, r.roomID)
-	if err != nil {
-		s.m.draws.WithLabelValues("error").Inc()
-		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
-	}
-	if reject != "" {
-		return s.rejected(reject), nil
-	}
-	v, err := s.sw.get(ctx, r.app)
-	if err != nil {
-		s.m.draws.WithLabelValues("error").Inc()
-		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
-	}
-	r.largeTier, r.dispatch = v.global[SwitchLargeTier], v.global[SwitchWalletDispatch]
 	d, err := s.submit(ctx, r)
 	if err != nil {
 		s.m.draws.WithLabelValues("error").Inc()
 		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
 	}
 	if d.reject != "" {
-		return s.rejected(d.reject), nil
+		resp := &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, RejectReason: d.reject}
+		if d.duplicate {
+			s.m.draws.WithLabelValues("duplicate").Inc()
+			return resp, nil
+		}
+		s.m.draws.WithLabelValues("rejected").Inc()
+		s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", d.reject).Inc()
+		return resp, nil
 	}
 	outcome := "miss"
 	switch {
@@ -357,18 +348,12 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		outcome = "hit"
 	}
 	s.m.draws.WithLabelValues(outcome).Inc()
-	if d.rewardStatus == "pending" && r.dispatch && s.cfg.Dispatcher != nil {
+	if d.rewardStatus == "pending" && d.dispatch && s.cfg.Dispatcher != nil {
 		s.dispatch(ctx, r, &d)
 	}
 	return &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, Hit: d.rewardCoins > 0,
 		Tier:         &activityv1.RewardTierResult{TierId: d.tierID, RewardCoins: d.rewardCoins, TierType: d.tierType},
 		RewardStatus: strings.ToUpper(d.rewardStatus), CreditReceiptId: d.creditReceiptID}, nil
-}
-
-func (s *Service) rejected(reason string) *activityv1.ExecuteLuckyGiftDrawResponse {
-	s.m.draws.WithLabelValues("rejected").Inc()
-	s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", reason).Inc()
-	return &activityv1.ExecuteLuckyGiftDrawResponse{RejectReason: reason}
 }
 
 // dispatch credits a committed reward synchronously (no lock held). A

@@ -37,6 +37,16 @@ func rule(version string, maxUserDaily int64) lucky.Rule {
 		}}
 }
 
+// testAdmin is an Admin over db with the operator "test".
+func testAdmin(t testing.TB, db *sql.DB) *luckydraw.Admin {
+	t.Helper()
+	a, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 type env struct {
 	db     *sql.DB
 	svc    *luckydraw.Service
@@ -64,12 +74,12 @@ func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks
 	t.Helper()
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, m.DB, rule("v1", 0)); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, rule("v1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range [][2]string{{"platform", "global"}, {"room", "r1"}, {"gift", "rose"}} {
 		floor := int64(100)
-		if err := luckydraw.FundPool(ctx, m.DB, app, p[0], p[1], fund, &floor); err != nil {
+		if _, err := testAdmin(t, m.DB).FundPool(ctx, app, p[0], p[1], fund, &floor); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +233,7 @@ func TestDrawsAuditAndInvariants(t *testing.T) {
 func TestLowWaterAndUserDailyCap(t *testing.T) {
 	e := start(t, luckydraw.Config{}, 600) // capacity 500 + inflow: x10 (1000) never fits
 	ctx := context.Background()
-	if err := luckydraw.PublishRule(ctx, e.db, rule("capped", 150)); err != nil {
+	if _, err := testAdmin(t, e.db).PublishRule(ctx, rule("capped", 150)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
@@ -383,11 +393,14 @@ func TestDrawTimeoutRetryNoDuplicatePayout(t *testing.T) {
 	e.checkInvariants(t)
 }
 
+// TestKillSwitchesAndRuleStatus: every Execute rejected by a switch or
+// the rule status is recorded under its own command id (reward_status
+// rejected, the reason and the request's fields), and a repeat of it
+// answers the stored rejection whatever the switches say by then.
 func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	e := start(t, luckydraw.Config{LargeTierMinReward: 1000, DisableWalletCreditDispatch: true}, 100_000)
 	ctx := context.Background()
 	off, on := false, true
-	written := func() int64 { return e.count(t, `SELECT COUNT(*) FROM lucky_draw_records`) }
 	check := func(room string) *activityv1.CheckLuckyGiftResponse {
 		r, err := e.client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: &activityv1.LuckyGiftMeta{RoomId: room}, GiftId: "rose"})
 		if err != nil {
@@ -398,25 +411,42 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	draw := func(cmd string, version string) *activityv1.ExecuteLuckyGiftDrawResponse {
 		req := drawReq(cmd, 1)
 		req.RuleVersion = version
+		req.BillingReceiptId = "bill-" + cmd
 		r, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchGlobal, "", &off); err != nil {
+	// rejected asserts cmd's answer and its stored rejection.
+	rejected := func(cmd, version, reason string, r *activityv1.ExecuteLuckyGiftDrawResponse) {
+		t.Helper()
+		if r.RejectReason != reason || r.DrawId != luckydraw.DrawID(app, cmd) || r.Hit {
+			t.Fatalf("%s: %v, want %s", cmd, r, reason)
+		}
+		var status, why, receipt, room, gift, ver string
+		var sender, target, coins, reward int64
+		if err := e.db.QueryRow(`SELECT reward_status, reject_reason, billing_receipt_id, room_id, gift_id, rule_version,
+	sender_user_id, target_user_id, coin_spent, reward_coins FROM lucky_draw_records WHERE app_code = ? AND command_id = ?`, app, cmd).Scan(
+			&status, &why, &receipt, &room, &gift, &ver, &sender, &target, &coins, &reward); err != nil {
+			t.Fatalf("%s: no rejection stored: %v", cmd, err)
+		}
+		if status != "rejected" || why != reason || receipt != "bill-"+cmd || room != "r1" || gift != "rose" || ver != version ||
+			sender != 1 || target != 900 || coins != 100 || reward != 0 {
+			t.Fatalf("%s stored as %s %s %s %s %s %q %d %d %d %d", cmd, status, why, receipt, room, gift, ver, sender, target, coins, reward)
+		}
+	}
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", &off); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.Enabled || r.RejectReason != "global_disabled" {
 		t.Fatalf("check with global off: %v", r)
 	}
-	if r := draw("s1", ""); r.RejectReason != "global_disabled" || r.DrawId != "" {
-		t.Fatalf("draw with global off: %v", r)
-	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchGlobal, "", nil); err != nil {
+	rejected("s1", "v1", "global_disabled", draw("s1", ""))
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchRoomScopePaused, "r1", &on); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1", &on); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.RejectReason != "room_paused" {
@@ -425,32 +455,40 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if r := check("r2"); !r.Enabled {
 		t.Fatalf("other room: %v", r)
 	}
-	if r := draw("s1", ""); r.RejectReason != "room_paused" {
-		t.Fatalf("draw in paused room: %v", r)
-	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchRoomScopePaused, "r1", nil); err != nil {
+	rejected("s2", "v1", "room_paused", draw("s2", ""))
+	// The switch is back on: s1 and s2 still answer their stored rejection.
+	rejected("s1", "v1", "global_disabled", draw("s1", ""))
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.SetRuleStatus(ctx, e.db, "rose", "v1", "paused"); err != nil {
+	rejected("s2", "v1", "room_paused", draw("s2", ""))
+	if _, err := testAdmin(t, e.db).SetRuleStatus(ctx, "rose", "v1", "paused"); err != nil {
 		t.Fatal(err)
 	}
 	if r := check("r1"); r.RejectReason != "no_active_rule" {
 		t.Fatalf("paused rule: %v", r)
 	}
-	if r := draw("s1", "v1"); r.RejectReason != "rule_not_active" {
-		t.Fatalf("draw on a paused version: %v", r)
-	}
-	if r := draw("s1", ""); r.RejectReason != "no_active_rule" {
-		t.Fatalf("draw without an active version: %v", r)
-	}
-	if n := written(); n != 0 {
-		t.Fatalf("rejected draws wrote %d records", n)
-	}
-	if err := luckydraw.SetRuleStatus(ctx, e.db, "rose", "v1", "active"); err != nil {
+	rejected("s3", "v1", "rule_not_active", draw("s3", "v1"))
+	rejected("s4", "v1", "no_active_rule", draw("s4", ""))
+	if _, err := testAdmin(t, e.db).SetRuleStatus(ctx, "rose", "v1", "active"); err != nil {
 		t.Fatal(err)
 	}
+	rejected("s4", "v1", "no_active_rule", draw("s4", ""))
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE reward_status = 'rejected'`); n != 4 {
+		t.Fatalf("%d rejections stored, want 4 (one per command)", n)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox`) + e.count(t, `SELECT COUNT(*) FROM lucky_pool_inflow_claims`); n != 0 {
+		t.Fatalf("rejections wrote %d outbox rows and inflow claims", n)
+	}
+	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_draw_rejects_total", "rpc", "ExecuteLuckyGiftDraw", "reason", "global_disabled"); v != 1 {
+		t.Fatalf("%v global_disabled rejections counted, want 1 (the repeat is a duplicate)", v)
+	}
+	e.checkInvariants(t)
+	if res, err := luckydraw.Audit(ctx, e.db, "test-key", luckydraw.AuditQuery{}); err != nil || len(res) != 0 {
+		t.Fatalf("audit of rejections only: %v %v", res, err)
+	}
 	// Large tier (x10 = 1000 coins) off by config? No: on; switch it off.
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchLargeTier, "", &off); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchLargeTier, "", &off); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 15 {
@@ -475,13 +513,13 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyRewardPending'`); n != hits {
 		t.Fatalf("%d LuckyRewardPending events for %d hits (misses have none)", n, hits)
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, luckydraw.SwitchWalletDispatch, "", &on); err != nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchWalletDispatch, "", &on); err != nil {
 		t.Fatal(err)
 	}
 	if on, _ := e.svc.DispatchEnabled(ctx, app); !on {
 		t.Fatal("override on not seen")
 	}
-	if err := luckydraw.SetSwitch(ctx, e.db, app, "nope", "", &on); err == nil {
+	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, "nope", "", &on); err == nil {
 		t.Fatal("unknown switch accepted")
 	}
 }
@@ -640,27 +678,27 @@ func TestAdmin(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
 	r := rule("v1", 0)
-	if err := luckydraw.PublishRule(ctx, m.DB, r); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := luckydraw.PublishRule(ctx, m.DB, r); err != nil {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); err != nil {
 		t.Fatalf("identical republish: %v", err)
 	}
 	r.Tiers[1].RewardValue = 2
-	if err := luckydraw.PublishRule(ctx, m.DB, r); !errors.Is(err, luckydraw.ErrRuleImmutable) {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, r); !errors.Is(err, luckydraw.ErrRuleImmutable) {
 		t.Fatalf("edited version: %v", err)
 	}
 	bad := rule("v2", 0)
 	bad.Tiers[0].RewardType = "fixed"
-	if err := luckydraw.PublishRule(ctx, m.DB, bad); !errors.Is(err, luckydraw.ErrRuleInvalid) {
+	if _, err := testAdmin(t, m.DB).PublishRule(ctx, bad); !errors.Is(err, luckydraw.ErrRuleInvalid) {
 		t.Fatalf("no none tier: %v", err)
 	}
-	if err := luckydraw.SetRuleStatus(ctx, m.DB, "rose", "nope", "paused"); !errors.Is(err, lucky.ErrUnknownRule) {
+	if _, err := testAdmin(t, m.DB).SetRuleStatus(ctx, "rose", "nope", "paused"); !errors.Is(err, lucky.ErrUnknownRule) {
 		t.Fatalf("unknown version: %v", err)
 	}
 	floor := int64(10)
 	for range 2 {
-		if err := luckydraw.FundPool(ctx, m.DB, app, "room", "r9", 500, &floor); err != nil {
+		if _, err := testAdmin(t, m.DB).FundPool(ctx, app, "room", "r9", 500, &floor); err != nil {
 			t.Fatal(err)
 		}
 	}

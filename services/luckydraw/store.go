@@ -39,7 +39,7 @@ func DrawID(app, commandID string) string {
 func RewardID(drawID string) string { return "LR-" + drawID }
 
 // Reject reasons of ExecuteLuckyGiftDraw and CheckLuckyGift (nothing
-// drawn, nothing written).
+// drawn; Execute records the rejection).
 const (
 	RejectGlobalDisabled = "global_disabled"
 	RejectRoomPaused     = "room_paused"
@@ -48,15 +48,13 @@ const (
 	RejectRuleInvalid    = "rule_invalid"
 )
 
-// drawReq is one validated draw request with the switch values it runs
-// under.
+// drawReq is one validated draw request.
 type drawReq struct {
 	app, drawID, commandID, requestID, billingReceiptID string
 	roomID, deviceID, giftID, ruleVersion               string
 	sender, target                                      int64
 	giftCount                                           int32
 	coinSpent, heat                                     int64
-	largeTier, dispatch                                 bool
 }
 
 // drawResult is a draw's answer: a new or stored draw, or a reject.
@@ -68,12 +66,7 @@ type drawResult struct {
 	creditReceiptID        string
 	reject                 string
 	duplicate              bool
-}
-
-// ruleRow is a lucky_gift_rules row's activation state.
-type ruleRow struct {
-	gift, version, status string
-	effectiveAt, id       int64
+	dispatch               bool // wallet_credit_dispatch as the draw's transaction read it
 }
 
 // poolKey names a lucky_pools row within the batch's app_code.
@@ -98,6 +91,7 @@ type batchTx struct {
 	tx    *sql.Tx
 	app   string
 	nowMs int64
+	sw    *switchView // read after the fence
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
 }
@@ -149,9 +143,18 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	b := &batchTx{s: s, tx: tx, app: reqs[0].app, nowMs: s.cfg.Now().UnixMilli(), pools: map[poolKey]*poolRow{}, ctrs: map[string]*counter{}}
 	res := make([]drawResult, len(reqs))
 
+	// (0) the fence first: an operator change waits for this batch to
+	// commit, and every read below sees the changes that returned before.
+	if err := readFence(ctx, tx); err != nil {
+		return nil, err
+	}
+	b.nowMs = s.cfg.Now().UnixMilli() // after any wait at the fence
 	// (1) idempotency: stored draws, and duplicates inside the batch.
 	stored, err := b.storedDraws(ctx, reqs)
 	if err != nil {
+		return nil, err
+	}
+	if b.sw, err = s.sw.read(ctx, tx, b.app); err != nil {
 		return nil, err
 	}
 	// (2) rule versions: activation read in the transaction; content
@@ -165,11 +168,12 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		rule *lucky.Rule
 	}
 	var todo []work
+	var records [][]any       // the draws' and the rejections', one statement
 	first := map[string]int{} // command_id -> index of its first request
 	dupOf := map[int]int{}    // a repeated command_id -> its first request
 	for i, r := range reqs {
 		if d, ok := stored[r.commandID]; ok {
-			d.duplicate = true
+			d.duplicate, d.dispatch = true, b.sw.global[SwitchWalletDispatch]
 			res[i] = d
 			continue
 		}
@@ -178,12 +182,20 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			continue
 		}
 		first[r.commandID] = i
-		rule, reject, err := s.resolveRule(ctx, rules, r.giftID, r.ruleVersion)
-		if err != nil {
-			return nil, err
+		reject := b.sw.reject(r.roomID)
+		var rule *lucky.Rule
+		if reject == "" {
+			if rule, reject, err = s.resolveRule(ctx, rules, r.giftID, r.ruleVersion); err != nil {
+				return nil, err
+			}
 		}
 		if reject != "" {
-			res[i] = drawResult{drawID: r.drawID, reject: reject}
+			version := r.ruleVersion
+			if version == "" {
+				_, _, version = pickVersion(rules[r.giftID], "", b.nowMs, 0)
+			}
+			res[i] = drawResult{drawID: r.drawID, ruleVersion: version, reject: reject}
+			records = append(records, b.rejectionRow(r, version, reject))
 			continue
 		}
 		todo = append(todo, work{i, rule})
@@ -209,7 +221,6 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.
-		var records [][]any
 		var outbox [][]any
 		for _, w := range todo {
 			r := reqs[w.i]
@@ -228,17 +239,13 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		if err := b.writeCounters(ctx); err != nil {
 			return nil, err
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
-	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
-	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
-	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
-	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms) VALUES `, records); err != nil {
-			return nil, err
-		}
 		if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
 	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.insertRecords(ctx, records); err != nil {
+		return nil, err
 	}
 	if committing != nil {
 		committing()
@@ -248,19 +255,56 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	}
 	for i, j := range dupOf {
 		res[i] = res[j]
-		res[i].duplicate = res[j].reject == ""
+		res[i].duplicate = true
 	}
 	return res, nil
 }
 
-// storedDraws reads committed draws of the batch's command ids.
+// readFence takes the fence's shared lock (lucky_fence, see
+// 0009_lucky_operations.sql): it waits while an operator change holds it.
+func readFence(ctx context.Context, tx *sql.Tx) error {
+	var v int64
+	err := tx.QueryRowContext(ctx, `SELECT version FROM lucky_fence WHERE id = 1 LOCK IN SHARE MODE`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errors.New("luckydraw: lucky_fence has no row: run roomflow migrate")
+	}
+	return err
+}
+
+// insertRecords inserts lucky_draw_records rows: draws (drawOne) and
+// rejections (rejectionRow) alike.
+func (b *batchTx) insertRecords(ctx context.Context, rows [][]any) error {
+	return insertRows(ctx, b.tx, `INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
+	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
+	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
+	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
+	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms, reject_reason) VALUES `, rows)
+}
+
+// RewardRejected is the reward_status of a rejection row in
+// lucky_draw_records: an Execute answered with a reject_reason (after
+// room-service's debit) is recorded under its command_id and draw_id, so
+// a retry answers it again and it can be refunded.
+const RewardRejected = "rejected"
+
+// rejectionRow is the lucky_draw_records row of r rejected for reason
+// under version (the named or deciding one, "" if none): nothing drawn,
+// no inflow, no audit material.
+func (b *batchTx) rejectionRow(r *drawReq, version, reason string) []any {
+	return []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
+		r.giftID, r.giftCount, r.coinSpent, r.heat, version, 0, 0, 0, 0, "none", "[]", "", "none", 0,
+		0, 0, 0, 0, "", "{}", "{}", "", RewardRejected, "", b.nowMs, b.nowMs, reason}
+}
+
+// storedDraws reads the stored outcomes (draws and rejections) of the
+// batch's command ids.
 func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]drawResult, error) {
 	args := []any{b.app}
 	for _, r := range reqs {
 		args = append(args, r.commandID)
 	}
 	rows, err := b.tx.QueryContext(ctx, `SELECT command_id, draw_id, rule_version, selected_tier_id, tier_type, reward_coins,
-	reward_id, reward_status, credit_receipt_id FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
+	reward_id, reward_status, credit_receipt_id, reject_reason FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
 		sqlbuild.List(len(reqs))+`)`, args...)
 	if err != nil {
 		return nil, err
@@ -271,7 +315,7 @@ func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]
 		var cmd string
 		var d drawResult
 		if err := rows.Scan(&cmd, &d.drawID, &d.ruleVersion, &d.tierID, &d.tierType, &d.rewardCoins, &d.rewardID,
-			&d.rewardStatus, &d.creditReceiptID); err != nil {
+			&d.rewardStatus, &d.creditReceiptID, &d.reject); err != nil {
 			return nil, err
 		}
 		out[cmd] = d
@@ -298,8 +342,13 @@ type querier interface {
 }
 
 func readRuleRows(ctx context.Context, q querier, gifts []any) (map[string][]ruleRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
-WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...)
+	return scanRuleRows(q.QueryContext(ctx, `SELECT gift_id, rule_version, status, effective_at_ms, id FROM lucky_gift_rules
+WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...))
+}
+
+// scanRuleRows reads a query of (gift_id, rule_version, status,
+// effective_at_ms, id) by gift.
+func scanRuleRows(rows *sql.Rows, err error) (map[string][]ruleRow, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -315,39 +364,9 @@ WHERE gift_id IN (`+sqlbuild.List(len(gifts))+`)`, gifts...)
 	return out, rows.Err()
 }
 
-// pickVersion applies the activation rule to a gift's versions: version
-// "" is the active one with the greatest effective_at_ms (then id); a
-// named version must be active (status active, effective_at_ms <= now).
-// It returns the version or a reject reason.
-func pickVersion(rows []ruleRow, version string, nowMs int64) (string, string) {
-	var best *ruleRow
-	for i := range rows {
-		r := &rows[i]
-		if r.status != "active" || r.effectiveAt > nowMs {
-			continue
-		}
-		if version != "" {
-			if r.version == version {
-				return version, ""
-			}
-			continue
-		}
-		if best == nil || r.effectiveAt > best.effectiveAt || r.effectiveAt == best.effectiveAt && r.id > best.id {
-			best = r
-		}
-	}
-	switch {
-	case version != "":
-		return "", RejectRuleNotActive
-	case best == nil:
-		return "", RejectNoActiveRule
-	}
-	return best.version, ""
-}
-
 // resolveRule picks and loads a draw's rule version, or a reject reason.
 func (s *Service) resolveRule(ctx context.Context, rules map[string][]ruleRow, gift, version string) (*lucky.Rule, string, error) {
-	v, reject := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli())
+	v, reject, _ := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli(), s.cfg.ReplacedVersionGrace.Milliseconds())
 	if reject != "" {
 		return nil, reject, nil
 	}
@@ -636,9 +655,10 @@ func randomPPM() (int64, error) {
 // drawOne draws r against the batch's in-memory rows and returns its
 // result, its lucky_draw_records row and its lucky_outbox rows.
 func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawResult, []any, [][]any, error) {
+	dispatch := b.sw.global[SwitchWalletDispatch]
 	keys := poolKeys(r)
 	in := DrawInput{Rule: rule, CoinSpent: r.coinSpent, HeatValue: r.heat, ApplyInflow: applyInflow,
-		Risks: b.riskLimits(r, rule), LargeTierMinReward: b.s.cfg.LargeTierMinReward, LargeTierEnabled: r.largeTier}
+		Risks: b.riskLimits(r, rule), LargeTierMinReward: b.s.cfg.LargeTierMinReward, LargeTierEnabled: b.sw.global[SwitchLargeTier]}
 	for i, k := range keys {
 		in.Pools[i] = b.pools[k].PoolState
 	}
@@ -715,7 +735,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 	rec := []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
 		r.giftID, r.giftCount, r.coinSpent, r.heat, rule.RuleVersion, plan.Inflow.PoolIn, plan.Inflow.PlatformIn,
 		plan.Inflow.RoomIn, plan.Inflow.GiftIn, appliedBy, candJSON, o.Tier.TierID, o.Tier.RewardType, reward,
-		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], random, digest, poolJSON, riskJSON, rewardID, status, "", b.nowMs, b.nowMs}
+		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], random, digest, poolJSON, riskJSON, rewardID, status, "", b.nowMs, b.nowMs, ""}
 
 	// (10) outbox.
 	var ob [][]any
@@ -739,7 +759,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		// takes the row over once the claim lapses, as after a crash.
 		due := b.nowMs + (2*b.s.cfg.WalletCreditTimeout + time.Second).Milliseconds()
 		st, worker, lockUntil := "pending", "", int64(0)
-		if r.dispatch && b.s.cfg.Dispatcher != nil {
+		if dispatch && b.s.cfg.Dispatcher != nil {
 			st, worker, lockUntil = "processing", b.s.cfg.Dispatcher.ClaimedBy(), due
 		}
 		ob = append(ob, []any{"RewardCredit:" + rewardID, r.app, "reward_credit", "CreditLuckyRewardRequest", r.drawID,
@@ -768,7 +788,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 			return drawResult{}, nil, nil, err
 		}
 	}
-	if reward > 0 && !r.dispatch {
+	if reward > 0 && !dispatch {
 		id := "LuckyRewardPending:" + rewardID + ":0"
 		if err := event(id, &activityv1.LuckyRewardPending{EventId: id, AppCode: r.app, RewardId: rewardID, DrawId: r.drawID,
 			UserId: r.sender, RewardCoins: reward, RetryReason: SwitchWalletDispatch + " off", GiftId: r.giftID,
@@ -777,7 +797,7 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 		}
 	}
 	return drawResult{drawID: r.drawID, ruleVersion: rule.RuleVersion, tierID: o.Tier.TierID, tierType: o.Tier.RewardType,
-		rewardCoins: reward, rewardID: rewardID, rewardStatus: status}, rec, ob, nil
+		rewardCoins: reward, rewardID: rewardID, rewardStatus: status, dispatch: dispatch}, rec, ob, nil
 }
 
 // writePools applies the batch's pool deltas in one upsert (the rows

@@ -3,6 +3,7 @@ package luckydraw
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,40 +17,68 @@ const (
 	SwitchRoomScopePaused = "room_scope_paused" // per room: scope_id = room_id, enabled = paused
 )
 
+// SwitchNames are the switches SetSwitch knows.
+var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchRoomScopePaused}
+
 // SetSwitch stores an operator override of a kill switch for app (the
 // admin CLI's `roomflow lucky switch`): v true/false is written and wins
 // over the configured start value; v nil deletes the override (back to
 // the configuration). For room_scope_paused, scopeID is the room and true
-// pauses it; the global switches take an empty scopeID. Every replica sees
-// the change within its SwitchCacheTTL (at most 1s).
-func SetSwitch(ctx context.Context, db *sql.DB, app, name, scopeID string, v *bool) error {
+// pauses it; the global switches take an empty scopeID. Draws see the
+// change when it returns (the fence), CheckLuckyGift and the outbox
+// worker's dispatch within SwitchCacheTTL (at most 1s).
+func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *bool) (Change, error) {
 	switch name {
 	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch:
 		if scopeID != "" {
-			return fmt.Errorf("luckydraw: switch %s takes no scope id", name)
+			return Change{}, fmt.Errorf("luckydraw: switch %s takes no scope id", name)
 		}
 	case SwitchRoomScopePaused:
-		if scopeID == "" || len(scopeID) > maxRoomID {
-			return fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, maxRoomID)
+		if scopeID == "" || len(scopeID) > MaxRoomID {
+			return Change{}, fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, MaxRoomID)
 		}
 	default:
-		return fmt.Errorf("luckydraw: unknown switch %q", name)
+		return Change{}, fmt.Errorf("luckydraw: unknown switch %q", name)
 	}
 	if len(app) > maxAppCode {
-		return fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
+		return Change{}, fmt.Errorf("luckydraw: app_code longer than %d bytes", maxAppCode)
 	}
-	var err error
-	if v == nil {
-		_, err = db.ExecContext(ctx, `DELETE FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`, app, name, scopeID)
-	} else {
-		_, err = db.ExecContext(ctx, `INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
+	target := name
+	if scopeID != "" {
+		target += " " + scopeID
+	}
+	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		c := Change{AppCode: app, Command: "switch", Target: target, Old: "default", New: "default"}
+		var on bool
+		switch err := tx.QueryRowContext(ctx, `SELECT enabled FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`,
+			app, name, scopeID).Scan(&on); {
+		case err == nil:
+			c.Old = onOff(on)
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+		var err error
+		if v == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM lucky_switches WHERE app_code = ? AND name = ? AND scope_id = ?`, app, name, scopeID)
+		} else {
+			c.New = onOff(*v)
+			_, err = tx.ExecContext(ctx, `INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
 VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE enabled = VALUES(enabled), updated_at_ms = VALUES(updated_at_ms)`,
-			app, name, scopeID, *v, time.Now().UnixMilli())
-	}
+				app, name, scopeID, *v, nowMs)
+		}
+		return []Change{c}, err
+	})
 	if err != nil {
-		return fmt.Errorf("luckydraw: set switch %s: %w", name, err)
+		return Change{}, fmt.Errorf("luckydraw: set switch %s: %w", name, err)
 	}
-	return nil
+	return out[0], nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // switchView is an app's switches at one moment.
@@ -83,8 +112,10 @@ func newSwitches(cfg Config, db *sql.DB) *switches {
 		}}
 }
 
-// get returns app's switches, read at most ttl ago. A database error is
-// returned (the caller fails the request retryably).
+// get returns app's switches, read at most ttl ago (CheckLuckyGift and
+// the outbox worker's dispatch switch; draws read them in their
+// transaction). A database error is returned (the caller fails the
+// request retryably).
 func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	now := s.now()
 	s.mu.Lock()
@@ -93,7 +124,19 @@ func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	if ok && now.Before(c.exp) {
 		return c.v, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, scope_id, enabled FROM lucky_switches WHERE app_code = ?`, app)
+	v, err := s.read(ctx, s.db, app)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cache[app] = cachedSwitches{v: v, exp: now.Add(s.ttl)}
+	s.mu.Unlock()
+	return v, nil
+}
+
+// read reads app's switches through q, uncached.
+func (s *switches) read(ctx context.Context, q querier, app string) (*switchView, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, scope_id, enabled FROM lucky_switches WHERE app_code = ?`, app)
 	if err != nil {
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
@@ -122,8 +165,17 @@ func (s *switches) get(ctx context.Context, app string) (*switchView, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
-	s.mu.Lock()
-	s.cache[app] = cachedSwitches{v: v, exp: now.Add(s.ttl)}
-	s.mu.Unlock()
 	return v, nil
+}
+
+// reject is the kill switches' answer for room: "" when a lucky gift may
+// be drawn.
+func (v *switchView) reject(room string) string {
+	switch {
+	case !v.global[SwitchGlobal]:
+		return RejectGlobalDisabled
+	case v.pausedRooms[room]:
+		return RejectRoomPaused
+	}
+	return ""
 }

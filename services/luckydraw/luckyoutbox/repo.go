@@ -8,7 +8,6 @@ import (
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"strings"
-	"time"
 )
 
 // Values of lucky_outbox.event_type and .status, and of
@@ -68,36 +67,16 @@ func scanRows(rows *sql.Rows) ([]row, error) {
 	return out, rows.Err()
 }
 
-// inTx runs fn in a READ COMMITTED transaction and commits it, again
-// from the start after a deadlock, a lock wait timeout or a lost
-// connection (mysqlerr.Retryable), up to txAttempts times while ctx
-// lasts: the draw transaction, the sync credit and the worker touch the
-// same outbox and draw rows, and MySQL may pick any of them as a deadlock
-// victim. fn must be safe to run again (every caller re-reads what it
-// decides on inside the transaction).
+// inTx runs fn in a READ COMMITTED transaction (mysqlerr.InTx: retried
+// whole on a deadlock, a lock wait timeout or a lost connection, up to
+// txAttempts times). fn must be safe to run again (every caller re-reads
+// what it decides on inside the transaction).
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	var err error
-	for attempt := 1; ; attempt++ {
-		if err = inTxOnce(ctx, db, fn); err == nil || !mysqlerr.Retryable(err) || attempt >= txAttempts || ctx.Err() != nil {
-			return err
-		}
-	}
+	return mysqlerr.InTx(ctx, db, rc, txAttempts, fn)
 }
 
 // txAttempts bounds inTx's retries.
 const txAttempts = 5
-
-func inTxOnce(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, rc)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
 
 // claim takes up to limit due rows for worker until lockUntil in one short
 // transaction: pending rows whose next_retry_at_ms has come (oldest due
@@ -370,67 +349,53 @@ func insertEvents(ctx context.Context, tx *sql.Tx, es []event, now int64) error 
 	return err
 }
 
-// RetryFailed re-drives the failed rewards of appCode ("" = every app) for
-// `roomflow lucky rewards retry`: their reward_credit rows go back to
-// pending with retry_count 0, due now, and their draws' reward_status from
-// failed to pending, in one transaction per 500 rows. It returns how many
-// rewards it re-drove. A running worker (or the next start of one) then
-// credits them; the wallet's idempotency by reward_id makes a reward that
-// was in fact credited come back with its first receipt.
+// RetryFailedTx re-drives up to limit failed rewards of appCode ("" =
+// every app) in tx, for `roomflow lucky rewards retry` (luckydraw.Admin
+// runs it behind the fence, with its lucky_admin_log row): their
+// reward_credit rows go back to pending with retry_count 0, due now, and
+// their draws' reward_status from failed to pending. It returns how many
+// it re-drove (fewer than limit: none is left). A running worker (or the
+// next start of one) then credits them; the wallet's idempotency by
+// reward_id makes a reward that was in fact credited come back with its
+// first receipt.
 //
 // LuckyRewardPending event ids ("LuckyRewardPending:{reward_id}:{attempt}")
 // restart at attempt 1 after a re-drive; attempts already published are not
 // published again (consumers would drop them as duplicates anyway), the
 // final LuckyRewardGranted is.
-func RetryFailed(ctx context.Context, db *sql.DB, appCode string) (int, error) {
-	const chunk = 500
-	total := 0
-	for {
-		n := 0
-		err := inTx(ctx, db, func(tx *sql.Tx) error {
-			q := `SELECT event_id, aggregate_id FROM lucky_outbox WHERE event_type = 'reward_credit' AND status = 'failed'`
-			args := []any{}
-			if appCode != "" {
-				q += ` AND app_code = ?`
-				args = append(args, appCode)
-			}
-			rows, err := tx.QueryContext(ctx, q+` LIMIT ? FOR UPDATE`, append(args, chunk)...)
-			if err != nil {
-				return err
-			}
-			var ids, draws []string
-			for rows.Next() {
-				var id, d string
-				if err := rows.Scan(&id, &d); err != nil {
-					rows.Close()
-					return err
-				}
-				ids, draws = append(ids, id), append(draws, d)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil || len(ids) == 0 {
-				return err
-			}
-			now := time.Now().UnixMilli()
-			if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = 0, next_retry_at_ms = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
-				WHERE event_id IN (`+sqlbuild.List(len(ids))+`)`, append([]any{now, now}, sqlbuild.Args(ids)...)...); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'pending', updated_at_ms = ?
-				WHERE draw_id IN (`+sqlbuild.List(len(draws))+`) AND reward_status = 'failed'`, append([]any{now}, sqlbuild.Args(draws)...)...); err != nil {
-				return err
-			}
-			n = len(ids)
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("luckyoutbox: retry failed rewards: %w", err)
-		}
-		total += n
-		if n < chunk {
-			return total, nil
-		}
+func RetryFailedTx(ctx context.Context, tx *sql.Tx, appCode string, limit int, nowMs int64) (int, error) {
+	q := `SELECT event_id, aggregate_id FROM lucky_outbox WHERE event_type = 'reward_credit' AND status = 'failed'`
+	args := []any{}
+	if appCode != "" {
+		q += ` AND app_code = ?`
+		args = append(args, appCode)
 	}
+	rows, err := tx.QueryContext(ctx, q+` LIMIT ? FOR UPDATE`, append(args, limit)...)
+	if err != nil {
+		return 0, err
+	}
+	var ids, draws []string
+	for rows.Next() {
+		var id, d string
+		if err := rows.Scan(&id, &d); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids, draws = append(ids, id), append(draws, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = 0, next_retry_at_ms = ?, worker_id = '', lock_until_ms = 0, updated_at_ms = ?
+		WHERE event_id IN (`+sqlbuild.List(len(ids))+`)`, append([]any{nowMs, nowMs}, sqlbuild.Args(ids)...)...); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'pending', updated_at_ms = ?
+		WHERE draw_id IN (`+sqlbuild.List(len(draws))+`) AND reward_status = 'failed'`, append([]any{nowMs}, sqlbuild.Args(draws)...)...); err != nil {
+		return 0, err
+	}
+	return len(ids), nil
 }
 
 // backlogCounts counts rows not done by event_type and status.

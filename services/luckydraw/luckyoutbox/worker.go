@@ -21,7 +21,7 @@
 // LuckyRewardPending:{reward_id}:{attempt} event; the MaxRetries-th failure
 // makes the row and the draw's reward_status failed instead (metric
 // roomflow_lucky_reward_failed_total, an ERROR line, a LuckyRewardPending
-// event with failed=true); nothing is ever deleted, and RetryFailed re-drives
+// event with failed=true); nothing is ever deleted, and RetryFailedTx re-drives
 // failed rewards. While wallet_credit_dispatch is off (DispatchEnabled) a
 // claimed reward is handed back untouched, due again after PollInterval:
 // nothing is called, no attempt counted.

@@ -17,6 +17,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
+	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 )
@@ -243,11 +244,15 @@ func TestMaxRetriesThenRetryFailed(t *testing.T) {
 		t.Fatalf("final pending event %v (%v), want failed=true attempt 3", &p, err)
 	}
 	// The admin re-drive: other apps' failures are not touched.
-	if n, err := luckyoutbox.RetryFailed(context.Background(), e.db, "other-app"); err != nil || n != 0 {
-		t.Fatalf("RetryFailed(other-app) = %d, %v", n, err)
+	admin, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, err := luckyoutbox.RetryFailed(context.Background(), e.db, app); err != nil || n != 1 {
-		t.Fatalf("RetryFailed = %d, %v; want 1", n, err)
+	if n, err := admin.RetryFailedRewards(context.Background(), "other-app"); err != nil || n != 0 {
+		t.Fatalf("RetryFailedRewards(other-app) = %d, %v", n, err)
+	}
+	if n, err := admin.RetryFailedRewards(context.Background(), app); err != nil || n != 1 {
+		t.Fatalf("RetryFailedRewards = %d, %v; want 1", n, err)
 	}
 	if r := e.outbox(eventID); r.Status != "pending" || r.RetryCount != 0 {
 		t.Fatalf("re-driven row %+v, want pending with retry_count 0", r)
