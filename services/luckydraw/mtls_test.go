@@ -23,7 +23,9 @@ import (
 )
 
 // startMTLS serves the service with lucky.tls from p: the server
-// certificate, p's CA for clients, room-service's SPIFFE id allowed.
+// certificate, p's CA for clients, room-service's SPIFFE id allowed. The
+// draw timeout is generous: these tests are about who may draw, and a
+// loaded test machine must not turn a slow draw into a failure.
 func startMTLS(t *testing.T, p *testenv.PKI) *env {
 	t.Helper()
 	srv, err := tlsx.ServerConfig{CertFile: p.ServerCert, KeyFile: p.ServerKey, ClientCAFile: p.CAFile,
@@ -31,7 +33,7 @@ func startMTLS(t *testing.T, p *testenv.PKI) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return start(t, luckydraw.Config{TLS: srv}, 1_000_000)
+	return start(t, luckydraw.Config{TLS: srv, DrawTimeout: 5 * time.Second}, 1_000_000)
 }
 
 func dial(t *testing.T, addr string, tc *tls.Config) *grpc.ClientConn {
