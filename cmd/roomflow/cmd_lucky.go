@@ -59,7 +59,7 @@ naming the key) and re-read when they change. A lucky.grpc_addr other
 hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
 refused (exit 2) with lucky.require_tls: true.
 
-Admin subcommands: audit, rules, pools fund, switch, rewards retry,
+Admin subcommands: audit, rules, tier, pools fund, switch, rewards retry,
 admin-log, stats.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,7 +78,7 @@ admin-log, stats.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
 	return cmd
 }
 
@@ -580,7 +580,7 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 		Use:   "admin-log",
 		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
 		Long: `admin-log prints the changes operator commands made (switch, rules
-publish|status, pools fund, rewards retry, and the start-time tidy-up of
+publish|status, tier, pools fund, rewards retry, and the start-time tidy-up of
 rule statuses) over the last --since: when, who (--operator or $USER, and
 the host), the command, its target, and the old and new value. Each row
 was written in the change's own transaction.`,

@@ -94,7 +94,7 @@ func NewAdmin(db *sql.DB, cfg AdminConfig) (*Admin, error) {
 	return &Admin{db: db, cfg: cfg}, nil
 }
 
-// Change is one operator change: command (switch, rules publish, rules
+// Change is one operator change: command (switch, tier, rules publish, rules
 // status, rules tidy, pools fund), its target and the old and new value.
 // Note, when set, says what the change does not do.
 type Change struct {

@@ -206,6 +206,10 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		for k, w := range todo {
 			drawReqs[k], drawRules[k] = reqs[w.i], w.rule
 		}
+		// Tier enabled as of the fence, not as the loader cached it.
+		if drawRules, err = b.withLiveTiers(ctx, drawRules); err != nil {
+			return nil, err
+		}
 		// The inflow claims first: the sink takes claims before pool
 		// rows too, so the two never wait for each other in opposite
 		// orders.
@@ -222,9 +226,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		}
 		// (5)-(6) draw in memory, in arrival order.
 		var outbox [][]any
-		for _, w := range todo {
+		for k, w := range todo {
 			r := reqs[w.i]
-			d, rec, ob, err := b.drawOne(r, w.rule, !streamed[r.drawID])
+			d, rec, ob, err := b.drawOne(r, drawRules[k], !streamed[r.drawID])
 			if err != nil {
 				return nil, err
 			}

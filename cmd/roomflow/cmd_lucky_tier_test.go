@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// TestLuckyTierCommands: `lucky tier disable|enable` switch one tier with
+// the admin trail; malformed arguments exit 2, refusals and unknown names
+// exit 1, and neither writes anything.
+func TestLuckyTierCommands(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	p := filepath.Join(t.TempDir(), "rule.yaml")
+	os.WriteFile(p, []byte(luckyRuleYAML), 0o600)
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", p); err != nil {
+		t.Fatalf("publish: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "tier", "disable", "lucky-star", "v1", "small_1x", "--operator", "bob"); err != nil ||
+		!strings.Contains(out, "tier lucky-star/v1/small_1x: on -> off") {
+		t.Fatalf("tier disable: %v %s", err, out)
+	}
+	var enabled bool
+	m.DB.QueryRow(`SELECT enabled FROM lucky_reward_tiers WHERE tier_id = 'small_1x'`).Scan(&enabled)
+	if enabled {
+		t.Fatal("small_1x still enabled")
+	}
+	if out, err := runCLI(t, cfg, "lucky", "admin-log", "--since", "1h"); err != nil || !strings.Contains(out, "bob@") ||
+		!strings.Contains(out, "tier\tlucky-star/v1/small_1x\ton -> off") {
+		t.Fatalf("admin-log: %v\n%s", err, out)
+	}
+	var logged int64
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
+	for _, tc := range []struct {
+		args   []string
+		status int
+		names  string
+	}{
+		{[]string{"tier", "disable", "lucky-star", "v1"}, 2, "3 arg"},
+		{[]string{"tier", "off", "lucky-star", "v1", "small_1x"}, 2, "unknown command"},
+		{[]string{"tier", "enable", "lucky-star", "v1", strings.Repeat("t", 65)}, 2, "TIER_ID"},
+		{[]string{"tier", "enable", "lucky-star", "", "small_1x"}, 2, "RULE_VERSION"},
+		{[]string{"tier", "disable", "lucky-star", "v1", "none"}, 1, "none tier"},
+		{[]string{"tier", "enable", "lucky-star", "v9", "small_1x"}, 1, `version "v9"`},
+		{[]string{"tier", "enable", "tulip", "v1", "small_1x"}, 1, `gift "tulip"`},
+		{[]string{"tier", "enable", "lucky-star", "v1", "big"}, 1, "unknown tier"},
+	} {
+		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
+		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		}
+	}
+	var after int64
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&after)
+	if after != logged {
+		t.Fatalf("bad tier commands wrote %d admin log rows", after-logged)
+	}
+}
