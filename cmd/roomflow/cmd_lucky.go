@@ -216,7 +216,7 @@ func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *lucky
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D()}
+	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward}
 	if f := cmd.Flags().Lookup("wait"); f != nil {
 		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
 		acfg.Operator, _ = cmd.Flags().GetString("operator")
@@ -253,6 +253,9 @@ func printChanges(w io.Writer, cs ...luckydraw.Change) {
 		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
 		if c.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", c.Note)
+		}
+		if c.Warning != "" {
+			fmt.Fprintf(w, "  WARNING: %s\n", c.Warning)
 		}
 	}
 }

@@ -17,20 +17,29 @@ func TestLuckyTierCommands(t *testing.T) {
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
 	p := filepath.Join(t.TempDir(), "rule.yaml")
 	os.WriteFile(p, []byte(luckyRuleYAML), 0o600)
-	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", p); err != nil {
-		t.Fatalf("publish: %v %s", err, out)
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", p); err != nil || !strings.Contains(out, "WARNING: lucky-star/v1 marks no tier large") {
+		t.Fatalf("publish of an active version that marks no tier large must warn: %v %s", err, out)
 	}
-	if out, err := runCLI(t, cfg, "lucky", "tier", "disable", "lucky-star", "v1", "small_1x", "--operator", "bob"); err != nil ||
-		!strings.Contains(out, "tier lucky-star/v1/small_1x: on -> off") {
+	marked := filepath.Join(t.TempDir(), "marked.yaml")
+	os.WriteFile(marked, []byte(strings.Replace(strings.Replace(luckyRuleYAML, "rule_version: v1", "rule_version: v2", 1),
+		"reward_value: 1, probability_ppm: 500000}", "reward_value: 1, probability_ppm: 500000, large: true}", 1)), 0o600)
+	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", marked); err != nil || strings.Contains(out, "WARNING") {
+		t.Fatalf("publish of a version marking a large tier: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "switch", "large_tier_enabled", "off"); err != nil || !strings.Contains(out, "disables 1 enabled tiers marked large") {
+		t.Fatalf("switch large_tier_enabled off: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "tier", "disable", "lucky-star", "v2", "small_1x", "--operator", "bob"); err != nil ||
+		!strings.Contains(out, "tier lucky-star/v2/small_1x: on -> off") {
 		t.Fatalf("tier disable: %v %s", err, out)
 	}
 	var enabled bool
-	m.DB.QueryRow(`SELECT enabled FROM lucky_reward_tiers WHERE tier_id = 'small_1x'`).Scan(&enabled)
+	m.DB.QueryRow(`SELECT enabled FROM lucky_reward_tiers WHERE tier_id = 'small_1x' AND rule_version = 'v2'`).Scan(&enabled)
 	if enabled {
 		t.Fatal("small_1x still enabled")
 	}
 	if out, err := runCLI(t, cfg, "lucky", "admin-log", "--since", "1h"); err != nil || !strings.Contains(out, "bob@") ||
-		!strings.Contains(out, "tier\tlucky-star/v1/small_1x\ton -> off") {
+		!strings.Contains(out, "tier\tlucky-star/v2/small_1x\ton -> off") {
 		t.Fatalf("admin-log: %v\n%s", err, out)
 	}
 	var logged int64
@@ -40,14 +49,15 @@ func TestLuckyTierCommands(t *testing.T) {
 		status int
 		names  string
 	}{
-		{[]string{"tier", "disable", "lucky-star", "v1"}, 2, "3 arg"},
-		{[]string{"tier", "off", "lucky-star", "v1", "small_1x"}, 2, "unknown command"},
-		{[]string{"tier", "enable", "lucky-star", "v1", strings.Repeat("t", 65)}, 2, "TIER_ID"},
+		{[]string{"tier", "disable", "lucky-star", "v2"}, 2, "3 arg"},
+		{[]string{"tier", "off", "lucky-star", "v2", "small_1x"}, 2, "unknown command"},
+		{[]string{"tier", "enable", "lucky-star", "v2", strings.Repeat("t", 65)}, 2, "TIER_ID"},
 		{[]string{"tier", "enable", "lucky-star", "", "small_1x"}, 2, "RULE_VERSION"},
-		{[]string{"tier", "disable", "lucky-star", "v1", "none"}, 1, "none tier"},
+		{[]string{"tier", "disable", "lucky-star", "v2", "none"}, 1, "none tier"},
 		{[]string{"tier", "enable", "lucky-star", "v9", "small_1x"}, 1, `version "v9"`},
+		{[]string{"tier", "disable", "lucky-star", "v1", "small_1x"}, 1, "retired"},
 		{[]string{"tier", "enable", "tulip", "v1", "small_1x"}, 1, `gift "tulip"`},
-		{[]string{"tier", "enable", "lucky-star", "v1", "big"}, 1, "unknown tier"},
+		{[]string{"tier", "enable", "lucky-star", "v2", "big"}, 1, "unknown tier"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
 		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {

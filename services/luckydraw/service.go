@@ -124,7 +124,9 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, db: db, rules: rules, sw: newSwitches(cfg, db), log: cfg.Logger.With("component", "luckydraw"),
+	log := cfg.Logger.With("component", "luckydraw")
+	promreg.Register(cfg.Registerer, newLargeTierCollector(db, log))
+	return &Service{cfg: cfg, db: db, rules: rules, sw: newSwitches(cfg, db), log: log,
 		m: newMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
 }
 

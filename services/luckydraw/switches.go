@@ -66,6 +66,9 @@ func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *boo
 VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE enabled = VALUES(enabled), updated_at_ms = VALUES(updated_at_ms)`,
 				app, name, scopeID, *v, nowMs)
 		}
+		if err == nil && name == SwitchLargeTier && v != nil && !*v {
+			err = a.largeTierSwitchNote(ctx, tx, &c)
+		}
 		return []Change{c}, err
 	})
 	if err != nil {

@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/processors/lucky"
 )
@@ -126,4 +130,100 @@ func (b *batchTx) withLiveTiers(ctx context.Context, rules []*lucky.Rule) ([]*lu
 		out[i] = live[k]
 	}
 	return out, nil
+}
+
+// MarksLargeTiers reports whether r marks any tier large: then
+// large_tier_enabled switches exactly those off, and
+// lucky.large_tier_min_reward does not apply to r.
+func MarksLargeTiers(r *lucky.Rule) bool {
+	return slices.ContainsFunc(r.Tiers, func(t lucky.Tier) bool { return t.Large })
+}
+
+// isLarge is whether tier t, paying reward, is large in a rule that
+// marks tiers (marked) or not: a marking rule decides by its marks, an
+// unmarked one by minReward (0: no tier is large).
+func isLarge(marked bool, t lucky.Tier, reward, minReward int64) bool {
+	if marked {
+		return t.Large
+	}
+	return minReward > 0 && reward >= minReward
+}
+
+// unmarkedLargeWarning is rules publish's warning for an active version
+// that marks no tier large: large_tier_enabled off then reaches it only
+// through lucky.large_tier_min_reward, and not at all when that is 0.
+func (a *Admin) unmarkedLargeWarning(r *lucky.Rule) string {
+	if r.Status != "active" || MarksLargeTiers(r) {
+		return ""
+	}
+	if a.cfg.LargeTierMinReward <= 0 {
+		return fmt.Sprintf("%s/%s marks no tier large (large: true) and lucky.large_tier_min_reward is 0: large_tier_enabled off disables none of its tiers",
+			r.GiftID, r.RuleVersion)
+	}
+	return fmt.Sprintf("%s/%s marks no tier large (large: true): large_tier_enabled off disables its tiers paying at least lucky.large_tier_min_reward (%d coins)",
+		r.GiftID, r.RuleVersion, a.cfg.LargeTierMinReward)
+}
+
+// largeTierSwitchNote says, in the transaction of `switch
+// large_tier_enabled off`, how many enabled tiers of active versions are
+// marked large (what the switch disables), and warns when none is.
+func (a *Admin) largeTierSwitchNote(ctx context.Context, tx *sql.Tx, c *Change) error {
+	var marked, unmarked int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(t.large AND t.enabled), 0),
+	COUNT(DISTINCT CASE WHEN NOT EXISTS (SELECT 1 FROM lucky_reward_tiers m WHERE m.gift_id = r.gift_id
+		AND m.rule_version = r.rule_version AND m.large) THEN r.id END)
+FROM lucky_gift_rules r JOIN lucky_reward_tiers t ON t.gift_id = r.gift_id AND t.rule_version = r.rule_version
+WHERE r.status = 'active'`).Scan(&marked, &unmarked); err != nil {
+		return fmt.Errorf("luckydraw: count large tiers: %w", err)
+	}
+	c.Note = fmt.Sprintf("disables %d enabled tiers marked large in active versions", marked)
+	if unmarked > 0 {
+		c.Note += fmt.Sprintf("; in the %d active versions that mark none, the tiers paying at least lucky.large_tier_min_reward (%d coins; 0: none)",
+			unmarked, a.cfg.LargeTierMinReward)
+	}
+	if marked == 0 {
+		c.Warning = "no active version marks a large tier (large: true): this switch disables no marked tier"
+	}
+	return nil
+}
+
+// largeTierCollector is roomflow_lucky_large_tiers{gift_id}: per gift with
+// a published rule (a bounded label set), the enabled tiers marked large
+// in its active versions, read from MySQL at each scrape. 0 tells the
+// operator that large_tier_enabled off reaches that gift only through
+// lucky.large_tier_min_reward.
+type largeTierCollector struct {
+	db   *sql.DB
+	log  *slog.Logger
+	desc *prometheus.Desc
+}
+
+func newLargeTierCollector(db *sql.DB, log *slog.Logger) *largeTierCollector {
+	return &largeTierCollector{db: db, log: log, desc: prometheus.NewDesc("roomflow_lucky_large_tiers",
+		"Enabled tiers marked large (large: true) in the gift's active rule versions: what large_tier_enabled off switches off.",
+		[]string{"gift_id"}, nil)}
+}
+
+func (c *largeTierCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *largeTierCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := c.db.QueryContext(ctx, `SELECT r.gift_id, COALESCE(SUM(r.status = 'active' AND t.large AND t.enabled), 0)
+FROM lucky_gift_rules r LEFT JOIN lucky_reward_tiers t ON t.gift_id = r.gift_id AND t.rule_version = r.rule_version
+GROUP BY r.gift_id`)
+	if err != nil {
+		c.log.Warn("lucky large tier count failed", "error", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var gift string
+		var n int64
+		if err := rows.Scan(&gift, &n); err != nil {
+			c.log.Warn("lucky large tier count failed", "error", err)
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), gift)
+	}
 }
