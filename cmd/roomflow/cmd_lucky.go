@@ -216,7 +216,8 @@ func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *lucky
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward}
+	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward,
+		PilotMode: cfg.Lucky.Switches.PilotMode}
 	if f := cmd.Flags().Lookup("wait"); f != nil {
 		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
 		acfg.Operator, _ = cmd.Flags().GetString("operator")
@@ -488,8 +489,14 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 		Long: `switch stores an operator override of one of seed 003's kill switches
 in MySQL (lucky_switches); it wins over the configured start value
 (lucky.switches.*) until 'switch NAME default' removes it. Names:
-global_lucky_gift_enabled, large_tier_enabled, wallet_credit_dispatch,
-and room_scope_paused with --room (on pauses the room's lucky draws).
+global_lucky_gift_enabled, large_tier_enabled (off disables the tiers the
+rule marks large: true, or in a version that marks none those paying at
+least lucky.large_tier_min_reward; it says how many marked tiers),
+wallet_credit_dispatch, pilot_mode (on: only the pilot rooms draw, the
+others answer room_not_in_pilot; it warns while the list is empty), and
+with --room: room_scope_paused (on pauses the room's lucky draws) and
+pilot_room (on puts the room on the pilot list, at most 50 rooms: the
+51st is refused with exit 1; off or default takes it off).
 
 It acts when it returns: it waits (at most --wait) for the draw batches
 that read the old value to commit, on every replica, and every draw after
@@ -511,8 +518,10 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
 				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
 			}
-			if (args[0] == luckydraw.SwitchRoomScopePaused) != (room != "") || len(room) > luckydraw.MaxRoomID {
-				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s, and only with it", luckydraw.MaxRoomID, luckydraw.SwitchRoomScopePaused))
+			perRoom := args[0] == luckydraw.SwitchRoomScopePaused || args[0] == luckydraw.SwitchPilotRoom
+			if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID {
+				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s or %s, and only with them", luckydraw.MaxRoomID,
+					luckydraw.SwitchRoomScopePaused, luckydraw.SwitchPilotRoom))
 			}
 			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
@@ -531,7 +540,7 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 		},
 	}
 	operatorFlags(cmd)
-	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused")
+	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused or pilot_room")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
 	return cmd
 }

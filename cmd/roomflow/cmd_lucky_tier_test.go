@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +69,52 @@ func TestLuckyTierCommands(t *testing.T) {
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&after)
 	if after != logged {
 		t.Fatalf("bad tier commands wrote %d admin log rows", after-logged)
+	}
+}
+
+// TestLuckyPilotCommands: `switch pilot_mode` warns on an empty list,
+// `switch pilot_room on --room R` lists a room (the 51st is refused, exit
+// 1), --room goes with the per-room switches only (exit 2), and
+// lucky.switches.pilot_mode is a known key.
+func TestLuckyPilotCommands(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\nlucky:\n  switches:\n    pilot_mode: true\n"
+	if out, err := runCLI(t, cfg, "lucky", "switch", "pilot_room", "off", "--room", "r9"); err != nil || !strings.Contains(out, "WARNING: pilot_mode is on") {
+		t.Fatalf("pilot_mode on by its start value with an empty list must warn: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "switch", "pilot_mode", "on"); err != nil || !strings.Contains(out, "WARNING: pilot_mode is on") {
+		t.Fatalf("switch pilot_mode on with an empty list must warn: %v %s", err, out)
+	}
+	if out, err := runCLI(t, cfg, "lucky", "switch", "pilot_room", "on", "--room", "r1"); err != nil || !strings.Contains(out, "switch pilot_room r1: default -> on") ||
+		!strings.Contains(out, "1 pilot rooms") || strings.Contains(out, "WARNING") {
+		t.Fatalf("switch pilot_room on: %v %s", err, out)
+	}
+	for i := 2; i <= 50; i++ {
+		// r1's app_code: the configured default app.
+		m.DB.Exec(`INSERT INTO lucky_switches (app_code, name, scope_id, enabled, updated_at_ms)
+	SELECT app_code, 'pilot_room', ?, TRUE, 1 FROM lucky_switches WHERE scope_id = 'r1'`, fmt.Sprintf("pr-%d", i))
+	}
+	for _, tc := range []struct {
+		args   []string
+		status int
+		names  string
+	}{
+		{[]string{"switch", "pilot_room", "on", "--room", "pr-51"}, 1, "at most 50"},
+		{[]string{"switch", "pilot_room", "on"}, 2, "--room"},
+		{[]string{"switch", "pilot_mode", "on", "--room", "r1"}, 2, "--room"},
+		{[]string{"switch", "pilot_room", "on", "--room", strings.Repeat("r", 65)}, 2, "--room"},
+	} {
+		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
+		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		}
+	}
+	var rooms int64
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_switches WHERE name = 'pilot_room' AND enabled`).Scan(&rooms)
+	if rooms != 50 {
+		t.Fatalf("%d pilot rooms after the refusals, want 50", rooms)
+	}
+	if _, err := runCLI(t, cfg+"    pilot_moed: true\n", "lucky", "switch", "pilot_mode", "default"); err == nil || exitCode(err) != 2 {
+		t.Fatalf("an unknown lucky.switches key: %v", err)
 	}
 }

@@ -43,6 +43,9 @@ type AdminConfig struct {
 	// LargeTierMinReward is the draw service's (Config): the warnings of
 	// large_tier_enabled and rules publish name it.
 	LargeTierMinReward int64
+	// PilotMode is the draw service's pilot_mode start value (Config): the
+	// warning of an empty pilot list reads it when no override is stored.
+	PilotMode bool
 	// Logger gets the tidy-up's lines. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the changes. Default time.Now.
