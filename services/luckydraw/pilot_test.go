@@ -101,3 +101,58 @@ func TestPilotRooms(t *testing.T) {
 	}
 	e.checkInvariants(t)
 }
+
+// The per-room metrics exist for the pilot rooms only: the draws, hits,
+// coins in and out and rejections the service committed there (a retry
+// answered from the record counts nothing), none for other rooms, and a
+// room taken off the list loses its series.
+func TestPilotRoomMetrics(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	ctx := context.Background()
+	a := testAdmin(t, e.db)
+	on := true
+	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchPilotRoom, "r1", &on); err != nil {
+		t.Fatal(err)
+	}
+	draw := func(cmd, room string) {
+		t.Helper()
+		req := drawReq(cmd, 1)
+		req.Meta.RoomId = room
+		if _, err := e.client.ExecuteLuckyGiftDraw(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		draw(fmt.Sprintf("m%d", i), "r1")
+	}
+	draw("m0", "r1") // a retry: the stored draw
+	draw("o1", "r2")
+	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1", &on); err != nil {
+		t.Fatal(err)
+	}
+	draw("m-paused", "r1")
+	out := e.count(t, `SELECT SUM(reward_coins) FROM lucky_draw_records WHERE room_id = 'r1'`)
+	hits := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE room_id = 'r1' AND reward_coins > 0`)
+	for _, c := range []struct {
+		metric string
+		want   float64
+	}{
+		{"roomflow_lucky_pilot_room_draws_total", 5},
+		{"roomflow_lucky_pilot_room_hits_total", float64(hits)},
+		{"roomflow_lucky_pilot_room_coins_in_total", 500},
+		{"roomflow_lucky_pilot_room_coins_out_total", float64(out)},
+		{"roomflow_lucky_pilot_room_rejections_total", 1},
+	} {
+		if g := e.gauges(t, c.metric, "room_id"); len(g) != 1 || g["r1"] != c.want {
+			t.Errorf("%s %v, want only r1 at %v", c.metric, g, c.want)
+		}
+	}
+	off := false
+	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchPilotRoom, "r1", &off); err != nil {
+		t.Fatal(err)
+	}
+	draw("o2", "r2")
+	if g := e.gauges(t, "roomflow_lucky_pilot_room_draws_total", "room_id"); len(g) != 0 {
+		t.Fatalf("series left after r1 left the pilot list: %v", g)
+	}
+}

@@ -261,6 +261,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		res[i] = res[j]
 		res[i].duplicate = true
 	}
+	s.pilot.record(b.app, b.sw.pilotRooms, reqs, res)
 	return res, nil
 }
 
