@@ -135,6 +135,9 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyRewardFailed", "roomflow_lucky_reward_failed_total")
 	reads("LuckyRewardPendingTooLong", "roomflow_lucky_reward_pending_oldest_seconds")
 	reads("LuckyEventBacklogOld", "roomflow_lucky_outbox_oldest_seconds")
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_out_total")
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_in_total")
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_draws_total")
 	reads("RoomflowRPCInsecure", `roomflow_rpc_insecure{listener="lucky.grpc_addr"}`)
 	reads("RoomflowRPCRefused", "roomflow_rpc_refused_total")
 	if rs := byName["LuckyPayoutRateOutOfBand"]; len(rs) == 1 && time.Duration(rs[0].For) != 15*time.Minute {
