@@ -155,6 +155,9 @@ func luckySpec() app.Spec {
 		if svc, err = luckydraw.New(drawCfg, db); err != nil {
 			return nil, err
 		}
+		if err := svc.WarnEmptyPilot(ctx); err != nil {
+			return nil, err
+		}
 		if reg := registerer(d); reg != nil {
 			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
 			if err != nil {

@@ -143,3 +143,19 @@ func (m *pilotMetrics) record(app string, pilot map[string]bool, reqs []*drawReq
 		}
 	}
 }
+
+// WarnEmptyPilot logs a WARN when pilot_mode is on for the configured
+// app_code (override or start value) and the pilot list is empty: every
+// lucky gift is then rejected room_not_in_pilot. `roomflow lucky` calls
+// it at start, where a start value of pilot_mode: true meets no list.
+func (s *Service) WarnEmptyPilot(ctx context.Context) error {
+	v, err := s.sw.read(ctx, s.db, s.cfg.AppCode)
+	if err != nil {
+		return err
+	}
+	if v.global[SwitchPilotMode] && len(v.pilotRooms) == 0 {
+		s.log.Warn("pilot_mode is on and the pilot room list is empty: every lucky gift answers room_not_in_pilot; add rooms with roomflow lucky switch pilot_room on --room R",
+			"app_code", s.cfg.AppCode)
+	}
+	return nil
+}

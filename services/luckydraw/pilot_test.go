@@ -1,9 +1,11 @@
 package luckydraw_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -17,8 +19,12 @@ import (
 // the list holds at most 50 rooms; the overrides and `default` act like
 // the other switches.
 func TestPilotRooms(t *testing.T) {
-	e := start(t, luckydraw.Config{PilotMode: true}, 100_000)
+	var logs bytes.Buffer
+	e := start(t, luckydraw.Config{PilotMode: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 100_000)
 	ctx := context.Background()
+	if err := e.svc.WarnEmptyPilot(ctx); err != nil || !strings.Contains(logs.String(), "level=WARN msg=\"pilot_mode is on and the pilot room list is empty") {
+		t.Fatalf("pilot_mode on at start with no pilot room must log a WARN: %v\n%s", err, logs.String())
+	}
 	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", PilotMode: true})
 	if err != nil {
 		t.Fatal(err)
