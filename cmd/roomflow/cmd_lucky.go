@@ -338,9 +338,11 @@ pool_rate_ppm, platform_weight_ppm, room_weight_ppm, target_payout_rate_ppm,
 max_single_payout, max_user_daily_payout, max_room_hourly_payout, status
 (default draft), effective_at_ms (default now) and tiers: tier_id,
 reward_type none|fixed|multiplier, reward_value, probability_ppm,
-min_pool_balance, enabled (default true)), validates it (probabilities sum
-to 1,000,000, exactly one none tier, ppm ranges) and inserts the rule and
-its tiers in one transaction. Versions are immutable: publishing an
+min_pool_balance, enabled (default true), large (default false: the tiers
+large_tier_enabled off disables; a version that marks none falls back to
+lucky.large_tier_min_reward, and publishing it active warns)), validates
+it (probabilities sum to 1,000,000, exactly one none tier, ppm ranges) and
+inserts the rule and its tiers in one transaction. Versions are immutable: publishing an
 existing version with other content is refused; the same content again
 (status and tier enabled aside, which change at run time) is a no-op.
 Unknown keys are an error. In the same transaction it retires the gift's
