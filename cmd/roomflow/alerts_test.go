@@ -135,6 +135,8 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyRewardFailed", "roomflow_lucky_reward_failed_total")
 	reads("LuckyRewardPendingTooLong", "roomflow_lucky_reward_pending_oldest_seconds")
 	reads("LuckyEventBacklogOld", "roomflow_lucky_outbox_oldest_seconds")
+	reads("LuckyWalletDispatchOff", `roomflow_lucky_switch_state{name="wallet_credit_dispatch"}`)
+	reads("LuckyRejectionsAfterDebit", `roomflow_lucky_draw_rejects_total{rpc="ExecuteLuckyGiftDraw"}`)
 	reads("RoomflowRPCInsecure", `roomflow_rpc_insecure{listener="lucky.grpc_addr"}`)
 	reads("RoomflowRPCRefused", "roomflow_rpc_refused_total")
 	if rs := byName["LuckyPayoutRateOutOfBand"]; len(rs) == 1 && time.Duration(rs[0].For) != 15*time.Minute {

@@ -106,6 +106,9 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	for _, r := range mysqlerr.Reasons {
 		m.retries.WithLabelValues(r)
 	}
+	// The rejections after the debit, at 0 before the first: alert
+	// LuckyRejectionsAfterDebit takes their rate.
+	m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", RejectGlobalDisabled)
 	return m
 }
 
@@ -124,7 +127,9 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, db: db, rules: rules, sw: newSwitches(cfg, db), log: cfg.Logger.With("component", "luckydraw"),
+	sw := newSwitches(cfg, db)
+	promreg.Register(cfg.Registerer, prometheus.Collector(switchCollector{sw: sw, app: cfg.AppCode}))
+	return &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: cfg.Logger.With("component", "luckydraw"),
 		m: newMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
 }
 

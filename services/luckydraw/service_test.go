@@ -755,3 +755,24 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("keys %s (%v)", got, err)
 	}
 }
+
+// roomflow_lucky_switch_state shows each global switch as draws see it:
+// the start value, then an operator's override within the 1 s cache.
+func TestSwitchStateGauge(t *testing.T) {
+	e := start(t, luckydraw.Config{DisableLargeTier: true}, 100_000)
+	state := func(name string) float64 {
+		v, ok := testenv.Metric(e.reg, "roomflow_lucky_switch_state", "app_code", app, "name", name)
+		if !ok {
+			t.Fatalf("no roomflow_lucky_switch_state{name=%s}", name)
+		}
+		return v
+	}
+	if state(luckydraw.SwitchGlobal) != 1 || state(luckydraw.SwitchLargeTier) != 0 || state(luckydraw.SwitchWalletDispatch) != 1 {
+		t.Fatal("start values: want global and dispatch on, large tiers off (configured)")
+	}
+	off := false
+	if _, err := testAdmin(t, e.db).SetSwitch(context.Background(), app, luckydraw.SwitchWalletDispatch, "", &off); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "dispatch off in the gauge", func() bool { return state(luckydraw.SwitchWalletDispatch) == 0 })
+}
