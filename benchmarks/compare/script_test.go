@@ -29,7 +29,7 @@ func repoRoot(t *testing.T) string {
 func script(t *testing.T, env ...string) (string, int) {
 	t.Helper()
 	root := repoRoot(t)
-	worktrees := gitOut(t, root, "worktree", "list")
+	worktrees := worktreePaths(t, root)
 	tmp := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "benchmarks/compare.sh"))
 	cmd.Dir = root
@@ -44,10 +44,23 @@ func script(t *testing.T, env ...string) (string, int) {
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("left behind in TMPDIR: %v", left)
 	}
-	if got := gitOut(t, root, "worktree", "list"); got != worktrees {
+	if got := worktreePaths(t, root); got != worktrees {
 		t.Errorf("worktrees before:\n%s\nafter:\n%s", worktrees, got)
 	}
 	return string(out), code
+}
+
+// worktreePaths lists the checkout's worktrees by path (their HEADs may
+// move meanwhile: other people's worktrees are not this test's).
+func worktreePaths(t *testing.T, dir string) string {
+	t.Helper()
+	var paths []string
+	for _, l := range strings.Split(gitOut(t, dir, "worktree", "list", "--porcelain"), "\n") {
+		if p, ok := strings.CutPrefix(l, "worktree "); ok {
+			paths = append(paths, p)
+		}
+	}
+	return strings.Join(paths, "\n")
 }
 
 func gitOut(t *testing.T, dir string, args ...string) string {

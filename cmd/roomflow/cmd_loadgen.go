@@ -496,8 +496,8 @@ func (d *luckyDrawer) print(w io.Writer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.sum
-	fmt.Fprintf(w, "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v\n",
-		s.Draws, d.addr, s.Hits, s.RewardCoins, s.CoinSpent, s.Granted, s.Pending, s.Rejected)
+	fmt.Fprintf(w, "drew %d lucky gifts through %s: %d hits, %d coins paid of %d spent, %d granted, %d pending, rejected %v (%d after the debit, to refund)\n",
+		s.Draws, d.addr, s.Hits, s.RewardCoins, s.CoinSpent, s.Granted, s.Pending, s.Rejected, s.Refunds)
 }
 
 func (d *luckyDrawer) Close() error { return d.conn.Close() }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/schemas/envelope"
+	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
 func verifyCmd(g *globals) *cobra.Command {
@@ -82,8 +84,8 @@ until each topic has been idle for --idle. Exit status 1 when anything differs.`
 			printGaps(cmd.OutOrStdout(), gaps)
 			printOracle(cmd, o)
 			if lk.Owned {
-				fmt.Fprintf(cmd.OutOrStdout(), "lucky pools owned by roomflow lucky: reconciled %d lucky gifts and %d draws by draw_id, checked %d pools\n",
-					lk.Gifts, lk.Draws, lk.Pools)
+				fmt.Fprintf(cmd.OutOrStdout(), "lucky pools owned by roomflow lucky: reconciled %d lucky gifts with %d draws and %d rejections by draw_id, checked %d pools\n",
+					lk.Gifts, lk.Draws, lk.Rejections, lk.Pools)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
 				rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
@@ -128,6 +130,16 @@ func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Du
 	// The oracle folds the log record by record; sessions are compared
 	// as they close and only lucky gifts are kept (for verifyLucky).
 	b := loadgen.NewOracleBuilder(rules, cfg.AppCode, pol)
+	var rejections map[string]string // draw_id -> claimed_by of its inflow
+	if owned {
+		if rejections, err = luckyRejections(ctx, db, cfg.AppCode); err != nil {
+			return loadgen.Report{}, nil, lk, err
+		}
+		b.Refunded = map[string]bool{}
+		for id := range rejections {
+			b.Refunded[id] = true
+		}
+	}
 	check := loadgen.NewSessionCheck(db, cfg.AppCode)
 	b.OnSession = func(s loadgen.MicSession) { check.Add(ctx, s) }
 	var gifts []luckyGift
@@ -151,7 +163,7 @@ func verifyAll(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Du
 	// Compare checked total_in per pool (each gift's inflow exactly once,
 	// whoever added it) and balance = funded + total_in - total_out;
 	// verifyLucky reconciles the draws with the gifts.
-	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, gifts)
+	lk, diffs, err := verifyLucky(ctx, db, cfg.AppCode, ownedAtMs, gifts, rejections)
 	rep.Diffs = append(rep.Diffs, diffs...)
 	return rep, o, lk, err
 }
@@ -180,15 +192,16 @@ type luckyGift struct {
 
 // luckyReport counts what verifyLucky compared.
 type luckyReport struct {
-	Owned               bool
-	Gifts, Draws, Pools int
+	Owned                           bool
+	Gifts, Draws, Rejections, Pools int
 }
 
 // verifyLucky reconciles gifts (those since ownedAtMs; earlier ones had no
-// draw service) with the draws of lucky_draw_records by draw_id (its
-// rejections are not matched yet: loadgen writes a rejected gift without a
-// draw_id) and checks the pool invariants of appCode (see verify's help).
-func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int64, gifts []luckyGift) (luckyReport, []loadgen.Diff, error) {
+// draw service) with the outcomes of lucky_draw_records by draw_id, each
+// gift to exactly one draw or one rejection (an Execute rejected after the
+// debit: room-service writes the gift naming it, and its inflow must be in
+// no pool), and checks the pool invariants of appCode (see verify's help).
+func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int64, gifts []luckyGift, rejections map[string]string) (luckyReport, []loadgen.Diff, error) {
 	rep := luckyReport{Owned: true}
 	var diffs []loadgen.Diff
 	diff := func(table, key, want, got string) {
@@ -235,9 +248,19 @@ func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int6
 	}); err != nil {
 		return rep, nil, fmt.Errorf("verify: read lucky_draw_records: %w", err)
 	}
+	rep.Rejections = len(rejections)
+	for _, id := range slices.Sorted(maps.Keys(rejections)) {
+		if _, ok := byDraw[id]; !ok {
+			diff("lucky rejection without a gift event", id, "a lucky RoomGiftSent with this draw_id", "none")
+		}
+		if by := rejections[id]; by != luckydraw.ClaimedByRejection {
+			diff("lucky rejection's inflow claim", id, luckydraw.ClaimedByRejection+" (its coins are refunded: no pool inflow)", cmp.Or(by, "none"))
+		}
+	}
 	for _, g := range gifts {
-		if g.DrawID != "" && g.OccurredAtMs >= ownedAtMs && !drawn[g.DrawID] {
-			diff("lucky gift without its draw", g.EventID, "lucky_draw_records row "+g.DrawID, "none")
+		_, rejected := rejections[g.DrawID]
+		if g.DrawID != "" && g.OccurredAtMs >= ownedAtMs && !drawn[g.DrawID] && !rejected {
+			diff("lucky gift without its draw or rejection", g.EventID, "lucky_draw_records row "+g.DrawID, "none")
 		}
 	}
 	var totalOut int64
@@ -261,6 +284,26 @@ func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int6
 		diff("sum(lucky_pools.total_out) = sum(lucky_draw_records.reward_coins)", appCode, fmt.Sprint(rewards), fmt.Sprint(totalOut))
 	}
 	return rep, diffs, nil
+}
+
+// luckyRejections reads appCode's rejections (Executes rejected after the
+// debit) with the claimed_by of their gift's inflow claim ("" for none).
+func luckyRejections(ctx context.Context, db *sql.DB, appCode string) (map[string]string, error) {
+	out := map[string]string{}
+	err := loadgen.ScanRows(ctx, db, `SELECT r.draw_id, COALESCE(c.claimed_by, '') FROM lucky_draw_records r
+	LEFT JOIN lucky_pool_inflow_claims c ON c.app_code = r.app_code AND c.draw_id = r.draw_id
+	WHERE r.app_code = ? AND r.reward_status = 'rejected'`, appCode, func(rows *sql.Rows) error {
+		var id, by string
+		if err := rows.Scan(&id, &by); err != nil {
+			return err
+		}
+		out[id] = by
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify: read the rejections: %w", err)
+	}
+	return out, nil
 }
 
 func loadRules(ctx context.Context, db *sql.DB) (map[loadgen.RuleKey]loadgen.LuckyRule, error) {

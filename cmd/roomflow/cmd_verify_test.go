@@ -49,9 +49,10 @@ func TestVerifyListsAbandonedIDs(t *testing.T) {
 // and checks the pool invariants (balance = funded + total_in - total_out
 // instead of balance = total_in; total_in is every gift's inflow): a
 // consistent state has no differences (a gift from before the ownership
-// needs no draw); then a draw without its gift, a gift without its draw, a
-// gift without a draw_id, a draw with another inflow and a pool off its
-// invariants are each reported.
+// needs no draw, a rejected gift adds no inflow); then a draw without its
+// gift, a gift without its draw, a gift without a draw_id, a rejection
+// without its gift and with its inflow in the pools, a draw with another
+// inflow and a pool off its invariants are each reported.
 func TestVerifyReconcilesDraws(t *testing.T) {
 	k := testenv.NewKafka(t)
 	m := testenv.NewMySQL(t)
@@ -75,6 +76,15 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	}
 	draw("d1", "r1", 15, 30)
 	draw("d3", "r1", 15, 0)
+	// x2: an Execute rejected after the debit; its gift g2 names it, and
+	// its inflow is claimed 'rejected', so it is in no pool.
+	reject := func(id, claimedBy string) {
+		exec(`INSERT INTO lucky_draw_records (draw_id, app_code, command_id, room_id, sender_user_id, gift_id, rule_version,
+			candidate_tiers_json, selected_tier_id, random_digest, pool_snapshot_json, risk_snapshot_json, reward_status, reject_reason,
+			created_at_ms, updated_at_ms) VALUES (?, 'hyapp', ?, 'r1', 7, 'rose', 'v1', '[]', '', '', '{}', '{}', 'rejected', 'global_disabled', 1, 1)`, id, "cmd-"+id)
+		exec(`INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES ('hyapp', ?, ?, 1)`, id, claimedBy)
+	}
+	reject("x2", "rejected")
 	// g0's inflow (before the ownership) came from the sink, g1's and g3's
 	// from their draws: total_in is all three gifts' either way.
 	exec(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor) VALUES
@@ -85,16 +95,17 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 			&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, GiftCount: 1, DrawId: drawID})}
 	}
 	cl := k.Client(t)
-	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g2", 2, "x2"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + kafkaYAML(k, 3)
 	out, err := runCLI(t, cfg, "verify", "--idle", "1s")
-	if err != nil || !strings.Contains(out, "reconciled 2 lucky gifts and 2 draws by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
+	if err != nil || !strings.Contains(out, "reconciled 3 lucky gifts with 2 draws and 1 rejections by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
 		t.Fatalf("consistent state: %v\n%s", err, out)
 	}
 
 	draw("d9", "r1", 15, 0) // no gift names d9
+	reject("x8", "stream")  // no gift names x8, and its inflow reached the pools
 	exec("UPDATE lucky_draw_records SET room_in = 14 WHERE draw_id = 'd3'")
 	exec("UPDATE lucky_pools SET balance = 50 WHERE scope_type = 'platform'")
 	if err := cl.ProduceSync(ctx, gift("g4", 4, "d4"), gift("g5", 5, "")).FirstErr(); err != nil {
@@ -106,13 +117,15 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	}
 	for _, want := range []string{
 		"lucky draw without a gift event[d9]",
-		"lucky gift without its draw[g4]",
+		"lucky gift without its draw or rejection[g4]",
+		"lucky rejection without a gift event[x8]",
+		"lucky rejection's inflow claim[x8]: want rejected (its coins are refunded: no pool inflow), got stream",
 		"lucky gift without a draw[g5]",
 		"lucky_draw_records[d3]: want {RoomID:r1 GiftID:rose RuleVersion:v1 In:{Pool:50 Platform:10 Room:15 Gift:25}} (gift g3)",
 		"lucky_pools.balance below reserve_floor[platform/global]: want >= 100, got 50",
 		"lucky_pools.balance[platform/global]: want 1000, got 50",
 		"lucky_pools.total_in[room/r1]: want 75, got 45", // g4 and g5 reached no pool
-		": 9 differences",
+		": 11 differences",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)

@@ -19,7 +19,12 @@ type DrawSummary struct {
 	RewardCoins      int64
 	CoinSpent        int64
 	Granted, Pending int
-	Rejected         map[string]int // reject_reason -> gifts (sent as lucky gifts without a draw)
+	// Rejected counts the rejected gifts by reject_reason: at Check (sent
+	// as plain gifts, never debited) or at Execute (after the debit: a
+	// recorded rejection the lucky gift names by its draw_id, refunded).
+	Rejected map[string]int
+	// Refunds is how many of Rejected were rejected at Execute.
+	Refunds int
 }
 
 // Add counts o's draws into s (the draws of several DrawLucky calls).
@@ -30,6 +35,7 @@ func (s *DrawSummary) Add(o DrawSummary) {
 	s.CoinSpent += o.CoinSpent
 	s.Granted += o.Granted
 	s.Pending += o.Pending
+	s.Refunds += o.Refunds
 	if s.Rejected == nil {
 		s.Rejected = map[string]int{}
 	}
@@ -46,9 +52,10 @@ func (s *DrawSummary) Add(o DrawSummary) {
 // lucky_rule_version set from the answer, in place (Envelope and Payload),
 // so the row written afterwards names its draw. concurrency draws run at
 // once (room-service's many requests; the service group-commits them).
-// A gift the check rejects keeps lucky=true with an empty draw_id and is
-// counted under its reason: the oracle's inflow does not depend on the
-// draw, and verify reports it as a gift without a draw.
+// A gift the check rejects is sent as a plain gift (lucky=false: nothing
+// was debited for a draw); one the draw rejects after the debit stays a
+// lucky gift naming its recorded rejection's draw_id (refunded: its
+// inflow enters no pool). Both are counted under their reason.
 func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, events []Event, concurrency int) (DrawSummary, error) {
 	sum := DrawSummary{Rejected: map[string]int{}}
 	var mu sync.Mutex
@@ -69,7 +76,11 @@ func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, ev
 			defer mu.Unlock()
 			if reason != "" {
 				sum.Rejected[reason]++
-				return SetDraw(e, gift, "", gift.LuckyRuleVersion)
+				if resp == nil {
+					return SetPlain(e, gift)
+				}
+				sum.Refunds++
+				return SetDraw(e, gift, resp.DrawId, resp.RuleVersion)
 			}
 			sum.Draws++
 			sum.CoinSpent += gift.CoinSpent
@@ -106,8 +117,8 @@ func LuckyGift(e *Event) (*roomv1.RoomGiftSent, bool) {
 // DrawGift sends one lucky gift through client as room-service does:
 // CheckLuckyGift, then (when enabled) ExecuteLuckyGiftDraw with command_id
 // = e's event id, the checked rule version and a stand-in debit receipt.
-// It returns the draw's answer, or the reject reason of the check or the
-// draw (nothing drawn). Both calls follow ctx (its deadline is the
+// It returns the draw's answer (a draw, or a recorded rejection with its
+// draw_id and reject reason), or nil and the check's reject reason. Both calls follow ctx (its deadline is the
 // caller's per-attempt budget); an error means the draw's outcome is
 // unknown: the same call again, on any replica, is idempotent by
 // command_id. It changes neither e nor gift.
@@ -136,6 +147,18 @@ func DrawGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *
 // the row written afterwards carries them.
 func SetDraw(e *Event, gift *roomv1.RoomGiftSent, drawID, ruleVersion string) error {
 	gift.DrawId, gift.LuckyRuleVersion = drawID, ruleVersion
+	return rewrite(e, gift)
+}
+
+// SetPlain makes lucky gift e a plain gift, in place (what room-service
+// sends after CheckLuckyGift rejected it).
+func SetPlain(e *Event, gift *roomv1.RoomGiftSent) error {
+	gift.Lucky, gift.DrawId, gift.LuckyRuleVersion = false, "", ""
+	return rewrite(e, gift)
+}
+
+// rewrite stores gift as e's payload.
+func rewrite(e *Event, gift *roomv1.RoomGiftSent) error {
 	body, err := proto.Marshal(gift)
 	if err != nil {
 		return err

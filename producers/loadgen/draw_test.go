@@ -2,8 +2,10 @@ package loadgen_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,28 +47,13 @@ func TestDrawLucky(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc, err := luckydraw.New(luckydraw.Config{AppCode: sc.AppCode, AuditKey: "k"}, m.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go svc.Serve(sctx, ln) //nolint:errcheck // stopped by cancel
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	client := serveDraws(t, m.DB, luckydraw.Config{AppCode: sc.AppCode, AuditKey: "k"})
 
 	before := make([][]byte, len(events))
 	for i, e := range events {
 		before[i] = e.Payload
 	}
-	sum, err := loadgen.DrawLucky(ctx, activityv1.NewLuckyGiftServiceClient(conn), events, 16)
+	sum, err := loadgen.DrawLucky(ctx, client, events, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +82,123 @@ func TestDrawLucky(t *testing.T) {
 	m.DB.QueryRow(`SELECT COUNT(*), COALESCE(SUM(reward_coins > 0), 0) FROM lucky_draw_records`).Scan(&draws, &hits)
 	if draws != sum.Draws || hits != sum.Hits || hits == 0 {
 		t.Fatalf("records: %d draws, %d hits; summary %d, %d (funded pools must pay some)", draws, hits, sum.Draws, sum.Hits)
+	}
+}
+
+// serveDraws serves a draw service of cfg on db until the test ends.
+func serveDraws(t *testing.T, db *sql.DB, cfg luckydraw.Config, opts ...grpc.DialOption) activityv1.LuckyGiftServiceClient {
+	t.Helper()
+	svc, err := luckydraw.New(cfg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go svc.Serve(ctx, ln) //nolint:errcheck // stopped by cancel
+	conn, err := grpc.NewClient(ln.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return activityv1.NewLuckyGiftServiceClient(conn)
+}
+
+// A gift Check rejects is sent as a plain gift; one Execute rejects after
+// the debit stays lucky and names its recorded rejection. On replica A the
+// room is paused between the Check and the Execute of its first gift
+// there (a client interceptor), so at least that gift is rejected at
+// Execute; later ones of the room on A are rejected at either call (Check
+// reads switches at most 1 s old). Replica B starts after the pause: its
+// Check rejects every gift of the room.
+func TestDrawLuckyRejections(t *testing.T) {
+	ctx := context.Background()
+	m := testenv.NewMySQL(t)
+	sc := loadgen.DefaultScenario()
+	sc.Sessions, sc.Gifts, sc.EventIDPrefix = 4, 120, "dr"
+	if err := loadgen.SeedRule(ctx, m.DB, sc.Rule); err != nil {
+		t.Fatal(err)
+	}
+	events, _ := sc.Generate()
+	// The room with the most lucky gifts in both halves of the events.
+	half := len(events) / 2
+	perHalf := map[string]*[2]int{}
+	for i := range events {
+		if _, ok := loadgen.LuckyGift(&events[i]); ok {
+			r := events[i].Envelope.RoomId
+			if perHalf[r] == nil {
+				perHalf[r] = &[2]int{}
+			}
+			perHalf[r][min(i/half, 1)]++
+		}
+	}
+	var room string
+	for r, n := range perHalf {
+		if best := perHalf[room]; room == "" || min(n[0], n[1]) > min(best[0], best[1]) {
+			room = r
+		}
+	}
+	if n := perHalf[room]; n == nil || n[0] == 0 || n[1] == 0 {
+		t.Fatalf("no room has lucky gifts in both halves: %v", perHalf)
+	}
+	admin, err := luckydraw.NewAdmin(m.DB, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pause sync.Once
+	pauseFirst := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*activityv1.ExecuteLuckyGiftDrawRequest); ok && r.GetMeta().GetRoomId() == room {
+			pause.Do(func() {
+				on := true
+				if _, err := admin.SetSwitch(ctx, sc.AppCode, luckydraw.SwitchRoomScopePaused, room, &on); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cfg := luckydraw.Config{AppCode: sc.AppCode, AuditKey: "k"}
+	sumA, err := loadgen.DrawLucky(ctx, serveDraws(t, m.DB, cfg, grpc.WithUnaryInterceptor(pauseFirst)), events[:half], 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumB, err := loadgen.DrawLucky(ctx, serveDraws(t, m.DB, cfg), events[half:], 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sumA.Refunds == 0 || sumB.Refunds != 0 || sumB.Rejected["room_paused"] == 0 {
+		t.Fatalf("replica A %+v, replica B %+v: want rejections at Execute on A, only at Check on B", sumA, sumB)
+	}
+	plain, named := 0, 0
+	for i := range events {
+		e := &events[i]
+		if e.Envelope.EventType != "RoomGiftSent" || e.Envelope.RoomId != room {
+			continue
+		}
+		var g roomv1.RoomGiftSent
+		if err := proto.Unmarshal(e.Envelope.Payload, &g); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !g.Lucky && g.DrawId == "" && g.LuckyRuleVersion == "":
+			plain++
+		case g.Lucky && g.DrawId == luckydraw.DrawID(sc.AppCode, e.Envelope.EventId):
+			var status, reason string
+			if err := m.DB.QueryRow(`SELECT reward_status, reject_reason FROM lucky_draw_records WHERE draw_id = ?`, g.DrawId).Scan(&status, &reason); err != nil ||
+				status != "rejected" || reason != "room_paused" {
+				t.Fatalf("%s names %s: %s %s (%v), want its recorded rejection", e.Envelope.EventId, g.DrawId, status, reason, err)
+			}
+			named++
+		default:
+			t.Fatalf("%s: gift %v after its room was paused", e.Envelope.EventId, &g)
+		}
+	}
+	refunds, checkRejects := sumA.Refunds+sumB.Refunds, sumA.Rejected["room_paused"]+sumB.Rejected["room_paused"]-sumA.Refunds-sumB.Refunds
+	if named != refunds || plain < checkRejects {
+		t.Fatalf("%d gifts name their rejection (want %d), %d sent plain (want at least the %d Check rejections)", named, refunds, plain, checkRejects)
 	}
 }
 

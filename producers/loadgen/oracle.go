@@ -53,6 +53,9 @@ type Oracle struct {
 	Daily          map[UserDay]*MicTotals
 	Pools          map[Pool]int64 // expected total_in
 	LuckyGifts     int
+	// Refunded counts the lucky gifts among LuckyGifts whose Execute was
+	// rejected (OracleBuilder.Refunded): no pool inflow.
+	Refunded int
 	// Rejected counts lucky gifts the room processor must send to the DLQ
 	// (unknown rule version, negative heat).
 	Rejected int
@@ -133,6 +136,10 @@ type OracleBuilder struct {
 	// appCode that enters the pools: e and g alias the value passed to Add
 	// and are valid only during the call.
 	OnLuckyGift func(e *envelope.View, g *envelope.GiftSent, in Inflow)
+	// Refunded holds the draw ids whose ExecuteLuckyGiftDraw was rejected
+	// after the debit: their gifts are refunded and their inflow enters no
+	// pool (they are still passed to OnLuckyGift, to be matched).
+	Refunded map[string]bool
 
 	o        *Oracle
 	rules    map[RuleKey]LuckyRule
@@ -325,12 +332,16 @@ func (b *OracleBuilder) luckyGift(e *envelope.View, g *envelope.GiftSent) {
 	}
 	o.LuckyGifts++
 	in := rule.Inflow(g.HeatValue)
-	o.Pools[Pool{"platform", "global"}] += in.Platform
-	o.Pools[Pool{"room", string(e.RoomID)}] += in.Room
-	o.Pools[Pool{"gift", giftID}] += in.Gift
 	if b.OnLuckyGift != nil {
 		b.OnLuckyGift(e, g, in)
 	}
+	if len(g.DrawID) > 0 && b.Refunded[string(g.DrawID)] {
+		o.Refunded++
+		return
+	}
+	o.Pools[Pool{"platform", "global"}] += in.Platform
+	o.Pools[Pool{"room", string(e.RoomID)}] += in.Room
+	o.Pools[Pool{"gift", giftID}] += in.Gift
 }
 
 // Inflow is a lucky gift's pool inflow and its split over the three

@@ -107,6 +107,9 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	for _, r := range mysqlerr.Reasons {
 		m.retries.WithLabelValues(r)
 	}
+	// The rejections after the debit, at 0 before the first: alert
+	// LuckyRejectionsAfterDebit takes their rate.
+	m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", RejectGlobalDisabled)
 	return m
 }
 
@@ -125,9 +128,11 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	sw := newSwitches(cfg, db)
 	log := cfg.Logger.With("component", "luckydraw")
+	promreg.Register(cfg.Registerer, prometheus.Collector(switchCollector{sw: sw, app: cfg.AppCode}))
 	promreg.Register(cfg.Registerer, newLargeTierCollector(db, log))
-	return &Service{cfg: cfg, db: db, rules: rules, sw: newSwitches(cfg, db), log: log,
+	return &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: log,
 		m: newMetrics(cfg.Registerer), pilot: newPilotMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -435,6 +436,24 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 			sender != 1 || target != 900 || coins != 100 || reward != 0 {
 			t.Fatalf("%s stored as %s %s %s %s %s %q %d %d %d %d", cmd, status, why, receipt, room, gift, ver, sender, target, coins, reward)
 		}
+		// In the same transaction: the refund's event, once, and the claim
+		// that keeps the gift's inflow out of the pools.
+		drawID := luckydraw.DrawID(app, cmd)
+		var payload []byte
+		var n int
+		if err := e.db.QueryRow(`SELECT COUNT(*), MAX(payload) FROM lucky_outbox WHERE event_type = 'activity_event' AND message_type = 'LuckyDrawRejected'
+	AND aggregate_id = ?`, drawID).Scan(&n, &payload); err != nil || n != 1 {
+			t.Fatalf("%s: %d LuckyDrawRejected rows (%v), want 1", cmd, n, err)
+		}
+		var ev activityv1.LuckyDrawRejected
+		if err := proto.Unmarshal(payload, &ev); err != nil || ev.EventId != luckydraw.LuckyDrawRejectedEventID(drawID) || ev.Reason != reason ||
+			ev.BillingReceiptId != "bill-"+cmd || ev.CoinSpent != 100 || ev.SenderUserId != 1 || ev.RoomId != "r1" || ev.RuleVersion != version || ev.CreatedAtMs <= 0 {
+			t.Fatalf("%s: LuckyDrawRejected %v (%v)", cmd, &ev, err)
+		}
+		var by string
+		if err := e.db.QueryRow(`SELECT claimed_by FROM lucky_pool_inflow_claims WHERE app_code = ? AND draw_id = ?`, app, drawID).Scan(&by); err != nil || by != luckydraw.ClaimedByRejection {
+			t.Fatalf("%s: inflow claim %q (%v), want %q", cmd, by, err, luckydraw.ClaimedByRejection)
+		}
 	}
 	if _, err := testAdmin(t, e.db).SetSwitch(ctx, app, luckydraw.SwitchGlobal, "", &off); err != nil {
 		t.Fatal(err)
@@ -477,8 +496,12 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE reward_status = 'rejected'`); n != 4 {
 		t.Fatalf("%d rejections stored, want 4 (one per command)", n)
 	}
-	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox`) + e.count(t, `SELECT COUNT(*) FROM lucky_pool_inflow_claims`); n != 0 {
-		t.Fatalf("rejections wrote %d outbox rows and inflow claims", n)
+	// Each rejection wrote one event and one claim, a repeat nothing more.
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox`); n != 4 {
+		t.Fatalf("rejections wrote %d outbox rows, want 4 LuckyDrawRejected", n)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_pool_inflow_claims WHERE claimed_by = 'rejected'`); n != 4 {
+		t.Fatalf("rejections wrote %d inflow claims, want 4", n)
 	}
 	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_draw_rejects_total", "rpc", "ExecuteLuckyGiftDraw", "reason", "global_disabled"); v != 1 {
 		t.Fatalf("%v global_disabled rejections counted, want 1 (the repeat is a duplicate)", v)
@@ -731,4 +754,25 @@ func TestConfigValidate(t *testing.T) {
 	if got != "audit_key,draw_timeout,switch_cache_ttl,max_device_daily_payout,activity_period_end_ms" {
 		t.Fatalf("keys %s (%v)", got, err)
 	}
+}
+
+// roomflow_lucky_switch_state shows each global switch as draws see it:
+// the start value, then an operator's override within the 1 s cache.
+func TestSwitchStateGauge(t *testing.T) {
+	e := start(t, luckydraw.Config{DisableLargeTier: true}, 100_000)
+	state := func(name string) float64 {
+		v, ok := testenv.Metric(e.reg, "roomflow_lucky_switch_state", "app_code", app, "name", name)
+		if !ok {
+			t.Fatalf("no roomflow_lucky_switch_state{name=%s}", name)
+		}
+		return v
+	}
+	if state(luckydraw.SwitchGlobal) != 1 || state(luckydraw.SwitchLargeTier) != 0 || state(luckydraw.SwitchWalletDispatch) != 1 {
+		t.Fatal("start values: want global and dispatch on, large tiers off (configured)")
+	}
+	off := false
+	if _, err := testAdmin(t, e.db).SetSwitch(context.Background(), app, luckydraw.SwitchWalletDispatch, "", &off); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "dispatch off in the gauge", func() bool { return state(luckydraw.SwitchWalletDispatch) == 0 })
 }

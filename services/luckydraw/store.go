@@ -169,6 +169,8 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	}
 	var todo []work
 	var records [][]any       // the draws' and the rejections', one statement
+	var outbox [][]any        // their lucky_outbox rows, one statement
+	var rejected []*drawReq   // the rejections, whose inflow they claim
 	first := map[string]int{} // command_id -> index of its first request
 	dupOf := map[int]int{}    // a repeated command_id -> its first request
 	for i, r := range reqs {
@@ -196,9 +198,19 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			}
 			res[i] = drawResult{drawID: r.drawID, ruleVersion: version, reject: reject}
 			records = append(records, b.rejectionRow(r, version, reject))
+			ev, err := b.outboxEvent(r, LuckyDrawRejectedEventID(r.drawID), b.rejectionEvent(r, version, reject))
+			if err != nil {
+				return nil, err
+			}
+			outbox = append(outbox, ev)
+			rejected = append(rejected, r)
 			continue
 		}
 		todo = append(todo, work{i, rule})
+	}
+	// Claims before pool rows, as the draws and the sink take them.
+	if err := b.claimRejections(ctx, rejected); err != nil {
+		return nil, err
 	}
 	if len(todo) > 0 {
 		drawReqs := make([]*drawReq, len(todo))
@@ -225,7 +237,6 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.
-		var outbox [][]any
 		for k, w := range todo {
 			r := reqs[w.i]
 			d, rec, ob, err := b.drawOne(r, drawRules[k], !streamed[r.drawID])
@@ -243,10 +254,10 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		if err := b.writeCounters(ctx); err != nil {
 			return nil, err
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
+	}
+	if err := insertRows(ctx, tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
 	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, outbox); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	if err := b.insertRecords(ctx, records); err != nil {
 		return nil, err
@@ -299,6 +310,53 @@ func (b *batchTx) rejectionRow(r *drawReq, version, reason string) []any {
 	return []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
 		r.giftID, r.giftCount, r.coinSpent, r.heat, version, 0, 0, 0, 0, "none", "[]", "", "none", 0,
 		0, 0, 0, 0, "", "{}", "{}", "", RewardRejected, "", b.nowMs, b.nowMs, reason}
+}
+
+// LuckyDrawRejectedEventID is the event id of a rejection's
+// LuckyDrawRejected.
+func LuckyDrawRejectedEventID(drawID string) string { return "LuckyDrawRejected:" + drawID }
+
+// rejectionEvent is the LuckyDrawRejected of r rejected for reason under
+// version: what room-service or finance refunds, by billing_receipt_id.
+func (b *batchTx) rejectionEvent(r *drawReq, version, reason string) *activityv1.LuckyDrawRejected {
+	return &activityv1.LuckyDrawRejected{EventId: LuckyDrawRejectedEventID(r.drawID), AppCode: r.app, DrawId: r.drawID,
+		CommandId: r.commandID, BillingReceiptId: r.billingReceiptID, RoomId: r.roomID, SenderUserId: r.sender,
+		TargetUserId: r.target, GiftId: r.giftID, GiftCount: r.giftCount, CoinSpent: r.coinSpent, Reason: reason,
+		RuleVersion: version, CreatedAtMs: b.nowMs}
+}
+
+// ClaimedByRejection is the lucky_pool_inflow_claims.claimed_by of a
+// rejected Execute: the gift's inflow enters no pool (its coins are
+// refunded), and the sink's inflow applier adds nothing for it.
+const ClaimedByRejection = "rejected"
+
+// claimRejections claims the inflow of the rejected gifts, so the sink
+// adds none of it to the pools. A claim the stream took first (the gift
+// event landed before its rejection committed, which room-service's order
+// of calls rules out) is left as it is: that inflow stays in the pools and
+// roomflow verify reports it.
+func (b *batchTx) claimRejections(ctx context.Context, reqs []*drawReq) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(reqs))
+	for i, r := range reqs {
+		rows[i] = []any{b.app, r.drawID, ClaimedByRejection, b.nowMs}
+	}
+	_, err := b.tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES `+
+		sqlbuild.Rows(len(rows), 4), sqlbuild.Flatten(rows)...)
+	return err
+}
+
+// outboxEvent is the lucky_outbox row of lucky event m of r's draw (or
+// rejection), pending for the outbox worker to publish.
+func (b *batchTx) outboxEvent(r *drawReq, id string, m proto.Message) ([]any, error) {
+	payload, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return []any{id, r.app, "activity_event", string(m.ProtoReflect().Descriptor().Name()), r.drawID, r.giftID,
+		payload, "pending", "", 0, b.nowMs, b.nowMs, b.nowMs}, nil
 }
 
 // storedDraws reads the stored outcomes (draws and rejections) of the
@@ -745,13 +803,9 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawR
 	// (10) outbox.
 	var ob [][]any
 	event := func(id string, m proto.Message) error {
-		payload, err := proto.Marshal(m)
-		if err != nil {
-			return err
-		}
-		ob = append(ob, []any{id, r.app, "activity_event", string(m.ProtoReflect().Descriptor().Name()), r.drawID, r.giftID,
-			payload, "pending", "", 0, b.nowMs, b.nowMs, b.nowMs})
-		return nil
+		row, err := b.outboxEvent(r, id, m)
+		ob = append(ob, row)
+		return err
 	}
 	if reward > 0 {
 		payload, err := proto.Marshal(&walletv1.CreditLuckyRewardRequest{RewardId: rewardID, CommandId: r.commandID,

@@ -266,6 +266,28 @@ func TestOwnedDrawClaimedFirst(t *testing.T) {
 	}
 }
 
+// TestRejectedGiftAddsNothing: the draw service rejected the gift's
+// Execute after the debit and claimed its inflow 'rejected': the refunded
+// gift adds nothing to the pools nor to the daily facts, and a replay
+// changes nothing; the other gift of the batch counts as before.
+func TestRejectedGiftAddsNothing(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	s := newInflowSink(t, m.DB)
+	own(t, m.DB)
+	if _, err := m.DB.Exec("INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES (?, 'd7', 'rejected', 1)", app); err != nil {
+		t.Fatal(err)
+	}
+	rejected, drawn := inflow(7, "r1", "d7"), inflow(8, "r1", "d8")
+	s.mustApply(t, rejected, drawn)
+	s.mustApply(t, rejected, drawn)
+	checkPools(t, m.DB, drawn)
+	checkDaily(t, m.DB, drawn)
+	want := map[string]string{"LuckyPoolInflow:e7": "rejected|d7", "LuckyPoolInflow:e8": "consumed|d8"}
+	if got := statuses(t, m.DB); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+}
+
 // TestGiftBeforeDraw: the gift event lands before its draw commits (the
 // seed's draw timeout): the sink claims and adds it, and the draw that
 // commits later inserts no claim, so it adds nothing: the inflow is in the
@@ -422,6 +444,7 @@ func TestDecide(t *testing.T) {
 		{"drawn, not owned", false, map[luckyinflow.DrawKey]string{{app, "d"}: "draw"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"drawn"}},
 		{"claimed by another gift", false, map[luckyinflow.DrawKey]string{{app, "d"}: "stream"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"duplicate_draw"}},
 		{"two gifts of one draw in a batch", false, nil, []*activityv1.LuckyPoolInflow{in("b", "d"), in("c", "d")}, []string{"consumed", "duplicate_draw"}},
+		{"rejected", true, map[luckyinflow.DrawKey]string{{app, "d"}: "rejected"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"rejected"}},
 		{"other app's claim", true, map[luckyinflow.DrawKey]string{{"other", "d"}: "draw"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"consumed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

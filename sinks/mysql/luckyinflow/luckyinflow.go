@@ -35,9 +35,13 @@
 //     consumed); not added once the draw service owns the pools (status
 //     no_draw): no draw will ever pay from or reconcile them, and `roomflow
 //     verify` reports them as gifts without a draw.
-//   - Every new inflow, whoever added it to the balances, adds its layer
-//     amounts to lucky_pool_inflow_daily (app_code, UTC date of the gift's
-//     occurred_at_ms, scope) with gift_count + 1.
+//   - A gift whose Execute the draw service rejected after the debit was
+//     claimed 'rejected' by that rejection: nothing is added (status
+//     rejected), neither to lucky_pools nor to the daily facts, since its
+//     coins are refunded.
+//   - Every other new inflow, whoever added it to the balances, adds its
+//     layer amounts to lucky_pool_inflow_daily (app_code, UTC date of the
+//     gift's occurred_at_ms, scope) with gift_count + 1.
 //
 // The claim races are settled by the claims table's primary key: the sink
 // runs at READ COMMITTED, where a locking read of a row that does not
@@ -178,12 +182,19 @@ const (
 	// StatusDuplicateDraw: another gift event had already claimed the same
 	// draw_id (an upstream bug); nothing was added to lucky_pools.
 	StatusDuplicateDraw = "duplicate_draw"
+	// StatusRejected: the gift's ExecuteLuckyGiftDraw was rejected after
+	// the debit (claimed 'rejected'): its coins are refunded, so nothing
+	// is added to lucky_pools nor to lucky_pool_inflow_daily.
+	StatusRejected = "rejected"
 )
 
 // Claimants of lucky_pool_inflow_claims.claimed_by.
 const (
 	ClaimedByDraw   = "draw"
 	ClaimedByStream = "stream"
+	// ClaimedByRejection: the draw service rejected the gift's Execute
+	// (services/luckydraw ClaimedByRejection writes it).
+	ClaimedByRejection = "rejected"
 )
 
 // Consumption is lucky_pool_inflow_consumption. Rows are inserted as
@@ -271,7 +282,14 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, in []*activityv1.
 	if err := WritePools(ctx, tx, pools, PoolsTable); err != nil {
 		return mysqlsink.Applied{}, err
 	}
-	daily := BuildDaily(fresh)
+	// A refunded gift's coins entered no pool: it has no daily inflow.
+	var kept []*activityv1.LuckyPoolInflow
+	for i, in := range fresh {
+		if status[i] != StatusRejected {
+			kept = append(kept, in)
+		}
+	}
+	daily := BuildDaily(kept)
 	if err := tx.ExecRows(ctx, dailyHead, dailyRow, dailyTail, len(daily), func(i int, a []any) []any {
 		r := daily[i]
 		return append(a, r.AppCode, r.StatDate, r.ScopeType, r.ScopeID, r.In, r.Gifts, r.UpdatedAtMs)
@@ -379,6 +397,8 @@ func Decide(fresh []*activityv1.LuckyPoolInflow, owned bool, claims map[DrawKey]
 			out[i] = StatusConsumed
 		case ok && by == ClaimedByDraw:
 			out[i] = StatusDrawn
+		case ok && by == ClaimedByRejection:
+			out[i] = StatusRejected
 		case ok || claimed[k]:
 			out[i] = StatusDuplicateDraw
 		default:
