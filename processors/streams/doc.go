@@ -32,6 +32,18 @@
 //	}, proc)
 //	err = rt.Run(ctx)
 //
+// # Parts
+//
+// Runtime is one processing loop (loop.go: Kafka Streams' StreamThread)
+// over parts that each keep their own state: txn, the open transaction
+// (begin, what it holds, output timestamps, the produce promise, the DLQ
+// write, commit or abort); assignment, what the group assigned (its events
+// and the tasks with their stores: Kafka Streams' TaskManager); restorer,
+// the changelog restore (StoreChangelogReader); punctuator, the timers
+// and their LSO gate (PunctuationQueue); and stallTracker, the partitions
+// backing off. The loop and the runtime's endTxn, restore and task
+// lifecycle are the only code that uses more than one part.
+//
 // # Transactions and batching
 //
 // A transaction covers many records: it is committed when it holds

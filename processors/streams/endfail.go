@@ -28,31 +28,32 @@ const commitErrorCause = "commit_error"
 // producer stays fatal whatever kgo's state. On true, it logs a WARN and
 // backs off (doubling while commits keep failing, up to the retry
 // back-off maximum; cut short when Run's context ends).
-func (r *Runtime) endAborted(ctx context.Context, err error) bool {
-	if r.killed.Load() || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+func (x *txn) endAborted(ctx context.Context, err error) bool {
+	if x.sh.killed.Load() || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.InvalidProducerIDMapping) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if r.sess.Begin() != nil {
+	if x.sh.sess.Begin() != nil {
 		return false
 	}
-	if r.sess.Client().EndTransaction(ctx, kgo.TryAbort) != nil {
+	if x.sh.client().EndTransaction(ctx, kgo.TryAbort) != nil {
 		return false
 	}
-	if r.commitErrBackoff > 0 && r.commitErrSeq == r.txnSeq {
-		r.commitErrBackoff = min(2*r.commitErrBackoff, r.cfg.RetryBackoffMax)
+	b := &x.commitErr
+	if b.backoff > 0 && b.seq == x.seq {
+		b.backoff = min(2*b.backoff, x.sh.cfg.RetryBackoffMax)
 	} else {
-		r.commitErrBackoff = r.cfg.RetryBackoffMin
+		b.backoff = x.sh.cfg.RetryBackoffMin
 	}
-	r.commitErrSeq = r.txnSeq + 1 // the sequence number once this transaction has ended
-	r.log.Warn("transaction commit failed and was aborted; consumption rewound to the last commit",
-		"cause", commitErrorCause, "records", r.txnIn, "backoff", r.commitErrBackoff.String(), "error", err)
-	t := time.NewTimer(retryJitter.Jitter(r.commitErrBackoff))
+	b.seq = x.seq + 1 // the sequence number once this transaction has ended
+	x.sh.log.Warn("transaction commit failed and was aborted; consumption rewound to the last commit",
+		"cause", commitErrorCause, "records", x.counts.in, "backoff", b.backoff.String(), "error", err)
+	t := time.NewTimer(retryJitter.Jitter(b.backoff))
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-r.runCtx.Done():
+	case <-x.sh.ctx.Done():
 	}
 	return true
 }

@@ -2,14 +2,18 @@ package streams
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // markerKey is the changelog key of restore markers. It is reserved: the
@@ -22,75 +26,82 @@ const markerKey = "\x00roomflow.restore-marker"
 // logs what it waits for.
 const restoreReportEvery = 10 * time.Second
 
-// restore builds the tasks of newly assigned partitions. With a changelog it
-// commits a marker record to each of their changelog partitions in a
-// transaction of its own, then reads the partitions read_committed from
-// their start until it has read past its markers. A read_committed fetch
-// stops below any open transaction, so the restore also waits until every
-// transaction a previous owner left open is committed or aborted: what it
-// restores is everything committed to the changelog before the marker,
-// however long the fetches stall (a leader move, an unreachable broker).
-// There is no time limit; Ready reports not ready meanwhile.
+// restorer restores the state of newly assigned partitions from their
+// changelog (Kafka Streams' StoreChangelogReader). It writes a marker to
+// each changelog partition in a transaction of its own on the session's
+// producer, then reads the partitions with a short-lived client of its own
+// until it has read past its markers. It counts the partitions being
+// restored, which Ready reports.
+type restorer struct {
+	sh *shared
+	// opts connect a changelog reader like the session client, but
+	// without its hooks (metrics plugins register per client).
+	opts      []kgo.Opt
+	restoring atomic.Int32 // partitions whose restore has not finished
+}
+
+func (rs *restorer) init(sh *shared) { rs.sh = sh }
+
+// connect takes the connection of the session's client cl for the
+// changelog readers.
+func (rs *restorer) connect(cl *kgo.Client) { rs.opts = restoreOpts(cl) }
+
+// pending is the number of partitions being restored.
+func (rs *restorer) pending() int32 { return rs.restoring.Load() }
+
+// restore builds the tasks of parts (newTask) and starts each (start) once
+// its store holds the changelog. It commits a marker record to each of
+// their changelog partitions in a transaction of its own, then reads the
+// partitions read_committed from their start until it has read past its
+// markers. A read_committed fetch stops below any open transaction, so the
+// restore also waits until every transaction a previous owner left open is
+// committed or aborted: what it restores is everything committed to the
+// changelog before the marker, however long the fetches stall (a leader
+// move, an unreachable broker). There is no time limit; Ready reports not
+// ready meanwhile (the caller counts parts in setRestoring).
 //
-// The marker needs the session's producer, so an open transaction is
-// aborted first (committing it would also commit the offsets of records
-// polled but not processed yet); restore reports whether it did, so the
-// caller drops what it fetched. Errors: a *TxnError if the marker
-// transaction fails (fenced), a *RestoreError if the changelog cannot be
-// read, ErrKilled after Kill, ctx.Err() on cancel.
-func (r *Runtime) restore(ctx context.Context, parts []int32) (aborted bool, err error) {
-	if r.cfg.Changelog == "" {
-		for _, p := range parts {
-			r.startTask(r.newTask(p))
-		}
-		return false, nil
-	}
-	r.setRestoring(len(parts))
-	defer r.setRestoring(0)
-	if r.inTxn {
-		if _, err := r.endTxn(r.cfg.TransactionTimeout, false, "restore"); err != nil {
-			return true, err
-		}
-		aborted = true
-	}
-	start := time.Now()
-	markers, err := r.writeMarkers(ctx, parts)
+// The marker needs the session's producer: no transaction may be open.
+// Errors: a *TxnError if the marker transaction fails (fenced), a
+// *RestoreError if the changelog cannot be read, ErrKilled after Kill,
+// ctx.Err() on cancel.
+func (rs *restorer) restore(ctx context.Context, parts []int32, newTask func(int32) *task, start func(*task)) error {
+	began := time.Now()
+	markers, err := rs.writeMarkers(ctx, parts)
 	if err != nil {
-		return aborted, err
+		return err
 	}
 	tasks := map[int32]*task{}
 	for _, p := range parts {
-		tasks[p] = r.newTask(p)
+		tasks[p] = newTask(p)
 	}
-	if err := r.readChangelog(ctx, tasks, markers); err != nil {
-		return aborted, err
+	if err := rs.readChangelog(ctx, tasks, markers); err != nil {
+		return err
 	}
-	took := time.Since(start)
+	took := time.Since(began)
 	for _, p := range parts {
 		t := tasks[p]
-		t.restored = took
-		r.startTask(t)
-		r.m.restoreDur.WithLabelValues(r.name).Observe(took.Seconds())
-		r.log.Info("partition restored", "partition", p, "keys", t.store.Len(), "bytes", t.store.Bytes(),
+		start(t)
+		rs.sh.m.restoreDur.WithLabelValues(rs.sh.name).Observe(took.Seconds())
+		rs.sh.log.Info("partition restored", "partition", p, "keys", t.store.Len(), "bytes", t.store.Bytes(),
 			"marker_offset", markers[p], "duration", took.String())
 	}
-	return aborted, nil
+	return nil
 }
 
 // setRestoring publishes how many partitions are being restored (Ready and
 // the restoring gauge).
-func (r *Runtime) setRestoring(n int) {
-	r.restoring.Store(int32(n))
-	r.m.restoring.WithLabelValues(r.name).Set(float64(n))
+func (rs *restorer) setRestoring(n int) {
+	rs.restoring.Store(int32(n))
+	rs.sh.m.restoring.WithLabelValues(rs.sh.name).Set(float64(n))
 }
 
 // writeMarkers commits one marker record to the changelog partition of
 // each of parts and returns their offsets. A transaction whose produce
 // fails is aborted and retried after a back-off.
-func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
-	backoff := r.cfg.RetryBackoffMin
+func (rs *restorer) writeMarkers(ctx context.Context, parts []int32) (map[int32]int64, error) {
+	backoff := rs.sh.cfg.RetryBackoffMin
 	for {
-		offsets, err := r.markerTxn(parts)
+		offsets, err := rs.markerTxn(parts)
 		if err != nil || offsets != nil {
 			return offsets, err
 		}
@@ -99,10 +110,10 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 			return nil, ctx.Err()
 		case <-time.After(retryJitter.Jitter(backoff)):
 		}
-		if r.killed.Load() {
+		if rs.sh.killed.Load() {
 			return nil, ErrKilled
 		}
-		backoff = min(backoff*2, r.cfg.RetryBackoffMax)
+		backoff = min(backoff*2, rs.sh.cfg.RetryBackoffMax)
 	}
 }
 
@@ -112,30 +123,30 @@ func (r *Runtime) writeMarkers(ctx context.Context, parts []int32) (map[int32]in
 // and GroupTransactSession.End would hold every offset-less commit for
 // 500 ms (its guard for brokers without KIP-447). A rebalance during it
 // stays flagged in the session and aborts the next processing
-// transaction. Like endTxn it is bounded by the transaction timeout, not
+// transaction. Like the end of a processing transaction it is bounded by the transaction timeout, not
 // by Run's context (an interrupted end leaves the producer unusable).
-func (r *Runtime) markerTxn(parts []int32) (map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.TransactionTimeout)
+func (rs *restorer) markerTxn(parts []int32) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rs.sh.cfg.TransactionTimeout)
 	defer cancel()
-	cl := r.sess.Client()
+	cl := rs.sh.client()
 	fatal := func(err error) error {
-		if r.killed.Load() {
+		if rs.sh.killed.Load() {
 			return ErrKilled
 		}
-		return &TxnError{Processor: r.name, Err: fmt.Errorf("restore marker: %w", err)}
+		return &TxnError{Processor: rs.sh.name, Err: fmt.Errorf("restore marker: %w", err)}
 	}
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, fatal(err)
 	}
-	value := markerValue(r.cfg.TransactionalID)
+	value := markerValue(rs.sh.cfg.TransactionalID)
 	recs := make([]*kgo.Record, len(parts))
 	for i, p := range parts {
-		recs[i] = &kgo.Record{Topic: r.cfg.Changelog, Partition: p, Key: []byte(markerKey), Value: value}
+		recs[i] = &kgo.Record{Topic: rs.sh.cfg.Changelog, Partition: p, Key: []byte(markerKey), Value: value}
 	}
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
-		if !r.killed.Load() {
-			r.log.Warn("restore marker not written; aborting its transaction", "topic", r.cfg.Changelog, "error", err)
+		if !rs.sh.killed.Load() {
+			rs.sh.log.Warn("restore marker not written; aborting its transaction", "topic", rs.sh.cfg.Changelog, "error", err)
 		}
 		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			return nil, fatal(err)
@@ -163,25 +174,25 @@ func markerValue(txnID string) []byte {
 // its start into the task's store until it has read a record at or after
 // the partition's marker offset (the marker itself, or a later record if
 // compaction removed it).
-func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, markers map[int32]int64) error {
+func (rs *restorer) readChangelog(ctx context.Context, tasks map[int32]*task, markers map[int32]int64) error {
 	consume := map[int32]kgo.Offset{}
 	for p := range markers {
 		consume[p] = kgo.NewOffset().AtStart()
 	}
-	opts := append([]kgo.Opt{}, r.restoreOpts...)
+	opts := append([]kgo.Opt{}, rs.opts...)
 	opts = append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Changelog: consume}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{rs.sh.cfg.Changelog: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the marker's commit marker also ends a partition
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return &RestoreError{Topic: r.cfg.Changelog, Partition: -1, Err: err}
+		return &RestoreError{Topic: rs.sh.cfg.Changelog, Partition: -1, Err: err}
 	}
 	defer cl.Close()
-	nowMs := r.cfg.Now().UnixMilli()
+	nowMs := rs.sh.cfg.Now().UnixMilli()
 	pending := maps.Clone(markers)
-	restoreRecs := r.m.restoreRecs.WithLabelValues(r.name)
+	restoreRecs := rs.sh.m.restoreRecs.WithLabelValues(rs.sh.name)
 	start := time.Now()
 	nextReport := start.Add(restoreReportEvery)
 	for len(pending) > 0 {
@@ -191,7 +202,7 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if r.killed.Load() {
+		if rs.sh.killed.Load() {
 			return ErrKilled
 		}
 		var ferr error
@@ -217,7 +228,7 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 			}
 			if rec.Offset >= marker {
 				delete(pending, rec.Partition)
-				r.setRestoring(len(pending))
+				rs.setRestoring(len(pending))
 			}
 		})
 		restoreRecs.Add(float64(n))
@@ -226,7 +237,7 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 		}
 		if len(pending) > 0 && time.Now().After(nextReport) {
 			nextReport = time.Now().Add(restoreReportEvery)
-			r.logRestoreWait(ctx, pending, time.Since(start))
+			rs.logRestoreWait(ctx, pending, time.Since(start))
 		}
 	}
 	return nil
@@ -237,11 +248,11 @@ func (r *Runtime) readChangelog(ctx context.Context, tasks map[int32]*task, mark
 // marker (a previous owner's; the broker aborts it after that owner's
 // transaction timeout), or the fetches stall (no leader, broker down). It
 // warns once the wait exceeds the transaction timeout.
-func (r *Runtime) logRestoreWait(ctx context.Context, pending map[int32]int64, waited time.Duration) {
+func (rs *restorer) logRestoreWait(ctx context.Context, pending map[int32]int64, waited time.Duration) {
 	var openTxn, stalled []int32
-	lso, err := r.adm.ListCommittedOffsets(ctx, r.cfg.Changelog)
+	lso, err := rs.sh.adm.ListCommittedOffsets(ctx, rs.sh.cfg.Changelog)
 	for p, marker := range pending {
-		if o, ok := lso.Lookup(r.cfg.Changelog, p); err == nil && ok && o.Err == nil && o.Offset <= marker {
+		if o, ok := lso.Lookup(rs.sh.cfg.Changelog, p); err == nil && ok && o.Err == nil && o.Offset <= marker {
 			openTxn = append(openTxn, p)
 		} else {
 			stalled = append(stalled, p)
@@ -250,13 +261,41 @@ func (r *Runtime) logRestoreWait(ctx context.Context, pending map[int32]int64, w
 	slices.Sort(openTxn)
 	slices.Sort(stalled)
 	level := slog.LevelInfo
-	if waited > r.cfg.TransactionTimeout {
+	if waited > rs.sh.cfg.TransactionTimeout {
 		level = slog.LevelWarn
 	}
-	attrs := []any{"topic", r.cfg.Changelog, "waited", waited.Round(time.Millisecond).String(),
+	attrs := []any{"topic", rs.sh.cfg.Changelog, "waited", waited.Round(time.Millisecond).String(),
 		"waiting_for_open_transaction", openTxn, "fetch_stalled", stalled}
 	if err != nil {
 		attrs = append(attrs, "list_offsets_error", err)
 	}
-	r.log.Log(ctx, level, "restore waiting to read its marker back; not ready", attrs...)
+	rs.sh.log.Log(ctx, level, "restore waiting to read its marker back; not ready", attrs...)
+}
+
+// restoreOpts copies the connection options of cl (brokers, client id,
+// TLS, SASL, dialer, logger) for a short-lived changelog reader. Hooks are
+// left out on purpose: a metrics hook such as kprom registers collectors
+// per client and would collide with the session client's.
+func restoreOpts(cl *kgo.Client) []kgo.Opt {
+	var o []kgo.Opt
+	if v, ok := cl.OptValue(kgo.SeedBrokers).([]string); ok {
+		o = append(o, kgo.SeedBrokers(v...))
+	}
+	if v, ok := cl.OptValue(kgo.ClientID).(string); ok && v != "" {
+		o = append(o, kgo.ClientID(v+"-restore"))
+	}
+	// kgo reports a dialer even when none was set (its default, TLS
+	// included) and refuses one beside a TLS config: copy one of the two.
+	if v, ok := cl.OptValue(kgo.DialTLSConfig).(*tls.Config); ok && v != nil {
+		o = append(o, kgo.DialTLSConfig(v))
+	} else if v, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && v != nil {
+		o = append(o, kgo.Dialer(v))
+	}
+	if v, ok := cl.OptValue(kgo.SASL).([]sasl.Mechanism); ok && len(v) > 0 {
+		o = append(o, kgo.SASL(v...))
+	}
+	if v, ok := cl.OptValue(kgo.WithLogger).(kgo.Logger); ok && v != nil {
+		o = append(o, kgo.WithLogger(v))
+	}
+	return o
 }

@@ -9,6 +9,16 @@ import (
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
+// stallTracker keeps the partitions that back off alone after their
+// record or punctuation failed with a non-reject error (a failing lookup,
+// a bug), and the roomflow_process_partition_stalled gauge of every owned
+// partition. It pauses a stalled record's partition in the client and sets
+// its position back, and resumes it once the backoff has passed.
+type stallTracker struct {
+	sh *shared
+	by map[int32]*stall // stalled partitions
+}
+
 // stall is a partition backing off alone after its record or punctuation
 // failed with a non-reject error (a failing lookup, a bug). The other
 // partitions keep processing and committing in the shared transaction.
@@ -34,98 +44,128 @@ type stall struct {
 }
 
 // waiting reports whether the backoff runs: no punctuation round opens.
-func (s *stall) waiting() bool { return !s.until.IsZero() }
+func (s *stall) waiting() bool { return s != nil && !s.until.IsZero() }
 
 // fetchPaused reports whether the partition's fetching is paused.
-func (s *stall) fetchPaused() bool { return s.offset >= 0 && s.waiting() }
+func (s *stall) fetchPaused() bool { return s != nil && s.offset >= 0 && s.waiting() }
 
-// stallRecord stalls t's partition at rec, which failed with err.
-func (r *Runtime) stallRecord(t *task, rec *kgo.Record, err error) {
-	r.setBack(t, rec)
-	s := r.backOff(t, rec.Offset, "", "record")
+// recoversAt reports whether processing the record at offset ends the
+// stall: it is the failed record, or a later one.
+func (s *stall) recoversAt(offset int64) bool { return s != nil && s.offset >= 0 && offset >= s.offset }
+
+func (st *stallTracker) init(sh *shared) {
+	st.sh = sh
+	st.by = map[int32]*stall{}
+}
+
+// of is partition p's stall, nil when it runs normally.
+func (st *stallTracker) of(p int32) *stall { return st.by[p] }
+
+// waiting reports whether p's backoff runs.
+func (st *stallTracker) waiting(p int32) bool { return st.by[p].waiting() }
+
+// track shows an owned partition's stall gauge at 0 (forget deletes it).
+func (st *stallTracker) track(p int32) {
+	st.sh.m.stalled.WithLabelValues(st.sh.name, strconv.FormatInt(int64(p), 10)).Set(0)
+}
+
+// record stalls t's partition at rec, which failed with err.
+func (st *stallTracker) record(t *task, rec *kgo.Record, err error) {
+	st.setBack(t.partition, rec)
+	s := st.backOff(t.partition, rec.Offset, "", "record")
 	t.log.Error("record failed; its partition stalls and retries it alone after a backoff",
 		"offset", rec.Offset, "event_id", string(envelope.Header(rec, envelope.HeaderEventID)), "event_type", string(envelope.Header(rec, envelope.HeaderEventType)),
 		"error", err, "attempt", s.attempt, "backoff", s.backoff.String())
 }
 
-// setBack pauses t's partition and sets its consume (and commit) position
+// setBack pauses partition p and sets its consume (and commit) position
 // to rec: rec and the records polled after it are fetched again once the
 // partition resumes.
-func (r *Runtime) setBack(t *task, rec *kgo.Record) {
-	cl := r.sess.Client()
+func (st *stallTracker) setBack(p int32, rec *kgo.Record) {
+	cl := st.sh.client()
 	// Pause before setting the offset: SetOffsets restarts fetching, and
 	// a paused partition's buffered records are never returned by a poll.
-	cl.PauseFetchPartitions(map[string][]int32{r.cfg.Input: {t.partition}})
-	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.cfg.Input: {t.partition: {Epoch: rec.LeaderEpoch, Offset: rec.Offset}}})
+	cl.PauseFetchPartitions(map[string][]int32{st.sh.cfg.Input: {p}})
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{st.sh.cfg.Input: {p: {Epoch: rec.LeaderEpoch, Offset: rec.Offset}}})
 }
 
-// stallPunctuation holds t's punctuations back after name failed; they
-// run again once the backoff has passed and the task has caught up.
-func (r *Runtime) stallPunctuation(t *task, name string, err error) {
-	s := r.backOff(t, -1, name, "punctuation")
+// punctuation holds t's punctuations back after name failed; they run
+// again once the backoff has passed and the task has caught up.
+func (st *stallTracker) punctuation(t *task, name string, err error) {
+	s := st.backOff(t.partition, -1, name, "punctuation")
 	t.log.Error("punctuation failed; it is retried after a backoff",
 		"punctuation", name, "error", err, "attempt", s.attempt, "backoff", s.backoff.String())
 }
 
-// backOff records a failed attempt: the backoff doubles (from RetryBackoffMin.s
-// minimum to its maximum) while the same record or punctuation keeps failing.
-func (r *Runtime) backOff(t *task, offset int64, punct, cause string) *stall {
-	s := t.stall
+// backOff records a failed attempt of partition p: the backoff doubles
+// (from RetryBackoffMin to RetryBackoffMax) while the same record or
+// punctuation keeps failing.
+func (st *stallTracker) backOff(p int32, offset int64, punct, cause string) *stall {
+	s := st.by[p]
 	if s == nil || s.offset != offset || s.punct != punct {
-		s = &stall{offset: offset, punct: punct, backoff: r.cfg.RetryBackoffMin}
-		t.stall = s
+		s = &stall{offset: offset, punct: punct, backoff: st.sh.cfg.RetryBackoffMin}
+		st.by[p] = s
 	} else {
-		s.backoff = min(s.backoff*2, r.cfg.RetryBackoffMax)
+		s.backoff = min(s.backoff*2, st.sh.cfg.RetryBackoffMax)
 	}
 	s.attempt++
 	s.until = time.Now().Add(retryJitter.Jitter(s.backoff))
-	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(1)
-	r.m.stalls.WithLabelValues(r.name, cause).Inc()
+	st.sh.m.stalled.WithLabelValues(st.sh.name, strconv.FormatInt(int64(p), 10)).Set(1)
+	st.sh.m.stalls.WithLabelValues(st.sh.name, cause).Inc()
 	return s
 }
 
-// resumeStalled ends the backoffs that have passed, resuming the fetching
-// of stalled partitions, and returns how long until the next one ends (0:
+// resume ends the backoffs that have passed, resuming the fetching of
+// stalled partitions, and returns how long until the next one ends (0:
 // none waits).
-func (r *Runtime) resumeStalled() time.Duration {
+func (st *stallTracker) resume() time.Duration {
 	now := time.Now()
 	var resume []int32
 	var next time.Duration
-	for p, t := range r.tasks {
-		if t.stall == nil || !t.stall.waiting() {
+	for p, s := range st.by {
+		if !s.waiting() {
 			continue
 		}
-		if wait := t.stall.until.Sub(now); wait > 0 {
+		if wait := s.until.Sub(now); wait > 0 {
 			if next == 0 || wait < next {
 				next = wait
 			}
 			continue
 		}
-		if t.stall.fetchPaused() {
+		if s.fetchPaused() {
 			resume = append(resume, p)
 		}
-		t.stall.until = time.Time{}
+		s.until = time.Time{}
 	}
 	if len(resume) > 0 {
-		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.cfg.Input: resume})
+		st.sh.client().ResumeFetchPartitions(map[string][]int32{st.sh.cfg.Input: resume})
 	}
 	return next
 }
 
 // recovered ends t's stall once what failed has succeeded.
-func (r *Runtime) recovered(t *task) {
-	t.log.Info("stalled partition recovered", "offset", t.stall.offset, "punctuation", t.stall.punct, "attempts", t.stall.attempt)
-	t.stall = nil
-	r.m.stalled.WithLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10)).Set(0)
+func (st *stallTracker) recovered(t *task) {
+	s := st.by[t.partition]
+	t.log.Info("stalled partition recovered", "offset", s.offset, "punctuation", s.punct, "attempts", s.attempt)
+	delete(st.by, t.partition)
+	st.sh.m.stalled.WithLabelValues(st.sh.name, strconv.FormatInt(int64(t.partition), 10)).Set(0)
 }
 
-// unstall forgets t's stall when its task is dropped: a paused partition
+// punctuationRan ends t's stall if it is the punctuation name's, which
+// has now succeeded.
+func (st *stallTracker) punctuationRan(t *task, name string) {
+	if s := st.by[t.partition]; s != nil && s.punct == name {
+		st.recovered(t)
+	}
+}
+
+// forget drops p's stall when its task is dropped: a paused partition
 // stays paused in the client across rebalances, so a later assignment of
 // it would never fetch.
-func (r *Runtime) unstall(t *task) {
-	if t.stall != nil && t.stall.fetchPaused() {
-		r.sess.Client().ResumeFetchPartitions(map[string][]int32{r.cfg.Input: {t.partition}})
+func (st *stallTracker) forget(p int32) {
+	if st.by[p].fetchPaused() {
+		st.sh.client().ResumeFetchPartitions(map[string][]int32{st.sh.cfg.Input: {p}})
 	}
-	t.stall = nil
-	r.m.stalled.DeleteLabelValues(r.name, strconv.FormatInt(int64(t.partition), 10))
+	delete(st.by, p)
+	st.sh.m.stalled.DeleteLabelValues(st.sh.name, strconv.FormatInt(int64(p), 10))
 }

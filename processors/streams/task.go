@@ -69,7 +69,8 @@ type Task interface {
 }
 
 // task is the Task of one owned input partition. It lives from assignment
-// (after restore) to revoke, or for the life of a Local.
+// (after restore) to revoke, or for the life of a Local. Its timers are
+// the punctuator's (schedule), its backoff the stall tracker's.
 type task struct {
 	topic     string
 	partition int32
@@ -83,15 +84,6 @@ type task struct {
 	// when it succeeds.
 	emits []*kgo.Record
 
-	nextPunct []time.Time // per runtime punctuation
-	nextSweep time.Time
-	restored  time.Duration
-	// round is the punctuation tick waiting for the task to catch up with
-	// its input (see punctuate); nil when none is due.
-	round *punctRound
-	// stall is set while the partition backs off after a failure (see
-	// stallRecord); nil when it runs normally.
-	stall *stall
 	// moreDue is set by MoreDue during the running punctuation.
 	moreDue bool
 }
