@@ -12,6 +12,9 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
+// start creates the group transact session (read_committed, never
+// resetting offsets, the group's callbacks queued for the loop) and hands
+// its client to the parts; it does not wait for the group.
 func (r *Runtime) start() error {
 	opts := r.cfg.clientOpts(
 		kgo.ConsumerGroup(r.cfg.Group),
@@ -51,6 +54,7 @@ func (r *Runtime) start() error {
 	return nil
 }
 
+// closeSession closes the client (unless Kill did) and drops every task.
 func (r *Runtime) closeSession() {
 	r.sessCloser.Do(func() {
 		if r.killed.Load() {
