@@ -93,7 +93,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
-	rt "github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -214,12 +214,12 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 		// copies runs the runtime with a processor that writes each input
 		// record `ratio` times (on average) to one topic and does nothing else.
 		copies := func(name string, ratio float64, round int) (result, error) {
-			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			return measure(ctx, cfg, name, n, log, func(reg *prometheus.Registry) (*streams.Runtime, error) {
 				acc := 0.0
 				rc := runtimeConfig(cfg, reg, log)
 				rc.Name, rc.Group = name, fmt.Sprintf("%s-%s-%d", cfg.Process.MicGroup, name, round)
 				rc.Kafka.Extra = producerOpts
-				return rt.New(rc, rt.ProcessorFunc(func(t rt.Task, r *kgo.Record) error {
+				return streams.New(rc, streams.ProcessorFunc(func(t streams.Task, r *kgo.Record) error {
 					for acc += ratio; acc >= 1; acc-- {
 						t.Emit(&kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers})
 					}
@@ -254,7 +254,7 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 					return err
 				}
 			}
-			micRes, err := measure(ctx, &mcfg, "mic", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			micRes, err := measure(ctx, &mcfg, "mic", n, log, func(reg *prometheus.Registry) (*streams.Runtime, error) {
 				mc := micConfig(&mcfg, reg, log)
 				mc.Runtime.Kafka.Extra = producerOpts
 				r, _, err := micproc.NewRuntime(mc)
@@ -279,11 +279,11 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 				fmt.Printf("  rawo replays %s\n", rp)
 			}
 			rp.rewind()
-			rawOut, err := measure(ctx, cfg, "rawo", n, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+			rawOut, err := measure(ctx, cfg, "rawo", n, log, func(reg *prometheus.Registry) (*streams.Runtime, error) {
 				rc := runtimeConfig(cfg, reg, log)
 				rc.Name, rc.Group = "rawo", fmt.Sprintf("%s-rawo-%d", cfg.Process.MicGroup, round)
 				rc.Kafka.Extra = producerOpts
-				return rt.New(rc, rt.ProcessorFunc(func(t rt.Task, _ *kgo.Record) error {
+				return streams.New(rc, streams.ProcessorFunc(func(t streams.Task, _ *kgo.Record) error {
 					rp.emit(t)
 					return nil
 				}))
@@ -332,7 +332,7 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 			return err
 		}
 		fmt.Printf("\nmemory and restore: %d open sessions\n", open)
-		first, err := measure(ctx, cfg, "mic", open, log, func(reg *prometheus.Registry) (*rt.Runtime, error) {
+		first, err := measure(ctx, cfg, "mic", open, log, func(reg *prometheus.Registry) (*streams.Runtime, error) {
 			r, _, err := micproc.NewRuntime(micConfig(cfg, reg, log))
 			return r, err
 		})
@@ -362,10 +362,10 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 
 // runtimeConfig is the runtime of the benchmark's processors on cfg: the
 // mic input, group and DLQ, cfg's commit bounds, no lag polling.
-func runtimeConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) rt.Config {
+func runtimeConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) streams.Config {
 	t := cfg.Kafka.Topics
 	kafka := cfg.Kafka.Cluster(reg, log)
-	return rt.Config{
+	return streams.Config{
 		Input: t.UserMicEvents, Group: cfg.Process.MicGroup, DLQ: t.DLQ,
 		CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
 		ShutdownTimeout: cfg.Shutdown.Timeout.D(),
@@ -502,7 +502,7 @@ func cpuTime() time.Duration {
 
 // measure runs a runtime until it committed n input records, then stops it.
 func measure(ctx context.Context, cfg *config.Config, name string, n int, log *slog.Logger,
-	build func(*prometheus.Registry) (*rt.Runtime, error)) (result, error) {
+	build func(*prometheus.Registry) (*streams.Runtime, error)) (result, error) {
 	reg := prometheus.NewRegistry()
 	r, err := build(reg)
 	if err != nil {

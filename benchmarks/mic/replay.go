@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
-	rt "github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 )
 
 // replay holds the records one mic run wrote (every output topic and the
@@ -150,7 +150,7 @@ func (rp *replay) rewind() {
 
 // emit writes the share of one input event of every topic's records (as
 // the mic does, into the transaction's arena: no allocation per record).
-func (rp *replay) emit(t rt.Task) {
+func (rp *replay) emit(t streams.Task) {
 	for i := range rp.topics {
 		tp := &rp.topics[i]
 		for tp.acc += tp.ratio; tp.acc >= 1; tp.acc-- {

@@ -51,7 +51,7 @@ import (
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
-	rt "github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
@@ -281,11 +281,11 @@ func rawCopy(ctx context.Context, brokers []string, in, out string, events, comm
 
 // first marks the room processor's first record.
 type first struct {
-	p rt.Processor
+	p streams.Processor
 	m *mark
 }
 
-func (f first) Process(t rt.Task, r *kgo.Record) error {
+func (f first) Process(t streams.Task, r *kgo.Record) error {
 	f.m.hit()
 	// Spinning, not sleeping: a slower processor costs CPU as well as time.
 	for t0 := time.Now(); time.Since(t0) < slowPerEvent; {
@@ -299,7 +299,7 @@ func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *l
 	var m mark
 	t := cfg.Kafka.Topics
 	c := room.Config{
-		Runtime: rt.Config{
+		Runtime: streams.Config{
 			Name: room.Name, Input: t.RoomEvents, Group: group, TransactionalID: group, DLQ: t.DLQ,
 			CommitInterval: cfg.Process.CommitInterval.D(), CommitRecords: cfg.Process.CommitRecords,
 			ShutdownTimeout: cfg.Shutdown.Timeout.D(),
@@ -310,7 +310,7 @@ func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *l
 	if err := c.Validate(); err != nil {
 		return result{}, err
 	}
-	runtime, err := rt.New(c.Runtime, first{p: room.NewProcessor(c, rules), m: &m})
+	runtime, err := streams.New(c.Runtime, first{p: room.NewProcessor(c, rules), m: &m})
 	if err != nil {
 		return result{}, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
-	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 )
 
 func init() {
@@ -67,7 +67,7 @@ the partitions move to the other replicas at once.`,
 			if err := errors.Join(errs[:]...); err != nil {
 				return nil, err
 			}
-			var rts []*runtime.Runtime
+			var rts []*streams.Runtime
 			var members []staticMember
 			if runRoom {
 				db, err := d.DB(ctx)
@@ -103,7 +103,7 @@ the partitions move to the other replicas at once.`,
 // runRuntimes runs every runtime until ctx is cancelled; the first failure
 // stops the others. Each runtime commits or aborts its own open transaction
 // on the way out.
-func runRuntimes(rts []*runtime.Runtime) app.Component {
+func runRuntimes(rts []*streams.Runtime) app.Component {
 	cs := make([]app.Component, len(rts))
 	for i, rt := range rts {
 		cs[i] = rt

@@ -13,7 +13,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 )
 
 // TestProcessCommand runs `roomflow process --only room` in-process: mic

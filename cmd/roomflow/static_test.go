@@ -12,7 +12,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 )
 
 // childArgsEnv carries the arguments of a roomflow child process, one per

@@ -27,7 +27,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
-	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
@@ -172,10 +172,10 @@ func processSelection(d *app.Deps) (string, error) {
 // instance's transactional id is "<group>-<instance id>" and it is a
 // static member "<instance id>-<name>" (memberID); without, the runtime's
 // defaults ("<group>-<hostname>", a dynamic member).
-func processRuntime(d *app.Deps, name, group, input string) runtime.Config {
+func processRuntime(d *app.Deps, name, group, input string) streams.Config {
 	cfg := d.Config
 	reg := registerer(d)
-	c := runtime.Config{
+	c := streams.Config{
 		Name:            name,
 		Input:           input,
 		Group:           group,
@@ -195,7 +195,7 @@ func processRuntime(d *app.Deps, name, group, input string) runtime.Config {
 }
 
 // processKeys is the key table of a processor's Config: own (its own
-// fields) plus its runtime.Config's keys (under "runtime.") mapped onto
+// fields) plus its streams.Config's keys (under "runtime.") mapped onto
 // the application's; input and group are the keys of the processor's
 // input topic and consumer group.
 func processKeys(input, group string, own map[string]string) map[string]string {

@@ -1,5 +1,5 @@
 // Package room is the room processor: it reads hyapp.room.events.v1 (keyed
-// by room_id) exactly once through processors/runtime and
+// by room_id) exactly once through processors/streams and
 //
 //   - re-keys every RoomMicChanged by user_id (decimal string) and emits the
 //     envelope bytes unchanged to hyapp.user.mic-events.v1, so that all of
@@ -26,7 +26,7 @@
 //
 //	rules, err := lucky.NewLoader(lucky.LoaderConfig{}, db)
 //	rt, err := room.New(room.Config{
-//		Runtime: runtime.Config{
+//		Runtime: streams.Config{
 //			Input: "hyapp.room.events.v1",
 //			Group: "roomflow-room-processor",
 //			DLQ:   "hyapp.room.events.dlq.v1",
@@ -52,7 +52,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/processors/lucky"
-	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -91,7 +91,7 @@ const (
 )
 
 // RejectReasons lists every DLQ reason above: the runtime creates their
-// roomflow_process_dlq_total series at 0 (runtime.Config.RejectReasons).
+// roomflow_process_dlq_total series at 0 (streams.Config.RejectReasons).
 var RejectReasons = []string{ReasonDecodeEnvelope, ReasonInvalidEnvelope, ReasonUnknownEventType, ReasonDecodePayload,
 	ReasonNegativeHeat, ReasonUnknownRuleVersion, ReasonInvalidRule, ReasonOverflow}
 
@@ -109,7 +109,7 @@ type RuleSource interface {
 	Get(ctx context.Context, giftID, version string) (*lucky.Rule, error)
 }
 
-// Processor is the room processor's runtime.Processor.
+// Processor is the room processor's streams.Processor.
 type Processor struct {
 	micTopic    string
 	inflowTopic string
@@ -130,10 +130,10 @@ const Name = "room"
 type Config struct {
 	// Runtime is the runtime the processor runs on: Input (the room
 	// events), Group, DLQ, commit bounds, Kafka, Registerer, Logger and the
-	// rest (see runtime.Config; its defaults apply). Name defaults to
+	// rest (see streams.Config; its defaults apply). Name defaults to
 	// Name ("room"). The processor keeps no state: Changelog stays empty.
 	// Required: Input, Group, DLQ, Kafka.Brokers.
-	Runtime runtime.Config
+	Runtime streams.Config
 	// MicTopic receives every RoomMicChanged re-keyed by user_id
 	// (hyapp.user.mic-events.v1). Required.
 	MicTopic string
@@ -169,14 +169,14 @@ func (c Config) Validate() error {
 
 // NewProcessor returns the processor of cfg alone, without its runtime
 // (cfg.Runtime is not used): for rttest.Driver, or to wrap it in another
-// runtime.Processor. It does not validate cfg; New does.
+// streams.Processor. It does not validate cfg; New does.
 func NewProcessor(cfg Config, rules RuleSource) *Processor {
 	return &Processor{micTopic: cfg.MicTopic, inflowTopic: cfg.InflowTopic, rules: rules, appCode: []byte(cfg.AppCode)}
 }
 
 // New validates cfg and builds the room processor on its runtime, reading
 // lucky rules from rules (a lucky.Loader). It does not connect.
-func New(cfg Config, rules RuleSource) (*runtime.Runtime, error) {
+func New(cfg Config, rules RuleSource) (*streams.Runtime, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func New(cfg Config, rules RuleSource) (*runtime.Runtime, error) {
 	}
 	rc := cfg.Runtime
 	rc.RejectReasons = append(slices.Clip(rc.RejectReasons), RejectReasons...)
-	rt, err := runtime.New(rc, NewProcessor(cfg, rules))
+	rt, err := streams.New(rc, NewProcessor(cfg, rules))
 	return rt, cfgerr.Under("runtime", nil, err)
 }
 
@@ -201,16 +201,16 @@ type micOut struct {
 }
 
 // Process handles one room event.
-func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 	env := &p.env
 	if err := env.Parse(rec.Value); err != nil {
-		return runtime.Reject(ReasonDecodeEnvelope, err)
+		return streams.Reject(ReasonDecodeEnvelope, err)
 	}
 	if len(env.EventID) == 0 {
-		return runtime.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
+		return streams.Reject(ReasonInvalidEnvelope, errors.New("empty event_id"))
 	}
 	if len(env.EventID) > maxEventID || len(env.AppCode) > maxAppCode || len(env.RoomID) > maxRoomID {
-		return runtime.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
+		return streams.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
 	// The rule of every stage: an empty app_code is the configured one. It
 	// is resolved here once, in the forwarded mic envelope too (header and
@@ -223,7 +223,7 @@ func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 	switch string(env.EventType) { // no allocation
 	case EventRoomMicChanged:
 		if err := p.mic.Parse(env.Payload); err != nil {
-			return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
+			return streams.Reject(ReasonDecodePayload, fmt.Errorf("RoomMicChanged: %w", err))
 		}
 		value := rec.Value
 		if omitted {
@@ -246,45 +246,45 @@ func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
 		if passBy[string(env.EventType)] {
 			return nil
 		}
-		return runtime.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.EventType))
+		return streams.Reject(ReasonUnknownEventType, fmt.Errorf("event_type %q", env.EventType))
 	}
 }
 
-func (p *Processor) gifted(t runtime.Task, env *envelope.View) error {
+func (p *Processor) gifted(t streams.Task, env *envelope.View) error {
 	g := &p.gift
 	if err := g.Parse(env.Payload); err != nil {
-		return runtime.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
+		return streams.Reject(ReasonDecodePayload, fmt.Errorf("RoomGiftSent: %w", err))
 	}
 	if !g.Lucky {
 		return nil
 	}
 	if g.HeatValue < 0 {
-		return runtime.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
+		return streams.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
 	}
 	if len(env.RoomID) == 0 {
-		return runtime.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
+		return streams.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
 	}
 	if len(g.LuckyRuleVersion) == 0 {
-		return runtime.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftID))
+		return streams.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftID))
 	}
 	giftID, ruleVersion := string(g.GiftID), string(g.LuckyRuleVersion)
 	rule, err := p.rules.Get(t.Context(), giftID, ruleVersion)
 	switch {
 	case errors.Is(err, lucky.ErrUnknownRule):
-		return runtime.Reject(ReasonUnknownRuleVersion, err)
+		return streams.Reject(ReasonUnknownRuleVersion, err)
 	case errors.Is(err, lucky.ErrInvalidRule):
-		return runtime.Reject(ReasonInvalidRule, err)
+		return streams.Reject(ReasonInvalidRule, err)
 	case err != nil:
 		return err // transient: the partition stalls and retries the record
 	}
 	in, err := lucky.ComputeInflow(g.HeatValue, rule)
 	switch {
 	case errors.Is(err, lucky.ErrOverflow):
-		return runtime.Reject(ReasonOverflow, err)
+		return streams.Reject(ReasonOverflow, err)
 	case errors.Is(err, lucky.ErrNegativeHeat):
-		return runtime.Reject(ReasonNegativeHeat, err)
+		return streams.Reject(ReasonNegativeHeat, err)
 	case err != nil:
-		return runtime.Reject(ReasonInvalidRule, err)
+		return streams.Reject(ReasonInvalidRule, err)
 	}
 	src := string(env.EventID)
 	id := EventLuckyPoolInflow + ":" + src

@@ -23,8 +23,8 @@ import (
 	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
-	"github.com/hyapp/roomflow/processors/runtime"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
@@ -70,7 +70,7 @@ func testConfig(t *testing.T, k *testenv.Kafka) room.Config {
 		kafka = k.Cluster()
 	}
 	return room.Config{
-		Runtime: runtime.Config{Input: tp.RoomEvents, Group: testenv.UniqueName(t) + "-room", DLQ: tp.DLQ, Kafka: kafka,
+		Runtime: streams.Config{Input: tp.RoomEvents, Group: testenv.UniqueName(t) + "-room", DLQ: tp.DLQ, Kafka: kafka,
 			CommitInterval: 50 * time.Millisecond},
 		MicTopic:    tp.UserMicEvents,
 		InflowTopic: tp.LuckyPoolInflow,
@@ -395,7 +395,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 		rc := fast(e.cfg, txnID).Runtime
 		rc.Name = room.Name
 		rc.CommitRecords = 50 + rng.IntN(400)
-		rt, err := runtime.New(rc, ka)
+		rt, err := streams.New(rc, ka)
 		if err != nil {
 			t.Fatal(err)
 		}

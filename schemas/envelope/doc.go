@@ -27,7 +27,7 @@
 // *VersionError (errors.Is ErrNewerVersion) and never guesses. The formats
 // and where their versions live:
 //
-//   - changelog values (processors/runtime): a leading version byte, 1;
+//   - changelog values (processors/streams): a leading version byte, 1;
 //   - mic state values, session and day-room sets (processors/mic): version
 //     1 is the unprefixed protobuf wire encoding; a later version starts
 //     with a byte 0x02..0x07, which no protobuf tag starts with (field 0);

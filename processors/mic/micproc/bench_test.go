@@ -17,12 +17,12 @@ import (
 
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
-	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 )
 
 // BenchmarkProcess is the processor's per-event CPU without Kafka: the
 // input mix of benchmarks/mic (UUID event ids, 50,000 users) over 6
-// partitions, each a runtime.Local committing every 5,000 records, so the
+// partitions, each a streams.Local committing every 5,000 records, so the
 // store, the arena and the changelog encoding are the runtime's.
 func BenchmarkProcess(b *testing.B) {
 	const events, partitions, commitEvery = 300_000, 6, 5000
@@ -52,7 +52,7 @@ func BenchmarkProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var tasks []*runtime.Local
+	var tasks []*streams.Local
 	emitted := 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -63,7 +63,7 @@ func BenchmarkProcess(b *testing.B) {
 			b.StopTimer()
 			tasks = tasks[:0]
 			for p := range partitions {
-				tasks = append(tasks, runtime.NewLocal(context.Background(), "in", int32(p), true, nil, cfg.Runtime.Logger))
+				tasks = append(tasks, streams.NewLocal(context.Background(), "in", int32(p), true, nil, cfg.Runtime.Logger))
 			}
 			b.StartTimer()
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 

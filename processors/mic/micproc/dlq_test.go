@@ -9,7 +9,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 )
 
 // TestPoisonRecordsGoToDLQ: records that are not RoomMicChanged envelopes

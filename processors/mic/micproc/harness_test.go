@@ -20,8 +20,8 @@ import (
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
-	"github.com/hyapp/roomflow/processors/runtime"
-	"github.com/hyapp/roomflow/processors/runtime/rttest"
+	"github.com/hyapp/roomflow/processors/streams"
+	"github.com/hyapp/roomflow/processors/streams/rttest"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -64,7 +64,7 @@ func testConfig(t testing.TB, k *testenv.Kafka) micproc.Config {
 		kafka = k.Cluster()
 	}
 	return micproc.Config{
-		Runtime: runtime.Config{Input: tp.UserMicEvents, Group: testenv.UniqueName(t) + "-mic", Changelog: tp.MicStateChangelog,
+		Runtime: streams.Config{Input: tp.UserMicEvents, Group: testenv.UniqueName(t) + "-mic", Changelog: tp.MicStateChangelog,
 			DLQ: tp.DLQ, Kafka: kafka},
 		Topics: micproc.Topics{Ledger: tp.MicLedger, SessionClosed: tp.MicSessionClosed, DailyStats: tp.MicDailyStats,
 			LifetimeStats: tp.MicLifetimeStats},
@@ -127,7 +127,7 @@ func testLogger() *slog.Logger {
 }
 
 type running struct {
-	rt     *runtime.Runtime
+	rt     *streams.Runtime
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error

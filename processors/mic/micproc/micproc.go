@@ -1,5 +1,5 @@
 // Package micproc runs the mic domain (package mic) as a processor on the
-// exactly-once runtime (processors/runtime): input hyapp.user.mic-events.v1
+// exactly-once runtime (processors/streams): input hyapp.user.mic-events.v1
 // keyed by user_id, state in the runtime's changelog-backed store, outputs
 // the mic ledger and the three public derived topics, and a wall-clock
 // punctuation for the timer closes of seed 001's open session compensation.
@@ -61,7 +61,7 @@
 // the processor alone (for rttest.Driver):
 //
 //	rt, p, err := micproc.NewRuntime(micproc.Config{
-//		Runtime: runtime.Config{
+//		Runtime: streams.Config{
 //			Input:     "hyapp.user.mic-events.v1",
 //			Group:     "roomflow-mic-processor",
 //			Changelog: "hyapp.mic.state-changelog.v1",
@@ -88,7 +88,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/processors/mic"
-	"github.com/hyapp/roomflow/processors/runtime"
+	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -146,11 +146,11 @@ type Config struct {
 	// Runtime is the runtime NewRuntime runs the processor on: Input (the
 	// mic events keyed by user_id), Group, Changelog (the state store,
 	// required), DLQ, commit bounds, Kafka and the rest (see
-	// runtime.Config; its defaults apply). Name defaults to Name ("mic");
+	// streams.Config; its defaults apply). Name defaults to Name ("mic");
 	// NewRuntime adds the processor's timer to Punctuations. Its
 	// Registerer also gets the processor's metrics (nil: none) and its
 	// Logger the processor's logs (nil: slog.Default()), with New too.
-	Runtime runtime.Config
+	Runtime streams.Config
 	// Topics are the output topics (required).
 	Topics Topics
 	// Settings tune the timer and the retention (defaults above).
@@ -219,7 +219,7 @@ func (c *Config) validateProcessor() error {
 	return ch.Err()
 }
 
-// Processor is the mic processor: a runtime.Processor plus its timer.
+// Processor is the mic processor: a streams.Processor plus its timer.
 type Processor struct {
 	cfg Config
 	m   *metrics
@@ -236,7 +236,7 @@ type Processor struct {
 // due at the tick and not closed yet, the longest overdue first, which the
 // tick's catch-up closes batch by batch.
 type overdue struct {
-	store  *runtime.Store  // the task store it was scanned from
+	store  *streams.Store  // the task store it was scanned from
 	at     time.Time       // the tick
 	due    []mic.Candidate // left to close
 	counts openCounts      // open sessions, for the gauge
@@ -268,16 +268,16 @@ func newProcessor(c Config) *Processor {
 // c.Runtime with the processor's timer added to its punctuations, every
 // Settings.CompensationInterval, Compensate (or, with DisableCompensation,
 // Prune, and an INFO log saying so). It does not connect.
-func NewRuntime(c Config) (*runtime.Runtime, *Processor, error) {
+func NewRuntime(c Config) (*streams.Runtime, *Processor, error) {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, nil, err
 	}
 	p := newProcessor(c)
 	s := c.Settings
-	timer := runtime.Punctuation{Name: PunctuationRetention, Interval: s.CompensationInterval, Fn: p.Prune}
+	timer := streams.Punctuation{Name: PunctuationRetention, Interval: s.CompensationInterval, Fn: p.Prune}
 	if !s.DisableCompensation {
-		timer = runtime.Punctuation{Name: c.Topics.CompensationName, Interval: s.CompensationInterval, Fn: p.Compensate}
+		timer = streams.Punctuation{Name: c.Topics.CompensationName, Interval: s.CompensationInterval, Fn: p.Compensate}
 	} else {
 		p.log.Info("mic session compensation disabled (mic.compensation_enabled=false): no timer closes, open sessions stay open until their down",
 			"interval", s.CompensationInterval.String())
@@ -285,25 +285,25 @@ func NewRuntime(c Config) (*runtime.Runtime, *Processor, error) {
 	rc := c.Runtime
 	rc.Punctuations = append(slices.Clip(rc.Punctuations), timer)
 	rc.RejectReasons = append(slices.Clip(rc.RejectReasons), mic.DecodeReasons...)
-	rt, err := runtime.New(rc, p)
+	rt, err := streams.New(rc, p)
 	if err != nil {
 		return nil, nil, cfgerr.Under("runtime", nil, err)
 	}
 	return rt, p, nil
 }
 
-// Process handles one hyapp.user.mic-events.v1 record (runtime.Processor).
+// Process handles one hyapp.user.mic-events.v1 record (streams.Processor).
 // An undecodable record is rejected to the DLQ; so is a record whose
-// session or day-room state value cannot be decoded (runtime.CorruptState:
+// session or day-room state value cannot be decoded (streams.CorruptState:
 // DLQ reason corrupt_state, no facts written from a value no retry can
 // fix).
-func (p *Processor) Process(t runtime.Task, rec *kgo.Record) error {
+func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 	ev, err := mic.Decode(rec.Value, p.cfg.AppCode)
 	if err != nil {
 		var de *mic.DecodeError
 		if errors.As(err, &de) {
 			p.m.rejected.WithLabelValues(de.Reason).Inc()
-			return runtime.Reject(de.Reason, err)
+			return streams.Reject(de.Reason, err)
 		}
 		return err
 	}
@@ -340,7 +340,7 @@ func (p *Processor) retention() mic.Retention {
 	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
 }
 
-func (p *Processor) watermark(t runtime.Task) int64 {
+func (p *Processor) watermark(t streams.Task) int64 {
 	b, _ := t.Store().Get(mic.KeyWatermark)
 	return mic.DecodeWatermark(b)
 }
@@ -351,7 +351,7 @@ func (p *Processor) watermark(t runtime.Task) int64 {
 // that replays hours of events per second.
 const watermarkStepMs = 60_000
 
-func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
+func (p *Processor) advanceWatermark(t streams.Task, wm, occurredAtMs int64) {
 	if occurredAtMs < wm+watermarkStepMs {
 		return // cannot move it a step, whatever the clock: no clock read
 	}
@@ -360,7 +360,7 @@ func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 	}
 }
 
-// Compensate is the timer (runtime.PunctuateFunc): it closes the open
+// Compensate is the timer (streams.PunctuateFunc): it closes the open
 // sessions of t's partition that are due at now, the longest overdue
 // first, at most mic.compensation_batch_size of them per run. While due
 // sessions remain it calls t.MoreDue, so the runtime commits and runs it
@@ -370,7 +370,7 @@ func (p *Processor) advanceWatermark(t runtime.Task, wm, occurredAtMs int64) {
 // The runtime runs it only once the partition is consumed up to the last
 // stable offset read at the tick, so a session whose real events wait in
 // the partition is never closed by the timer.
-func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
+func (p *Processor) Compensate(t streams.Task, now time.Time) error {
 	part := t.Partition()
 	q := p.continued(t, now)
 	if q == nil {
@@ -393,10 +393,10 @@ func (p *Processor) Compensate(t runtime.Task, now time.Time) error {
 	return nil
 }
 
-// Prune is the timer with compensation disabled (runtime.PunctuateFunc):
+// Prune is the timer with compensation disabled (streams.PunctuateFunc):
 // the scan alone, dropping what fell out of retention and feeding the
 // gauges; it closes nothing.
-func (p *Processor) Prune(t runtime.Task, now time.Time) error {
+func (p *Processor) Prune(t streams.Task, now time.Time) error {
 	q := p.scan(t, now)
 	p.m.setOpen(t.Partition(), q.counts, len(q.due), now, p.cfg.Settings.CompensationInterval)
 	return nil
@@ -405,7 +405,7 @@ func (p *Processor) Prune(t runtime.Task, now time.Time) error {
 // continued returns the catch-up of t's partition if this run continues
 // it: the same tick, the same task store, and the previous batch's closes
 // committed. Otherwise nil: the run scans.
-func (p *Processor) continued(t runtime.Task, now time.Time) *overdue {
+func (p *Processor) continued(t streams.Task, now time.Time) *overdue {
 	q := p.overdue[t.Partition()]
 	if q == nil || q.store != t.Store() || !q.at.Equal(now) {
 		return nil
@@ -425,7 +425,7 @@ func (p *Processor) continued(t runtime.Task, now time.Time) *overdue {
 // sessions, lists those due at now (unsorted), and drops the tombstones
 // and day-room sets that fell out of their retention (at most pruneLimit
 // of each per scan).
-func (p *Processor) scan(t runtime.Task, now time.Time) *overdue {
+func (p *Processor) scan(t streams.Task, now time.Time) *overdue {
 	nowMs := now.UnixMilli()
 	pol := p.cfg.Settings.Policy
 	ret := p.retention()
@@ -493,7 +493,7 @@ func (p *Processor) scan(t runtime.Task, now time.Time) *overdue {
 
 // closeBatch pops at most mic.compensation_batch_size sessions from q and
 // closes those still open and due at now.
-func (p *Processor) closeBatch(t runtime.Task, q *overdue, now time.Time) {
+func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) {
 	n := min(p.cfg.Settings.CompensationBatchSize, len(q.due))
 	batch := q.due[:n]
 	q.due, q.last = q.due[n:], ""
@@ -529,12 +529,12 @@ func (p *Processor) closeBatch(t runtime.Task, q *overdue, now time.Time) {
 // corrupt logs a state key or value the timer cannot decode and skips it:
 // it can never succeed, and failing the timer would stall the partition.
 // The session's next event goes to the DLQ as corrupt_state.
-func corrupt(t runtime.Task, key string, err error) {
+func corrupt(t streams.Task, key string, err error) {
 	t.Log().Error("timer skips a corrupt state value", "key", fmt.Sprintf("%x", key), "error", err)
 }
 
 // emit writes the ledger entry and derived events of out.
-func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.Output) {
+func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.Output) {
 	if out.Ledger == nil {
 		return
 	}
@@ -546,7 +546,7 @@ func (p *Processor) emit(t runtime.Task, appCode string, userID int64, out *mic.
 		n++
 	}
 	// Records, headers, key and values live in the transaction's arena
-	// (runtime.Task.NewRecord, Task.Bytes): no garbage per record. The header values
+	// (streams.Task.NewRecord, Task.Bytes): no garbage per record. The header values
 	// other than event_id are shared (kgo never modifies them).
 	hdrs := t.NewHeaders(4 * n)
 	buf := t.Bytes()
@@ -595,7 +595,7 @@ var (
 // cache with it, and a write allocates once. Lookups use a key built in a
 // reused buffer (the store keeps no key it is only asked for).
 type storeState struct {
-	store *runtime.Store
+	store *streams.Store
 	err   error
 	// the last session and day-rooms keys built (in sessionKey, dayKey):
 	// Handle reads and writes the same ones
@@ -640,7 +640,7 @@ func (s *storeState) put(key string) {
 
 // state returns the processor's reusable storeState bound to t's store
 // (Process and punctuations run on one goroutine, one at a time).
-func (p *Processor) state(t runtime.Task) *storeState {
+func (p *Processor) state(t streams.Task) *storeState {
 	st := &p.st
 	if st.store != t.Store() {
 		*st = storeState{store: t.Store(), lastKey: st.lastKey[:0], dayKey: st.dayKey[:0], buf: st.buf[:0]}
@@ -672,7 +672,7 @@ func stateError(key string, err error) error {
 	if errors.Is(err, envelope.ErrNewerVersion) {
 		return fmt.Errorf("mic: state value of key %x: %w", key, err)
 	}
-	return runtime.CorruptState(key, err)
+	return streams.CorruptState(key, err)
 }
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
