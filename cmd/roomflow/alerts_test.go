@@ -137,6 +137,9 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyEventBacklogOld", "roomflow_lucky_outbox_oldest_seconds")
 	reads("LuckyWalletDispatchOff", `roomflow_lucky_switch_state{name="wallet_credit_dispatch"}`)
 	reads("LuckyRejectionsAfterDebit", `roomflow_lucky_draw_rejects_total{rpc="ExecuteLuckyGiftDraw"}`)
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_out_total")
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_in_total")
+	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_draws_total")
 	reads("RoomflowRPCInsecure", `roomflow_rpc_insecure{listener="lucky.grpc_addr"}`)
 	reads("RoomflowRPCRefused", "roomflow_rpc_refused_total")
 	if rs := byName["LuckyPayoutRateOutOfBand"]; len(rs) == 1 && time.Duration(rs[0].For) != 15*time.Minute {

@@ -265,14 +265,24 @@ func runDemo(ctx context.Context, o demoOptions) (demoResult, error) {
 
 // fundDemoPools gives the platform, gift and every room pool of the
 // scenario a starting balance (as `roomflow lucky pools fund` would), so
-// draws can pay from the first gift.
+// draws can pay from the first gift, and puts the first room on the pilot
+// list (pilot_mode stays off: nothing is rejected), so the pilot rooms'
+// per-room series exist as in a pilot.
 func fundDemoPools(ctx context.Context, db *sql.DB, appCode, giftID string, events []loadgen.Event) error {
 	pools := map[[2]string]int64{{"platform", "global"}: 5_000_000, {"gift", giftID}: 2_000_000}
+	pilot := ""
 	for _, e := range events {
 		pools[[2]string{"room", e.Envelope.RoomId}] = 200_000
+		if pilot == "" || e.Envelope.RoomId < pilot {
+			pilot = e.Envelope.RoomId
+		}
 	}
 	admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "demo"})
 	if err != nil {
+		return err
+	}
+	on := true
+	if _, err := admin.SetSwitch(ctx, appCode, luckydraw.SwitchPilotRoom, pilot, &on); err != nil {
 		return err
 	}
 	for p, amount := range pools {

@@ -59,7 +59,7 @@ naming the key) and re-read when they change. A lucky.grpc_addr other
 hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
 refused (exit 2) with lucky.require_tls: true.
 
-Admin subcommands: audit, rules, pools fund, switch, rewards retry,
+Admin subcommands: audit, rules, tier, pools fund, switch, rewards retry,
 admin-log, stats.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,7 +78,7 @@ admin-log, stats.`,
 		},
 	}
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
 	return cmd
 }
 
@@ -155,6 +155,9 @@ func luckySpec() app.Spec {
 		if svc, err = luckydraw.New(drawCfg, db); err != nil {
 			return nil, err
 		}
+		if err := svc.WarnEmptyPilot(ctx); err != nil {
+			return nil, err
+		}
 		if reg := registerer(d); reg != nil {
 			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
 			if err != nil {
@@ -216,7 +219,8 @@ func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *lucky
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D()}
+	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward,
+		PilotMode: cfg.Lucky.Switches.PilotMode}
 	if f := cmd.Flags().Lookup("wait"); f != nil {
 		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
 		acfg.Operator, _ = cmd.Flags().GetString("operator")
@@ -253,6 +257,9 @@ func printChanges(w io.Writer, cs ...luckydraw.Change) {
 		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
 		if c.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", c.Note)
+		}
+		if c.Warning != "" {
+			fmt.Fprintf(w, "  WARNING: %s\n", c.Warning)
 		}
 	}
 }
@@ -331,9 +338,11 @@ pool_rate_ppm, platform_weight_ppm, room_weight_ppm, target_payout_rate_ppm,
 max_single_payout, max_user_daily_payout, max_room_hourly_payout, status
 (default draft), effective_at_ms (default now) and tiers: tier_id,
 reward_type none|fixed|multiplier, reward_value, probability_ppm,
-min_pool_balance, enabled (default true)), validates it (probabilities sum
-to 1,000,000, exactly one none tier, ppm ranges) and inserts the rule and
-its tiers in one transaction. Versions are immutable: publishing an
+min_pool_balance, enabled (default true), large (default false: the tiers
+large_tier_enabled off disables; a version that marks none falls back to
+lucky.large_tier_min_reward, and publishing it active warns)), validates
+it (probabilities sum to 1,000,000, exactly one none tier, ppm ranges) and
+inserts the rule and its tiers in one transaction. Versions are immutable: publishing an
 existing version with other content is refused; the same content again
 (status and tier enabled aside, which change at run time) is a no-op.
 Unknown keys are an error. In the same transaction it retires the gift's
@@ -485,8 +494,14 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 		Long: `switch stores an operator override of one of seed 003's kill switches
 in MySQL (lucky_switches); it wins over the configured start value
 (lucky.switches.*) until 'switch NAME default' removes it. Names:
-global_lucky_gift_enabled, large_tier_enabled, wallet_credit_dispatch,
-and room_scope_paused with --room (on pauses the room's lucky draws).
+global_lucky_gift_enabled, large_tier_enabled (off disables the tiers the
+rule marks large: true, or in a version that marks none those paying at
+least lucky.large_tier_min_reward; it says how many marked tiers),
+wallet_credit_dispatch, pilot_mode (on: only the pilot rooms draw, the
+others answer room_not_in_pilot; it warns while the list is empty), and
+with --room: room_scope_paused (on pauses the room's lucky draws) and
+pilot_room (on puts the room on the pilot list, at most 50 rooms: the
+51st is refused with exit 1; off or default takes it off).
 
 It acts when it returns: it waits (at most --wait) for the draw batches
 that read the old value to commit, on every replica, and every draw after
@@ -508,8 +523,10 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
 				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
 			}
-			if (args[0] == luckydraw.SwitchRoomScopePaused) != (room != "") || len(room) > luckydraw.MaxRoomID {
-				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s, and only with it", luckydraw.MaxRoomID, luckydraw.SwitchRoomScopePaused))
+			perRoom := args[0] == luckydraw.SwitchRoomScopePaused || args[0] == luckydraw.SwitchPilotRoom
+			if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID {
+				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s or %s, and only with them", luckydraw.MaxRoomID,
+					luckydraw.SwitchRoomScopePaused, luckydraw.SwitchPilotRoom))
 			}
 			cfg, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
@@ -528,7 +545,7 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 		},
 	}
 	operatorFlags(cmd)
-	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused")
+	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused or pilot_room")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
 	return cmd
 }
@@ -580,7 +597,7 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 		Use:   "admin-log",
 		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
 		Long: `admin-log prints the changes operator commands made (switch, rules
-publish|status, pools fund, rewards retry, and the start-time tidy-up of
+publish|status, tier, pools fund, rewards retry, and the start-time tidy-up of
 rule statuses) over the last --since: when, who (--operator or $USER, and
 the host), the command, its target, and the old and new value. Each row
 was written in the change's own transaction.`,

@@ -29,7 +29,8 @@ import (
 //	effective_at_ms: 0        # 0: now
 //	tiers:
 //	  - {tier_id: none, reward_type: none, probability_ppm: 900000}
-//	  - {tier_id: small_1x, reward_type: multiplier, reward_value: 1, probability_ppm: 100000}
+//	  - {tier_id: small_1x, reward_type: multiplier, reward_value: 1, probability_ppm: 90000}
+//	  - {tier_id: big_50x, reward_type: multiplier, reward_value: 50, probability_ppm: 10000, large: true}
 type ruleFile struct {
 	GiftID              string     `yaml:"gift_id"`
 	RuleVersion         string     `yaml:"rule_version"`
@@ -53,6 +54,7 @@ type tierFile struct {
 	ProbabilityPPM int64  `yaml:"probability_ppm"`
 	MinPoolBalance int64  `yaml:"min_pool_balance"`
 	Enabled        *bool  `yaml:"enabled"` // absent: true
+	Large          bool   `yaml:"large"`   // switched off by large_tier_enabled off
 }
 
 // parseRuleFile decodes one rule version strictly (unknown keys are an
@@ -82,7 +84,7 @@ func parseRuleFile(raw []byte, nowMs int64) (lucky.Rule, error) {
 	}
 	for _, t := range f.Tiers {
 		r.Tiers = append(r.Tiers, lucky.Tier{TierID: t.TierID, RewardType: t.RewardType, RewardValue: t.RewardValue,
-			ProbabilityPPM: t.ProbabilityPPM, MinPoolBalance: t.MinPoolBalance, Enabled: t.Enabled == nil || *t.Enabled})
+			ProbabilityPPM: t.ProbabilityPPM, MinPoolBalance: t.MinPoolBalance, Enabled: t.Enabled == nil || *t.Enabled, Large: t.Large})
 	}
 	return r, nil
 }

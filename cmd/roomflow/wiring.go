@@ -506,6 +506,7 @@ func luckyDrawConfig(d *app.Deps) (luckydraw.Config, error) {
 		DisableGlobalLuckyGift:      !l.Switches.GlobalLuckyGiftEnabled,
 		DisableLargeTier:            !l.Switches.LargeTierEnabled,
 		DisableWalletCreditDispatch: !l.Switches.WalletCreditDispatch,
+		PilotMode:                   l.Switches.PilotMode,
 		ReplacedVersionGrace:        l.ReplacedVersionGrace.D(),
 		Registerer:                  registerer(d),
 		Logger:                      d.Log,

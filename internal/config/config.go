@@ -391,6 +391,9 @@ type LuckySwitches struct {
 	GlobalLuckyGiftEnabled bool `yaml:"global_lucky_gift_enabled"`
 	LargeTierEnabled       bool `yaml:"large_tier_enabled"`
 	WalletCreditDispatch   bool `yaml:"wallet_credit_dispatch"`
+	// PilotMode (default false): only the rooms `roomflow lucky switch
+	// pilot_room on --room R` lists draw.
+	PilotMode bool `yaml:"pilot_mode"`
 }
 
 // PurgeConfig is `roomflow purge` (sinks/mysql/retention): how long the

@@ -133,7 +133,7 @@ FROM lucky_gift_rules WHERE gift_id = ? AND rule_version = ?`, giftID, version).
 		return nil, fmt.Errorf("lucky: load rule %s/%s: %w", giftID, version, err)
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT tier_id, reward_type, reward_value, probability_ppm,
-	min_pool_balance, enabled
+	min_pool_balance, enabled, large
 FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`, giftID, version)
 	if err != nil {
 		return nil, fmt.Errorf("lucky: load tiers %s/%s: %w", giftID, version, err)
@@ -141,7 +141,7 @@ FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`
 	defer rows.Close()
 	for rows.Next() {
 		var t Tier
-		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled); err != nil {
+		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled, &t.Large); err != nil {
 			return nil, fmt.Errorf("lucky: scan tier %s/%s: %w", giftID, version, err)
 		}
 		r.Tiers = append(r.Tiers, t)

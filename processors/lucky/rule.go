@@ -32,6 +32,9 @@ type Tier struct {
 	ProbabilityPPM int64
 	MinPoolBalance int64
 	Enabled        bool
+	// Large: switched off while large_tier_enabled is off (the rule file's
+	// `large: true`).
+	Large bool
 }
 
 // RuleError is one reason a rule version is invalid.

@@ -40,6 +40,12 @@ type AdminConfig struct {
 	// ReplacedVersionGrace is the draw service's (Config): publish and
 	// the tidy-up retire a replaced version only once it is over.
 	ReplacedVersionGrace time.Duration
+	// LargeTierMinReward is the draw service's (Config): the warnings of
+	// large_tier_enabled and rules publish name it.
+	LargeTierMinReward int64
+	// PilotMode is the draw service's pilot_mode start value (Config): the
+	// warning of an empty pilot list reads it when no override is stored.
+	PilotMode bool
 	// Logger gets the tidy-up's lines. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the changes. Default time.Now.
@@ -94,12 +100,15 @@ func NewAdmin(db *sql.DB, cfg AdminConfig) (*Admin, error) {
 	return &Admin{db: db, cfg: cfg}, nil
 }
 
-// Change is one operator change: command (switch, rules publish, rules
+// Change is one operator change: command (switch, tier, rules publish, rules
 // status, rules tidy, pools fund), its target and the old and new value.
 // Note, when set, says what the change does not do.
 type Change struct {
 	AppCode, Command, Target, Old, New string
 	Note                               string
+	// Warning, when set, says why the change may not do what the
+	// operator expects (`roomflow lucky` prints it as a WARNING line).
+	Warning string
 }
 
 // adminAttempts bounds the retries of an operator change.
@@ -341,13 +350,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.GiftID, r.RuleVersion, r.G
 		}
 		for _, t := range r.Tiers {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_reward_tiers (gift_id, rule_version, tier_id, reward_type,
-	reward_value, probability_ppm, min_pool_balance, enabled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-				r.GiftID, r.RuleVersion, t.TierID, t.RewardType, t.RewardValue, t.ProbabilityPPM, t.MinPoolBalance, t.Enabled); err != nil {
+	reward_value, probability_ppm, min_pool_balance, enabled, large) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.GiftID, r.RuleVersion, t.TierID, t.RewardType, t.RewardValue, t.ProbabilityPPM, t.MinPoolBalance, t.Enabled, t.Large); err != nil {
 				return nil, fmt.Errorf("luckydraw: publish rule %s tier %s: %w", target, t.TierID, err)
 			}
 		}
 		out := []Change{{Command: "rules publish", Target: target,
-			New: fmt.Sprintf("%s, effective %s, %d tiers", r.Status, msTime(r.EffectiveAtMs), len(r.Tiers))}}
+			New:     fmt.Sprintf("%s, effective %s, %d tiers", r.Status, msTime(r.EffectiveAtMs), len(r.Tiers)),
+			Warning: a.unmarkedLargeWarning(&r)}}
 		retired, err := a.retireStale(ctx, tx, nowMs, r.GiftID)
 		return append(out, retired...), err
 	})
@@ -423,7 +433,7 @@ func loadRuleTx(ctx context.Context, tx *sql.Tx, gift, version string) (*lucky.R
 	if err != nil {
 		return nil, fmt.Errorf("luckydraw: read rule %s/%s: %w", gift, version, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT tier_id, reward_type, reward_value, probability_ppm, min_pool_balance, enabled
+	rows, err := tx.QueryContext(ctx, `SELECT tier_id, reward_type, reward_value, probability_ppm, min_pool_balance, enabled, large
 FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`, gift, version)
 	if err != nil {
 		return nil, fmt.Errorf("luckydraw: read tiers %s/%s: %w", gift, version, err)
@@ -431,7 +441,7 @@ FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`
 	defer rows.Close()
 	for rows.Next() {
 		var t lucky.Tier
-		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled); err != nil {
+		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled, &t.Large); err != nil {
 			return nil, fmt.Errorf("luckydraw: read tiers %s/%s: %w", gift, version, err)
 		}
 		r.Tiers = append(r.Tiers, t)

@@ -79,6 +79,10 @@ type Config struct {
 	DisableGlobalLuckyGift      bool
 	DisableLargeTier            bool
 	DisableWalletCreditDispatch bool
+	// PilotMode is pilot_mode's start value (default off): while it is on,
+	// only the pilot rooms (pilot_room overrides) draw; the others answer
+	// room_not_in_pilot.
+	PilotMode bool
 	// SwitchCacheTTL is how long CheckLuckyGift and DispatchEnabled (the
 	// outbox worker) reuse switch values read from lucky_switches; at most
 	// 1s. Draws read them in their transaction, after the fence. Default 1s.

@@ -74,8 +74,11 @@ type DrawInput struct {
 	ApplyInflow bool
 	// Risks are the caps of this draw: max_single_payout and the windows'
 	// counters. A cap of 0 is no cap.
-	Risks              []RiskLimit
-	LargeTierMinReward int64 // 0: no tier is large
+	Risks []RiskLimit
+	// LargeTierMinReward: in a rule that marks no tier large, a tier
+	// paying at least this is large; 0: none is. A rule that marks tiers
+	// (lucky.Tier.Large) decides alone.
+	LargeTierMinReward int64
 	LargeTierEnabled   bool
 }
 
@@ -196,6 +199,7 @@ func NewPlan(in DrawInput) (*Plan, error) {
 	p.AvailablePayout = min(poolCap, p.RiskCapacity)
 
 	p.Candidates = make([]Candidate, len(r.Tiers))
+	marked := MarksLargeTiers(r)
 	var moved int64
 	rejected := map[string]bool{}
 	for i, t := range r.Tiers {
@@ -205,7 +209,7 @@ func NewPlan(in DrawInput) (*Plan, error) {
 			switch {
 			case !t.Enabled:
 				c.Disabled = DisabledTier
-			case in.LargeTierMinReward > 0 && c.RewardCoins >= in.LargeTierMinReward && !in.LargeTierEnabled:
+			case !in.LargeTierEnabled && isLarge(marked, t, c.RewardCoins, in.LargeTierMinReward):
 				c.Disabled = DisabledLarge
 			case t.MinPoolBalance > p.CurrentPoolBalance:
 				c.Disabled = DisabledWaterline

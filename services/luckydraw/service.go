@@ -73,6 +73,7 @@ type Service struct {
 	sw    *switches
 	log   *slog.Logger
 	m     metrics
+	pilot *pilotMetrics
 
 	mu     sync.Mutex
 	queues map[string]*queue // by app_code
@@ -128,9 +129,11 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 		return nil, err
 	}
 	sw := newSwitches(cfg, db)
+	log := cfg.Logger.With("component", "luckydraw")
 	promreg.Register(cfg.Registerer, prometheus.Collector(switchCollector{sw: sw, app: cfg.AppCode}))
-	return &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: cfg.Logger.With("component", "luckydraw"),
-		m: newMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
+	promreg.Register(cfg.Registerer, newLargeTierCollector(db, log))
+	return &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: log,
+		m: newMetrics(cfg.Registerer), pilot: newPilotMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
 }
 
 // DispatchEnabled reports whether wallet_credit_dispatch is on for app

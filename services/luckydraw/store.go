@@ -218,6 +218,10 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		for k, w := range todo {
 			drawReqs[k], drawRules[k] = reqs[w.i], w.rule
 		}
+		// Tier enabled as of the fence, not as the loader cached it.
+		if drawRules, err = b.withLiveTiers(ctx, drawRules); err != nil {
+			return nil, err
+		}
 		// The inflow claims first: the sink takes claims before pool
 		// rows too, so the two never wait for each other in opposite
 		// orders.
@@ -233,9 +237,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		// (5)-(6) draw in memory, in arrival order.
-		for _, w := range todo {
+		for k, w := range todo {
 			r := reqs[w.i]
-			d, rec, ob, err := b.drawOne(r, w.rule, !streamed[r.drawID])
+			d, rec, ob, err := b.drawOne(r, drawRules[k], !streamed[r.drawID])
 			if err != nil {
 				return nil, err
 			}
@@ -268,6 +272,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		res[i] = res[j]
 		res[i].duplicate = true
 	}
+	s.pilot.record(b.app, b.sw.pilotRooms, reqs, res)
 	return res, nil
 }
 

@@ -15,10 +15,14 @@ const (
 	SwitchLargeTier       = "large_tier_enabled"
 	SwitchWalletDispatch  = "wallet_credit_dispatch"
 	SwitchRoomScopePaused = "room_scope_paused" // per room: scope_id = room_id, enabled = paused
+	// Pilot rooms (issue 31): while pilot_mode is on, only the rooms with
+	// pilot_room on draw (scope_id = room_id, at most MaxPilotRooms).
+	SwitchPilotMode = "pilot_mode"
+	SwitchPilotRoom = "pilot_room"
 )
 
 // SwitchNames are the switches SetSwitch knows.
-var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchRoomScopePaused}
+var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchRoomScopePaused, SwitchPilotMode, SwitchPilotRoom}
 
 // SetSwitch stores an operator override of a kill switch for app (the
 // admin CLI's `roomflow lucky switch`): v true/false is written and wins
@@ -29,11 +33,11 @@ var SwitchNames = []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, 
 // worker's dispatch within SwitchCacheTTL (at most 1s).
 func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *bool) (Change, error) {
 	switch name {
-	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch:
+	case SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchPilotMode:
 		if scopeID != "" {
 			return Change{}, fmt.Errorf("luckydraw: switch %s takes no scope id", name)
 		}
-	case SwitchRoomScopePaused:
+	case SwitchRoomScopePaused, SwitchPilotRoom:
 		if scopeID == "" || len(scopeID) > MaxRoomID {
 			return Change{}, fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, MaxRoomID)
 		}
@@ -66,6 +70,9 @@ func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *boo
 VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE enabled = VALUES(enabled), updated_at_ms = VALUES(updated_at_ms)`,
 				app, name, scopeID, *v, nowMs)
 		}
+		if err == nil {
+			err = a.switchEffects(ctx, tx, app, name, v, &c)
+		}
 		return []Change{c}, err
 	})
 	if err != nil {
@@ -83,8 +90,9 @@ func onOff(on bool) string {
 
 // switchView is an app's switches at one moment.
 type switchView struct {
-	global      map[string]bool // the three global switches, overrides applied
+	global      map[string]bool // the global switches, overrides applied
 	pausedRooms map[string]bool
+	pilotRooms  map[string]bool
 }
 
 // switches reads lucky_switches per app_code, cached for ttl.
@@ -109,6 +117,7 @@ func newSwitches(cfg Config, db *sql.DB) *switches {
 			SwitchGlobal:         !cfg.DisableGlobalLuckyGift,
 			SwitchLargeTier:      !cfg.DisableLargeTier,
 			SwitchWalletDispatch: !cfg.DisableWalletCreditDispatch,
+			SwitchPilotMode:      cfg.PilotMode,
 		}}
 }
 
@@ -141,7 +150,7 @@ func (s *switches) read(ctx context.Context, q querier, app string) (*switchView
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
 	defer rows.Close()
-	v := &switchView{global: map[string]bool{}, pausedRooms: map[string]bool{}}
+	v := &switchView{global: map[string]bool{}, pausedRooms: map[string]bool{}, pilotRooms: map[string]bool{}}
 	for k, d := range s.defaults {
 		v.global[k] = d
 	}
@@ -155,6 +164,10 @@ func (s *switches) read(ctx context.Context, q querier, app string) (*switchView
 		case name == SwitchRoomScopePaused && scope != "":
 			if on {
 				v.pausedRooms[scope] = true
+			}
+		case name == SwitchPilotRoom && scope != "":
+			if on {
+				v.pilotRooms[scope] = true
 			}
 		case scope == "":
 			if _, known := s.defaults[name]; known {
@@ -176,6 +189,8 @@ func (v *switchView) reject(room string) string {
 		return RejectGlobalDisabled
 	case v.pausedRooms[room]:
 		return RejectRoomPaused
+	case v.global[SwitchPilotMode] && !v.pilotRooms[room]:
+		return RejectRoomNotInPilot
 	}
 	return ""
 }

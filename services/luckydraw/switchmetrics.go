@@ -31,7 +31,7 @@ func (c switchCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	for _, name := range []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch} {
+	for _, name := range []string{SwitchGlobal, SwitchLargeTier, SwitchWalletDispatch, SwitchPilotMode} {
 		on := 0.0
 		if v.global[name] {
 			on = 1
