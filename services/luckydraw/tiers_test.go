@@ -74,7 +74,7 @@ func TestTierDisableWaitsForTheBatchThatSawIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if returned.Load() < h.committed.Load() {
+	if returned.Load() < h.committing.Load() {
 		t.Fatal("the tier switch returned before the held batch committed")
 	}
 	if s := e.tierState(t, "held", "x10"); s != "" {
