@@ -45,10 +45,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/benchmarks/internal/benchkafka"
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -145,7 +145,7 @@ func run(ctx context.Context, log *slog.Logger, events int, luckyRatio float64, 
 		if profileFile != nil && i == 0 {
 			_ = pprof.StartCPUProfile(profileFile)
 		}
-		rules, err := lucky.NewLoader(lucky.LoaderConfig{CacheSize: 1000}, db)
+		rules, err := rulestore.New(rulestore.Config{CacheSize: 1000}, db)
 		if err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func (f first) Process(t streams.Task, r *kgo.Record) error {
 	return f.p.Process(t, r)
 }
 
-func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *lucky.Loader, events, round int) (result, error) {
+func roomRun(ctx context.Context, log *slog.Logger, cfg *config.Config, rules *rulestore.Loader, events, round int) (result, error) {
 	group := fmt.Sprintf("bench-room-%d-%d", round, time.Now().UnixNano())
 	reg := prometheus.NewRegistry()
 	var m mark

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -53,7 +53,7 @@ the partitions move to the other replicas at once.`,
 			// anything connects.
 			var (
 				roomCfg  room.Config
-				rulesCfg lucky.LoaderConfig
+				rulesCfg rulestore.Config
 				micCfg   micproc.Config
 				errs     [3]error
 			)
@@ -74,7 +74,7 @@ the partitions move to the other replicas at once.`,
 				if err != nil {
 					return nil, err
 				}
-				rules, err := lucky.NewLoader(rulesCfg, db)
+				rules, err := rulestore.New(rulesCfg, db)
 				if err != nil {
 					return nil, fmt.Errorf("room processor: %w", err)
 				}

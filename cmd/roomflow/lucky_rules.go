@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 )
 
 // ruleFile is the YAML `roomflow lucky rules` publishes: one rule version

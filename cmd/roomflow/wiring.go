@@ -19,11 +19,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/tlsx"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
@@ -236,9 +236,9 @@ var roomKeys = processKeys("kafka.topics.room_events", "process.room_group", map
 })
 
 // ruleLoaderConfig maps process.rule_cache_size onto the room processor's
-// rule loader (lucky.LoaderConfig) and validates it.
-func ruleLoaderConfig(d *app.Deps) (lucky.LoaderConfig, error) {
-	c := lucky.LoaderConfig{CacheSize: d.Config.Process.RuleCacheSize}
+// rule loader (rulestore.Config) and validates it.
+func ruleLoaderConfig(d *app.Deps) (rulestore.Config, error) {
+	c := rulestore.Config{CacheSize: d.Config.Process.RuleCacheSize}
 	return c, cfgerr.Under("process.rules", ruleLoaderKeys, c.Validate())
 }
 

@@ -18,13 +18,13 @@
 //     that overflows.
 //
 // The processor is stateless; rules come from MySQL through a cache
-// (lucky.Loader). A MySQL failure is not a reject: the record's partition
+// (rulestore.Loader). A MySQL failure is not a reject: the record's partition
 // stalls alone and retries it after a backoff while the others go on.
 //
 // New builds the processor on its runtime from a Config; NewProcessor
 // builds the processor alone (for rttest.Driver, or to wrap it):
 //
-//	rules, err := lucky.NewLoader(lucky.LoaderConfig{}, db)
+//	rules, err := rulestore.New(rulestore.Config{}, db)
 //	rt, err := room.New(room.Config{
 //		Runtime: streams.Config{
 //			Input: "hyapp.room.events.v1",
@@ -50,8 +50,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -102,7 +102,7 @@ const (
 	maxRoomID  = 64
 )
 
-// RuleSource returns validated lucky rule versions; lucky.Loader is one.
+// RuleSource returns validated lucky rule versions; rulestore.Loader is one.
 // Errors wrapping lucky.ErrUnknownRule or lucky.ErrInvalidRule are
 // rejects; any other error is transient.
 type RuleSource interface {
@@ -175,7 +175,7 @@ func NewProcessor(cfg Config, rules RuleSource) *Processor {
 }
 
 // New validates cfg and builds the room processor on its runtime, reading
-// lucky rules from rules (a lucky.Loader). It does not connect.
+// lucky rules from rules (a rulestore.Loader). It does not connect.
 func New(cfg Config, rules RuleSource) (*streams.Runtime, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -18,9 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/domain/lucky"
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -34,7 +35,7 @@ type env struct {
 	k      *testenv.Kafka
 	m      *testenv.MySQL
 	cfg    room.Config
-	rules  *lucky.Loader
+	rules  *rulestore.Loader
 	topics topics
 }
 
@@ -52,7 +53,7 @@ func newMemEnv(t *testing.T) *env { return newEnvOn(t, nil) }
 func newEnvOn(t *testing.T, k *testenv.Kafka) *env {
 	m := testenv.NewMySQL(t)
 	cfg := testConfig(t, k)
-	rules, err := lucky.NewLoader(lucky.LoaderConfig{CacheSize: 100}, m.DB)
+	rules, err := rulestore.New(rulestore.Config{CacheSize: 100}, m.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 

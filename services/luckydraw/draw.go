@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 )
 
 // The three pool layers of seed 003, in the order of lucky_pools' primary

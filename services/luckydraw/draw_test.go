@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 )
 
 func testRule() *lucky.Rule {

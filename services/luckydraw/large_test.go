@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 

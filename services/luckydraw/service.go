@@ -41,9 +41,10 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/domain/lucky"
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/internal/tlsx"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
 
@@ -69,7 +70,7 @@ type Service struct {
 	activityv1.UnimplementedLuckyGiftServiceServer
 	cfg   Config
 	db    *sql.DB
-	rules *lucky.Loader
+	rules *rulestore.Loader
 	sw    *switches
 	log   *slog.Logger
 	m     metrics
@@ -124,7 +125,7 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 	if db == nil {
 		return nil, errors.New("luckydraw: nil database")
 	}
-	rules, err := lucky.NewLoader(lucky.LoaderConfig{Now: cfg.Now}, db)
+	rules, err := rulestore.New(rulestore.Config{Now: cfg.Now}, db)
 	if err != nil {
 		return nil, err
 	}

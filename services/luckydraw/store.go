@@ -21,7 +21,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/walletv1"
 )

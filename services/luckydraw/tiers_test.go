@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/processors/lucky"
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 

@@ -1,4 +1,12 @@
-package lucky
+// Package rulestore reads lucky rule versions (lucky.Rule) from MySQL
+// (lucky_gift_rules and lucky_reward_tiers) and caches them. Versions are
+// immutable once published, so a cached version never goes stale and
+// replays are exact.
+//
+// It is apart from package lucky so that the model and its arithmetic stay
+// free of I/O; the room processor and the draw service both load through
+// it.
+package rulestore
 
 import (
 	"context"
@@ -8,16 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 )
 
-// ErrUnknownRule is a (gift_id, rule_version) with no lucky_gift_rules row.
-var ErrUnknownRule = errors.New("lucky: unknown rule version")
-
-// Loader reads rule versions from MySQL (lucky_gift_rules and
-// lucky_reward_tiers) and caches them. Versions are immutable once
+// Loader reads rule versions from MySQL and caches them. Versions are immutable once
 // published, so a valid version is cached until evicted by size. A missing
-// or invalid version is remembered only for LoaderConfig.MissTTL (5s): a
+// or invalid version is remembered only for Config.MissTTL (5s): a
 // writer that inserts the rule row and its tiers in separate statements
 // makes a version briefly visible half-published, and it must be found
 // whole moments later rather than stay invalid for good.
@@ -36,13 +41,13 @@ type Loader struct {
 type ruleKey struct{ gift, version string }
 
 type cached struct {
-	rule      *Rule
-	err       error     // ErrInvalidRule (wrapped) or ErrUnknownRule
+	rule      *lucky.Rule
+	err       error     // lucky.ErrInvalidRule (wrapped) or lucky.ErrUnknownRule
 	expiresAt time.Time // zero: never (valid versions)
 }
 
-// LoaderConfig configures NewLoader.
-type LoaderConfig struct {
+// Config configures New.
+type Config struct {
 	// CacheSize is how many rule versions the loader caches. Default
 	// 10,000.
 	CacheSize int
@@ -53,7 +58,7 @@ type LoaderConfig struct {
 	Now func() time.Time
 }
 
-func (c *LoaderConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	cfgerr.Default(&c.CacheSize, 10000)
 	cfgerr.Default(&c.MissTTL, 5*time.Second)
 	if c.Now == nil {
@@ -63,7 +68,7 @@ func (c *LoaderConfig) setDefaults() {
 
 // Validate reports the invalid fields of c with its defaults applied,
 // keyed "cache_size" and "miss_ttl".
-func (c LoaderConfig) Validate() error {
+func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
 	ch.Positive("cache_size", c.CacheSize)
@@ -71,8 +76,8 @@ func (c LoaderConfig) Validate() error {
 	return ch.Err()
 }
 
-// NewLoader returns a loader of the rules in db.
-func NewLoader(cfg LoaderConfig, db *sql.DB) (*Loader, error) {
+// New returns a loader of the rules in db.
+func New(cfg Config, db *sql.DB) (*Loader, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -83,10 +88,10 @@ func NewLoader(cfg LoaderConfig, db *sql.DB) (*Loader, error) {
 	return &Loader{db: db, max: cfg.CacheSize, missTTL: cfg.MissTTL, now: cfg.Now, cache: map[ruleKey]cached{}}, nil
 }
 
-// Get returns the validated rule version. Errors: ErrUnknownRule (no such
-// version), an error wrapping ErrInvalidRule (the version fails Validate),
+// Get returns the validated rule version. Errors: lucky.ErrUnknownRule (no such
+// version), an error wrapping lucky.ErrInvalidRule (the version fails Validate),
 // or a database error (transient; retry).
-func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error) {
+func (l *Loader) Get(ctx context.Context, giftID, version string) (*lucky.Rule, error) {
 	k := ruleKey{giftID, version}
 	l.mu.Lock()
 	c, ok := l.cache[k]
@@ -96,7 +101,7 @@ func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error)
 	}
 	r, err := l.load(ctx, giftID, version)
 	switch {
-	case errors.Is(err, ErrUnknownRule), errors.Is(err, ErrInvalidRule):
+	case errors.Is(err, lucky.ErrUnknownRule), errors.Is(err, lucky.ErrInvalidRule):
 		c = cached{err: err, expiresAt: l.now().Add(l.missTTL)}
 	case err != nil:
 		return nil, err // not cached
@@ -115,10 +120,10 @@ func (l *Loader) Get(ctx context.Context, giftID, version string) (*Rule, error)
 	return c.rule, c.err
 }
 
-func (l *Loader) load(ctx context.Context, giftID, version string) (*Rule, error) {
+func (l *Loader) load(ctx context.Context, giftID, version string) (*lucky.Rule, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r := &Rule{}
+	r := &lucky.Rule{}
 	err := l.db.QueryRowContext(ctx, `SELECT gift_id, rule_version, gift_price, pool_rate_ppm,
 	target_payout_rate_ppm, platform_weight_ppm, room_weight_ppm, max_single_payout,
 	max_user_daily_payout, max_room_hourly_payout, status, effective_at_ms
@@ -127,7 +132,7 @@ FROM lucky_gift_rules WHERE gift_id = ? AND rule_version = ?`, giftID, version).
 		&r.PlatformWeightPPM, &r.RoomWeightPPM, &r.MaxSinglePayout, &r.MaxUserDailyPayout,
 		&r.MaxRoomHourlyPayout, &r.Status, &r.EffectiveAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: gift %q version %q", ErrUnknownRule, giftID, version)
+		return nil, fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lucky: load rule %s/%s: %w", giftID, version, err)
@@ -140,7 +145,7 @@ FROM lucky_reward_tiers WHERE gift_id = ? AND rule_version = ? ORDER BY tier_id`
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var t Tier
+		var t lucky.Tier
 		if err := rows.Scan(&t.TierID, &t.RewardType, &t.RewardValue, &t.ProbabilityPPM, &t.MinPoolBalance, &t.Enabled, &t.Large); err != nil {
 			return nil, fmt.Errorf("lucky: scan tier %s/%s: %w", giftID, version, err)
 		}

@@ -1,4 +1,4 @@
-package lucky_test
+package rulestore_test
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/domain/lucky"
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/testenv"
-	"github.com/hyapp/roomflow/processors/lucky"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 )
 
@@ -26,7 +27,7 @@ func TestLoaderMariaDB(t *testing.T) {
 		Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 999999, Enabled: true}}}
 	roomtest.InsertRule(t, m.DB, bad)
 
-	l := newLoader(t, lucky.LoaderConfig{CacheSize: 100}, m)
+	l := newLoader(t, rulestore.Config{CacheSize: 100}, m)
 	r, err := l.Get(ctx, "rose", "2026-01")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestLoaderMariaDB(t *testing.T) {
 	}
 	// A database failure is an error that is neither unknown nor invalid.
 	m.DB.Close()
-	if _, err := newLoader(t, lucky.LoaderConfig{CacheSize: 10}, m).Get(ctx, "rose", "2026-01"); err == nil ||
+	if _, err := newLoader(t, rulestore.Config{CacheSize: 10}, m).Get(ctx, "rose", "2026-01"); err == nil ||
 		errors.Is(err, lucky.ErrUnknownRule) || errors.Is(err, lucky.ErrInvalidRule) {
 		t.Fatalf("closed database: %v", err)
 	}
@@ -69,7 +70,7 @@ func TestLoaderRetriesHalfPublishedVersion(t *testing.T) {
 		Status: "active", Tiers: []lucky.Tier{{TierID: "none", RewardType: "none", ProbabilityPPM: 900000, Enabled: true}}}
 	roomtest.InsertRule(t, m.DB, half)
 	now := time.Unix(1_800_000_000, 0)
-	l := newLoader(t, lucky.LoaderConfig{CacheSize: 10, Now: func() time.Time { return now }}, m)
+	l := newLoader(t, rulestore.Config{CacheSize: 10, Now: func() time.Time { return now }}, m)
 	if _, err := l.Get(ctx, "lily", "v1"); !errors.Is(err, lucky.ErrInvalidRule) {
 		t.Fatalf("half-published version: %v", err)
 	}
@@ -87,20 +88,20 @@ func TestLoaderRetriesHalfPublishedVersion(t *testing.T) {
 	}
 }
 
-func newLoader(t *testing.T, cfg lucky.LoaderConfig, m *testenv.MySQL) *lucky.Loader {
+func newLoader(t *testing.T, cfg rulestore.Config, m *testenv.MySQL) *rulestore.Loader {
 	t.Helper()
-	l, err := lucky.NewLoader(cfg, m.DB)
+	l, err := rulestore.New(cfg, m.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func TestLoaderConfigValidate(t *testing.T) {
-	if err := (lucky.LoaderConfig{}).Validate(); err != nil {
+func TestConfigValidate(t *testing.T) {
+	if err := (rulestore.Config{}).Validate(); err != nil {
 		t.Fatalf("zero config (defaults): %v", err)
 	}
-	for key, c := range map[string]lucky.LoaderConfig{
+	for key, c := range map[string]rulestore.Config{
 		"cache_size": {CacheSize: -1},
 		"miss_ttl":   {MissTTL: -time.Second},
 	} {

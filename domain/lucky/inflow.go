@@ -1,10 +1,10 @@
-// Package lucky is seed 003's lucky-gift pool inflow: the integer ppm
-// arithmetic that splits a lucky gift's heat into the platform, room and
-// gift pool layers, the validation of rule versions and their reward
-// tiers, and a cached MySQL loader of rule versions (which are immutable,
-// so a cached version never goes stale and replays are exact).
+// Package lucky is seed 003's lucky-gift domain: rule versions and their
+// reward tiers, their validation, and the integer ppm arithmetic that
+// splits a lucky gift's heat into the platform, room and gift pool layers.
+// The room processor and the draw service both take them from here.
 //
-// Everything except Loader is pure and deterministic.
+// It is pure and deterministic: no I/O, no clock. Rule versions are read
+// from MySQL by its sub-package rulestore.
 package lucky
 
 import (

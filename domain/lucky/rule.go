@@ -48,6 +48,9 @@ func (e *RuleError) Error() string {
 	return fmt.Sprintf("lucky rule %s/%s: %s: %s", e.GiftID, e.RuleVersion, e.Field, e.Msg)
 }
 
+// ErrUnknownRule is a (gift_id, rule_version) with no lucky_gift_rules row.
+var ErrUnknownRule = errors.New("lucky: unknown rule version")
+
 // ErrInvalidRule is wrapped by the error Validate returns.
 var ErrInvalidRule = errors.New("lucky: invalid rule")
 
