@@ -19,10 +19,10 @@ import (
 // heldCommit is a SQLHooks.Commit that holds the draw transactions'
 // commits while hold is set: it signals at, then waits for release.
 type heldCommit struct {
-	hold      atomic.Bool
-	at        chan struct{}
-	release   chan struct{}
-	once      sync.Once
+	hold    atomic.Bool
+	at      chan struct{}
+	release chan struct{}
+	once    sync.Once
 	// committing is the UnixNano at which the held COMMIT was sent: the
 	// server releases the batch's locks when it commits, which can be
 	// before this client hears the answer, so that is what a change
