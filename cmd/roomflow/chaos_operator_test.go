@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,13 +44,31 @@ type chaosOperator struct {
 	app   string
 	gift  string
 	ver   string
-	rooms []string // rooms with lucky gifts, the candidates of a room pause
-	tiers []string // the version's non-none tiers
+	rooms []luckyAt // the lucky gifts' rooms by occurred_at, the candidates of a room pause
+	tiers []string  // the version's non-none tiers
 
 	mu        sync.Mutex
 	episodes  map[string]int // completed episodes by kind
 	retries   int            // admin calls repeated after an error
 	anomalies []string
+}
+
+// luckyAt is a lucky gift's room and occurred_at.
+type luckyAt struct {
+	atMs int64
+	room string
+}
+
+// pauseRoom picks the room of the next lucky gift due at least 500 ms
+// from now (its draw comes while the room is paused, most of the time:
+// the clock only aims the pause, the evidence reads none), or a random one
+// once the traffic is over.
+func (o *chaosOperator) pauseRoom(r *mrand.Rand) string {
+	from := time.Now().Add(500 * time.Millisecond).UnixMilli()
+	if i, _ := slices.BinarySearchFunc(o.rooms, from, func(g luckyAt, ms int64) int { return cmp.Compare(g.atMs, ms) }); i < len(o.rooms) {
+		return o.rooms[i].room
+	}
+	return o.rooms[r.IntN(len(o.rooms))].room
 }
 
 // The operator's episode kinds.
@@ -153,7 +173,7 @@ func (o *chaosOperator) offEpisode(r *mrand.Rand, kind string) {
 			return o.adm.SetSwitch(ctx, o.app, luckydraw.SwitchGlobal, "", nil) // back to the configuration (on)
 		}
 	case opRoomPause:
-		room := o.rooms[r.IntN(len(o.rooms))]
+		room := o.pauseRoom(r)
 		target = room
 		query, args = `SELECT COUNT(*) FROM lucky_draw_records WHERE app_code = ? AND room_id = ? AND reward_status <> 'rejected'`, []any{o.app, room}
 		set = func(ctx context.Context, disable bool) (luckydraw.Change, error) {
