@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -374,7 +375,8 @@ func TestPipelineChaos(t *testing.T) {
 	})
 	drawCtx, stopDraws := context.WithCancel(ctx)
 	defer stopDraws()
-	drawer := &chaosDrawer{ctx: drawCtx, app: cfg.AppCode, callTimeout: chaosDrawCallTimeout}
+	drawer := &chaosDrawer{ctx: drawCtx, app: cfg.AppCode, callTimeout: chaosDrawCallTimeout,
+		checkRejects: map[string]int{}, drawRejects: map[string]int{}}
 	for _, name := range []string{"lucky-a", "lucky-b"} {
 		conn, err := grpc.NewClient(luckyAddrs[name], grpc.WithTransportCredentials(insecure.NewCredentials()),
 			// back at a restarted replica within a second, as a room-service pod would
@@ -412,12 +414,66 @@ func TestPipelineChaos(t *testing.T) {
 		n, late, err := loadgen.WriteOutboxLiveWith(ctx, m.DB, events, 200, drawer.before)
 		written <- writeResult{n, late, err, time.Now()}
 	}()
+	// The operator switches the gift off and on while draws run, until
+	// the last seconds of the traffic (so its last episode has draws too).
+	adm, err := luckydraw.NewAdmin(m.DB, luckydraw.AdminConfig{Operator: "chaos", Host: "chaos"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &chaosOperator{h: h, db: m.DB, adm: adm, app: cfg.AppCode, gift: sc.Rule.GiftID, ver: sc.Rule.RuleVersion,
+		tiers: []string{"small_1x", "medium_5x"}, episodes: map[string]int{}} // loadgen.SeedRule's non-none tiers
+	for i := range events {
+		if _, ok := loadgen.LuckyGift(&events[i]); ok {
+			op.rooms = append(op.rooms, luckyAt{events[i].Envelope.OccurredAtMs, events[i].Envelope.RoomId})
+		}
+	}
+	slices.SortStableFunc(op.rooms, func(a, b luckyAt) int { return cmp.Compare(a.atMs, b.atMs) })
+	operated := make(chan struct{})
+	go func() {
+		defer close(operated)
+		op.run(seed, t0.Add(dur-25*time.Second))
+	}()
 
 	h.run(t0.Add(dur), only)
 	w := <-written
 	if w.err != nil {
 		t.Fatalf("write room_outbox: %v", w.err)
 	}
+	<-operated
+	// The oracle again, from the gifts as written: a gift the check
+	// rejected went plain, and a recorded rejection's gift is refunded
+	// (no pool inflow); rejections recorded by background draws are read
+	// as they come (rebuildOracle). A rejection whose inflow the sink had
+	// claimed first keeps its inflow in the pools, as claimRejections
+	// leaves it (finding 8 in docs/reliability.md, open): counted apart
+	// by luckyDifferences, not refunded here.
+	refunded := -1
+	rebuildOracle := func() {
+		ids := map[string]bool{}
+		if err := loadgen.ScanRows(ctx, m.DB, `SELECT r.draw_id FROM lucky_draw_records r
+			JOIN lucky_pool_inflow_claims c ON c.app_code = r.app_code AND c.draw_id = r.draw_id
+			WHERE r.app_code = ? AND r.reward_status = 'rejected' AND c.claimed_by = '`+luckydraw.ClaimedByRejection+`'`, cfg.AppCode,
+			func(rows *sql.Rows) error {
+				var id string
+				err := rows.Scan(&id)
+				ids[id] = true
+				return err
+			}); err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == refunded {
+			return
+		}
+		refunded = len(ids)
+		b := loadgen.NewOracleBuilder(map[loadgen.RuleKey]loadgen.LuckyRule{{GiftID: sc.Rule.GiftID, RuleVersion: sc.Rule.RuleVersion}: sc.Rule},
+			sc.AppCode, sc.Timers)
+		b.KeepSessions, b.Refunded = true, ids
+		for _, e := range events {
+			b.Add(e.Payload)
+		}
+		oracle = b.Oracle()
+	}
+	rebuildOracle()
 	lastFault := h.heal()
 	// Convergence is timed from the later of the last fault's end and the
 	// last write (the traffic may outlast the faults by a few seconds).
@@ -441,6 +497,7 @@ func TestPipelineChaos(t *testing.T) {
 	converged := time.Time{}
 	deadline := settled.Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
+		rebuildOracle()
 		if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil {
 			t.Fatal(err)
 		}
@@ -463,6 +520,7 @@ func TestPipelineChaos(t *testing.T) {
 	}
 	stopDraws()
 	drawer.wg.Wait()
+	rebuildOracle()
 	if converged.IsZero() {
 		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d; "+
 			"draws %d/%d, %d gifts waiting for their draw, %d rewards pending, %d lucky_outbox rows not done",
@@ -497,6 +555,7 @@ func TestPipelineChaos(t *testing.T) {
 	consumedDiffs := consumptionDifferences(t, m, sc.AppCode, events, oracle)
 	lf, luckyDiffs := luckyDifferences(t, m.DB, k, tp.LuckyEvents, sc.AppCode, chaosAuditKey, wal)
 	luckyDiffs = append(luckyDiffs, drawer.anomalies...)
+	luckyDiffs = append(luckyDiffs, op.anomalies...)
 	ws := wal.Stats()
 
 	closes := map[string]int{}
@@ -529,13 +588,19 @@ func TestPipelineChaos(t *testing.T) {
 		{"room events not exactly once", fmt.Sprint(len(roomDiffs))},
 		{"sessions closed not exactly once", fmt.Sprint(len(closedDiffs))},
 		{"IM messages not accepted once", fmt.Sprint(len(imDiffs))},
-		{"lucky draws / hits / coins paid", fmt.Sprintf("%d for %d lucky gifts / %d / %d", lf.draws, lf.gifts, lf.hits, lf.paid)},
+		{"lucky draws / hits / coins paid", fmt.Sprintf("%d (+%d rejections) for %d lucky gifts / %d / %d", lf.draws, lf.rejections, lf.gifts, lf.hits, lf.paid)},
 		{"paid draws granted / credits", fmt.Sprintf("%d / %d (wallet calls %d: %d repeats, %d errors, %d hangs, %d answers lost)",
 			lf.granted, lf.credits, ws.Calls, ws.Repeats, ws.Errors, ws.Timeouts, ws.Lost)},
 		{"gifts drawn before their row", fmt.Sprintf("%d (%d by the second replica tried)", drawer.inline, drawer.failovers)},
 		{"gifts written before their draw", fmt.Sprintf("%d, drawn in the background since: %d; inflows the sink applied first: %d",
 			drawer.deferred, drawer.background, lf.streamed)},
 		{"draw attempts unanswered in time", fmt.Sprintf("%d of %d (%s each)", drawer.failed, drawer.attempts, chaosDrawCallTimeout)},
+		{"operator episodes", fmt.Sprintf("%s: %d, %s: %d, %s: %d, %s: %d (%d draws checked while a tier was off); admin calls retried: %d",
+			opGlobalOff, op.episodes[opGlobalOff], opRoomPause, op.episodes[opRoomPause], opRulePause, op.episodes[opRulePause],
+			opTierOff, op.episodes[opTierOff], op.episodes["draws checked while a tier was off"], op.retries)},
+		{"lucky gifts sent plain (check)", fmt.Sprintf("%d %v", sum(drawer.checkRejects), drawer.checkRejects)},
+		{"recorded rejections (refunded)", fmt.Sprintf("%d %v; in lucky_draw_records: %d, %d of them after the sink applied their inflow (finding 8, open)",
+			sum(drawer.drawRejects), drawer.drawRejects, lf.rejections, lf.streamedRejections)},
 		{"lucky events on the topic", fmt.Sprintf("%d distinct, %d delivered again", lf.events, lf.redelivered)},
 		{"lucky differences", fmt.Sprint(len(luckyDiffs))},
 		{"differences in total", fmt.Sprint(diffs)},
@@ -559,6 +624,9 @@ func TestPipelineChaos(t *testing.T) {
 			t.Errorf("the pipeline did not converge within 4 minutes of the last fault or write")
 		}
 		t.Errorf("replay with ROOMFLOW_CHAOS_SEED=%d ROOMFLOW_CHAOS_DURATION=%s ROOMFLOW_CHAOS_RELAY_MODE=%s; children:\n%s", seed, dur, mode, h.tails())
+	}
+	if op.episodes[opGlobalOff]+op.episodes[opRoomPause]+op.episodes[opRulePause] == 0 || op.episodes[opTierOff] == 0 {
+		t.Errorf("the operator switched nothing off: %v", op.episodes)
 	}
 	if rep.LifetimeRows == 0 || rep.SessionRows == 0 || rep.PoolRows == 0 || closes["compensated_publish_timeout"] == 0 || lf.hits == 0 {
 		t.Errorf("the run compared nothing, closed nothing by timer or paid no draw: %+v %v %+v", rep, closes, lf)
@@ -725,11 +793,18 @@ func firstN[T any](xs []T, n int) string {
 // run: right before a lucky gift's row is written (loadgen's BeforeWrite
 // hook) it checks and draws it with command_id = the gift's event id, each
 // attempt bounded by callTimeout, on one replica and then on the other
-// (the same command_id: idempotent). A gift no replica answers in time is
-// written anyway naming its draw_id, luckydraw.DrawID(app, event id) (seed
-// 003: the room gift lands as a pending lucky draw), and its draw is
-// retried in the background, alternating replicas, until it is answered
-// or ctx ends: so gifts do land before their draw commits.
+// (the same command_id: idempotent). A gift the check rejects (the
+// operator switched it off: chaosOperator) is written plain, as
+// room-service sends it; a rejected draw is a recorded rejection and the
+// gift is written naming its draw_id (refunded: no pool inflow). A gift no
+// replica answers in time is written anyway naming its draw_id,
+// luckydraw.DrawID(app, event id) (seed 003: the room gift lands as a
+// pending lucky draw), and its draw is retried in the background,
+// alternating replicas, until it is answered or ctx ends: so gifts do land
+// before their draw commits. Once an Execute may have been sent (or the
+// gift is written lucky) only Execute is sent again: a Check reject then
+// would leave a debited gift, or a draw already committed, without its
+// lucky gift.
 type chaosDrawer struct {
 	ctx         context.Context // background draws give up at its end
 	app         string
@@ -739,15 +814,27 @@ type chaosDrawer struct {
 	next        atomic.Uint64 // round robin of the first replica
 	wg          sync.WaitGroup
 
-	mu         sync.Mutex
-	inline     int      // gifts drawn before their row was written
-	failovers  int      // of them, answered by the second replica tried
-	deferred   int      // gifts written before their draw was answered
-	background int      // of them, drawn since
-	open       int      // of them, still retried
-	attempts   int      // every check+draw attempt
-	failed     int      // attempts unanswered within callTimeout or failing
-	anomalies  []string // answers no correct service gives
+	mu           sync.Mutex
+	inline       int            // gifts drawn before their row was written
+	failovers    int            // of them, answered by the second replica tried
+	deferred     int            // gifts written before their draw was answered
+	background   int            // of them, drawn since
+	open         int            // of them, still retried
+	attempts     int            // every check+draw attempt
+	failed       int            // attempts unanswered within callTimeout or failing
+	checkRejects map[string]int // gifts sent plain, by the check's reject reason
+	drawRejects  map[string]int // recorded rejections answered, by reason
+	anomalies    []string       // answers no correct service gives
+}
+
+// chaosGift is one lucky gift's draw in flight: version is "" until a
+// check enabled it (or it was written without one), and from then on
+// only ExecuteLuckyGiftDraw under version is sent.
+type chaosGift struct {
+	e       *loadgen.Event
+	gift    *roomv1.RoomGiftSent
+	want    string // its draw_id
+	version string
 }
 
 // before draws every lucky gift of evs concurrently and names its draw in
@@ -764,10 +851,10 @@ func (d *chaosDrawer) before(ctx context.Context, evs []loadgen.Event) error {
 }
 
 func (d *chaosDrawer) draw(ctx context.Context, e *loadgen.Event, gift *roomv1.RoomGiftSent) error {
-	want := luckydraw.DrawID(d.app, e.Envelope.EventId)
+	g := &chaosGift{e: e, gift: gift, want: luckydraw.DrawID(d.app, e.Envelope.EventId)}
 	first := int(d.next.Add(1))
 	for k := range d.clients {
-		resp, done := d.attempt(ctx, (first+k)%len(d.clients), e, gift, want)
+		resp, checkReject, done := d.attempt(ctx, (first+k)%len(d.clients), g)
 		if !done {
 			continue
 		}
@@ -777,27 +864,34 @@ func (d *chaosDrawer) draw(ctx context.Context, e *loadgen.Event, gift *roomv1.R
 			d.failovers++
 		}
 		d.mu.Unlock()
-		if resp == nil { // an anomaly, recorded: the gift keeps the draw id it must have
-			return loadgen.SetDraw(e, gift, want, gift.LuckyRuleVersion)
+		switch {
+		case checkReject != "": // nothing stored, no Execute sent: room-service sends it plain
+			return loadgen.SetPlain(e, gift)
+		case resp == nil: // an anomaly, recorded: the gift keeps the draw id it must have
+			return loadgen.SetDraw(e, gift, g.want, cmp.Or(g.version, gift.LuckyRuleVersion))
+		default: // a draw or a recorded rejection: the gift names it either way
+			return loadgen.SetDraw(e, gift, resp.DrawId, cmp.Or(resp.RuleVersion, g.version))
 		}
-		return loadgen.SetDraw(e, gift, resp.DrawId, resp.RuleVersion)
 	}
-	if err := loadgen.SetDraw(e, gift, want, gift.LuckyRuleVersion); err != nil {
+	// Written lucky without an answer: from here on the gift is debited
+	// and only Execute (under the version it names) may decide it.
+	g.version = cmp.Or(g.version, gift.LuckyRuleVersion)
+	if err := loadgen.SetDraw(e, gift, g.want, g.version); err != nil {
 		return err
 	}
 	d.mu.Lock()
 	d.deferred++
 	d.open++
 	d.mu.Unlock()
-	ev := loadgen.Event{Envelope: proto.Clone(e.Envelope).(*roomv1.EventEnvelope)}
-	g := proto.Clone(gift).(*roomv1.RoomGiftSent)
+	bg := &chaosGift{e: &loadgen.Event{Envelope: proto.Clone(e.Envelope).(*roomv1.EventEnvelope)},
+		gift: proto.Clone(gift).(*roomv1.RoomGiftSent), want: g.want, version: g.version}
 	d.wg.Add(1)
-	go d.retry(&ev, g, want, first)
+	go d.retry(bg, first)
 	return nil
 }
 
 // retry draws a gift already written until a replica answers.
-func (d *chaosDrawer) retry(e *loadgen.Event, gift *roomv1.RoomGiftSent, want string, first int) {
+func (d *chaosDrawer) retry(g *chaosGift, first int) {
 	defer d.wg.Done()
 	defer func() {
 		d.mu.Lock()
@@ -807,11 +901,11 @@ func (d *chaosDrawer) retry(e *loadgen.Event, gift *roomv1.RoomGiftSent, want st
 	for n := 0; ; n++ {
 		select {
 		case <-d.ctx.Done():
-			d.anomaly("%s: its draw %s was never answered", e.Envelope.EventId, want)
+			d.anomaly("%s: its draw %s was never answered", g.e.Envelope.EventId, g.want)
 			return
 		case <-time.After(min(250*time.Millisecond<<n, 2*time.Second)):
 		}
-		if _, done := d.attempt(d.ctx, (first+n)%len(d.clients), e, gift, want); done {
+		if _, _, done := d.attempt(d.ctx, (first+n)%len(d.clients), g); done {
 			d.mu.Lock()
 			d.background++
 			d.mu.Unlock()
@@ -820,33 +914,56 @@ func (d *chaosDrawer) retry(e *loadgen.Event, gift *roomv1.RoomGiftSent, want st
 	}
 }
 
-// attempt checks and draws gift on replica i within callTimeout. done
-// reports an answer (resp) or an anomaly (resp nil: a reject, a wrong
-// draw id or InvalidArgument, retried no more); !done an attempt to
+// attempt checks (unless g.version is set) and draws g on replica i
+// within callTimeout. done reports an answer: the check's reject reason,
+// a draw or recorded rejection (resp), or an anomaly (both empty: a
+// wrong draw id or InvalidArgument, retried no more); !done an attempt to
 // repeat (timeout, Unavailable: the outcome is unknown).
-func (d *chaosDrawer) attempt(ctx context.Context, i int, e *loadgen.Event, gift *roomv1.RoomGiftSent, want string) (*activityv1.ExecuteLuckyGiftDrawResponse, bool) {
+func (d *chaosDrawer) attempt(ctx context.Context, i int, g *chaosGift) (resp *activityv1.ExecuteLuckyGiftDrawResponse, checkReject string, done bool) {
 	cctx, cancel := context.WithTimeout(ctx, d.callTimeout)
-	resp, reject, err := loadgen.DrawGift(cctx, d.clients[i], e, gift)
-	cancel()
+	defer cancel()
+	id := g.e.Envelope.EventId
 	d.mu.Lock()
 	d.attempts++
-	if err != nil {
-		d.failed++
-	}
 	d.mu.Unlock()
-	switch {
-	case status.Code(err) == codes.InvalidArgument:
-		d.anomaly("%s on %s: %v", e.Envelope.EventId, d.names[i], err)
-	case err != nil:
-		return nil, false
-	case reject != "":
-		d.anomaly("%s on %s: rejected %q", e.Envelope.EventId, d.names[i], reject)
-	case resp.DrawId != want:
-		d.anomaly("%s on %s: draw_id %s, want %s", e.Envelope.EventId, d.names[i], resp.DrawId, want)
-	default:
-		return resp, true
+	failed := func(err error) bool {
+		d.mu.Lock()
+		d.failed++
+		d.mu.Unlock()
+		if status.Code(err) == codes.InvalidArgument {
+			d.anomaly("%s on %s: %v", id, d.names[i], err)
+			return true
+		}
+		return false
 	}
-	return nil, true
+	if g.version == "" {
+		chk, err := loadgen.CheckGift(cctx, d.clients[i], g.e, g.gift)
+		if err != nil {
+			return nil, "", failed(err)
+		}
+		if !chk.Enabled {
+			reason := cmp.Or(chk.RejectReason, "(no reason)")
+			d.mu.Lock()
+			d.checkRejects[reason]++
+			d.mu.Unlock()
+			return nil, reason, true
+		}
+		g.version = chk.RuleVersion
+	}
+	resp, err := loadgen.ExecuteGift(cctx, d.clients[i], g.e, g.gift, g.version)
+	if err != nil {
+		return nil, "", failed(err)
+	}
+	if resp.DrawId != g.want {
+		d.anomaly("%s on %s: draw_id %s (rejected %q), want %s", id, d.names[i], resp.DrawId, resp.RejectReason, g.want)
+		return nil, "", true
+	}
+	if resp.RejectReason != "" {
+		d.mu.Lock()
+		d.drawRejects[resp.RejectReason]++
+		d.mu.Unlock()
+	}
+	return resp, "", true
 }
 
 func (d *chaosDrawer) anomaly(format string, args ...any) {
@@ -865,8 +982,12 @@ func (d *chaosDrawer) waiting() int {
 // luckyFigures is what the draw service left, for the summary.
 type luckyFigures struct {
 	gifts, draws, hits, granted, credits, events, redelivered int
-	streamed                                                  int // draws whose inflow the sink had applied
-	paid                                                      int64
+	rejections                                                int // recorded rejections (refunded gifts)
+	// rejections whose inflow the sink had claimed first: the refunded
+	// gift's inflow stays in the pools (finding 8, open)
+	streamedRejections int
+	streamed           int // draws whose inflow the sink had applied
+	paid               int64
 }
 
 // luckyDifferences checks the draw service's end state against the run's
@@ -934,6 +1055,14 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		}
 		delete(gifts, id)
 		c, ok := ledger[rewardID]
+		if st == luckydraw.RewardRejected { // a refunded gift: nothing drawn, nothing paid
+			f.draws--
+			f.rejections++
+			if coins != 0 || ok || inflowBy != "none" { // rejectionRow: no inflow applied
+				diff("rejection %s pays %d (wallet credit: %v), inflow applied by %q", id, coins, ok, inflowBy)
+			}
+			return nil
+		}
 		if coins == 0 {
 			if st != "none" || ok {
 				diff("draw %s pays nothing but is %s (wallet credit: %v)", id, st, ok)
@@ -958,7 +1087,7 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		return nil
 	}))
 	for id, ev := range gifts {
-		diff("lucky gift %s has no draw (want %s)", ev, id)
+		diff("lucky gift %s has no draw or rejection (want %s)", ev, id)
 	}
 	f.credits = len(ledger)
 	for id := range ledger {
@@ -981,7 +1110,7 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 	// Each gift's inflow entered the pools once: by whoever claimed it.
 	check(loadgen.ScanRows(ctx, db, `SELECT d.draw_id, d.inflow_applied_by, COALESCE(c.claimed_by, '') FROM lucky_draw_records d
 		LEFT JOIN lucky_pool_inflow_claims c ON c.app_code = d.app_code AND c.draw_id = d.draw_id
-		WHERE d.app_code = ? AND (c.claimed_by IS NULL OR c.claimed_by <> d.inflow_applied_by)`, app, func(rows *sql.Rows) error {
+		WHERE d.app_code = ? AND d.reward_status <> 'rejected' AND (c.claimed_by IS NULL OR c.claimed_by <> d.inflow_applied_by)`, app, func(rows *sql.Rows) error {
 		var id, by, claim string
 		if err := rows.Scan(&id, &by, &claim); err != nil {
 			return err
@@ -989,6 +1118,25 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		diff("draw %s: inflow applied by %s, claimed by %q", id, by, claim)
 		return nil
 	}))
+	// A rejection's inflow is claimed by the rejection, so no sink applies
+	// it; except when the gift landed (written before its draw answered)
+	// and the sink claimed it before the retried Execute was rejected:
+	// finding 8, counted and printed until it is fixed.
+	check(loadgen.ScanRows(ctx, db, `SELECT d.draw_id, COALESCE(c.claimed_by, '') FROM lucky_draw_records d
+		LEFT JOIN lucky_pool_inflow_claims c ON c.app_code = d.app_code AND c.draw_id = d.draw_id
+		WHERE d.app_code = ? AND d.reward_status = 'rejected' AND (c.claimed_by IS NULL OR c.claimed_by <> '`+luckydraw.ClaimedByRejection+`')`, app,
+		func(rows *sql.Rows) error {
+			var id, claim string
+			if err := rows.Scan(&id, &claim); err != nil {
+				return err
+			}
+			if claim == "stream" {
+				f.streamedRejections++
+				return nil
+			}
+			diff("rejection %s: inflow claimed by %q, want %s", id, claim, luckydraw.ClaimedByRejection)
+			return nil
+		}))
 	if out != rewards || layers != rewards {
 		diff("pools paid out %d, draws' rewards %d, their layer outs %d", out, rewards, layers)
 	}
@@ -1023,10 +1171,16 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 			diff("%s (%s) never reached %s", id, msg, topic)
 		}
 	}
-	check(loadgen.ScanRows(ctx, db, `SELECT draw_id FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, reward_status FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
 			return err
+		}
+		if st == luckydraw.RewardRejected {
+			if events[luckydraw.LuckyDrawRejectedEventID(id)] == "" {
+				diff("rejection %s has no LuckyDrawRejected event", id)
+			}
+			return nil
 		}
 		if events["LuckyGiftDrawn:"+id] == "" {
 			diff("draw %s has no LuckyGiftDrawn event", id)
@@ -1071,4 +1225,13 @@ func TestChaosFaultsOf(t *testing.T) {
 	if want := append(slices.Clone(forcedFaults), "binlog-dump-kill"); !slices.Equal(forced, want) {
 		t.Fatalf("binlog forced %v, want %v", forced, want)
 	}
+}
+
+// sum adds m's counts.
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

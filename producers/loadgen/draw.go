@@ -123,23 +123,50 @@ func LuckyGift(e *Event) (*roomv1.RoomGiftSent, bool) {
 // unknown: the same call again, on any replica, is idempotent by
 // command_id. It changes neither e nor gift.
 func DrawGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *Event, gift *roomv1.RoomGiftSent) (*activityv1.ExecuteLuckyGiftDrawResponse, string, error) {
-	meta := &activityv1.LuckyGiftMeta{RequestId: e.Envelope.RequestId, CommandId: e.Envelope.EventId, RoomId: e.Envelope.RoomId,
-		SenderUserId: gift.SenderUserId, TargetUserId: gift.TargetUserId, SentAtMs: e.Envelope.OccurredAtMs, AppCode: e.Envelope.AppCode}
-	chk, err := client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: meta, GiftId: gift.GiftId,
-		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue})
+	chk, err := CheckGift(ctx, client, e, gift)
 	if err != nil {
-		return nil, "", fmt.Errorf("loadgen: check %s: %w", e.Envelope.EventId, err)
+		return nil, "", err
 	}
 	if !chk.Enabled {
 		return nil, chk.RejectReason, nil
 	}
-	resp, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{Meta: meta, GiftId: gift.GiftId,
-		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue,
-		BillingReceiptId: gift.BillingReceiptId, RuleVersion: chk.RuleVersion})
+	resp, err := ExecuteGift(ctx, client, e, gift, chk.RuleVersion)
 	if err != nil {
-		return nil, "", fmt.Errorf("loadgen: draw %s: %w", e.Envelope.EventId, err)
+		return nil, "", err
 	}
 	return resp, resp.RejectReason, nil
+}
+
+// giftMeta is the LuckyGiftMeta room-service sends for lucky gift e.
+func giftMeta(e *Event, gift *roomv1.RoomGiftSent) *activityv1.LuckyGiftMeta {
+	return &activityv1.LuckyGiftMeta{RequestId: e.Envelope.RequestId, CommandId: e.Envelope.EventId, RoomId: e.Envelope.RoomId,
+		SenderUserId: gift.SenderUserId, TargetUserId: gift.TargetUserId, SentAtMs: e.Envelope.OccurredAtMs, AppCode: e.Envelope.AppCode}
+}
+
+// CheckGift is DrawGift's CheckLuckyGift alone: it stores nothing, so a
+// caller may send the gift plain when it is not enabled, but only while
+// no ExecuteLuckyGiftDraw of the gift may have been sent.
+func CheckGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *Event, gift *roomv1.RoomGiftSent) (*activityv1.CheckLuckyGiftResponse, error) {
+	chk, err := client.CheckLuckyGift(ctx, &activityv1.CheckLuckyGiftRequest{Meta: giftMeta(e, gift), GiftId: gift.GiftId,
+		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue})
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: check %s: %w", e.Envelope.EventId, err)
+	}
+	return chk, nil
+}
+
+// ExecuteGift is DrawGift's ExecuteLuckyGiftDraw alone, under ruleVersion:
+// what a retry of a gift already debited (or already written) sends,
+// since its outcome must be a draw or a recorded rejection, never a
+// Check's unrecorded reject. Idempotent by command_id.
+func ExecuteGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *Event, gift *roomv1.RoomGiftSent, ruleVersion string) (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
+	resp, err := client.ExecuteLuckyGiftDraw(ctx, &activityv1.ExecuteLuckyGiftDrawRequest{Meta: giftMeta(e, gift), GiftId: gift.GiftId,
+		GiftCount: gift.GiftCount, CoinSpent: gift.CoinSpent, HeatValue: gift.HeatValue,
+		BillingReceiptId: gift.BillingReceiptId, RuleVersion: ruleVersion})
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: draw %s: %w", e.Envelope.EventId, err)
+	}
+	return resp, nil
 }
 
 // SetDraw names drawID and ruleVersion in lucky gift e (gift is its
