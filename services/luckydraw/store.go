@@ -331,10 +331,11 @@ func (b *batchTx) rejectionEvent(r *drawReq, version, reason string) *activityv1
 const ClaimedByRejection = "rejected"
 
 // claimRejections claims the inflow of the rejected gifts, so the sink
-// adds none of it to the pools. A claim the stream took first (the gift
-// event landed before its rejection committed, which room-service's order
-// of calls rules out) is left as it is: that inflow stays in the pools and
-// roomflow verify reports it.
+// adds none of it to the pools. A claim the stream took first is left as
+// it is: that inflow stays in the pools and roomflow verify reports it.
+// That happens when room-service wrote the gift as a pending draw after an
+// Execute timed out and its retry was rejected (a switch went off
+// meanwhile): docs/reliability.md finding 8, open.
 func (b *batchTx) claimRejections(ctx context.Context, reqs []*drawReq) error {
 	if len(reqs) == 0 {
 		return nil
