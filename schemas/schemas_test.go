@@ -196,7 +196,7 @@ func checkFields(t *testing.T, m proto.Message, want map[string]int32) {
 	}
 }
 
-// LuckyGiftService is seed 003's contract with room-service, field for
+// LuckyGiftService is the contract with room-service (LUCKY-1), field for
 // field; app_code = 8 of the meta is roomflow's documented addition.
 func TestLuckyGiftServiceWireNumbers(t *testing.T) {
 	checkFields(t, &activityv1.LuckyGiftMeta{}, map[string]int32{"request_id": 1, "command_id": 2, "room_id": 3,
@@ -219,7 +219,7 @@ func TestLuckyGiftServiceWireNumbers(t *testing.T) {
 	}
 }
 
-// WalletService is the reward credit seed 003 asks of wallet-service.
+// WalletService is the reward credit LUCKY-1 asks of wallet-service.
 func TestWalletServiceWireNumbers(t *testing.T) {
 	checkFields(t, &walletv1.CreditLuckyRewardRequest{}, map[string]int32{"reward_id": 1, "command_id": 2, "draw_id": 3,
 		"room_id": 4, "user_id": 5, "reward_coins": 6, "reason": 7})
