@@ -167,8 +167,8 @@ func TestMicReasonConstants(t *testing.T) {
 	}
 }
 
-// Seed 001's internal query: service, method and field numbers exactly as
-// the seed writes them.
+// The internal query of MIC-12: service, method and field numbers exactly as
+// the requirement writes them.
 func TestUserServiceWireNumbers(t *testing.T) {
 	checkFields(t, &userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
 	checkFields(t, &userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
