@@ -1,4 +1,4 @@
-# roomflow — see README.md. `make test` is the CI entry point.
+# roomflow — see README.md and docs/. `make test` is the CI entry point.
 GO ?= go
 PROTO_FILES := $(shell find schemas/proto -name '*.proto' | sort)
 TEST_TIMEOUT ?= 14m
@@ -63,7 +63,7 @@ bench:
 ## benchmarks, interleaved A B A B on this machine, as one table with B/A
 ## and the changes the rounds can tell from noise flagged. BENCH=lucky,mic
 ## selects, ROUNDS=n (>= 2) sets the rounds, ARGS=... adds flags to both
-## sides, OUT=dir places the report. README "Performance" tells more.
+## sides, OUT=dir places the report. docs/performance.md tells more.
 bench-compare:
 	BASE="$(BASE)" BENCH="$(BENCH)" ROUNDS="$(ROUNDS)" ARGS="$(ARGS)" A_ARGS="$(A_ARGS)" B_ARGS="$(B_ARGS)" OUT="$(OUT)" ./benchmarks/compare.sh
 

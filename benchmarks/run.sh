@@ -6,7 +6,7 @@
 #
 #   ./benchmarks/run.sh            # all, full size (budget: 30 min on 2 cores)
 #   QUICK=1 ./benchmarks/run.sh    # smaller inputs, for a smoke run (budget: 3 min)
-#   PUBLISH=1 ./benchmarks/run.sh  # also copy the charts the README shows to docs/performance/
+#   PUBLISH=1 ./benchmarks/run.sh  # also copy the charts docs/performance.md shows to docs/performance/
 #
 # Needs MariaDB on 127.0.0.1:3306 (ROOMFLOW_TEST_MYSQL_DSN) and the
 # mariadb-server binaries (the sink and e2e start a throwaway mariadbd);

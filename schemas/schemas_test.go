@@ -167,8 +167,8 @@ func TestMicReasonConstants(t *testing.T) {
 	}
 }
 
-// Seed 001's internal query: service, method and field numbers exactly as
-// the seed writes them.
+// The internal query of MIC-12: service, method and field numbers exactly as
+// the requirement writes them.
 func TestUserServiceWireNumbers(t *testing.T) {
 	checkFields(t, &userv1.GetUserMicLifetimeStatsRequest{}, map[string]int32{"meta": 1, "user_id": 2})
 	checkFields(t, &userv1.UserMicLifetimeStats{}, map[string]int32{"user_id": 1, "seat_occupied_ms": 2, "mic_online_ms": 3,
@@ -196,7 +196,7 @@ func checkFields(t *testing.T, m proto.Message, want map[string]int32) {
 	}
 }
 
-// LuckyGiftService is seed 003's contract with room-service, field for
+// LuckyGiftService is the contract with room-service (LUCKY-1), field for
 // field; app_code = 8 of the meta is roomflow's documented addition.
 func TestLuckyGiftServiceWireNumbers(t *testing.T) {
 	checkFields(t, &activityv1.LuckyGiftMeta{}, map[string]int32{"request_id": 1, "command_id": 2, "room_id": 3,
@@ -219,7 +219,7 @@ func TestLuckyGiftServiceWireNumbers(t *testing.T) {
 	}
 }
 
-// WalletService is the reward credit seed 003 asks of wallet-service.
+// WalletService is the reward credit LUCKY-1 asks of wallet-service.
 func TestWalletServiceWireNumbers(t *testing.T) {
 	checkFields(t, &walletv1.CreditLuckyRewardRequest{}, map[string]int32{"reward_id": 1, "command_id": 2, "draw_id": 3,
 		"room_id": 4, "user_id": 5, "reward_coins": 6, "reason": 7})

@@ -38,7 +38,7 @@ import (
 
 // defaultRounds is the largest count for which the default comparison
 // (every benchmark of profiles) fits in 15 minutes on the 2-core machine
-// it was sized on; the README's performance part gives the measured time.
+// it was sized on; docs/performance.md gives the measured time.
 const defaultRounds = 6
 
 // profiles are the arguments of one comparison slot per benchmark: one

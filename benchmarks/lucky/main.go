@@ -1,5 +1,5 @@
 // Command lucky benchmarks the lucky gift draw service (services/luckydraw)
-// through gRPC against the draw the way seed 003 forbids, in one run on the
+// through gRPC against the draw the way LUCKY-7 forbids, in one run on the
 // same MariaDB:
 //
 //	go run ./benchmarks/lucky                 # 10k draws per mode, 64 clients, 3 rounds

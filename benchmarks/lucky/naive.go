@@ -24,7 +24,7 @@ import (
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 )
 
-// naive is the baseline: the same draw done the way seed 003 forbids, one
+// naive is the baseline: the same draw done the way LUCKY-7 forbids, one
 // draw per transaction with the wallet credit of a paying draw made
 // INSIDE the transaction, while the platform, room and gift pool rows and
 // the risk counters are locked. Every draw of the app locks the platform

@@ -1,4 +1,4 @@
-// Package lucky is seed 003's lucky-gift domain: rule versions and their
+// Package lucky is the lucky-gift domain (docs/requirements.md LUCKY-*): rule versions and their
 // reward tiers, their validation, and the integer ppm arithmetic that
 // splits a lucky gift's heat into the platform, room and gift pool layers.
 // The room processor and the draw service both take them from here.
@@ -35,7 +35,7 @@ var (
 	ErrOverflow = errors.New("lucky: inflow overflows int64")
 )
 
-// ComputeInflow applies seed 003's formula with exact integer arithmetic:
+// ComputeInflow applies LUCKY-4's formula with exact integer arithmetic:
 //
 //	pool_in     = floor(heat * pool_rate_ppm / 1e6)
 //	platform_in = floor(pool_in * platform_weight_ppm / 1e6)

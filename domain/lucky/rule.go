@@ -59,7 +59,7 @@ var (
 	rewardTypes = map[string]bool{"none": true, "fixed": true, "multiplier": true}
 )
 
-// Validate checks a rule version against seed 003 and the design: every
+// Validate checks a rule version against LUCKY-6 and the design: every
 // ppm within [0, 1e6], platform + room weights at most 1e6 (the gift layer
 // takes the remainder), non-negative amounts and caps, a known status, and
 // a tier table whose probabilities (enabled or not: a disabled tier's

@@ -3,7 +3,7 @@
 // a registry of components, and the ordered start/stop that the design asks
 // of every long-running command.
 //
-// Shutdown order (seed 000's): the process is marked draining (/readyz
+// Shutdown order (docs/requirements.md IM-9): the process is marked draining (/readyz
 // answers 503 at once); then the context given to Component.Run is
 // cancelled (stop intake); each component drains its in-flight batch within
 // shutdown.timeout and closes its own Kafka clients before Run returns; the

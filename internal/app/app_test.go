@@ -158,7 +158,7 @@ func TestRunCancelledComponentAfterStopIsNoFailure(t *testing.T) {
 	}
 }
 
-// Seed 000's shutdown order: /readyz answers 503 as soon as the stop
+// IM-9's shutdown order: /readyz answers 503 as soon as the stop
 // begins, before any component has finished draining, and MySQL is never
 // closed under a component that is still running, even one that overruns
 // shutdown.timeout (the frame then returns an error naming it).

@@ -148,7 +148,7 @@ api:
 		{"mic max window", cfg.Mic.PublishingSessionMaxAge.D(), 6 * time.Hour},
 		{"untouched default", cfg.Mic.PendingPublishMaxAge.D(), 2 * time.Minute},
 		{"mic compensation switch", cfg.Mic.CompensationEnabled, false},
-		{"mic compensation on by default (seed 001)", Default().Mic.CompensationEnabled, true},
+		{"mic compensation on by default (MIC-10)", Default().Mic.CompensationEnabled, true},
 		{"worker enabled", cfg.OutboxWorker.Enabled, false},
 		{"fast path delay 0 is kept (claim at once)", cfg.IM.FastPathDelay.D(), time.Duration(0)},
 		{"api app listener disabled", cfg.API.AppAddr, ""},

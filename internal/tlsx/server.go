@@ -211,6 +211,6 @@ func Insecure(addr string, c ServerConfig) bool {
 // address key (lucky.grpc_addr), tlsKey the block (lucky.tls).
 func InsecureWarning(listenerKey, addr, tlsKey string) string {
 	return fmt.Sprintf("%s %s accepts callers from other hosts without a client certificate: anyone who reaches the port is served; "+
-		"set %s.cert_file, %s.key_file, %s.client_ca_file and %s.allowed_client_names (see README: Mutual TLS)",
+		"set %s.cert_file, %s.key_file, %s.client_ca_file and %s.allowed_client_names (see docs/operations.md: Mutual TLS)",
 		listenerKey, addr, tlsKey, tlsKey, tlsKey, tlsKey)
 }

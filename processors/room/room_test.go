@@ -174,7 +174,7 @@ func TestRepartitionMicEvents(t *testing.T) {
 	}
 }
 
-// floorPPM is the test's own oracle for seed 003: floor(x*ppm/1e6) in
+// floorPPM is the test's own oracle for LUCKY-4: floor(x*ppm/1e6) in
 // arbitrary precision.
 func floorPPM(x, ppm int64) int64 {
 	p := new(big.Int).Mul(big.NewInt(x), big.NewInt(ppm))
@@ -229,7 +229,7 @@ func checkInflow(t *testing.T, out []*kgo.Record, want map[string]*activityv1.Lu
 	}
 }
 
-// TestLuckyPoolInflow: lucky gifts produce seed 003's inflow with the
+// TestLuckyPoolInflow: lucky gifts produce LUCKY-4's inflow with the
 // rule version they name (two versions of one gift differ), keyed by room,
 // carrying the gift's draw_id (empty when it has none).
 func TestLuckyPoolInflow(t *testing.T) {

@@ -1,4 +1,4 @@
-// Lucky draw integration events (seed 003 "Integration Events"), written
+// Lucky draw integration events (docs/requirements.md LUCKY-12), written
 // by the draw service into lucky_outbox in the draw transaction (or when a
 // reward's state changes) and published at least once to
 // kafka.topics.lucky_events, keyed by gift_id. Consumers dedupe by
@@ -699,7 +699,8 @@ func (x *LuckyRiskRejected) GetAtMs() int64 {
 // debited the gift: no draw was made, the rejection is stored in
 // lucky_draw_records (reward_status 'rejected') in the same transaction as
 // this event, so room-service or finance can refund coin_spent to
-// sender_user_id by billing_receipt_id. A roomflow addition to seed 003.
+// sender_user_id by billing_receipt_id. A roomflow addition
+// (docs/requirements.md D-LUCKY-1).
 type LuckyDrawRejected struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	EventId          string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Dead-letter header keys, one set for every stage (README, Operations:
+// Dead-letter header keys, one set for every stage (docs/operations.md,
 // Dead letters). Consumers filter and re-drive by them: keys are only ever
 // added.
 const (

@@ -1,6 +1,6 @@
-// UserService: seed 001's internal query RPC for tasks, hosts and the back
-// office ("API Suggestions / Internal Query"). Messages and field numbers
-// are exactly the seed's; RequestMeta, which the seed names but does not
+// UserService: the internal query RPC for tasks, hosts and the back office
+// (docs/requirements.md MIC-12). Messages and field numbers are exactly the
+// requirement's; RequestMeta, which the requirement names but does not
 // define, is defined here. Served by `roomflow api` (and `roomflow sink`)
 // on api.grpc_addr.
 

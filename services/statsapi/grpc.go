@@ -13,7 +13,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
-// UserService is seed 001's hyapp.user.v1.UserService over the stats
+// UserService is MIC-12's hyapp.user.v1.UserService over the stats
 // store: GetUserMicLifetimeStats reads user_mic_lifetime_stats.
 type UserService struct {
 	userv1.UnimplementedUserServiceServer

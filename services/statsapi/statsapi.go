@@ -1,7 +1,8 @@
-// Package statsapi is the read side of the MySQL sink: seed 001's stats
-// queries over user_mic_lifetime_stats and user_mic_sessions, on three
-// listeners so that a header only the gateway may set is never honoured
-// where anyone can reach the internal routes.
+// Package statsapi is the read side of the MySQL sink: the mic stats
+// queries of docs/requirements.md MIC-12 and MIC-13 over
+// user_mic_lifetime_stats and user_mic_sessions, on three listeners so
+// that a header only the gateway may set is never honoured where anyone can
+// reach the internal routes.
 //
 // Internal listener (Listeners.Internal, api.addr; back office, tasks):
 //
@@ -79,7 +80,7 @@ const (
 	MaxSessionLimit     = 100
 )
 
-// Stats is seed 001's mic-stats JSON shape.
+// Stats is the mic-stats JSON shape of docs/requirements.md MIC-13.
 type Stats struct {
 	SeatOccupiedMs int64 `json:"seat_occupied_ms"`
 	MicOnlineMs    int64 `json:"mic_online_ms"`

@@ -161,7 +161,7 @@ func TestMicStats(t *testing.T) {
 		}
 	}
 
-	// The exact JSON field names of seed 001.
+	// The exact JSON field names of MIC-13.
 	var raw map[string]any
 	get(t, srv, "/api/v1/users/42/mic-stats?range=lifetime", &raw)
 	for _, k := range []string{"seat_occupied_ms", "mic_online_ms", "session_count", "first_mic_at_ms", "last_mic_at_ms"} {

@@ -19,8 +19,8 @@ const (
 	// at once with a freshly generated UserSig.
 	RegenerateSig
 	// Permanent failures will not succeed by retrying the same request
-	// (bad group, too long, no permission, bad credentials). Seed 000 V1
-	// still retries them on the fixed interval unless
+	// (bad group, too long, no permission, bad credentials). IM-5 in
+	// docs/requirements.md still retries them on the fixed interval unless
 	// im.mark_permanent_failed is set; the code is recorded either way.
 	Permanent
 )

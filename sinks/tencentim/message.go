@@ -15,7 +15,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
-// Event types that are not pushed to IM (seed 000: no-op success, marked
+// Event types that are not pushed to IM (IM-6: no-op success, marked
 // delivered so they never stay pending).
 var noOpTypes = map[string]bool{
 	"RoomCreated":     true,
