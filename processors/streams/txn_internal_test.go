@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -115,5 +116,42 @@ func TestTxnFinishCounts(t *testing.T) {
 	end := errors.New("fenced")
 	if _, err := x.finish(false, true, "", end); !errors.Is(err, end) {
 		t.Fatalf("finish with End's error = %v, want a TxnError wrapping it", err)
+	}
+}
+
+// A due transaction with content polls nothing, even when it fell due just
+// now (no time left to wait): it commits first, so it never takes more
+// input than CommitRecords or holds a catch-up run open.
+func TestTxnPollWhenDuePollsNothing(t *testing.T) {
+	r := partsRuntime(t, func(c *Config) { c.CommitInterval = time.Second })
+	x := &r.txn
+	x.open = true
+	x.markContent()
+	x.start = time.Now().Add(-time.Second)
+	if fs := x.poll(context.Background(), 0); fs != nil {
+		t.Fatalf("a due transaction polled: %v", fs)
+	}
+}
+
+// Only a transaction with punctuation output and no input asks the group
+// for this member's generation: one without output needs no check (and a
+// failing check must not abort it), one with input is checked by the
+// broker on TxnOffsetCommit.
+func TestTxnMembershipCheckedForPunctuationOutputOnly(t *testing.T) {
+	r := partsRuntime(t, nil)
+	x := &r.txn
+	x.open = true
+	asked := 0
+	notMember := func(context.Context) error { asked++; return errors.New("not a member") }
+	if cause := x.prepareCommit(context.Background(), notMember); cause != "" || asked != 0 {
+		t.Fatalf("without output: cause %q after %d membership checks, want \"\" after 0", cause, asked)
+	}
+	x.counts.out.add("out")
+	if cause := x.prepareCommit(context.Background(), notMember); cause != "membership" || asked != 1 {
+		t.Fatalf("punctuation output: cause %q after %d checks, want membership after 1", cause, asked)
+	}
+	x.counts.in = 1
+	if cause := x.prepareCommit(context.Background(), notMember); cause != "" || asked != 1 {
+		t.Fatalf("with input: cause %q after %d checks, want \"\" after 1", cause, asked)
 	}
 }
