@@ -222,7 +222,7 @@ type binlogBatch struct {
 	rows      []Row
 	bytes     int // payload bytes of rows
 	abandoned []Abandoned
-	started   time.Time // when its first event arrived
+	started   time.Time // when the event of its first row arrived (without rows: the last event)
 }
 
 // run relays events until ctx ends or the stream fails.
