@@ -33,12 +33,22 @@ OUT=.mutate
 STREAMS_TESTS='^(TestStatefulExactlyOnceAcrossCrashes|TestStatefulRestoreAfterRestart|TestDeletedKeyStaysDeletedAfterRestore|TestRebalanceBetweenInstances|TestTxnOffsetCommitTimeoutAbortsAndRewinds|TestRejectGoesToDLQAndPartitionMovesOn|TestCorruptStateGoesToDLQ|TestInputOutOfRangeStopsThePartition|TestInputLeaderMoveDoesNotRewind|TestAssignedAgainRestoresAfresh|TestShutdownBoundedWhileJoinGroupHangs|TestStopWhileCheckingTopicsReturnsNil|TestNewValidatesConfig|TestPunctuationLSOBoundaryDataRecord|TestTimerFiresOnIdlePartition|TestZombieIsFenced|TestFailingRecordStallsOnlyItsPartition|TestFailedProduceAbortsAndRewinds|TestGroupChangesAreLogged|TestTransactionHoldsAtMostCommitRecords|TestStateGaugesFollowOwnership|TestLagIsPublishedPerOwnedPartition|TestStallOfFirstAndLastRecordRecovers|TestOutputTimestampsFollowProcessing|TestRepeatedCommitFailuresBackOffLonger|TestPunctuationCatchUpIsNotHeld|TestPunctuationOutputNeedsConfirmedMembership|TestRevokedPartitionIsDropped|TestRestoreOptsCopyTheConnection|TestPartitionerKeepsChangelogPartition|TestRemoveAllDropsRevoked|TestRestoreMarkerFencedIsFatal|TestTxnPollStamps|TestTxnDue|TestTxnFinishCounts|TestTxnPollWhenDuePollsNothing|TestTxnMembershipCheckedForPunctuationOutputOnly|TestAssignmentQueuesEvents|TestAssignmentOwnsTasksAndStores|TestStallTracker.*)$'
 PUNCTUATOR_TESTS='^(TestPunctuation|TestPunctuatorOpensRoundsAtTheLSO|TestTimerFiresOnIdlePartition|TestFailingPunctuationIsRetriedAlone|TestZombiePunctuationIsFenced|TestExpiredKeySweptOnIdlePartition)'
 
+# The tests of the relay's binlog mode (its binlog subtests; "mariadb" is
+# TestBinlogSnapshotUnderWrites'), whose code is spread over the files of
+# its parts.
+BINLOG_TESTS='^(TestBinlog|TestStreamState|TestFirstStartBelowLowestID|TestIDReissueStops|TestDeadLetters|TestHoleSurvivesRestart|TestFencedLeaderCannotCommit|TestLateRowKeepsRoomOrderInFullBatches|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded|TestRelayLagGrowsWithoutMySQL|TestCrashExactlyOnce|TestOutOfOrderCommit|TestRestoredGapsIgnoreClockSkew)$/^(binlog|mariadb)$'
+
 # file|tests that cover it (a go test -run regexp, no spaces).
 TARGETS=(
   "producers/relay/tracker.go|^(TestTracker|TestRuns|TestFillTwice|TestExpireAtExactly|TestMaxOpenGaps|TestProbeIDs|TestPositionCodec|TestGapAge|TestMaxPositionBytes|TestTrackerEncode)"
   "producers/relay/position.go|^(TestPosition|TestDecodePositionBounds|TestMaxUvarintSum|TestMaxPositionBytes|TestMaxOpenGapsFor|TestGapAge|TestTrackerEncode|TestNewRejectsOpenGaps|TestRunsGroupsConsecutive)"
   "producers/relay/source.go|^(TestBudget|TestReissue|TestAutoIncrement|TestOutOfOrderCommit|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded|TestOldestUnrelayed)/^(poll|mariadb)$"
-  "producers/relay/binlog.go|^(TestBinlog|TestStreamState|TestFirstStartBelowLowestID|TestIDReissueStops|TestDeadLetters|TestHoleSurvivesRestart|TestFencedLeaderCannotCommit|TestLateRowKeepsRoomOrderInFullBatches|TestByteBudgetKeepsRoomOrder|TestBatchBytesBounded|TestRelayLagGrowsWithoutMySQL|TestCrashExactlyOnce|TestOutOfOrderCommit|TestRestoredGapsIgnoreClockSkew)$/^(binlog|mariadb)$"
+  "producers/relay/binlog.go|$BINLOG_TESTS"
+  "producers/relay/binlog_checks.go|$BINLOG_TESTS"
+  "producers/relay/binlog_rows.go|$BINLOG_TESTS"
+  "producers/relay/binlog_state.go|$BINLOG_TESTS"
+  "producers/relay/binlog_stream.go|$BINLOG_TESTS"
+  "producers/relay/binlog_snapshot.go|$BINLOG_TESTS"
   "processors/streams/runtime.go|$STREAMS_TESTS"
   "processors/streams/connect.go|$STREAMS_TESTS"
   "processors/streams/loop.go|$STREAMS_TESTS"

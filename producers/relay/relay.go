@@ -144,7 +144,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -368,6 +367,31 @@ type batch struct {
 	started   time.Time
 }
 
+// newBatch is a batch of rows and abandoned gaps with tr's position after
+// them; readBytes is what reading it took from MySQL.
+func newBatch(tr *Tracker, rows []Row, abandoned []Abandoned, started time.Time, readBytes int) *batch {
+	b := &batch{rows: rows, abandoned: abandoned, started: started, pos: tr.Encode()}
+	b.info = BatchInfo{Rows: len(rows), High: tr.High(), OpenGaps: tr.OpenHoles(), ReadBytes: readBytes}
+	for _, a := range abandoned {
+		b.info.Abandoned += a.Count()
+	}
+	if n := len(rows); n > 0 {
+		b.info.FirstID, b.info.LastID = rows[0].ID, rows[n-1].ID
+	}
+	return b
+}
+
+// send hands b to the committer, or returns ctx's error if ctx ends first.
+func (r *Relay) send(ctx context.Context, out chan<- *batch, b *batch) error {
+	r.m.batchBytes.Observe(float64(b.info.ReadBytes))
+	select {
+	case out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // lead is one leader session: fence, load the position, then read and
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
@@ -480,137 +504,6 @@ func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
 	return Position{High: minID - window}, nil
 }
 
-// probeLimit bounds the hole ids one probe looks up (see Tracker.ProbeIDs).
-const probeLimit = 4 * maxInList
-
-// reissueCheckEvery is how often the relay compares the table's
-// AUTO_INCREMENT with its high-water id (at least every poll interval).
-const reissueCheckEvery = time.Second
-
-// read produces batches from MySQL into out until ctx ends or a read fails.
-//
-// A batch scans above the high-water id, then looks up open holes: all of
-// them (a bounded rotation when many are open) once per poll interval,
-// and the youngest maxInList in every other batch that scanned rows. Both
-// reads bring sizes and only small payloads inline (each at most half of
-// MaxBatchBytes in all); the batch then takes filled holes first
-// and scanned rows after them within the MaxBatchBytes budget (see
-// Budget) and loads just their larger payloads. A batch so reads at most
-// max_batch_bytes, or one larger row alone besides its inline reads.
-//
-// The order keeps each room's order: a row that fills a hole committed
-// before any later row of its room was even inserted, so it must not be
-// relayed after a row the same or a later scan found. Hence the scan reads
-// before the hole lookup, a batch with scanned rows looks holes up, and
-// when the budget leaves found holes behind, the batch takes no scanned
-// row and the next batch looks those holes up first. With more than
-// maxInList holes open, an older hole's row can still come after a later
-// row of its room, by up to one rotation. Reading runs one batch ahead of
-// the commit, so up to three batches' bytes are held at once (reading,
-// queued, committing).
-func (r *Relay) read(ctx context.Context, tr *Tracker, out chan<- *batch) error {
-	var lastProbe, lastReissueCheck time.Time
-	var pending []uint64 // found holes the last budget left behind
-	poll := r.cfg.PollInterval
-	for {
-		started := r.cfg.Now()
-		scanned, err := r.src.After(ctx, tr.High(), r.cfg.BatchSize, r.cfg.MaxBatchBytes/2/r.cfg.BatchSize)
-		if err != nil {
-			return err
-		}
-		more := len(scanned) == r.cfg.BatchSize
-		var filled []Row
-		// A found hole may have been given up since (gap_max_age).
-		pending = slices.DeleteFunc(pending, func(id uint64) bool { return !tr.IsOpen(id) })
-		probe := pending
-		switch {
-		case tr.OpenHoles() == 0:
-		case started.Sub(lastProbe) >= poll:
-			probe = append(probe, tr.ProbeIDs(probeLimit)...)
-			lastProbe = started
-		case len(scanned) > 0:
-			// A hole's row that committed before a later row of its room
-			// (in this scan) was even inserted must not come after it.
-			probe = append(probe, tr.Youngest(maxInList)...)
-		}
-		if len(probe) > 0 {
-			slices.Sort(probe)
-			probe = slices.Compact(probe)
-			if filled, err = r.src.ByIDs(ctx, probe, r.cfg.MaxBatchBytes/2/len(probe)); err != nil {
-				return err
-			}
-		}
-		inline := PayloadBytes(filled) + PayloadBytes(scanned)
-		budget := &Budget{Max: r.cfg.MaxBatchBytes, Used: inline, Skip: r.tooLarge}
-		pending = nil
-		if n := budget.Fit(filled); n < len(filled) {
-			for i := range filled[n:] {
-				pending = append(pending, filled[n+i].ID)
-			}
-			filled, scanned, more = filled[:n], nil, true
-		} else if n := budget.Fit(scanned); n < len(scanned) {
-			scanned, more = scanned[:n], true
-		}
-		rows := append(append([]Row(nil), filled...), scanned...)
-		fetched, err := r.src.LoadPayloads(ctx, rows, r.tooLarge)
-		if err != nil {
-			return err
-		}
-		ids := make([]uint64, len(filled))
-		for i := range filled {
-			ids[i] = filled[i].ID
-		}
-		tr.Fill(ids)
-		ids = ids[:0]
-		for i := range scanned {
-			ids = append(ids, scanned[i].ID)
-		}
-		before := tr.High()
-		abandoned, err := tr.Advance(ids, started)
-		if err != nil {
-			return err
-		}
-		abandoned = append(abandoned, tr.Expire(started)...)
-
-		// Reissued ids are invisible to the scan (they are not above
-		// High), and would pass for filled holes: check on a clock, not
-		// only when idle.
-		if started.Sub(lastReissueCheck) >= max(poll, reissueCheckEvery) {
-			if err := r.checkReissue(ctx, tr.High()); err != nil {
-				return err
-			}
-			lastReissueCheck = started
-		}
-		if len(rows) == 0 && len(abandoned) == 0 && tr.High() == before {
-			if err := backoff.Sleep(ctx, poll); err != nil {
-				return err
-			}
-			continue
-		}
-		b := &batch{rows: rows, abandoned: abandoned, started: started}
-		b.pos = tr.Encode()
-		b.info = BatchInfo{Rows: len(b.rows), High: tr.High(), OpenGaps: tr.OpenHoles()}
-		if n := len(b.rows); n > 0 {
-			b.info.FirstID, b.info.LastID = b.rows[0].ID, b.rows[n-1].ID
-		}
-		b.info.ReadBytes = inline + fetched
-		r.m.batchBytes.Observe(float64(b.info.ReadBytes))
-		for _, a := range abandoned {
-			b.info.Abandoned += a.Count()
-		}
-		select {
-		case out <- b:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if !more {
-			if err := backoff.Sleep(ctx, poll); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // tooLarge reports whether row goes to the DLQ for its size, so its
 // payload need not be read at all.
 func (r *Relay) tooLarge(row *Row) bool { return r.router.Classify(row) == DLQTooLarge }
@@ -645,216 +538,4 @@ func (r *Relay) checkReissue(ctx context.Context, high uint64) error {
 	}
 	r.m.idReissue.Set(0)
 	return nil
-}
-
-func (r *Relay) forcedReason(id uint64) (DLQReason, bool) {
-	r.forcedMu.Lock()
-	defer r.forcedMu.Unlock()
-	return r.forced[id], r.suspect[id]
-}
-
-// refused reports whether a produce error means the broker will never take
-// the record (as opposed to a transient or fencing error).
-func refused(err error) bool {
-	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
-}
-
-// deadRow is a row of a batch that goes to the DLQ, and why.
-type deadRow struct {
-	row    *Row
-	reason DLQReason
-}
-
-// commit writes b and its position in one transaction. Any error leaves
-// the transaction aborted (or its outcome to be settled by the next
-// session's InitProducerID) and is returned; the caller ends the session.
-func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
-	if err := txn.BeginTransaction(); err != nil {
-		return fmt.Errorf("relay: begin transaction: %w", err)
-	}
-	var res produced
-	dead, err := r.produceRows(ctx, txn, b, &res)
-	if err != nil {
-		r.abort(txn)
-		return err
-	}
-	for _, a := range b.abandoned {
-		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
-			if err != nil {
-				res.fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
-			}
-		})
-	}
-	posRec := positionRecord(r.cfg.OffsetsTopic, r.cfg.TransactionalID, b.pos)
-	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
-		if err != nil {
-			res.fail(fmt.Errorf("relay: produce position: %w", err))
-		}
-	})
-	commitStart := r.cfg.Now()
-	if err := r.flushBatch(ctx, txn, &res); err != nil {
-		r.abort(txn)
-		return err
-	}
-	if err := r.endBatch(ctx, txn, b); err != nil {
-		return err
-	}
-	r.committed(b, dead, commitStart)
-	return nil
-}
-
-// produced collects what the produce callbacks of one batch report.
-type produced struct {
-	mu       sync.Mutex
-	firstErr error
-	suspects []uint64 // rows of produce batches the broker refused
-}
-
-func (p *produced) fail(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.firstErr == nil {
-		p.firstErr = err
-	}
-}
-
-// produceRows produces b's rows in id order, each to its route or the DLQ,
-// and returns the dead-lettered rows. A row
-// suspected of a refused produce batch is produced alone and waited for:
-// refused again, it goes to the DLQ in the next attempt. The error is a
-// failed flush; produce failures go to res.
-func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res *produced) (dead []deadRow, err error) {
-	for i := range b.rows {
-		row := &b.rows[i]
-		forced, suspect := r.forcedReason(row.ID)
-		rec, reason := r.router.Record(row, forced)
-		if reason != "" {
-			dead = append(dead, deadRow{row, reason})
-		}
-		id := row.ID
-		if suspect && reason == "" {
-			// Isolate the suspect in a produce batch of its own, keeping
-			// id order: flush what is before it, then wait for it alone.
-			if err := txn.Flush(ctx); err != nil {
-				return nil, fmt.Errorf("relay: flush: %w", err)
-			}
-			err := txn.ProduceSync(ctx, rec).FirstErr()
-			r.forcedMu.Lock()
-			delete(r.suspect, id)
-			if err != nil && refused(err) {
-				r.forced[id] = DLQRejected
-			}
-			r.forcedMu.Unlock()
-			if err != nil {
-				res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
-				break
-			}
-			continue
-		}
-		txn.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err == nil {
-				return
-			}
-			res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
-			if refused(err) {
-				res.mu.Lock()
-				res.suspects = append(res.suspects, id)
-				res.mu.Unlock()
-			}
-		})
-	}
-	return dead, nil
-}
-
-// flushBatch waits for every produce of the batch and returns the first
-// failure, marking the rows of refused produce batches as suspects for the
-// next attempt.
-func (r *Relay) flushBatch(ctx context.Context, txn *kgo.Client, res *produced) error {
-	if err := txn.Flush(ctx); err != nil {
-		return fmt.Errorf("relay: flush: %w", err)
-	}
-	res.mu.Lock()
-	defer res.mu.Unlock()
-	if len(res.suspects) > 0 {
-		r.forcedMu.Lock()
-		for _, id := range res.suspects {
-			r.suspect[id] = true
-		}
-		r.forcedMu.Unlock()
-	}
-	return res.firstErr
-}
-
-// endBatch is the commit point: once the batch is flushed and ctx still
-// runs, it commits and finishes the commit even if ctx ends meanwhile,
-// within ShutdownTimeout. On error the transaction is aborted.
-func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
-	if r.cfg.Hooks.BeforeCommit != nil {
-		r.cfg.Hooks.BeforeCommit(ctx, b.info)
-	}
-	if err := ctx.Err(); err != nil {
-		r.abort(txn)
-		return err
-	}
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
-	err := txn.EndTransaction(ectx, kgo.TryCommit)
-	cancel()
-	if r.cfg.Hooks.AfterCommit != nil {
-		r.cfg.Hooks.AfterCommit(b.info, err)
-	}
-	if err != nil {
-		r.abort(txn)
-		return fmt.Errorf("relay: commit: %w", err)
-	}
-	return nil
-}
-
-// committed records a committed batch: metrics, logs of its abandoned gaps
-// and dead-lettered rows, and the end of its rows' refusal bookkeeping.
-func (r *Relay) committed(b *batch, dead []deadRow, commitStart time.Time) {
-	now := r.cfg.Now()
-	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
-	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
-	r.m.batches.WithLabelValues("committed").Inc()
-	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - len(dead)))
-	r.m.events.WithLabelValues("dead_lettered").Add(float64(len(dead)))
-	r.m.openGaps.Set(float64(b.info.OpenGaps))
-	for _, a := range b.abandoned {
-		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
-		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
-			"reason", string(a.Reason), "open_for", a.OpenFor.String())
-	}
-	for _, d := range dead {
-		r.log.Warn("outbox row dead-lettered", "outbox_id", d.row.ID, "event_id", d.row.EventID,
-			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", d.row.size())
-	}
-	r.forget(b)
-	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,
-		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
-		"duration", now.Sub(b.started).String())
-}
-
-// forget drops the refusal bookkeeping of a committed batch's rows.
-func (r *Relay) forget(b *batch) {
-	r.forcedMu.Lock()
-	defer r.forcedMu.Unlock()
-	if len(r.forced) == 0 && len(r.suspect) == 0 {
-		return
-	}
-	for i := range b.rows {
-		delete(r.forced, b.rows[i].ID)
-		delete(r.suspect, b.rows[i].ID)
-	}
-}
-
-// abort ends the open transaction with an abort, best effort, within
-// ShutdownTimeout. Whatever it cannot settle, the next leader's
-// InitProducerID does.
-func (r *Relay) abort(txn *kgo.Client) {
-	r.m.batches.WithLabelValues("aborted").Inc()
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
-	defer cancel()
-	_ = txn.AbortBufferedRecords(ctx)
-	_ = txn.EndTransaction(ctx, kgo.TryAbort)
 }

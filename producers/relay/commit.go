@@ -1,0 +1,224 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func (r *Relay) forcedReason(id uint64) (DLQReason, bool) {
+	r.forcedMu.Lock()
+	defer r.forcedMu.Unlock()
+	return r.forced[id], r.suspect[id]
+}
+
+// refused reports whether a produce error means the broker will never take
+// the record (as opposed to a transient or fencing error).
+func refused(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
+}
+
+// deadRow is a row of a batch that goes to the DLQ, and why.
+type deadRow struct {
+	row    *Row
+	reason DLQReason
+}
+
+// commit writes b and its position in one transaction. Any error leaves
+// the transaction aborted (or its outcome to be settled by the next
+// session's InitProducerID) and is returned; the caller ends the session.
+func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
+	if err := txn.BeginTransaction(); err != nil {
+		return fmt.Errorf("relay: begin transaction: %w", err)
+	}
+	var res produced
+	dead, err := r.produceRows(ctx, txn, b, &res)
+	if err != nil {
+		r.abort(txn)
+		return err
+	}
+	for _, a := range b.abandoned {
+		txn.Produce(ctx, r.router.GapRecord(a), func(_ *kgo.Record, err error) {
+			if err != nil {
+				res.fail(fmt.Errorf("relay: produce abandoned ids %d-%d: %w", a.From, a.To, err))
+			}
+		})
+	}
+	posRec := positionRecord(r.cfg.OffsetsTopic, r.cfg.TransactionalID, b.pos)
+	txn.Produce(ctx, posRec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			res.fail(fmt.Errorf("relay: produce position: %w", err))
+		}
+	})
+	commitStart := r.cfg.Now()
+	if err := r.flushBatch(ctx, txn, &res); err != nil {
+		r.abort(txn)
+		return err
+	}
+	if err := r.endBatch(ctx, txn, b); err != nil {
+		return err
+	}
+	r.committed(b, dead, commitStart)
+	return nil
+}
+
+// produced collects what the produce callbacks of one batch report.
+type produced struct {
+	mu       sync.Mutex
+	firstErr error
+	suspects []uint64 // rows of produce batches the broker refused
+}
+
+func (p *produced) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.firstErr == nil {
+		p.firstErr = err
+	}
+}
+
+// produceRows produces b's rows in id order, each to its route or the DLQ,
+// and returns the dead-lettered rows. A row
+// suspected of a refused produce batch is produced alone and waited for:
+// refused again, it goes to the DLQ in the next attempt. The error is a
+// failed flush; produce failures go to res.
+func (r *Relay) produceRows(ctx context.Context, txn *kgo.Client, b *batch, res *produced) (dead []deadRow, err error) {
+	for i := range b.rows {
+		row := &b.rows[i]
+		forced, suspect := r.forcedReason(row.ID)
+		rec, reason := r.router.Record(row, forced)
+		if reason != "" {
+			dead = append(dead, deadRow{row, reason})
+		}
+		id := row.ID
+		if suspect && reason == "" {
+			// Isolate the suspect in a produce batch of its own, keeping
+			// id order: flush what is before it, then wait for it alone.
+			if err := txn.Flush(ctx); err != nil {
+				return nil, fmt.Errorf("relay: flush: %w", err)
+			}
+			err := txn.ProduceSync(ctx, rec).FirstErr()
+			r.forcedMu.Lock()
+			delete(r.suspect, id)
+			if err != nil && refused(err) {
+				r.forced[id] = DLQRejected
+			}
+			r.forcedMu.Unlock()
+			if err != nil {
+				res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+				break
+			}
+			continue
+		}
+		txn.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err == nil {
+				return
+			}
+			res.fail(fmt.Errorf("relay: produce outbox id %d: %w", id, err))
+			if refused(err) {
+				res.mu.Lock()
+				res.suspects = append(res.suspects, id)
+				res.mu.Unlock()
+			}
+		})
+	}
+	return dead, nil
+}
+
+// flushBatch waits for every produce of the batch and returns the first
+// failure, marking the rows of refused produce batches as suspects for the
+// next attempt.
+func (r *Relay) flushBatch(ctx context.Context, txn *kgo.Client, res *produced) error {
+	if err := txn.Flush(ctx); err != nil {
+		return fmt.Errorf("relay: flush: %w", err)
+	}
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	if len(res.suspects) > 0 {
+		r.forcedMu.Lock()
+		for _, id := range res.suspects {
+			r.suspect[id] = true
+		}
+		r.forcedMu.Unlock()
+	}
+	return res.firstErr
+}
+
+// endBatch is the commit point: once the batch is flushed and ctx still
+// runs, it commits and finishes the commit even if ctx ends meanwhile,
+// within ShutdownTimeout. On error the transaction is aborted.
+func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
+	if r.cfg.Hooks.BeforeCommit != nil {
+		r.cfg.Hooks.BeforeCommit(ctx, b.info)
+	}
+	if err := ctx.Err(); err != nil {
+		r.abort(txn)
+		return err
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	err := txn.EndTransaction(ectx, kgo.TryCommit)
+	cancel()
+	if r.cfg.Hooks.AfterCommit != nil {
+		r.cfg.Hooks.AfterCommit(b.info, err)
+	}
+	if err != nil {
+		r.abort(txn)
+		return fmt.Errorf("relay: commit: %w", err)
+	}
+	return nil
+}
+
+// committed records a committed batch: metrics, logs of its abandoned gaps
+// and dead-lettered rows, and the end of its rows' refusal bookkeeping.
+func (r *Relay) committed(b *batch, dead []deadRow, commitStart time.Time) {
+	now := r.cfg.Now()
+	r.m.commitDuration.Observe(now.Sub(commitStart).Seconds())
+	r.m.batchDuration.Observe(now.Sub(b.started).Seconds())
+	r.m.batches.WithLabelValues("committed").Inc()
+	r.m.events.WithLabelValues("relayed").Add(float64(len(b.rows) - len(dead)))
+	r.m.events.WithLabelValues("dead_lettered").Add(float64(len(dead)))
+	r.m.openGaps.Set(float64(b.info.OpenGaps))
+	for _, a := range b.abandoned {
+		r.m.gapsAbandoned.WithLabelValues(string(a.Reason)).Add(float64(a.Count()))
+		r.log.Warn("outbox gap abandoned", "from_id", a.From, "to_id", a.To, "count", a.Count(),
+			"reason", string(a.Reason), "open_for", a.OpenFor.String())
+	}
+	for _, d := range dead {
+		r.log.Warn("outbox row dead-lettered", "outbox_id", d.row.ID, "event_id", d.row.EventID,
+			"event_type", d.row.EventType, "room_id", d.row.RoomID, "reason", string(d.reason), "payload_bytes", d.row.size())
+	}
+	r.forget(b)
+	r.log.Debug("batch committed", "rows", len(b.rows), "dead_lettered", len(dead), "first_id", b.info.FirstID,
+		"last_id", b.info.LastID, "high", b.info.High, "open_gaps", b.info.OpenGaps,
+		"duration", now.Sub(b.started).String())
+}
+
+// forget drops the refusal bookkeeping of a committed batch's rows.
+func (r *Relay) forget(b *batch) {
+	r.forcedMu.Lock()
+	defer r.forcedMu.Unlock()
+	if len(r.forced) == 0 && len(r.suspect) == 0 {
+		return
+	}
+	for i := range b.rows {
+		delete(r.forced, b.rows[i].ID)
+		delete(r.suspect, b.rows[i].ID)
+	}
+}
+
+// abort ends the open transaction with an abort, best effort, within
+// ShutdownTimeout. Whatever it cannot settle, the next leader's
+// InitProducerID does.
+func (r *Relay) abort(txn *kgo.Client) {
+	r.m.batches.WithLabelValues("aborted").Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer cancel()
+	_ = txn.AbortBufferedRecords(ctx)
+	_ = txn.EndTransaction(ctx, kgo.TryAbort)
+}
