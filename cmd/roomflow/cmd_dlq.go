@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -84,43 +84,19 @@ type dlqLetter struct {
 // chooses keep their key, value and headers, so a large DLQ is summarised
 // in little memory.
 func readDLQ(ctx context.Context, cfg *config.Config, idle time.Duration, keep func(dlqLetter) bool) ([]dlqLetter, error) {
-	topic := cfg.Kafka.Topics.DLQ
-	adm, err := cfg.Kafka.Cluster(nil, nil).NewClient("dlq")
-	if err != nil {
-		return nil, err
-	}
-	ends, starts, err := committedBounds(ctx, kadm.NewClient(adm), topic)
-	adm.Close()
-	if err != nil {
-		return nil, err
-	}
-	from := map[int32]int64{}
-	for p, end := range ends {
-		if starts[p] >= end {
-			delete(ends, p)
-			continue
-		}
-		from[p] = starts[p]
-	}
 	var out []dlqLetter
-	if len(ends) > 0 {
-		limit := maps.Clone(ends) // consume deletes a partition from ends once it is read
-		err = consume(ctx, cfg, topic, from, ends, idle, func(r *kgo.Record) (bool, error) {
-			if r.Offset >= limit[r.Partition] {
-				return false, nil
-			}
-			l, err := envelope.ParseDeadLetter(r)
-			d := dlqLetter{Partition: r.Partition, Offset: r.Offset, Letter: l, Err: err}
-			if keep == nil || !keep(d) {
-				d.Letter.Key, d.Letter.Value, d.Letter.Headers, d.Letter.Extra = nil, nil, nil, nil
-			}
-			out = append(out, d)
-			return false, nil
-		})
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return cfg.Kafka.Cluster(nil, nil).NewClient("dlq", opts...)
 	}
+	err := kafkax.ReadCommitted(ctx, newClient, nil, idle, kafkax.DataRecords(func(r *kgo.Record) (bool, error) {
+		l, err := envelope.ParseDeadLetter(r)
+		d := dlqLetter{Partition: r.Partition, Offset: r.Offset, Letter: l, Err: err}
+		if keep == nil || !keep(d) {
+			d.Letter.Key, d.Letter.Value, d.Letter.Headers, d.Letter.Extra = nil, nil, nil, nil
+		}
+		out = append(out, d)
+		return false, nil
+	}), cfg.Kafka.Topics.DLQ)
 	if err != nil {
 		return nil, err
 	}

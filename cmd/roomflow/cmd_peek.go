@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -97,11 +97,12 @@ func peek(ctx context.Context, cfg *config.Config, topicArg string, o peekOpts, 
 	if err != nil {
 		return err
 	}
-	ends, starts, err := committedBounds(ctx, kadm.NewClient(adm), topic)
+	startsOf, endsOf, err := kafkax.CommittedBounds(ctx, kadm.NewClient(adm), topic)
 	adm.Close()
 	if err != nil {
-		return err
+		return fmt.Errorf("peek: %w", err)
 	}
+	ends, starts := endsOf[topic], startsOf[topic]
 	if o.partition >= 0 {
 		end, ok := ends[o.partition]
 		if !ok {
@@ -154,8 +155,7 @@ func peek(ctx context.Context, cfg *config.Config, topicArg string, o peekOpts, 
 // every data record to fn until fn says stop, or, when ends is non-nil,
 // until each partition reached its end (or nothing arrived for idle: the
 // tail of an aborted transaction can hide the last offsets). With a nil
-// ends it runs until ctx ends. Transaction markers are fetched (not
-// passed on) so that a partition visibly reaches its end.
+// ends it runs until ctx ends.
 func consume(ctx context.Context, cfg *config.Config, topic string, from, ends map[int32]int64, idle time.Duration, fn func(*kgo.Record) (bool, error)) error {
 	offsets := map[int32]kgo.Offset{}
 	for p, at := range from {
@@ -169,41 +169,16 @@ func consume(ctx context.Context, cfg *config.Config, topic string, from, ends m
 		return err
 	}
 	defer cl.Close()
-	follow := ends == nil
-	for follow || len(ends) > 0 {
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if !follow {
-			pctx, cancel = context.WithTimeout(ctx, idle)
-		}
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil // interrupted: what was printed stands
-		}
-		if fs.Empty() && pctx.Err() != nil {
-			return nil
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("peek: fetch %s[%d]: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		for it := fs.RecordIter(); !it.Done(); {
-			r := it.Next()
-			if end, ok := ends[r.Partition]; ok && r.Offset+1 >= end {
-				delete(ends, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				continue
-			}
-			if stop, err := fn(r); stop || err != nil {
-				return err
-			}
-		}
+	var until kafkax.Offsets
+	if ends != nil {
+		until = kafkax.Offsets{topic: ends}
+	}
+	err = kafkax.ReadToEnd(ctx, cl, kafkax.Offsets{topic: from}, until, idle, kafkax.DataRecords(fn))
+	switch {
+	case ctx.Err() != nil:
+		return nil // interrupted: what was printed stands
+	case err != nil:
+		return fmt.Errorf("peek: %w", err)
 	}
 	return nil
 }
@@ -250,29 +225,6 @@ func (p *peekPrinter) print(r *kgo.Record) (bool, error) {
 func tailCount(flag string) (int, bool) {
 	n, err := strconv.Atoi(flag)
 	return -n, err == nil && n < 0
-}
-
-// committedBounds lists every partition's log start and committed end
-// (the last stable offset, what read_committed consumers can reach).
-func committedBounds(ctx context.Context, adm *kadm.Client, topic string) (ends, starts map[int32]int64, err error) {
-	ends, starts = map[int32]int64{}, map[int32]int64{}
-	for _, x := range []struct {
-		list func(context.Context, ...string) (kadm.ListedOffsets, error)
-		into map[int32]int64
-	}{{adm.ListCommittedOffsets, ends}, {adm.ListStartOffsets, starts}} {
-		lo, err := x.list(ctx, topic)
-		if err != nil {
-			return nil, nil, fmt.Errorf("peek: list offsets of %s: %w", topic, err)
-		}
-		if err := lo.Error(); err != nil {
-			return nil, nil, fmt.Errorf("peek: list offsets of %s: %w", topic, err)
-		}
-		lo.Each(func(l kadm.ListedOffset) { x.into[l.Partition] = l.Offset })
-	}
-	if len(ends) == 0 {
-		return nil, nil, fmt.Errorf("peek: topic %s does not exist", topic)
-	}
-	return ends, starts, nil
 }
 
 // startOffset turns --offset into an absolute offset within [start, end].

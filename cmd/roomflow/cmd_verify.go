@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -365,34 +366,17 @@ func printGaps(w io.Writer, gaps []abandonedGap) {
 	}
 }
 
-// readTopic consumes topic from the start (read_committed) until no
-// record arrived for idle.
+// readTopic reads topic read_committed from its start to its committed
+// end (or until nothing arrived for idle before the end).
 func readTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, each func(*kgo.Record)) error {
-	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("verify",
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		return err
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return cfg.Kafka.Cluster(nil, nil).NewClient("verify", opts...)
 	}
-	defer cl.Close()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, idle)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		for _, fe := range fs.Errors() {
-			if fe.Err != context.DeadlineExceeded {
-				return fmt.Errorf("verify: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-			}
-		}
-		if fs.NumRecords() == 0 {
-			return nil
-		}
-		fs.EachRecord(each)
+	err := kafkax.ReadCommitted(ctx, newClient, nil, idle, kafkax.DataRecords(func(r *kgo.Record) (bool, error) { each(r); return false, nil }), topic)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("verify: %w", err)
 	}
+	return err
 }
 
 func init() { extraCommands = append(extraCommands, verifyCmd) }
