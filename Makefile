@@ -31,7 +31,7 @@ test: lint
 CHAOS_RELAY_MODE ?= poll
 chaos:
 	ROOMFLOW_CHAOS_DURATION=$(CHAOS_DURATION) ROOMFLOW_CHAOS_SEED=$(CHAOS_SEED) ROOMFLOW_CHAOS_RELAY_MODE=$(CHAOS_RELAY_MODE) \
-	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./cmd/roomflow/
+	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./cmd/roomflow/command/
 
 unit:
 	$(GO) test -count=1 -short ./...
