@@ -1,4 +1,4 @@
-package command
+package peek
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/roomv1"
@@ -64,12 +65,48 @@ func peekLines(t *testing.T, out string) []peekRecord {
 	return recs
 }
 
+// run is Run with Defaults changed by set (nil: none) and a minute to
+// finish, returning what it printed.
+func run(t *testing.T, cfg *config.Config, topic string, set func(*Options)) (string, error) {
+	t.Helper()
+	o := Defaults
+	if set != nil {
+		set(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := Run(ctx, cfg, topic, o, &out)
+	return out.String(), err
+}
+
+// follow runs Run --offset end --follow until stop interrupts it.
+func follow(t *testing.T, cfg *config.Config, topic string) (stop func() error, out *testenv.SyncBuffer) {
+	t.Helper()
+	o := Defaults
+	o.Offset, o.Follow = "end", true
+	out = &testenv.SyncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, topic, o, out) }()
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("peek did not stop on cancel")
+			return nil
+		}
+	}, out
+}
+
 // TestPeek produces committed and aborted records of several types on
-// kfake (or a real cluster) and reads them back through `roomflow peek`.
+// kfake (or a real cluster) and reads them back through Run, as `roomflow peek` does.
 func TestPeek(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	tp := k.Config.Topics
-	cfg := "log:\n  level: error\nmetrics:\n  addr: \"\"\n" + kafkaYAML(k, 2)
+	cfg := testenv.Config(t, k, nil)
 	txn := k.Client(t, kgo.TransactionalID(testenv.UniqueName(t)), kgo.DefaultProduceTopic(tp.MicSessionClosed))
 
 	closed := &userv1.UserMicSessionClosed{EventId: "UserMicSessionClosed:s1", AppCode: "hyapp", UserId: 42, MicSessionId: "s1",
@@ -93,7 +130,7 @@ func TestPeek(t *testing.T) {
 			kgo.RecordHeader{Key: "error_reason", Value: []byte("bad_envelope")}, kgo.RecordHeader{Key: "source_topic", Value: []byte(tp.RoomEvents)})})
 
 	// A topic key resolves to its configured name; both partitions, committed only.
-	out, err := runCLI(t, cfg, "peek", "mic_session_closed")
+	out, err := run(t, cfg, "mic_session_closed", nil)
 	if err != nil {
 		t.Fatalf("peek: %v\n%s", err, out)
 	}
@@ -118,34 +155,34 @@ func TestPeek(t *testing.T) {
 	}
 
 	// --partition, --offset -N and --count.
-	out, err = runCLI(t, cfg, "peek", tp.MicSessionClosed, "--partition", "1", "--offset", "-1")
+	out, err = run(t, cfg, tp.MicSessionClosed, func(o *Options) { o.Partition = 1; o.Offset = "-1" })
 	if recs := peekLines(t, out); err != nil || len(recs) != 1 || recs[0].Headers["event_id"] != second.EventId {
 		t.Fatalf("--partition 1 --offset -1: %v\n%s", err, out)
 	}
 	// Partition 0 ends with an aborted transaction: -1 still finds its last committed record.
-	out, err = runCLI(t, cfg, "peek", tp.MicSessionClosed, "--partition", "0", "--offset", "-1")
+	out, err = run(t, cfg, tp.MicSessionClosed, func(o *Options) { o.Partition = 0; o.Offset = "-1" })
 	if recs := peekLines(t, out); err != nil || len(recs) != 1 || recs[0].Headers["event_id"] != closed.EventId {
 		t.Fatalf("--partition 0 --offset -1: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "peek", tp.MicSessionClosed, "--offset", "-5")
+	out, err = run(t, cfg, tp.MicSessionClosed, func(o *Options) { o.Offset = "-5" })
 	if recs := peekLines(t, out); err != nil || len(recs) != 2 {
 		t.Fatalf("--offset -5 over both partitions: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "peek", tp.MicSessionClosed, "--partition", "0", "--offset", "1")
+	out, err = run(t, cfg, tp.MicSessionClosed, func(o *Options) { o.Partition = 0; o.Offset = "1" })
 	if recs := peekLines(t, out); err != nil || len(recs) != 0 {
 		t.Fatalf("--offset 1 of partition 0 (past its only committed record): %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "peek", "mic_session_closed", "--count", "1")
+	out, err = run(t, cfg, "mic_session_closed", func(o *Options) { o.Count = 1 })
 	if recs := peekLines(t, out); err != nil || len(recs) != 1 {
 		t.Fatalf("--count 1: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "peek", "mic_session_closed", "--offset", "end")
+	out, err = run(t, cfg, "mic_session_closed", func(o *Options) { o.Offset = "end" })
 	if err != nil || out != "" {
 		t.Fatalf("--offset end without --follow prints nothing: %v\n%s", err, out)
 	}
 
 	// The envelope and its payload.
-	out, err = runCLI(t, cfg, "peek", "room_events")
+	out, err = run(t, cfg, "room_events", nil)
 	recs = peekLines(t, out)
 	if err != nil || len(recs) != 1 || recs[0].Type != "hyapp.room.v1.EventEnvelope" {
 		t.Fatalf("room events: %v\n%s", err, out)
@@ -156,7 +193,7 @@ func TestPeek(t *testing.T) {
 	}
 
 	// Dead letters: headers and the raw value.
-	out, err = runCLI(t, cfg, "peek", "dlq")
+	out, err = run(t, cfg, "dlq", nil)
 	recs = peekLines(t, out)
 	if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].ValueBase64, dead) || recs[0].Value != nil ||
 		recs[0].Headers["error_reason"] != "bad_envelope" || recs[0].Headers["source_topic"] != tp.RoomEvents {
@@ -167,10 +204,10 @@ func TestPeek(t *testing.T) {
 	}
 
 	// Bad input.
-	if _, err := runCLI(t, cfg, "peek", "mic_session_closed", "--offset", "latest"); err == nil {
+	if _, err := run(t, cfg, "mic_session_closed", func(o *Options) { o.Offset = "latest" }); err == nil {
 		t.Fatal("--offset latest accepted")
 	}
-	if _, err := runCLI(t, cfg, "peek", "mic_session_closed", "--partition", "7"); err == nil {
+	if _, err := run(t, cfg, "mic_session_closed", func(o *Options) { o.Partition = 7 }); err == nil {
 		t.Fatal("a partition that does not exist accepted")
 	}
 }
@@ -179,8 +216,7 @@ func TestPeek(t *testing.T) {
 func TestPeekFollow(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	tp := k.Config.Topics
-	p := writeConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\n"+kafkaYAML(k, 2))
-	stop, out := sinkCommand(t, p, "peek", "mic_lifetime_stats", "--offset", "end", "--follow")
+	stop, out := follow(t, testenv.Config(t, k, nil), "mic_lifetime_stats")
 	txn := k.Client(t, kgo.TransactionalID(testenv.UniqueName(t)))
 	lt := &userv1.UserMicLifetimeStatsUpdated{EventId: "UserMicLifetimeStatsUpdated:s7", UserId: 7, SessionCountDelta: 1}
 	// Keep committing until the follower, which may start after the first
