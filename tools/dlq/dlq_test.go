@@ -1,13 +1,16 @@
-package command
+package dlq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -19,7 +22,7 @@ import (
 // owners (0:1, 0:3, one refused record), another sink decode error (0:2),
 // a relay payload too large (0:4, no value), a relay gap_abandoned run
 // (0:5) and a record that is no dead letter (1:0).
-func dlqFixture(t *testing.T) (*testenv.Kafka, string) {
+func dlqFixture(t *testing.T) (*testenv.Kafka, *config.Config) {
 	t.Helper()
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	tp := k.Config.Topics
@@ -51,7 +54,27 @@ func dlqFixture(t *testing.T) (*testenv.Kafka, string) {
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	return k, "log:\n  level: error\n" + kafkaYAML(k, 2)
+	return k, testenv.Config(t, k, nil)
+}
+
+// list is List with 2s idle.
+func list(t *testing.T, cfg *config.Config) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := List(context.Background(), cfg, 2*time.Second, &out)
+	return out.String(), err
+}
+
+// redriveWith is Redrive with 2s idle and the options set makes.
+func redriveWith(t *testing.T, cfg *config.Config, set func(*RedriveOptions)) (string, error) {
+	t.Helper()
+	var o RedriveOptions
+	if set != nil {
+		set(&o)
+	}
+	var out bytes.Buffer
+	err := Redrive(context.Background(), cfg, 2*time.Second, o, &out)
+	return out.String(), err
 }
 
 // fields collapses runs of blanks, so table lines compare by their cells.
@@ -68,7 +91,7 @@ func fields(s string) string {
 func TestDLQList(t *testing.T) {
 	k, cfg := dlqFixture(t)
 	tp := k.Config.Topics
-	out, err := runCLI(t, cfg, "dlq", "list", "--idle", "2s")
+	out, err := list(t, cfg)
 	if err != nil {
 		t.Fatalf("dlq list: %v\n%s", err, out)
 	}
@@ -96,22 +119,22 @@ func TestDLQList(t *testing.T) {
 func TestDLQRedrive(t *testing.T) {
 	k, cfg := dlqFixture(t)
 	tp := k.Config.Topics
-	if _, err := runCLI(t, cfg, "dlq", "redrive", "--idle", "2s"); err == nil || !strings.Contains(err.Error(), "--all") {
+	if _, err := redriveWith(t, cfg, nil); err == nil || !strings.Contains(err.Error(), "--all") {
 		t.Fatalf("redrive without a selection: %v", err)
 	}
-	if _, err := runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:x"); err == nil || !strings.Contains(err.Error(), `"0:x" is not partition:offset`) {
+	if _, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:x" }); err == nil || !strings.Contains(err.Error(), `"0:x" is not partition:offset`) {
 		t.Fatalf("bad --offsets: %v", err)
 	}
-	out, err := runCLI(t, cfg, "dlq", "redrive", "--stage", "sink", "--dry-run", "--idle", "2s")
+	out, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.Stage = "sink"; o.DryRun = true })
 	if err != nil || !strings.Contains(out, "2 records would be sent (1 repeats skipped, 0 refused); nothing sent") {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:0-5", "--idle", "2s")
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:0-5" })
 	if err == nil || !strings.Contains(out, "refused 0:4 (relay payload_too_large): envelope: cannot re-drive: no value") ||
 		!strings.Contains(out, "refused 0:5 (relay gap_abandoned): envelope: cannot re-drive: no source topic") {
 		t.Fatalf("a choice with letters that cannot be sent: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "1:0", "--idle", "2s")
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "1:0" })
 	if err == nil || !strings.Contains(out, "refused 1:0") || !strings.Contains(out, "not a dead letter") {
 		t.Fatalf("a record that is no dead letter: %v\n%s", err, out)
 	}
@@ -119,7 +142,7 @@ func TestDLQRedrive(t *testing.T) {
 		t.Fatalf("dry run and refused runs sent %d records", len(got))
 	}
 
-	out, err = runCLI(t, cfg, "dlq", "redrive", "--stage", "sink", "--idle", "2s")
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Stage = "sink" })
 	if err != nil || !strings.Contains(out, "sent 2 records in one transaction (1 repeats skipped, 0 refused)") {
 		t.Fatalf("redrive --stage sink: %v\n%s", err, out)
 	}
@@ -139,11 +162,11 @@ func TestDLQRedrive(t *testing.T) {
 	}
 
 	// Choosing only the repeat (0:3) sends its record.
-	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:3", "--dry-run", "--idle", "2s")
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:3"; o.DryRun = true })
 	if err != nil || !strings.Contains(out, "would send 0:3 (sink decode) -> "+tp.MicLedger+` key "7"`) {
 		t.Fatalf("redrive of the repeat alone: %v\n%s", err, out)
 	}
-	out, err = runCLI(t, cfg, "dlq", "redrive", "--offsets", "0:0,0:4-5", "--skip-refused", "--idle", "2s")
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:0,0:4-5"; o.SkipRefused = true })
 	if err != nil || !strings.Contains(out, "sent 1 records in one transaction (0 repeats skipped, 2 refused)") {
 		t.Fatalf("redrive --skip-refused: %v\n%s", err, out)
 	}
