@@ -26,6 +26,7 @@ import (
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+	"github.com/hyapp/roomflow/tools/verify"
 )
 
 // demoOptions configure one demo run.
@@ -345,7 +346,7 @@ func freeAddr() (string, error) {
 }
 
 func verifyRun(ctx context.Context, cfg *config.Config, db *sql.DB) (loadgen.Report, int, error) {
-	rep, o, err := verifyFacts(ctx, cfg, db, time.Second)
+	rep, o, err := verify.Facts(ctx, cfg, db, time.Second)
 	if err != nil {
 		return rep, 0, err
 	}

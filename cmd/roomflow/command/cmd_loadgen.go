@@ -24,6 +24,7 @@ import (
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/producers/loadgen/live"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/tools/verify"
 )
 
 // scenarioFlags binds a loadgen.Scenario to flags shared by loadgen and demo.
@@ -180,7 +181,7 @@ end (once the mic max ages passed), into the summary and the report.`,
 			}
 			el := time.Since(start)
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d events to %s in %s (%.0f events/s)\n", len(events), to, el.Round(time.Millisecond), float64(len(events))/el.Seconds())
-			printOracle(cmd, o)
+			verify.PrintOracle(cmd.OutOrStdout(), o)
 			return nil
 		},
 	}
@@ -348,7 +349,7 @@ func runLoad(cmd *cobra.Command, cfg *config.Config, sc loadgen.Scenario, ld loa
 	if err != nil {
 		return err
 	}
-	printOracle(cmd, dc.Oracle.Oracle())
+	verify.PrintOracle(cmd.OutOrStdout(), dc.Oracle.Oracle())
 	var verified *live.Verify
 	if f.verify {
 		if verified, err = verifyAfterLoad(ctx, cfg, db, sc.Timers, f.settle); err != nil {
@@ -404,7 +405,7 @@ func verifyAfterLoad(ctx context.Context, cfg *config.Config, db *sql.DB, pol *l
 		return nil, err
 	}
 	for deadline := time.Now().Add(wait); ; {
-		rep, _, _, err := verifyAll(ctx, cfg, db, time.Second, pol)
+		rep, _, _, err := verify.All(ctx, cfg, db, time.Second, pol)
 		if err != nil {
 			return nil, err
 		}
@@ -519,9 +520,4 @@ func printSummary(w io.Writer, ld loadgen.Load, s loadgen.Summary) {
 	}
 	fmt.Fprintf(w, "faults: %d malformed rows (to the DLQ, not in the oracle), %d redelivered records, %d late commits; %d session arrivals found no free user\n",
 		s.Malformed, s.Redelivered, s.LateCommits, s.SkippedSessions)
-}
-
-func printOracle(cmd *cobra.Command, o *loadgen.Oracle) {
-	fmt.Fprintf(cmd.OutOrStdout(), "expected: %d events, %d IM messages, %d closed mic sessions (%d open), %d users, %d user-days, %d lucky gifts (%d to DLQ), %d pool rows\n",
-		o.Events, o.IMMessages, o.ClosedSessions, len(o.OpenSessions), len(o.Lifetime), len(o.Daily), o.LuckyGifts, o.Rejected, len(o.Pools))
 }

@@ -1,6 +1,7 @@
-package command
+package verify
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -17,6 +19,16 @@ import (
 // TestVerifyListsAbandonedIDs: verify lists the relay's gap_abandoned
 // records (the format relay.Router.GapRecord writes) from the DLQ topic and
 // ignores other dead letters.
+// run is Run with idle, returning what it printed.
+func run(t *testing.T, cfg *config.Config, idle time.Duration) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := Run(ctx, cfg, Options{Idle: idle}, &out)
+	return out.String(), err
+}
+
 func TestVerifyListsAbandonedIDs(t *testing.T) {
 	k := testenv.NewKafka(t)
 	m := testenv.NewMySQL(t)
@@ -30,7 +42,7 @@ func TestVerifyListsAbandonedIDs(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCLI(t, "mysql:\n  dsn: \""+m.DSN+"\"\nlog:\n  level: error\n"+kafkaYAML(k, 3), "verify", "--idle", "2s")
+	out, err := run(t, testenv.Config(t, k, m), 2*time.Second)
 	if err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
@@ -98,8 +110,8 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g2", 2, "x2"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + kafkaYAML(k, 3)
-	out, err := runCLI(t, cfg, "verify", "--idle", "1s")
+	cfg := testenv.Config(t, k, m)
+	out, err := run(t, cfg, time.Second)
 	if err != nil || !strings.Contains(out, "reconciled 3 lucky gifts with 2 draws and 1 rejections by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
 		t.Fatalf("consistent state: %v\n%s", err, out)
 	}
@@ -111,7 +123,7 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 	if err := cl.ProduceSync(ctx, gift("g4", 4, "d4"), gift("g5", 5, "")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runCLI(t, cfg, "verify", "--idle", "1s")
+	out, err = run(t, cfg, time.Second)
 	if err == nil {
 		t.Fatalf("verify passed with differences:\n%s", out)
 	}
