@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/tools/demo"
 )
 
 // emitted is what a running roomflow exports: every metric family of the
@@ -45,9 +46,10 @@ func pipelineMetrics(t *testing.T) emitted {
 		sc.EventIDPrefix = testenv.UniqueName(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		res, err := runDemo(ctx, demoOptions{
+		base := DemoOptions()
+		res, err := demo.Run(ctx, demo.Options{
 			Scenario: sc, ServerDSN: testenv.ServerDSN(), Database: testenv.UniqueName(t),
-			Timeout: 90 * time.Second, LogLevel: "error", Out: &emittedLog,
+			Timeout: 90 * time.Second, LogLevel: "error", Out: &emittedLog, Specs: base.Specs, Check: base.Check,
 		})
 		if err != nil {
 			emittedErr = err

@@ -1,4 +1,4 @@
-package command
+package demo_test
 
 import (
 	"bytes"
@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/tools/demo"
 )
 
 // TestPipelineEndToEnd runs every component together (as `roomflow run` and
@@ -25,9 +27,10 @@ func TestPipelineEndToEnd(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := runDemo(ctx, demoOptions{
+	base := command.DemoOptions()
+	res, err := demo.Run(ctx, demo.Options{
 		Scenario: sc, ServerDSN: testenv.ServerDSN(), Database: testenv.UniqueName(t),
-		Timeout: 90 * time.Second, LogLevel: "error", Out: &out,
+		Timeout: 90 * time.Second, LogLevel: "error", Out: &out, Specs: base.Specs, Check: base.Check,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -42,7 +45,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		t.Fatalf("IM: %d/%d accepted, %d/%d delivered", res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
 	}
 	// Every lucky gift went through the draw service; every paid draw was
-	// granted with exactly one wallet credit (runDemo checks the records
+	// granted with exactly one wallet credit (Run checks the records
 	// against the wallet's ledger), and the pools reconcile (Compare:
 	// total_in = the gifts' inflow, balance = funded + in - out).
 	if res.Lucky.Draws == 0 || res.Lucky.Draws+len(res.Lucky.Rejected) == 0 || len(res.Lucky.Rejected) != 0 || res.Lucky.Hits == 0 || res.Credits != res.Lucky.Hits {
