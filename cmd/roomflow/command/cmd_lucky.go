@@ -395,7 +395,12 @@ publish the old table as a new version.`,
 			printChanges(cmd.OutOrStdout(), c)
 			return nil
 		},
-	}), &cobra.Command{
+	}), luckyRulesShowCmd(g))
+	return cmd
+}
+
+func luckyRulesShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show [GIFT_ID]",
 		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
 		Args:  cobra.MaximumNArgs(1),
@@ -427,8 +432,7 @@ publish the old table as a new version.`,
 			}
 			return nil
 		},
-	})
-	return cmd
+	}
 }
 
 func luckyPoolsCmd(g *globals) *cobra.Command {
