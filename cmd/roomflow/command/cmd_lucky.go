@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomflow/domain/lucky"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
@@ -352,7 +354,7 @@ lucky.replaced_version_grace, or paused).`,
 			if err != nil {
 				return err
 			}
-			r, err := parseRuleFile(raw, time.Now().UnixMilli())
+			r, err := lucky.ParseRuleFile(raw, time.Now().UnixMilli())
 			if err != nil {
 				return err
 			}

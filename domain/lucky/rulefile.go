@@ -1,4 +1,4 @@
-package command
+package lucky
 
 import (
 	"bytes"
@@ -7,11 +7,9 @@ import (
 	"io"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/hyapp/roomflow/domain/lucky"
 )
 
-// ruleFile is the YAML `roomflow lucky rules` publishes: one rule version
+// ruleFile is the YAML `roomflow lucky rules publish` reads: one rule version
 // of one gift with its whole tier table (versions are immutable, so a file
 // is a version, never a patch).
 //
@@ -57,20 +55,21 @@ type tierFile struct {
 	Large          bool   `yaml:"large"`   // switched off by large_tier_enabled off
 }
 
-// parseRuleFile decodes one rule version strictly (unknown keys are an
-// error, as in the config) into a lucky.Rule; nowMs fills an absent
-// effective_at_ms and status defaults to draft.
-func parseRuleFile(raw []byte, nowMs int64) (lucky.Rule, error) {
+// ParseRuleFile decodes one rule version strictly (unknown keys are an
+// error, as in the config) into a Rule; nowMs fills an absent
+// effective_at_ms and status defaults to draft. It does not validate the
+// rule (Rule.Validate does, when it is published).
+func ParseRuleFile(raw []byte, nowMs int64) (Rule, error) {
 	var f ruleFile
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return lucky.Rule{}, fmt.Errorf("rule file is empty")
+			return Rule{}, fmt.Errorf("rule file is empty")
 		}
-		return lucky.Rule{}, fmt.Errorf("rule file: %w", err)
+		return Rule{}, fmt.Errorf("rule file: %w", err)
 	}
-	r := lucky.Rule{
+	r := Rule{
 		GiftID: f.GiftID, RuleVersion: f.RuleVersion, GiftPrice: f.GiftPrice, PoolRatePPM: f.PoolRatePPM,
 		PlatformWeightPPM: f.PlatformWeightPPM, RoomWeightPPM: f.RoomWeightPPM, TargetPayoutRatePPM: f.TargetPayoutRatePPM,
 		MaxSinglePayout: f.MaxSinglePayout, MaxUserDailyPayout: f.MaxUserDailyPayout, MaxRoomHourlyPayout: f.MaxRoomHourlyPayout,
@@ -83,7 +82,7 @@ func parseRuleFile(raw []byte, nowMs int64) (lucky.Rule, error) {
 		r.EffectiveAtMs = nowMs
 	}
 	for _, t := range f.Tiers {
-		r.Tiers = append(r.Tiers, lucky.Tier{TierID: t.TierID, RewardType: t.RewardType, RewardValue: t.RewardValue,
+		r.Tiers = append(r.Tiers, Tier{TierID: t.TierID, RewardType: t.RewardType, RewardValue: t.RewardValue,
 			ProbabilityPPM: t.ProbabilityPPM, MinPoolBalance: t.MinPoolBalance, Enabled: t.Enabled == nil || *t.Enabled, Large: t.Large})
 	}
 	return r, nil
