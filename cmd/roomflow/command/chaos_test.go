@@ -303,7 +303,7 @@ func TestPipelineChaos(t *testing.T) {
 		lc := *cfg
 		lc.MySQL.DSN = luckyDSN
 		lc.Lucky.GRPCAddr = testenv.ClosedAddr(t)
-		if err := checkLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
+		if err := CheckLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
 			t.Fatal(err)
 		}
 		raw, err := yaml.Marshal(&lc)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/tools/demo"
 )
@@ -17,7 +16,7 @@ import (
 func DemoOptions() demo.Options {
 	o := demo.Options{Scenario: loadgen.DefaultScenario(), Database: "roomflow_demo", Timeout: 3 * time.Minute, LogLevel: "warn",
 		Specs: append(components(), luckySpec()),
-		Check: func(d *app.Deps) error { _, err := imPublisherConfig(d, ""); return err }}
+		Check: CheckPublishIM}
 	o.Scenario.EventIDPrefix = "demo"
 	o.Scenario.Sessions, o.Scenario.Gifts = 1000, 1500
 	return o

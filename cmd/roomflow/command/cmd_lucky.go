@@ -70,7 +70,7 @@ admin-log, stats.`,
 			if d.Config.Lucky.GRPCAddr == "" {
 				return errors.New("lucky.grpc_addr is empty: nothing to serve")
 			}
-			if err := checkLucky(d); err != nil {
+			if err := CheckLucky(d); err != nil {
 				return err
 			}
 			d.Flags = cmd.Flags()
@@ -554,9 +554,9 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 	return cmd
 }
 
-// checkLucky validates every part of `roomflow lucky` before anything
-// connects.
-func checkLucky(d *app.Deps) error {
+// CheckLucky validates every part of `roomflow lucky` before anything
+// connects (the deployment tests check their configs with it).
+func CheckLucky(d *app.Deps) error {
 	_, err1 := luckyDrawConfig(d)
 	_, err2 := luckyOutboxConfig(d, "", nil)
 	_, err3 := luckyWalletConfig(d)

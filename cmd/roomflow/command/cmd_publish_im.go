@@ -75,3 +75,10 @@ by SIGTERM it leaves the group.`,
 		},
 	}
 }
+
+// CheckPublishIM validates the keys of `roomflow publish-im` (the IM
+// credentials included) the way its start does, before anything connects.
+func CheckPublishIM(d *app.Deps) error {
+	_, err := imPublisherConfig(d, "")
+	return err
+}

@@ -81,7 +81,7 @@ func checkLuckyKeys(d *app.Deps) error {
 	if cfg.Lucky.AuditKey == "" {
 		cfg.Lucky.AuditKey = "checked where roomflow lucky runs"
 	}
-	return checkLucky(&app.Deps{Config: &cfg, Log: d.Log})
+	return CheckLucky(&app.Deps{Config: &cfg, Log: d.Log})
 }
 
 // checkLuckyTLS checks lucky.tls without reading its files: a config is

@@ -620,7 +620,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 		cfg := config.Default()
 		cfg.Lucky.AuditKey = key
 		tc.mut(&cfg)
-		err := checkLucky(&app.Deps{Config: &cfg})
+		err := CheckLucky(&app.Deps{Config: &cfg})
 		checkNamesKey(t, tc.key, err)
 		if err != nil && strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error holds the audit key: %v", tc.key, err)
@@ -628,7 +628,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.Lucky.AuditKey = key
-	if err := checkLucky(&app.Deps{Config: &cfg}); err != nil {
+	if err := CheckLucky(&app.Deps{Config: &cfg}); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	d := &app.Deps{Config: &cfg}

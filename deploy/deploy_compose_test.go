@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 )
@@ -38,7 +39,7 @@ const composeDashboard = "grafana/roomflow.json"
 // port and loads deploy/prometheus-rules.yaml; Grafana is provisioned with
 // the Prometheus data source and deploy/grafana/roomflow.json.
 func TestComposeStack(t *testing.T) {
-	dir, err := filepath.Abs("../../../deploy")
+	dir, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestComposeStack(t *testing.T) {
 		t.Fatalf("deploy/docker-compose.yml does not load: %v", err)
 	}
 	commands := map[string]*cobra.Command{}
-	for _, c := range NewRoot().Commands() {
+	for _, c := range command.NewRoot().Commands() {
 		commands[c.Name()] = c
 	}
 	for name, s := range p.Services {
@@ -113,19 +114,19 @@ func TestComposeStack(t *testing.T) {
 			listeners[uint32(port(t, "api.addr", cfg.API.Addr))] = "api.addr"
 			listeners[uint32(port(t, "api.app_addr", cfg.API.AppAddr))] = "api.app_addr"
 			listeners[uint32(port(t, "api.grpc_addr", cfg.API.GRPCAddr))] = "api.grpc_addr"
-			if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); err != nil {
+			if err := command.CheckPublishIM(&app.Deps{Config: cfg}); err != nil {
 				t.Errorf("service %s: %v", name, err)
 			}
 		case "lucky":
 			listeners[uint32(port(t, "lucky.grpc_addr", cfg.Lucky.GRPCAddr))] = "lucky.grpc_addr"
-			if err := checkLucky(&app.Deps{Config: cfg}); err != nil {
+			if err := command.CheckLucky(&app.Deps{Config: cfg}); err != nil {
 				t.Errorf("service lucky: its config does not satisfy roomflow lucky: %v", err)
 			}
 			if cfg.Lucky.Switches.WalletCreditDispatch {
 				t.Error("service lucky: lucky.switches.wallet_credit_dispatch must be false (no wallet service on a laptop)")
 			}
 		case "publish-im":
-			if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); err != nil {
+			if err := command.CheckPublishIM(&app.Deps{Config: cfg}); err != nil {
 				t.Errorf("service publish-im: %v", err)
 			}
 		}
@@ -302,7 +303,7 @@ func checkComposeGrafana(t *testing.T, dir string, s types.ServiceConfig) {
 // (the packages it imports, their embedded files, go.mod, go.sum) but not
 // the repository's history, tests, docs or deploy files.
 func TestDockerImage(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/Dockerfile")
+	raw, err := os.ReadFile("Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestDockerImage(t *testing.T) {
 		}
 	}
 
-	f, err := os.Open("../../../.dockerignore")
+	f, err := os.Open("../.dockerignore")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestDockerImage(t *testing.T) {
 			return
 		}
 		seen[dir] = true
-		pkg, err := build.Default.ImportDir(filepath.Join("../../..", dir), 0)
+		pkg, err := build.Default.ImportDir(filepath.Join("..", dir), 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -355,7 +356,7 @@ func TestDockerImage(t *testing.T) {
 			needed = append(needed, path.Join(dir, f))
 		}
 		for _, pat := range pkg.EmbedPatterns {
-			m, _ := fs.Glob(os.DirFS("../../.."), path.Join(dir, pat))
+			m, _ := fs.Glob(os.DirFS(".."), path.Join(dir, pat))
 			if len(m) == 0 {
 				t.Fatalf("%s: //go:embed %s matches nothing", dir, pat)
 			}

@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ type grafanaSource struct {
 
 func loadDashboard(t *testing.T) grafanaDashboard {
 	t.Helper()
-	raw, err := os.ReadFile("../../../deploy/grafana/roomflow.json")
+	raw, err := os.ReadFile("grafana/roomflow.json")
 	if err != nil {
 		t.Fatal(err)
 	}

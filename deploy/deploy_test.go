@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"maps"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	psapolicy "k8s.io/pod-security-admission/policy"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 )
@@ -37,7 +38,7 @@ func TestDeployManifests(t *testing.T) {
 	m := kustomizeBuild(t)
 
 	commands := map[string]*cobra.Command{}
-	for _, c := range NewRoot().Commands() {
+	for _, c := range command.NewRoot().Commands() {
 		commands[c.Name()] = c
 	}
 	if len(files.secrets) != 1 {
@@ -71,10 +72,10 @@ func TestDeployManifests(t *testing.T) {
 		t.Fatalf("the ConfigMap's config does not validate: %v", err)
 	}
 	d := &app.Deps{Config: cfg}
-	if _, err := imPublisherConfig(d, ""); err != nil {
+	if err := command.CheckPublishIM(d); err != nil {
 		t.Fatalf("the ConfigMap's config and the example Secret must satisfy publish-im: %v", err)
 	}
-	if err := checkLucky(d); err != nil {
+	if err := command.CheckLucky(d); err != nil {
 		t.Fatalf("the ConfigMap's config and the example Secret must satisfy roomflow lucky: %v", err)
 	}
 

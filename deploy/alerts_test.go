@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"log/slog"
@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-const rulesFile = "../../../deploy/prometheus-rules.yaml"
+const rulesFile = "prometheus-rules.yaml"
 
 // loadAlertRules parses the rules file with Prometheus' own rule loader (the
 // one `promtool check rules` and the server use): unknown fields, bad
@@ -44,7 +44,7 @@ func loadAlertRules(t *testing.T) []rulefmt.Rule {
 // Every rule parses, carries a severity, and has a runbook section in the
 // README its runbook annotation points to.
 func TestAlertRulesSeverityAndRunbook(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +175,14 @@ func TestPrometheusRuleMatchesRules(t *testing.T) {
 			Groups any `yaml:"groups"`
 		} `yaml:"spec"`
 	}
-	decode("../../../deploy/kubernetes/prometheusrule.yaml", &pr)
+	decode("kubernetes/prometheusrule.yaml", &pr)
 	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" || pr.Metadata.Name == "" {
 		t.Fatalf("not a named monitoring.coreos.com/v1 PrometheusRule: %s %s %q", pr.APIVersion, pr.Kind, pr.Metadata.Name)
 	}
 	if rules.Groups == nil || !reflect.DeepEqual(rules.Groups, pr.Spec.Groups) {
 		t.Fatalf("prometheusrule.yaml spec.groups differ from %s: edit both together", rulesFile)
 	}
-	kust, err := os.ReadFile("../../../deploy/kubernetes/kustomization.yaml")
+	kust, err := os.ReadFile("kubernetes/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/tools/demo"
@@ -46,7 +47,7 @@ func pipelineMetrics(t *testing.T) emitted {
 		sc.EventIDPrefix = testenv.UniqueName(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		base := DemoOptions()
+		base := command.DemoOptions()
 		res, err := demo.Run(ctx, demo.Options{
 			Scenario: sc, ServerDSN: testenv.ServerDSN(), Database: testenv.UniqueName(t),
 			Timeout: 90 * time.Second, LogLevel: "error", Out: &emittedLog, Specs: base.Specs, Check: base.Check,

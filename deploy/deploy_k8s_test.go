@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ import (
 )
 
 // manifestDir is deploy/kubernetes, relative to this package.
-const manifestDir = "../../../deploy/kubernetes"
+const manifestDir = "kubernetes"
 
 // imageUID is the numeric user and group of deploy/Dockerfile's USER (the
 // distroless nonroot ids) that every pod runs as.

@@ -1,4 +1,4 @@
-package command
+package deploy
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func TestHealthzThroughSlowRestore(t *testing.T) {
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
 	b.WriteString(kafkaYAML(k, 3))
 	b.WriteString("process:\n  mic_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
-	stop, out := sinkCommand(t, writeConfig(t, b.String()), "process", "--only", "mic", "--instance-id", "restore-1")
+	stop, out := runCommand(t, writeConfig(t, b.String()), "process", "--only", "mic", "--instance-id", "restore-1")
 
 	get := func(path string) (int, string, error) {
 		c := http.Client{Timeout: 2 * time.Second}
