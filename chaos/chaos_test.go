@@ -1,4 +1,4 @@
-package command
+package chaos
 
 import (
 	"cmp"
@@ -9,14 +9,13 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"os/signal"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/tempmariadb"
@@ -49,37 +49,24 @@ import (
 	"github.com/hyapp/roomflow/tools/demo"
 )
 
-const (
-	// chaosChildEnv names the config file of a chaos child process.
-	chaosChildEnv = "ROOMFLOW_CHAOS_CHILD_CONFIG"
-	// chaosArgsEnv holds the child's command line (\x1f separated).
-	chaosArgsEnv = "ROOMFLOW_CHAOS_CHILD_ARGS"
-	// chaosSignalsReady is the child's first log line: from here on SIGTERM
-	// is a graceful stop. Before it (the re-executed test binary is still
-	// starting) SIGTERM kills the process with the default action, which
-	// loses nothing but is not the stop under test, so stopAll waits for it.
-	chaosSignalsReady = "chaos child: SIGTERM handled from here"
-)
+// chaosSignalsReady is in a child's first log lines (the app logs it as
+// it starts, with the child's own metrics.addr 127.0.0.1:0): command.Main
+// handles SIGTERM before it does anything else, so from that line on
+// SIGTERM is a graceful stop. Before it (the process is still starting)
+// SIGTERM kills it with the default action, which loses nothing but is
+// not the stop under test, so stopAll waits for it.
+const chaosSignalsReady = "serving metrics and health"
 
-// TestHelperChaosChild is not a test: it is the body of a child process of
-// TestPipelineChaos, running one real command (`roomflow relay`, `process`,
-// `sink`, `publish-im` with --config <file>) until SIGTERM or SIGKILL.
-// Without the environment variable it returns at once.
-func TestHelperChaosChild(t *testing.T) {
-	path := os.Getenv(chaosChildEnv)
-	if path == "" {
-		return
+// buildRoomflow compiles the roomflow binary the children run (as `make
+// build` does, without the release stamp) into dir.
+func buildRoomflow(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "roomflow")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/hyapp/roomflow/cmd/roomflow").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build roomflow: %v\n%s", err, out)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	fmt.Fprintln(os.Stderr, chaosSignalsReady)
-	root := NewRoot()
-	root.SetArgs(append(strings.Split(os.Getenv(chaosArgsEnv), "\x1f"), "--config", path))
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "roomflow:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return bin
 }
 
 // chaosProfile is what a run is: its seed (the fault schedule and the
@@ -206,9 +193,6 @@ const (
 // throwaway MariaDB with the row binlog, and adds binlog-dump-kill (the
 // leader's binlog stream killed on the server) to the faults.
 func TestPipelineChaos(t *testing.T) {
-	if os.Getenv(chaosChildEnv) != "" {
-		return
-	}
 	if testing.Short() {
 		t.Skip("-short: the chaos run takes minutes (make test runs its 2-minute replay)")
 	}
@@ -241,6 +225,7 @@ func TestPipelineChaos(t *testing.T) {
 	cfg.MySQL.DSN, _ = m.OwnUser(t) // the harness kills their connections, found by user
 	cfg.AppCode = "hyapp"
 	cfg.Log.Level, cfg.Log.Format = "info", "text"
+	cfg.Metrics.Addr = "127.0.0.1:0"                         // each child's own, and its chaosSignalsReady line
 	if v := os.Getenv("ROOMFLOW_CHAOS_LOG_LEVEL"); v != "" { // debug, to follow a replay
 		cfg.Log.Level = v
 	}
@@ -275,7 +260,7 @@ func TestPipelineChaos(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := imPublisherConfig(&app.Deps{Config: cfg}, ""); err != nil { // the publish-im children's own check
+	if err := command.CheckPublishIM(&app.Deps{Config: cfg}); err != nil { // the publish-im children's own check
 		t.Fatal(err)
 	}
 	raw, err := yaml.Marshal(cfg)
@@ -303,7 +288,7 @@ func TestPipelineChaos(t *testing.T) {
 		lc := *cfg
 		lc.MySQL.DSN = luckyDSN
 		lc.Lucky.GRPCAddr = testenv.ClosedAddr(t)
-		if err := CheckLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
+		if err := command.CheckLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
 			t.Fatal(err)
 		}
 		raw, err := yaml.Marshal(&lc)
@@ -321,7 +306,7 @@ func TestPipelineChaos(t *testing.T) {
 	}
 	childUser, _ := mysql.ParseDSN(cfg.MySQL.DSN)
 	h := &chaosHarness{
-		t: t, dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
+		t: t, bin: buildRoomflow(t, t.TempDir()), dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
 		luckyUser: luckyUser, wallet: wal, luckyLockTTL: chaosLuckyLockTTL,
 		session: chaosSessionTimeout, adm: kadm.NewClient(k.Client(t)),
 		groups: []string{cfg.Process.RoomGroup, cfg.Process.MicGroup, cfg.Sink.Group, cfg.OutboxWorker.Group},

@@ -1,4 +1,4 @@
-package command
+package chaos
 
 import (
 	"bytes"
@@ -29,7 +29,8 @@ import (
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
-// chaosChild is one incarnation of a component: a child process.
+// chaosChild is one incarnation of a component: a child process of the
+// roomflow binary.
 type chaosChild struct {
 	cmd    *exec.Cmd
 	log    string
@@ -106,8 +107,7 @@ func (p *chaosProc) start() {
 	if cfgPath == "" {
 		cfgPath = p.h.cfgPath
 	}
-	c.cmd = testenv.ChildCommand("^TestHelperChaosChild$", chaosChildEnv+"="+cfgPath,
-		chaosArgsEnv+"="+strings.Join(p.args, "\x1f"))
+	c.cmd = exec.Command(p.h.bin, append(slices.Clone(p.args), "--config", cfgPath)...)
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	if err := c.cmd.Start(); err != nil {
 		f.Close()
@@ -155,6 +155,7 @@ func (p *chaosProc) running() *chaosChild {
 // chaosHarness drives the fault schedule of one chaos run.
 type chaosHarness struct {
 	t       *testing.T
+	bin     string // the roomflow binary the children run
 	dir     string
 	cfgPath string
 	k       *testenv.Kafka
