@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/sinks/mysql/retention"
 )
@@ -74,7 +75,7 @@ func purge(ctx context.Context, d *app.Deps, dryRun bool, w io.Writer) error {
 	replay, err := topicRetention(kctx, d, topics)
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("purge: %w", err)
 	}
 	relayedBelow := func(ctx context.Context) (uint64, bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
@@ -114,49 +115,6 @@ func purge(ctx context.Context, d *app.Deps, dryRun bool, w io.Writer) error {
 // the pass instead of hanging the CronJob.
 const kafkaTimeout = 2 * time.Minute
 
-// topicRetention reads how long the brokers may keep each of topics'
-// records: retention.ms plus segment.ms (Kafka deletes whole segments, once
-// a segment's newest record is past retention.ms, so a record can outlive
-// retention.ms by a segment's span). The values are the topic's own or the
-// broker defaults the brokers report. A topic kept forever
-// (retention.ms=-1) is returned as a negative duration.
-func topicRetention(ctx context.Context, d *app.Deps, topics []string) (map[string]time.Duration, error) {
-	cl, err := d.Config.Kafka.Cluster(nil, d.Log).NewClient("purge")
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("purge: read the retention.ms of %v: %w", topics, err)
-	}
-	out := map[string]time.Duration{}
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			return nil, fmt.Errorf("purge: read the retention.ms of %s: %w", rc.Name, rc.Err)
-		}
-		ms := map[string]int64{}
-		for _, c := range rc.Configs {
-			if (c.Key != "retention.ms" && c.Key != "segment.ms") || c.Value == nil {
-				continue
-			}
-			v, err := strconv.ParseInt(*c.Value, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("purge: %s: %s %q is not a number", rc.Name, c.Key, *c.Value)
-			}
-			ms[c.Key] = v
-		}
-		switch r, ok := ms["retention.ms"]; {
-		case !ok:
-		case r < 0:
-			out[rc.Name] = -1
-		default:
-			out[rc.Name] = time.Duration(r+max(0, ms["segment.ms"])) * time.Millisecond
-		}
-	}
-	return out, nil
-}
-
 func printPurge(w io.Writer, res []retention.TableResult, dryRun bool) {
 	verb := "DELETED"
 	if dryRun {
@@ -175,4 +133,14 @@ func printPurge(w io.Writer, res []retention.TableResult, dryRun bool) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Table, r.Rows, older, note)
 	}
 	tw.Flush()
+}
+
+// topicRetention is kafkax.TopicRetention on a client of purge's own.
+func topicRetention(ctx context.Context, d *app.Deps, topics []string) (map[string]time.Duration, error) {
+	cl, err := d.Config.Kafka.Cluster(nil, d.Log).NewClient("purge")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return kafkax.TopicRetention(ctx, kadm.NewClient(cl), topics...)
 }
