@@ -22,22 +22,29 @@ build:
 ## so CI judges the change and not the draw; `make chaos` draws new schedules
 ## (docs/reliability.md lists the open findings). CHAOS_TEST_SEED= draws one.
 CHAOS_TEST_SEED ?= 574199634
+## deploy/ is a module of its own (the deployment tests and their
+## libraries: kustomize, k8s.io, compose-go, Prometheus); test, unit and
+## lint run in both modules.
 test: lint
 	ROOMFLOW_CHAOS_SEED=$(CHAOS_TEST_SEED) $(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
+	cd deploy && $(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) -p 2 ./...
 
-## chaos: the pipeline chaos run (docs/reliability.md), 10 minutes of seeded faults
+## chaos: the pipeline chaos run (docs/reliability.md; package chaos builds
+## the roomflow binary and runs its commands as child processes), 10 minutes of seeded faults
 ## by default; CHAOS_SEED=<n> replays a run, CHAOS_DURATION=2m is make test's profile.
 ## CHAOS_RELAY_MODE=binlog runs the relay in binlog mode on a throwaway MariaDB.
 CHAOS_RELAY_MODE ?= poll
 chaos:
 	ROOMFLOW_CHAOS_DURATION=$(CHAOS_DURATION) ROOMFLOW_CHAOS_SEED=$(CHAOS_SEED) ROOMFLOW_CHAOS_RELAY_MODE=$(CHAOS_RELAY_MODE) \
-	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./cmd/roomflow/
+	  $(GO) test -count=1 -v -timeout 60m -run '^TestPipelineChaos$$' ./chaos/
 
 unit:
 	$(GO) test -count=1 -short ./...
+	cd deploy && $(GO) test -count=1 -short ./...
 
 lint:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -53,13 +52,12 @@ type ComponentFunc func(ctx context.Context) error
 // Run calls f.
 func (f ComponentFunc) Run(ctx context.Context) error { return f(ctx) }
 
-// Spec describes a registered component and its subcommand.
+// Spec describes a component and its subcommand. The command package lists
+// the specs explicitly, in start order.
 type Spec struct {
 	Name  string // subcommand name, e.g. "relay"
 	Short string // one line for --help
 	Long  string // the command's help text
-	// Order places the component in `roomflow run` (lower starts first).
-	Order int
 	// Flags defines command-specific flags on fs. New reads their values
 	// from Deps.Flags, never from variables captured here: every command
 	// tree (tests and the demo build many in one binary) parses into a flag
@@ -68,24 +66,6 @@ type Spec struct {
 	// New builds the component. It may fail on invalid config or an
 	// unreachable dependency; the process then exits before running anything.
 	New func(ctx context.Context, d *Deps) (Component, error)
-}
-
-var (
-	regMu sync.Mutex
-	specs []Spec
-)
-
-// Register adds a component. Call it from an init function in cmd/roomflow.
-func Register(s Spec) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	for _, o := range specs {
-		if o.Name == s.Name {
-			panic("app: component registered twice: " + s.Name)
-		}
-	}
-	specs = append(specs, s)
-	sort.SliceStable(specs, func(i, j int) bool { return specs[i].Order < specs[j].Order })
 }
 
 // AddFlags defines the flags of every spec on fs, the first definition of
@@ -100,13 +80,6 @@ func AddFlags(fs *pflag.FlagSet, specs []Spec) {
 		s.Flags(own)
 		fs.AddFlagSet(own) // skips names fs already has
 	}
-}
-
-// Specs returns every registered component in start order.
-func Specs() []Spec {
-	regMu.Lock()
-	defer regMu.Unlock()
-	return append([]Spec(nil), specs...)
 }
 
 // Deps are the process-wide resources. Components must not close them.
@@ -126,10 +99,11 @@ type Deps struct {
 	dbErr  error
 }
 
-// NewDeps returns Deps for cfg with a fresh registry and health.
-func NewDeps(cfg *config.Config, log *slog.Logger) *Deps {
+// NewDeps returns Deps for cfg with a fresh registry and health, and the
+// flags of specs at their defaults (a command replaces Flags with its own).
+func NewDeps(cfg *config.Config, log *slog.Logger, specs ...Spec) *Deps {
 	fs := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
-	AddFlags(fs, Specs())
+	AddFlags(fs, specs)
 	return &Deps{Config: cfg, Log: log, Registry: obs.NewRegistry(), Health: obs.NewHealth(), Flags: fs}
 }
 

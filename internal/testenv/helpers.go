@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // Eventually calls cond every 20ms until it returns true. If timeout
@@ -147,9 +149,8 @@ func (k *Kafka) DrainCommitted(t testing.TB, topics ...string) []*kgo.Record {
 	if err != nil {
 		t.Fatalf("testenv: list end offsets: %v", err)
 	}
-	want := map[string]map[int32]kgo.Offset{}
-	last := map[string]map[int32]int64{} // last offset to read, per partition left
-	left := 0
+	from := map[string]map[int32]kgo.Offset{}
+	last := kafkax.Offsets{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			t.Fatalf("testenv: end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
@@ -157,34 +158,27 @@ func (k *Kafka) DrainCommitted(t testing.TB, topics ...string) []*kgo.Record {
 		if o.Offset == 0 {
 			return
 		}
-		if want[o.Topic] == nil {
-			want[o.Topic] = map[int32]kgo.Offset{}
+		if from[o.Topic] == nil {
+			from[o.Topic] = map[int32]kgo.Offset{}
 			last[o.Topic] = map[int32]int64{}
 		}
-		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
-		last[o.Topic][o.Partition] = o.Offset - 1
-		left++
+		from[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		last[o.Topic][o.Partition] = o.Offset
 	})
-	if left == 0 {
+	if len(from) == 0 {
 		return nil
 	}
-	cl := k.Client(t, kgo.ConsumePartitions(want), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl := k.Client(t, kgo.ConsumePartitions(from), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	var out []*kgo.Record
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("testenv: drain timed out with %d partitions unread: %v", left, last)
-		}
-		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("testenv: drain %s/%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if l, ok := last[r.Topic][r.Partition]; ok && r.Offset >= l {
-				delete(last[r.Topic], r.Partition)
-				left--
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
+	err = kafkax.ReadToEnd(ctx, cl, nil, last, 0, kafkax.DataRecords(func(r *kgo.Record) (bool, error) {
+		out = append(out, r)
+		return false, nil
+	}))
+	if ctx.Err() != nil {
+		t.Fatalf("testenv: drain timed out with %d records read: %v", len(out), err)
+	}
+	if err != nil {
+		t.Fatalf("testenv: drain: %v", err)
 	}
 	return out
 }

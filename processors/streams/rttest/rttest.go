@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/processors/streams"
 )
 
@@ -44,33 +45,13 @@ func (c *Clock) Advance(d time.Duration) {
 // read, in per-partition offset order.
 func ReadCommitted(t testing.TB, brokers []string, topic string, want int, settle, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	if err != nil {
-		t.Fatalf("rttest: client: %v", err)
-	}
-	defer cl.Close()
 	var out []*kgo.Record
-	deadline := time.Now().Add(timeout)
-	lastNew := time.Now()
-	for time.Now().Before(deadline) {
-		if len(out) >= want && time.Since(lastNew) >= settle {
-			break
+	readSettled(t, brokers, topic, settle, timeout, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() {
+			out = append(out, r)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := len(out)
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-		if len(out) > n {
-			lastNew = time.Now()
-		}
-	}
+		return !r.Attrs.IsControl()
+	}, func() bool { return len(out) >= want })
 	return out
 }
 
@@ -81,39 +62,55 @@ func ReadCommitted(t testing.TB, brokers []string, topic string, want int, settl
 // at its partition's next control record (the commit marker).
 func ReadTransactions(t testing.TB, brokers []string, topic string, want int, settle, timeout time.Duration) [][]*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	if err != nil {
-		t.Fatalf("rttest: client: %v", err)
-	}
-	defer cl.Close()
 	var txns [][]*kgo.Record
 	open := map[int32][]*kgo.Record{}
 	n := 0
+	readSettled(t, brokers, topic, settle, timeout, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() {
+			open[r.Partition] = append(open[r.Partition], r)
+			n++
+		} else if len(open[r.Partition]) > 0 {
+			txns = append(txns, open[r.Partition])
+			delete(open, r.Partition)
+		}
+		return true
+	}, func() bool { return n >= want })
+	return txns
+}
+
+// readSettled reads topic read_committed from the start, in rounds each up
+// to the committed end of the moment, passing every record (markers
+// included) to each, until enough says so and no round brought a record
+// each counted as new for settle, or until timeout.
+func readSettled(t testing.TB, brokers []string, topic string, settle, timeout time.Duration, each func(*kgo.Record) (isNew bool), enough func() bool) {
+	t.Helper()
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)...)
+	}
+	next := kafkax.Offsets{}
 	deadline := time.Now().Add(timeout)
 	lastNew := time.Now()
-	for time.Now().Before(deadline) && (n < want || time.Since(lastNew) < settle) {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			lastNew = time.Now()
-			if !r.Attrs.IsControl() {
-				open[r.Partition] = append(open[r.Partition], r)
-				n++
-			} else if len(open[r.Partition]) > 0 {
-				txns = append(txns, open[r.Partition])
-				delete(open, r.Partition)
+	for time.Now().Before(deadline) && (!enough() || time.Since(lastNew) < settle) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		news := 0
+		// A topic not created yet fails the round; the next one retries.
+		_ = kafkax.ReadCommitted(ctx, newClient, next, time.Second, func(r *kgo.Record) (bool, error) {
+			if next[r.Topic] == nil {
+				next[r.Topic] = map[int32]int64{}
 			}
-		})
+			next[r.Topic][r.Partition] = r.Offset + 1
+			if each(r) {
+				news++
+			}
+			return false, nil
+		}, topic)
+		cancel()
+		if news > 0 {
+			lastNew = time.Now()
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	return txns
 }
 
 // Header returns the value of header key of r as a string ("" if absent).

@@ -1,0 +1,65 @@
+package command
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// kfakeCmd runs franz-go's kfake, a Kafka-protocol broker, for local use:
+// the demo, benchmarks and trying commands from a terminal without a
+// cluster. Not for production: it keeps data in memory unless --data-dir.
+func kfakeCmd() *cobra.Command {
+	var (
+		listen  string
+		brokers int
+		dataDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "kfake",
+		Short: "Run an in-memory Kafka-protocol broker (franz-go kfake) for local use",
+		Long: `kfake starts franz-go's kfake cluster: a Kafka-protocol broker that
+supports transactions, consumer groups and read_committed. The first broker
+listens on --listen; further brokers take the next ports. It prints the
+bootstrap address and runs until interrupted. For development, the demo and
+benchmarks only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			host, portStr, err := net.SplitHostPort(listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			port, err := strconv.Atoi(portStr)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			ports := make([]int, brokers)
+			for i := range ports {
+				ports[i] = port + i
+			}
+			opts := []kfake.Opt{kfake.NumBrokers(brokers), kfake.Ports(ports...),
+				kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+					_, p, _ := net.SplitHostPort(addr)
+					return net.Listen(network, net.JoinHostPort(host, p))
+				})}
+			if dataDir != "" {
+				opts = append(opts, kfake.DataDir(dataDir))
+			}
+			c, err := kfake.NewCluster(opts...)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			fmt.Fprintln(cmd.OutOrStdout(), "kfake listening:", c.ListenAddrs())
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9092", "address of the first broker")
+	cmd.Flags().IntVar(&brokers, "brokers", 1, "number of brokers")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "persist to this directory (empty: memory only)")
+	return cmd
+}

@@ -1,0 +1,153 @@
+package command
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// TestMain runs Main itself, with the arguments after the test binary's
+// name, when GO_WANT_HELPER_PROCESS=1: the exit status tests run the real
+// Main (exiting with its status, as main does) in a child process without
+// building the binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("GO_WANT_HELPER_PROCESS") == "1" {
+		os.Args = append([]string{"roomflow"}, os.Args[1:]...)
+		os.Exit(Main())
+	}
+	os.Exit(m.Run())
+}
+
+// roomflowCmd is `roomflow args...` run by main in a child process.
+func roomflowCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	env := []string{"GO_WANT_HELPER_PROCESS=1", "ROOMFLOW_METRICS_ADDR=-"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ROOMFLOW_") && !strings.HasPrefix(kv, "GO_WANT_HELPER_PROCESS=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	return cmd
+}
+
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("run: %v", err)
+	}
+	return ee.ExitCode()
+}
+
+// Exit status 2 for usage and config mistakes, 1 for run-time failures.
+func TestExitCodes(t *testing.T) {
+	unreachable := "mysql:\n  dsn: \"root@tcp(" + testenv.ClosedAddr(t) + ")/roomflow\"\nkafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n"
+	cases := []struct {
+		name   string
+		config string // written to a file passed with --config; "" none
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"unknown command", "", []string{"bogus"}, exitUsage, `unknown command "bogus" for "roomflow"`},
+		{"unknown subcommand of a group", "", []string{"lucky", "pools", "bogus"}, exitUsage, `unknown command "bogus" for "roomflow lucky pools"`},
+		{"unknown flag", "", []string{"relay", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
+		{"bad flag value", "", []string{"kfake", "--brokers", "many"}, exitUsage, "invalid argument"},
+		{"argument to a command without any", "", []string{"config", "extra"}, exitUsage, `unknown command "extra"`},
+		{"missing config file", "", []string{"--config", "/nonexistent/roomflow.yaml", "config"}, exitUsage, "/nonexistent/roomflow.yaml"},
+		{"unknown config key", "relay:\n  batch_sise: 3\n", []string{"config"}, exitUsage, "relay.batch_sise: unknown key"},
+		{"wrong type", "sink:\n  batch_size: lots\n", []string{"config"}, exitUsage, "sink.batch_size"},
+		{"bad duration", "relay:\n  poll_interval: soon\n", []string{"config"}, exitUsage, "relay.poll_interval"},
+		{"invalid app-wide value", "mysql:\n  max_open_conns: -5\n", []string{"config"}, exitUsage, "mysql.max_open_conns"},
+		// A component's own keys are validated when it starts, before it
+		// connects to anything.
+		{"invalid component value", unreachable + "relay:\n  batch_size: -1\n", []string{"relay"}, exitUsage, "relay.batch_size"},
+		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, exitUsage, "choose letters"},
+		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, exitUsage, "is not partition:offset"},
+		{"runtime failure", unreachable, []string{"migrate"}, exitFailure, "connection refused"},
+		{"success", "", []string{"config"}, 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.config != "" {
+				args = append([]string{"--config", writeConfig(t, tc.config)}, args...)
+			}
+			cmd := roomflowCmd(t, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmd.Stdout = io.Discard
+			code := exitStatus(t, cmd.Run())
+			if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Fatalf("exit %d, want %d; stderr %q, want it to contain %q", code, tc.code, stderr.String(), tc.stderr)
+			}
+		})
+	}
+}
+
+// A clean stop on SIGTERM exits 0.
+func TestExitCodeSIGTERM(t *testing.T) {
+	cmd := roomflowCmd(t, "kfake", "--listen", "127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		ok := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "kfake listening") && !ok {
+				ok = true
+				started <- true
+			}
+		}
+		if !ok {
+			started <- false
+		}
+	}()
+	select {
+	case ok := <-started:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("kfake did not start: %s", stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("kfake did not start within 30s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitStatus(t, err); code != 0 {
+			t.Fatalf("exit %d after SIGTERM, want 0; stderr %q", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}

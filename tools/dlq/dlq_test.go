@@ -1,0 +1,177 @@
+package dlq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/schemas/envelope"
+)
+
+// dlqFixture fills a DLQ topic (2 partitions) with the dead letters of
+// every stage, as each writes them (envelope.DeadLetter): a room
+// processor reject (0:0), a sink decode error dead-lettered twice by two
+// owners (0:1, 0:3, one refused record), another sink decode error (0:2),
+// a relay payload too large (0:4, no value), a relay gap_abandoned run
+// (0:5) and a record that is no dead letter (1:0).
+func dlqFixture(t *testing.T) (*testenv.Kafka, *config.Config) {
+	t.Helper()
+	k := testenv.NewKafka(t, testenv.Partitions(2))
+	tp := k.Config.Topics
+	dlq := tp.DLQ
+	room := &kgo.Record{Topic: tp.RoomEvents, Partition: 1, Offset: 5, Key: []byte("r1"), Value: []byte("room-bytes"),
+		Headers: envelope.AppendHeaders(nil, []byte("e1"), []byte("RoomGiftSent"), []byte("hyapp"))}
+	ledger := func(off int64, key, value string) *kgo.Record {
+		return &kgo.Record{Topic: tp.MicLedger, Partition: 0, Offset: off, Key: []byte(key), Value: []byte(value),
+			Headers: envelope.AppendHeaders(nil, []byte("l"+key), []byte("MicLedgerEntry"), []byte("hyapp"))}
+	}
+	sinkLetter := func(r *kgo.Record) *kgo.Record {
+		return (&envelope.DeadLetter{Stage: "sink", Reason: "decode", Err: errors.New("bad"), From: r}).Build(dlq)
+	}
+	router := relay.Router{DLQ: dlq, Default: tp.RoomEvents}
+	tooLarge, _ := router.Record(&relay.Row{ID: 12, RoomID: "room-1", EventID: "big", EventType: "RoomMicChanged", PayloadBytes: 9 << 20}, relay.DLQTooLarge)
+	recs := []*kgo.Record{
+		(&envelope.DeadLetter{Stage: "room", Reason: "unknown_rule_version", From: room}).Build(dlq),
+		sinkLetter(ledger(20, "7", "\xff\x07")),
+		sinkLetter(ledger(21, "8", "\xff\x08")),
+		sinkLetter(ledger(20, "7", "\xff\x07")),
+		tooLarge,
+		router.GapRecord(relay.Abandoned{From: 3, To: 4, Reason: relay.AbandonMaxAge}),
+	}
+	for _, r := range recs {
+		r.Partition = 0
+	}
+	recs = append(recs, &kgo.Record{Topic: dlq, Partition: 1, Key: []byte("stray"), Value: []byte("x")})
+	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return k, testenv.Config(t, k, nil)
+}
+
+// list is List with 2s idle.
+func list(t *testing.T, cfg *config.Config) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := List(context.Background(), cfg, 2*time.Second, &out)
+	return out.String(), err
+}
+
+// redriveWith is Redrive with 2s idle and the options set makes.
+func redriveWith(t *testing.T, cfg *config.Config, set func(*RedriveOptions)) (string, error) {
+	t.Helper()
+	var o RedriveOptions
+	if set != nil {
+		set(&o)
+	}
+	var out bytes.Buffer
+	err := Redrive(context.Background(), cfg, 2*time.Second, o, &out)
+	return out.String(), err
+}
+
+// fields collapses runs of blanks, so table lines compare by their cells.
+func fields(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestDLQList: dlq list counts the letters by stage, error_reason and
+// source topic with their DLQ offsets; the sink's repeat is one record.
+func TestDLQList(t *testing.T) {
+	k, cfg := dlqFixture(t)
+	tp := k.Config.Topics
+	out, err := list(t, cfg)
+	if err != nil {
+		t.Fatalf("dlq list: %v\n%s", err, out)
+	}
+	got := fields(out)
+	for _, want := range []string{
+		"STAGE ERROR_REASON SOURCE_TOPIC RECORDS REPEATS DLQ_OFFSETS",
+		"- not_a_dead_letter - 1 0 1:0",
+		"relay gap_abandoned - 1 0 0:5",
+		"relay payload_too_large " + tp.RoomEvents + " 1 0 0:4",
+		"room unknown_rule_version " + tp.RoomEvents + " 1 0 0:0",
+		"sink decode " + tp.MicLedger + " 2 1 0:1-3",
+		"6 dead letters (1 repeats) in 5 groups",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dlq list lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDLQRedrive: redrive needs a selection; a dry run sends nothing; a
+// choice holding a letter without a value or source topic sends nothing
+// unless --skip-refused; the sink's letters go back to the mic ledger once
+// each (the repeat skipped) with their original key, value and headers and
+// no dead-letter header, committed in one transaction.
+func TestDLQRedrive(t *testing.T) {
+	k, cfg := dlqFixture(t)
+	tp := k.Config.Topics
+	if _, err := redriveWith(t, cfg, nil); err == nil || !strings.Contains(err.Error(), "--all") {
+		t.Fatalf("redrive without a selection: %v", err)
+	}
+	if _, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:x" }); err == nil || !strings.Contains(err.Error(), `"0:x" is not partition:offset`) {
+		t.Fatalf("bad --offsets: %v", err)
+	}
+	out, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.Stage = "sink"; o.DryRun = true })
+	if err != nil || !strings.Contains(out, "2 records would be sent (1 repeats skipped, 0 refused); nothing sent") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:0-5" })
+	if err == nil || !strings.Contains(out, "refused 0:4 (relay payload_too_large): envelope: cannot re-drive: no value") ||
+		!strings.Contains(out, "refused 0:5 (relay gap_abandoned): envelope: cannot re-drive: no source topic") {
+		t.Fatalf("a choice with letters that cannot be sent: %v\n%s", err, out)
+	}
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "1:0" })
+	if err == nil || !strings.Contains(out, "refused 1:0") || !strings.Contains(out, "not a dead letter") {
+		t.Fatalf("a record that is no dead letter: %v\n%s", err, out)
+	}
+	if got := k.DrainCommitted(t, tp.MicLedger, tp.RoomEvents); len(got) != 0 {
+		t.Fatalf("dry run and refused runs sent %d records", len(got))
+	}
+
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Stage = "sink" })
+	if err != nil || !strings.Contains(out, "sent 2 records in one transaction (1 repeats skipped, 0 refused)") {
+		t.Fatalf("redrive --stage sink: %v\n%s", err, out)
+	}
+	got := k.DrainCommitted(t, tp.MicLedger)
+	if len(got) != 2 {
+		t.Fatalf("mic ledger holds %d records, want the 2 refused ones once each", len(got))
+	}
+	byKey := map[string]*kgo.Record{}
+	for _, r := range got {
+		byKey[string(r.Key)] = r
+		if len(r.Headers) != 4 || envelope.Header(r, envelope.HeaderStage) != nil || string(envelope.Header(r, envelope.HeaderEventID)) != "l"+string(r.Key) {
+			t.Errorf("redriven %s has headers %v: want the original four, no dead-letter header", r.Key, r.Headers)
+		}
+	}
+	if string(byKey["7"].Value) != "\xff\x07" || string(byKey["8"].Value) != "\xff\x08" {
+		t.Errorf("redriven values %q %q", byKey["7"].Value, byKey["8"].Value)
+	}
+
+	// Choosing only the repeat (0:3) sends its record.
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:3"; o.DryRun = true })
+	if err != nil || !strings.Contains(out, "would send 0:3 (sink decode) -> "+tp.MicLedger+` key "7"`) {
+		t.Fatalf("redrive of the repeat alone: %v\n%s", err, out)
+	}
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.Offsets = "0:0,0:4-5"; o.SkipRefused = true })
+	if err != nil || !strings.Contains(out, "sent 1 records in one transaction (0 repeats skipped, 2 refused)") {
+		t.Fatalf("redrive --skip-refused: %v\n%s", err, out)
+	}
+	got = k.DrainCommitted(t, tp.RoomEvents)
+	if len(got) != 1 || string(got[0].Key) != "r1" || string(got[0].Value) != "room-bytes" || string(envelope.Header(got[0], envelope.HeaderEventID)) != "e1" {
+		t.Fatalf("room events after the redrive: %v", got)
+	}
+}

@@ -1,0 +1,146 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/processors/room/roomtest"
+	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/schemas/roomv1"
+)
+
+// TestVerifyListsAbandonedIDs: verify lists the relay's gap_abandoned
+// records (the format relay.Router.GapRecord writes) from the DLQ topic and
+// ignores other dead letters.
+// run is Run with idle, returning what it printed.
+func run(t *testing.T, cfg *config.Config, idle time.Duration) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := Run(ctx, cfg, Options{Idle: idle}, &out)
+	return out.String(), err
+}
+
+func TestVerifyListsAbandonedIDs(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	router := relay.Router{DLQ: k.Config.Topics.DLQ}
+	cl := k.Client(t)
+	recs := []*kgo.Record{
+		router.GapRecord(relay.Abandoned{From: 900, To: 904, Reason: relay.AbandonMaxOpenGaps, OpenFor: 2 * time.Second}),
+		router.GapRecord(relay.Abandoned{From: 17, To: 17, Reason: relay.AbandonMaxAge, OpenFor: time.Hour}),
+		{Topic: k.Config.Topics.DLQ, Key: []byte("r1"), Value: []byte{1}, Headers: []kgo.RecordHeader{{Key: "error_reason", Value: []byte("payload_too_large")}}},
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, testenv.Config(t, k, m), 2*time.Second)
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"abandoned outbox ids (the relay gave up waiting; rows committed later with these ids were not relayed): 6 ids in 2 ranges\n",
+		"   ids 17-17 (1, max_age, waited 1h0m0s)\n   ids 900-904 (5, max_open_gaps, waited 2s)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestVerifyReconcilesDraws: once roomflow lucky owns the pools, verify
+// reconciles the lucky gifts of the log with lucky_draw_records by draw_id
+// and checks the pool invariants (balance = funded + total_in - total_out
+// instead of balance = total_in; total_in is every gift's inflow): a
+// consistent state has no differences (a gift from before the ownership
+// needs no draw, a rejected gift adds no inflow); then a draw without its
+// gift, a gift without its draw, a gift without a draw_id, a rejection
+// without its gift and with its inflow in the pools, a draw with another
+// inflow and a pool off its invariants are each reported.
+func TestVerifyReconcilesDraws(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	roomtest.InsertRule(t, m.DB, roomtest.Rule("rose", "v1", 50000, 200000, 300000)) // heat 1000: 50 = 10 + 15 + 25
+	// roomtest.Gift's occurred_at_ms is base + version: the gift of
+	// version 0 comes before the ownership.
+	const base = 1_767_225_600_000
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := m.DB.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("INSERT INTO lucky_pool_owner (id, owner, owned_at_ms) VALUES (1, 'lucky', ?)", base+1)
+	draw := func(id, room string, roomIn, reward int64) {
+		exec(`INSERT INTO lucky_draw_records (draw_id, app_code, command_id, room_id, sender_user_id, gift_id, rule_version,
+			pool_in, platform_in, room_in, gift_in, candidate_tiers_json, selected_tier_id, reward_coins, random_digest,
+			pool_snapshot_json, risk_snapshot_json, created_at_ms, updated_at_ms)
+			VALUES (?, 'hyapp', ?, ?, 7, 'rose', 'v1', 50, 10, ?, 25, '[]', 'none', ?, 'x', '{}', '{}', 1, 1)`, id, "cmd-"+id, room, roomIn, reward)
+	}
+	draw("d1", "r1", 15, 30)
+	draw("d3", "r1", 15, 0)
+	// x2: an Execute rejected after the debit; its gift g2 names it, and
+	// its inflow is claimed 'rejected', so it is in no pool.
+	reject := func(id, claimedBy string) {
+		exec(`INSERT INTO lucky_draw_records (draw_id, app_code, command_id, room_id, sender_user_id, gift_id, rule_version,
+			candidate_tiers_json, selected_tier_id, random_digest, pool_snapshot_json, risk_snapshot_json, reward_status, reject_reason,
+			created_at_ms, updated_at_ms) VALUES (?, 'hyapp', ?, 'r1', 7, 'rose', 'v1', '[]', '', '', '{}', '{}', 'rejected', 'global_disabled', 1, 1)`, id, "cmd-"+id)
+		exec(`INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES ('hyapp', ?, ?, 1)`, id, claimedBy)
+	}
+	reject("x2", "rejected")
+	// g0's inflow (before the ownership) came from the sink, g1's and g3's
+	// from their draws: total_in is all three gifts' either way.
+	exec(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor) VALUES
+		('hyapp', 'platform', 'global', 1000, 1000, 30, 30, 100), ('hyapp', 'room', 'r1', 45, 0, 45, 0, 0),
+		('hyapp', 'gift', 'rose', 75, 0, 75, 0, 0)`)
+	gift := func(id string, version int64, drawID string) *kgo.Record {
+		return &kgo.Record{Topic: k.Config.Topics.RoomEvents, Key: []byte("r1"), Value: roomtest.Gift(id, "r1", version,
+			&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, GiftCount: 1, DrawId: drawID})}
+	}
+	cl := k.Client(t)
+	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g2", 2, "x2"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.Config(t, k, m)
+	out, err := run(t, cfg, time.Second)
+	if err != nil || !strings.Contains(out, "reconciled 3 lucky gifts with 2 draws and 1 rejections by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
+		t.Fatalf("consistent state: %v\n%s", err, out)
+	}
+
+	draw("d9", "r1", 15, 0) // no gift names d9
+	reject("x8", "stream")  // no gift names x8, and its inflow reached the pools
+	exec("UPDATE lucky_draw_records SET room_in = 14 WHERE draw_id = 'd3'")
+	exec("UPDATE lucky_pools SET balance = 50 WHERE scope_type = 'platform'")
+	if err := cl.ProduceSync(ctx, gift("g4", 4, "d4"), gift("g5", 5, "")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, cfg, time.Second)
+	if err == nil {
+		t.Fatalf("verify passed with differences:\n%s", out)
+	}
+	for _, want := range []string{
+		"lucky draw without a gift event[d9]",
+		"lucky gift without its draw or rejection[g4]",
+		"lucky rejection without a gift event[x8]",
+		"lucky rejection's inflow claim[x8]: want rejected (its coins are refunded: no pool inflow), got stream",
+		"lucky gift without a draw[g5]",
+		"lucky_draw_records[d3]: want {RoomID:r1 GiftID:rose RuleVersion:v1 In:{Pool:50 Platform:10 Room:15 Gift:25}} (gift g3)",
+		"lucky_pools.balance below reserve_floor[platform/global]: want >= 100, got 50",
+		"lucky_pools.balance[platform/global]: want 1000, got 50",
+		"lucky_pools.total_in[room/r1]: want 75, got 45", // g4 and g5 reached no pool
+		": 11 differences",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify output lacks %q:\n%s", want, out)
+		}
+	}
+}
