@@ -208,13 +208,16 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		}
 		todo = append(todo, work{i, rule})
 	}
-	// Claims before pool rows, as the draws and the sink take them.
-	if err := b.claimRejections(ctx, rejected); err != nil {
+	// Claims before consumption rows, then pool rows, as the sink takes
+	// them.
+	streamedRejections, err := b.claimRejections(ctx, rejected)
+	if err != nil {
 		return nil, err
 	}
+	drawReqs := make([]*drawReq, len(todo))
+	drawRules := make([]*lucky.Rule, len(todo))
+	streamed := map[string]bool{}
 	if len(todo) > 0 {
-		drawReqs := make([]*drawReq, len(todo))
-		drawRules := make([]*lucky.Rule, len(todo))
 		for k, w := range todo {
 			drawReqs[k], drawRules[k] = reqs[w.i], w.rule
 		}
@@ -225,14 +228,29 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		// The inflow claims first: the sink takes claims before pool
 		// rows too, so the two never wait for each other in opposite
 		// orders.
-		streamed, err := b.claimInflow(ctx, drawReqs)
-		if err != nil {
+		if streamed, err = b.claimInflow(ctx, drawReqs); err != nil {
 			return nil, err
 		}
+	}
+	reversed, err := b.takeBackInflow(ctx, streamedRejections)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) > 0 || len(reversed) > 0 {
 		// (3)-(4) lock pools, then counters, each in key order.
-		if err := b.lockPools(ctx, drawReqs); err != nil {
+		var keys []poolKey
+		for _, r := range drawReqs {
+			ks := poolKeys(r)
+			keys = append(keys, ks[:]...)
+		}
+		for _, v := range reversed {
+			ks := v.pools()
+			keys = append(keys, ks[:]...)
+		}
+		if err := b.lockPools(ctx, keys); err != nil {
 			return nil, err
 		}
+		b.reverseInflows(reversed)
 		if err := b.lockCounters(ctx, drawReqs, drawRules); err != nil {
 			return nil, err
 		}
@@ -252,6 +270,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			return nil, err
 		}
 		if err := b.writeCounters(ctx); err != nil {
+			return nil, err
+		}
+		if err := b.writeReversedDaily(ctx, reversed); err != nil {
 			return nil, err
 		}
 	}
@@ -401,22 +422,14 @@ func poolKeys(r *drawReq) [3]poolKey {
 	return [3]poolKey{{"platform", "global"}, {"room", r.roomID}, {"gift", r.giftID}}
 }
 
-// lockPools locks the batch's pool rows FOR UPDATE in primary-key order,
-// creating missing rows empty first.
-func (b *batchTx) lockPools(ctx context.Context, reqs []*drawReq) error {
-	var keys []poolKey
-	seen := map[poolKey]bool{}
-	for _, r := range reqs {
-		for _, k := range poolKeys(r) {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
+// lockPools locks the pool rows of keys (the batch's draws and reversals,
+// repeats allowed) FOR UPDATE in primary-key order, creating missing rows
+// empty first.
+func (b *batchTx) lockPools(ctx context.Context, keys []poolKey) error {
 	slices.SortFunc(keys, func(a, c poolKey) int {
 		return strings.Compare(a.scopeType+"\x00"+a.scopeID, c.scopeType+"\x00"+c.scopeID)
 	})
+	keys = slices.Compact(keys)
 	if err := b.selectPools(ctx, keys); err != nil {
 		return err
 	}
