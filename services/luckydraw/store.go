@@ -91,7 +91,8 @@ type batchTx struct {
 	tx    *sql.Tx
 	app   string
 	nowMs int64
-	sw    *switchView // read after the fence
+	sw    *switchView                     // read after the fence
+	tiers map[tierVersion]map[string]bool // tier enabled of the active versions, read after the fence
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
 }
@@ -144,22 +145,15 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	res := make([]drawResult, len(reqs))
 
 	// (0) the fence first: an operator change waits for this batch to
-	// commit, and every read below sees the changes that returned before.
-	if err := readFence(ctx, tx); err != nil {
+	// commit, and every read below sees the changes that returned before;
+	// the switches, rule versions and tier flags come in its statement.
+	rules, err := b.readFenced(ctx, reqs)
+	if err != nil {
 		return nil, err
 	}
 	b.nowMs = s.cfg.Now().UnixMilli() // after any wait at the fence
 	// (1) idempotency: stored draws, and duplicates inside the batch.
 	stored, err := b.storedDraws(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	if b.sw, err = s.sw.read(ctx, tx, b.app); err != nil {
-		return nil, err
-	}
-	// (2) rule versions: activation read in the transaction; content
-	// from the loader (versions are immutable).
-	rules, err := b.activeRules(ctx, reqs)
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +216,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 			drawReqs[k], drawRules[k] = reqs[w.i], w.rule
 		}
 		// Tier enabled as of the fence, not as the loader cached it.
-		if drawRules, err = b.withLiveTiers(ctx, drawRules); err != nil {
-			return nil, err
-		}
+		drawRules = b.withLiveTiers(drawRules)
 		// The inflow claims first: the sink takes claims before pool
 		// rows too, so the two never wait for each other in opposite
 		// orders.
@@ -297,17 +289,6 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	return res, nil
 }
 
-// readFence takes the fence's shared lock (lucky_fence, see
-// 0009_lucky_operations.sql): it waits while an operator change holds it.
-func readFence(ctx context.Context, tx *sql.Tx) error {
-	var v int64
-	err := tx.QueryRowContext(ctx, `SELECT version FROM lucky_fence WHERE id = 1 LOCK IN SHARE MODE`).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errors.New("luckydraw: lucky_fence has no row: run roomflow migrate")
-	}
-	return err
-}
-
 // insertRecords inserts lucky_draw_records rows: draws (drawOne) and
 // rejections (rejectionRow) alike.
 func (b *batchTx) insertRecords(ctx context.Context, rows [][]any) error {
@@ -354,20 +335,6 @@ func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]
 		out[cmd] = d
 	}
 	return out, rows.Err()
-}
-
-// activeRules reads the activation state of every version of the batch's
-// gifts.
-func (b *batchTx) activeRules(ctx context.Context, reqs []*drawReq) (map[string][]ruleRow, error) {
-	var gifts []any
-	seen := map[string]bool{}
-	for _, r := range reqs {
-		if !seen[r.giftID] {
-			seen[r.giftID] = true
-			gifts = append(gifts, r.giftID)
-		}
-	}
-	return readRuleRows(ctx, b.tx, gifts)
 }
 
 type querier interface {
