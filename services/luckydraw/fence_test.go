@@ -114,7 +114,7 @@ func TestSwitchWaitsForTheBatchThatSawTheOldState(t *testing.T) {
 		}
 		queued <- r.RejectReason
 	}()
-	waitingFor(t, e, "SELECT version FROM lucky_fence")
+	waitingFor(t, e, "(SELECT 'fence'")
 	select {
 	case err := <-switchErr:
 		t.Fatalf("the switch returned while a batch that read the old state was uncommitted: %v", err)

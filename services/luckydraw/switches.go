@@ -149,36 +149,45 @@ func (s *switches) read(ctx context.Context, q querier, app string) (*switchView
 	if err != nil {
 		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
 	}
-	defer rows.Close()
+	v := s.newView()
+	if err := eachRow(rows, func(rows *sql.Rows) error {
+		var name, scope string
+		var on bool
+		err := rows.Scan(&name, &scope, &on)
+		v.add(s.defaults, name, scope, on)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
+	}
+	return v, nil
+}
+
+// newView is a switchView holding the configured start values.
+func (s *switches) newView() *switchView {
 	v := &switchView{global: map[string]bool{}, pausedRooms: map[string]bool{}, pilotRooms: map[string]bool{}}
 	for k, d := range s.defaults {
 		v.global[k] = d
 	}
-	for rows.Next() {
-		var name, scope string
-		var on bool
-		if err := rows.Scan(&name, &scope, &on); err != nil {
-			return nil, fmt.Errorf("luckydraw: read switches: %w", err)
+	return v
+}
+
+// add applies one lucky_switches row (an operator override) to v; a
+// global switch not in defaults (unknown to this build) is ignored.
+func (v *switchView) add(defaults map[string]bool, name, scope string, on bool) {
+	switch {
+	case name == SwitchRoomScopePaused && scope != "":
+		if on {
+			v.pausedRooms[scope] = true
 		}
-		switch {
-		case name == SwitchRoomScopePaused && scope != "":
-			if on {
-				v.pausedRooms[scope] = true
-			}
-		case name == SwitchPilotRoom && scope != "":
-			if on {
-				v.pilotRooms[scope] = true
-			}
-		case scope == "":
-			if _, known := s.defaults[name]; known {
-				v.global[name] = on
-			}
+	case name == SwitchPilotRoom && scope != "":
+		if on {
+			v.pilotRooms[scope] = true
+		}
+	case scope == "":
+		if _, known := defaults[name]; known {
+			v.global[name] = on
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("luckydraw: read switches: %w", err)
-	}
-	return v, nil
 }
 
 // reject is the kill switches' answer for room: "" when a lucky gift may

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,53 +74,19 @@ func (a *Admin) SetTierEnabled(ctx context.Context, gift, version, tier string, 
 }
 
 // withLiveTiers returns rules (the loader's cached versions, one per draw)
-// with each tier's enabled as the draw transaction reads it now: the
-// loader caches versions for good, and enabled is the one column an
-// operator changes after publishing. One plain read per batch, after the
-// fence, of the batch's distinct versions.
-func (b *batchTx) withLiveTiers(ctx context.Context, rules []*lucky.Rule) ([]*lucky.Rule, error) {
-	type key struct{ gift, version string }
-	live := map[key]*lucky.Rule{}
-	var cond []string
-	var args []any
-	for _, r := range rules {
-		k := key{r.GiftID, r.RuleVersion}
-		if _, ok := live[k]; !ok {
-			live[k] = nil
-			cond = append(cond, "(gift_id = ? AND rule_version = ?)")
-			args = append(args, k.gift, k.version)
-		}
-	}
-	rows, err := b.tx.QueryContext(ctx, `SELECT gift_id, rule_version, tier_id, enabled FROM lucky_reward_tiers WHERE `+
-		strings.Join(cond, " OR "), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	enabled := map[key]map[string]bool{}
-	for rows.Next() {
-		var k key
-		var tier string
-		var on bool
-		if err := rows.Scan(&k.gift, &k.version, &tier, &on); err != nil {
-			return nil, err
-		}
-		if enabled[k] == nil {
-			enabled[k] = map[string]bool{}
-		}
-		enabled[k][tier] = on
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+// with each tier's enabled as the draw transaction read it after the
+// fence (b.tiers, readFenced): the loader caches versions for good, and
+// enabled is the one column an operator changes after publishing.
+func (b *batchTx) withLiveTiers(rules []*lucky.Rule) []*lucky.Rule {
+	live := map[tierVersion]*lucky.Rule{}
 	out := make([]*lucky.Rule, len(rules))
 	for i, r := range rules {
-		k := key{r.GiftID, r.RuleVersion}
+		k := tierVersion{r.GiftID, r.RuleVersion}
 		if live[k] == nil {
 			c := *r
 			c.Tiers = slices.Clone(r.Tiers)
 			for j, t := range c.Tiers {
-				if on, ok := enabled[k][t.TierID]; ok {
+				if on, ok := b.tiers[k][t.TierID]; ok {
 					c.Tiers[j].Enabled = on
 				}
 			}
@@ -129,7 +94,7 @@ func (b *batchTx) withLiveTiers(ctx context.Context, rules []*lucky.Rule) ([]*lu
 		}
 		out[i] = live[k]
 	}
-	return out, nil
+	return out
 }
 
 // MarksLargeTiers reports whether r marks any tier large: then

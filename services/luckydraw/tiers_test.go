@@ -62,7 +62,7 @@ func TestTierDisableWaitsForTheBatchThatSawIt(t *testing.T) {
 	waitingFor(t, e, "UPDATE lucky_fence")
 	queued := make(chan error, 1)
 	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("queued", 2)); queued <- err }()
-	waitingFor(t, e, "SELECT version FROM lucky_fence")
+	waitingFor(t, e, "(SELECT 'fence'")
 	select {
 	case err := <-disabled:
 		t.Fatalf("the tier switch returned while a batch that read the tier enabled was uncommitted: %v", err)

@@ -60,8 +60,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options, w io.Writer) error 
 	printGaps(w, gaps)
 	PrintOracle(w, oracle)
 	if lk.Owned {
-		fmt.Fprintf(w, "lucky pools owned by roomflow lucky: reconciled %d lucky gifts with %d draws and %d rejections by draw_id, checked %d pools\n",
-			lk.Gifts, lk.Draws, lk.Rejections, lk.Pools)
+		fmt.Fprintf(w, "lucky pools owned by roomflow lucky: reconciled %d lucky gifts with %d draws and %d rejections (%d of them took back the inflow the sink had added) by draw_id, checked %d pools\n",
+			lk.Gifts, lk.Draws, lk.Rejections, lk.Reversed, lk.Pools)
 	}
 	fmt.Fprintf(w, "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
 		rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
@@ -165,6 +165,7 @@ type luckyGift struct {
 type Lucky struct {
 	Owned                           bool
 	Gifts, Draws, Rejections, Pools int
+	Reversed                        int // rejections that took back a streamed inflow (claim 'reversed')
 }
 
 // verifyLucky reconciles gifts (those since ownedAtMs; earlier ones had no
@@ -224,8 +225,15 @@ func verifyLucky(ctx context.Context, db *sql.DB, appCode string, ownedAtMs int6
 		if _, ok := byDraw[id]; !ok {
 			diff("lucky rejection without a gift event", id, "a lucky RoomGiftSent with this draw_id", "none")
 		}
-		if by := rejections[id]; by != luckydraw.ClaimedByRejection {
-			diff("lucky rejection's inflow claim", id, luckydraw.ClaimedByRejection+" (its coins are refunded: no pool inflow)", cmp.Or(by, "none"))
+		// The rejection claimed the inflow first, or took back what the
+		// sink had added (docs/reliability.md finding 8).
+		switch by := rejections[id]; by {
+		case luckydraw.ClaimedByRejection:
+		case luckydraw.ClaimedByReversal:
+			rep.Reversed++
+		default:
+			diff("lucky rejection's inflow claim", id, luckydraw.ClaimedByRejection+" or "+luckydraw.ClaimedByReversal+
+				" (its coins are refunded: no pool inflow)", cmp.Or(by, "none"))
 		}
 	}
 	for _, g := range gifts {

@@ -61,7 +61,8 @@ func TestVerifyListsAbandonedIDs(t *testing.T) {
 // and checks the pool invariants (balance = funded + total_in - total_out
 // instead of balance = total_in; total_in is every gift's inflow): a
 // consistent state has no differences (a gift from before the ownership
-// needs no draw, a rejected gift adds no inflow); then a draw without its
+// needs no draw, a rejected gift adds no inflow, whether its rejection
+// claimed it first or took back what the sink had added); then a draw without its
 // gift, a gift without its draw, a gift without a draw_id, a rejection
 // without its gift and with its inflow in the pools, a draw with another
 // inflow and a pool off its invariants are each reported.
@@ -97,6 +98,9 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 		exec(`INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by, created_at_ms) VALUES ('hyapp', ?, ?, 1)`, id, claimedBy)
 	}
 	reject("x2", "rejected")
+	// x6: rejected after the sink had added its gift g6's inflow, which
+	// the rejection took back (finding 8): in no pool either.
+	reject("x6", "reversed")
 	// g0's inflow (before the ownership) came from the sink, g1's and g3's
 	// from their draws: total_in is all three gifts' either way.
 	exec(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, funded, total_in, total_out, reserve_floor) VALUES
@@ -107,12 +111,12 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 			&roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, GiftCount: 1, DrawId: drawID})}
 	}
 	cl := k.Client(t)
-	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g2", 2, "x2"), gift("g3", 3, "d3"), gift("g1", 1, "d1")).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, gift("g0", 0, ""), gift("g1", 1, "d1"), gift("g2", 2, "x2"), gift("g3", 3, "d3"), gift("g1", 1, "d1"), gift("g6", 6, "x6")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testenv.Config(t, k, m)
 	out, err := run(t, cfg, time.Second)
-	if err != nil || !strings.Contains(out, "reconciled 3 lucky gifts with 2 draws and 1 rejections by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
+	if err != nil || !strings.Contains(out, "reconciled 4 lucky gifts with 2 draws and 2 rejections (1 of them took back the inflow the sink had added) by draw_id, checked 3 pools") || !strings.Contains(out, ": 0 differences") {
 		t.Fatalf("consistent state: %v\n%s", err, out)
 	}
 
@@ -131,7 +135,7 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 		"lucky draw without a gift event[d9]",
 		"lucky gift without its draw or rejection[g4]",
 		"lucky rejection without a gift event[x8]",
-		"lucky rejection's inflow claim[x8]: want rejected (its coins are refunded: no pool inflow), got stream",
+		"lucky rejection's inflow claim[x8]: want rejected or reversed (its coins are refunded: no pool inflow), got stream",
 		"lucky gift without a draw[g5]",
 		"lucky_draw_records[d3]: want {RoomID:r1 GiftID:rose RuleVersion:v1 In:{Pool:50 Platform:10 Room:15 Gift:25}} (gift g3)",
 		"lucky_pools.balance below reserve_floor[platform/global]: want >= 100, got 50",

@@ -445,6 +445,7 @@ func TestDecide(t *testing.T) {
 		{"claimed by another gift", false, map[luckyinflow.DrawKey]string{{app, "d"}: "stream"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"duplicate_draw"}},
 		{"two gifts of one draw in a batch", false, nil, []*activityv1.LuckyPoolInflow{in("b", "d"), in("c", "d")}, []string{"consumed", "duplicate_draw"}},
 		{"rejected", true, map[luckyinflow.DrawKey]string{{app, "d"}: "rejected"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"rejected"}},
+		{"reversed by its rejection", true, map[luckyinflow.DrawKey]string{{app, "d"}: "reversed"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"rejected"}},
 		{"other app's claim", true, map[luckyinflow.DrawKey]string{{"other", "d"}: "draw"}, []*activityv1.LuckyPoolInflow{in("b", "d")}, []string{"consumed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

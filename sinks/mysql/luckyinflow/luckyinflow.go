@@ -38,7 +38,12 @@
 //   - A gift whose Execute the draw service rejected after the debit was
 //     claimed 'rejected' by that rejection: nothing is added (status
 //     rejected), neither to lucky_pools nor to the daily facts, since its
-//     coins are refunded.
+//     coins are refunded. When this applier had claimed and added it
+//     first (a gift written as a pending draw, its retried Execute
+//     rejected), the rejection takes the inflow back out of lucky_pools
+//     and lucky_pool_inflow_daily in its transaction and marks the claim
+//     and the consumption row 'reversed'; a later gift event naming that
+//     draw adds nothing either (status rejected).
 //   - Every other new inflow, whoever added it to the balances, adds its
 //     layer amounts to lucky_pool_inflow_daily (app_code, UTC date of the
 //     gift's occurred_at_ms, scope) with gift_count + 1.
@@ -183,9 +188,15 @@ const (
 	// draw_id (an upstream bug); nothing was added to lucky_pools.
 	StatusDuplicateDraw = "duplicate_draw"
 	// StatusRejected: the gift's ExecuteLuckyGiftDraw was rejected after
-	// the debit (claimed 'rejected'): its coins are refunded, so nothing
-	// is added to lucky_pools nor to lucky_pool_inflow_daily.
+	// the debit (claimed 'rejected' or 'reversed'): its coins are
+	// refunded, so nothing is added to lucky_pools nor to
+	// lucky_pool_inflow_daily.
 	StatusRejected = "rejected"
+	// StatusReversed: the sink added the inflow (consumed), then the
+	// gift's Execute was rejected and the draw service took it back out
+	// of lucky_pools and lucky_pool_inflow_daily (services/luckydraw
+	// ClaimedByReversal writes it). The applier never writes it.
+	StatusReversed = "reversed"
 )
 
 // Claimants of lucky_pool_inflow_claims.claimed_by.
@@ -195,6 +206,10 @@ const (
 	// ClaimedByRejection: the draw service rejected the gift's Execute
 	// (services/luckydraw ClaimedByRejection writes it).
 	ClaimedByRejection = "rejected"
+	// ClaimedByReversal: the stream had claimed and added the inflow, then
+	// the gift's Execute was rejected and took it back (services/luckydraw
+	// ClaimedByReversal writes it).
+	ClaimedByReversal = "reversed"
 )
 
 // Consumption is lucky_pool_inflow_consumption. Rows are inserted as
@@ -397,7 +412,7 @@ func Decide(fresh []*activityv1.LuckyPoolInflow, owned bool, claims map[DrawKey]
 			out[i] = StatusConsumed
 		case ok && by == ClaimedByDraw:
 			out[i] = StatusDrawn
-		case ok && by == ClaimedByRejection:
+		case ok && (by == ClaimedByRejection || by == ClaimedByReversal):
 			out[i] = StatusRejected
 		case ok || claimed[k]:
 			out[i] = StatusDuplicateDraw
