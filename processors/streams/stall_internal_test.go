@@ -88,3 +88,21 @@ func TestStallTrackerPunctuationAndForget(t *testing.T) {
 		t.Fatal("no stall must read as running")
 	}
 }
+
+// With several partitions backing off, resume returns the wait until the
+// first backoff ends, whatever the order the map gives, so the loop polls
+// again in time to resume that partition.
+func TestStallTrackerResumeWaitsForTheEarliest(t *testing.T) {
+	r := partsRuntime(t, nil)
+	st := &r.stalls
+	now := time.Now()
+	for i, in := range []time.Duration{3 * time.Second, time.Second, 2 * time.Second, 4 * time.Second} {
+		p := int32(i)
+		st.track(p)
+		st.record(partsTask(r, p), &kgo.Record{Topic: "in", Partition: p, Offset: 1}, errors.New("failing"))
+		st.of(p).until = now.Add(in)
+	}
+	if wait := st.resume(); wait <= 0 || wait > time.Second {
+		t.Fatalf("next resume in %s, want within the earliest backoff (1s)", wait)
+	}
+}
