@@ -379,6 +379,12 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 	if err != nil {
 		return err
 	}
+	str := func(v []byte) string {
+		if alias && len(v) > 0 {
+			return unsafe.String(&v[0], len(v))
+		}
+		return string(v)
+	}
 	created := false
 	lastIs := int64(0)
 	for len(b) > 0 {
@@ -396,14 +402,35 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 			b = b[n:]
 			v := protowire.DecodeZigZag(u)
 			switch f {
+			case fFirstSeat:
+				s.FirstSeatNo = int32(v)
+			case fCurrentSeat:
+				s.CurrentSeatNo = int32(v)
+			case fStatus:
+				if v < 0 || v > int64(StatusEnded) {
+					return fmt.Errorf("%w: status %d", ErrCorruptState, v)
+				}
+				s.Status = Status(v)
+			case fSeatStarted:
+				s.SeatStartedAtMs = v
+			case fPublishStarted:
+				s.PublishingStartedAtMs = v
+			case fEnded:
+				s.EndedAtMs = v
+			case fSeatOccupied:
+				s.SeatOccupiedMs = v
+			case fMicOnline:
+				s.MicOnlineMs = v
+			case fLastRoomVersion:
+				s.LastRoomVersion = v
 			case fCreatedAt:
 				s.CreatedAtMs, created = v, true
+			case fUpdatedAt:
+				s.UpdatedAtMs = v
+			case fVersion:
+				s.Version = v
 			case fLastIs:
 				lastIs = v
-			default:
-				if err := s.setVarint(f, v); err != nil {
-					return err
-				}
 			}
 		case protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
@@ -411,7 +438,25 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 				return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
 			}
 			b = b[n:]
-			s.setBytes(f, v, alias)
+			switch f {
+			case fRoomID:
+				s.RoomID = str(v)
+			case fEndReason:
+				s.EndReason = str(v)
+			case fOpenedEventID:
+				s.OpenedEventID = str(v)
+			case fPublishEventID:
+				s.PublishEventID = str(v)
+			case fClosedEventID:
+				s.ClosedEventID = str(v)
+			case fLastEventID:
+				s.LastEventID = str(v)
+			case fRecent:
+				for i := 0; i < recentIDs && len(v) >= 8; i++ {
+					s.Recent[i] = binary.LittleEndian.Uint64(v)
+					v = v[8:]
+				}
+			}
 		default:
 			n := protowire.ConsumeFieldValue(f, t, b)
 			if n < 0 {
@@ -420,6 +465,15 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 			b = b[n:]
 		}
 	}
+	s.fillOmitted(created, lastIs)
+	return nil
+}
+
+// fillOmitted sets the fields AppendBinary leaves out when they repeat
+// another: created_at when it equals the seat start (created false), the
+// last event id when it is the one lastIs names (1 opened, 2 publish, 3
+// closed).
+func (s *Session) fillOmitted(created bool, lastIs int64) {
 	if !created {
 		s.CreatedAtMs = s.SeatStartedAtMs
 	}
@@ -430,70 +484,6 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 		s.LastEventID = s.PublishEventID
 	case 3:
 		s.LastEventID = s.ClosedEventID
-	}
-	return nil
-}
-
-// setVarint sets the varint field f of a stored session to v (fields
-// unmarshal does not handle itself); unknown fields are ignored.
-func (s *Session) setVarint(f protowire.Number, v int64) error {
-	switch f {
-	case fFirstSeat:
-		s.FirstSeatNo = int32(v)
-	case fCurrentSeat:
-		s.CurrentSeatNo = int32(v)
-	case fStatus:
-		if v < 0 || v > int64(StatusEnded) {
-			return fmt.Errorf("%w: status %d", ErrCorruptState, v)
-		}
-		s.Status = Status(v)
-	case fSeatStarted:
-		s.SeatStartedAtMs = v
-	case fPublishStarted:
-		s.PublishingStartedAtMs = v
-	case fEnded:
-		s.EndedAtMs = v
-	case fSeatOccupied:
-		s.SeatOccupiedMs = v
-	case fMicOnline:
-		s.MicOnlineMs = v
-	case fLastRoomVersion:
-		s.LastRoomVersion = v
-	case fUpdatedAt:
-		s.UpdatedAtMs = v
-	case fVersion:
-		s.Version = v
-	}
-	return nil
-}
-
-// setBytes sets the bytes field f of a stored session to v, its strings
-// aliasing v when alias is set; unknown fields are ignored.
-func (s *Session) setBytes(f protowire.Number, v []byte, alias bool) {
-	str := func(v []byte) string {
-		if alias && len(v) > 0 {
-			return unsafe.String(&v[0], len(v))
-		}
-		return string(v)
-	}
-	switch f {
-	case fRoomID:
-		s.RoomID = str(v)
-	case fEndReason:
-		s.EndReason = str(v)
-	case fOpenedEventID:
-		s.OpenedEventID = str(v)
-	case fPublishEventID:
-		s.PublishEventID = str(v)
-	case fClosedEventID:
-		s.ClosedEventID = str(v)
-	case fLastEventID:
-		s.LastEventID = str(v)
-	case fRecent:
-		for i := 0; i < recentIDs && len(v) >= 8; i++ {
-			s.Recent[i] = binary.LittleEndian.Uint64(v)
-			v = v[8:]
-		}
 	}
 }
 
