@@ -61,7 +61,7 @@ TARGETS=(
   "processors/streams/punctuator.go|$PUNCTUATOR_TESTS"
   "sinks/mysql/store.go|^(TestOffsetRowsInOneOrder|TestApplyLocksOnlyItsPartitions|TestApplySkipsExactlyWhatIsStored|TestCrashRightAfterCommit|TestChunkedDedupe|TestConsumeKeepsFirst|TestStoreFencesRevokedOwner|TestReplayChangesNothing)"
   "sinks/mysql/consume.go|^(TestChunkedDedupe|TestConsumeKeepsFirst|TestReplayChangesNothing|TestApplySkipsExactlyWhatIsStored)"
-  "sinks/imoutbox/repo.go|^(TestClaim|TestBacklog|TestReleaseRestores|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
+  "sinks/imoutbox/repo.go|^(TestClaim|TestFastPathRowChanged|TestBacklog|TestReleaseRestores|TestMarksDoNotWait|TestAlreadyDelivered|TestCrashBetweenSendAndMark|TestPublishFailureRetryable)"
   "sinks/imoutbox/fastpath.go|^(TestFastPath|TestGiveUp|TestDrainWaits|TestOnAssigned|TestDropHeld|TestHeldRecordsAreNotCommitted|TestAlreadyDelivered|TestSyncFailedRow)"
   "processors/mic/engine.go|^(TestHandleTable|TestCompensate|TestSelectDue|TestPropertyRandomStreams|TestScratchMatchesFreshOutputs|TestWatermarkAndRetention|TestRoomCountPerUserDay|TestTooOld|TestRoomVersionZero|TestPublishConfirmedSeat|TestDueAtMs)"
   "processors/mic/days.go|^(TestSplitDays|TestRoomCountPerUserDay|TestDayOf|TestPropertyRandomStreams)"

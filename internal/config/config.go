@@ -16,7 +16,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -422,126 +421,6 @@ type PurgeConfig struct {
 type PurgeRoomOutboxConfig struct {
 	Enabled bool     `yaml:"enabled"`
 	Age     Duration `yaml:"age"`
-}
-
-// Default returns the configuration every key falls back to.
-func Default() Config {
-	return Config{
-		AppCode: "hyapp",
-		Log:     LogConfig{Level: "info", Format: "json"},
-		Metrics: MetricsConfig{Addr: ":9090"},
-		Kafka: KafkaConfig{
-			Brokers:           []string{"127.0.0.1:9092"},
-			ClientID:          "roomflow",
-			Partitions:        12,
-			ReplicationFactor: -1,
-			SessionTimeout:    Duration(15 * time.Second),
-			TopicRetention:    Duration(168 * time.Hour),
-			Topics: Topics{
-				RoomEvents:        "hyapp.room.events.v1",
-				UserMicEvents:     "hyapp.user.mic-events.v1",
-				MicLedger:         "hyapp.user.mic-ledger.v1",
-				MicSessionClosed:  "hyapp.user.mic-session-closed.v1",
-				MicDailyStats:     "hyapp.user.mic-daily-stats.v1",
-				MicLifetimeStats:  "hyapp.user.mic-lifetime-stats.v1",
-				LuckyPoolInflow:   "hyapp.activity.lucky-pool-inflow.v1",
-				LuckyEvents:       "hyapp.activity.lucky-events.v1",
-				DLQ:               "hyapp.room.events.dlq.v1",
-				RelayOffsets:      "roomflow.relay.offsets.v1",
-				MicStateChangelog: "roomflow.mic.state-changelog.v1",
-			},
-		},
-		MySQL: MySQLConfig{
-			DSN:          "root@tcp(127.0.0.1:3306)/roomflow",
-			MaxOpenConns: 16,
-			MaxIdleConns: 16,
-			ConnMaxLife:  Duration(30 * time.Minute),
-		},
-		Shutdown: ShutdownConfig{Timeout: Duration(10 * time.Second)},
-		Relay: RelayConfig{
-			BatchSize:       1000,
-			PollInterval:    Duration(100 * time.Millisecond),
-			GapMaxAge:       Duration(time.Hour),
-			MaxOpenGaps:     100000,
-			FailoverTimeout: Duration(15 * time.Second),
-			TransactionalID: "roomflow-relay",
-			MaxRecordBytes:  1 << 20,
-			MaxBatchBytes:   16 << 20,
-			Mode:            "poll",
-			Binlog:          RelayBinlogConfig{HeartbeatPeriod: Duration(time.Second)},
-		},
-		Process: ProcessConfig{
-			CommitInterval: Duration(100 * time.Millisecond),
-			CommitRecords:  5000,
-			RoomGroup:      "roomflow-room-processor",
-			MicGroup:       "roomflow-mic-processor",
-			RuleCacheSize:  10000,
-		},
-		Mic: MicConfig{
-			PendingPublishMaxAge:    Duration(2 * time.Minute),
-			PublishingSessionMaxAge: Duration(12 * time.Hour),
-			CompensationEnabled:     true,
-			CompensationInterval:    Duration(60 * time.Second),
-			CompensationBatchSize:   100,
-			ClosedSessionRetention:  Duration(7 * 24 * time.Hour),
-			DayRoomRetention:        Duration(48 * time.Hour),
-		},
-		Sink: SinkConfig{
-			BatchSize:     2000,
-			FlushInterval: Duration(50 * time.Millisecond),
-			Group:         "roomflow-mysql-sink",
-			MaxRetries:    10,
-		},
-		API: APIConfig{
-			Addr:          ":8080",
-			AppAddr:       ":8081",
-			GRPCAddr:      ":13005",
-			UserHeader:    "X-User-Id",
-			AppCodeHeader: "X-App-Code",
-		},
-		OutboxWorker: OutboxWorkerConfig{
-			Enabled:        true,
-			PollInterval:   Duration(time.Second),
-			BatchSize:      100,
-			PublishTimeout: Duration(3 * time.Second),
-			RetryStrategy:  "fixed_interval",
-			ClaimGrace:     Duration(5 * time.Second),
-			LockTTL:        Duration(30 * time.Second),
-			Group:          "roomflow-im-publisher",
-		},
-		IM: IMConfig{
-			Endpoint:                     "https://adminapisgp.im.qcloud.com",
-			AdminIdentifier:              "administrator",
-			GroupIDPrefix:                "",
-			UserSigTTL:                   Duration(24 * time.Hour),
-			MaxCallsPerSecond:            200,
-			MaxMessagesPerGroupPerSecond: 40,
-			MaxMessageBytes:              12 * 1024,
-			FastPathDelay:                Duration(3 * time.Second),
-			ScanFallbackAfter:            Duration(time.Minute),
-		},
-		Lucky: LuckyConfig{
-			GRPCAddr:             ":13006",
-			WalletGRPCAddr:       "wallet-service:13004",
-			DrawTimeout:          Duration(300 * time.Millisecond),
-			WalletCreditTimeout:  Duration(500 * time.Millisecond),
-			OutboxBatchSize:      100,
-			OutboxPollInterval:   Duration(500 * time.Millisecond),
-			OutboxMaxRetries:     20,
-			OutboxLockTTL:        Duration(30 * time.Second),
-			ReplacedVersionGrace: Duration(10 * time.Second),
-			Switches:             LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
-		},
-		Purge: PurgeConfig{
-			BatchSize:                  1000,
-			BatchPause:                 Duration(10 * time.Millisecond),
-			UserMicEventConsumption:    Duration(30 * 24 * time.Hour),
-			LuckyPoolInflowConsumption: Duration(30 * 24 * time.Hour),
-			LuckyEventConsumption:      Duration(30 * 24 * time.Hour),
-			LuckyRoomStatsHourly:       Duration(90 * 24 * time.Hour),
-			RoomOutbox:                 PurgeRoomOutboxConfig{Age: Duration(7 * 24 * time.Hour)},
-		},
-	}
 }
 
 // Load reads path (empty: defaults only), applies environment overrides from

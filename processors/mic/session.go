@@ -465,6 +465,15 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 			b = b[n:]
 		}
 	}
+	s.fillOmitted(created, lastIs)
+	return nil
+}
+
+// fillOmitted sets the fields AppendBinary leaves out when they repeat
+// another: created_at when it equals the seat start (created false), the
+// last event id when it is the one lastIs names (1 opened, 2 publish, 3
+// closed).
+func (s *Session) fillOmitted(created bool, lastIs int64) {
 	if !created {
 		s.CreatedAtMs = s.SeatStartedAtMs
 	}
@@ -476,7 +485,6 @@ func (s *Session) unmarshal(b []byte, alias bool) error {
 	case 3:
 		s.LastEventID = s.ClosedEventID
 	}
-	return nil
 }
 
 // DayRooms is the set of rooms already counted in a user's room_count for

@@ -426,9 +426,37 @@ func (f *FastPath) dispatcher(lt lifetime) {
 // dispatch claims recs and starts their room chains. It reports false when
 // lt.run ended before the claim (nothing claimed, offsets not marked).
 func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
-	ctx := lt.run
-	var ids []string
-	envs := map[string]envelope.View{}
+	ids, envs := f.decodePoll(recs)
+	// Reserve in-flight room before claiming, so claimed rows never wait
+	// for capacity while their locks run.
+	if !f.reserveTokens(lt.run, len(ids)) {
+		return false
+	}
+	claims, ok := f.claimPoll(lt.run, ids)
+	if !ok {
+		return false
+	}
+	f.releaseTokens(len(ids) - len(claims.Claimed))
+	f.countClaims(len(ids), claims, envs)
+	order, byRoom := roomJobs(ids, claims, envs)
+	b := &pollBatch{recs: recs, rooms: max(1, len(order))}
+	f.mu.Lock()
+	f.queue = append(f.queue, b)
+	f.mu.Unlock()
+	if len(order) == 0 {
+		f.results <- chainResult{b: b, out: &outcome{}, last: true}
+		return true
+	}
+	for _, room := range order {
+		f.startChain(lt, b, room, byRoom[room])
+	}
+	return true
+}
+
+// decodePoll returns the event ids of recs in record order, each once, and
+// their envelopes by id (the last record of an id wins).
+func (f *FastPath) decodePoll(recs []*kgo.Record) (ids []string, envs map[string]envelope.View) {
+	envs = map[string]envelope.View{}
 	for _, r := range recs {
 		var env envelope.View
 		if err := env.Parse(r.Value); err != nil || len(env.EventID) == 0 {
@@ -445,9 +473,13 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		}
 		envs[id] = env
 	}
-	// Reserve in-flight room before claiming, so claimed rows never wait
-	// for capacity while their locks run.
-	for i := range ids {
+	return ids, envs
+}
+
+// reserveTokens takes n in-flight tokens; when ctx ends first it gives
+// back those it took and reports false.
+func (f *FastPath) reserveTokens(ctx context.Context, n int) bool {
+	for i := range n {
 		select {
 		case f.tokens <- struct{}{}:
 		case <-ctx.Done():
@@ -455,24 +487,32 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 			return false
 		}
 	}
-	var claims EventClaims
+	return true
+}
+
+// claimPoll claims ids, retrying a failed claim after a backoff. When ctx
+// ends first it gives back the tokens reserved for ids and reports false.
+func (f *FastPath) claimPoll(ctx context.Context, ids []string) (EventClaims, bool) {
 	for {
-		var err error
-		claims, err = f.svc.repo.ClaimEvents(ctx, f.svc.worker, ids, f.svc.cfg.LockTTL)
+		claims, err := f.svc.repo.ClaimEvents(ctx, f.svc.worker, ids, f.svc.cfg.LockTTL)
 		if err == nil {
-			break
+			return claims, true
 		}
 		f.svc.m.batchErrors.WithLabelValues("claim").Inc()
 		f.svc.log.Error("fast path claim failed; retrying", "events", len(ids), "error", err.Error())
 		select {
 		case <-ctx.Done():
 			f.releaseTokens(len(ids))
-			return false
+			return EventClaims{}, false
 		case <-time.After(retryJitter.Jitter(f.backoff)):
 		}
 	}
-	f.releaseTokens(len(ids) - len(claims.Claimed))
-	f.svc.m.claimBatch.WithLabelValues("fast").Observe(float64(len(ids)))
+}
+
+// countClaims records a claim of n events in the metrics, registers the
+// claimed rows for lock renewal and logs the events without a row.
+func (f *FastPath) countClaims(n int, claims EventClaims, envs map[string]envelope.View) {
+	f.svc.m.claimBatch.WithLabelValues("fast").Observe(float64(n))
 	for _, row := range claims.Claimed {
 		f.svc.claimed(row)
 	}
@@ -485,10 +525,13 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		f.svc.log.Warn("room event has no room_outbox row; not published", "event_id", id,
 			"event_type", string(envs[id].EventType), "room_id", string(envs[id].RoomID))
 	}
+}
 
-	var order []string
-	byRoom := map[string][]job{}
-	for _, id := range ids { // record order = per-room order
+// roomJobs groups the claimed events of ids by room: the rooms in order of
+// their first event, and each room's jobs in record order (its order).
+func roomJobs(ids []string, claims EventClaims, envs map[string]envelope.View) (order []string, byRoom map[string][]job) {
+	byRoom = map[string][]job{}
+	for _, id := range ids {
 		row, ok := claims.Claimed[id]
 		if !ok {
 			continue
@@ -498,49 +541,44 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		}
 		byRoom[row.RoomID] = append(byRoom[row.RoomID], job{row: row, env: envs[id]})
 	}
-	b := &pollBatch{recs: recs, rooms: max(1, len(order))}
+	return order, byRoom
+}
+
+// startChain starts room's chain for poll b: it waits for the room's
+// previous chain and a lane, then sends jobs in order, handing each result
+// to the recorder at once.
+func (f *FastPath) startChain(lt lifetime, b *pollBatch, room string, jobs []job) {
 	f.mu.Lock()
-	f.queue = append(f.queue, b)
+	prev := f.tails[room]
+	done := make(chan struct{})
+	f.tails[room] = done
 	f.mu.Unlock()
-	if len(order) == 0 {
-		f.results <- chainResult{b: b, out: &outcome{}, last: true}
-		return true
-	}
-	for _, room := range order {
-		f.mu.Lock()
-		prev := f.tails[room]
-		done := make(chan struct{})
-		f.tails[room] = done
-		f.mu.Unlock()
-		jobs := byRoom[room]
-		f.chains.Go(func() {
-			defer func() {
-				f.mu.Lock()
-				if f.tails[room] == done {
-					delete(f.tails, room)
-				}
-				f.mu.Unlock()
-				close(done)
-			}()
-			if prev != nil {
-				<-prev
+	f.chains.Go(func() {
+		defer func() {
+			f.mu.Lock()
+			if f.tails[room] == done {
+				delete(f.tails, room)
 			}
-			f.svc.lanes <- struct{}{}
-			var mu sync.Mutex
-			for i, j := range jobs {
-				out := &outcome{}
-				f.svc.one(lt, "fast", j, &mu, out)
-				<-f.tokens
-				if i == len(jobs)-1 {
-					<-f.svc.lanes
-				}
-				// Each result goes to the recorder at once, so a send is
-				// marked within milliseconds, not when its room's run ends.
-				f.results <- chainResult{b: b, out: out, last: i == len(jobs)-1}
+			f.mu.Unlock()
+			close(done)
+		}()
+		if prev != nil {
+			<-prev
+		}
+		f.svc.lanes <- struct{}{}
+		var mu sync.Mutex
+		for i, j := range jobs {
+			out := &outcome{}
+			f.svc.one(lt, "fast", j, &mu, out)
+			<-f.tokens
+			if i == len(jobs)-1 {
+				<-f.svc.lanes
 			}
-		})
-	}
-	return true
+			// Each result goes to the recorder at once, so a send is
+			// marked within milliseconds, not when its room's run ends.
+			f.results <- chainResult{b: b, out: out, last: i == len(jobs)-1}
+		}
+	})
 }
 
 func (f *FastPath) releaseTokens(n int) {

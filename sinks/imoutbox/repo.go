@@ -224,81 +224,17 @@ func (r *Repo) ClaimPendingOf(ctx context.Context, worker string, limit int, gra
 		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
 	}
 	defer tx.Rollback()
-	const cols = `SELECT id, event_id, event_type, room_id, room_version, payload, retry_count, created_at_ms, status, lock_until_ms FROM room_outbox `
-	type cand struct {
-		Row
-		eligible int64
-	}
-	var all []cand
-	branches := []struct {
-		where string
-		args  []any
-	}{
-		{`WHERE status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ? ORDER BY lock_until_ms, id`, []any{now, now - grace.Milliseconds()}},
-		{`WHERE status = 'retryable' AND lock_until_ms <= ? ORDER BY lock_until_ms, id`, []any{now}},
-		{`WHERE status = 'delivering' AND lock_until_ms < ? ORDER BY lock_until_ms, id`, []any{now}},
-	}
-	// Step 1: candidates by plain (non-locking) index reads, so the scan
-	// never locks rows it does not claim, such as fresh pending rows the
-	// fast path is claiming right now.
-	var candIDs []any
 	read := limit
 	if keep != nil {
 		read = limit * max(1, spread)
 	}
-	for _, b := range branches {
-		rows, err := tx.QueryContext(ctx, `SELECT id, room_id FROM room_outbox `+b.where+` LIMIT ?`, append(b.args, read)...)
-		if err != nil {
-			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
-		}
-		kept := 0
-		for rows.Next() {
-			var id int64
-			var room string
-			if err := rows.Scan(&id, &room); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
-			}
-			if kept < limit && (keep == nil || keep(room)) {
-				candIDs = append(candIDs, id)
-				kept++
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
-		}
+	candIDs, err := pendingCandidates(ctx, tx, now, grace, read, limit, keep)
+	if err != nil || len(candIDs) == 0 {
+		return nil, err
 	}
-	if len(candIDs) == 0 {
-		return nil, nil
-	}
-	// Step 2: lock the candidates by primary key, re-checking eligibility
-	// (another worker may have claimed one since step 1), SKIP LOCKED.
-	args := append([]any{}, candIDs...)
-	args = append(args, now, now-grace.Milliseconds(), now, now)
-	rows, err := tx.QueryContext(ctx, cols+`WHERE id IN (`+sqlbuild.List(len(candIDs))+`) AND (
-		(status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ?) OR
-		(status = 'retryable' AND lock_until_ms <= ?) OR
-		(status = 'delivering' AND lock_until_ms < ?)) FOR UPDATE SKIP LOCKED`, args...)
+	all, err := lockPendingCandidates(ctx, tx, candIDs, now, grace)
 	if err != nil {
-		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
-	}
-	for rows.Next() {
-		var c cand
-		var lockUntil int64
-		if err := rows.Scan(&c.ID, &c.EventID, &c.EventType, &c.RoomID, &c.RoomVersion, &c.Payload, &c.RetryCount, &c.CreatedAtMs, &c.PrevStatus, &lockUntil); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
-		}
-		c.eligible = lockUntil
-		if c.PrevStatus == StatusPending {
-			c.eligible = c.CreatedAtMs
-		}
-		all = append(all, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		return nil, err
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].eligible != all[j].eligible {
@@ -325,6 +261,88 @@ func (r *Repo) ClaimPendingOf(ctx context.Context, worker string, limit int, gra
 	// Hand rows out in id order so one room's events go out in order.
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// pendingCandidate is a row the scan locked, with the instant it became
+// eligible (created_at_ms for pending rows, lock_until_ms otherwise).
+type pendingCandidate struct {
+	Row
+	eligible int64
+}
+
+// pendingCandidates is the scan's step 1: the ids of up to limit rows per
+// branch (pending past grace, retryable, expired claims) whose room keep
+// accepts (nil: every room), among the first read rows of each branch in
+// index order. Plain (non-locking) reads, so the scan never locks rows it
+// does not claim, such as fresh pending rows the fast path is claiming.
+func pendingCandidates(ctx context.Context, tx *sql.Tx, now int64, grace time.Duration, read, limit int, keep func(room string) bool) ([]any, error) {
+	branches := []struct {
+		where string
+		args  []any
+	}{
+		{`WHERE status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ? ORDER BY lock_until_ms, id`, []any{now, now - grace.Milliseconds()}},
+		{`WHERE status = 'retryable' AND lock_until_ms <= ? ORDER BY lock_until_ms, id`, []any{now}},
+		{`WHERE status = 'delivering' AND lock_until_ms < ? ORDER BY lock_until_ms, id`, []any{now}},
+	}
+	var candIDs []any
+	for _, b := range branches {
+		rows, err := tx.QueryContext(ctx, `SELECT id, room_id FROM room_outbox `+b.where+` LIMIT ?`, append(b.args, read)...)
+		if err != nil {
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+		kept := 0
+		for rows.Next() {
+			var id int64
+			var room string
+			if err := rows.Scan(&id, &room); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+			}
+			if kept < limit && (keep == nil || keep(room)) {
+				candIDs = append(candIDs, id)
+				kept++
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+	}
+	return candIDs, nil
+}
+
+// lockPendingCandidates is the scan's step 2: it locks the candidates by
+// primary key, SKIP LOCKED, re-checking eligibility (another worker may
+// have claimed one since step 1), and returns the rows it locked.
+func lockPendingCandidates(ctx context.Context, tx *sql.Tx, candIDs []any, now int64, grace time.Duration) ([]pendingCandidate, error) {
+	args := append([]any{}, candIDs...)
+	args = append(args, now, now-grace.Milliseconds(), now, now)
+	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event_type, room_id, room_version, payload, retry_count, created_at_ms, status, lock_until_ms FROM room_outbox WHERE id IN (`+sqlbuild.List(len(candIDs))+`) AND (
+		(status = 'pending' AND lock_until_ms <= ? AND created_at_ms <= ?) OR
+		(status = 'retryable' AND lock_until_ms <= ?) OR
+		(status = 'delivering' AND lock_until_ms < ?)) FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+	}
+	var all []pendingCandidate
+	for rows.Next() {
+		var c pendingCandidate
+		var lockUntil int64
+		if err := rows.Scan(&c.ID, &c.EventID, &c.EventType, &c.RoomID, &c.RoomVersion, &c.Payload, &c.RetryCount, &c.CreatedAtMs, &c.PrevStatus, &lockUntil); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+		}
+		c.eligible = lockUntil
+		if c.PrevStatus == StatusPending {
+			c.eligible = c.CreatedAtMs
+		}
+		all = append(all, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("imoutbox: claim pending: %w", err)
+	}
+	return all, nil
 }
 
 // MarkDelivered sets rows delivered with last_error NULL (seed 000's

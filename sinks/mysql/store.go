@@ -206,23 +206,10 @@ type offsetRow struct {
 // and stores the next offsets. Either all of it commits or none of it does.
 func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, recs []Record, nowMs int64) (Result, error) {
 	res := Result{Applied: map[string]Applied{}, Offsets: map[TP]int64{}}
-	next := map[TP]int64{}
-	for _, r := range recs {
-		if _, ok := s.appliers[r.Topic]; !ok {
-			return res, fmt.Errorf("mysql sink: no applier for topic %s", r.Topic)
-		}
-		if n, ok := next[r.TP]; !ok || r.Offset+1 > n {
-			next[r.TP] = r.Offset + 1
-		}
+	next, tps, err := s.batchPartitions(recs)
+	if err != nil || len(tps) == 0 {
+		return res, err
 	}
-	if len(next) == 0 {
-		return res, nil
-	}
-	tps := make([]TP, 0, len(next))
-	for tp := range next {
-		tps = append(tps, tp)
-	}
-	sortTPs(tps)
 
 	tx, err := s.begin(ctx)
 	if err != nil {
@@ -230,88 +217,20 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 	}
 	defer tx.Rollback()
 
-	// 1. Fence: the offsets rows are locked until commit, so a claim by
-	// another instance either happened before (we see it and stop) or
-	// waits for this commit (and then reads our offsets).
-	// FORCE INDEX: on a small table the optimizer prefers a scan of the
-	// whole index, which locks every partition's row (offsetKeys).
-	where, wargs := offsetKeys(s.group, tps)
-	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, owner_id, generation FROM roomflow_sink_offsets FORCE INDEX (PRIMARY) WHERE "+where+" ORDER BY topic, partition_id FOR UPDATE", wargs...)
+	stored, err := s.lockOffsets(ctx, tx, owner, claims, tps)
 	if err != nil {
-		return res, fmt.Errorf("lock offsets: %w", err)
-	}
-	stored := make(map[TP]offsetRow, len(tps))
-	for rows.Next() {
-		var tp TP
-		var o offsetRow
-		if err := rows.Scan(&tp.Topic, &tp.Partition, &o.next, &o.owner, &o.gen); err != nil {
-			rows.Close()
-			return res, err
-		}
-		stored[tp] = o
-	}
-	if err := rows.Close(); err != nil {
 		return res, err
 	}
-	if err := rows.Err(); err != nil {
+	if err := s.applyNew(ctx, tx, recs, stored, nowMs, &res); err != nil {
 		return res, err
 	}
-	var fenced []TP
-	for _, tp := range tps {
-		o, ok := stored[tp]
-		if !ok || o.owner != owner || o.gen != claims[tp] {
-			fenced = append(fenced, tp)
-		}
-	}
-	if len(fenced) > 0 {
-		return res, &FencedError{Partitions: fenced}
-	}
-
-	// 2. Skip what an earlier transaction already applied.
-	items := map[string][]any{}
-	for _, r := range recs {
-		if r.Offset < stored[r.TP].next {
-			res.Behind++
-			continue
-		}
-		if r.Item != nil {
-			items[r.Topic] = append(items[r.Topic], r.Item)
-		}
-	}
-
-	// 3. Consumption rows and facts, topic by topic (one lock order for
-	// concurrent transactions).
-	atx := &Tx{tx: tx, nowMs: nowMs, chunk: s.chunk}
-	for _, topic := range slices.Sorted(maps.Keys(items)) {
-		a, err := s.appliers[topic].apply(ctx, atx, items[topic])
-		if err != nil {
-			return res, err
-		}
-		res.Applied[topic] = a
-	}
-
 	if s.inTxn != nil {
 		if err := s.inTxn(ctx); err != nil {
 			return res, err
 		}
 	}
-
-	// 4. Offsets.
-	var b strings.Builder
-	args := make([]any, 0, len(tps)*7)
-	b.WriteString("INSERT INTO roomflow_sink_offsets (consumer_group, topic, partition_id, next_offset, owner_id, generation, updated_at_ms) VALUES ")
-	for i, tp := range tps {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		n := max(next[tp], stored[tp].next)
-		res.Offsets[tp] = n
-		b.WriteString("(?,?,?,?,?,?,?)")
-		args = append(args, s.group, tp.Topic, tp.Partition, n, owner, claims[tp], nowMs)
-	}
-	b.WriteString(" ON DUPLICATE KEY UPDATE next_offset = GREATEST(next_offset, VALUES(next_offset)), updated_at_ms = VALUES(updated_at_ms)")
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return res, fmt.Errorf("store offsets: %w", err)
+	if err := s.storeOffsets(ctx, tx, owner, claims, tps, next, stored, res.Offsets, nowMs); err != nil {
+		return res, err
 	}
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("commit: %w", err)
@@ -322,6 +241,120 @@ func (s *Store) Apply(ctx context.Context, owner string, claims map[TP]int64, re
 		}
 	}
 	return res, nil
+}
+
+// batchPartitions returns the offset after each partition's last record
+// in recs and the partitions in lock order; an error when a record's
+// topic has no applier.
+func (s *Store) batchPartitions(recs []Record) (map[TP]int64, []TP, error) {
+	next := map[TP]int64{}
+	for _, r := range recs {
+		if _, ok := s.appliers[r.Topic]; !ok {
+			return nil, nil, fmt.Errorf("mysql sink: no applier for topic %s", r.Topic)
+		}
+		if n, ok := next[r.TP]; !ok || r.Offset+1 > n {
+			next[r.TP] = r.Offset + 1
+		}
+	}
+	if len(next) == 0 {
+		return next, nil, nil
+	}
+	tps := make([]TP, 0, len(next))
+	for tp := range next {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	return next, tps, nil
+}
+
+// lockOffsets is Apply's fence: it locks the offset rows of tps until
+// commit, so a claim by another instance either happened before (we see
+// it and stop with a FencedError) or waits for this commit (and then
+// reads our offsets). It returns the stored rows.
+func (s *Store) lockOffsets(ctx context.Context, tx *sql.Tx, owner string, claims map[TP]int64, tps []TP) (map[TP]offsetRow, error) {
+	// FORCE INDEX: on a small table the optimizer prefers a scan of the
+	// whole index, which locks every partition's row (offsetKeys).
+	where, wargs := offsetKeys(s.group, tps)
+	rows, err := tx.QueryContext(ctx, "SELECT topic, partition_id, next_offset, owner_id, generation FROM roomflow_sink_offsets FORCE INDEX (PRIMARY) WHERE "+where+" ORDER BY topic, partition_id FOR UPDATE", wargs...)
+	if err != nil {
+		return nil, fmt.Errorf("lock offsets: %w", err)
+	}
+	stored := make(map[TP]offsetRow, len(tps))
+	for rows.Next() {
+		var tp TP
+		var o offsetRow
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &o.next, &o.owner, &o.gen); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		stored[tp] = o
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var fenced []TP
+	for _, tp := range tps {
+		o, ok := stored[tp]
+		if !ok || o.owner != owner || o.gen != claims[tp] {
+			fenced = append(fenced, tp)
+		}
+	}
+	if len(fenced) > 0 {
+		return nil, &FencedError{Partitions: fenced}
+	}
+	return stored, nil
+}
+
+// applyNew skips the records an earlier transaction already applied
+// (counted in res.Behind) and hands the items of the others to their
+// topics' appliers, topic by topic (one lock order for concurrent
+// transactions), recording what each did in res.Applied.
+func (s *Store) applyNew(ctx context.Context, tx *sql.Tx, recs []Record, stored map[TP]offsetRow, nowMs int64, res *Result) error {
+	items := map[string][]any{}
+	for _, r := range recs {
+		if r.Offset < stored[r.TP].next {
+			res.Behind++
+			continue
+		}
+		if r.Item != nil {
+			items[r.Topic] = append(items[r.Topic], r.Item)
+		}
+	}
+	atx := &Tx{tx: tx, nowMs: nowMs, chunk: s.chunk}
+	for _, topic := range slices.Sorted(maps.Keys(items)) {
+		a, err := s.appliers[topic].apply(ctx, atx, items[topic])
+		if err != nil {
+			return err
+		}
+		res.Applied[topic] = a
+	}
+	return nil
+}
+
+// storeOffsets writes the next offset of each partition of tps (never
+// below the stored one) under owner's claims, in one statement, and
+// records them in offsets.
+func (s *Store) storeOffsets(ctx context.Context, tx *sql.Tx, owner string, claims map[TP]int64, tps []TP, next map[TP]int64, stored map[TP]offsetRow, offsets map[TP]int64, nowMs int64) error {
+	var b strings.Builder
+	args := make([]any, 0, len(tps)*7)
+	b.WriteString("INSERT INTO roomflow_sink_offsets (consumer_group, topic, partition_id, next_offset, owner_id, generation, updated_at_ms) VALUES ")
+	for i, tp := range tps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		n := max(next[tp], stored[tp].next)
+		offsets[tp] = n
+		b.WriteString("(?,?,?,?,?,?,?)")
+		args = append(args, s.group, tp.Topic, tp.Partition, n, owner, claims[tp], nowMs)
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE next_offset = GREATEST(next_offset, VALUES(next_offset)), updated_at_ms = VALUES(updated_at_ms)")
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("store offsets: %w", err)
+	}
+	return nil
 }
 
 // StoredOffsets returns the next offset the sink's group will apply per

@@ -62,100 +62,131 @@ func Generate(r *rand.Rand, g Gen) Stream {
 	if g.AppCode == "" {
 		g.AppCode = "hy"
 	}
-	type timed struct {
-		ev  mic.Event
-		at  int64
-		seq int
-	}
-	var evs []timed
+	gen := &generator{r: r, g: g}
 	var st Stream
-	seq := 0
-	add := func(ev mic.Event) {
-		seq++
-		evs = append(evs, timed{ev: ev, at: ev.OccurredAtMs, seq: seq})
-	}
 	for i := 0; i < g.Sessions; i++ {
-		user := int64(1000 + r.IntN(max(g.Users, 1)))
-		room := fmt.Sprintf("room-%d", r.IntN(max(g.Users/2, 3)))
-		ms := fmt.Sprintf("ms-%d-%d", user, i)
-		start := g.StartMs + r.Int64N(max(g.SpreadMs, 1))
-		if r.IntN(4) == 0 { // land close to a midnight
-			start = mic.DayOf(start)*mic.DayMs + mic.DayMs - r.Int64N(int64(2*time.Hour/time.Millisecond)) - 1
-		}
-		length := r.Int64N(max(g.MaxLen.Milliseconds(), 1))
-		if r.IntN(10) == 0 {
-			length = 0
-		}
-		seat := int32(1 + r.IntN(8))
-		t := Truth{AppCode: g.AppCode, UserID: user, RoomID: room, MicSessionID: ms, SeatStartMs: start,
-			FirstSeat: seat, LastSeat: seat}
-		base := mic.Event{AppCode: g.AppCode, RoomID: room, UserID: user, MicSessionID: ms,
-			EventType: mic.EventTypeRoomMicChanged}
-		up := base
-		up.EventID, up.Action, up.SeatNo, up.OccurredAtMs = ms+"-up", mic.ActionUp, seat, start
-		up.PublishState = "pending_publish"
-		add(up)
-		cur := start
-		end := start + length
-		if r.IntN(4) != 0 && length > 0 { // publishes
-			pubOcc := start + r.Int64N(length+1)
-			pe := base
-			pe.EventID, pe.Action, pe.SeatNo, pe.OccurredAtMs = ms+"-pub", mic.ActionPublishConfirmed, seat, pubOcc
-			pe.PublishState = "publishing"
-			eff := pubOcc
-			switch r.IntN(3) {
-			case 0: // RTC time a bit before the server accepted it, maybe before the seat
-				pe.PublishEventTimeMs = pubOcc - r.Int64N(3000)
-				eff = max(pe.PublishEventTimeMs, start)
-			case 1:
-				pe.PublishEventTimeMs = pubOcc
-			}
-			t.PublishMs = eff
-			add(pe)
-			cur = pubOcc
-		}
-		for c := r.IntN(3); c > 0 && end > cur; c-- { // seat changes
-			at := cur + r.Int64N(end-cur+1)
-			ce := base
-			seat = int32(1 + r.IntN(8))
-			ce.EventID, ce.Action, ce.SeatNo, ce.OccurredAtMs = fmt.Sprintf("%s-chg%d", ms, c), mic.ActionChange, seat, at
-			add(ce)
-			t.LastSeat = seat
-			cur = at
-		}
-		if r.Float64() >= g.OpenRate {
-			de := base
-			de.EventID, de.Action, de.SeatNo, de.OccurredAtMs = ms+"-down", mic.ActionDown, seat, max(end, cur)
-			de.Reason = []string{"leave", "kick", "room_closed", "publish_timeout", "rtc_audio_stopped"}[r.IntN(5)]
-			endEff := de.OccurredAtMs
-			if r.IntN(3) == 0 { // precise RTC stop time, possibly before the publish
-				de.RTCStoppedAtMs = max(de.OccurredAtMs-r.Int64N(5000), 1)
-				endEff = max(de.RTCStoppedAtMs, start)
-			}
-			t.EndMs, t.EndReason = endEff, de.Reason
-			add(de)
-		}
-		st.Sessions = append(st.Sessions, t)
+		st.Sessions = append(st.Sessions, gen.session(i))
 	}
 	if g.Skips {
-		for i := 0; i < g.Sessions/10+4; i++ {
-			at := g.StartMs + r.Int64N(max(g.SpreadMs, 1))
-			user := int64(1000 + r.IntN(max(g.Users, 1)))
-			e := mic.Event{AppCode: g.AppCode, RoomID: "room-x", UserID: user, EventType: mic.EventTypeRoomMicChanged,
-				OccurredAtMs: at, EventID: fmt.Sprintf("skip-%d", i)}
-			switch i % 4 {
-			case 0:
-				e.Action, e.MicSessionID = mic.ActionDown, fmt.Sprintf("ghost-%d", i)
-			case 1:
-				e.Action = mic.ActionUp // no mic_session_id
-			case 2:
-				e.Action, e.MicSessionID = "teleport", fmt.Sprintf("ghost-%d", i)
-			case 3:
-				e.Action, e.MicSessionID, e.UserID = mic.ActionUp, fmt.Sprintf("ghost-%d", i), 0
-			}
-			add(e)
-		}
+		gen.skips()
 	}
+	st.Events = deliver(r, g.DupRate, gen.evs)
+	return st
+}
+
+// generator holds what Generate has generated so far.
+type generator struct {
+	r   *rand.Rand
+	g   Gen
+	evs []timedEvent
+	seq int
+}
+
+// timedEvent is a generated event with its generation order, which breaks
+// ties of its time.
+type timedEvent struct {
+	ev  mic.Event
+	at  int64
+	seq int
+}
+
+func (gen *generator) add(ev mic.Event) {
+	gen.seq++
+	gen.evs = append(gen.evs, timedEvent{ev: ev, at: ev.OccurredAtMs, seq: gen.seq})
+}
+
+// session generates the events of session i (up, maybe a publish, seat
+// changes, maybe a down) and returns its truth.
+func (gen *generator) session(i int) Truth {
+	user := int64(1000 + gen.r.IntN(max(gen.g.Users, 1)))
+	room := fmt.Sprintf("room-%d", gen.r.IntN(max(gen.g.Users/2, 3)))
+	ms := fmt.Sprintf("ms-%d-%d", user, i)
+	start := gen.g.StartMs + gen.r.Int64N(max(gen.g.SpreadMs, 1))
+	if gen.r.IntN(4) == 0 { // land close to a midnight
+		start = mic.DayOf(start)*mic.DayMs + mic.DayMs - gen.r.Int64N(int64(2*time.Hour/time.Millisecond)) - 1
+	}
+	length := gen.r.Int64N(max(gen.g.MaxLen.Milliseconds(), 1))
+	if gen.r.IntN(10) == 0 {
+		length = 0
+	}
+	seat := int32(1 + gen.r.IntN(8))
+	t := Truth{AppCode: gen.g.AppCode, UserID: user, RoomID: room, MicSessionID: ms, SeatStartMs: start,
+		FirstSeat: seat, LastSeat: seat}
+	base := mic.Event{AppCode: gen.g.AppCode, RoomID: room, UserID: user, MicSessionID: ms,
+		EventType: mic.EventTypeRoomMicChanged}
+	up := base
+	up.EventID, up.Action, up.SeatNo, up.OccurredAtMs = ms+"-up", mic.ActionUp, seat, start
+	up.PublishState = "pending_publish"
+	gen.add(up)
+	cur := start
+	end := start + length
+	if gen.r.IntN(4) != 0 && length > 0 { // publishes
+		pubOcc := start + gen.r.Int64N(length+1)
+		pe := base
+		pe.EventID, pe.Action, pe.SeatNo, pe.OccurredAtMs = ms+"-pub", mic.ActionPublishConfirmed, seat, pubOcc
+		pe.PublishState = "publishing"
+		eff := pubOcc
+		switch gen.r.IntN(3) {
+		case 0: // RTC time a bit before the server accepted it, maybe before the seat
+			pe.PublishEventTimeMs = pubOcc - gen.r.Int64N(3000)
+			eff = max(pe.PublishEventTimeMs, start)
+		case 1:
+			pe.PublishEventTimeMs = pubOcc
+		}
+		t.PublishMs = eff
+		gen.add(pe)
+		cur = pubOcc
+	}
+	for c := gen.r.IntN(3); c > 0 && end > cur; c-- { // seat changes
+		at := cur + gen.r.Int64N(end-cur+1)
+		ce := base
+		seat = int32(1 + gen.r.IntN(8))
+		ce.EventID, ce.Action, ce.SeatNo, ce.OccurredAtMs = fmt.Sprintf("%s-chg%d", ms, c), mic.ActionChange, seat, at
+		gen.add(ce)
+		t.LastSeat = seat
+		cur = at
+	}
+	if gen.r.Float64() >= gen.g.OpenRate {
+		de := base
+		de.EventID, de.Action, de.SeatNo, de.OccurredAtMs = ms+"-down", mic.ActionDown, seat, max(end, cur)
+		de.Reason = []string{"leave", "kick", "room_closed", "publish_timeout", "rtc_audio_stopped"}[gen.r.IntN(5)]
+		endEff := de.OccurredAtMs
+		if gen.r.IntN(3) == 0 { // precise RTC stop time, possibly before the publish
+			de.RTCStoppedAtMs = max(de.OccurredAtMs-gen.r.Int64N(5000), 1)
+			endEff = max(de.RTCStoppedAtMs, start)
+		}
+		t.EndMs, t.EndReason = endEff, de.Reason
+		gen.add(de)
+	}
+	return t
+}
+
+// skips generates events that must be skipped: downs of unknown sessions,
+// ups without a session id or a user, unknown actions.
+func (gen *generator) skips() {
+	for i := 0; i < gen.g.Sessions/10+4; i++ {
+		at := gen.g.StartMs + gen.r.Int64N(max(gen.g.SpreadMs, 1))
+		user := int64(1000 + gen.r.IntN(max(gen.g.Users, 1)))
+		e := mic.Event{AppCode: gen.g.AppCode, RoomID: "room-x", UserID: user, EventType: mic.EventTypeRoomMicChanged,
+			OccurredAtMs: at, EventID: fmt.Sprintf("skip-%d", i)}
+		switch i % 4 {
+		case 0:
+			e.Action, e.MicSessionID = mic.ActionDown, fmt.Sprintf("ghost-%d", i)
+		case 1:
+			e.Action = mic.ActionUp // no mic_session_id
+		case 2:
+			e.Action, e.MicSessionID = "teleport", fmt.Sprintf("ghost-%d", i)
+		case 3:
+			e.Action, e.MicSessionID, e.UserID = mic.ActionUp, fmt.Sprintf("ghost-%d", i), 0
+		}
+		gen.add(e)
+	}
+}
+
+// deliver returns evs in delivery order with room versions, and a copy of
+// each event with probability dupRate a few positions later.
+func deliver(r *rand.Rand, dupRate float64, evs []timedEvent) []mic.Event {
+	var out []mic.Event
 	// Deliver in time order (per session order holds: its times never
 	// decrease and ties keep generation order).
 	sort.SliceStable(evs, func(i, j int) bool {
@@ -169,23 +200,23 @@ func Generate(r *rand.Rand, g Gen) Stream {
 		ev := e.ev
 		roomVer[ev.RoomID]++
 		ev.RoomVersion = roomVer[ev.RoomID]
-		st.Events = append(st.Events, ev)
-		if r.Float64() < g.DupRate {
+		out = append(out, ev)
+		if r.Float64() < dupRate {
 			// the copy arrives later in the same user's order
-			st.Events = append(st.Events, ev)
+			out = append(out, ev)
 		}
 	}
-	if g.DupRate > 0 { // move some copies a few positions further
-		for i := len(st.Events) - 1; i > 0; i-- {
-			if st.Events[i].EventID == st.Events[i-1].EventID && i+1 < len(st.Events) && r.IntN(2) == 0 {
-				j := min(i+1+r.IntN(4), len(st.Events)-1)
-				d := st.Events[i]
-				copy(st.Events[i:j], st.Events[i+1:j+1])
-				st.Events[j] = d
+	if dupRate > 0 { // move some copies a few positions further
+		for i := len(out) - 1; i > 0; i-- {
+			if out[i].EventID == out[i-1].EventID && i+1 < len(out) && r.IntN(2) == 0 {
+				j := min(i+1+r.IntN(4), len(out)-1)
+				d := out[i]
+				copy(out[i:j], out[i+1:j+1])
+				out[j] = d
 			}
 		}
 	}
-	return st
+	return out
 }
 
 // Agg is one row of expected or tallied totals.

@@ -161,17 +161,42 @@ func nz(v sql.NullInt64) int64 { return v.Int64 }
 // (consumed_at_ms, consumption updated_at_ms) and pool versions are not
 // deterministic across crashes and are checked only for range.
 func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
-	var problems []string
-	add := func(table string, want map[string]string, q string, scan func(*sql.Rows) (string, string, error)) {
-		got, err := query(ctx, db, q, scan)
-		if err != nil {
-			problems = append(problems, table+": "+err.Error())
-			return
-		}
-		problems = append(problems, diff(table, want, got)...)
+	c := &tableCheck{ctx: ctx, db: db}
+	o.checkMicTables(c)
+	o.checkLuckyTables(c)
+	problems := c.problems
+	if len(problems) == 0 {
+		return nil
 	}
+	sort.Strings(problems)
+	n := len(problems)
+	if len(problems) > 15 {
+		problems = problems[:15]
+	}
+	return fmt.Errorf("%d mismatches with the oracle:\n  %s", n, strings.Join(problems, "\n  "))
+}
 
-	add("user_mic_event_consumption", o.Consumed,
+// tableCheck collects the mismatches of one Check.
+type tableCheck struct {
+	ctx      context.Context
+	db       *sql.DB
+	problems []string
+}
+
+// add compares table's rows, as q and scan key and render them, with want.
+func (c *tableCheck) add(table string, want map[string]string, q string, scan func(*sql.Rows) (string, string, error)) {
+	got, err := query(c.ctx, c.db, q, scan)
+	if err != nil {
+		c.problems = append(c.problems, table+": "+err.Error())
+		return
+	}
+	c.problems = append(c.problems, diff(table, want, got)...)
+}
+
+// checkMicTables checks the mic sink's consumption, session and stats
+// tables.
+func (o *Oracle) checkMicTables(c *tableCheck) {
+	c.add("user_mic_event_consumption", o.Consumed,
 		"SELECT app_code, event_id, event_type, mic_session_id, user_id, action, status, skip_reason, created_at_ms FROM user_mic_event_consumption",
 		func(r *sql.Rows) (string, string, error) {
 			var app, id, typ, sid, action, status, skip string
@@ -187,7 +212,7 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 			s.EndReason, s.SeatOccupiedMs, s.MicOnlineMs, s.OpenedEventId, s.PublishEventId, s.ClosedEventId, s.LastEventId,
 			s.LastRoomVersion, s.CreatedAtMs, s.UpdatedAtMs, s.Version)
 	}
-	add("user_mic_sessions", wantS,
+	c.add("user_mic_sessions", wantS,
 		"SELECT app_code, mic_session_id, user_id, room_id, first_seat_no, current_seat_no, status, seat_started_at_ms, publishing_started_at_ms, ended_at_ms, end_reason, seat_occupied_ms, mic_online_ms, opened_event_id, publish_event_id, closed_event_id, last_event_id, last_room_version, created_at_ms, updated_at_ms, snapshot_version FROM user_mic_sessions",
 		func(r *sql.Rows) (string, string, error) {
 			var app, sid, room, status, reason, oe, pe, ce, le string
@@ -202,7 +227,7 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 	for k, r := range o.Daily {
 		wantD[k] = fmt.Sprint(*r)
 	}
-	add("user_mic_daily_stats", wantD,
+	c.add("user_mic_daily_stats", wantD,
 		"SELECT app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_daily_stats",
 		func(r *sql.Rows) (string, string, error) {
 			var app, date string
@@ -216,7 +241,7 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 	for k, r := range o.Lifetime {
 		wantL[k] = fmt.Sprint(*r)
 	}
-	add("user_mic_lifetime_stats", wantL,
+	c.add("user_mic_lifetime_stats", wantL,
 		"SELECT app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_lifetime_stats",
 		func(r *sql.Rows) (string, string, error) {
 			var app string
@@ -225,8 +250,12 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 			err := r.Scan(&app, &user, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])
 			return fmt.Sprintf("%s|%d", app, user), fmt.Sprint(v), err
 		})
+}
 
-	add("lucky_pool_inflow_consumption", o.Inflows,
+// checkLuckyTables checks the lucky inflow's consumption rows and the
+// pools.
+func (o *Oracle) checkLuckyTables(c *tableCheck) {
+	c.add("lucky_pool_inflow_consumption", o.Inflows,
 		"SELECT app_code, event_id, source_event_id, room_id, gift_id, rule_version, pool_in, platform_in, room_in, gift_in, occurred_at_ms FROM lucky_pool_inflow_consumption WHERE status = 'consumed'",
 		func(r *sql.Rows) (string, string, error) {
 			var app, id, src, room, gift, rule string
@@ -239,7 +268,7 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 	for k, r := range o.Pools {
 		wantP[k] = fmt.Sprint(*r)
 	}
-	add("lucky_pools", wantP,
+	c.add("lucky_pools", wantP,
 		"SELECT app_code, scope_type, scope_id, balance, total_in, version FROM lucky_pools",
 		func(r *sql.Rows) (string, string, error) {
 			var app, scope, id string
@@ -248,18 +277,8 @@ func (o *Oracle) Check(ctx context.Context, db *sql.DB) error {
 			err := r.Scan(&app, &scope, &id, &v[0], &v[1], &ver)
 			k := app + "|" + scope + "|" + id
 			if ver < 1 || ver > o.PoolTouch[k] {
-				problems = append(problems, fmt.Sprintf("lucky_pools: row %s: version %d outside 1..%d", k, ver, o.PoolTouch[k]))
+				c.problems = append(c.problems, fmt.Sprintf("lucky_pools: row %s: version %d outside 1..%d", k, ver, o.PoolTouch[k]))
 			}
 			return k, fmt.Sprint(v), err
 		})
-
-	if len(problems) == 0 {
-		return nil
-	}
-	sort.Strings(problems)
-	n := len(problems)
-	if len(problems) > 15 {
-		problems = problems[:15]
-	}
-	return fmt.Errorf("%d mismatches with the oracle:\n  %s", n, strings.Join(problems, "\n  "))
 }
