@@ -127,6 +127,19 @@ var ErrFenceWait = errors.New("luckydraw: the fence stayed locked")
 // (innodb_lock_wait_timeout on its own connection, whole seconds); it is
 // retried whole on a deadlock (fn re-reads what it decides on).
 func (a *Admin) change(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]Change, error)) ([]Change, error) {
+	return a.run(ctx, true, fn)
+}
+
+// logged runs fn like change but without the fence, for changes to rows a
+// draw batch locks itself (pool rows: funding waits for the batches that
+// hold them, and batches after it read the new balance) or never reads
+// (the reward outbox): taking the fence would stall every draw for each
+// pool an operator funds.
+func (a *Admin) logged(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]Change, error)) ([]Change, error) {
+	return a.run(ctx, false, fn)
+}
+
+func (a *Admin) run(ctx context.Context, fence bool, fn func(tx *sql.Tx, nowMs int64) ([]Change, error)) ([]Change, error) {
 	conn, err := a.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -144,8 +157,10 @@ func (a *Admin) change(ctx context.Context, fn func(tx *sql.Tx, nowMs int64) ([]
 	var out []Change
 	err = mysqlerr.InTx(ctx, conn, nil, adminAttempts, func(tx *sql.Tx) error {
 		nowMs := a.cfg.Now().UnixMilli()
-		if err := a.takeFence(ctx, tx, id, nowMs); err != nil {
-			return err
+		if fence {
+			if err := a.takeFence(ctx, tx, id, nowMs); err != nil {
+				return err
+			}
 		}
 		var err error
 		if out, err = fn(tx, nowMs); err != nil {
@@ -215,7 +230,7 @@ func (a *Admin) RetryFailedRewards(ctx context.Context, appCode string) (int, er
 	total := 0
 	for {
 		var n int
-		_, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		_, err := a.logged(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
 			var err error
 			n, err = luckyoutbox.RetryFailedTx(ctx, tx, appCode, retryChunk, nowMs)
 			return []Change{{AppCode: appCode, Command: "rewards retry", Target: "failed rewards",
@@ -578,7 +593,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(
 		}
 		return fmt.Sprintf("balance %d, reserve_floor %d", bal, fl), err
 	}
-	out, err := a.change(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+	out, err := a.logged(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
 		c := Change{AppCode: app, Command: "pools fund", Target: scopeType + "/" + scopeID}
 		var err error
 		if c.Old, err = pool(tx); err != nil {

@@ -307,3 +307,39 @@ func TestOneOutcomePerCommandAcrossReplicas(t *testing.T) {
 	outcome("twice-3")
 	e.checkInvariants(t)
 }
+
+// TestFundingDoesNotTakeTheFence: funding a pool (and re-driving failed
+// rewards) changes rows a draw batch locks itself or never reads, so it
+// neither waits for a held batch nor stalls the draws behind it; it is
+// still in the admin trail.
+func TestFundingDoesNotTakeTheFence(t *testing.T) {
+	h := newHeldCommit(t)
+	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
+	ctx := context.Background()
+	h.hold.Store(true)
+	first := make(chan error, 1)
+	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
+	h.reached(t)
+	fence := e.count(t, `SELECT version FROM lucky_fence`)
+	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := int64(0)
+	if _, err := a.FundPool(ctx, app, "room", "r-not-drawing", 500, &floor); err != nil {
+		t.Fatalf("funding a pool the held batch does not lock: %v", err)
+	}
+	if _, err := a.RetryFailedRewards(ctx, app); err != nil {
+		t.Fatalf("rewards retry: %v", err)
+	}
+	if n := e.count(t, `SELECT version FROM lucky_fence`); n != fence {
+		t.Fatalf("fence version %d after funding, was %d", n, fence)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_admin_log WHERE target IN ('room/r-not-drawing', 'failed rewards')`); n != 2 {
+		t.Fatalf("%d admin log rows for the fund and the retry, want 2", n)
+	}
+	h.free()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
