@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/schemas/activityv1"
@@ -119,22 +122,46 @@ func LuckyGift(e *Event) (*roomv1.RoomGiftSent, bool) {
 // = e's event id, the checked rule version and a stand-in debit receipt.
 // It returns the draw's answer (a draw, or a recorded rejection with its
 // draw_id and reject reason), or nil and the check's reject reason. Both calls follow ctx (its deadline is the
-// caller's per-attempt budget); an error means the draw's outcome is
-// unknown: the same call again, on any replica, is idempotent by
+// caller's per-attempt budget); an Unavailable answer is asked again
+// (retryUnavailable); an error means the draw's outcome is unknown: the same call again, on any replica, is idempotent by
 // command_id. It changes neither e nor gift.
 func DrawGift(ctx context.Context, client activityv1.LuckyGiftServiceClient, e *Event, gift *roomv1.RoomGiftSent) (*activityv1.ExecuteLuckyGiftDrawResponse, string, error) {
-	chk, err := CheckGift(ctx, client, e, gift)
+	chk, err := retryUnavailable(ctx, func() (*activityv1.CheckLuckyGiftResponse, error) { return CheckGift(ctx, client, e, gift) })
 	if err != nil {
 		return nil, "", err
 	}
 	if !chk.Enabled {
 		return nil, chk.RejectReason, nil
 	}
-	resp, err := ExecuteGift(ctx, client, e, gift, chk.RuleVersion)
+	resp, err := retryUnavailable(ctx, func() (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
+		return ExecuteGift(ctx, client, e, gift, chk.RuleVersion)
+	})
 	if err != nil {
 		return nil, "", err
 	}
 	return resp, resp.RejectReason, nil
+}
+
+// unavailableAttempts bounds DrawGift's retries of an Unavailable answer
+// (a draw timeout or a transient database error on a loaded machine).
+const unavailableAttempts = 5
+
+// retryUnavailable calls fn again, after a short pause, while it answers
+// codes.Unavailable, as room-service does: the service asks for the same
+// call again (the same command_id: a committed draw is returned, never
+// drawn twice). Any other error, or the last attempt's, is returned.
+func retryUnavailable[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := fn()
+		if err == nil || status.Code(err) != codes.Unavailable || attempt == unavailableAttempts {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
 }
 
 // giftMeta is the LuckyGiftMeta room-service sends for lucky gift e.
