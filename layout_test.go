@@ -221,16 +221,7 @@ func TestOversizedCountsWhatTheLimitsCover(t *testing.T) {
 	body := func(lines int) string { // a function of exactly lines lines
 		return "func f() {\n" + strings.Repeat("\t_ = 0\n", lines-2) + "}\n"
 	}
-	write := func(path, src string) {
-		t.Helper()
-		path = filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(path, src string) { t.Helper(); writeFixture(t, root, path, src) }
 	write("a/at_limit.go", "package a\n\n"+body(maxFuncLines))
 	write("a/over.go", "package a\n\ntype T struct{}\n\n"+strings.Replace(body(maxFuncLines+1), "func f()", "func (*T) f()", 1))
 	write("a/over_test.go", "package a\n\n"+body(maxFuncLines+1))
@@ -312,16 +303,7 @@ func outsideCitations(t *testing.T, root string) (found []string, checked int) {
 // and testdata are not.
 func TestOutsideCitationsFindsWhatItShould(t *testing.T) {
 	root := t.TempDir()
-	write := func(path, src string) {
-		t.Helper()
-		path = filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(path, src string) { t.Helper(); writeFixture(t, root, path, src) }
 	// The citations are split in two so that this file does not match.
 	write("a/a.go", "package a\n\n// Seed 0"+"00's rule.\nconst x = 1\n")
 	write("a/a_test.go", "package a\n\n// found by chaos seed 856094729 and t.Logf(\"seed %d\")\n")
@@ -336,5 +318,17 @@ func TestOutsideCitationsFindsWhatItShould(t *testing.T) {
 	}
 	if checked != 5 || !slices.Equal(found, want) {
 		t.Fatalf("checked %d files, found %q; want 5 and %q", checked, found, want)
+	}
+}
+
+// writeFixture writes src to root/path, making its directories.
+func writeFixture(t *testing.T, root, path, src string) {
+	t.Helper()
+	path = filepath.Join(root, path)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
