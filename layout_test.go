@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -220,16 +221,7 @@ func TestOversizedCountsWhatTheLimitsCover(t *testing.T) {
 	body := func(lines int) string { // a function of exactly lines lines
 		return "func f() {\n" + strings.Repeat("\t_ = 0\n", lines-2) + "}\n"
 	}
-	write := func(path, src string) {
-		t.Helper()
-		path = filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(path, src string) { t.Helper(); writeFixture(t, root, path, src) }
 	write("a/at_limit.go", "package a\n\n"+body(maxFuncLines))
 	write("a/over.go", "package a\n\ntype T struct{}\n\n"+strings.Replace(body(maxFuncLines+1), "func f()", "func (*T) f()", 1))
 	write("a/over_test.go", "package a\n\n"+body(maxFuncLines+1))
@@ -244,5 +236,99 @@ func TestOversizedCountsWhatTheLimitsCover(t *testing.T) {
 	}
 	if checked != 3 || !slices.Equal(over, want) {
 		t.Fatalf("checked %d files, over %v; want 3 and %v", checked, over, want)
+	}
+}
+
+// outsideCitation matches what a Go line may not say since issue 33: a
+// citation of the product documents by their three-digit number (their
+// rules are docs/requirements.md items now: MIC-10, D-IM-1) and a link to
+// the shared design outside the repository (the contracts are
+// docs/design.md). \b keeps random seeds ("chaos seed 856094729") apart.
+var outsideCitation = regexp.MustCompile(`(?i)\bseed [0-9]{3}\b|\.\./shared|shared/design\.md`)
+
+// TestStandsAlone names file:line of every Go line that cites a document
+// outside the repository: tests, generated code, --help texts and
+// benchmarks included, testdata excepted. Released migrations are SQL and
+// not read.
+func TestStandsAlone(t *testing.T) {
+	found, checked := outsideCitations(t, ".")
+	if checked < 100 {
+		t.Fatalf("checked %d files: the walk no longer finds the module's code", checked)
+	}
+	for _, f := range found {
+		t.Errorf("cites a document outside the repository (cite docs/requirements.md or docs/design.md instead): %s", f)
+	}
+}
+
+// outsideCitations walks the Go files under root (hidden directories and
+// testdata left out) and returns "path:line: text" for each line that
+// outsideCitation matches, with the number of files read.
+func outsideCitations(t *testing.T, root string) (found []string, checked int) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(d.Name(), ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		n := 0
+		for line := range strings.Lines(string(src)) {
+			n++
+			if outsideCitation.MatchString(line) {
+				found = append(found, fmt.Sprintf("%s:%d: %s", filepath.ToSlash(path), n, strings.TrimSpace(line)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found, checked
+}
+
+// TestOutsideCitationsFindsWhatItShould: numbered product documents and
+// links out are found in every kind of Go file; random seeds, other text
+// and testdata are not.
+func TestOutsideCitationsFindsWhatItShould(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, src string) { t.Helper(); writeFixture(t, root, path, src) }
+	// The citations are split in two so that this file does not match.
+	write("a/a.go", "package a\n\n// Seed 0"+"00's rule.\nconst x = 1\n")
+	write("a/a_test.go", "package a\n\n// found by chaos seed 856094729 and t.Logf(\"seed %d\")\n")
+	write("a/x.pb.go", "package a\n\n// see ../sha"+"red/design.md\n")
+	write("cmd/c/c.go", "package c\n\nconst help = `the seed 0"+"03 draw`\n")
+	write("a/testdata/t.go", "package a // seed 0"+"01\n")
+	write("a/doc.go", "package a // MIC-10; shared design notes\n")
+	found, checked := outsideCitations(t, root)
+	want := []string{"a/a.go:3: // Seed 0" + "00's rule.", "a/x.pb.go:3: // see ../sha" + "red/design.md", "cmd/c/c.go:3: const help = `the seed 0" + "03 draw`"}
+	for i := range want {
+		want[i] = filepath.ToSlash(root) + "/" + want[i]
+	}
+	if checked != 5 || !slices.Equal(found, want) {
+		t.Fatalf("checked %d files, found %q; want 5 and %q", checked, found, want)
+	}
+}
+
+// writeFixture writes src to root/path, making its directories.
+func writeFixture(t *testing.T, root, path, src string) {
+	t.Helper()
+	path = filepath.Join(root, path)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -782,7 +782,7 @@ func firstN[T any](xs []T, n int) string {
 // room-service sends it; a rejected draw is a recorded rejection and the
 // gift is written naming its draw_id (refunded: no pool inflow). A gift no
 // replica answers in time is written anyway naming its draw_id,
-// luckydraw.DrawID(app, event id) (seed 003: the room gift lands as a
+// luckydraw.DrawID(app, event id) (LUCKY-10: the room gift lands as a
 // pending lucky draw), and its draw is retried in the background,
 // alternating replicas, until it is answered or ctx ends: so gifts do land
 // before their draw commits. Once an Execute may have been sent (or the

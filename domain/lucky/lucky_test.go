@@ -23,7 +23,7 @@ func TestComputeInflowTable(t *testing.T) {
 		want                 Inflow
 		err                  error
 	}{
-		{"seed example 5% pool, 20/30 split", 10000, 50000, 200000, 300000, Inflow{500, 100, 150, 250}, nil},
+		{"LUCKY-4 worked example: 5% pool, 20/30 split", 10000, 50000, 200000, 300000, Inflow{500, 100, 150, 250}, nil},
 		{"floors pool_in", 999, 10000, 0, 0, Inflow{9, 0, 0, 9}, nil}, // 9.99 -> 9
 		{"floors each layer, gift takes remainder", 7, PPM, 333333, 333333, Inflow{7, 2, 2, 3}, nil},
 		{"rounding never gives a negative gift layer", 1, PPM, 500000, 500000, Inflow{1, 0, 0, 1}, nil},

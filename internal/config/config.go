@@ -144,7 +144,7 @@ type Topics struct {
 	MicDailyStats     string `yaml:"mic_daily_stats"`
 	MicLifetimeStats  string `yaml:"mic_lifetime_stats"`
 	LuckyPoolInflow   string `yaml:"lucky_pool_inflow"`
-	LuckyEvents       string `yaml:"lucky_events"` // LuckyGiftDrawn, ... from roomflow lucky (seed 003)
+	LuckyEvents       string `yaml:"lucky_events"` // LuckyGiftDrawn, ... from roomflow lucky (LUCKY-12)
 	DLQ               string `yaml:"dlq"`
 	RelayOffsets      string `yaml:"relay_offsets"`       // compacted, internal: relay position
 	MicStateChangelog string `yaml:"mic_state_changelog"` // compacted, internal: mic processor state
@@ -201,12 +201,13 @@ type ProcessConfig struct {
 	RuleCacheSize  int      `yaml:"rule_cache_size"`
 }
 
-// MicConfig holds seed 001's open-session compensation and retention knobs.
+// MicConfig holds MIC-10's open-session compensation (D-MIC-1) and the
+// retention knobs.
 type MicConfig struct {
 	PendingPublishMaxAge    Duration `yaml:"pending_publish_max_age"`
 	PublishingSessionMaxAge Duration `yaml:"publishing_session_max_age"`
-	// CompensationEnabled is seed 001's
-	// tasks.mic_open_session_compensation.enabled: false = no timer closes.
+	// CompensationEnabled is MIC-10's switch of the open session
+	// compensation: false = no timer closes.
 	CompensationEnabled    bool     `yaml:"compensation_enabled"`
 	CompensationInterval   Duration `yaml:"compensation_interval"`
 	CompensationBatchSize  int      `yaml:"compensation_batch_size"`
@@ -222,7 +223,7 @@ type SinkConfig struct {
 	MaxRetries    int      `yaml:"max_retries"`
 }
 
-// APIConfig is the stats query API (seed 001): three listeners, each
+// APIConfig is the stats query API (MIC-12, MIC-13): three listeners, each
 // disabled when empty, so a gateway-trusted header is never honoured where
 // anyone can reach the internal routes.
 type APIConfig struct {
@@ -289,9 +290,9 @@ func (c ClientTLSConfig) Files() tlsx.ClientFiles {
 	return tlsx.ClientFiles{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName, Reload: true}
 }
 
-// OutboxWorkerConfig is seed 000's block, names unchanged. poll_interval,
-// batch_size and publish_timeout <= 0 fall back to their defaults (seed
-// 000: never a busy loop, never a full scan); sinks/imoutbox applies that
+// OutboxWorkerConfig is IM-8's block, names unchanged. poll_interval,
+// batch_size and publish_timeout <= 0 fall back to their defaults
+// (IM-8: never a busy loop, never a full scan); sinks/imoutbox applies that
 // rule.
 //
 // Enabled false switches IM delivery off as a whole: publish-im then runs
@@ -329,18 +330,18 @@ type IMConfig struct {
 	// FastPathDelay is how long the fast path holds a consumed room event
 	// (on its own monotonic clock, from consumption) before claiming its
 	// row: room-service publishes synchronously itself and marks the row
-	// delivered (seed 000), and the fast path must not race it. 0 claims at
+	// delivered (IM-7), and the fast path must not race it. 0 claims at
 	// once, for deployments whose room-service no longer publishes.
 	FastPathDelay Duration `yaml:"fast_path_delay"`
 	// ScanFallbackAfter: a publish-im replica whose fast path has been out
 	// of its consumer group this long (Kafka unreachable) competes for a
 	// MySQL lock, and the holder's compensation scan claims every room at
 	// the full max_calls_per_second, so room_outbox alone still reaches
-	// IM (seed 000). At least kafka.session_timeout; 0 switches it off.
+	// IM (IM-12). At least kafka.session_timeout; 0 switches it off.
 	ScanFallbackAfter Duration `yaml:"scan_fallback_after"`
 }
 
-// LuckyConfig is `roomflow lucky`, seed 003's draw service: its gRPC
+// LuckyConfig is `roomflow lucky`, the lucky draw service (LUCKY-*): its gRPC
 // listener, wallet client, reward outbox worker, the risk caps the rule row
 // does not hold, the audit key, and the start values of the run-time kill
 // switches. services/luckydraw owns the checks (cmd/roomflow's wiring).
@@ -384,7 +385,7 @@ type LuckyConfig struct {
 	Switches LuckySwitches `yaml:"switches"`
 }
 
-// LuckySwitches are seed 003's global kill switches. Booleans: an explicit
+// LuckySwitches are LUCKY-14's global kill switches. Booleans: an explicit
 // false is honoured (they default to true).
 type LuckySwitches struct {
 	GlobalLuckyGiftEnabled bool `yaml:"global_lucky_gift_enabled"`

@@ -20,7 +20,7 @@ func TestDecode(t *testing.T) {
 	if err != nil || got != good {
 		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, good)
 	}
-	// Every id seed 001's VARCHAR(128) mic_session_id accepts is accepted.
+	// Every id the VARCHAR(128) mic_session_id (MIC-4) accepts is accepted.
 	longest := good
 	longest.MicSessionID = strings.Repeat("s", 128)
 	if got, err := mic.Decode(longest.Encode(), ""); err != nil || got != longest {

@@ -1,8 +1,9 @@
-// Package mic is the pure domain of seed 001's user mic online time: the
-// per-session state machine (up -> publish_confirmed -> change* -> down),
-// the UTC day split of seat and mic-online time, the ledger entry every input
-// event yields, the derived public events of a close, the timer (open session
-// compensation) closes, and event-id dedupe.
+// Package mic is the pure domain of user mic online time (MIC-1 to MIC-11 in
+// docs/requirements.md): the per-session state machine (up ->
+// publish_confirmed -> change* -> down), the UTC day split of seat and
+// mic-online time, the ledger entry every input event yields, the derived
+// public events of a close, the timer (open session compensation) closes,
+// and event-id dedupe.
 //
 // Nothing here talks to Kafka or MySQL. The engine reads and writes keyed
 // state through the small State interface; the stream adapter in
@@ -10,8 +11,8 @@
 // store, and tests back it with a map. Time enters only explicitly: an
 // input event carries its own times, and a timer close is given "now".
 //
-// Decisions the seed and design leave to the implementation (documented
-// where they are applied):
+// Decisions the requirements and design leave to the implementation
+// (documented where they are applied):
 //   - A repeated event_id already applied to the session (the session keeps
 //     the ids it applied, its last few as 64-bit hashes, also in the closed
 //     tombstone) yields no output at all: no ledger entry, no derived event.
@@ -38,8 +39,8 @@
 //     (in event time) after its session closed is no longer recognised as a
 //     duplicate: a late down is then unknown_session, and an up that old is
 //     refused as stale_event (Retention.TooOld), so neither counts twice.
-//   - mic_session_id is limited to 128 bytes, seed 001's column; longer
-//     ids are rejected to the DLQ. The timer close's event id
+//   - mic_session_id is limited to 128 bytes, its column's size (MIC-4);
+//     longer ids are rejected to the DLQ. The timer close's event id
 //     "MicSessionCompensated:{mic_session_id}" is then up to 150 bytes:
 //     migration 0008 widens the event-id columns it is stored in to 160
 //     (MaxDerivedEventIDLen).

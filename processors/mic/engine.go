@@ -19,7 +19,7 @@ const (
 	SkipUnknownAction  = "unknown_action"
 )
 
-// Timer close end reasons (seed 001 "Open Session Compensation").
+// Timer close end reasons (MIC-10's open session compensation).
 const (
 	ReasonCompensatedPublishTimeout   = "compensated_publish_timeout"
 	ReasonCompensatedPublishingWindow = "compensated_publishing_max_window"
@@ -39,7 +39,7 @@ type State interface {
 	PutDayRooms(appCode string, userID int64, day int64, rooms DayRooms)
 }
 
-// Policy holds the seed's timer windows (config keys mic.*).
+// Policy holds MIC-10's timer windows (config keys mic.*).
 type Policy struct {
 	PendingPublishMaxAge    time.Duration // mic.pending_publish_max_age
 	PublishingSessionMaxAge time.Duration // mic.publishing_session_max_age
@@ -328,7 +328,7 @@ func CompensatedEventID(micSessionID string) string {
 }
 
 // Compensate closes the open session id by timer if it is due at nowMs
-// (wall clock), per seed 001: a pending_publish session ends at
+// (wall clock), per MIC-10: a pending_publish session ends at
 // seat_started_at + pending max age with no mic online time; a publishing
 // one ends at publishing_started_at + publishing max age. The ledger entry
 // has event_id MicSessionCompensated:{mic_session_id}. ok is false when the

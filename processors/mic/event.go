@@ -36,8 +36,8 @@ const (
 	MaxEventIDLen = 128
 	MaxAppCodeLen = 32
 	MaxRoomIDLen  = 64
-	// MaxMicSessionIDLen is seed 001's user_mic_sessions.mic_session_id
-	// (VARCHAR(128)): every id the seed's schema accepts is accepted.
+	// MaxMicSessionIDLen is user_mic_sessions.mic_session_id (VARCHAR(128),
+	// MIC-4): every id the table accepts is accepted.
 	MaxMicSessionIDLen = 128
 	// MaxDerivedEventIDLen bounds the event ids this package derives for
 	// the ledger: the timer close's "MicSessionCompensated:{mic_session_id}"

@@ -6,9 +6,9 @@
 //     one user's mic events meet in one partition of the mic processor,
 //     still in room order (hence in mic-session order); an envelope without
 //     app_code gets Config.AppCode appended;
-//   - turns every RoomGiftSent with lucky=true into a LuckyPoolInflow (seed
-//     003, integer ppm, the rule version the event names) keyed by room_id
-//     on hyapp.activity.lucky-pool-inflow.v1;
+//   - turns every RoomGiftSent with lucky=true into a LuckyPoolInflow
+//     (LUCKY-4, integer ppm, the rule version the event names) keyed by
+//     room_id on hyapp.activity.lucky-pool-inflow.v1;
 //   - lets the other known room event types pass by (the IM publisher reads
 //     them from the room topic directly);
 //   - rejects to the DLQ, with a reason, what it cannot use: undecodable

@@ -48,17 +48,17 @@ func (s *DrawSummary) Add(o DrawSummary) {
 }
 
 // DrawLucky sends every lucky RoomGiftSent of events through the draw
-// service the way room-service does before it commits the gift (seed 003
-// "Target Flow"): CheckLuckyGift, the debit (its billing_receipt_id, here a
-// stand-in), ExecuteLuckyGiftDraw with the envelope's event id as
-// command_id and the checked rule version, then the gift's draw_id and
-// lucky_rule_version set from the answer, in place (Envelope and Payload),
-// so the row written afterwards names its draw. concurrency draws run at
-// once (room-service's many requests; the service group-commits them).
-// A gift the check rejects is sent as a plain gift (lucky=false: nothing
-// was debited for a draw); one the draw rejects after the debit stays a
-// lucky gift naming its recorded rejection's draw_id (refunded: its
-// inflow enters no pool). Both are counted under their reason.
+// service the way room-service does before it commits the gift (LUCKY-2):
+// CheckLuckyGift, the debit (its billing_receipt_id, here a stand-in),
+// ExecuteLuckyGiftDraw with the envelope's event id as command_id and the
+// checked rule version, then the gift's draw_id and lucky_rule_version set
+// from the answer, in place (Envelope and Payload), so the row written
+// afterwards names its draw. concurrency draws run at once (room-service's
+// many requests; the service group-commits them). A gift the check rejects
+// is sent as a plain gift (lucky=false: nothing was debited for a draw); one
+// the draw rejects after the debit stays a lucky gift naming its recorded
+// rejection's draw_id (refunded: its inflow enters no pool). Both are
+// counted under their reason.
 func DrawLucky(ctx context.Context, client activityv1.LuckyGiftServiceClient, events []Event, concurrency int) (DrawSummary, error) {
 	sum := DrawSummary{Rejected: map[string]int{}}
 	var mu sync.Mutex

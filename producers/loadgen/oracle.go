@@ -32,9 +32,9 @@ type Pool struct{ ScopeType, ScopeID string }
 type RuleKey struct{ GiftID, RuleVersion string }
 
 // Oracle is what roomflow must produce from a stream of room events,
-// computed straight from the events with the rules of seed 001, seed 003 and
-// the design: a reference written independently of processors/, used by
-// tests, the demo and `roomflow verify`.
+// computed straight from the events with the rules of docs/requirements.md
+// (MIC-*, LUCKY-*) and docs/design.md: a reference written independently of
+// processors/, used by tests, the demo and `roomflow verify`.
 //
 // Without a TimerPolicy only sessions closed by a real `down` are
 // accounted; sessions still open (or closed by the mic processor's timers)
@@ -345,7 +345,7 @@ func (b *OracleBuilder) luckyGift(e *envelope.View, g *envelope.GiftSent) {
 }
 
 // Inflow is a lucky gift's pool inflow and its split over the three
-// layers (seed 003).
+// layers (LUCKY-4).
 type Inflow struct{ Pool, Platform, Room, Gift int64 }
 
 // Inflow computes the inflow of a gift of heat under r: floor(heat ×

@@ -495,7 +495,7 @@ func sameRule(a, b *lucky.Rule) bool {
 }
 
 // SetRuleStatus changes a published version's status (draft, active,
-// paused, retired: the seed's gift_rule.status switch). Pausing or
+// paused, retired: LUCKY-14's rule status switch). Pausing or
 // retiring the deciding version stops its gift (no older version draws
 // instead). Activating a version older than the deciding one changes
 // nothing that draws: the change says so in its Note (to roll back,

@@ -41,7 +41,7 @@ type Dispatcher interface {
 
 // Config configures a Service. Zero values are the defaults, except
 // AuditKey, which is required. The three Disable* switches are the
-// negated start values of seed 003's global kill switches (so the zero
+// negated start values of LUCKY-14's global kill switches (so the zero
 // value is "on"); an operator override in lucky_switches wins over them.
 type Config struct {
 	// AppCode is the app_code of requests whose meta.app_code is empty.

@@ -9,7 +9,7 @@ import (
 	"github.com/hyapp/roomflow/domain/lucky"
 )
 
-// The three pool layers of seed 003, in the order of lucky_pools' primary
+// The three pool layers of LUCKY-4, in the order of lucky_pools' primary
 // key within one app_code ("gift" < "platform" < "room" is the key order;
 // this is the order of the arrays below, not of locking).
 const (
@@ -166,10 +166,10 @@ func CheckRule(r *lucky.Rule) error {
 	return err
 }
 
-// NewPlan applies seed 003's draw algorithm up to the random selection:
-// inflow from heat_value, each layer's capacity, the risk capacity, the
-// available payout, and the filtered candidate table (disabled tiers'
-// probability moved to the none tier). The none tier itself is never
+// NewPlan applies the draw algorithm of LUCKY-4 and LUCKY-5 up to the random
+// selection: inflow from heat_value, each layer's capacity, the risk
+// capacity, the available payout, and the filtered candidate table (disabled
+// tiers' probability moved to the none tier). The none tier itself is never
 // disabled (it pays nothing). Errors: ErrRuleInvalid, or lucky's inflow
 // errors (negative heat_value).
 func NewPlan(in DrawInput) (*Plan, error) {

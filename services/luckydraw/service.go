@@ -1,14 +1,14 @@
-// Package luckydraw is seed 003's draw service (`roomflow lucky`): the
-// gRPC hyapp.activity.v1.LuckyGiftService over MySQL. A draw is one MySQL
-// transaction (the seed's "Transaction Boundary"): the fence
-// (lucky_fence) first, idempotency by (app_code, command_id) over draws
-// and rejections, the switches and the deciding rule version, the
-// platform, room and gift pool rows and the risk counters locked FOR
-// UPDATE in key order, the inflow and payout applied, the draw record and
-// its lucky_outbox rows (the wallet credit, the lucky events) inserted.
-// No wallet call happens while locks are held: the synchronous credit runs
-// after commit through Config.Dispatcher, and the outbox worker retries
-// what it leaves pending.
+// Package luckydraw is the lucky draw service of LUCKY-1 to LUCKY-16 in
+// docs/requirements.md (`roomflow lucky`): the gRPC
+// hyapp.activity.v1.LuckyGiftService over MySQL. A draw is one MySQL
+// transaction (LUCKY-7's transaction boundary): the fence (lucky_fence)
+// first, idempotency by (app_code, command_id) over draws and rejections,
+// the switches and the deciding rule version, the platform, room and gift
+// pool rows and the risk counters locked FOR UPDATE in key order, the inflow
+// and payout applied, the draw record and its lucky_outbox rows (the wallet
+// credit, the lucky events) inserted. No wallet call happens while locks are
+// held: the synchronous credit runs after commit through Config.Dispatcher,
+// and the outbox worker retries what it leaves pending.
 //
 // Group commit: every draw of one app_code locks the platform pool row, so
 // draws of an app_code are serialized by MySQL anyway. The service runs

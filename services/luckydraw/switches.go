@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Seed 003's run-time kill switches (lucky_switches.name).
+// The run-time kill switches of LUCKY-14 (lucky_switches.name).
 const (
 	SwitchGlobal          = "global_lucky_gift_enabled"
 	SwitchLargeTier       = "large_tier_enabled"

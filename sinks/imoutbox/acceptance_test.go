@@ -20,9 +20,9 @@ import (
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 )
 
-// Seed 000 rows 1-3: the synchronous IM publish failed, the command
-// succeeded (room-service committed the row as pending), the row stays
-// pending with retry_count 0, and the compensation worker delivers the
+// IM-1, IM-3 (acceptance rows 1-3): the synchronous IM publish failed, the
+// command succeeded (room-service committed the row as pending), the row
+// stays pending with retry_count 0, and the compensation worker delivers the
 // same event_id and marks it delivered.
 func TestSyncFailedRowIsPendingThenWorkerDelivers(t *testing.T) {
 	e := newEnv(t, false)
@@ -74,8 +74,8 @@ func TestEmptyAppCodeIsTheConfiguredOne(t *testing.T) {
 	}
 }
 
-// Seed 000 rows 4-5: a failed publish makes the row retryable with
-// retry_count+1 and last_error; the next round succeeds -> delivered.
+// IM-3, IM-5 (acceptance rows 4-5): a failed publish makes the row retryable
+// with retry_count+1 and last_error; the next round succeeds -> delivered.
 func TestPublishFailureRetryableThenDelivered(t *testing.T) {
 	e := newEnv(t, false)
 	e.insert(time.Second, gift("g-fail", "r1", 1))
@@ -157,7 +157,7 @@ func TestOversizedEvent(t *testing.T) {
 	}
 }
 
-// Seed 000 row 6: a row room-service already marked delivered (sync
+// IM-7 (acceptance row 6): a row room-service already marked delivered (sync
 // publish succeeded) is neither scanned nor sent again by the fast path.
 func TestAlreadyDeliveredNotSentAgain(t *testing.T) {
 	e := newEnv(t, true)
@@ -191,8 +191,8 @@ func TestAlreadyDeliveredNotSentAgain(t *testing.T) {
 	}
 }
 
-// Seed 000 row 8: RoomCreated, RoomHeatChanged and RoomRankChanged make
-// no IM call and are marked delivered, on both paths.
+// IM-6 (acceptance row 8): RoomCreated, RoomHeatChanged and RoomRankChanged
+// make no IM call and are marked delivered, on both paths.
 func TestNonIMEventsMarkedDelivered(t *testing.T) {
 	e := newEnv(t, true)
 	evs := []event{
@@ -218,8 +218,8 @@ func TestNonIMEventsMarkedDelivered(t *testing.T) {
 	}
 }
 
-// Seed 000 row 7: after cancel no new batch is claimed; the send in flight
-// is bounded by publish_timeout and its result is recorded.
+// IM-9 (acceptance row 7): after cancel no new batch is claimed; the send in
+// flight is bounded by publish_timeout and its result is recorded.
 func TestWorkerCancel(t *testing.T) {
 	e := newEnv(t, false)
 	e.cfg.PublishTimeout = 500 * time.Millisecond
@@ -387,7 +387,7 @@ func TestConnectionErrorHasNoSecrets(t *testing.T) {
 	}
 }
 
-// Seed 000's configuration rules: <= 0 falls back to defaults, unknown
+// IM-8's configuration rules: <= 0 falls back to defaults, unknown
 // retry strategies fail at start, IM credentials are required when
 // delivering (and only then). Each problem names its field.
 func TestConfigRules(t *testing.T) {

@@ -28,7 +28,7 @@ const (
 
 // ServiceConfig configures a Service: the delivery of claimed room_outbox
 // rows that both paths share, and the compensation scan. NewService fills
-// the defaults, then validates. Seed 000's rule holds for PollInterval,
+// the defaults, then validates. IM-8's rule holds for PollInterval,
 // BatchSize and PublishTimeout: a value <= 0 is the default (never a busy
 // loop, never a full scan, never an unbounded call).
 type ServiceConfig struct {
@@ -48,7 +48,7 @@ type ServiceConfig struct {
 	PublishTimeout time.Duration
 	// RetryStrategy is "" or "fixed_interval" (the same: retryable rows
 	// are claimed again by the next scan round); anything else is refused
-	// (seed 000: fail at start).
+	// (IM-8: fail at start).
 	RetryStrategy string
 	// ClaimGrace is how old a pending row must be before the scan claims
 	// it, so the Kafka fast path gets it first; at least FastPathDelay in
@@ -59,7 +59,7 @@ type ServiceConfig struct {
 	// DefaultLockTTL (30s).
 	LockTTL time.Duration
 	// MarkPermanentFailed marks rows failed on a permanent error instead of
-	// retrying them on the fixed interval. Default false (seed 000 V1).
+	// retrying them on the fixed interval. Default false (IM-5; D-IM-1).
 	MarkPermanentFailed bool
 	// Lanes bounds the rooms published concurrently. Default DefaultLanes
 	// (64).
@@ -83,7 +83,7 @@ type ServiceConfig struct {
 	Logger *slog.Logger
 }
 
-// fallBack applies seed 000's rule: PollInterval, BatchSize and
+// fallBack applies IM-8's rule: PollInterval, BatchSize and
 // PublishTimeout <= 0 are their defaults. It is the rule's one home.
 func (c *ServiceConfig) fallBack() {
 	if c.PollInterval <= 0 {

@@ -14,7 +14,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
-// Seed 000: room-service publishes each event itself right after its
+// IM-7: room-service publishes each event itself right after its
 // transaction and marks the row delivered. A simulated room-service does
 // exactly that for most events, a few hundred ms after the commit (after
 // the relay has put them on Kafka), while publish-im runs with the default

@@ -8,7 +8,7 @@ import (
 )
 
 // failureLog keeps an IM outage from flooding the log. Every failed publish
-// is logged at DEBUG with the row's fields (seed 000: event_id, event_type,
+// is logged at DEBUG with the row's fields (IM-10: event_id, event_type,
 // room_id, retry_count, status, error, plus code and source); at WARN only
 // the first failure of each error code, then one summary per interval with
 // the failures per code since the previous one. An interval without

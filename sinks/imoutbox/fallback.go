@@ -16,7 +16,7 @@ import (
 )
 
 // scanFallback keeps room system messages flowing when Kafka is
-// unreachable (seed 000: MySQL alone must suffice for the compensation
+// unreachable (IM-12: MySQL alone must suffice for the compensation
 // worker). The scan normally claims only the rooms of the partitions its
 // replica's fast path owns (see share), so without Kafka nobody would
 // claim anything. A replica whose fast path has been out of its consumer

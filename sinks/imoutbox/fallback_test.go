@@ -70,7 +70,7 @@ func fallbackOn(t *testing.T, reg *prometheus.Registry) bool {
 // group session with OnPartitionsLost once the heartbeat has failed for a
 // session timeout (its budget drops to 0), and im.scan_fallback_after
 // later the replica takes the fallback lock and its compensation scan
-// delivers the pending rows, each once, from MySQL alone (seed 000).
+// delivers the pending rows, each once, from MySQL alone (IM-12).
 func TestScanFallbackDeliversWhenKafkaCloses(t *testing.T) {
 	const share = 100
 	e := fallbackEnv(t, share)

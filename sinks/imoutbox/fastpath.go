@@ -26,7 +26,7 @@ import (
 // Before claiming, each poll is held for Config.FastPathDelay from the moment
 // it was consumed (this process's monotonic clock; no other host's clock
 // is compared): room-service publishes each event itself right after its
-// transaction and marks the row delivered (seed 000), and the fast path
+// transaction and marks the row delivered (IM-7), and the fast path
 // must not send the same event in between. Rows delivered meanwhile are
 // skipped by the claim. Polls leave the hold in order, so rooms stay in
 // order. The hold is bounded (maxHeld records): when it is full the

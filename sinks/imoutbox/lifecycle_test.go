@@ -64,7 +64,7 @@ func TestPublisherShutdownAndRestart(t *testing.T) {
 	}
 }
 
-// Seed 000: an envelope that does not decode stays in the table, the round
+// IM-11: an envelope that does not decode stays in the table, the round
 // reports the error and a metric counts it.
 func TestEnvelopeDecodeFailure(t *testing.T) {
 	e := newEnv(t, false)

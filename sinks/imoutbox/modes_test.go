@@ -57,7 +57,7 @@ func TestDisabledDeliversNothing(t *testing.T) {
 // An IM outage does not flood the log: n failed publishes over a few
 // codes give one WARN per code (again only after an interval without
 // failures) plus one summary per interval (counts per code), so
-// O(codes x intervals) lines; every failure is a DEBUG line with seed 000's
+// O(codes x intervals) lines; every failure is a DEBUG line with IM-10's
 // fields, and the metrics carry the counts.
 func TestOutageLogsFirstPerCodeThenSummaries(t *testing.T) {
 	e := newEnv(t, true)

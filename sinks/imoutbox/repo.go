@@ -1,8 +1,9 @@
-// Package imoutbox delivers room events to Tencent IM with seed 000's
-// room_outbox semantics: a Kafka fast path and a compensation worker that
-// claim rows (pending/retryable, or delivering with an expired lock) by
-// setting status delivering with a worker id and a lock deadline, publish,
-// and mark delivered or retryable (retry_count+1, short last_error).
+// Package imoutbox delivers room events to Tencent IM with the room_outbox
+// semantics of IM-1 to IM-12 in docs/requirements.md: a Kafka fast path and
+// a compensation worker that claim rows (pending/retryable, or delivering
+// with an expired lock) by setting status delivering with a worker id and a
+// lock deadline, publish, and mark delivered or retryable (retry_count+1,
+// short last_error).
 //
 // The fast path (FastPath) claims each poll's events in one transaction
 // and pipelines them: rooms send concurrently, each room in order across
@@ -197,7 +198,7 @@ func claimIDs(ctx context.Context, tx *sql.Tx, worker string, ids []any, now, lo
 	return nil
 }
 
-// ClaimPending is the compensation scan (seed 000's ClaimPendingOutbox):
+// ClaimPending is the compensation scan (IM-2):
 // up to limit rows, oldest eligible first, among
 //   - pending rows created at least grace ago (the fast path gets them first),
 //   - retryable rows (lock_until_ms holds the instant of the last failure),
@@ -345,9 +346,9 @@ func lockPendingCandidates(ctx context.Context, tx *sql.Tx, candIDs []any, now i
 	return all, nil
 }
 
-// MarkDelivered sets rows delivered with last_error NULL (seed 000's
-// MarkOutboxDelivered), in one statement. A delivery is a fact whoever
-// holds the claim, so only already-delivered rows are left alone.
+// MarkDelivered sets rows delivered with last_error NULL (IM-3), in one
+// statement. A delivery is a fact whoever holds the claim, so only
+// already-delivered rows are left alone.
 func (r *Repo) MarkDelivered(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -372,7 +373,7 @@ type Failure struct {
 	Failed bool
 }
 
-// MarkFailed records failures (seed 000's MarkOutboxFailed): status
+// MarkFailed records failures (IM-3): status
 // retryable (or failed), retry_count+1, last_error, lock_until_ms = now so
 // the row is retried at the next scan after rows that failed earlier. Only
 // rows still delivering under worker's claim change: a claim that expired

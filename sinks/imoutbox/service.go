@@ -376,7 +376,7 @@ func (s *Service) record(lt lifetime, source string, out *outcome) error {
 // (a MySQL failover) do not retry in step.
 var retryJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
 
-// ProcessPendingOutbox is one compensation round (seed 000): claim up to
+// ProcessPendingOutbox is one compensation round (IM-4): claim up to
 // BatchSize eligible rows, publish each bounded by PublishTimeout (one
 // failure never stops the batch), record each result as it ends. It returns the round's
 // errors (claim, mark, envelope decode) joined; rows stay in the table.
@@ -426,7 +426,7 @@ func (s *Service) processPending(lt lifetime, keep func(room string) bool, sprea
 }
 
 // RunOutboxWorker runs ProcessPendingOutbox at once and then every
-// PollInterval until ctx ends (seed 000). After cancel it starts no new
+// PollInterval until ctx ends (IM-9). After cancel it starts no new
 // round; the round in flight ends as ProcessPendingOutbox describes.
 func (s *Service) RunOutboxWorker(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.PollInterval)

@@ -29,12 +29,11 @@ import (
 //     room's sends never come from two replicas' pacers at once.
 //
 // A replica that owns no partition sends nothing: before its first
-// assignment, when it has lost its group membership, or when there are
-// more replicas than partitions. The exception is the scan fallback (see
-// scanFallback): a replica out of its group for im.scan_fallback_after
-// that holds the MySQL fallback lock claims every room at the full share,
-// so room_outbox alone still reaches IM when Kafka is unreachable (seed
-// 000).
+// assignment, when it has lost its group membership, or when there are more
+// replicas than partitions. The exception is the scan fallback (see
+// scanFallback): a replica out of its group for im.scan_fallback_after that
+// holds the MySQL fallback lock claims every room at the full share, so
+// room_outbox alone still reaches IM when Kafka is unreachable (IM-12).
 type share struct {
 	calls   float64       // im.max_calls_per_second: roomflow's share of the app limit
 	settle  time.Duration // how long a gained partition is owned before the scan takes its rooms

@@ -9,7 +9,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
-// TestLongestMicSessionIDs: seed 001's mic_session_id is VARCHAR(128).
+// TestLongestMicSessionIDs: mic_session_id is VARCHAR(128) (MIC-4).
 // Sessions with 128-byte ids go through the mic processor's domain (its
 // state encoding included) and the sink into MySQL: one closed by its down,
 // one by the timer, whose ledger event id "MicSessionCompensated:{id}" is

@@ -41,7 +41,7 @@ func timerCloseTxns(t *testing.T, e *env, wantLedger int, timeout time.Duration)
 
 // TestCompensationCatchUp: 5,000 pending sessions of one partition are
 // overdue at once (an outage of the room events, say). With a batch size of
-// 100 and an interval of 10 minutes, seed 001 closes them in batches back
+// 100 and an interval of 10 minutes, MIC-10 closes them in batches back
 // to back: the clock is advanced to one tick and then frozen, so no later
 // tick can help. Every session must close within that one tick, exactly
 // once, in many transactions of at most 100 timer closes each, all with the

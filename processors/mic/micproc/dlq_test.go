@@ -98,7 +98,7 @@ func TestNewerStateVersionStallsThePartition(t *testing.T) {
 	}
 }
 
-// TestLongestMicSessionID: seed 001 accepts a 128-byte mic_session_id, so
+// TestLongestMicSessionID: MIC-4 allows a 128-byte mic_session_id, so
 // the processor does (state key and value, all four output topics): a
 // session with such an id closed by its down and one closed by the timer,
 // whose ledger event id "MicSessionCompensated:{id}" is 150 bytes; one

@@ -96,10 +96,11 @@ func sums(t *testing.T, o *outputs) (seat, online int64) {
 	return seat, online
 }
 
-// TestVerificationMatrix runs every row of seed 001's Verification Matrix
-// through the processor (on the in-memory driver; the Kafka paths are the
-// crash, restore and timer tests): all rows' events go in together (one
-// user each), then each row checks what was committed for its user.
+// TestVerificationMatrix runs every row of the mic requirements'
+// verification matrix (MIC-1 to MIC-11) through the processor (on the
+// in-memory driver; the Kafka paths are the crash, restore and timer tests):
+// all rows' events go in together (one user each), then each row checks what
+// was committed for its user.
 func TestVerificationMatrix(t *testing.T) {
 	var rows []row
 	add := func(r row) { rows = append(rows, r) }

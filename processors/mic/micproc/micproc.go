@@ -2,7 +2,8 @@
 // exactly-once runtime (processors/streams): input hyapp.user.mic-events.v1
 // keyed by user_id, state in the runtime's changelog-backed store, outputs
 // the mic ledger and the three public derived topics, and a wall-clock
-// punctuation for the timer closes of seed 001's open session compensation.
+// punctuation for the timer closes of the open session compensation
+// (MIC-10, D-MIC-1).
 //
 // An input event without app_code belongs to the configured app_code (the
 // rule of every stage, see mic.Decode), so its facts equal those of an event
@@ -33,7 +34,7 @@
 // at the tick, the longest overdue first. It closes them in batches of at
 // most mic.compensation_batch_size, each batch its own transaction, back to
 // back (runtime Task.MoreDue) until none due at the tick is left; only then
-// does the timer wait for mic.compensation_interval (seed 001: the next batch
+// does the timer wait for mic.compensation_interval (MIC-10: the next batch
 // at once while overdue sessions remain). A batch pops its sessions from the
 // queue and re-reads each from the store, so the queue is only a list of
 // candidates: a session a real event closed meanwhile is skipped, and when
@@ -41,11 +42,10 @@
 // aborted) or belongs to a new task, the queue is rebuilt by a new scan. The
 // scan also feeds the open-sessions gauge.
 //
-// With Settings.DisableCompensation (mic.compensation_enabled=false, seed
-// 001's tasks.mic_open_session_compensation.enabled) no session is closed
-// by a timer: open sessions stay open until their real down. The
-// punctuation mic-retention then only prunes the state and feeds the
-// gauges.
+// With Settings.DisableCompensation (mic.compensation_enabled=false,
+// MIC-10's switch) no session is closed by a timer: open sessions stay open
+// until their real down. The punctuation mic-retention then only prunes the
+// state and feeds the gauges.
 //
 // Metrics (besides the runtime's roomflow_process_*):
 // roomflow_mic_events_total{action,outcome,reason},
@@ -118,7 +118,7 @@ const (
 	PunctuationRetention    = "mic-retention"
 )
 
-// Settings are the processor's knobs (seed 001's open session compensation
+// Settings are the processor's knobs (MIC-10's open session compensation
 // and the state retention).
 type Settings struct {
 	// Policy holds the timer's max ages: PendingPublishMaxAge, default 2m,
@@ -126,7 +126,7 @@ type Settings struct {
 	Policy mic.Policy
 	// DisableCompensation turns the timer closes off: open sessions stay
 	// open until their real down, and the timer only prunes the state.
-	// Default false: compensation runs (seed 001's default).
+	// Default false: compensation runs (MIC-10's default).
 	DisableCompensation bool
 	// CompensationInterval is the timer's period. Default 60s.
 	CompensationInterval time.Duration

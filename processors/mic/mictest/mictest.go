@@ -249,7 +249,7 @@ func newTotals() Totals {
 }
 
 // Close fills the end of sessions the stream left open, as the timers close
-// them (seed 001): pending ends at seat start + pending max age with no
+// them (MIC-10): pending ends at seat start + pending max age with no
 // online time, publishing at publish start + publishing max age.
 func Close(sessions []Truth, p mic.Policy) []Truth {
 	out := make([]Truth, len(sessions))

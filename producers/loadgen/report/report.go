@@ -1,9 +1,9 @@
-// Package report is the measuring side of a load run: latency samples
-// with their percentiles (Samples), time series (Series), and charts of
-// both as self-contained SVG (LineChart, BarChart) that a Markdown report
-// or the README can show. benchmarks/e2e and producers/loadgen/live
-// (`roomflow loadgen`'s live view and --report) use it, so a user's own
-// run and the project's benchmark report the same numbers the same way.
+// Package report is the measuring side of a load run: latency samples with
+// their percentiles (Samples), time series (Series), and charts of both as
+// self-contained SVG (LineChart, BarChart) that a Markdown report or
+// docs/performance.md can show. benchmarks/e2e and producers/loadgen/live
+// (`roomflow loadgen`'s live view and --report) use it, so a user's own run
+// and the project's benchmark report the same numbers the same way.
 //
 // Nothing here talks to Kafka or MySQL: the caller measures, this package
 // records and renders.

@@ -11,7 +11,7 @@ import (
 )
 
 // Values of lucky_outbox.event_type and .status, and of
-// lucky_draw_records.reward_status (seed 003's tables).
+// lucky_draw_records.reward_status (LUCKY-3's tables).
 const (
 	EventTypeRewardCredit  = "reward_credit"
 	EventTypeActivityEvent = "activity_event"

@@ -1,5 +1,5 @@
-// Package luckyoutbox delivers what seed 003's draw transaction leaves in
-// lucky_outbox: wallet credits of rewards (event_type reward_credit) and
+// Package luckyoutbox delivers what the draw transaction (LUCKY-7) leaves
+// in lucky_outbox: wallet credits of rewards (event_type reward_credit) and
 // lucky events for Kafka (activity_event). It is the worker of `roomflow
 // lucky` and the synchronous credit the draw service calls after commit.
 //

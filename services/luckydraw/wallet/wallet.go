@@ -1,6 +1,6 @@
 // Package wallet is roomflow's client of the wallet team's
-// hyapp.wallet.v1.WalletService (seed 003: "wallet-service needs a new
-// idempotent credit RPC"): CreditLuckyReward pays a lucky reward into a
+// hyapp.wallet.v1.WalletService (LUCKY-1: the idempotent credit RPC the
+// wallet team adds): CreditLuckyReward pays a lucky reward into a
 // user's coin balance.
 //
 // The wallet deduplicates by reward_id: a repeated credit of the same

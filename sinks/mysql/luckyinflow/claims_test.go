@@ -288,10 +288,10 @@ func TestRejectedGiftAddsNothing(t *testing.T) {
 	}
 }
 
-// TestGiftBeforeDraw: the gift event lands before its draw commits (the
-// seed's draw timeout): the sink claims and adds it, and the draw that
-// commits later inserts no claim, so it adds nothing: the inflow is in the
-// pools once.
+// TestGiftBeforeDraw: the gift event lands before its draw commits (a draw
+// timing out after the debit, LUCKY-10): the sink claims and adds it, and
+// the draw that commits later inserts no claim, so it adds nothing: the
+// inflow is in the pools once.
 func TestGiftBeforeDraw(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	s := newInflowSink(t, m.DB)

@@ -8,18 +8,18 @@
 //
 // # Who adds a gift's inflow to lucky_pools
 //
-// Seed 003's draw transaction (`roomflow lucky`, services/luckydraw) adds a
-// lucky gift's inflow to the pools itself, and the same gift later reaches
-// this applier as a LuckyPoolInflow through the room processor. A gift's
-// inflow must enter lucky_pools exactly once, whichever comes first, also
-// when the gift event lands before its draw commits (the seed's draw
-// timeout) and for gifts in flight while the draw service takes over. The
-// rule is one primary key: whichever of the draw transaction and this
-// applier first inserts the gift's (app_code, draw_id) into
+// The draw transaction of LUCKY-7 (`roomflow lucky`, services/luckydraw)
+// adds a lucky gift's inflow to the pools itself, and the same gift later
+// reaches this applier as a LuckyPoolInflow through the room processor. A
+// gift's inflow must enter lucky_pools exactly once, whichever comes first,
+// also when the gift event lands before its draw commits (a draw timing out
+// after the debit, LUCKY-10) and for gifts in flight while the draw service
+// takes over. The rule is one primary key: whichever of the draw transaction
+// and this applier first inserts the gift's (app_code, draw_id) into
 // lucky_pool_inflow_claims (claimed_by 'draw' or 'stream') adds the inflow;
 // the other adds nothing. The draw does INSERT IGNORE of its claim and adds
-// no inflow when it inserted no row. Per batch, for the inflows seen for
-// the first time (Decide, a pure function, says what happens to each):
+// no inflow when it inserted no row. Per batch, for the inflows seen for the
+// first time (Decide, a pure function, says what happens to each):
 //
 //   - The pool owner is read (lucky_pool_owner, id 1, LOCK IN SHARE MODE):
 //     `roomflow lucky` inserts that row at its first start.
@@ -86,7 +86,7 @@ import (
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
-// Lucky pool scopes (seed 003): one platform row, one per room, one per gift.
+// Lucky pool scopes (LUCKY-4): one platform row, one per room, one per gift.
 const (
 	ScopePlatform = "platform"
 	ScopeRoom     = "room"

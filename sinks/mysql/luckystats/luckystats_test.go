@@ -389,7 +389,8 @@ func TestPayoutCollectorConfig(t *testing.T) {
 // BenchmarkApply is one sink transaction of 1,000 new LuckyGiftDrawn
 // events of 20 gifts in 200 rooms (the lucky events' batch on the hot
 // path): run it against the commit before the room facts to see what
-// they cost (README "Lucky draw service", room-level signals).
+// they cost (docs/design.md, "The lucky draw service", room-level
+// signals).
 //
 //	go test -run '^$' -bench BenchmarkApply -count 6 ./sinks/mysql/luckystats/
 func BenchmarkApply(b *testing.B) {

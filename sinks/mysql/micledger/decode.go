@@ -21,7 +21,7 @@ const (
 	// maxDerivedEventID is the consumption row's event_id and the session's
 	// closed_event_id and last_event_id (VARCHAR(160) since migration
 	// 0008): a timer close's "MicSessionCompensated:{mic_session_id}" is
-	// up to 150 bytes for seed 001's 128-byte mic_session_id.
+	// up to 150 bytes for MIC-4's 128-byte mic_session_id.
 	maxDerivedEventID = 160
 	maxEventType      = 64
 	maxSessionID      = 128

@@ -12,7 +12,7 @@ type Tables struct {
 	Sessions, Daily, Lifetime string
 }
 
-// FactTables are the mic fact tables of seed 001.
+// FactTables are the mic fact tables of MIC-8.
 var FactTables = Tables{Sessions: "user_mic_sessions", Daily: "user_mic_daily_stats", Lifetime: "user_mic_lifetime_stats"}
 
 // List is the tables in a stable order.

@@ -29,7 +29,8 @@
 //     signal for operators, not a record anyone reconciles against).
 //
 // It never touches any other table: lucky_draw_records and lucky_outbox
-// (seed 003's audit trail and reward outbox) in particular, nor the other
+// (the draw service's audit trail and reward outbox, LUCKY-9 and LUCKY-10)
+// in particular, nor the other
 // fact tables, lucky_pool_inflow_claims or roomflow_sink_offsets.
 //
 // Each batch is one autocommit DELETE of at most BatchSize rows (by the

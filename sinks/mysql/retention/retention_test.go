@@ -100,10 +100,10 @@ func ids(t *testing.T, db *sql.DB, q string) []string {
 	return out
 }
 
-// TestPurge: one pass deletes exactly the consumption rows processed
-// before their window (by processing time, not event time), in batches,
-// and the delivered room_outbox rows older than the age below the relay's
-// bound; never lucky_draw_records or lucky_outbox (seed 003). A dry run
+// TestPurge: one pass deletes exactly the consumption rows processed before
+// their window (by processing time, not event time), in batches, and the
+// delivered room_outbox rows older than the age below the relay's bound;
+// never lucky_draw_records or lucky_outbox (LUCKY-9, LUCKY-10). A dry run
 // counts the same rows and deletes none. roomflow_purge_deleted_rows_total
 // counts per table.
 func TestPurge(t *testing.T) {
