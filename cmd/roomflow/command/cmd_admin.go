@@ -21,12 +21,8 @@ func migrateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or update the MySQL schema (idempotent, safe on every deploy)",
-		Long: `migrate applies roomflow's numbered MySQL migrations (embedded in the
-binary) that the database named by mysql.dsn has not applied yet, each
-once, and records them in schema_migrations. Concurrent runs are
-serialised by a named lock, so every replica may run it at start-up.
-A released migration whose text changed is reported as an error.`,
-		Args: cobra.NoArgs,
+		Long:  help("migrate"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {
@@ -58,12 +54,8 @@ func topicsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "topics",
 		Short: "Create or check every Kafka topic of the design",
-		Long: `topics creates the design's topics that do not exist, with
-kafka.partitions partitions (internal state topics compacted), and checks
-the ones that do. A topic with fewer partitions than configured, or an
-internal topic without cleanup.policy=compact, is reported as an error;
-existing topics are never altered.`,
-		Args: cobra.NoArgs,
+		Long:  help("topics"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {
@@ -98,13 +90,8 @@ func configCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "config",
 		Short: "Print the effective configuration with secrets redacted",
-		Long: `config loads the YAML file and environment overrides, validates the
-app-wide keys as every command does and the keys of every component that
-needs no secret (relay, processors, sink, stats API; publish-im checks its
-own, the IM credentials among them, when it starts), and prints the
-effective config as YAML. The MySQL password and the IM secret key are
-printed as REDACTED.`,
-		Args: cobra.NoArgs,
+		Long:  help("config"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {

@@ -27,14 +27,8 @@ func demoCmd(*globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole pipeline on embedded Kafka with synthetic load and print a summary",
-		Long: `demo needs nothing but a MySQL-compatible server (the local MariaDB by
-default; ROOMFLOW_MYSQL_DSN to choose another): it starts an embedded Kafka
-(kfake, 3 brokers) and a fake Tencent IM endpoint in this process, creates
-a fresh database (roomflow_demo), runs every component as 'roomflow run'
-does, writes a loadgen scenario into room_outbox, waits until the MySQL
-facts equal the independently computed oracle and every IM message was
-accepted, and prints what happened.`,
-		Args: cobra.NoArgs,
+		Long:  help("demo"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.ServerDSN = os.Getenv("ROOMFLOW_MYSQL_DSN")
 			if o.ServerDSN == "" {

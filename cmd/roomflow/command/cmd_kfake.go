@@ -21,12 +21,8 @@ func kfakeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kfake",
 		Short: "Run an in-memory Kafka-protocol broker (franz-go kfake) for local use",
-		Long: `kfake starts franz-go's kfake cluster: a Kafka-protocol broker that
-supports transactions, consumer groups and read_committed. The first broker
-listens on --listen; further brokers take the next ports. It prints the
-bootstrap address and runs until interrupted. For development, the demo and
-benchmarks only.`,
-		Args: cobra.NoArgs,
+		Long:  help("kfake"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, portStr, err := net.SplitHostPort(listen)
 			if err != nil {

@@ -34,58 +34,8 @@ func loadgenCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "loadgen",
 		Short: "Write synthetic gift/mic traffic into room_outbox (or Kafka) and print the expected results",
-		Long: `loadgen generates a reproducible scenario of rooms, users, mic sessions
-(crossing UTC midnights), plain and lucky gifts, joins and heat changes, and
-writes it into room_outbox in commit order (--to mysql, the default, as the
-room service would) or straight to the room events topic (--to kafka). It
-seeds the scenario's lucky_gift_rules row, then prints the oracle: the facts
-roomflow must produce. 'roomflow verify' checks them later.
-
---live writes wall-clock traffic instead: the events lie between now and
-now + --span and each row is inserted when the clock reaches its
-occurred_at; --abandoned of the sessions are left unpublished or without a
-down on purpose, for the mic timers (mic.pending_publish_max_age,
-mic.publishing_session_max_age of the config) to close, and the oracle
-includes those closes. Every other session keeps its events a third of the
-shorter max age away from its timer's due time.
-
---lucky-addr host:port sends every lucky gift through that draw service
-(roomflow lucky's LuckyGiftService) first (with --live right before the
-transaction that writes it), as room-service does: check,
-the debit's receipt, ExecuteLuckyGiftDraw with the gift's event id as
-command_id, then the gift row names the draw_id it answered. Without it,
-lucky gifts carry invented draw ids and no draw is made (the stream
-inflow owns the pools, as before the draw service). The rule must be
-active for the service (loadgen seeds it) and the pools funded ('roomflow
-lucky pools fund') for draws to pay.
-
---duration makes it a load test: new sessions, gifts, joins and heat
-changes in wall-clock time from now for that long at --rate events per
-second (reached over --ramp), in memory bounded by the open sessions and
-the facts, never by the events. Gifts go to rooms by Zipf popularity
-(--hot-room-skew, the s > 1); session lengths are log-normal with
---session-median and --session-p99; --publish-failure-share of sessions
-never publish and --abandoned never go down (the mic timers close both, as
-with --live); sessions still open at the end are left to the timers.
---writers write concurrently, --batch rows per transaction; every row of a
-room goes to one writer, after the previous one committed. Faults:
---redelivery-share (--to kafka: the record produced twice),
---malformed-share (rows no stage decodes: the room processor
-dead-letters them, counted apart; with --to mysql publish-im cannot
-deliver their room_outbox rows and retries them unless
-im.mark_permanent_failed is set), --late-commit-share (--to mysql:
-transactions held open --late-commit-hold, below relay.gap_max_age, so
-ids commit out of order). While it runs it shows a progress line a
-second (a bar on a terminal, log lines otherwise): events written against
-the schedule, ETA, the processor and sink group lag and the DLQ count from
-Kafka, the relay lag from --metrics-url endpoints. At the end it prints
-the achieved rate, the writers' lag behind the schedule (nothing is
-dropped: a writer behind only delays), the faults and the oracle;
---report FILE.md also writes the run as tables, the commit → fact latency
-of sampled mic events and SVG charts of rate and lag over time. 'roomflow
-verify --timers' must then find 0 differences; --verify runs it at the
-end (once the mic max ages passed), into the summary and the report.`,
-		Args: cobra.NoArgs,
+		Long:  help("loadgen"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {

@@ -34,34 +34,8 @@ func luckyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lucky",
 		Short: "Serve seed 003's lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
-		Long: `lucky serves hyapp.activity.v1.LuckyGiftService (CheckLuckyGift,
-ExecuteLuckyGiftDraw) on lucky.grpc_addr, with the gRPC health service and
-reflection; metrics on metrics.addr. Each draw is one MySQL transaction
-(concurrent draws of an app_code are group-committed): idempotent by
-command_id, pool rows locked in key order, inflow and payout by seed 003's
-formulas, risk caps, crypto/rand selection on the filtered table, audit
-material and lucky_outbox rows. After commit the reward is credited
-through lucky.wallet_grpc_addr (bounded by lucky.wallet_credit_timeout);
-a failure leaves it PENDING for the lucky_outbox worker, which also
-publishes the lucky events to kafka.topics.lucky_events at least once.
-
-At its first start it records in MySQL that the draw service owns
-lucky_pools (lucky_pool_owner): from then on the sink no longer adds the
-inflow of drawn gifts to the balances. It serves with no wallet and with
-Kafka down (rewards and events wait in lucky_outbox). lucky.audit_key
-(or ROOMFLOW_LUCKY_AUDIT_KEY) is required.
-
-lucky.tls (cert_file, key_file, client_ca_file, allowed_client_names)
-serves mutual TLS and admits callers by the DNS or SPIFFE URI names of
-their certificates; lucky.wallet_tls dials the wallet over TLS with a
-client certificate. Their files are read at start (a bad one: exit 2
-naming the key) and re-read when they change. A lucky.grpc_addr other
-hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
-refused (exit 2) with lucky.require_tls: true.
-
-Admin subcommands: audit, rules, tier, pools fund, switch, rewards retry,
-admin-log, stats.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
 			if err != nil {
@@ -279,13 +253,8 @@ func luckyAuditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Recompute draws' selected tier, reward and random_digest from their audit material",
-		Long: `audit re-reads lucky_draw_records (one --draw-id, or every draw of the last
---since) and recomputes from the stored candidate table and random_value the
-selected tier, the reward coins and the HMAC random_digest with
-lucky.audit_key (ROOMFLOW_LUCKY_AUDIT_KEY). It prints one line per draw
-that differs and a summary; the exit status is 0 when every draw matches,
-1 on a mismatch or an unknown draw id.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-audit"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (drawID == "") == (since == 0) {
 				return errors.New("give exactly one of --draw-id and --since")
@@ -333,22 +302,8 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(operatorFlags(&cobra.Command{
 		Use:   "publish FILE",
 		Short: "Validate and publish one rule version with its tiers from YAML",
-		Long: `publish reads one rule version (gift_id, rule_version, gift_price,
-pool_rate_ppm, platform_weight_ppm, room_weight_ppm, target_payout_rate_ppm,
-max_single_payout, max_user_daily_payout, max_room_hourly_payout, status
-(default draft), effective_at_ms (default now) and tiers: tier_id,
-reward_type none|fixed|multiplier, reward_value, probability_ppm,
-min_pool_balance, enabled (default true), large (default false: the tiers
-large_tier_enabled off disables; a version that marks none falls back to
-lucky.large_tier_min_reward, and publishing it active warns)), validates
-it (probabilities sum to 1,000,000, exactly one none tier, ppm ranges) and
-inserts the rule and its tiers in one transaction. Versions are immutable: publishing an
-existing version with other content is refused; the same content again
-(status and tier enabled aside, which change at run time) is a no-op.
-Unknown keys are an error. In the same transaction it retires the gift's
-versions that no longer draw (older than the deciding version and past
-lucky.replaced_version_grace, or paused).`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("lucky-rules-publish"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
 			if err != nil {
@@ -373,14 +328,8 @@ lucky.replaced_version_grace, or paused).`,
 	}), operatorFlags(&cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
 		Short: "Change a rule version's status (pause or retire it, or activate it)",
-		Long: `status sets one version's status. Of a gift's versions with
-effective_at_ms <= now and a status other than draft, the one with the
-greatest (effective_at_ms, id) decides: active, it draws; paused or
-retired, the gift is stopped (no older version draws instead). So pausing
-the deciding version stops the gift, and activating a version older than
-the deciding one changes nothing that draws (it says so): to roll back,
-publish the old table as a new version.`,
-		Args: cobra.ExactArgs(3),
+		Long:  help("lucky-rules-status"),
+		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"draft", "active", "paused", "retired"}, args[2]) {
 				return cfgerr.Usage(fmt.Errorf("status must be draft, active, paused or retired (got %q)", args[2]))
@@ -445,11 +394,8 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 	fund := &cobra.Command{
 		Use:   "fund",
 		Short: "Add coins to a pool's balance (and funded) and optionally set its reserve_floor",
-		Long: `fund adds --amount coins to one lucky_pools row's balance and funded in
-one statement (creating the row), so balance = funded + total_in -
-total_out keeps holding; --reserve-floor sets the floor the draw never
-pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-pools-fund"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
@@ -495,25 +441,8 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "switch NAME on|off|default",
 		Short: "Override a kill switch at run time (draws see it when the command returns)",
-		Long: `switch stores an operator override of one of seed 003's kill switches
-in MySQL (lucky_switches); it wins over the configured start value
-(lucky.switches.*) until 'switch NAME default' removes it. Names:
-global_lucky_gift_enabled, large_tier_enabled (off disables the tiers the
-rule marks large: true, or in a version that marks none those paying at
-least lucky.large_tier_min_reward; it says how many marked tiers),
-wallet_credit_dispatch, pilot_mode (on: only the pilot rooms draw, the
-others answer room_not_in_pilot; it warns while the list is empty), and
-with --room: room_scope_paused (on pauses the room's lucky draws) and
-pilot_room (on puts the room on the pilot list, at most 50 rooms: the
-51st is refused with exit 1; off or default takes it off).
-
-It acts when it returns: it waits (at most --wait) for the draw batches
-that read the old value to commit, on every replica, and every draw after
-it reads the new one. CheckLuckyGift and the reward outbox worker read
-switches through a cache of at most 1s, so a credit may still be made up
-to 1s after 'switch wallet_credit_dispatch off' returns. Past --wait it
-fails (exit 1) naming the connection it waited for, and changes nothing.`,
-		Args: cobra.ExactArgs(2),
+		Long:  help("lucky-switch"),
+		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *bool
 			switch args[1] {
@@ -568,12 +497,8 @@ func luckyRewardsCmd(g *globals) *cobra.Command {
 	retry := &cobra.Command{
 		Use:   "retry",
 		Short: "Re-drive failed rewards: back to pending, retried by the running service's outbox worker",
-		Long: `retry puts every reward whose retries were exhausted (lucky_outbox row and
-draw reward_status failed) back to pending with its attempts reset, due
-now; the lucky_outbox worker of a running 'roomflow lucky' credits it
-(the wallet dedupes by reward_id, so a reward credited before its answer
-was lost is not paid twice). --app-code limits it to one app.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-rewards-retry"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, db, admin, err := luckyAdmin(cmd, g)
 			if err != nil {
@@ -600,12 +525,8 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin-log",
 		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
-		Long: `admin-log prints the changes operator commands made (switch, rules
-publish|status, tier, pools fund, rewards retry, and the start-time tidy-up of
-rule statuses) over the last --since: when, who (--operator or $USER, and
-the host), the command, its target, and the old and new value. Each row
-was written in the change's own transaction.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-admin-log"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since <= 0 {
 				return cfgerr.Usage(fmt.Errorf("--since must be a positive duration (got %s)", since))

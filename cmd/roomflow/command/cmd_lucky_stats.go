@@ -21,13 +21,8 @@ func luckyStatsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats --room ROOM_ID",
 		Short: "Print a room's hourly lucky draws, payout and rejections (lucky_room_stats_hourly)",
-		Long: `stats prints the hours of lucky_room_stats_hourly of one room (app_code's)
-over the last --since, oldest first: draws and hits, the coins the draws
-took in and paid out, payout in ppm (coins out per coin in), and the
-Executes rejected after room-service's debit with the coins to refund.
-The sink writes these rows from the lucky events, so the newest hour lags
-the draws by the sink's lag. At most 31 days of hours are printed.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-stats"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if why := statsapi.ValidRoomID(room); why != "" {
 				return cfgerr.Usage(fmt.Errorf("--room: %s", why))

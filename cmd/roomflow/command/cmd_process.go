@@ -18,26 +18,7 @@ func processSpec() app.Spec {
 	return app.Spec{
 		Name:  "process",
 		Short: "Run the exactly-once stream processors (room processor, mic processor)",
-		Long: `process runs roomflow's Kafka->Kafka processors, each exactly once
-(read_committed input; output, state changelog and input offsets in one
-Kafka transaction, committed every process.commit_interval or
-process.commit_records records):
-
-  room  kafka.topics.room_events -> RoomMicChanged re-keyed by user_id to
-        kafka.topics.user_mic_events; lucky RoomGiftSent -> LuckyPoolInflow
-        (seed 003 ppm arithmetic, rules from MySQL lucky_gift_rules) to
-        kafka.topics.lucky_pool_inflow; poison records to kafka.topics.dlq.
-  mic   kafka.topics.user_mic_events -> sessions, daily and lifetime stats.
-
---only room|mic (or process.only) runs one of them. Every replica of a
-processor joins the same consumer group (process.room_group,
-process.mic_group); its transactional id is "<group>-<instance id>", the
-instance id defaulting to the host name (the pod name on Kubernetes), so a
-restarted replica fences its predecessor at once. With --instance-id each
-processor is also a static group member ("<instance id>-room", "-mic"):
-restarted after a crash it takes its partitions straight back instead of
-after kafka.session_timeout; stopped by SIGTERM it leaves its groups, so
-the partitions move to the other replicas at once.`,
+		Long:  help("process"),
 		Flags: func(fs *pflag.FlagSet) {
 			fs.String("only", "", "run only this processor: room or mic (overrides process.only)")
 			instanceIDFlag(fs)

@@ -22,34 +22,8 @@ func purgeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "purge",
 		Short: "Delete consumption rows and room-level lucky facts older than purge.* windows (and, if enabled, relayed delivered room_outbox rows), then exit",
-		Long: `purge makes one pass and exits (deploy/kubernetes/cronjob-purge.yaml runs
-it daily). It deletes, in batches of purge.batch_size rows (each its own
-autocommit DELETE, purge.batch_pause apart, so the sink and the relay keep
-running):
-
-  - user_mic_event_consumption, lucky_pool_inflow_consumption and
-    lucky_event_consumption rows the sink wrote longer ago than their
-    purge.<table> window (0: never);
-  - the hours of lucky_room_stats_hourly (the room-level lucky signals)
-    that ended longer ago than purge.lucky_room_stats_hourly (default
-    90 days; 0: never);
-  - with purge.room_outbox.enabled (default false: room-service owns the
-    table), delivered room_outbox rows created longer ago than
-    purge.room_outbox.age whose ids the relay has passed (below its lowest
-    open hole and high-water id, read from kafka.topics.relay_offsets).
-
-It never touches lucky_draw_records, lucky_outbox or any other fact table.
-
-The consumption tables are the sink's dedupe record: a record consumed
-again after its row is purged counts twice. So each window must be at
-least the Kafka retention of the topics its table dedupes:
-kafka.topic_retention and, read from the brokers at start, the topics'
-retention.ms plus segment.ms (Kafka deletes whole segments); a shorter
-window stops purge with an error naming the key.
-Never re-drive or replay records older than the window.
-
---dry-run counts what would be deleted and deletes nothing.`,
-		Args: cobra.NoArgs,
+		Long:  help("purge"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
 			if err != nil {

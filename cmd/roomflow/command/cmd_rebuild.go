@@ -21,23 +21,8 @@ func rebuildCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebuild",
 		Short: "Recompute the mic fact tables (and stream-owned lucky_pools) from Kafka into fresh tables and swap them in",
-		Long: `rebuild repairs the MySQL facts when 'roomflow verify' reports differences.
-It reads kafka.topics.mic_ledger (and kafka.topics.lucky_pool_inflow) from
-offset 0 up to the positions the sink has committed in
-roomflow_sink_offsets, applies every record with the sink's own code into
-fresh copies of user_mic_sessions, user_mic_daily_stats and
-user_mic_lifetime_stats (and lucky_pools while no lucky_pool_owner row
-exists: once roomflow lucky owns the pools, draws pay out of them and no
-topic replays that), and swaps them in with one atomic RENAME TABLE. The
-replaced tables stay as <table>__old; drop them once satisfied.
-
-Procedure: stop every 'roomflow sink' (rebuild refuses while the sink's
-consumer group sink.group has members), run rebuild, start the sinks
-again (they resume on the rebuilt tables from their positions), run
-'roomflow verify'. The topics must still hold their whole history
-(retention.ms=-1; rebuild refuses when a partition no longer starts at
-offset 0). Every event id of the ledger is held in memory during the run.`,
-		Args: cobra.NoArgs,
+		Long:  help("rebuild"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
 			if err != nil {

@@ -135,19 +135,9 @@ func newDeps(cfg *config.Config, log *slog.Logger) *app.Deps {
 func NewRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:   "roomflow",
-		Short: "Exactly-once stream processing for hyapp's voice-chat rooms",
-		Long: `roomflow relays MySQL room_outbox into Kafka, turns room events into
-per-user mic time and lucky-gift pool inflow, sinks the facts into MySQL
-exactly once, and publishes room events to Tencent Cloud IM.
-
-Configuration: one YAML file (--config or ROOMFLOW_CONFIG) plus the
-environment overrides ROOMFLOW_KAFKA_BROKERS, ROOMFLOW_MYSQL_DSN,
-ROOMFLOW_METRICS_ADDR, ROOMFLOW_IM_ENDPOINT, ROOMFLOW_IM_SDK_APP_ID,
-ROOMFLOW_IM_ADMIN_IDENTIFIER, ROOMFLOW_IM_SECRET_KEY, ROOMFLOW_APP_CODE,
-ROOMFLOW_KAFKA_SASL_PASSWORD, ROOMFLOW_LUCKY_AUDIT_KEY,
-ROOMFLOW_RELAY_BINLOG_DSN.
-See 'roomflow config' for every key and its effective value.`,
+		Use:           "roomflow",
+		Short:         "Exactly-once stream processing for hyapp's voice-chat rooms",
+		Long:          help("roomflow"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       buildinfo.Get().String(),
@@ -187,12 +177,8 @@ func runCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every component in one process (small installs, tests, the demo)",
-		Long: `run starts every registered component (relay, processors, sink, IM
-publisher) in one process sharing one metrics server and one MySQL pool.
-Each component also runs alone under its own subcommand; run them
-separately to scale them independently. run accepts every component's
-flags (--instance-id gives each of its groups a static member id).`,
-		Args: cobra.NoArgs,
+		Long:  help("run"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.deps()
 			if err != nil {
