@@ -1,6 +1,9 @@
 package luckyoutbox
 
 import (
+	"crypto/rand"
+	"fmt"
+
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 )
@@ -39,4 +42,14 @@ var appKeys = map[string]string{
 	"poll_interval":         "lucky.outbox_poll_interval",
 	"max_retries":           "lucky.outbox_max_retries",
 	"lock_ttl":              "lucky.outbox_lock_ttl",
+}
+
+// WorkerID is a worker id for the replica named instance: the name plus a
+// random suffix, at most 64 bytes. It names this process, not the pod: a
+// restarted process (same instance) must not take the rows its previous
+// incarnation claimed for its own before their lease ends.
+func WorkerID(instance string) string {
+	var b [4]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
+	return fmt.Sprintf("%.55s-%x", instance, b)
 }
