@@ -1,19 +1,13 @@
 package command
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
-	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/tools/setup"
 )
 
 func migrateCmd(g *globals) *cobra.Command {
@@ -28,22 +22,7 @@ func migrateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := cfg.Log.Logger(os.Stderr)
-			db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ms, err := migrate.Load()
-			if err != nil {
-				return err
-			}
-			res, err := migrate.Up(cmd.Context(), db, ms, lockWait, log)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d (%d applied now)\n", res.Current, len(res.Applied))
-			return nil
+			return setup.Migrate(cmd.Context(), cfg, lockWait, cfg.Log.Logger(os.Stderr), cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().DurationVar(&lockWait, "lock-wait", time.Minute, "how long to wait for another migrate to finish")
@@ -61,27 +40,7 @@ func topicsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kc := cfg.Kafka.Cluster(nil, nil)
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			// The release step runs first: a wrong password, CA or
-			// listener fails it here, saying which.
-			if err := kc.Ping(ctx); err != nil {
-				return err
-			}
-			cl, err := kc.NewClient("topics")
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tCOMPACTED\tCREATED")
-			for _, s := range statuses {
-				fmt.Fprintf(tw, "%s\t%d\t%v\t%v\n", s.Name, s.Partitions, s.Compacted, s.Created)
-			}
-			tw.Flush()
-			return err
+			return setup.Topics(cmd.Context(), cfg, cmd.OutOrStdout())
 		},
 	}
 }

@@ -2,11 +2,10 @@ package command
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/hyapp/roomflow/tools/fakekafka"
 )
 
 // kfakeCmd runs franz-go's kfake, a Kafka-protocol broker, for local use:
@@ -24,27 +23,7 @@ func kfakeCmd() *cobra.Command {
 		Long:  help("kfake"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host, portStr, err := net.SplitHostPort(listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			port, err := strconv.Atoi(portStr)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			ports := make([]int, brokers)
-			for i := range ports {
-				ports[i] = port + i
-			}
-			opts := []kfake.Opt{kfake.NumBrokers(brokers), kfake.Ports(ports...),
-				kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-					_, p, _ := net.SplitHostPort(addr)
-					return net.Listen(network, net.JoinHostPort(host, p))
-				})}
-			if dataDir != "" {
-				opts = append(opts, kfake.DataDir(dataDir))
-			}
-			c, err := kfake.NewCluster(opts...)
+			c, err := fakekafka.Start(listen, brokers, dataDir)
 			if err != nil {
 				return err
 			}

@@ -1,15 +1,12 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/tools/loadrun"
 )
@@ -41,26 +38,8 @@ func loadgenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sc.AppCode = cfg.AppCode
 			o.Out, o.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if ld.Duration > 0 {
-				if o.Live {
-					return cfgerr.Usage(fmt.Errorf("--live and --duration exclude each other"))
-				}
-				if err := loadTest(cmd, cfg, &sc, &ld, &o); err != nil {
-					return err
-				}
-				return loadrun.Load(cmd.Context(), cfg, sc, ld, o)
-			}
-			if o.Live {
-				if o.To != "mysql" {
-					return fmt.Errorf("--live writes to mysql only")
-				}
-				if !cmd.Flags().Changed("span") {
-					sc.Span = 10 * time.Minute
-				}
-			}
-			return loadrun.Scenario(cmd.Context(), cfg, sc, o)
+			return loadrun.Run(cmd.Context(), cfg, sc, ld, o, cmd.Flags().Changed)
 		},
 	}
 	scenarioFlags(cmd.Flags(), &sc)
@@ -76,7 +55,7 @@ func loadgenCmd(g *globals) *cobra.Command {
 
 // loadFlagSet binds the load-test flags (--duration and its shape and
 // faults) to ld, and its report's and verify's to o; --to, --rate and
-// --batch are shared with the scenario mode and copied in by loadTest.
+// --batch are shared with the scenario mode and copied in by loadrun.Run.
 func loadFlagSet(fs *pflag.FlagSet, ld *loadgen.Load, o *loadrun.Options) {
 	fs.DurationVar(&ld.Duration, "duration", 0, "load test: generate wall-clock traffic for this long (0: the fixed scenario)")
 	fs.DurationVar(&ld.Ramp, "ramp", ld.Ramp, "with --duration: reach --rate linearly over this long")
@@ -93,34 +72,4 @@ func loadFlagSet(fs *pflag.FlagSet, ld *loadgen.Load, o *loadrun.Options) {
 	fs.StringSliceVar(&o.MetricsURLs, "metrics-url", nil, "with --duration: a stage's /metrics URL for the relay lag (repeatable; the consumer groups' lag and the DLQ are read from Kafka anyway)")
 	fs.DurationVar(&o.Settle, "settle", time.Minute, "with --report or --verify: how long to wait after the writers for the pipeline to catch up, and then for the sampled mic events' facts or matching facts")
 	fs.BoolVar(&o.Verify, "verify", false, "with --duration: once the mic timers closed what the run left open, run 'roomflow verify --timers' into the summary and the report (exit status 1 when facts differ)")
-}
-
-// loadKeys re-keys loadgen.Load's Validate errors to the flags.
-var loadKeys = map[string]string{
-	"to": "--to", "duration": "--duration", "rate": "--rate", "ramp": "--ramp", "writers": "--writers", "batch": "--batch",
-	"hot_room_skew": "--hot-room-skew", "session_median": "--session-median", "session_p99": "--session-p99",
-	"publish_failure_share": "--publish-failure-share", "redelivery_share": "--redelivery-share",
-	"malformed_share": "--malformed-share", "late_commit_share": "--late-commit-share", "late_commit_hold": "--late-commit-hold",
-}
-
-// loadTest applies a load test's own defaults where their flags were not
-// given (an evening's users and rooms: the scenario's 300 users would all
-// sit on a mic within seconds; loadgen.DefaultLoad's rate) and checks ld,
-// naming the flags in its errors.
-func loadTest(cmd *cobra.Command, cfg *config.Config, sc *loadgen.Scenario, ld *loadgen.Load, o *loadrun.Options) error {
-	if !cmd.Flags().Changed("users") {
-		sc.Users = 100_000
-	}
-	if !cmd.Flags().Changed("rooms") {
-		sc.Rooms = 2_000
-	}
-	if !cmd.Flags().Changed("rate") {
-		o.Rate = loadgen.DefaultLoad().Rate
-	}
-	ld.To, ld.Batch, ld.Rate = o.To, o.Batch, o.Rate
-	err := cfgerr.Under("loadgen", loadKeys, ld.Validate())
-	if ld.LateCommitShare > 0 && ld.LateCommitHold >= cfg.Relay.GapMaxAge.D() {
-		err = errors.Join(err, &cfgerr.FieldError{Key: "--late-commit-hold", Msg: fmt.Sprintf("must be below relay.gap_max_age (%s), or the relay gives the held ids up", cfg.Relay.GapMaxAge.D())})
-	}
-	return err
 }

@@ -2,29 +2,24 @@ package command
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/hyapp/roomflow/domain/lucky"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
+	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
 // luckyCmd is `roomflow lucky`: seed 003's draw service, and under it the
@@ -56,36 +51,30 @@ func luckyCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// luckySpec builds the draw service: ownership recorded and rule
-// statuses tidied before serving, the wallet client, the lucky_outbox worker (the draw's synchronous
-// dispatcher too), the payout gauges, then the gRPC server on
-// lucky.grpc_addr. Neither the wallet nor Kafka is dialled before use, so
-// it serves while either is down.
+// luckySpec builds the draw service: every config checked and the
+// certificates read first, then luckydraw's server over MySQL (ownership,
+// rule statuses, the wallet client, the lucky_outbox worker), the payout
+// gauges, and the gRPC listener on lucky.grpc_addr.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-		var svc *luckydraw.Service
-		dispatch := func(ctx context.Context, app string) (bool, error) { return svc.DispatchEnabled(ctx, app) }
 		instance := instanceOrHost(d.Flag("instance-id"))
 		drawCfg, err := luckyDrawConfig(d)
 		if err != nil {
 			return nil, err
 		}
-		// The worker id names this process, not the pod: a restarted
-		// process (same --instance-id) must not take the rows its previous
-		// incarnation claimed for its own before their lease ends.
-		outCfg, err := luckyOutboxConfig(d, workerID(instance), dispatch)
+		outCfg, err := luckyOutboxConfig(d, luckyoutbox.WorkerID(instance), nil)
 		if err != nil {
 			return nil, err
 		}
-		walletCfg, err := luckyWalletConfig(d)
+		walletCfg, err := wallet.ConfigFrom(d.Config)
 		if err != nil {
 			return nil, err
 		}
 		// The certificates are read here, at start, not by `roomflow
 		// config`: a missing or bad file stops the command naming its key
 		// (exit 2) before anything is dialled.
-		srvTLS, err := luckyServerTLS(d)
-		walletTLS, werr := luckyWalletTLS(d)
+		srvTLS, err := luckydraw.ServerTLSFrom(d.Config, d.Log)
+		walletTLS, werr := wallet.TLSFrom(d.Config, d.Log)
 		if err := errors.Join(err, werr); err != nil {
 			return nil, err
 		}
@@ -94,66 +83,36 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
-		if err := luckydraw.RecordOwnership(ctx, db, instance, time.Now()); err != nil {
-			return nil, err
-		}
-		// Statuses that no longer draw read retired before serving, so
-		// `rules show` and the statuses agree.
-		admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "roomflow lucky", Host: instance,
-			ReplacedVersionGrace: drawCfg.ReplacedVersionGrace, Logger: d.Log})
+		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: instance})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := admin.TidyRuleStatuses(ctx); err != nil {
-			return nil, err
-		}
-		wc, err := wallet.New(walletCfg)
+		ln, err := payoutGaugesAndListener(d, db)
 		if err != nil {
+			srv.Close()
 			return nil, err
 		}
-		worker, err := luckyoutbox.New(outCfg, db, wc)
-		if err != nil {
-			wc.Close()
-			return nil, err
-		}
-		// From here on a failure closes the worker's Kafka client and the
-		// wallet's connection; the running component closes them itself.
-		started := false
-		defer func() {
-			if !started {
-				worker.Close(context.Background())
-				wc.Close()
-			}
-		}()
-		drawCfg.Dispatcher = worker
-		if svc, err = luckydraw.New(drawCfg, db); err != nil {
-			return nil, err
-		}
-		if err := svc.WarnEmptyPilot(ctx); err != nil {
-			return nil, err
-		}
-		if reg := registerer(d); reg != nil {
-			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
-			if err != nil {
-				return nil, err
-			}
-			if err := reg.Register(pc); err != nil {
-				return nil, err
-			}
-		}
-		ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
-		if err != nil {
-			return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
-		}
-		serve := app.ComponentFunc(func(ctx context.Context) error { return svc.Serve(ctx, ln) })
-		work := app.ComponentFunc(func(ctx context.Context) error {
-			defer wc.Close()
-			defer worker.Close(context.Background())
-			return worker.Run(ctx)
-		})
-		started = true
-		return app.Together(serve, work), nil
+		return app.ComponentFunc(func(ctx context.Context) error { return srv.Run(ctx, ln) }), nil
 	}}
+}
+
+// payoutGaugesAndListener registers the payout gauges of app_code's draws
+// (with a registry) and listens on lucky.grpc_addr.
+func payoutGaugesAndListener(d *app.Deps, db *sql.DB) (net.Listener, error) {
+	if reg := registerer(d); reg != nil {
+		pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Register(pc); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
+	}
+	return ln, nil
 }
 
 // instanceOrHost is the replica's name for lucky_pool_owner.
@@ -165,53 +124,59 @@ func instanceOrHost(id string) string {
 	return h
 }
 
-// workerID is instance plus a random suffix, at most 64 bytes.
-func workerID(instance string) string {
-	var b [4]byte
-	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
-	return fmt.Sprintf("%.55s-%x", instance, b)
-}
-
-// adminDB opens MySQL for a one-shot admin command.
-func adminDB(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, error) {
+// withDB runs a one-shot admin command's work with the config and MySQL,
+// closed after it.
+func withDB(cmd *cobra.Command, g *globals, run func(*config.Config, *sql.DB) error) error {
 	cfg, err := g.load()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return cfg, db, nil
+	defer db.Close()
+	return run(cfg, db)
 }
 
-// luckyAdmin opens MySQL and the operator change maker for a one-shot
-// admin command; a bad lucky.replaced_version_grace is a usage error
-// naming the key, found before anything is written.
-func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *luckydraw.Admin, error) {
+// withAdmin runs an operator command's work with the config and the change
+// maker over MySQL, closed after it; a bad lucky.replaced_version_grace,
+// --wait or --operator is a usage error naming it, found before anything
+// is written.
+func withAdmin(cmd *cobra.Command, g *globals, run func(*config.Config, *luckydraw.Admin) error) error {
 	cfg, err := g.load()
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward,
-		PilotMode: cfg.Lucky.Switches.PilotMode}
+	var own luckydraw.AdminConfig
 	if f := cmd.Flags().Lookup("wait"); f != nil {
-		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
-		acfg.Operator, _ = cmd.Flags().GetString("operator")
+		own.Wait, _ = cmd.Flags().GetDuration("wait")
+		own.Operator, _ = cmd.Flags().GetString("operator")
 	}
-	if err := cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, acfg.Validate()); err != nil {
-		return nil, nil, nil, err
+	acfg, err := luckydraw.AdminConfigFrom(cfg, own)
+	if err != nil {
+		return err
 	}
 	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
+	defer db.Close()
 	a, err := luckydraw.NewAdmin(db, acfg)
 	if err != nil {
-		db.Close()
-		return nil, nil, nil, err
+		return err
 	}
-	return cfg, db, a, nil
+	return run(cfg, a)
+}
+
+// printChange prints the change an operator command made.
+func printChange(cmd *cobra.Command) func(luckydraw.Change, error) error {
+	return func(c luckydraw.Change, err error) error {
+		if err == nil {
+			luckyctl.PrintChanges(cmd.OutOrStdout(), c)
+		}
+		return err
+	}
 }
 
 // operatorFlags adds --wait and --operator to an operator command.
@@ -221,76 +186,24 @@ func operatorFlags(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// printChanges prints one line per change, and its note.
-func printChanges(w io.Writer, cs ...luckydraw.Change) {
-	for _, c := range cs {
-		app := ""
-		if c.AppCode != "" {
-			app = c.AppCode + " "
-		}
-		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
-		if c.Note != "" {
-			fmt.Fprintf(w, "  note: %s\n", c.Note)
-		}
-		if c.Warning != "" {
-			fmt.Fprintf(w, "  WARNING: %s\n", c.Warning)
-		}
-	}
-}
-
-func orNone(v string) string {
-	if v == "" {
-		return "(none)"
-	}
-	return v
-}
-
 func luckyAuditCmd(g *globals) *cobra.Command {
-	var (
-		drawID string
-		since  time.Duration
-	)
+	var o luckyctl.AuditOptions
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Recompute draws' selected tier, reward and random_digest from their audit material",
 		Long:  help("lucky-audit"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (drawID == "") == (since == 0) {
-				return errors.New("give exactly one of --draw-id and --since")
-			}
-			cfg, db, err := adminDB(cmd, g)
-			if err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
-			defer db.Close()
-			if cfg.Lucky.AuditKey == "" {
-				return errors.New("lucky.audit_key: must be set (or ROOMFLOW_LUCKY_AUDIT_KEY)")
-			}
-			q := luckydraw.AuditQuery{DrawID: drawID}
-			if since > 0 {
-				q.SinceMs = time.Now().Add(-since).UnixMilli()
-			}
-			res, err := luckydraw.Audit(cmd.Context(), db, cfg.Lucky.AuditKey, q)
-			if err != nil {
-				return err
-			}
-			bad := 0
-			for _, r := range res {
-				if !r.OK {
-					bad++
-					fmt.Fprintf(cmd.OutOrStdout(), "MISMATCH %s: %v\n", r.DrawID, r.Mismatches)
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "audited %d draws: %d match, %d differ\n", len(res), len(res)-bad, bad)
-			if bad > 0 {
-				return fmt.Errorf("%d of %d draws do not match their audit material", bad, len(res))
-			}
-			return nil
+			return withDB(cmd, g, func(cfg *config.Config, db *sql.DB) error {
+				return luckyctl.Audit(cmd.Context(), db, cfg.Lucky.AuditKey, o, time.Now(), cmd.OutOrStdout())
+			})
 		},
 	}
-	cmd.Flags().StringVar(&drawID, "draw-id", "", "the draw to audit")
-	cmd.Flags().DurationVar(&since, "since", 0, "audit every draw of this last span (e.g. 24h)")
+	cmd.Flags().StringVar(&o.DrawID, "draw-id", "", "the draw to audit")
+	cmd.Flags().DurationVar(&o.Since, "since", 0, "audit every draw of this last span (e.g. 24h)")
 	return cmd
 }
 
@@ -313,17 +226,14 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cs, err := admin.PublishRule(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), cs...)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				cs, err := admin.PublishRule(cmd.Context(), r)
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintChanges(cmd.OutOrStdout(), cs...)
+				return nil
+			})
 		},
 	}), operatorFlags(&cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
@@ -331,20 +241,12 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 		Long:  help("lucky-rules-status"),
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains([]string{"draft", "active", "paused", "retired"}, args[2]) {
-				return cfgerr.Usage(fmt.Errorf("status must be draft, active, paused or retired (got %q)", args[2]))
-			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckRuleStatus(args[2]); err != nil {
 				return err
 			}
-			defer db.Close()
-			c, err := admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2])
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				return printChange(cmd)(admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2]))
+			})
 		},
 	}), luckyRulesShowCmd(g))
 	return cmd
@@ -356,32 +258,18 @@ func luckyRulesShowCmd(g *globals) *cobra.Command {
 		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			gift := ""
-			if len(args) == 1 {
-				gift = args[0]
-			}
-			vs, err := admin.RuleVersions(cmd.Context(), gift)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, v := range vs {
-				state := "does not draw: " + v.Why
-				switch {
-				case v.Draws:
-					state = "DRAWS"
-				case v.Scheduled:
-					state = v.Why
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				gift := ""
+				if len(args) == 1 {
+					gift = args[0]
 				}
-				fmt.Fprintf(w, "%s/%s\t%s\teffective %s\t%s\n", v.GiftID, v.Version, v.Status,
-					time.UnixMilli(v.EffectiveAtMs).UTC().Format(time.RFC3339), state)
-			}
-			return nil
+				vs, err := admin.RuleVersions(cmd.Context(), gift)
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintRuleVersions(cmd.OutOrStdout(), vs)
+				return nil
+			})
 		},
 	}
 }
@@ -397,32 +285,19 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 		Long:  help("lucky-pools-fund"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
-				return cfgerr.Usage(fmt.Errorf("--scope-type must be platform, room or gift (got %q)", scopeType))
-			case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID:
-				return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes", luckydraw.MaxRoomID))
-			case amount < 0 || floor < 0:
-				return cfgerr.Usage(fmt.Errorf("--amount and --reserve-floor must be >= 0"))
-			}
-			cfg, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckFund(scopeType, scopeID, amount, floor); err != nil {
 				return err
 			}
-			defer db.Close()
-			if appCode == "" {
-				appCode = cfg.AppCode
-			}
-			var fl *int64
-			if cmd.Flags().Changed("reserve-floor") {
-				fl = &floor
-			}
-			c, err := admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
+				if appCode == "" {
+					appCode = cfg.AppCode
+				}
+				var fl *int64
+				if cmd.Flags().Changed("reserve-floor") {
+					fl = &floor
+				}
+				return printChange(cmd)(admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl))
+			})
 		},
 	}
 	operatorFlags(fund)
@@ -444,52 +319,22 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 		Long:  help("lucky-switch"),
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v *bool
-			switch args[1] {
-			case "on", "off":
-				b := args[1] == "on"
-				v = &b
-			case "default":
-			default:
-				return cfgerr.Usage(fmt.Errorf("switch value must be on, off or default (got %q)", args[1]))
-			}
-			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
-				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
-			}
-			perRoom := args[0] == luckydraw.SwitchRoomScopePaused || args[0] == luckydraw.SwitchPilotRoom
-			if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID {
-				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s or %s, and only with them", luckydraw.MaxRoomID,
-					luckydraw.SwitchRoomScopePaused, luckydraw.SwitchPilotRoom))
-			}
-			cfg, db, admin, err := luckyAdmin(cmd, g)
+			v, err := luckyctl.ParseSwitch(args[0], args[1], room)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			if appCode == "" {
-				appCode = cfg.AppCode
-			}
-			c, err := admin.SetSwitch(cmd.Context(), appCode, args[0], room, v)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
+				if appCode == "" {
+					appCode = cfg.AppCode
+				}
+				return printChange(cmd)(admin.SetSwitch(cmd.Context(), appCode, args[0], room, v))
+			})
 		},
 	}
 	operatorFlags(cmd)
 	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused or pilot_room")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
 	return cmd
-}
-
-// CheckLucky validates every part of `roomflow lucky` before anything
-// connects (the deployment tests check their configs with it).
-func CheckLucky(d *app.Deps) error {
-	_, err1 := luckyDrawConfig(d)
-	_, err2 := luckyOutboxConfig(d, "", nil)
-	_, err3 := luckyWalletConfig(d)
-	return errors.Join(err1, err2, err3, checkLuckyTLS(d))
 }
 
 func luckyRewardsCmd(g *globals) *cobra.Command {
@@ -500,17 +345,14 @@ func luckyRewardsCmd(g *globals) *cobra.Command {
 		Long:  help("lucky-rewards-retry"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
+				return nil
+			})
 		},
 	}
 	operatorFlags(retry)
@@ -528,25 +370,17 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 		Long:  help("lucky-admin-log"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if since <= 0 {
-				return cfgerr.Usage(fmt.Errorf("--since must be a positive duration (got %s)", since))
-			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckSince(since); err != nil {
 				return err
 			}
-			defer db.Close()
-			es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, e := range es {
-				fmt.Fprintf(w, "%s\t%s@%s\t%s\t%s\t%s\t%s -> %s\n", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339Nano),
-					e.Operator, e.Host, orNone(e.AppCode), e.Command, e.Target, orNone(e.Old), orNone(e.New))
-			}
-			fmt.Fprintf(w, "%d changes in the last %s\n", len(es), since)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintAdminLog(cmd.OutOrStdout(), es, since)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the changes of this last span")

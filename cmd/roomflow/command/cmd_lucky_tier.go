@@ -1,11 +1,11 @@
 package command
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
-	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
 // luckyTierCmd is `roomflow lucky tier enable|disable GIFT VERSION TIER`:
@@ -26,22 +26,12 @@ func luckyTierCmd(g *globals) *cobra.Command {
 			Long:  verb + " " + help("lucky-tier"),
 			Args:  cobra.ExactArgs(3),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				for i, name := range []string{"GIFT_ID", "RULE_VERSION", "TIER_ID"} {
-					if args[i] == "" || len(args[i]) > 64 {
-						return cfgerr.Usage(fmt.Errorf("%s must be 1-64 bytes (got %q)", name, args[i]))
-					}
-				}
-				_, db, admin, err := luckyAdmin(cmd, g)
-				if err != nil {
+				if err := luckyctl.CheckTierArgs(args[0], args[1], args[2]); err != nil {
 					return err
 				}
-				defer db.Close()
-				c, err := admin.SetTierEnabled(cmd.Context(), args[0], args[1], args[2], on)
-				if err != nil {
-					return err
-				}
-				printChanges(cmd.OutOrStdout(), c)
-				return nil
+				return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+					return printChange(cmd)(admin.SetTierEnabled(cmd.Context(), args[0], args[1], args[2], on))
+				})
 			},
 		}))
 	}

@@ -39,7 +39,7 @@ func processSpec() app.Spec {
 			)
 			if runRoom {
 				roomCfg, errs[0] = roomConfig(d)
-				rulesCfg, errs[1] = ruleLoaderConfig(d)
+				rulesCfg, errs[1] = rulestore.ConfigFrom(d.Config)
 			}
 			if runMic {
 				micCfg, errs[2] = micConfig(d)
@@ -48,7 +48,7 @@ func processSpec() app.Spec {
 				return nil, err
 			}
 			var rts []*streams.Runtime
-			var members []staticMember
+			var members []app.StaticMember
 			if runRoom {
 				db, err := d.DB(ctx)
 				if err != nil {
@@ -64,7 +64,7 @@ func processSpec() app.Spec {
 				}
 				d.Health.AddReadiness("room-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, staticMember{group: roomCfg.Runtime.Group, id: roomCfg.Runtime.InstanceID})
+				members = append(members, app.StaticMember{Group: roomCfg.Runtime.Group, ID: roomCfg.Runtime.InstanceID})
 			}
 			if runMic {
 				rt, _, err := micproc.NewRuntime(micCfg)
@@ -73,9 +73,9 @@ func processSpec() app.Spec {
 				}
 				d.Health.AddReadiness("mic-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, staticMember{group: micCfg.Runtime.Group, id: micCfg.Runtime.InstanceID})
+				members = append(members, app.StaticMember{Group: micCfg.Runtime.Group, ID: micCfg.Runtime.InstanceID})
 			}
-			return leavingOnStop(d, "process", runRuntimes(rts), members...), nil
+			return app.LeavingOnStop(d, "process", runRuntimes(rts), members...), nil
 		},
 	}
 }

@@ -14,8 +14,8 @@ func publishIMSpec() app.Spec {
 		Long:  help("publish-im"),
 		Flags: instanceIDFlag,
 		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			member := staticMember{group: d.Config.OutboxWorker.Group, id: memberID(d, "publish-im")}
-			cfg, err := imPublisherConfig(d, member.id) // bad keys, missing credentials: before dialling MySQL
+			member := app.StaticMember{Group: d.Config.OutboxWorker.Group, ID: memberID(d, "publish-im")}
+			cfg, err := imPublisherConfig(d, member.ID) // bad keys, missing credentials: before dialling MySQL
 			if err != nil {
 				return nil, err
 			}
@@ -27,7 +27,7 @@ func publishIMSpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			return leavingOnStop(d, "publish-im", p, member), nil
+			return app.LeavingOnStop(d, "publish-im", p, member), nil
 		},
 	}
 }

@@ -1,10 +1,6 @@
 package command
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,7 +25,7 @@ func rebuildCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			c, err := rebuildConfig(d, !noPools, batchSize, idle)
+			c, err := rebuild.ConfigFrom(d.Config, rebuild.Config{BatchSize: batchSize, Idle: idle, Logger: d.Log}, !noPools)
 			if err != nil {
 				return err
 			}
@@ -41,19 +37,7 @@ func rebuildCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "mic ledger: %d entries below the sink's positions, %d applied, %d repeats, %d dead-lettered by the sink\n",
-				res.Entries, res.Applied, res.Repeats, res.Invalid)
-			switch {
-			case res.PoolsSkipped != "":
-				fmt.Fprintf(w, "lucky_pools not rebuilt: %s\n", res.PoolsSkipped)
-			case !noPools:
-				fmt.Fprintf(w, "lucky pool inflow: %d inflows, %d dead-lettered by the sink\n", res.Inflows, res.InvalidInflows)
-			}
-			for _, t := range slices.Sorted(maps.Keys(res.Rows)) {
-				fmt.Fprintf(w, "rebuilt %s: %d rows\n", t, res.Rows[t])
-			}
-			fmt.Fprintf(w, "swapped in; the replaced tables are kept: DROP TABLE %s;\n", strings.Join(res.Old, ", "))
+			rebuild.Print(cmd.OutOrStdout(), res, !noPools)
 			return nil
 		},
 	}

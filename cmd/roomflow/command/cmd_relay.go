@@ -35,13 +35,13 @@ func relaySpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			member := staticMember{group: relay.LeaderGroup(cfg.TransactionalID), id: cfg.InstanceID}
+			member := app.StaticMember{Group: relay.LeaderGroup(cfg.TransactionalID), ID: cfg.InstanceID}
 			r, err := relay.New(cfg, db)
 			if err != nil {
 				return nil, err
 			}
 			d.Health.AddReadiness("relay", r.Ready)
-			return leavingOnStop(d, "relay", r, member), nil
+			return app.LeavingOnStop(d, "relay", r, member), nil
 		},
 	}
 }

@@ -28,7 +28,7 @@ func sinkSpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			storeCfg, err := sinkStoreConfig(d)
+			storeCfg, err := sinkStoreConfig(d.Config)
 			if err != nil {
 				return nil, err
 			}
@@ -36,8 +36,8 @@ func sinkSpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			if apiListeners(d) != (statsapi.Listeners{}) {
-				if apiCfg.TLS, err = apiTLS(d); err != nil {
+			if statsapi.ListenersFrom(d.Config) != (statsapi.Listeners{}) {
+				if apiCfg.TLS, err = statsapi.TLSFrom(d.Config, d.Log); err != nil {
 					return nil, err
 				}
 			}
@@ -53,8 +53,8 @@ func sinkSpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			sink := leavingOnStop(d, "sink", s, staticMember{group: sinkCfg.Group, id: sinkCfg.InstanceID})
-			if apiListeners(d) == (statsapi.Listeners{}) {
+			sink := app.LeavingOnStop(d, "sink", s, app.StaticMember{Group: sinkCfg.Group, ID: sinkCfg.InstanceID})
+			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return sink, nil
 			}
 			api, err := statsapi.New(apiCfg, db)
@@ -70,7 +70,7 @@ func sinkSpec() app.Spec {
 // shuts them down within shutdown.timeout.
 func apiComponent(api *statsapi.API, d *app.Deps) app.Component {
 	return app.ComponentFunc(func(ctx context.Context) error {
-		return api.Serve(ctx, apiListeners(d), d.Config.Shutdown.Timeout.D())
+		return api.Serve(ctx, statsapi.ListenersFrom(d.Config), d.Config.Shutdown.Timeout.D())
 	})
 }
 
@@ -87,14 +87,14 @@ func apiCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if apiListeners(d) == (statsapi.Listeners{}) {
+			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
 			apiCfg, err := statsAPIConfig(d)
 			if err != nil {
 				return err
 			}
-			if apiCfg.TLS, err = apiTLS(d); err != nil {
+			if apiCfg.TLS, err = statsapi.TLSFrom(d.Config, d.Log); err != nil {
 				return err
 			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {

@@ -5,90 +5,20 @@
 package command
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/buildinfo"
-	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/config"
 )
 
-// Exit statuses: 0 on success and on a clean stop (SIGTERM, interrupt),
-// exitUsage for usage and configuration mistakes (an unknown command or
-// flag, a wrong argument, a config that does not load or validate: the
-// process never started its work), exitFailure for everything that failed
-// at run time (a broker or MySQL unreachable, a component that died).
-const (
-	exitFailure = 1
-	exitUsage   = 2
-)
-
 // Main runs the command line of os.Args until it ends or SIGTERM or an
-// interrupt stops it, and returns the exit status: 0 also for such a stop.
-func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := NewRoot().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "roomflow:", err)
-		return exitCode(err)
-	}
-	return 0
-}
-
-// exitCode is the exit status of a command that failed with err.
-func exitCode(err error) int {
-	if cfgerr.IsUsage(err) {
-		return exitUsage
-	}
-	return exitFailure
-}
-
-// usageErrors makes every usage mistake cobra reports a *cfgerr.UsageError
-// (exit 2): flag errors through the root's flag error func (inherited by
-// every command), argument errors by wrapping each command's Args, and an
-// unknown command (cobra's default reports it only on the root, and lets a
-// command group print its help for one) by an Args check on every group;
-// a group given no argument prints its help as before.
-func usageErrors(root *cobra.Command) {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cfgerr.Usage(err) })
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		switch args := c.Args; {
-		case args != nil:
-			c.Args = func(cmd *cobra.Command, a []string) error { return cfgerr.Usage(args(cmd, a)) }
-		case c.HasSubCommands():
-			if !c.Runnable() {
-				// cobra answers a group that cannot run with its help
-				// before it checks arguments: run it to check them.
-				c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-			}
-			c.Args = func(cmd *cobra.Command, a []string) error {
-				if len(a) == 0 {
-					return nil
-				}
-				msg := fmt.Sprintf("unknown command %q for %q", a[0], cmd.CommandPath())
-				if s := cmd.SuggestionsFor(a[0]); len(s) > 0 {
-					msg += "; did you mean " + strings.Join(s, ", ") + "?"
-				}
-				return cfgerr.Usage(errors.New(msg))
-			}
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
-}
+// interrupt stops it, and returns the exit status (cli.Main).
+func Main() int { return cli.Main(NewRoot()) }
 
 // globals are the flags every command shares.
 type globals struct {
@@ -147,7 +77,7 @@ func NewRoot() *cobra.Command {
 	for _, s := range components() {
 		root.AddCommand(componentCmd(g, s))
 	}
-	usageErrors(root)
+	cli.UsageErrors(root)
 	return root
 }
 
