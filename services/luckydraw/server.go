@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"net"
+	"os"
 	"time"
 
 	"github.com/hyapp/roomflow/internal/app"
@@ -13,8 +14,9 @@ import (
 
 // ServerConfig is what NewServer assembles the draw service from: the
 // service's, its reward outbox worker's and its wallet client's configs
-// (validated; NewServer sets the worker's DispatchEnabled and the
-// service's Dispatcher) and the replica's name, for lucky_pool_owner.
+// (validated; NewServer sets the worker's WorkerID and DispatchEnabled and
+// the service's Dispatcher) and the replica's name (--instance-id; "":
+// the host name) for lucky_pool_owner and the worker id.
 type ServerConfig struct {
 	Draw     Config
 	Outbox   luckyoutbox.Config
@@ -39,6 +41,9 @@ type Server struct {
 // left open; else Run, or Close when it will not run, releases the
 // worker's Kafka client and the wallet's connection.
 func NewServer(ctx context.Context, db *sql.DB, c ServerConfig) (*Server, error) {
+	if c.Instance == "" {
+		c.Instance, _ = os.Hostname()
+	}
 	if err := RecordOwnership(ctx, db, c.Instance, time.Now()); err != nil {
 		return nil, err
 	}
@@ -54,6 +59,7 @@ func NewServer(ctx context.Context, db *sql.DB, c ServerConfig) (*Server, error)
 	if s.wallet, err = wallet.New(c.Wallet); err != nil {
 		return nil, err
 	}
+	c.Outbox.WorkerID = luckyoutbox.WorkerID(c.Instance)
 	c.Outbox.DispatchEnabled = func(ctx context.Context, app string) (bool, error) { return s.svc.DispatchEnabled(ctx, app) }
 	if s.worker, err = luckyoutbox.New(c.Outbox, db, s.wallet); err != nil {
 		s.wallet.Close()
