@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/tools/setup"
 )
 
@@ -17,13 +18,9 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or update the MySQL schema (idempotent, safe on every deploy)",
 		Long:  help("migrate"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return setup.Migrate(cmd.Context(), cfg, lockWait, cfg.Log.Logger(os.Stderr), cmd.OutOrStdout())
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&lockWait, "lock-wait", time.Minute, "how long to wait for another migrate to finish")
 	return cmd
@@ -35,13 +32,9 @@ func topicsCmd(g *globals) *cobra.Command {
 		Short: "Create or check every Kafka topic of the design",
 		Long:  help("topics"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return setup.Topics(cmd.Context(), cfg, cmd.OutOrStdout())
-		},
+		}),
 	}
 }
 
@@ -51,11 +44,7 @@ func configCmd(g *globals) *cobra.Command {
 		Short: "Print the effective configuration with secrets redacted",
 		Long:  help("config"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			if err := checkComponents(newDeps(cfg, slog.New(slog.DiscardHandler))); err != nil {
 				return err
 			}
@@ -65,6 +54,6 @@ func configCmd(g *globals) *cobra.Command {
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
-		},
+		}),
 	}
 }

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"cmp"
 	"os"
 	"time"
 
@@ -30,10 +31,7 @@ func demoCmd(*globals) *cobra.Command {
 		Long:  help("demo"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.ServerDSN = os.Getenv("ROOMFLOW_MYSQL_DSN")
-			if o.ServerDSN == "" {
-				o.ServerDSN = "root@tcp(127.0.0.1:3306)/"
-			}
+			o.ServerDSN = cmp.Or(os.Getenv("ROOMFLOW_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/")
 			o.Scenario.AppCode = "hyapp"
 			o.Out = cmd.OutOrStdout()
 			res, err := demo.Run(cmd.Context(), o)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/tools/dlq"
 )
 
@@ -26,13 +27,9 @@ func dlqListCmd(g *globals, idle *time.Duration) *cobra.Command {
 		Short: "Count dead letters by stage, error_reason and source topic, with their DLQ offsets",
 		Long:  help("dlq-list"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return dlq.List(cmd.Context(), cfg, *idle, cmd.OutOrStdout())
-		},
+		}),
 	}
 }
 
@@ -43,13 +40,9 @@ func dlqRedriveCmd(g *globals, idle *time.Duration) *cobra.Command {
 		Short: "Send chosen dead letters back to their source topics in one Kafka transaction",
 		Long:  help("dlq-redrive"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return dlq.Redrive(cmd.Context(), cfg, *idle, o, cmd.OutOrStdout())
-		},
+		}),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Offsets, "offsets", "", "DLQ positions: partition:offset or partition:first-last, comma separated")

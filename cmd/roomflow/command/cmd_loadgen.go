@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/loadgen"
 	"github.com/hyapp/roomflow/tools/loadrun"
 )
@@ -33,14 +34,10 @@ func loadgenCmd(g *globals) *cobra.Command {
 		Short: "Write synthetic gift/mic traffic into room_outbox (or Kafka) and print the expected results",
 		Long:  help("loadgen"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			o.Out, o.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return loadrun.Run(cmd.Context(), cfg, sc, ld, o, cmd.Flags().Changed)
-		},
+		}),
 	}
 	scenarioFlags(cmd.Flags(), &sc)
 	cmd.Flags().StringVar(&o.To, "to", "mysql", "mysql (room_outbox) or kafka (room events topic)")

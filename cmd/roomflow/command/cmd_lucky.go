@@ -16,7 +16,6 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
-	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
 	"github.com/hyapp/roomflow/tools/luckyctl"
@@ -31,11 +30,7 @@ func luckyCmd(g *globals) *cobra.Command {
 		Short: "Serve seed 003's lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
 		Long:  help("lucky"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if d.Config.Lucky.GRPCAddr == "" {
 				return errors.New("lucky.grpc_addr is empty: nothing to serve")
 			}
@@ -44,7 +39,7 @@ func luckyCmd(g *globals) *cobra.Command {
 			}
 			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{luckySpec()})
-		},
+		}),
 	}
 	instanceIDFlag(cmd.Flags())
 	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
@@ -57,12 +52,11 @@ func luckyCmd(g *globals) *cobra.Command {
 // gauges, and the gRPC listener on lucky.grpc_addr.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-		instance := instanceOrHost(d.Flag("instance-id"))
 		drawCfg, err := luckyDrawConfig(d)
 		if err != nil {
 			return nil, err
 		}
-		outCfg, err := luckyOutboxConfig(d, luckyoutbox.WorkerID(instance), nil)
+		outCfg, err := luckyOutboxConfig(d)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +77,7 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
-		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: instance})
+		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: d.Flag("instance-id")})
 		if err != nil {
 			return nil, err
 		}
@@ -99,14 +93,8 @@ func luckySpec() app.Spec {
 // payoutGaugesAndListener registers the payout gauges of app_code's draws
 // (with a registry) and listens on lucky.grpc_addr.
 func payoutGaugesAndListener(d *app.Deps, db *sql.DB) (net.Listener, error) {
-	if reg := registerer(d); reg != nil {
-		pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
-		if err != nil {
-			return nil, err
-		}
-		if err := reg.Register(pc); err != nil {
-			return nil, err
-		}
+	if err := luckystats.RegisterPayoutCollector(registerer(d), luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
 	if err != nil {
@@ -115,28 +103,17 @@ func payoutGaugesAndListener(d *app.Deps, db *sql.DB) (net.Listener, error) {
 	return ln, nil
 }
 
-// instanceOrHost is the replica's name for lucky_pool_owner.
-func instanceOrHost(id string) string {
-	if id != "" {
-		return id
-	}
-	h, _ := os.Hostname()
-	return h
-}
-
 // withDB runs a one-shot admin command's work with the config and MySQL,
 // closed after it.
 func withDB(cmd *cobra.Command, g *globals, run func(*config.Config, *sql.DB) error) error {
-	cfg, err := g.load()
-	if err != nil {
-		return err
-	}
-	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return run(cfg, db)
+	return g.withConfig(func(cmd *cobra.Command, _ []string, cfg *config.Config) error {
+		db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return run(cfg, db)
+	})(cmd, nil)
 }
 
 // withAdmin runs an operator command's work with the config and the change
@@ -153,19 +130,11 @@ func withAdmin(cmd *cobra.Command, g *globals, run func(*config.Config, *luckydr
 		own.Wait, _ = cmd.Flags().GetDuration("wait")
 		own.Operator, _ = cmd.Flags().GetString("operator")
 	}
-	acfg, err := luckydraw.AdminConfigFrom(cfg, own)
-	if err != nil {
-		return err
-	}
-	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+	db, a, err := luckyctl.OpenAdmin(cmd.Context(), cfg, own)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	a, err := luckydraw.NewAdmin(db, acfg)
-	if err != nil {
-		return err
-	}
 	return run(cfg, a)
 }
 

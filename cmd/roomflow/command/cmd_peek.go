@@ -3,6 +3,7 @@ package command
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/tools/peek"
 )
 
@@ -13,13 +14,9 @@ func peekCmd(g *globals) *cobra.Command {
 		Short: "Print records of a roomflow topic as JSON lines, decoded by type (read_committed)",
 		Long:  help("peek"),
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return peek.Run(cmd.Context(), cfg, args[0], o, cmd.OutOrStdout())
-		},
+		}),
 	}
 	fs := cmd.Flags()
 	fs.Int32Var(&o.Partition, "partition", o.Partition, "only this partition (-1: all)")

@@ -11,7 +11,6 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
-	"github.com/hyapp/roomflow/processors/streams"
 )
 
 func processSpec() app.Spec {
@@ -47,7 +46,7 @@ func processSpec() app.Spec {
 			if err := errors.Join(errs[:]...); err != nil {
 				return nil, err
 			}
-			var rts []*streams.Runtime
+			var rts []app.Component // each commits or aborts its own open transaction on the way out
 			var members []app.StaticMember
 			if runRoom {
 				db, err := d.DB(ctx)
@@ -75,18 +74,7 @@ func processSpec() app.Spec {
 				rts = append(rts, rt)
 				members = append(members, app.StaticMember{Group: micCfg.Runtime.Group, ID: micCfg.Runtime.InstanceID})
 			}
-			return app.LeavingOnStop(d, "process", runRuntimes(rts), members...), nil
+			return app.LeavingOnStop(d, "process", app.Together(rts...), members...), nil
 		},
 	}
-}
-
-// runRuntimes runs every runtime until ctx is cancelled; the first failure
-// stops the others. Each runtime commits or aborts its own open transaction
-// on the way out.
-func runRuntimes(rts []*streams.Runtime) app.Component {
-	cs := make([]app.Component, len(rts))
-	for i, rt := range rts {
-		cs[i] = rt
-	}
-	return app.Together(cs...)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/sinks/mysql/rebuild"
 )
 
@@ -19,11 +20,7 @@ func rebuildCmd(g *globals) *cobra.Command {
 		Short: "Recompute the mic fact tables (and stream-owned lucky_pools) from Kafka into fresh tables and swap them in",
 		Long:  help("rebuild"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			defer d.Close()
 			c, err := rebuild.ConfigFrom(d.Config, rebuild.Config{BatchSize: batchSize, Idle: idle, Logger: d.Log}, !noPools)
 			if err != nil {
@@ -39,7 +36,7 @@ func rebuildCmd(g *globals) *cobra.Command {
 			}
 			rebuild.Print(cmd.OutOrStdout(), res, !noPools)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&noPools, "no-pools", false, "leave lucky_pools alone (rebuild only the mic fact tables)")
 	cmd.Flags().IntVar(&batchSize, "batch-size", rebuild.DefaultBatchSize, "entries applied per transaction into the fresh tables")

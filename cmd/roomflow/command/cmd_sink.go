@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,6 +11,7 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/services/statsapi"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/appliers"
 )
 
 func sinkSpec() app.Spec {
@@ -28,18 +30,13 @@ func sinkSpec() app.Spec {
 			if err != nil {
 				return nil, err
 			}
-			storeCfg, err := sinkStoreConfig(d.Config)
+			storeCfg, err := appliers.StoreConfigFrom(d.Config)
 			if err != nil {
 				return nil, err
 			}
-			apiCfg, err := statsAPIConfig(d)
+			apiCfg, err := statsAPIServing(d)
 			if err != nil {
 				return nil, err
-			}
-			if statsapi.ListenersFrom(d.Config) != (statsapi.Listeners{}) {
-				if apiCfg.TLS, err = statsapi.TLSFrom(d.Config, d.Log); err != nil {
-					return nil, err
-				}
 			}
 			db, err := d.DB(ctx)
 			if err != nil {
@@ -57,21 +54,35 @@ func sinkSpec() app.Spec {
 			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return sink, nil
 			}
-			api, err := statsapi.New(apiCfg, db)
+			api, err := apiComponent(d, apiCfg, db)
 			if err != nil {
 				return nil, err
 			}
-			return app.Together(sink, apiComponent(api, d)), nil
+			return app.Together(sink, api), nil
 		},
 	}
 }
 
-// apiComponent serves api on the configured listeners until ctx ends, then
-// shuts them down within shutdown.timeout.
-func apiComponent(api *statsapi.API, d *app.Deps) app.Component {
+// statsAPIServing is the stats API's Config with api.tls read when any
+// api.* listener is set (a command starts serving it).
+func statsAPIServing(d *app.Deps) (statsapi.Config, error) {
+	c, err := statsAPIConfig(d)
+	if err == nil && statsapi.ListenersFrom(d.Config) != (statsapi.Listeners{}) {
+		c.TLS, err = statsapi.TLSFrom(d.Config, d.Log)
+	}
+	return c, err
+}
+
+// apiComponent serves the stats API on the configured listeners until ctx
+// ends, then shuts them down within shutdown.timeout.
+func apiComponent(d *app.Deps, c statsapi.Config, db *sql.DB) (app.Component, error) {
+	api, err := statsapi.New(c, db)
+	if err != nil {
+		return nil, err
+	}
 	return app.ComponentFunc(func(ctx context.Context) error {
 		return api.Serve(ctx, statsapi.ListenersFrom(d.Config), d.Config.Shutdown.Timeout.D())
-	})
+	}), nil
 }
 
 // apiCmd is `roomflow api`: the stats API alone. It is not a registered
@@ -82,19 +93,12 @@ func apiCmd(g *globals) *cobra.Command {
 		Short: "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)",
 		Long:  help("api"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
-			apiCfg, err := statsAPIConfig(d)
+			apiCfg, err := statsAPIServing(d)
 			if err != nil {
-				return err
-			}
-			if apiCfg.TLS, err = statsapi.TLSFrom(d.Config, d.Log); err != nil {
 				return err
 			}
 			spec := app.Spec{Name: "api", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
@@ -102,13 +106,9 @@ func apiCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return nil, err
 				}
-				api, err := statsapi.New(apiCfg, db)
-				if err != nil {
-					return nil, err
-				}
-				return apiComponent(api, d), nil
+				return apiComponent(d, apiCfg, db)
 			}}
 			return app.Run(cmd.Context(), d, []app.Spec{spec})
-		},
+		}),
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/tools/verify"
 )
 
@@ -15,13 +16,9 @@ func verifyCmd(g *globals) *cobra.Command {
 		Short: "Recompute facts from the room event log and diff them against MySQL",
 		Long:  help("verify"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return verify.Run(cmd.Context(), cfg, o, cmd.OutOrStdout())
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&o.Idle, "idle", 3*time.Second, "stop reading after the topic was idle this long")
 	cmd.Flags().BoolVar(&o.Timers, "timers", false, "wall-clock traffic (loadgen --live, --duration): predict the mic timers' closes (mic.*_max_age); run it once those ages passed since the last event")

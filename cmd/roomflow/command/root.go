@@ -26,9 +26,10 @@ type globals struct {
 }
 
 // load reads the configuration and validates its app-wide keys, then
-// checks what only the wired components know (checkRoutes), so every
-// command refuses a config that would starve a stage. Each component's own
-// keys are validated by the command that runs it (wiring.go), at its start.
+// checks what only the wired components know (the routes against
+// roomEventConsumers), so every command refuses a config that would
+// starve a stage. Each component's own keys are validated by the command
+// that runs it (wiring.go), at its start.
 func (g *globals) load() (*config.Config, error) {
 	path := g.configPath
 	if path == "" {
@@ -38,7 +39,7 @@ func (g *globals) load() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRoutes(cfg); err != nil {
+	if err := cfg.CheckRoutes(roomEventConsumers...); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -51,6 +52,30 @@ func (g *globals) deps() (*app.Deps, error) {
 		return nil, err
 	}
 	return newDeps(cfg, cfg.Log.Logger(os.Stderr)), nil
+}
+
+// withConfig is a RunE that loads the configuration (load) and runs run
+// with it.
+func (g *globals) withConfig(run func(*cobra.Command, []string, *config.Config) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cfg, err := g.load()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, cfg)
+	}
+}
+
+// withDeps is a RunE that builds the process dependencies (deps) and runs
+// run with them.
+func (g *globals) withDeps(run func(*cobra.Command, []string, *app.Deps) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		d, err := g.deps()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, d)
+	}
 }
 
 // newDeps is app.NewDeps with the flags of every component at their
@@ -88,14 +113,10 @@ func componentCmd(g *globals, s app.Spec) *cobra.Command {
 		Short: s.Short,
 		Long:  s.Long,
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{s})
-		},
+		}),
 	}
 	if s.Flags != nil {
 		s.Flags(cmd.Flags())
@@ -109,15 +130,10 @@ func runCmd(g *globals) *cobra.Command {
 		Short: "Run every component in one process (small installs, tests, the demo)",
 		Long:  help("run"),
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
-			specs := components()
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			d.Flags = cmd.Flags()
-			return app.Run(cmd.Context(), d, specs)
-		},
+			return app.Run(cmd.Context(), d, components())
+		}),
 	}
 	app.AddFlags(cmd.Flags(), components())
 	return cmd

@@ -7,6 +7,7 @@
 package command
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -27,9 +27,7 @@ import (
 	"github.com/hyapp/roomflow/services/statsapi"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
-	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
-	"github.com/hyapp/roomflow/sinks/mysql/micledger"
+	"github.com/hyapp/roomflow/sinks/mysql/appliers"
 	"github.com/hyapp/roomflow/sinks/mysql/retention"
 )
 
@@ -56,7 +54,7 @@ func checkComponents(d *app.Deps) error {
 	add(rulestore.ConfigFrom(d.Config))
 	add(micConfig(d))
 	add(sinkConfig(d))
-	add(sinkStoreConfig(d.Config))
+	add(appliers.StoreConfigFrom(d.Config))
 	add(statsAPIConfig(d))
 	add(retention.ConfigFrom(d.Config, nil, retention.Config{
 		RelayedBelow: func(context.Context) (uint64, bool, error) { return 0, false, nil }, Registerer: registerer(d), Logger: d.Log}))
@@ -69,9 +67,7 @@ func checkComponents(d *app.Deps) error {
 // checks it at its start.
 func checkLuckyKeys(d *app.Deps) error {
 	cfg := *d.Config
-	if cfg.Lucky.AuditKey == "" {
-		cfg.Lucky.AuditKey = "checked where roomflow lucky runs"
-	}
+	cfg.Lucky.AuditKey = cmp.Or(cfg.Lucky.AuditKey, "checked where roomflow lucky runs")
 	return CheckLucky(&app.Deps{Config: &cfg, Log: d.Log})
 }
 
@@ -79,14 +75,15 @@ func checkLuckyKeys(d *app.Deps) error {
 // connects (the deployment tests check their configs with it).
 func CheckLucky(d *app.Deps) error {
 	_, err1 := luckyDrawConfig(d)
-	_, err2 := luckyOutboxConfig(d, "", nil)
+	_, err2 := luckyOutboxConfig(d)
 	_, err3 := wallet.ConfigFrom(d.Config)
 	return errors.Join(err1, err2, err3, luckydraw.CheckTLSFrom(d.Config))
 }
 
-// relayConfig is the relay's Config; instanceID makes the replica a static
-// member of the leader group ("": dynamic). d.Registry and d.Log may be
-// nil (a check at load, before the process has them).
+// The components' Configs as this process runs them: its metrics and logs
+// (d.Registry and d.Log may be nil: a check at load), --instance-id and
+// the sink's flags. instanceID makes the replica a static member ("":
+// dynamic).
 func relayConfig(d *app.Deps, instanceID string) (relay.Config, error) {
 	return relay.ConfigFrom(d.Config, relay.Config{InstanceID: instanceID, Registerer: registerer(d), Logger: d.Log})
 }
@@ -108,28 +105,17 @@ func processSelection(d *app.Deps) (string, error) {
 	}
 }
 
-// runtimeOf is what the process gives a processor's runtime: its metrics
-// and logs.
-func runtimeOf(d *app.Deps) streams.Config {
-	return streams.Config{Registerer: registerer(d), Logger: d.Log}
-}
-
-// roomConfig and micConfig are the processors' Configs, with --instance-id.
 func roomConfig(d *app.Deps) (room.Config, error) {
-	return room.ConfigFrom(d.Config, runtimeOf(d), d.Flag("instance-id"))
+	return room.ConfigFrom(d.Config, streams.Config{Registerer: registerer(d), Logger: d.Log}, d.Flag("instance-id"))
 }
 
 func micConfig(d *app.Deps) (micproc.Config, error) {
-	return micproc.ConfigFrom(d.Config, runtimeOf(d), d.Flag("instance-id"))
+	return micproc.ConfigFrom(d.Config, streams.Config{Registerer: registerer(d), Logger: d.Log}, d.Flag("instance-id"))
 }
 
-// sinkConfig is the sink's Config with the command's --owner-id (default
-// --instance-id), --parallelism and --instance-id.
+// sinkConfig's owner id is --owner-id, default --instance-id.
 func sinkConfig(d *app.Deps) (mysqlsink.Config, error) {
-	ownerID := d.Flag("owner-id")
-	if ownerID == "" {
-		ownerID = d.Flag("instance-id")
-	}
+	ownerID := cmp.Or(d.Flag("owner-id"), d.Flag("instance-id"))
 	parallelism, err := d.Flags.GetInt("parallelism")
 	if err != nil {
 		return mysqlsink.Config{}, err
@@ -138,48 +124,20 @@ func sinkConfig(d *app.Deps) (mysqlsink.Config, error) {
 		Health: d.Health, Registerer: registerer(d), Logger: d.Log})
 }
 
-// sinkStoreConfig is the sink store of sink.group with one applier per fact
-// topic: the mic ledger (kafka.topics.mic_ledger), the lucky pool inflow
-// (kafka.topics.lucky_pool_inflow) and the lucky events
-// (kafka.topics.lucky_events, payout stats). A new fact stream is one more
-// applier here.
-func sinkStoreConfig(cfg *config.Config) (mysqlsink.StoreConfig, error) {
-	t := cfg.Kafka.Topics
-	ml, err1 := mysqlsink.ApplierConfigFrom(cfg, "kafka.topics.mic_ledger", t.MicLedger)
-	li, err2 := mysqlsink.ApplierConfigFrom(cfg, "kafka.topics.lucky_pool_inflow", t.LuckyPoolInflow)
-	ls, err3 := mysqlsink.ApplierConfigFrom(cfg, "kafka.topics.lucky_events", t.LuckyEvents)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return mysqlsink.StoreConfig{}, err
-	}
-	ledger, err1 := micledger.New(ml)
-	inflow, err2 := luckyinflow.New(li)
-	stats, err3 := luckystats.New(ls)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return mysqlsink.StoreConfig{}, err
-	}
-	return mysqlsink.StoreConfigFrom(cfg, mysqlsink.Register(ledger), mysqlsink.Register(inflow), mysqlsink.Register(stats))
-}
-
-// statsAPIConfig is the stats API's Config.
 func statsAPIConfig(d *app.Deps) (statsapi.Config, error) {
 	return statsapi.ConfigFrom(d.Config, statsapi.Config{Registerer: registerer(d), Logger: d.Log})
 }
 
-// imPublisherConfig is publish-im's Config; instanceID makes the fast path
-// a static member of outbox_worker.group ("": dynamic).
 func imPublisherConfig(d *app.Deps, instanceID string) (imoutbox.Config, error) {
 	return imoutbox.ConfigFrom(d.Config, imoutbox.Config{InstanceID: instanceID,
 		ServiceConfig: imoutbox.ServiceConfig{Registerer: registerer(d), Logger: d.Log}})
 }
 
-// luckyDrawConfig and luckyOutboxConfig are the draw service's and its
-// reward outbox worker's Configs; dispatch reads the
-// wallet_credit_dispatch switch (the draw service's).
+// luckydraw.NewServer sets the outbox worker's id and dispatch switch.
 func luckyDrawConfig(d *app.Deps) (luckydraw.Config, error) {
 	return luckydraw.ConfigFrom(d.Config, luckydraw.Config{Registerer: registerer(d), Logger: d.Log})
 }
 
-func luckyOutboxConfig(d *app.Deps, workerID string, dispatch func(context.Context, string) (bool, error)) (luckyoutbox.Config, error) {
-	return luckyoutbox.ConfigFrom(d.Config, luckyoutbox.Config{WorkerID: workerID, DispatchEnabled: dispatch,
-		Registerer: registerer(d), Logger: d.Log})
+func luckyOutboxConfig(d *app.Deps) (luckyoutbox.Config, error) {
+	return luckyoutbox.ConfigFrom(d.Config, luckyoutbox.Config{Registerer: registerer(d), Logger: d.Log})
 }

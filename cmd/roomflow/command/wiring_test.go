@@ -17,6 +17,7 @@ import (
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/statsapi"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
+	"github.com/hyapp/roomflow/sinks/mysql/appliers"
 )
 
 // Every command refuses a relay.* value the relay would refuse at start.
@@ -141,7 +142,7 @@ func TestWiringSinkDefaults(t *testing.T) {
 	if c.Parallelism != mysqlsink.DefaultParallelism || c.OwnerID != "" || c.InstanceID != "" {
 		t.Fatalf("flags at their defaults: parallelism %d, owner %q, instance %q", c.Parallelism, c.OwnerID, c.InstanceID)
 	}
-	if _, err := sinkStoreConfig(d.Config); err != nil {
+	if _, err := appliers.StoreConfigFrom(d.Config); err != nil {
 		t.Fatalf("sinkStoreConfig(defaults): %v", err)
 	}
 	if _, err := statsAPIConfig(d); err != nil {
@@ -190,7 +191,7 @@ func TestWiringSinkComponentDefaultsMatchConfig(t *testing.T) {
 func TestWiringSinkKeys(t *testing.T) {
 	type wiring func(d *app.Deps) error
 	sink := func(d *app.Deps) error { _, err := sinkConfig(d); return err }
-	store := func(d *app.Deps) error { _, err := sinkStoreConfig(d.Config); return err }
+	store := func(d *app.Deps) error { _, err := appliers.StoreConfigFrom(d.Config); return err }
 	api := func(d *app.Deps) error { _, err := statsAPIConfig(d); return err }
 	cases := []struct {
 		key  string
@@ -372,7 +373,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 	}
 	d := &app.Deps{Config: &cfg}
 	draw, _ := luckyDrawConfig(d)
-	out, _ := luckyOutboxConfig(d, "", nil)
+	out, _ := luckyOutboxConfig(d)
 	if draw.DrawTimeout != luckydraw.DefaultDrawTimeout || draw.WalletCreditTimeout != luckydraw.DefaultWalletCreditTimeout ||
 		out.BatchSize != luckyoutbox.DefaultBatchSize || out.PollInterval != luckyoutbox.DefaultPollInterval ||
 		out.MaxRetries != luckyoutbox.DefaultMaxRetries || out.LockTTL != luckyoutbox.DefaultLockTTL {
