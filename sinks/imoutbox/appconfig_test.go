@@ -31,7 +31,7 @@ func imWiringConfig() config.Config {
 // outbox_worker.* and im.* key.
 func TestIMWiringDefaults(t *testing.T) {
 	cfg := imWiringConfig()
-	// Seed 000: room-service publishes itself; the fast path waits for it.
+	// room-service publishes itself; the fast path waits for it.
 	if cfg.IM.FastPathDelay.D() != 3*time.Second || cfg.OutboxWorker.ClaimGrace < cfg.IM.FastPathDelay {
 		t.Fatalf("im.fast_path_delay %s, outbox_worker.claim_grace %s", cfg.IM.FastPathDelay, cfg.OutboxWorker.ClaimGrace)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
-// luckyCmd is `roomflow lucky`: seed 003's draw service, and under it the
-// one-shot admin commands (MySQL only: no listener, no Kafka, no wallet),
-// safe to run with the service's --config while it serves.
+// luckyCmd is `roomflow lucky`, the draw service (docs/requirements.md
+// LUCKY-*), and under it the one-shot admin commands (MySQL only: no
+// listener, no Kafka, no wallet), safe to run beside it with its --config.
 func luckyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lucky",

@@ -281,10 +281,10 @@ func TestIMWiringBadIMKeysStopOnlyDelivery(t *testing.T) {
 	}
 }
 
-// Seed 000: outbox_worker poll_interval, batch_size and publish_timeout
-// <= 0 fall back to the defaults (imoutbox applies the rule), so the
-// wiring accepts them; lock_ttl is compared with the publish_timeout in
-// effect.
+// docs/requirements.md IM-8: outbox_worker poll_interval, batch_size and
+// publish_timeout <= 0 fall back to the defaults (imoutbox applies the
+// rule), so the wiring accepts them; lock_ttl is compared with the
+// publish_timeout in effect.
 func TestIMWiringSeed000Fallbacks(t *testing.T) {
 	getenv := func(k string) string {
 		return map[string]string{"ROOMFLOW_IM_SDK_APP_ID": "1400000000", "ROOMFLOW_IM_SECRET_KEY": imTestSecret}[k]
