@@ -8,27 +8,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 )
 
 // A component that fails, or stops because another failed, leaves no
 // group; one stopped by the process leaves with each static member it
 // has, and skips the dynamic ones.
 func TestLeavingOnStop(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	k := testenv.NewKafka(t, testenv.NoTopics())
 	cfg := config.Default()
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka = k.Config
 	var logs bytes.Buffer
 	d := &Deps{Config: &cfg, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	// A static member in the group, for the leave to find.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"),
 		kgo.InstanceID("pod-1-sink"), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)

@@ -5,22 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/tools/setup"
 )
 
 // Topics creates every topic of the layout once, and a second run finds
 // them all.
 func TestTopics(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
 	cfg := config.Default()
-	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Kafka = testenv.NewKafka(t, testenv.NoTopics()).Config
 	var first, second strings.Builder
 	if err := setup.Topics(context.Background(), &cfg, &first); err != nil {
 		t.Fatal(err)
