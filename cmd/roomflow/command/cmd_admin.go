@@ -1,19 +1,14 @@
 package command
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/hyapp/roomflow/internal/kafkax"
-	"github.com/hyapp/roomflow/internal/migrate"
-	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/tools/setup"
 )
 
 func migrateCmd(g *globals) *cobra.Command {
@@ -21,34 +16,11 @@ func migrateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or update the MySQL schema (idempotent, safe on every deploy)",
-		Long: `migrate applies roomflow's numbered MySQL migrations (embedded in the
-binary) that the database named by mysql.dsn has not applied yet, each
-once, and records them in schema_migrations. Concurrent runs are
-serialised by a named lock, so every replica may run it at start-up.
-A released migration whose text changed is reported as an error.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			log := cfg.Log.Logger(os.Stderr)
-			db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ms, err := migrate.Load()
-			if err != nil {
-				return err
-			}
-			res, err := migrate.Up(cmd.Context(), db, ms, lockWait, log)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d (%d applied now)\n", res.Current, len(res.Applied))
-			return nil
-		},
+		Long:  help("migrate"),
+		Args:  cobra.NoArgs,
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+			return setup.Migrate(cmd.Context(), cfg, lockWait, cfg.Log.Logger(os.Stderr), cmd.OutOrStdout())
+		}),
 	}
 	cmd.Flags().DurationVar(&lockWait, "lock-wait", time.Minute, "how long to wait for another migrate to finish")
 	return cmd
@@ -58,39 +30,11 @@ func topicsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "topics",
 		Short: "Create or check every Kafka topic of the design",
-		Long: `topics creates the design's topics that do not exist, with
-kafka.partitions partitions (internal state topics compacted), and checks
-the ones that do. A topic with fewer partitions than configured, or an
-internal topic without cleanup.policy=compact, is reported as an error;
-existing topics are never altered.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			kc := cfg.Kafka.Cluster(nil, nil)
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			// The release step runs first: a wrong password, CA or
-			// listener fails it here, saying which.
-			if err := kc.Ping(ctx); err != nil {
-				return err
-			}
-			cl, err := kc.NewClient("topics")
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tCOMPACTED\tCREATED")
-			for _, s := range statuses {
-				fmt.Fprintf(tw, "%s\t%d\t%v\t%v\n", s.Name, s.Partitions, s.Compacted, s.Created)
-			}
-			tw.Flush()
-			return err
-		},
+		Long:  help("topics"),
+		Args:  cobra.NoArgs,
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+			return setup.Topics(cmd.Context(), cfg, cmd.OutOrStdout())
+		}),
 	}
 }
 
@@ -98,18 +42,9 @@ func configCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "config",
 		Short: "Print the effective configuration with secrets redacted",
-		Long: `config loads the YAML file and environment overrides, validates the
-app-wide keys as every command does and the keys of every component that
-needs no secret (relay, processors, sink, stats API; publish-im checks its
-own, the IM credentials among them, when it starts), and prints the
-effective config as YAML. The MySQL password and the IM secret key are
-printed as REDACTED.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+		Long:  help("config"),
+		Args:  cobra.NoArgs,
+		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			if err := checkComponents(newDeps(cfg, slog.New(slog.DiscardHandler))); err != nil {
 				return err
 			}
@@ -119,6 +54,6 @@ printed as REDACTED.`,
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
-		},
+		}),
 	}
 }

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"cmp"
 	"os"
 	"time"
 
@@ -27,19 +28,10 @@ func demoCmd(*globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole pipeline on embedded Kafka with synthetic load and print a summary",
-		Long: `demo needs nothing but a MySQL-compatible server (the local MariaDB by
-default; ROOMFLOW_MYSQL_DSN to choose another): it starts an embedded Kafka
-(kfake, 3 brokers) and a fake Tencent IM endpoint in this process, creates
-a fresh database (roomflow_demo), runs every component as 'roomflow run'
-does, writes a loadgen scenario into room_outbox, waits until the MySQL
-facts equal the independently computed oracle and every IM message was
-accepted, and prints what happened.`,
-		Args: cobra.NoArgs,
+		Long:  help("demo"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.ServerDSN = os.Getenv("ROOMFLOW_MYSQL_DSN")
-			if o.ServerDSN == "" {
-				o.ServerDSN = "root@tcp(127.0.0.1:3306)/"
-			}
+			o.ServerDSN = cmp.Or(os.Getenv("ROOMFLOW_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/")
 			o.Scenario.AppCode = "hyapp"
 			o.Out = cmd.OutOrStdout()
 			res, err := demo.Run(cmd.Context(), o)

@@ -2,11 +2,10 @@ package command
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/hyapp/roomflow/tools/fakekafka"
 )
 
 // kfakeCmd runs franz-go's kfake, a Kafka-protocol broker, for local use:
@@ -21,34 +20,10 @@ func kfakeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kfake",
 		Short: "Run an in-memory Kafka-protocol broker (franz-go kfake) for local use",
-		Long: `kfake starts franz-go's kfake cluster: a Kafka-protocol broker that
-supports transactions, consumer groups and read_committed. The first broker
-listens on --listen; further brokers take the next ports. It prints the
-bootstrap address and runs until interrupted. For development, the demo and
-benchmarks only.`,
-		Args: cobra.NoArgs,
+		Long:  help("kfake"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host, portStr, err := net.SplitHostPort(listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			port, err := strconv.Atoi(portStr)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			ports := make([]int, brokers)
-			for i := range ports {
-				ports[i] = port + i
-			}
-			opts := []kfake.Opt{kfake.NumBrokers(brokers), kfake.Ports(ports...),
-				kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-					_, p, _ := net.SplitHostPort(addr)
-					return net.Listen(network, net.JoinHostPort(host, p))
-				})}
-			if dataDir != "" {
-				opts = append(opts, kfake.DataDir(dataDir))
-			}
-			c, err := kfake.NewCluster(opts...)
+			c, err := fakekafka.Start(listen, brokers, dataDir)
 			if err != nil {
 				return err
 			}

@@ -2,71 +2,35 @@ package command
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/hyapp/roomflow/domain/lucky"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
-	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/sinks/mysql/luckystats"
+	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
-// luckyCmd is `roomflow lucky`: seed 003's draw service, and under it the
-// one-shot admin commands (MySQL only: no listener, no Kafka, no wallet),
-// safe to run with the service's --config while it serves.
+// luckyCmd is `roomflow lucky`, the draw service (docs/requirements.md
+// LUCKY-*), and under it the one-shot admin commands (MySQL only: no
+// listener, no Kafka, no wallet), safe to run beside it with its --config.
 func luckyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lucky",
 		Short: "Serve seed 003's lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
-		Long: `lucky serves hyapp.activity.v1.LuckyGiftService (CheckLuckyGift,
-ExecuteLuckyGiftDraw) on lucky.grpc_addr, with the gRPC health service and
-reflection; metrics on metrics.addr. Each draw is one MySQL transaction
-(concurrent draws of an app_code are group-committed): idempotent by
-command_id, pool rows locked in key order, inflow and payout by seed 003's
-formulas, risk caps, crypto/rand selection on the filtered table, audit
-material and lucky_outbox rows. After commit the reward is credited
-through lucky.wallet_grpc_addr (bounded by lucky.wallet_credit_timeout);
-a failure leaves it PENDING for the lucky_outbox worker, which also
-publishes the lucky events to kafka.topics.lucky_events at least once.
-
-At its first start it records in MySQL that the draw service owns
-lucky_pools (lucky_pool_owner): from then on the sink no longer adds the
-inflow of drawn gifts to the balances. It serves with no wallet and with
-Kafka down (rewards and events wait in lucky_outbox). lucky.audit_key
-(or ROOMFLOW_LUCKY_AUDIT_KEY) is required.
-
-lucky.tls (cert_file, key_file, client_ca_file, allowed_client_names)
-serves mutual TLS and admits callers by the DNS or SPIFFE URI names of
-their certificates; lucky.wallet_tls dials the wallet over TLS with a
-client certificate. Their files are read at start (a bad one: exit 2
-naming the key) and re-read when they change. A lucky.grpc_addr other
-hosts reach without lucky.tls.client_ca_file is logged as a WARN, or
-refused (exit 2) with lucky.require_tls: true.
-
-Admin subcommands: audit, rules, tier, pools fund, switch, rewards retry,
-admin-log, stats.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		Long:  help("lucky"),
+		Args:  cobra.NoArgs,
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if d.Config.Lucky.GRPCAddr == "" {
 				return errors.New("lucky.grpc_addr is empty: nothing to serve")
 			}
@@ -75,43 +39,36 @@ admin-log, stats.`,
 			}
 			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{luckySpec()})
-		},
+		}),
 	}
 	instanceIDFlag(cmd.Flags())
 	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
 	return cmd
 }
 
-// luckySpec builds the draw service: ownership recorded and rule
-// statuses tidied before serving, the wallet client, the lucky_outbox worker (the draw's synchronous
-// dispatcher too), the payout gauges, then the gRPC server on
-// lucky.grpc_addr. Neither the wallet nor Kafka is dialled before use, so
-// it serves while either is down.
+// luckySpec builds the draw service: every config checked and the
+// certificates read first, then luckydraw's server over MySQL (ownership,
+// rule statuses, the wallet client, the lucky_outbox worker), the payout
+// gauges, and the gRPC listener on lucky.grpc_addr.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-		var svc *luckydraw.Service
-		dispatch := func(ctx context.Context, app string) (bool, error) { return svc.DispatchEnabled(ctx, app) }
-		instance := instanceOrHost(d.Flag("instance-id"))
 		drawCfg, err := luckyDrawConfig(d)
 		if err != nil {
 			return nil, err
 		}
-		// The worker id names this process, not the pod: a restarted
-		// process (same --instance-id) must not take the rows its previous
-		// incarnation claimed for its own before their lease ends.
-		outCfg, err := luckyOutboxConfig(d, workerID(instance), dispatch)
+		outCfg, err := luckyOutboxConfig(d)
 		if err != nil {
 			return nil, err
 		}
-		walletCfg, err := luckyWalletConfig(d)
+		walletCfg, err := wallet.ConfigFrom(d.Config)
 		if err != nil {
 			return nil, err
 		}
 		// The certificates are read here, at start, not by `roomflow
 		// config`: a missing or bad file stops the command naming its key
 		// (exit 2) before anything is dialled.
-		srvTLS, err := luckyServerTLS(d)
-		walletTLS, werr := luckyWalletTLS(d)
+		srvTLS, err := luckydraw.ServerTLSFrom(d.Config, d.Log)
+		walletTLS, werr := wallet.TLSFrom(d.Config, d.Log)
 		if err := errors.Join(err, werr); err != nil {
 			return nil, err
 		}
@@ -120,124 +77,75 @@ func luckySpec() app.Spec {
 		if err != nil {
 			return nil, err
 		}
-		if err := luckydraw.RecordOwnership(ctx, db, instance, time.Now()); err != nil {
-			return nil, err
-		}
-		// Statuses that no longer draw read retired before serving, so
-		// `rules show` and the statuses agree.
-		admin, err := luckydraw.NewAdmin(db, luckydraw.AdminConfig{Operator: "roomflow lucky", Host: instance,
-			ReplacedVersionGrace: drawCfg.ReplacedVersionGrace, Logger: d.Log})
+		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: d.Flag("instance-id")})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := admin.TidyRuleStatuses(ctx); err != nil {
-			return nil, err
-		}
-		wc, err := wallet.New(walletCfg)
+		ln, err := payoutGaugesAndListener(d, db)
 		if err != nil {
+			srv.Close()
 			return nil, err
 		}
-		worker, err := luckyoutbox.New(outCfg, db, wc)
-		if err != nil {
-			wc.Close()
-			return nil, err
-		}
-		// From here on a failure closes the worker's Kafka client and the
-		// wallet's connection; the running component closes them itself.
-		started := false
-		defer func() {
-			if !started {
-				worker.Close(context.Background())
-				wc.Close()
-			}
-		}()
-		drawCfg.Dispatcher = worker
-		if svc, err = luckydraw.New(drawCfg, db); err != nil {
-			return nil, err
-		}
-		if err := svc.WarnEmptyPilot(ctx); err != nil {
-			return nil, err
-		}
-		if reg := registerer(d); reg != nil {
-			pc, err := luckystats.NewPayoutCollector(luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db)
-			if err != nil {
-				return nil, err
-			}
-			if err := reg.Register(pc); err != nil {
-				return nil, err
-			}
-		}
-		ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
-		if err != nil {
-			return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
-		}
-		serve := app.ComponentFunc(func(ctx context.Context) error { return svc.Serve(ctx, ln) })
-		work := app.ComponentFunc(func(ctx context.Context) error {
-			defer wc.Close()
-			defer worker.Close(context.Background())
-			return worker.Run(ctx)
-		})
-		started = true
-		return app.Together(serve, work), nil
+		return app.ComponentFunc(func(ctx context.Context) error { return srv.Run(ctx, ln) }), nil
 	}}
 }
 
-// instanceOrHost is the replica's name for lucky_pool_owner.
-func instanceOrHost(id string) string {
-	if id != "" {
-		return id
+// payoutGaugesAndListener registers the payout gauges of app_code's draws
+// (with a registry) and listens on lucky.grpc_addr.
+func payoutGaugesAndListener(d *app.Deps, db *sql.DB) (net.Listener, error) {
+	if err := luckystats.RegisterPayoutCollector(registerer(d), luckystats.PayoutCollectorConfig{AppCode: d.Config.AppCode, Logger: d.Log}, db); err != nil {
+		return nil, err
 	}
-	h, _ := os.Hostname()
-	return h
+	ln, err := net.Listen("tcp", d.Config.Lucky.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("lucky.grpc_addr: %w", err)
+	}
+	return ln, nil
 }
 
-// workerID is instance plus a random suffix, at most 64 bytes.
-func workerID(instance string) string {
-	var b [4]byte
-	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
-	return fmt.Sprintf("%.55s-%x", instance, b)
+// withDB runs a one-shot admin command's work with the config and MySQL,
+// closed after it.
+func withDB(cmd *cobra.Command, g *globals, run func(*config.Config, *sql.DB) error) error {
+	return g.withConfig(func(cmd *cobra.Command, _ []string, cfg *config.Config) error {
+		db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return run(cfg, db)
+	})(cmd, nil)
 }
 
-// adminDB opens MySQL for a one-shot admin command.
-func adminDB(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, error) {
+// withAdmin runs an operator command's work with the config and the change
+// maker over MySQL, closed after it; a bad lucky.replaced_version_grace,
+// --wait or --operator is a usage error naming it, found before anything
+// is written.
+func withAdmin(cmd *cobra.Command, g *globals, run func(*config.Config, *luckydraw.Admin) error) error {
 	cfg, err := g.load()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, db, nil
-}
-
-// luckyAdmin opens MySQL and the operator change maker for a one-shot
-// admin command; a bad lucky.replaced_version_grace is a usage error
-// naming the key, found before anything is written.
-func luckyAdmin(cmd *cobra.Command, g *globals) (*config.Config, *sql.DB, *luckydraw.Admin, error) {
-	cfg, err := g.load()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	acfg := luckydraw.AdminConfig{ReplacedVersionGrace: cfg.Lucky.ReplacedVersionGrace.D(), LargeTierMinReward: cfg.Lucky.LargeTierMinReward,
-		PilotMode: cfg.Lucky.Switches.PilotMode}
+	var own luckydraw.AdminConfig
 	if f := cmd.Flags().Lookup("wait"); f != nil {
-		acfg.Wait, _ = cmd.Flags().GetDuration("wait")
-		acfg.Operator, _ = cmd.Flags().GetString("operator")
+		own.Wait, _ = cmd.Flags().GetDuration("wait")
+		own.Operator, _ = cmd.Flags().GetString("operator")
 	}
-	if err := cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, acfg.Validate()); err != nil {
-		return nil, nil, nil, err
-	}
-	db, err := mysqlx.Open(cmd.Context(), cfg.MySQL)
+	db, a, err := luckyctl.OpenAdmin(cmd.Context(), cfg, own)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	a, err := luckydraw.NewAdmin(db, acfg)
-	if err != nil {
-		db.Close()
-		return nil, nil, nil, err
+	defer db.Close()
+	return run(cfg, a)
+}
+
+// printChange prints the change an operator command made.
+func printChange(cmd *cobra.Command) func(luckydraw.Change, error) error {
+	return func(c luckydraw.Change, err error) error {
+		if err == nil {
+			luckyctl.PrintChanges(cmd.OutOrStdout(), c)
+		}
+		return err
 	}
-	return cfg, db, a, nil
 }
 
 // operatorFlags adds --wait and --operator to an operator command.
@@ -247,81 +155,24 @@ func operatorFlags(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// printChanges prints one line per change, and its note.
-func printChanges(w io.Writer, cs ...luckydraw.Change) {
-	for _, c := range cs {
-		app := ""
-		if c.AppCode != "" {
-			app = c.AppCode + " "
-		}
-		fmt.Fprintf(w, "%s%s %s: %s -> %s\n", app, c.Command, c.Target, orNone(c.Old), orNone(c.New))
-		if c.Note != "" {
-			fmt.Fprintf(w, "  note: %s\n", c.Note)
-		}
-		if c.Warning != "" {
-			fmt.Fprintf(w, "  WARNING: %s\n", c.Warning)
-		}
-	}
-}
-
-func orNone(v string) string {
-	if v == "" {
-		return "(none)"
-	}
-	return v
-}
-
 func luckyAuditCmd(g *globals) *cobra.Command {
-	var (
-		drawID string
-		since  time.Duration
-	)
+	var o luckyctl.AuditOptions
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Recompute draws' selected tier, reward and random_digest from their audit material",
-		Long: `audit re-reads lucky_draw_records (one --draw-id, or every draw of the last
---since) and recomputes from the stored candidate table and random_value the
-selected tier, the reward coins and the HMAC random_digest with
-lucky.audit_key (ROOMFLOW_LUCKY_AUDIT_KEY). It prints one line per draw
-that differs and a summary; the exit status is 0 when every draw matches,
-1 on a mismatch or an unknown draw id.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-audit"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (drawID == "") == (since == 0) {
-				return errors.New("give exactly one of --draw-id and --since")
-			}
-			cfg, db, err := adminDB(cmd, g)
-			if err != nil {
+			if err := o.Check(); err != nil {
 				return err
 			}
-			defer db.Close()
-			if cfg.Lucky.AuditKey == "" {
-				return errors.New("lucky.audit_key: must be set (or ROOMFLOW_LUCKY_AUDIT_KEY)")
-			}
-			q := luckydraw.AuditQuery{DrawID: drawID}
-			if since > 0 {
-				q.SinceMs = time.Now().Add(-since).UnixMilli()
-			}
-			res, err := luckydraw.Audit(cmd.Context(), db, cfg.Lucky.AuditKey, q)
-			if err != nil {
-				return err
-			}
-			bad := 0
-			for _, r := range res {
-				if !r.OK {
-					bad++
-					fmt.Fprintf(cmd.OutOrStdout(), "MISMATCH %s: %v\n", r.DrawID, r.Mismatches)
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "audited %d draws: %d match, %d differ\n", len(res), len(res)-bad, bad)
-			if bad > 0 {
-				return fmt.Errorf("%d of %d draws do not match their audit material", bad, len(res))
-			}
-			return nil
+			return withDB(cmd, g, func(cfg *config.Config, db *sql.DB) error {
+				return luckyctl.Audit(cmd.Context(), db, cfg.Lucky.AuditKey, o, time.Now(), cmd.OutOrStdout())
+			})
 		},
 	}
-	cmd.Flags().StringVar(&drawID, "draw-id", "", "the draw to audit")
-	cmd.Flags().DurationVar(&since, "since", 0, "audit every draw of this last span (e.g. 24h)")
+	cmd.Flags().StringVar(&o.DrawID, "draw-id", "", "the draw to audit")
+	cmd.Flags().DurationVar(&o.Since, "since", 0, "audit every draw of this last span (e.g. 24h)")
 	return cmd
 }
 
@@ -333,22 +184,8 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(operatorFlags(&cobra.Command{
 		Use:   "publish FILE",
 		Short: "Validate and publish one rule version with its tiers from YAML",
-		Long: `publish reads one rule version (gift_id, rule_version, gift_price,
-pool_rate_ppm, platform_weight_ppm, room_weight_ppm, target_payout_rate_ppm,
-max_single_payout, max_user_daily_payout, max_room_hourly_payout, status
-(default draft), effective_at_ms (default now) and tiers: tier_id,
-reward_type none|fixed|multiplier, reward_value, probability_ppm,
-min_pool_balance, enabled (default true), large (default false: the tiers
-large_tier_enabled off disables; a version that marks none falls back to
-lucky.large_tier_min_reward, and publishing it active warns)), validates
-it (probabilities sum to 1,000,000, exactly one none tier, ppm ranges) and
-inserts the rule and its tiers in one transaction. Versions are immutable: publishing an
-existing version with other content is refused; the same content again
-(status and tier enabled aside, which change at run time) is a no-op.
-Unknown keys are an error. In the same transaction it retires the gift's
-versions that no longer draw (older than the deciding version and past
-lucky.replaced_version_grace, or paused).`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("lucky-rules-publish"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
 			if err != nil {
@@ -358,44 +195,27 @@ lucky.replaced_version_grace, or paused).`,
 			if err != nil {
 				return err
 			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cs, err := admin.PublishRule(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), cs...)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				cs, err := admin.PublishRule(cmd.Context(), r)
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintChanges(cmd.OutOrStdout(), cs...)
+				return nil
+			})
 		},
 	}), operatorFlags(&cobra.Command{
 		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
 		Short: "Change a rule version's status (pause or retire it, or activate it)",
-		Long: `status sets one version's status. Of a gift's versions with
-effective_at_ms <= now and a status other than draft, the one with the
-greatest (effective_at_ms, id) decides: active, it draws; paused or
-retired, the gift is stopped (no older version draws instead). So pausing
-the deciding version stops the gift, and activating a version older than
-the deciding one changes nothing that draws (it says so): to roll back,
-publish the old table as a new version.`,
-		Args: cobra.ExactArgs(3),
+		Long:  help("lucky-rules-status"),
+		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains([]string{"draft", "active", "paused", "retired"}, args[2]) {
-				return cfgerr.Usage(fmt.Errorf("status must be draft, active, paused or retired (got %q)", args[2]))
-			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckRuleStatus(args[2]); err != nil {
 				return err
 			}
-			defer db.Close()
-			c, err := admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2])
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				return printChange(cmd)(admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2]))
+			})
 		},
 	}), luckyRulesShowCmd(g))
 	return cmd
@@ -407,32 +227,18 @@ func luckyRulesShowCmd(g *globals) *cobra.Command {
 		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			gift := ""
-			if len(args) == 1 {
-				gift = args[0]
-			}
-			vs, err := admin.RuleVersions(cmd.Context(), gift)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, v := range vs {
-				state := "does not draw: " + v.Why
-				switch {
-				case v.Draws:
-					state = "DRAWS"
-				case v.Scheduled:
-					state = v.Why
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				gift := ""
+				if len(args) == 1 {
+					gift = args[0]
 				}
-				fmt.Fprintf(w, "%s/%s\t%s\teffective %s\t%s\n", v.GiftID, v.Version, v.Status,
-					time.UnixMilli(v.EffectiveAtMs).UTC().Format(time.RFC3339), state)
-			}
-			return nil
+				vs, err := admin.RuleVersions(cmd.Context(), gift)
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintRuleVersions(cmd.OutOrStdout(), vs)
+				return nil
+			})
 		},
 	}
 }
@@ -445,38 +251,22 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 	fund := &cobra.Command{
 		Use:   "fund",
 		Short: "Add coins to a pool's balance (and funded) and optionally set its reserve_floor",
-		Long: `fund adds --amount coins to one lucky_pools row's balance and funded in
-one statement (creating the row), so balance = funded + total_in -
-total_out keeps holding; --reserve-floor sets the floor the draw never
-pays below. The draw reads balance as stored, also on rows seeded by SQL.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-pools-fund"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
-				return cfgerr.Usage(fmt.Errorf("--scope-type must be platform, room or gift (got %q)", scopeType))
-			case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID:
-				return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes", luckydraw.MaxRoomID))
-			case amount < 0 || floor < 0:
-				return cfgerr.Usage(fmt.Errorf("--amount and --reserve-floor must be >= 0"))
-			}
-			cfg, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckFund(scopeType, scopeID, amount, floor); err != nil {
 				return err
 			}
-			defer db.Close()
-			if appCode == "" {
-				appCode = cfg.AppCode
-			}
-			var fl *int64
-			if cmd.Flags().Changed("reserve-floor") {
-				fl = &floor
-			}
-			c, err := admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
+				if appCode == "" {
+					appCode = cfg.AppCode
+				}
+				var fl *int64
+				if cmd.Flags().Changed("reserve-floor") {
+					fl = &floor
+				}
+				return printChange(cmd)(admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl))
+			})
 		},
 	}
 	operatorFlags(fund)
@@ -495,57 +285,19 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "switch NAME on|off|default",
 		Short: "Override a kill switch at run time (draws see it when the command returns)",
-		Long: `switch stores an operator override of one of seed 003's kill switches
-in MySQL (lucky_switches); it wins over the configured start value
-(lucky.switches.*) until 'switch NAME default' removes it. Names:
-global_lucky_gift_enabled, large_tier_enabled (off disables the tiers the
-rule marks large: true, or in a version that marks none those paying at
-least lucky.large_tier_min_reward; it says how many marked tiers),
-wallet_credit_dispatch, pilot_mode (on: only the pilot rooms draw, the
-others answer room_not_in_pilot; it warns while the list is empty), and
-with --room: room_scope_paused (on pauses the room's lucky draws) and
-pilot_room (on puts the room on the pilot list, at most 50 rooms: the
-51st is refused with exit 1; off or default takes it off).
-
-It acts when it returns: it waits (at most --wait) for the draw batches
-that read the old value to commit, on every replica, and every draw after
-it reads the new one. CheckLuckyGift and the reward outbox worker read
-switches through a cache of at most 1s, so a credit may still be made up
-to 1s after 'switch wallet_credit_dispatch off' returns. Past --wait it
-fails (exit 1) naming the connection it waited for, and changes nothing.`,
-		Args: cobra.ExactArgs(2),
+		Long:  help("lucky-switch"),
+		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v *bool
-			switch args[1] {
-			case "on", "off":
-				b := args[1] == "on"
-				v = &b
-			case "default":
-			default:
-				return cfgerr.Usage(fmt.Errorf("switch value must be on, off or default (got %q)", args[1]))
-			}
-			if !slices.Contains(luckydraw.SwitchNames, args[0]) {
-				return cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", args[0], strings.Join(luckydraw.SwitchNames, ", ")))
-			}
-			perRoom := args[0] == luckydraw.SwitchRoomScopePaused || args[0] == luckydraw.SwitchPilotRoom
-			if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID {
-				return cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s or %s, and only with them", luckydraw.MaxRoomID,
-					luckydraw.SwitchRoomScopePaused, luckydraw.SwitchPilotRoom))
-			}
-			cfg, db, admin, err := luckyAdmin(cmd, g)
+			v, err := luckyctl.ParseSwitch(args[0], args[1], room)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			if appCode == "" {
-				appCode = cfg.AppCode
-			}
-			c, err := admin.SetSwitch(cmd.Context(), appCode, args[0], room, v)
-			if err != nil {
-				return err
-			}
-			printChanges(cmd.OutOrStdout(), c)
-			return nil
+			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
+				if appCode == "" {
+					appCode = cfg.AppCode
+				}
+				return printChange(cmd)(admin.SetSwitch(cmd.Context(), appCode, args[0], room, v))
+			})
 		},
 	}
 	operatorFlags(cmd)
@@ -554,38 +306,22 @@ fails (exit 1) naming the connection it waited for, and changes nothing.`,
 	return cmd
 }
 
-// CheckLucky validates every part of `roomflow lucky` before anything
-// connects (the deployment tests check their configs with it).
-func CheckLucky(d *app.Deps) error {
-	_, err1 := luckyDrawConfig(d)
-	_, err2 := luckyOutboxConfig(d, "", nil)
-	_, err3 := luckyWalletConfig(d)
-	return errors.Join(err1, err2, err3, checkLuckyTLS(d))
-}
-
 func luckyRewardsCmd(g *globals) *cobra.Command {
 	var appCode string
 	retry := &cobra.Command{
 		Use:   "retry",
 		Short: "Re-drive failed rewards: back to pending, retried by the running service's outbox worker",
-		Long: `retry puts every reward whose retries were exhausted (lucky_outbox row and
-draw reward_status failed) back to pending with its attempts reset, due
-now; the lucky_outbox worker of a running 'roomflow lucky' credits it
-(the wallet dedupes by reward_id, so a reward credited before its answer
-was lost is not paid twice). --app-code limits it to one app.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-rewards-retry"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
+				return nil
+			})
 		},
 	}
 	operatorFlags(retry)
@@ -600,32 +336,20 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin-log",
 		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
-		Long: `admin-log prints the changes operator commands made (switch, rules
-publish|status, tier, pools fund, rewards retry, and the start-time tidy-up of
-rule statuses) over the last --since: when, who (--operator or $USER, and
-the host), the command, its target, and the old and new value. Each row
-was written in the change's own transaction.`,
-		Args: cobra.NoArgs,
+		Long:  help("lucky-admin-log"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if since <= 0 {
-				return cfgerr.Usage(fmt.Errorf("--since must be a positive duration (got %s)", since))
-			}
-			_, db, admin, err := luckyAdmin(cmd, g)
-			if err != nil {
+			if err := luckyctl.CheckSince(since); err != nil {
 				return err
 			}
-			defer db.Close()
-			es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, e := range es {
-				fmt.Fprintf(w, "%s\t%s@%s\t%s\t%s\t%s\t%s -> %s\n", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339Nano),
-					e.Operator, e.Host, orNone(e.AppCode), e.Command, e.Target, orNone(e.Old), orNone(e.New))
-			}
-			fmt.Fprintf(w, "%d changes in the last %s\n", len(es), since)
-			return nil
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
+				es, err := admin.AdminLog(cmd.Context(), time.Now().Add(-since).UnixMilli())
+				if err != nil {
+					return err
+				}
+				luckyctl.PrintAdminLog(cmd.OutOrStdout(), es, since)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the changes of this last span")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
@@ -322,12 +323,12 @@ func TestLuckyAdminCommands(t *testing.T) {
 		{[]string{"switch", "global_lucky_gift_enabled", "off", "--operator", strings.Repeat("o", 65)}, 2, "--operator"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
-		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
-			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		if err == nil || cli.ExitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, cli.ExitCode(err), err, tc.status, tc.names, out)
 		}
 	}
 	bad := cfg + "lucky:\n  replaced_version_grace: 6m\n"
-	if _, err := runCLI(t, bad, "lucky", "rules", "status", "lucky-star", "v2", "active"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "lucky.replaced_version_grace") {
+	if _, err := runCLI(t, bad, "lucky", "rules", "status", "lucky-star", "v2", "active"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "lucky.replaced_version_grace") {
 		t.Errorf("a grace over 5m: %v", err)
 	}
 	var after, overrides, loggedAfter, pools int64
@@ -369,8 +370,8 @@ func TestLuckyStatsCommand(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--room", strings.Repeat("r", 65)}, {"--room", ""}, {"--room", "r1", "--since", "-1h"}} {
 		_, err := runCLI(t, cfg, append([]string{"lucky", "stats"}, args...)...)
-		if exitCode(err) != 2 {
-			t.Errorf("lucky stats %v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		if cli.ExitCode(err) != 2 {
+			t.Errorf("lucky stats %v: %v (exit %d), want a usage error", args, err, cli.ExitCode(err))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -61,8 +62,8 @@ func TestLuckyTierCommands(t *testing.T) {
 		{[]string{"tier", "enable", "lucky-star", "v2", "big"}, 1, "unknown tier"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
-		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
-			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		if err == nil || cli.ExitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, cli.ExitCode(err), err, tc.status, tc.names, out)
 		}
 	}
 	var after int64
@@ -105,8 +106,8 @@ func TestLuckyPilotCommands(t *testing.T) {
 		{[]string{"switch", "pilot_room", "on", "--room", strings.Repeat("r", 65)}, 2, "--room"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
-		if err == nil || exitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
-			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, exitCode(err), err, tc.status, tc.names, out)
+		if err == nil || cli.ExitCode(err) != tc.status || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %v: exit %d (%v), want %d naming %q\n%s", tc.args, cli.ExitCode(err), err, tc.status, tc.names, out)
 		}
 	}
 	var rooms int64
@@ -114,7 +115,7 @@ func TestLuckyPilotCommands(t *testing.T) {
 	if rooms != 50 {
 		t.Fatalf("%d pilot rooms after the refusals, want 50", rooms)
 	}
-	if _, err := runCLI(t, cfg+"    pilot_moed: true\n", "lucky", "switch", "pilot_mode", "default"); err == nil || exitCode(err) != 2 {
+	if _, err := runCLI(t, cfg+"    pilot_moed: true\n", "lucky", "switch", "pilot_mode", "default"); err == nil || cli.ExitCode(err) != 2 {
 		t.Fatalf("an unknown lucky.switches key: %v", err)
 	}
 }

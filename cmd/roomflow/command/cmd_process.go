@@ -11,33 +11,13 @@ import (
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/room"
-	"github.com/hyapp/roomflow/processors/streams"
 )
 
 func processSpec() app.Spec {
 	return app.Spec{
 		Name:  "process",
 		Short: "Run the exactly-once stream processors (room processor, mic processor)",
-		Long: `process runs roomflow's Kafka->Kafka processors, each exactly once
-(read_committed input; output, state changelog and input offsets in one
-Kafka transaction, committed every process.commit_interval or
-process.commit_records records):
-
-  room  kafka.topics.room_events -> RoomMicChanged re-keyed by user_id to
-        kafka.topics.user_mic_events; lucky RoomGiftSent -> LuckyPoolInflow
-        (seed 003 ppm arithmetic, rules from MySQL lucky_gift_rules) to
-        kafka.topics.lucky_pool_inflow; poison records to kafka.topics.dlq.
-  mic   kafka.topics.user_mic_events -> sessions, daily and lifetime stats.
-
---only room|mic (or process.only) runs one of them. Every replica of a
-processor joins the same consumer group (process.room_group,
-process.mic_group); its transactional id is "<group>-<instance id>", the
-instance id defaulting to the host name (the pod name on Kubernetes), so a
-restarted replica fences its predecessor at once. With --instance-id each
-processor is also a static group member ("<instance id>-room", "-mic"):
-restarted after a crash it takes its partitions straight back instead of
-after kafka.session_timeout; stopped by SIGTERM it leaves its groups, so
-the partitions move to the other replicas at once.`,
+		Long:  help("process"),
 		Flags: func(fs *pflag.FlagSet) {
 			fs.String("only", "", "run only this processor: room or mic (overrides process.only)")
 			instanceIDFlag(fs)
@@ -58,7 +38,7 @@ the partitions move to the other replicas at once.`,
 			)
 			if runRoom {
 				roomCfg, errs[0] = roomConfig(d)
-				rulesCfg, errs[1] = ruleLoaderConfig(d)
+				rulesCfg, errs[1] = rulestore.ConfigFrom(d.Config)
 			}
 			if runMic {
 				micCfg, errs[2] = micConfig(d)
@@ -66,8 +46,8 @@ the partitions move to the other replicas at once.`,
 			if err := errors.Join(errs[:]...); err != nil {
 				return nil, err
 			}
-			var rts []*streams.Runtime
-			var members []staticMember
+			var rts []app.Component // each commits or aborts its own open transaction on the way out
+			var members []app.StaticMember
 			if runRoom {
 				db, err := d.DB(ctx)
 				if err != nil {
@@ -83,7 +63,7 @@ the partitions move to the other replicas at once.`,
 				}
 				d.Health.AddReadiness("room-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, staticMember{group: roomCfg.Runtime.Group, id: roomCfg.Runtime.InstanceID})
+				members = append(members, app.StaticMember{Group: roomCfg.Runtime.Group, ID: roomCfg.Runtime.InstanceID})
 			}
 			if runMic {
 				rt, _, err := micproc.NewRuntime(micCfg)
@@ -92,20 +72,9 @@ the partitions move to the other replicas at once.`,
 				}
 				d.Health.AddReadiness("mic-processor", rt.Ready)
 				rts = append(rts, rt)
-				members = append(members, staticMember{group: micCfg.Runtime.Group, id: micCfg.Runtime.InstanceID})
+				members = append(members, app.StaticMember{Group: micCfg.Runtime.Group, ID: micCfg.Runtime.InstanceID})
 			}
-			return leavingOnStop(d, "process", runRuntimes(rts), members...), nil
+			return app.LeavingOnStop(d, "process", app.Together(rts...), members...), nil
 		},
 	}
-}
-
-// runRuntimes runs every runtime until ctx is cancelled; the first failure
-// stops the others. Each runtime commits or aborts its own open transaction
-// on the way out.
-func runRuntimes(rts []*streams.Runtime) app.Component {
-	cs := make([]app.Component, len(rts))
-	for i, rt := range rts {
-		cs[i] = rt
-	}
-	return app.Together(cs...)
 }

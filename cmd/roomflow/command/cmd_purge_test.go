@@ -14,12 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/internal/cfgerr"
-	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
-	"github.com/hyapp/roomflow/sinks/mysql/retention"
 )
 
 // TestPurgeCommand: `roomflow purge` reads the relay's committed position
@@ -96,31 +92,6 @@ func TestPurgeCommand(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "config: purge.lucky_pool_inflow_consumption: must be 0: the topics this table dedupes keep their records forever") ||
 		strings.Contains(err.Error(), "purge.user_mic_event_consumption") {
 		t.Fatalf("purge with lucky_pool_inflow kept forever on the brokers: %v", err)
-	}
-}
-
-// The purge.* defaults equal the retention package's, pass its checks
-// against the default kafka.topic_retention, and leave room_outbox alone.
-func TestPurgeWiringDefaults(t *testing.T) {
-	cfg := config.Default()
-	c, err := purgeConfig(&app.Deps{Config: &cfg}, nil, nil)
-	if err != nil {
-		t.Fatalf("defaults must pass purge's wiring: %v", err)
-	}
-	w := retention.Window{Age: retention.DefaultWindow, Replay: cfg.Kafka.TopicRetention.D()}
-	if c.UserMicEventConsumption != w || c.LuckyPoolInflowConsumption != w || c.LuckyEventConsumption != w ||
-		c.RoomOutbox != (retention.RoomOutboxConfig{Age: retention.DefaultRoomOutboxAge}) ||
-		c.BatchSize != retention.DefaultBatchSize || c.BatchPause != retention.DefaultBatchPause {
-		t.Errorf("mapped %+v", c)
-	}
-	// The brokers' retention.ms raises a table's bound only for the topics it dedupes.
-	c, _ = purgeConfig(&app.Deps{Config: &cfg}, map[string]time.Duration{cfg.Kafka.Topics.LuckyEvents: 40 * 24 * time.Hour}, nil)
-	if c.LuckyEventConsumption.Replay != 40*24*time.Hour || c.UserMicEventConsumption.Replay != cfg.Kafka.TopicRetention.D() {
-		t.Errorf("replay bounds %+v", c)
-	}
-	cfg.Purge.RoomOutbox.Enabled = true
-	if _, err := purgeConfig(&app.Deps{Config: &cfg}, nil, nil); !slices.Equal(cfgerr.Keys(err), []string{"purge.room_outbox.enabled"}) {
-		t.Errorf("room_outbox enabled without a relay bound: %v", err)
 	}
 }
 

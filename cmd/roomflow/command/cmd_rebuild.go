@@ -1,14 +1,11 @@
 package command
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/sinks/mysql/rebuild"
 )
 
@@ -21,30 +18,11 @@ func rebuildCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebuild",
 		Short: "Recompute the mic fact tables (and stream-owned lucky_pools) from Kafka into fresh tables and swap them in",
-		Long: `rebuild repairs the MySQL facts when 'roomflow verify' reports differences.
-It reads kafka.topics.mic_ledger (and kafka.topics.lucky_pool_inflow) from
-offset 0 up to the positions the sink has committed in
-roomflow_sink_offsets, applies every record with the sink's own code into
-fresh copies of user_mic_sessions, user_mic_daily_stats and
-user_mic_lifetime_stats (and lucky_pools while no lucky_pool_owner row
-exists: once roomflow lucky owns the pools, draws pay out of them and no
-topic replays that), and swaps them in with one atomic RENAME TABLE. The
-replaced tables stay as <table>__old; drop them once satisfied.
-
-Procedure: stop every 'roomflow sink' (rebuild refuses while the sink's
-consumer group sink.group has members), run rebuild, start the sinks
-again (they resume on the rebuilt tables from their positions), run
-'roomflow verify'. The topics must still hold their whole history
-(retention.ms=-1; rebuild refuses when a partition no longer starts at
-offset 0). Every event id of the ledger is held in memory during the run.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		Long:  help("rebuild"),
+		Args:  cobra.NoArgs,
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			defer d.Close()
-			c, err := rebuildConfig(d, !noPools, batchSize, idle)
+			c, err := rebuild.ConfigFrom(d.Config, rebuild.Config{BatchSize: batchSize, Idle: idle, Logger: d.Log}, !noPools)
 			if err != nil {
 				return err
 			}
@@ -56,21 +34,9 @@ offset 0). Every event id of the ledger is held in memory during the run.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "mic ledger: %d entries below the sink's positions, %d applied, %d repeats, %d dead-lettered by the sink\n",
-				res.Entries, res.Applied, res.Repeats, res.Invalid)
-			switch {
-			case res.PoolsSkipped != "":
-				fmt.Fprintf(w, "lucky_pools not rebuilt: %s\n", res.PoolsSkipped)
-			case !noPools:
-				fmt.Fprintf(w, "lucky pool inflow: %d inflows, %d dead-lettered by the sink\n", res.Inflows, res.InvalidInflows)
-			}
-			for _, t := range slices.Sorted(maps.Keys(res.Rows)) {
-				fmt.Fprintf(w, "rebuilt %s: %d rows\n", t, res.Rows[t])
-			}
-			fmt.Fprintf(w, "swapped in; the replaced tables are kept: DROP TABLE %s;\n", strings.Join(res.Old, ", "))
+			rebuild.Print(cmd.OutOrStdout(), res, !noPools)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&noPools, "no-pools", false, "leave lucky_pools alone (rebuild only the mic fact tables)")
 	cmd.Flags().IntVar(&batchSize, "batch-size", rebuild.DefaultBatchSize, "entries applied per transaction into the fresh tables")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -63,22 +64,22 @@ func TestExitCodes(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"unknown command", "", []string{"bogus"}, exitUsage, `unknown command "bogus" for "roomflow"`},
-		{"unknown subcommand of a group", "", []string{"lucky", "pools", "bogus"}, exitUsage, `unknown command "bogus" for "roomflow lucky pools"`},
-		{"unknown flag", "", []string{"relay", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
-		{"bad flag value", "", []string{"kfake", "--brokers", "many"}, exitUsage, "invalid argument"},
-		{"argument to a command without any", "", []string{"config", "extra"}, exitUsage, `unknown command "extra"`},
-		{"missing config file", "", []string{"--config", "/nonexistent/roomflow.yaml", "config"}, exitUsage, "/nonexistent/roomflow.yaml"},
-		{"unknown config key", "relay:\n  batch_sise: 3\n", []string{"config"}, exitUsage, "relay.batch_sise: unknown key"},
-		{"wrong type", "sink:\n  batch_size: lots\n", []string{"config"}, exitUsage, "sink.batch_size"},
-		{"bad duration", "relay:\n  poll_interval: soon\n", []string{"config"}, exitUsage, "relay.poll_interval"},
-		{"invalid app-wide value", "mysql:\n  max_open_conns: -5\n", []string{"config"}, exitUsage, "mysql.max_open_conns"},
+		{"unknown command", "", []string{"bogus"}, cli.ExitUsage, `unknown command "bogus" for "roomflow"`},
+		{"unknown subcommand of a group", "", []string{"lucky", "pools", "bogus"}, cli.ExitUsage, `unknown command "bogus" for "roomflow lucky pools"`},
+		{"unknown flag", "", []string{"relay", "--no-such-flag"}, cli.ExitUsage, "unknown flag: --no-such-flag"},
+		{"bad flag value", "", []string{"kfake", "--brokers", "many"}, cli.ExitUsage, "invalid argument"},
+		{"argument to a command without any", "", []string{"config", "extra"}, cli.ExitUsage, `unknown command "extra"`},
+		{"missing config file", "", []string{"--config", "/nonexistent/roomflow.yaml", "config"}, cli.ExitUsage, "/nonexistent/roomflow.yaml"},
+		{"unknown config key", "relay:\n  batch_sise: 3\n", []string{"config"}, cli.ExitUsage, "relay.batch_sise: unknown key"},
+		{"wrong type", "sink:\n  batch_size: lots\n", []string{"config"}, cli.ExitUsage, "sink.batch_size"},
+		{"bad duration", "relay:\n  poll_interval: soon\n", []string{"config"}, cli.ExitUsage, "relay.poll_interval"},
+		{"invalid app-wide value", "mysql:\n  max_open_conns: -5\n", []string{"config"}, cli.ExitUsage, "mysql.max_open_conns"},
 		// A component's own keys are validated when it starts, before it
 		// connects to anything.
-		{"invalid component value", unreachable + "relay:\n  batch_size: -1\n", []string{"relay"}, exitUsage, "relay.batch_size"},
-		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, exitUsage, "choose letters"},
-		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, exitUsage, "is not partition:offset"},
-		{"runtime failure", unreachable, []string{"migrate"}, exitFailure, "connection refused"},
+		{"invalid component value", unreachable + "relay:\n  batch_size: -1\n", []string{"relay"}, cli.ExitUsage, "relay.batch_size"},
+		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, cli.ExitUsage, "choose letters"},
+		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, cli.ExitUsage, "is not partition:offset"},
+		{"runtime failure", unreachable, []string{"migrate"}, cli.ExitFailure, "connection refused"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -47,16 +48,16 @@ func TestTLSKeysCheckedAtStart(t *testing.T) {
 		code         int
 		stderr       string
 	}{
-		{"missing cert_file", lucky(tlsBlock(missing, p.ServerKey, p.CAFile)), []string{"lucky"}, exitUsage, "lucky.tls.cert_file: cannot read"},
-		{"missing client_ca_file", lucky(tlsBlock(p.ServerCert, p.ServerKey, missing)), []string{"lucky"}, exitUsage, "lucky.tls.client_ca_file: cannot read"},
-		{"key of another certificate", lucky(tlsBlock(p.ServerCert, other.KeyFile, p.CAFile)), []string{"lucky"}, exitUsage, "lucky.tls.cert_file: " + p.ServerCert + " and key_file " + other.KeyFile + " are not a certificate and its key"},
-		{"names without a client CA", lucky(tlsBlock(p.ServerCert, p.ServerKey, "", testenv.AllowedClient)), []string{"lucky"}, exitUsage, "lucky.tls.allowed_client_names: needs client_ca_file"},
-		{"names without a client CA, config", lucky(tlsBlock(p.ServerCert, p.ServerKey, "", testenv.AllowedClient)), []string{"config"}, exitUsage, "lucky.tls.allowed_client_names: needs client_ca_file"},
-		{"missing wallet CA", lucky("  wallet_tls:\n    ca_file: " + missing + "\n"), []string{"lucky"}, exitUsage, "lucky.wallet_tls.ca_file: cannot read"},
-		{"wallet key without certificate", lucky("  wallet_tls:\n    key_file: " + p.ClientKey + "\n"), []string{"config"}, exitUsage, "lucky.wallet_tls.cert_file: must be set with key_file"},
-		{"require_tls on an open listener", strings.Replace(lucky("  require_tls: true\n"), "127.0.0.1:0", ":0", 1), []string{"lucky"}, exitUsage, "lucky.require_tls: is true but lucky.grpc_addr \":0\" accepts callers from other hosts"},
-		{"api.tls missing key", unreachable + "api:\n  addr: \"127.0.0.1:0\"\n" + tlsBlock(p.ServerCert, missing, p.CAFile), []string{"api"}, exitUsage, "api.tls.key_file: cannot read"},
-		{"api.tls names without a client CA", unreachable + "api:\n" + tlsBlock(p.ServerCert, p.ServerKey, "", "x.test"), []string{"config"}, exitUsage, "api.tls.allowed_client_names: needs client_ca_file"},
+		{"missing cert_file", lucky(tlsBlock(missing, p.ServerKey, p.CAFile)), []string{"lucky"}, cli.ExitUsage, "lucky.tls.cert_file: cannot read"},
+		{"missing client_ca_file", lucky(tlsBlock(p.ServerCert, p.ServerKey, missing)), []string{"lucky"}, cli.ExitUsage, "lucky.tls.client_ca_file: cannot read"},
+		{"key of another certificate", lucky(tlsBlock(p.ServerCert, other.KeyFile, p.CAFile)), []string{"lucky"}, cli.ExitUsage, "lucky.tls.cert_file: " + p.ServerCert + " and key_file " + other.KeyFile + " are not a certificate and its key"},
+		{"names without a client CA", lucky(tlsBlock(p.ServerCert, p.ServerKey, "", testenv.AllowedClient)), []string{"lucky"}, cli.ExitUsage, "lucky.tls.allowed_client_names: needs client_ca_file"},
+		{"names without a client CA, config", lucky(tlsBlock(p.ServerCert, p.ServerKey, "", testenv.AllowedClient)), []string{"config"}, cli.ExitUsage, "lucky.tls.allowed_client_names: needs client_ca_file"},
+		{"missing wallet CA", lucky("  wallet_tls:\n    ca_file: " + missing + "\n"), []string{"lucky"}, cli.ExitUsage, "lucky.wallet_tls.ca_file: cannot read"},
+		{"wallet key without certificate", lucky("  wallet_tls:\n    key_file: " + p.ClientKey + "\n"), []string{"config"}, cli.ExitUsage, "lucky.wallet_tls.cert_file: must be set with key_file"},
+		{"require_tls on an open listener", strings.Replace(lucky("  require_tls: true\n"), "127.0.0.1:0", ":0", 1), []string{"lucky"}, cli.ExitUsage, "lucky.require_tls: is true but lucky.grpc_addr \":0\" accepts callers from other hosts"},
+		{"api.tls missing key", unreachable + "api:\n  addr: \"127.0.0.1:0\"\n" + tlsBlock(p.ServerCert, missing, p.CAFile), []string{"api"}, cli.ExitUsage, "api.tls.key_file: cannot read"},
+		{"api.tls names without a client CA", unreachable + "api:\n" + tlsBlock(p.ServerCert, p.ServerKey, "", "x.test"), []string{"config"}, cli.ExitUsage, "api.tls.allowed_client_names: needs client_ca_file"},
 		// Valid before the certificates are mounted.
 		{"config before mounting", lucky(tlsBlock(missing, missing, missing, testenv.AllowedClient)) + "  wallet_tls:\n    ca_file: " + missing + "\n", []string{"config"}, 0, ""},
 	}
@@ -66,7 +67,7 @@ func TestTLSKeysCheckedAtStart(t *testing.T) {
 			args         []string
 			code         int
 			stderr       string
-		}{"unreadable key_file", lucky(tlsBlock(p.ServerCert, unreadable, p.CAFile)), []string{"lucky"}, exitUsage, "lucky.tls.key_file: cannot read"})
+		}{"unreadable key_file", lucky(tlsBlock(p.ServerCert, unreadable, p.CAFile)), []string{"lucky"}, cli.ExitUsage, "lucky.tls.key_file: cannot read"})
 	}
 	keyPEM, err := os.ReadFile(p.ServerKey)
 	if err != nil {

@@ -5,90 +5,20 @@
 package command
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/buildinfo"
-	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/config"
 )
 
-// Exit statuses: 0 on success and on a clean stop (SIGTERM, interrupt),
-// exitUsage for usage and configuration mistakes (an unknown command or
-// flag, a wrong argument, a config that does not load or validate: the
-// process never started its work), exitFailure for everything that failed
-// at run time (a broker or MySQL unreachable, a component that died).
-const (
-	exitFailure = 1
-	exitUsage   = 2
-)
-
 // Main runs the command line of os.Args until it ends or SIGTERM or an
-// interrupt stops it, and returns the exit status: 0 also for such a stop.
-func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := NewRoot().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "roomflow:", err)
-		return exitCode(err)
-	}
-	return 0
-}
-
-// exitCode is the exit status of a command that failed with err.
-func exitCode(err error) int {
-	if cfgerr.IsUsage(err) {
-		return exitUsage
-	}
-	return exitFailure
-}
-
-// usageErrors makes every usage mistake cobra reports a *cfgerr.UsageError
-// (exit 2): flag errors through the root's flag error func (inherited by
-// every command), argument errors by wrapping each command's Args, and an
-// unknown command (cobra's default reports it only on the root, and lets a
-// command group print its help for one) by an Args check on every group;
-// a group given no argument prints its help as before.
-func usageErrors(root *cobra.Command) {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cfgerr.Usage(err) })
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		switch args := c.Args; {
-		case args != nil:
-			c.Args = func(cmd *cobra.Command, a []string) error { return cfgerr.Usage(args(cmd, a)) }
-		case c.HasSubCommands():
-			if !c.Runnable() {
-				// cobra answers a group that cannot run with its help
-				// before it checks arguments: run it to check them.
-				c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-			}
-			c.Args = func(cmd *cobra.Command, a []string) error {
-				if len(a) == 0 {
-					return nil
-				}
-				msg := fmt.Sprintf("unknown command %q for %q", a[0], cmd.CommandPath())
-				if s := cmd.SuggestionsFor(a[0]); len(s) > 0 {
-					msg += "; did you mean " + strings.Join(s, ", ") + "?"
-				}
-				return cfgerr.Usage(errors.New(msg))
-			}
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
-}
+// interrupt stops it, and returns the exit status (cli.Main).
+func Main() int { return cli.Main(NewRoot()) }
 
 // globals are the flags every command shares.
 type globals struct {
@@ -96,9 +26,10 @@ type globals struct {
 }
 
 // load reads the configuration and validates its app-wide keys, then
-// checks what only the wired components know (checkRoutes), so every
-// command refuses a config that would starve a stage. Each component's own
-// keys are validated by the command that runs it (wiring.go), at its start.
+// checks what only the wired components know (the routes against
+// roomEventConsumers), so every command refuses a config that would
+// starve a stage. Each component's own keys are validated by the command
+// that runs it (wiring.go), at its start.
 func (g *globals) load() (*config.Config, error) {
 	path := g.configPath
 	if path == "" {
@@ -108,7 +39,7 @@ func (g *globals) load() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRoutes(cfg); err != nil {
+	if err := cfg.CheckRoutes(roomEventConsumers...); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -123,6 +54,30 @@ func (g *globals) deps() (*app.Deps, error) {
 	return newDeps(cfg, cfg.Log.Logger(os.Stderr)), nil
 }
 
+// withConfig is a RunE that loads the configuration (load) and runs run
+// with it.
+func (g *globals) withConfig(run func(*cobra.Command, []string, *config.Config) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cfg, err := g.load()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, cfg)
+	}
+}
+
+// withDeps is a RunE that builds the process dependencies (deps) and runs
+// run with them.
+func (g *globals) withDeps(run func(*cobra.Command, []string, *app.Deps) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		d, err := g.deps()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, d)
+	}
+}
+
 // newDeps is app.NewDeps with the flags of every component at their
 // defaults.
 func newDeps(cfg *config.Config, log *slog.Logger) *app.Deps {
@@ -135,19 +90,9 @@ func newDeps(cfg *config.Config, log *slog.Logger) *app.Deps {
 func NewRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:   "roomflow",
-		Short: "Exactly-once stream processing for hyapp's voice-chat rooms",
-		Long: `roomflow relays MySQL room_outbox into Kafka, turns room events into
-per-user mic time and lucky-gift pool inflow, sinks the facts into MySQL
-exactly once, and publishes room events to Tencent Cloud IM.
-
-Configuration: one YAML file (--config or ROOMFLOW_CONFIG) plus the
-environment overrides ROOMFLOW_KAFKA_BROKERS, ROOMFLOW_MYSQL_DSN,
-ROOMFLOW_METRICS_ADDR, ROOMFLOW_IM_ENDPOINT, ROOMFLOW_IM_SDK_APP_ID,
-ROOMFLOW_IM_ADMIN_IDENTIFIER, ROOMFLOW_IM_SECRET_KEY, ROOMFLOW_APP_CODE,
-ROOMFLOW_KAFKA_SASL_PASSWORD, ROOMFLOW_LUCKY_AUDIT_KEY,
-ROOMFLOW_RELAY_BINLOG_DSN.
-See 'roomflow config' for every key and its effective value.`,
+		Use:           "roomflow",
+		Short:         "Exactly-once stream processing for hyapp's voice-chat rooms",
+		Long:          help("roomflow"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       buildinfo.Get().String(),
@@ -157,7 +102,7 @@ See 'roomflow config' for every key and its effective value.`,
 	for _, s := range components() {
 		root.AddCommand(componentCmd(g, s))
 	}
-	usageErrors(root)
+	cli.UsageErrors(root)
 	return root
 }
 
@@ -168,14 +113,10 @@ func componentCmd(g *globals, s app.Spec) *cobra.Command {
 		Short: s.Short,
 		Long:  s.Long,
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{s})
-		},
+		}),
 	}
 	if s.Flags != nil {
 		s.Flags(cmd.Flags())
@@ -187,21 +128,12 @@ func runCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every component in one process (small installs, tests, the demo)",
-		Long: `run starts every registered component (relay, processors, sink, IM
-publisher) in one process sharing one metrics server and one MySQL pool.
-Each component also runs alone under its own subcommand; run them
-separately to scale them independently. run accepts every component's
-flags (--instance-id gives each of its groups a static member id).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.deps()
-			if err != nil {
-				return err
-			}
-			specs := components()
+		Long:  help("run"),
+		Args:  cobra.NoArgs,
+		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			d.Flags = cmd.Flags()
-			return app.Run(cmd.Context(), d, specs)
-		},
+			return app.Run(cmd.Context(), d, components())
+		}),
 	}
 	app.AddFlags(cmd.Flags(), components())
 	return cmd

@@ -1,14 +1,9 @@
 package command
 
 import (
-	"context"
-	"errors"
-	"time"
-
 	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
-	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // instanceIDFlag defines --instance-id, which every component command and
@@ -29,36 +24,4 @@ func memberID(d *app.Deps, component string) string {
 		return ""
 	}
 	return id + "-" + component
-}
-
-// staticMember is one static membership of a component: group and id.
-type staticMember struct{ group, id string }
-
-// leavingOnStop runs c and, when it stopped because the process is being
-// stopped (SIGTERM: a scale-down, a rollout), makes its static members
-// leave their groups so the partitions move at once. After a crash (kill
-// -9, OOM) or a failure (c's own, or another component's, which cancels
-// ctx with that error as its cause) nothing leaves: the restart under the
-// same id takes the partitions straight back.
-func leavingOnStop(d *app.Deps, component string, c app.Component, members ...staticMember) app.Component {
-	return app.ComponentFunc(func(ctx context.Context) error {
-		err := c.Run(ctx)
-		if err != nil || !errors.Is(context.Cause(ctx), context.Canceled) {
-			return err
-		}
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		for _, m := range members {
-			if m.id == "" {
-				continue
-			}
-			if err := kafkax.LeaveGroup(lctx, d.Config.Kafka.Cluster(nil, d.Log), component, m.group, m.id); err != nil {
-				// Not fatal: the session timeout frees the partitions.
-				d.Log.Warn("static member did not leave its group", "component", component, "group", m.group, "instance_id", m.id, "error", err)
-				continue
-			}
-			d.Log.Info("static member left its group", "component", component, "group", m.group, "instance_id", m.id)
-		}
-		return nil
-	})
 }

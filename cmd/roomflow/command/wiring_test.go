@@ -8,116 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomflow/services/luckydraw"
-	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
-
+	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
 	"github.com/hyapp/roomflow/internal/config"
-	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/statsapi"
-	"github.com/hyapp/roomflow/sinks/imoutbox"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
-	"github.com/hyapp/roomflow/sinks/tencentim"
+	"github.com/hyapp/roomflow/sinks/mysql/appliers"
 )
-
-// The defaults pass the relay's wiring, map every relay.* key, and equal
-// the relay's own defaults, so a library user and `roomflow relay` agree.
-func TestRelayWiringDefaults(t *testing.T) {
-	cfg := config.Default()
-	cfg.Relay.Routes = map[string]string{"RoomGiftSent": cfg.Kafka.Topics.LuckyPoolInflow}
-	c, err := relayConfig(&app.Deps{Config: &cfg}, "pod-0-relay")
-	if err != nil {
-		t.Fatalf("defaults must pass the relay's wiring: %v", err)
-	}
-	want := relay.Config{
-		BatchSize:       relay.DefaultBatchSize,
-		PollInterval:    relay.DefaultPollInterval,
-		GapMaxAge:       relay.DefaultGapMaxAge,
-		MaxOpenGaps:     relay.DefaultMaxOpenGaps,
-		FailoverTimeout: relay.DefaultFailoverTimeout,
-		TransactionalID: "roomflow-relay",
-		MaxRecordBytes:  relay.DefaultMaxRecordBytes,
-		MaxBatchBytes:   relay.DefaultMaxBatchBytes,
-		Topic:           "hyapp.room.events.v1",
-		DLQTopic:        "hyapp.room.events.dlq.v1",
-		OffsetsTopic:    "roomflow.relay.offsets.v1",
-		ShutdownTimeout: relay.DefaultShutdownTimeout,
-		InstanceID:      "pod-0-relay",
-		Mode:            relay.DefaultMode,
-		Binlog:          relay.BinlogConfig{DSN: cfg.MySQL.DSN, HeartbeatPeriod: relay.DefaultHeartbeatPeriod},
-	}
-	if !equalRelayConfig(c, want) { // routes and kafka below
-		t.Errorf("mapped\n%+v\nwant\n%+v", c, want)
-	}
-	if c.Routes["RoomGiftSent"] != cfg.Kafka.Topics.LuckyPoolInflow || len(c.Routes) != 1 {
-		t.Errorf("routes %v", c.Routes)
-	}
-	if strings.Join(c.Kafka.Brokers, ",") != strings.Join(cfg.Kafka.Brokers, ",") || c.Kafka.ClientID != cfg.Kafka.ClientID ||
-		c.Kafka.SessionTimeout != cfg.Kafka.SessionTimeout.D() {
-		t.Errorf("kafka %+v from %+v", c.Kafka, cfg.Kafka)
-	}
-	if c.Registerer != nil || c.Kafka.Metrics != nil {
-		t.Error("a Deps without a registry must give no registerer (not a nil *Registry in an interface)")
-	}
-}
-
-// equalRelayConfig compares the comparable settings of two configs.
-func equalRelayConfig(a, b relay.Config) bool {
-	return a.BatchSize == b.BatchSize && a.PollInterval == b.PollInterval && a.GapMaxAge == b.GapMaxAge &&
-		a.MaxOpenGaps == b.MaxOpenGaps && a.FailoverTimeout == b.FailoverTimeout && a.TransactionalID == b.TransactionalID &&
-		a.MaxRecordBytes == b.MaxRecordBytes && a.MaxBatchBytes == b.MaxBatchBytes && a.Topic == b.Topic &&
-		a.DLQTopic == b.DLQTopic && a.OffsetsTopic == b.OffsetsTopic && a.ShutdownTimeout == b.ShutdownTimeout &&
-		a.InstanceID == b.InstanceID && a.Table == b.Table && a.Mode == b.Mode && a.Binlog == b.Binlog
-}
-
-// Every relay check, each with the app's dotted key its error must name
-// (the relay.* cases of internal/config's Validate before the relay owned
-// them, the max_open_gaps limit relay.New checked, route topic names).
-func TestRelayWiringNamesTheKey(t *testing.T) {
-	cases := []struct {
-		key string
-		mut func(*config.Config)
-	}{
-		{"relay.batch_size", func(c *config.Config) { c.Relay.BatchSize = -1 }},
-		{"relay.poll_interval", func(c *config.Config) { c.Relay.PollInterval = -1 }},
-		{"relay.gap_max_age", func(c *config.Config) { c.Relay.GapMaxAge = -1 }},
-		{"relay.max_open_gaps", func(c *config.Config) { c.Relay.MaxOpenGaps = -1 }},
-		{"relay.max_open_gaps", func(c *config.Config) { c.Relay.MaxOpenGaps = 1_000_000 }},
-		{"relay.failover_timeout", func(c *config.Config) { c.Relay.FailoverTimeout = -1 }},
-		{"relay.failover_timeout", func(c *config.Config) { c.Relay.FailoverTimeout = config.Duration(100 * time.Millisecond) }},
-		{"relay.transactional_id", func(c *config.Config) { c.Relay.TransactionalID = "" }},
-		{"relay.max_record_bytes", func(c *config.Config) { c.Relay.MaxRecordBytes = -1 }},
-		{"relay.max_batch_bytes", func(c *config.Config) { c.Relay.MaxBatchBytes = -1 }},
-		{"relay.routes", func(c *config.Config) { c.Relay.Routes = map[string]string{"": "x"} }},
-		{"relay.routes.RoomGiftSent", func(c *config.Config) { c.Relay.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},
-		{"relay.routes.RoomGiftSent", func(c *config.Config) {
-			c.Relay.Routes = map[string]string{"RoomGiftSent": c.Kafka.Topics.RelayOffsets}
-		}},
-		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
-		{"kafka.topics.dlq", func(c *config.Config) { c.Kafka.Topics.DLQ = "bad topic!" }},
-		{"kafka.topics.relay_offsets", func(c *config.Config) { c.Kafka.Topics.RelayOffsets = "" }},
-		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
-		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
-		{"relay.mode", func(c *config.Config) { c.Relay.Mode = "cdc" }},
-		{"relay.binlog.server_id", func(c *config.Config) { c.Relay.Mode = "binlog" }},
-		{"relay.binlog.heartbeat_period", func(c *config.Config) {
-			c.Relay.Mode, c.Relay.Binlog.ServerID, c.Relay.Binlog.HeartbeatPeriod = "binlog", 7, -1
-		}},
-		{"mysql.dsn", func(c *config.Config) {
-			c.Relay.Mode, c.Relay.Binlog.ServerID, c.MySQL.DSN = "binlog", 7, "root:secret@tcp(h:3306/x"
-		}},
-		{"relay.binlog.dsn", func(c *config.Config) {
-			c.Relay.Mode, c.Relay.Binlog.ServerID, c.Relay.Binlog.DSN = "binlog", 7, "repl:secret@tcp(h:3306/"
-		}},
-	}
-	for _, tc := range cases {
-		c := config.Default()
-		tc.mut(&c)
-		_, err := relayConfig(&app.Deps{Config: &c}, "")
-		checkNamesKey(t, tc.key, err)
-	}
-}
 
 // Every command refuses a relay.* value the relay would refuse at start.
 func TestRelayWiringAtLoad(t *testing.T) {
@@ -133,7 +34,7 @@ func processWiring(cfg config.Config) error {
 	d := newDeps(&cfg, slog.New(slog.DiscardHandler))
 	_, err := processSelection(d)
 	_, roomErr := roomConfig(d)
-	_, rulesErr := ruleLoaderConfig(d)
+	_, rulesErr := rulestore.ConfigFrom(d.Config)
 	_, micErr := micConfig(d)
 	return errors.Join(err, roomErr, rulesErr, micErr)
 }
@@ -178,7 +79,7 @@ func TestWiringProcessNamesTheKey(t *testing.T) {
 		c := config.Default()
 		tc.mut(&c)
 		err := processWiring(c)
-		checkNamesKey(t, tc.key, err)
+		cfgerrtest.NamesKey(t, tc.key, err)
 	}
 }
 
@@ -241,7 +142,7 @@ func TestWiringSinkDefaults(t *testing.T) {
 	if c.Parallelism != mysqlsink.DefaultParallelism || c.OwnerID != "" || c.InstanceID != "" {
 		t.Fatalf("flags at their defaults: parallelism %d, owner %q, instance %q", c.Parallelism, c.OwnerID, c.InstanceID)
 	}
-	if _, err := sinkStoreConfig(d); err != nil {
+	if _, err := appliers.StoreConfigFrom(d.Config); err != nil {
 		t.Fatalf("sinkStoreConfig(defaults): %v", err)
 	}
 	if _, err := statsAPIConfig(d); err != nil {
@@ -290,7 +191,7 @@ func TestWiringSinkComponentDefaultsMatchConfig(t *testing.T) {
 func TestWiringSinkKeys(t *testing.T) {
 	type wiring func(d *app.Deps) error
 	sink := func(d *app.Deps) error { _, err := sinkConfig(d); return err }
-	store := func(d *app.Deps) error { _, err := sinkStoreConfig(d); return err }
+	store := func(d *app.Deps) error { _, err := appliers.StoreConfigFrom(d.Config); return err }
 	api := func(d *app.Deps) error { _, err := statsAPIConfig(d); return err }
 	cases := []struct {
 		key  string
@@ -327,7 +228,7 @@ func TestWiringSinkKeys(t *testing.T) {
 			}
 		}
 		err := tc.wire(d)
-		checkNamesKey(t, tc.key, err)
+		cfgerrtest.NamesKey(t, tc.key, err)
 	}
 }
 
@@ -350,153 +251,6 @@ func TestSinkCommandRefusesBadConfig(t *testing.T) {
 
 // imTestSecret is the IM secret key of these tests: no error may hold it.
 const imTestSecret = "wiring-test-secret-key"
-
-// imWiringConfig is config.Default() with the IM credentials publish-im
-// needs to deliver (the defaults have none).
-func imWiringConfig() config.Config {
-	cfg := config.Default()
-	cfg.IM.SDKAppID, cfg.IM.SecretKey = 1400000000, imTestSecret
-	return cfg
-}
-
-// The defaults with credentials pass publish-im's wiring and map every
-// outbox_worker.* and im.* key.
-func TestIMWiringDefaults(t *testing.T) {
-	cfg := imWiringConfig()
-	// Seed 000: room-service publishes itself; the fast path waits for it.
-	if cfg.IM.FastPathDelay.D() != 3*time.Second || cfg.OutboxWorker.ClaimGrace < cfg.IM.FastPathDelay {
-		t.Fatalf("im.fast_path_delay %s, outbox_worker.claim_grace %s", cfg.IM.FastPathDelay, cfg.OutboxWorker.ClaimGrace)
-	}
-	cfg.OutboxWorker.NodeID, cfg.IM.GroupIDPrefix, cfg.IM.MarkPermanentFailed = "node-1", "room-", true
-	c, err := imPublisherConfig(&app.Deps{Config: &cfg}, "pod-0-publish-im")
-	if err != nil {
-		t.Fatalf("defaults must pass publish-im's wiring: %v", err)
-	}
-	want := imoutbox.ServiceConfig{
-		NodeID: "node-1", GroupIDPrefix: "room-", PollInterval: time.Second, BatchSize: 100, PublishTimeout: 3 * time.Second,
-		RetryStrategy: "fixed_interval", ClaimGrace: 5 * time.Second, LockTTL: 30 * time.Second, MarkPermanentFailed: true,
-		DrainTimeout: 10 * time.Second, AppCode: "hyapp",
-	}
-	if c.ServiceConfig != want {
-		t.Errorf("service config\n%+v\nwant\n%+v", c.ServiceConfig, want)
-	}
-	wantIM := tencentim.Config{Endpoint: "https://adminapisgp.im.qcloud.com", SDKAppID: 1400000000, AdminIdentifier: "administrator",
-		SecretKey: imTestSecret, UserSigTTL: 24 * time.Hour, MaxCallsPerSecond: 200, MaxMessagesPerGroupPerSecond: 40, MaxMessageBytes: 12 << 10}
-	if c.IM.Endpoint != wantIM.Endpoint || c.IM.SDKAppID != wantIM.SDKAppID || c.IM.AdminIdentifier != wantIM.AdminIdentifier ||
-		c.IM.SecretKey != wantIM.SecretKey || c.IM.UserSigTTL != wantIM.UserSigTTL || c.IM.MaxCallsPerSecond != wantIM.MaxCallsPerSecond ||
-		c.IM.MaxMessagesPerGroupPerSecond != wantIM.MaxMessagesPerGroupPerSecond || c.IM.MaxMessageBytes != wantIM.MaxMessageBytes {
-		t.Errorf("im config %+v, want %+v", c.IM, wantIM)
-	}
-	if c.DisableDelivery || c.FastPathDelay != 3*time.Second || c.Group != "roomflow-im-publisher" ||
-		c.Topic != "hyapp.room.events.v1" || c.InstanceID != "pod-0-publish-im" {
-		t.Errorf("publisher config: disabled %v, delay %s, group %q, topic %q, instance %q", c.DisableDelivery, c.FastPathDelay, c.Group, c.Topic, c.InstanceID)
-	}
-	if c.ScanFallbackAfter != time.Minute || c.DisableScanFallback {
-		t.Errorf("scan fallback after %s, disabled %v; want 1m, on", c.ScanFallbackAfter, c.DisableScanFallback)
-	}
-	off := cfg
-	off.IM.ScanFallbackAfter = 0
-	if c, err := imPublisherConfig(&app.Deps{Config: &off}, ""); err != nil || !c.DisableScanFallback {
-		t.Errorf("im.scan_fallback_after 0: disabled %v, err %v; want off", c.DisableScanFallback, err)
-	}
-	if strings.Join(c.Kafka.Brokers, ",") != strings.Join(cfg.Kafka.Brokers, ",") || c.Kafka.ClientID != cfg.Kafka.ClientID ||
-		c.Kafka.SessionTimeout != cfg.Kafka.SessionTimeout.D() {
-		t.Errorf("kafka %+v from %+v", c.Kafka, cfg.Kafka)
-	}
-	if c.Registerer != nil || c.Kafka.Metrics != nil {
-		t.Error("a Deps without a registry must give no registerer (not a nil *Registry in an interface)")
-	}
-	d := newDeps(&cfg, slog.New(slog.DiscardHandler))
-	if c, err := imPublisherConfig(d, ""); err != nil || c.Registerer == nil || c.Kafka.Metrics == nil || c.Logger != d.Log || c.Kafka.Logger != d.Log {
-		t.Errorf("with the process's deps: %v, registerer %v, kafka metrics %v", err, c.Registerer, c.Kafka.Metrics)
-	}
-}
-
-// The components' own defaults equal config.Default()'s values for the
-// keys they map from, so a library user gets what `roomflow publish-im`
-// runs.
-func TestIMWiringComponentDefaultsMatchConfig(t *testing.T) {
-	def := config.Default()
-	for _, tc := range []struct {
-		key       string
-		got, want any
-	}{
-		{"outbox_worker.poll_interval", imoutbox.DefaultPollInterval, def.OutboxWorker.PollInterval.D()},
-		{"outbox_worker.batch_size", imoutbox.DefaultBatchSize, def.OutboxWorker.BatchSize},
-		{"outbox_worker.publish_timeout", imoutbox.DefaultPublishTimeout, def.OutboxWorker.PublishTimeout.D()},
-		{"outbox_worker.claim_grace", imoutbox.DefaultClaimGrace, def.OutboxWorker.ClaimGrace.D()},
-		{"outbox_worker.lock_ttl", imoutbox.DefaultLockTTL, def.OutboxWorker.LockTTL.D()},
-		{"shutdown.timeout", imoutbox.DefaultDrainTimeout, def.Shutdown.Timeout.D()},
-		{"im.endpoint", tencentim.DefaultEndpoint, def.IM.Endpoint},
-		{"im.admin_identifier", tencentim.DefaultAdminIdentifier, def.IM.AdminIdentifier},
-		{"im.usersig_ttl", tencentim.DefaultUserSigTTL, def.IM.UserSigTTL.D()},
-		{"im.max_calls_per_second", tencentim.DefaultMaxCallsPerSecond, def.IM.MaxCallsPerSecond},
-		{"im.max_messages_per_group_per_second", tencentim.DefaultMaxMessagesPerGroupPerSecond, def.IM.MaxMessagesPerGroupPerSecond},
-		{"im.max_message_bytes", tencentim.DefaultMaxMessageBytes, def.IM.MaxMessageBytes},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("%s: component default %v, config.Default() %v", tc.key, tc.got, tc.want)
-		}
-	}
-}
-
-// Every outbox_worker.* and im.* check, each with the app's dotted key its
-// error must name.
-func TestIMWiringNamesTheKey(t *testing.T) {
-	cases := []struct {
-		key string
-		mut func(*config.Config)
-	}{
-		{"outbox_worker.retry_strategy", func(c *config.Config) { c.OutboxWorker.RetryStrategy = "exponential" }},
-		{"outbox_worker.claim_grace", func(c *config.Config) { c.OutboxWorker.ClaimGrace = -1 }},
-		{"outbox_worker.claim_grace", func(c *config.Config) { c.OutboxWorker.ClaimGrace = config.Duration(time.Second) }},
-		{"outbox_worker.lock_ttl", func(c *config.Config) { c.OutboxWorker.LockTTL = -1 }},
-		{"outbox_worker.lock_ttl", func(c *config.Config) { c.OutboxWorker.LockTTL = c.OutboxWorker.PublishTimeout }},
-		{"outbox_worker.group", func(c *config.Config) { c.OutboxWorker.Group = "" }},
-		{"im.endpoint", func(c *config.Config) { c.IM.Endpoint = "ftp://x" }},
-		{"im.endpoint", func(c *config.Config) { c.IM.Endpoint = "http://" }},
-		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = -1 }},
-		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = 1 << 33 }},
-		{"im.sdk_app_id", func(c *config.Config) { c.IM.SDKAppID = -1 }},
-		{"im.secret_key", func(c *config.Config) { c.IM.SecretKey = "" }},
-		{"im.usersig_ttl", func(c *config.Config) { c.IM.UserSigTTL = -1 }},
-		{"im.usersig_ttl", func(c *config.Config) { c.IM.UserSigTTL = config.Duration(time.Minute) }},
-		{"im.max_calls_per_second", func(c *config.Config) { c.IM.MaxCallsPerSecond = -1 }},
-		{"im.max_messages_per_group_per_second", func(c *config.Config) { c.IM.MaxMessagesPerGroupPerSecond = -1 }},
-		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = -1 }},
-		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = -1 }},
-		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = config.Duration(time.Hour) }},
-		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = -1 }},
-		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = c.Kafka.SessionTimeout - 1 }},
-		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
-		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
-		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
-	}
-	for _, tc := range cases {
-		cfg := imWiringConfig()
-		tc.mut(&cfg)
-		_, err := imPublisherConfig(&app.Deps{Config: &cfg}, "")
-		checkNamesKey(t, tc.key, err)
-		if strings.Contains(err.Error(), imTestSecret) {
-			t.Errorf("%s: error holds the secret key: %v", tc.key, err)
-		}
-	}
-}
-
-// Delivering needs the IM credentials: both are
-// named when missing, the secret never.
-func TestIMWiringNeedsCredentialsToDeliver(t *testing.T) {
-	cfg := config.Default()
-	_, err := imPublisherConfig(&app.Deps{Config: &cfg}, "")
-	if keys := cfgerr.Keys(err); !slices.Contains(keys, "im.sdk_app_id") || !slices.Contains(keys, "im.secret_key") {
-		t.Fatalf("want im.sdk_app_id and im.secret_key required, got %v", err)
-	}
-	cfg.IM.SecretKey = imTestSecret
-	_, err = imPublisherConfig(&app.Deps{Config: &cfg}, "")
-	if keys := cfgerr.Keys(err); !slices.Equal(keys, []string{"im.sdk_app_id"}) || strings.Contains(err.Error(), imTestSecret) {
-		t.Fatalf("want only im.sdk_app_id, never the secret: %v", err)
-	}
-}
 
 // With outbox_worker.enabled=false publish-im delivers nothing, so im.*
 // and the fast path's keys cannot stop it; and no other command looks at
@@ -527,10 +281,10 @@ func TestIMWiringBadIMKeysStopOnlyDelivery(t *testing.T) {
 	}
 }
 
-// Seed 000: outbox_worker poll_interval, batch_size and publish_timeout
-// <= 0 fall back to the defaults (imoutbox applies the rule), so the
-// wiring accepts them; lock_ttl is compared with the publish_timeout in
-// effect.
+// docs/requirements.md IM-8: outbox_worker poll_interval, batch_size and
+// publish_timeout <= 0 fall back to the defaults (imoutbox applies the
+// rule), so the wiring accepts them; lock_ttl is compared with the
+// publish_timeout in effect.
 func TestIMWiringSeed000Fallbacks(t *testing.T) {
 	getenv := func(k string) string {
 		return map[string]string{"ROOMFLOW_IM_SDK_APP_ID": "1400000000", "ROOMFLOW_IM_SECRET_KEY": imTestSecret}[k]
@@ -577,20 +331,6 @@ func TestPublishIMCommandRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// checkNamesKey fails the test unless err refuses the value under key,
-// with a message that starts with it.
-func checkNamesKey(t *testing.T, key string, err error) {
-	t.Helper()
-	switch {
-	case err == nil:
-		t.Errorf("%s: invalid value accepted", key)
-	case !slices.Contains(cfgerr.Keys(err), key):
-		t.Errorf("%s: error does not name the key: %v", key, err)
-	case !strings.Contains(err.Error(), "config: "+key+": "):
-		t.Errorf("%s: message %q does not start with the key", key, err)
-	}
-}
-
 // TestLuckyWiringNamesTheKey: every invalid lucky.* value stops `roomflow
 // lucky` with an error naming the app's key, never the audit key's value;
 // the defaults with an audit key are valid and agree with each
@@ -621,7 +361,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 		cfg.Lucky.AuditKey = key
 		tc.mut(&cfg)
 		err := CheckLucky(&app.Deps{Config: &cfg})
-		checkNamesKey(t, tc.key, err)
+		cfgerrtest.NamesKey(t, tc.key, err)
 		if err != nil && strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error holds the audit key: %v", tc.key, err)
 		}
@@ -633,7 +373,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 	}
 	d := &app.Deps{Config: &cfg}
 	draw, _ := luckyDrawConfig(d)
-	out, _ := luckyOutboxConfig(d, "", nil)
+	out, _ := luckyOutboxConfig(d)
 	if draw.DrawTimeout != luckydraw.DefaultDrawTimeout || draw.WalletCreditTimeout != luckydraw.DefaultWalletCreditTimeout ||
 		out.BatchSize != luckyoutbox.DefaultBatchSize || out.PollInterval != luckyoutbox.DefaultPollInterval ||
 		out.MaxRetries != luckyoutbox.DefaultMaxRetries || out.LockTTL != luckyoutbox.DefaultLockTTL {

@@ -1,0 +1,79 @@
+package luckydraw_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/services/luckydraw"
+)
+
+// The defaults with an audit key equal the service's own; the kill
+// switches default on and an explicit false is honoured; every lucky.*
+// key is named when refused, never the audit key's value.
+func TestConfigFrom(t *testing.T) {
+	const key = "audit-key-never-printed"
+	cfg := config.Default()
+	cfg.Lucky.AuditKey = key
+	c, err := luckydraw.ConfigFrom(&cfg, luckydraw.Config{})
+	if err != nil || c.DrawTimeout != luckydraw.DefaultDrawTimeout || c.WalletCreditTimeout != luckydraw.DefaultWalletCreditTimeout ||
+		c.DisableGlobalLuckyGift || c.DisableLargeTier || c.DisableWalletCreditDispatch {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	cfg.Lucky.Switches.WalletCreditDispatch = false
+	if c, _ := luckydraw.ConfigFrom(&cfg, luckydraw.Config{}); !c.DisableWalletCreditDispatch {
+		t.Fatal("lucky.switches.wallet_credit_dispatch: false must be honoured")
+	}
+	for _, tc := range []struct {
+		key string
+		mut func(*config.Config)
+	}{
+		{"lucky.audit_key", func(c *config.Config) { c.Lucky.AuditKey = "" }},
+		{"lucky.draw_timeout", func(c *config.Config) { c.Lucky.DrawTimeout = -1 }},
+		{"lucky.max_device_daily_payout", func(c *config.Config) { c.Lucky.MaxDeviceDailyPayout = -1 }},
+		{"lucky.activity_period_end_ms", func(c *config.Config) { c.Lucky.ActivityPeriodPayout, c.Lucky.ActivityPeriodStartMs = 10, 100 }},
+		{"lucky.large_tier_min_reward", func(c *config.Config) { c.Lucky.LargeTierMinReward = -1 }},
+		{"app_code", func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }},
+	} {
+		cfg := config.Default()
+		cfg.Lucky.AuditKey = key
+		tc.mut(&cfg)
+		_, err := luckydraw.ConfigFrom(&cfg, luckydraw.Config{})
+		cfgerrtest.NamesKey(t, tc.key, err)
+		if err != nil && strings.Contains(err.Error(), key) {
+			t.Errorf("%s: error holds the audit key: %v", tc.key, err)
+		}
+	}
+}
+
+// lucky.require_tls refuses a listener other hosts reach without client
+// certificates; a half-set lucky.tls is named without reading files.
+func TestServerTLSFrom(t *testing.T) {
+	cfg := config.Default()
+	cfg.Lucky.RequireTLS, cfg.Lucky.GRPCAddr = true, ":9000"
+	_, err := luckydraw.ServerTLSFrom(&cfg, slog.New(slog.DiscardHandler))
+	cfgerrtest.NamesKey(t, "lucky.require_tls", err)
+	cfg.Lucky.GRPCAddr = "127.0.0.1:9000"
+	if srv, err := luckydraw.ServerTLSFrom(&cfg, slog.New(slog.DiscardHandler)); err != nil || srv != nil {
+		t.Fatalf("loopback without TLS: %v %v", srv, err)
+	}
+	cfg.Lucky.TLS.CertFile = "/nonexistent/cert.pem"
+	if err := luckydraw.CheckTLSFrom(&cfg); err == nil || !strings.Contains(err.Error(), "lucky.tls") {
+		t.Fatalf("cert without key: %v", err)
+	}
+}
+
+// An operator command's wait and operator are named by their flags.
+func TestAdminConfigFrom(t *testing.T) {
+	cfg := config.Default()
+	c, err := luckydraw.AdminConfigFrom(&cfg, luckydraw.AdminConfig{Wait: 2 * time.Second, Operator: "ops"})
+	if err != nil || c.Wait != 2*time.Second || c.Operator != "ops" || c.ReplacedVersionGrace != cfg.Lucky.ReplacedVersionGrace.D() ||
+		c.LargeTierMinReward != cfg.Lucky.LargeTierMinReward {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	_, err = luckydraw.AdminConfigFrom(&cfg, luckydraw.AdminConfig{Wait: 2 * time.Hour})
+	cfgerrtest.NamesKey(t, "--wait", err)
+}
