@@ -27,7 +27,7 @@ import (
 func luckyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lucky",
-		Short: "Serve seed 003's lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
+		Short: "Serve the lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
 		Long:  help("lucky"),
 		Args:  cobra.NoArgs,
 		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
