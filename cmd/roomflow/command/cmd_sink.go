@@ -88,12 +88,8 @@ func apiComponent(d *app.Deps, c statsapi.Config, db *sql.DB) (app.Component, er
 // apiCmd is `roomflow api`: the stats API alone. It is not a registered
 // component, so `roomflow run` serves the API only through the sink.
 func apiCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "api",
-		Short: "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)",
-		Long:  help("api"),
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
+	return newCmd("api", "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)", help("api"), cobra.NoArgs,
+		g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
@@ -109,6 +105,5 @@ func apiCmd(g *globals) *cobra.Command {
 				return apiComponent(d, apiCfg, db)
 			}}
 			return app.Run(cmd.Context(), d, []app.Spec{spec})
-		}),
-	}
+		}))
 }
