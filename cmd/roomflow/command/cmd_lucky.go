@@ -47,15 +47,7 @@ func luckyCmd(g *globals) *cobra.Command {
 // gauges, and the gRPC listener on lucky.grpc_addr.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-		drawCfg, err := luckyDrawConfig(d)
-		if err != nil {
-			return nil, err
-		}
-		outCfg, err := luckyOutboxConfig(d)
-		if err != nil {
-			return nil, err
-		}
-		walletCfg, err := wallet.ConfigFrom(d.Config)
+		c, err := luckyServerConfig(d)
 		if err != nil {
 			return nil, err
 		}
@@ -67,12 +59,12 @@ func luckySpec() app.Spec {
 		if err := errors.Join(err, werr); err != nil {
 			return nil, err
 		}
-		drawCfg.TLS, walletCfg.TLS = srvTLS, walletTLS
+		c.Draw.TLS, c.Wallet.TLS, c.Instance = srvTLS, walletTLS, d.Flag("instance-id")
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
 		}
-		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: d.Flag("instance-id")})
+		srv, err := luckydraw.NewServer(ctx, db, c)
 		if err != nil {
 			return nil, err
 		}

@@ -15,16 +15,13 @@ import (
 )
 
 func sinkSpec() app.Spec {
-	return app.Spec{
-		Name:  "sink",
-		Short: "Apply the mic ledger, lucky pool inflow and lucky events to MySQL exactly once; serve the stats API",
-		Long:  help("sink"),
-		Flags: func(fs *pflag.FlagSet) {
+	return componentSpec("sink", "Apply the mic ledger, lucky pool inflow and lucky events to MySQL exactly once; serve the stats API",
+		func(fs *pflag.FlagSet) {
 			fs.String("owner-id", "", "instance id written to roomflow_sink_offsets (default: --instance-id, else hostname-pid-random; must be unique per replica)")
 			fs.Int("parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
 			instanceIDFlag(fs)
 		},
-		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			// Every config first, before MySQL is even opened.
 			sinkCfg, err := sinkConfig(d)
 			if err != nil {
@@ -59,8 +56,7 @@ func sinkSpec() app.Spec {
 				return nil, err
 			}
 			return app.Together(sink, api), nil
-		},
-	}
+		})
 }
 
 // statsAPIServing is the stats API's Config with api.tls read when any

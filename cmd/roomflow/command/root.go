@@ -5,10 +5,12 @@
 package command
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/buildinfo"
@@ -129,6 +131,12 @@ func runCmd(g *globals) *cobra.Command {
 // alone under its own subcommand.
 func components() []app.Spec {
 	return []app.Spec{relaySpec(), processSpec(), sinkSpec(), publishIMSpec()}
+}
+
+// componentSpec is the component name, with its one-line summary, its
+// command's long help (help/<name>.txt), its flags and how it is built.
+func componentSpec(name, short string, flags func(*pflag.FlagSet), build func(context.Context, *app.Deps) (app.Component, error)) app.Spec {
+	return app.Spec{Name: name, Short: short, Long: help(name), Flags: flags, New: build}
 }
 
 // commands are the root's subcommands besides the components: the admin
