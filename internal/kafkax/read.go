@@ -121,14 +121,8 @@ func ReadToEnd(ctx context.Context, cl *kgo.Client, from, ends Offsets, idle tim
 		if fs.Empty() && pctx.Err() != nil {
 			return nil // idle
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("fetch %s[%d]: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := FetchErrors(fs, func(t string, p int32, err error) error { return fmt.Errorf("fetch %s[%d]: %w", t, p, err) }); err != nil {
+			return err
 		}
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
@@ -148,6 +142,20 @@ func ReadToEnd(ctx context.Context, cl *kgo.Client, from, ends Offsets, idle tim
 		}
 	}
 	return nil
+}
+
+// FetchErrors is the fetch errors of a poll, each wrapped by wrap with its
+// topic and partition, joined; nil when there are none. A poll context's
+// deadline or cancel is not an error: it is the caller's idle wait or stop
+// ending the poll, which the caller checks itself.
+func FetchErrors(fs kgo.Fetches, wrap func(topic string, partition int32, err error) error) error {
+	var errs error
+	fs.EachError(func(t string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			errs = errors.Join(errs, wrap(t, p, err))
+		}
+	})
+	return errs
 }
 
 // DataRecords is fn called for data records only, the transaction markers

@@ -57,11 +57,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 	// (by us or another runner) must be seen as it is now.
 	ctx = kadm.WithAuthorizedOps(ctx)
 	specs := cfg.Topics
-	names := make([]string, len(specs))
-	for i, s := range specs {
-		names[i] = s.Name
-	}
-	existing, err := adm.ListTopics(ctx, names...)
+	existing, err := adm.ListTopics(ctx, topicNames(specs)...)
 	if err != nil {
 		return nil, fmt.Errorf("topics: list: %w", err)
 	}
@@ -96,10 +92,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 	}
 
 	if len(check) > 0 {
-		checkNames := make([]string, len(check))
-		for i, s := range check {
-			checkNames[i] = s.Name
-		}
+		checkNames := topicNames(check)
 		details, err := adm.ListTopics(ctx, checkNames...)
 		if err != nil {
 			return nil, fmt.Errorf("topics: list: %w", err)
@@ -131,4 +124,13 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 	}
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
 	return statuses, errors.Join(errs...)
+}
+
+// topicNames are the names of specs, in their order.
+func topicNames(specs []TopicSpec) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
 }

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -74,14 +73,8 @@ func ReadCommittedPosition(ctx context.Context, cluster kafkax.Cluster, topic, n
 		if fs.Empty() && pctx.Err() != nil {
 			break
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = errors.Join(ferr, fmt.Errorf("relay: read %s/%d: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return Position{}, false, ferr
+		if err := kafkax.FetchErrors(fs, func(t string, p int32, err error) error { return fmt.Errorf("relay: read %s/%d: %w", t, p, err) }); err != nil {
+			return Position{}, false, err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1

@@ -13,38 +13,24 @@ import (
 
 func migrateCmd(g *globals) *cobra.Command {
 	var lockWait time.Duration
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Create or update the MySQL schema (idempotent, safe on every deploy)",
-		Long:  help("migrate"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	cmd := newCmd("migrate", "Create or update the MySQL schema (idempotent, safe on every deploy)", help("migrate"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return setup.Migrate(cmd.Context(), cfg, lockWait, cfg.Log.Logger(os.Stderr), cmd.OutOrStdout())
-		}),
-	}
+		}))
 	cmd.Flags().DurationVar(&lockWait, "lock-wait", time.Minute, "how long to wait for another migrate to finish")
 	return cmd
 }
 
 func topicsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "topics",
-		Short: "Create or check every Kafka topic of the design",
-		Long:  help("topics"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	return newCmd("topics", "Create or check every Kafka topic of the design", help("topics"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return setup.Topics(cmd.Context(), cfg, cmd.OutOrStdout())
-		}),
-	}
+		}))
 }
 
 func configCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "config",
-		Short: "Print the effective configuration with secrets redacted",
-		Long:  help("config"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	return newCmd("config", "Print the effective configuration with secrets redacted", help("config"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			if err := checkComponents(newDeps(cfg, slog.New(slog.DiscardHandler))); err != nil {
 				return err
 			}
@@ -54,6 +40,5 @@ func configCmd(g *globals) *cobra.Command {
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
-		}),
-	}
+		}))
 }

@@ -25,12 +25,8 @@ func DemoOptions() demo.Options {
 
 func demoCmd(*globals) *cobra.Command {
 	o := DemoOptions()
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the whole pipeline on embedded Kafka with synthetic load and print a summary",
-		Long:  help("demo"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := newCmd("demo", "Run the whole pipeline on embedded Kafka with synthetic load and print a summary", help("demo"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			o.ServerDSN = cmp.Or(os.Getenv("ROOMFLOW_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/")
 			o.Scenario.AppCode = "hyapp"
 			o.Out = cmd.OutOrStdout()
@@ -40,8 +36,7 @@ func demoCmd(*globals) *cobra.Command {
 			}
 			demo.Print(o.Out, res)
 			return nil
-		},
-	}
+		})
 	scenarioFlags(cmd.Flags(), &o.Scenario)
 	cmd.Flags().Float64Var(&o.Rate, "rate", 5000, "room_outbox insert rate, events/s (0: unthrottled)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the facts to converge")

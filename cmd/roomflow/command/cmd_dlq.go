@@ -22,28 +22,18 @@ func dlqCmd(g *globals) *cobra.Command {
 }
 
 func dlqListCmd(g *globals, idle *time.Duration) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "Count dead letters by stage, error_reason and source topic, with their DLQ offsets",
-		Long:  help("dlq-list"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	return newCmd("list", "Count dead letters by stage, error_reason and source topic, with their DLQ offsets", help("dlq-list"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return dlq.List(cmd.Context(), cfg, *idle, cmd.OutOrStdout())
-		}),
-	}
+		}))
 }
 
 func dlqRedriveCmd(g *globals, idle *time.Duration) *cobra.Command {
 	var o dlq.RedriveOptions
-	cmd := &cobra.Command{
-		Use:   "redrive",
-		Short: "Send chosen dead letters back to their source topics in one Kafka transaction",
-		Long:  help("dlq-redrive"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	cmd := newCmd("redrive", "Send chosen dead letters back to their source topics in one Kafka transaction", help("dlq-redrive"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return dlq.Redrive(cmd.Context(), cfg, *idle, o, cmd.OutOrStdout())
-		}),
-	}
+		}))
 	fs := cmd.Flags()
 	fs.StringVar(&o.Offsets, "offsets", "", "DLQ positions: partition:offset or partition:first-last, comma separated")
 	fs.StringVar(&o.Stage, "stage", "", "only letters of this stage (relay, room, mic, sink)")

@@ -17,12 +17,8 @@ func kfakeCmd() *cobra.Command {
 		brokers int
 		dataDir string
 	)
-	cmd := &cobra.Command{
-		Use:   "kfake",
-		Short: "Run an in-memory Kafka-protocol broker (franz-go kfake) for local use",
-		Long:  help("kfake"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := newCmd("kfake", "Run an in-memory Kafka-protocol broker (franz-go kfake) for local use", help("kfake"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			c, err := fakekafka.Start(listen, brokers, dataDir)
 			if err != nil {
 				return err
@@ -31,8 +27,7 @@ func kfakeCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "kfake listening:", c.ListenAddrs())
 			<-cmd.Context().Done()
 			return nil
-		},
-	}
+		})
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9092", "address of the first broker")
 	cmd.Flags().IntVar(&brokers, "brokers", 1, "number of brokers")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "persist to this directory (empty: memory only)")

@@ -29,16 +29,11 @@ func loadgenCmd(g *globals) *cobra.Command {
 	sc.EventIDPrefix = fmt.Sprintf("lg%d", time.Now().Unix())
 	ld := loadgen.DefaultLoad()
 	var o loadrun.Options
-	cmd := &cobra.Command{
-		Use:   "loadgen",
-		Short: "Write synthetic gift/mic traffic into room_outbox (or Kafka) and print the expected results",
-		Long:  help("loadgen"),
-		Args:  cobra.NoArgs,
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	cmd := newCmd("loadgen", "Write synthetic gift/mic traffic into room_outbox (or Kafka) and print the expected results", help("loadgen"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			o.Out, o.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return loadrun.Run(cmd.Context(), cfg, sc, ld, o, cmd.Flags().Changed)
-		}),
-	}
+		}))
 	scenarioFlags(cmd.Flags(), &sc)
 	cmd.Flags().StringVar(&o.To, "to", "mysql", "mysql (room_outbox) or kafka (room events topic)")
 	cmd.Flags().Float64Var(&o.Rate, "rate", 0, "events per second (0: as fast as possible)")

@@ -25,12 +25,8 @@ import (
 // LUCKY-*), and under it the one-shot admin commands (MySQL only: no
 // listener, no Kafka, no wallet), safe to run beside it with its --config.
 func luckyCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "lucky",
-		Short: "Serve the lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker",
-		Long:  help("lucky"),
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
+	cmd := newCmd("lucky", "Serve the lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker", help("lucky"), cobra.NoArgs,
+		g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if d.Config.Lucky.GRPCAddr == "" {
 				return errors.New("lucky.grpc_addr is empty: nothing to serve")
 			}
@@ -39,8 +35,7 @@ func luckyCmd(g *globals) *cobra.Command {
 			}
 			d.Flags = cmd.Flags()
 			return app.Run(cmd.Context(), d, []app.Spec{luckySpec()})
-		}),
-	}
+		}))
 	instanceIDFlag(cmd.Flags())
 	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
 	return cmd
@@ -52,15 +47,7 @@ func luckyCmd(g *globals) *cobra.Command {
 // gauges, and the gRPC listener on lucky.grpc_addr.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
-		drawCfg, err := luckyDrawConfig(d)
-		if err != nil {
-			return nil, err
-		}
-		outCfg, err := luckyOutboxConfig(d)
-		if err != nil {
-			return nil, err
-		}
-		walletCfg, err := wallet.ConfigFrom(d.Config)
+		c, err := luckyServerConfig(d)
 		if err != nil {
 			return nil, err
 		}
@@ -72,12 +59,12 @@ func luckySpec() app.Spec {
 		if err := errors.Join(err, werr); err != nil {
 			return nil, err
 		}
-		drawCfg.TLS, walletCfg.TLS = srvTLS, walletTLS
+		c.Draw.TLS, c.Wallet.TLS, c.Instance = srvTLS, walletTLS, d.Flag("instance-id")
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
 		}
-		srv, err := luckydraw.NewServer(ctx, db, luckydraw.ServerConfig{Draw: drawCfg, Outbox: outCfg, Wallet: walletCfg, Instance: d.Flag("instance-id")})
+		srv, err := luckydraw.NewServer(ctx, db, c)
 		if err != nil {
 			return nil, err
 		}
@@ -157,20 +144,15 @@ func operatorFlags(cmd *cobra.Command) *cobra.Command {
 
 func luckyAuditCmd(g *globals) *cobra.Command {
 	var o luckyctl.AuditOptions
-	cmd := &cobra.Command{
-		Use:   "audit",
-		Short: "Recompute draws' selected tier, reward and random_digest from their audit material",
-		Long:  help("lucky-audit"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := newCmd("audit", "Recompute draws' selected tier, reward and random_digest from their audit material", help("lucky-audit"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if err := o.Check(); err != nil {
 				return err
 			}
 			return withDB(cmd, g, func(cfg *config.Config, db *sql.DB) error {
 				return luckyctl.Audit(cmd.Context(), db, cfg.Lucky.AuditKey, o, time.Now(), cmd.OutOrStdout())
 			})
-		},
-	}
+		})
 	cmd.Flags().StringVar(&o.DrawID, "draw-id", "", "the draw to audit")
 	cmd.Flags().DurationVar(&o.Since, "since", 0, "audit every draw of this last span (e.g. 24h)")
 	return cmd
@@ -181,12 +163,8 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 		Use:   "rules",
 		Short: "Publish lucky rule versions (immutable) and change their status",
 	}
-	cmd.AddCommand(operatorFlags(&cobra.Command{
-		Use:   "publish FILE",
-		Short: "Validate and publish one rule version with its tiers from YAML",
-		Long:  help("lucky-rules-publish"),
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	publish := newCmd("publish FILE", "Validate and publish one rule version with its tiers from YAML", help("lucky-rules-publish"), cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -203,30 +181,23 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 				luckyctl.PrintChanges(cmd.OutOrStdout(), cs...)
 				return nil
 			})
-		},
-	}), operatorFlags(&cobra.Command{
-		Use:   "status GIFT_ID RULE_VERSION draft|active|paused|retired",
-		Short: "Change a rule version's status (pause or retire it, or activate it)",
-		Long:  help("lucky-rules-status"),
-		Args:  cobra.ExactArgs(3),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		})
+	status := newCmd("status GIFT_ID RULE_VERSION draft|active|paused|retired", "Change a rule version's status (pause or retire it, or activate it)",
+		help("lucky-rules-status"), cobra.ExactArgs(3), func(cmd *cobra.Command, args []string) error {
 			if err := luckyctl.CheckRuleStatus(args[2]); err != nil {
 				return err
 			}
 			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
 				return printChange(cmd)(admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2]))
 			})
-		},
-	}), luckyRulesShowCmd(g))
+		})
+	cmd.AddCommand(operatorFlags(publish), operatorFlags(status), luckyRulesShowCmd(g))
 	return cmd
 }
 
 func luckyRulesShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show [GIFT_ID]",
-		Short: "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	return newCmd("show [GIFT_ID]", "Show which rule version of each gift draws now, which are scheduled, and why the others do not draw", "", cobra.MaximumNArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
 				gift := ""
 				if len(args) == 1 {
@@ -239,8 +210,7 @@ func luckyRulesShowCmd(g *globals) *cobra.Command {
 				luckyctl.PrintRuleVersions(cmd.OutOrStdout(), vs)
 				return nil
 			})
-		},
-	}
+		})
 }
 
 func luckyPoolsCmd(g *globals) *cobra.Command {
@@ -248,12 +218,8 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 		scopeType, scopeID, appCode string
 		amount, floor               int64
 	)
-	fund := &cobra.Command{
-		Use:   "fund",
-		Short: "Add coins to a pool's balance (and funded) and optionally set its reserve_floor",
-		Long:  help("lucky-pools-fund"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	fund := newCmd("fund", "Add coins to a pool's balance (and funded) and optionally set its reserve_floor", help("lucky-pools-fund"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if err := luckyctl.CheckFund(scopeType, scopeID, amount, floor); err != nil {
 				return err
 			}
@@ -267,8 +233,7 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 				}
 				return printChange(cmd)(admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl))
 			})
-		},
-	}
+		})
 	operatorFlags(fund)
 	fund.Flags().StringVar(&scopeType, "scope-type", "platform", "platform, room or gift")
 	fund.Flags().StringVar(&scopeID, "scope-id", "global", "global, the room_id or the gift_id")
@@ -282,12 +247,8 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 
 func luckySwitchCmd(g *globals) *cobra.Command {
 	var room, appCode string
-	cmd := &cobra.Command{
-		Use:   "switch NAME on|off|default",
-		Short: "Override a kill switch at run time (draws see it when the command returns)",
-		Long:  help("lucky-switch"),
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	cmd := newCmd("switch NAME on|off|default", "Override a kill switch at run time (draws see it when the command returns)", help("lucky-switch"), cobra.ExactArgs(2),
+		func(cmd *cobra.Command, args []string) error {
 			v, err := luckyctl.ParseSwitch(args[0], args[1], room)
 			if err != nil {
 				return err
@@ -298,8 +259,7 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 				}
 				return printChange(cmd)(admin.SetSwitch(cmd.Context(), appCode, args[0], room, v))
 			})
-		},
-	}
+		})
 	operatorFlags(cmd)
 	cmd.Flags().StringVar(&room, "room", "", "the room of room_scope_paused or pilot_room")
 	cmd.Flags().StringVar(&appCode, "app-code", "", "app_code (default: the configured app_code)")
@@ -308,12 +268,8 @@ func luckySwitchCmd(g *globals) *cobra.Command {
 
 func luckyRewardsCmd(g *globals) *cobra.Command {
 	var appCode string
-	retry := &cobra.Command{
-		Use:   "retry",
-		Short: "Re-drive failed rewards: back to pending, retried by the running service's outbox worker",
-		Long:  help("lucky-rewards-retry"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	retry := newCmd("retry", "Re-drive failed rewards: back to pending, retried by the running service's outbox worker", help("lucky-rewards-retry"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
 				n, err := admin.RetryFailedRewards(cmd.Context(), appCode)
 				if err != nil {
@@ -322,8 +278,7 @@ func luckyRewardsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%d failed rewards re-driven\n", n)
 				return nil
 			})
-		},
-	}
+		})
 	operatorFlags(retry)
 	retry.Flags().StringVar(&appCode, "app-code", "", "only this app_code (default: every app)")
 	cmd := &cobra.Command{Use: "rewards", Short: "Operate lucky rewards"}
@@ -333,12 +288,8 @@ func luckyRewardsCmd(g *globals) *cobra.Command {
 
 func luckyAdminLogCmd(g *globals) *cobra.Command {
 	var since time.Duration
-	cmd := &cobra.Command{
-		Use:   "admin-log",
-		Short: "Print who changed what in the lucky draw service (lucky_admin_log)",
-		Long:  help("lucky-admin-log"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := newCmd("admin-log", "Print who changed what in the lucky draw service (lucky_admin_log)", help("lucky-admin-log"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if err := luckyctl.CheckSince(since); err != nil {
 				return err
 			}
@@ -350,8 +301,7 @@ func luckyAdminLogCmd(g *globals) *cobra.Command {
 				luckyctl.PrintAdminLog(cmd.OutOrStdout(), es, since)
 				return nil
 			})
-		},
-	}
+		})
 	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the changes of this last span")
 	return cmd
 }

@@ -17,20 +17,15 @@ func luckyStatsCmd(g *globals) *cobra.Command {
 		room  string
 		since time.Duration
 	)
-	cmd := &cobra.Command{
-		Use:   "stats --room ROOM_ID",
-		Short: "Print a room's hourly lucky draws, payout and rejections (lucky_room_stats_hourly)",
-		Long:  help("lucky-stats"),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := newCmd("stats --room ROOM_ID", "Print a room's hourly lucky draws, payout and rejections (lucky_room_stats_hourly)", help("lucky-stats"), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if err := luckyctl.CheckStats(room, since); err != nil {
 				return err
 			}
 			return withDB(cmd, g, func(cfg *config.Config, db *sql.DB) error {
 				return luckyctl.Stats(cmd.Context(), db, cfg.AppCode, room, since, time.Now(), cmd.OutOrStdout())
 			})
-		},
-	}
+		})
 	cmd.Flags().StringVar(&room, "room", "", "the room id (required)")
 	cmd.Flags().DurationVar(&since, "since", 24*time.Hour, "print the hours of this last span")
 	return cmd

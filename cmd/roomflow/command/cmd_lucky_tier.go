@@ -20,20 +20,16 @@ func luckyTierCmd(g *globals) *cobra.Command {
 		if !on {
 			verb = "disable"
 		}
-		cmd.AddCommand(operatorFlags(&cobra.Command{
-			Use:   verb + " GIFT_ID RULE_VERSION TIER_ID",
-			Short: verb + " one tier of a published version (draws see it when the command returns)",
-			Long:  verb + " " + help("lucky-tier"),
-			Args:  cobra.ExactArgs(3),
-			RunE: func(cmd *cobra.Command, args []string) error {
+		cmd.AddCommand(operatorFlags(newCmd(verb+" GIFT_ID RULE_VERSION TIER_ID",
+			verb+" one tier of a published version (draws see it when the command returns)", verb+" "+help("lucky-tier"), cobra.ExactArgs(3),
+			func(cmd *cobra.Command, args []string) error {
 				if err := luckyctl.CheckTierArgs(args[0], args[1], args[2]); err != nil {
 					return err
 				}
 				return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
 					return printChange(cmd)(admin.SetTierEnabled(cmd.Context(), args[0], args[1], args[2], on))
 				})
-			},
-		}))
+			})))
 	}
 	return cmd
 }

@@ -9,15 +9,10 @@ import (
 
 func peekCmd(g *globals) *cobra.Command {
 	o := peek.Defaults
-	cmd := &cobra.Command{
-		Use:   "peek TOPIC",
-		Short: "Print records of a roomflow topic as JSON lines, decoded by type (read_committed)",
-		Long:  help("peek"),
-		Args:  cobra.ExactArgs(1),
-		RunE: g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+	cmd := newCmd("peek TOPIC", "Print records of a roomflow topic as JSON lines, decoded by type (read_committed)", help("peek"), cobra.ExactArgs(1),
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
 			return peek.Run(cmd.Context(), cfg, args[0], o, cmd.OutOrStdout())
-		}),
-	}
+		}))
 	fs := cmd.Flags()
 	fs.Int32Var(&o.Partition, "partition", o.Partition, "only this partition (-1: all)")
 	fs.StringVar(&o.Offset, "offset", o.Offset, "where to begin in each partition: start, end, an offset N, or -N for its last N records")

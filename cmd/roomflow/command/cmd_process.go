@@ -14,15 +14,12 @@ import (
 )
 
 func processSpec() app.Spec {
-	return app.Spec{
-		Name:  "process",
-		Short: "Run the exactly-once stream processors (room processor, mic processor)",
-		Long:  help("process"),
-		Flags: func(fs *pflag.FlagSet) {
+	return componentSpec("process", "Run the exactly-once stream processors (room processor, mic processor)",
+		func(fs *pflag.FlagSet) {
 			fs.String("only", "", "run only this processor: room or mic (overrides process.only)")
 			instanceIDFlag(fs)
 		},
-		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			sel, err := processSelection(d)
 			if err != nil {
 				return nil, err
@@ -75,6 +72,5 @@ func processSpec() app.Spec {
 				members = append(members, app.StaticMember{Group: micCfg.Runtime.Group, ID: micCfg.Runtime.InstanceID})
 			}
 			return app.LeavingOnStop(d, "process", app.Together(rts...), members...), nil
-		},
-	}
+		})
 }

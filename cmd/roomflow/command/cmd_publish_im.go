@@ -8,12 +8,8 @@ import (
 )
 
 func publishIMSpec() app.Spec {
-	return app.Spec{
-		Name:  "publish-im",
-		Short: "Publish room events to Tencent IM (Kafka fast path + room_outbox compensation worker)",
-		Long:  help("publish-im"),
-		Flags: instanceIDFlag,
-		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+	return componentSpec("publish-im", "Publish room events to Tencent IM (Kafka fast path + room_outbox compensation worker)", instanceIDFlag,
+		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			member := app.StaticMember{Group: d.Config.OutboxWorker.Group, ID: memberID(d, "publish-im")}
 			cfg, err := imPublisherConfig(d, member.ID) // bad keys, missing credentials: before dialling MySQL
 			if err != nil {
@@ -28,8 +24,7 @@ func publishIMSpec() app.Spec {
 				return nil, err
 			}
 			return app.LeavingOnStop(d, "publish-im", p, member), nil
-		},
-	}
+		})
 }
 
 // CheckPublishIM validates the keys of `roomflow publish-im` (the IM

@@ -15,12 +15,8 @@ func rebuildCmd(g *globals) *cobra.Command {
 		batchSize int
 		idle      time.Duration
 	)
-	cmd := &cobra.Command{
-		Use:   "rebuild",
-		Short: "Recompute the mic fact tables (and stream-owned lucky_pools) from Kafka into fresh tables and swap them in",
-		Long:  help("rebuild"),
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
+	cmd := newCmd("rebuild", "Recompute the mic fact tables (and stream-owned lucky_pools) from Kafka into fresh tables and swap them in",
+		help("rebuild"), cobra.NoArgs, g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			defer d.Close()
 			c, err := rebuild.ConfigFrom(d.Config, rebuild.Config{BatchSize: batchSize, Idle: idle, Logger: d.Log}, !noPools)
 			if err != nil {
@@ -36,8 +32,7 @@ func rebuildCmd(g *globals) *cobra.Command {
 			}
 			rebuild.Print(cmd.OutOrStdout(), res, !noPools)
 			return nil
-		}),
-	}
+		}))
 	cmd.Flags().BoolVar(&noPools, "no-pools", false, "leave lucky_pools alone (rebuild only the mic fact tables)")
 	cmd.Flags().IntVar(&batchSize, "batch-size", rebuild.DefaultBatchSize, "entries applied per transaction into the fresh tables")
 	cmd.Flags().DurationVar(&idle, "idle", rebuild.DefaultIdle, "how long to wait for a record below the sink's positions before failing")

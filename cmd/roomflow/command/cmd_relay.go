@@ -11,16 +11,13 @@ import (
 )
 
 func relaySpec() app.Spec {
-	return app.Spec{
-		Name:  "relay",
-		Short: "Relay MySQL room_outbox into Kafka, gap-safe and exactly once",
-		Long:  help("relay"),
-		Flags: func(fs *pflag.FlagSet) {
+	return componentSpec("relay", "Relay MySQL room_outbox into Kafka, gap-safe and exactly once",
+		func(fs *pflag.FlagSet) {
 			instanceIDFlag(fs)
 			fs.Bool("resnapshot", false, "relay.mode binlog: snapshot the rows the stored position has not relayed instead of "+
 				"streaming from its binlog position (the recovery when the binlog there was purged); nothing is relayed twice")
 		},
-		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			cfg, err := relayConfig(d, memberID(d, "relay"))
 			if err != nil {
 				return nil, err
@@ -42,6 +39,5 @@ func relaySpec() app.Spec {
 			}
 			d.Health.AddReadiness("relay", r.Ready)
 			return app.LeavingOnStop(d, "relay", r, member), nil
-		},
-	}
+		})
 }

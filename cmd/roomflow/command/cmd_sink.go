@@ -15,16 +15,13 @@ import (
 )
 
 func sinkSpec() app.Spec {
-	return app.Spec{
-		Name:  "sink",
-		Short: "Apply the mic ledger, lucky pool inflow and lucky events to MySQL exactly once; serve the stats API",
-		Long:  help("sink"),
-		Flags: func(fs *pflag.FlagSet) {
+	return componentSpec("sink", "Apply the mic ledger, lucky pool inflow and lucky events to MySQL exactly once; serve the stats API",
+		func(fs *pflag.FlagSet) {
 			fs.String("owner-id", "", "instance id written to roomflow_sink_offsets (default: --instance-id, else hostname-pid-random; must be unique per replica)")
 			fs.Int("parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
 			instanceIDFlag(fs)
 		},
-		New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
+		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			// Every config first, before MySQL is even opened.
 			sinkCfg, err := sinkConfig(d)
 			if err != nil {
@@ -59,8 +56,7 @@ func sinkSpec() app.Spec {
 				return nil, err
 			}
 			return app.Together(sink, api), nil
-		},
-	}
+		})
 }
 
 // statsAPIServing is the stats API's Config with api.tls read when any
@@ -88,12 +84,8 @@ func apiComponent(d *app.Deps, c statsapi.Config, db *sql.DB) (app.Component, er
 // apiCmd is `roomflow api`: the stats API alone. It is not a registered
 // component, so `roomflow run` serves the API only through the sink.
 func apiCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "api",
-		Short: "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)",
-		Long:  help("api"),
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
+	return newCmd("api", "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)", help("api"), cobra.NoArgs,
+		g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
 				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
 			}
@@ -109,6 +101,5 @@ func apiCmd(g *globals) *cobra.Command {
 				return apiComponent(d, apiCfg, db)
 			}}
 			return app.Run(cmd.Context(), d, []app.Spec{spec})
-		}),
-	}
+		}))
 }

@@ -5,10 +5,12 @@
 package command
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/buildinfo"
@@ -45,15 +47,6 @@ func (g *globals) load() (*config.Config, error) {
 	return cfg, nil
 }
 
-// deps loads config and builds the process dependencies.
-func (g *globals) deps() (*app.Deps, error) {
-	cfg, err := g.load()
-	if err != nil {
-		return nil, err
-	}
-	return newDeps(cfg, cfg.Log.Logger(os.Stderr)), nil
-}
-
 // withConfig is a RunE that loads the configuration (load) and runs run
 // with it.
 func (g *globals) withConfig(run func(*cobra.Command, []string, *config.Config) error) func(*cobra.Command, []string) error {
@@ -66,16 +59,27 @@ func (g *globals) withConfig(run func(*cobra.Command, []string, *config.Config) 
 	}
 }
 
-// withDeps is a RunE that builds the process dependencies (deps) and runs
-// run with them.
+// withDeps is a RunE that loads the configuration (load), builds the
+// process dependencies over it and runs run with them.
 func (g *globals) withDeps(run func(*cobra.Command, []string, *app.Deps) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		d, err := g.deps()
-		if err != nil {
-			return err
-		}
-		return run(cmd, args, d)
-	}
+	return g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+		return run(cmd, args, newDeps(cfg, cfg.Log.Logger(os.Stderr)))
+	})
+}
+
+// runSpecs is a RunE that runs specs' components in one process, with the
+// command's flags (app.Run).
+func (g *globals) runSpecs(specs ...app.Spec) func(*cobra.Command, []string) error {
+	return g.withDeps(func(cmd *cobra.Command, _ []string, d *app.Deps) error {
+		d.Flags = cmd.Flags()
+		return app.Run(cmd.Context(), d, specs)
+	})
+}
+
+// newCmd is a command: its usage line, one-line summary, long help
+// (help), the arguments it accepts and what it runs.
+func newCmd(use, short, long string, args cobra.PositionalArgs, run func(*cobra.Command, []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Long: long, Args: args, RunE: run}
 }
 
 // newDeps is app.NewDeps with the flags of every component at their
@@ -108,16 +112,7 @@ func NewRoot() *cobra.Command {
 
 // componentCmd runs one registered component alone.
 func componentCmd(g *globals, s app.Spec) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   s.Name,
-		Short: s.Short,
-		Long:  s.Long,
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
-			d.Flags = cmd.Flags()
-			return app.Run(cmd.Context(), d, []app.Spec{s})
-		}),
-	}
+	cmd := newCmd(s.Name, s.Short, s.Long, cobra.NoArgs, g.runSpecs(s))
 	if s.Flags != nil {
 		s.Flags(cmd.Flags())
 	}
@@ -125,16 +120,8 @@ func componentCmd(g *globals, s app.Spec) *cobra.Command {
 }
 
 func runCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run every component in one process (small installs, tests, the demo)",
-		Long:  help("run"),
-		Args:  cobra.NoArgs,
-		RunE: g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
-			d.Flags = cmd.Flags()
-			return app.Run(cmd.Context(), d, components())
-		}),
-	}
+	cmd := newCmd("run", "Run every component in one process (small installs, tests, the demo)", help("run"), cobra.NoArgs,
+		g.runSpecs(components()...))
 	app.AddFlags(cmd.Flags(), components())
 	return cmd
 }
@@ -144,6 +131,12 @@ func runCmd(g *globals) *cobra.Command {
 // alone under its own subcommand.
 func components() []app.Spec {
 	return []app.Spec{relaySpec(), processSpec(), sinkSpec(), publishIMSpec()}
+}
+
+// componentSpec is the component name, with its one-line summary, its
+// command's long help (help/<name>.txt), its flags and how it is built.
+func componentSpec(name, short string, flags func(*pflag.FlagSet), build func(context.Context, *app.Deps) (app.Component, error)) app.Spec {
+	return app.Spec{Name: name, Short: short, Long: help(name), Flags: flags, New: build}
 }
 
 // commands are the root's subcommands besides the components: the admin

@@ -74,10 +74,18 @@ func checkLuckyKeys(d *app.Deps) error {
 // CheckLucky validates every part of `roomflow lucky` before anything
 // connects (the deployment tests check their configs with it).
 func CheckLucky(d *app.Deps) error {
-	_, err1 := luckyDrawConfig(d)
-	_, err2 := luckyOutboxConfig(d)
-	_, err3 := wallet.ConfigFrom(d.Config)
-	return errors.Join(err1, err2, err3, luckydraw.CheckTLSFrom(d.Config))
+	_, err := luckyServerConfig(d)
+	return errors.Join(err, luckydraw.CheckTLSFrom(d.Config))
+}
+
+// luckyServerConfig is the draw service's Config, its outbox worker's and
+// its wallet client's, every one checked (errors joined); the certificates
+// and the instance are the start's to add.
+func luckyServerConfig(d *app.Deps) (luckydraw.ServerConfig, error) {
+	draw, err1 := luckyDrawConfig(d)
+	outbox, err2 := luckyOutboxConfig(d)
+	w, err3 := wallet.ConfigFrom(d.Config)
+	return luckydraw.ServerConfig{Draw: draw, Outbox: outbox, Wallet: w}, errors.Join(err1, err2, err3)
 }
 
 // The components' Configs as this process runs them: its metrics and logs

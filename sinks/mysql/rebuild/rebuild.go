@@ -49,7 +49,6 @@ package rebuild
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -453,14 +452,8 @@ func apply(ctx context.Context, cfg Config, db *sql.DB, tg *target) error {
 		if fs.Empty() && pctx.Err() != nil {
 			return fmt.Errorf("rebuild: %s delivered nothing for %s with partitions below the sink's position %v", tg.topic, cfg.Idle, ends)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("rebuild: fetch %s/%d: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := kafkax.FetchErrors(fs, func(t string, p int32, err error) error { return fmt.Errorf("rebuild: fetch %s/%d: %w", t, p, err) }); err != nil {
+			return err
 		}
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
