@@ -8,8 +8,8 @@
 //	go run ./benchmarks/lucky -mtls          # every gRPC hop over mutual TLS
 //
 // Two paths, each run by every mode on a fresh migrated database (rule
-// versions published with luckydraw.Admin.PublishRule, pools funded with
-// luckydraw.Admin.FundPool so that about one draw in eight pays):
+// versions published with luckydraw.Admin.PublishRule, every pool funded
+// in one upsert so that about one draw in eight pays):
 //
 //   - hot: one room, one gift: every draw locks the same platform, room
 //     and gift pool rows and the same room-hourly risk counter;
