@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hyapp/roomflow/cmd/roomflow/command"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -72,9 +73,9 @@ func TestHealthzThroughSlowRestore(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"" + addr + "\"\n")
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString(kafkaYAML(k, 3))
+	b.WriteString(k.ConfigYAML(3))
 	b.WriteString("process:\n  mic_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
-	stop, out := runCommand(t, writeConfig(t, b.String()), "process", "--only", "mic", "--instance-id", "restore-1")
+	stop, out := testenv.StartCommand(t, command.NewRoot, testenv.WriteConfig(t, b.String()), "process", "--only", "mic", "--instance-id", "restore-1")
 
 	get := func(path string) (int, string, error) {
 		c := http.Client{Timeout: 2 * time.Second}

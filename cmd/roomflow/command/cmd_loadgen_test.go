@@ -54,12 +54,12 @@ func testLoadRun(t *testing.T, to string, faults ...string) (malformed int) {
 	k := testenv.NewKafka(t, testenv.Partitions(3))
 	m := testenv.NewMySQL(t)
 	u := testenv.UniqueName(t)
-	cfgYAML := "log:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\nmysql:\n  dsn: \"" + m.DSN + "\"\n" + kafkaYAML(k, 3) +
+	cfgYAML := "log:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\nmysql:\n  dsn: \"" + m.DSN + "\"\n" + k.ConfigYAML(3) +
 		"relay:\n  poll_interval: 20ms\n  gap_max_age: 30s\n  transactional_id: " + u + "-relay\n" +
 		"process:\n  commit_interval: 100ms\n  room_group: " + u + "-room\n  mic_group: " + u + "-mic\n" +
 		"sink:\n  group: " + u + "-sink\n" +
 		"mic:\n  pending_publish_max_age: 6s\n  publishing_session_max_age: 9s\n  compensation_interval: 250ms\n"
-	cfg, err := config.Load(writeConfig(t, cfgYAML), func(string) string { return "" })
+	cfg, err := config.Load(testenv.WriteConfig(t, cfgYAML), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestLuckyCommands(t *testing.T) {
 	addr := testenv.ClosedAddr(t)
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
 		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: test-audit-key\n  wallet_grpc_addr: \"" + w.Addr() + "\"\n" +
-		"  outbox_poll_interval: 50ms\n" + kafkaYAML(k, 3)
+		"  outbox_poll_interval: 50ms\n" + k.ConfigYAML(3)
 	rules := filepath.Join(t.TempDir(), "rule.yaml")
 	if err := os.WriteFile(rules, []byte(luckyRuleYAML), 0o600); err != nil {
 		t.Fatal(err)

@@ -25,9 +25,9 @@ func TestProcessCommand(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\n")
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString(kafkaYAML(k, 3))
+	b.WriteString(k.ConfigYAML(3))
 	b.WriteString("process:\n  room_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
-	p := writeConfig(t, b.String())
+	p := testenv.WriteConfig(t, b.String())
 
 	root := NewRoot()
 	var out bytes.Buffer
@@ -75,7 +75,7 @@ func TestCommandFlagsDoNotLeak(t *testing.T) {
 	if _, err := runCLI(t, cfgYAML, "process", "--only", "bogus"); err == nil || !strings.Contains(err.Error(), "--only") {
 		t.Fatalf("--only bogus: %v", err)
 	}
-	cfg, err := config.Load(writeConfig(t, cfgYAML), func(string) string { return "" })
+	cfg, err := config.Load(testenv.WriteConfig(t, cfgYAML), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestPurgeCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + kafkaYAML(k, 1) +
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\n" + k.ConfigYAML(1) +
 		"purge:\n  room_outbox:\n    enabled: true\n    age: 24h\n"
 
 	// No relay position yet: room_outbox is left alone.

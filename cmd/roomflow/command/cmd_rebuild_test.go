@@ -17,13 +17,13 @@ func TestRebuildRepairsVerify(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Partitions(3))
 	m := testenv.NewMySQL(t)
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
-		kafkaYAML(k, 3) + "sink:\n  group: " + testenv.UniqueName(t) + "-sink\n"
-	p := writeConfig(t, cfg)
+		k.ConfigYAML(3) + "sink:\n  group: " + testenv.UniqueName(t) + "-sink\n"
+	p := testenv.WriteConfig(t, cfg)
 	if out, err := runCLI(t, cfg, "loadgen", "--to", "kafka", "--sessions", "60", "--gifts", "40", "--users", "25", "--id-prefix", "rb"); err != nil {
 		t.Fatalf("loadgen: %v\n%s", err, out)
 	}
-	stopProcess, pout := sinkCommand(t, p, "process")
-	stopSink, sout := sinkCommand(t, p, "sink")
+	stopProcess, pout := testenv.StartCommand(t, NewRoot, p, "process")
+	stopSink, sout := testenv.StartCommand(t, NewRoot, p, "sink")
 	verify := func() (string, error) { return runCLI(t, cfg, "verify", "--idle", "1s") }
 	testenv.Eventually(t, 90*time.Second, "verify to pass on the pipeline's facts", func() bool {
 		_, err := verify()

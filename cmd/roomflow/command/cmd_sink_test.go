@@ -29,33 +29,6 @@ func sinkFreeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// sinkCommand runs `roomflow <args>` in the background until the returned
-// stop is called; stop returns the command's error. out may be read while
-// the command runs.
-func sinkCommand(t *testing.T, cfgPath string, args ...string) (stop func() error, out *testenv.SyncBuffer) {
-	t.Helper()
-	out = &testenv.SyncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		root := NewRoot()
-		root.SetOut(out)
-		root.SetErr(out)
-		root.SetArgs(append([]string{"--config", cfgPath}, args...))
-		done <- root.ExecuteContext(ctx)
-	}()
-	return func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			t.Fatal("command did not stop on cancel")
-			return nil
-		}
-	}, out
-}
-
 func sinkGetStats(addr, path string) (statsapi.Stats, int, error) {
 	var st statsapi.Stats
 	resp, err := http.Get("http://" + addr + path)
@@ -83,9 +56,9 @@ func TestSinkCommandServesAPI(t *testing.T) {
 	b.WriteString("log:\n  level: error\nmetrics:\n  addr: \"\"\napp_code: hyapp\n")
 	fmt.Fprintf(&b, "api:\n  addr: %q\n  app_addr: %q\n  grpc_addr: %q\n", apiAddr, appAddr, grpcAddr)
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString(kafkaYAML(k, 2))
+	b.WriteString(k.ConfigYAML(2))
 	b.WriteString("sink:\n  group: " + testenv.UniqueName(t) + "\n")
-	p := writeConfig(t, b.String())
+	p := testenv.WriteConfig(t, b.String())
 
 	ledger := sinktest.NewLedgerGen(5, "hyapp", 10).Next(500)
 	o := sinktest.NewOracle()
@@ -100,7 +73,7 @@ func TestSinkCommandServesAPI(t *testing.T) {
 	}
 	path := fmt.Sprintf("/api/v1/users/%d/mic-stats?range=lifetime", user)
 
-	stop, out := sinkCommand(t, p, "sink", "--owner-id", "cmd-test")
+	stop, out := testenv.StartCommand(t, NewRoot, p, "sink", "--owner-id", "cmd-test")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		st, code, err := sinkGetStats(apiAddr, path)
@@ -119,7 +92,7 @@ func TestSinkCommandServesAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop, out = sinkCommand(t, p, "api")
+	stop, out = testenv.StartCommand(t, NewRoot, p, "api")
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		st, code, err := sinkGetStats(apiAddr, path)

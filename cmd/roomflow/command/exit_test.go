@@ -86,7 +86,7 @@ func TestExitCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
 			if tc.config != "" {
-				args = append([]string{"--config", writeConfig(t, tc.config)}, args...)
+				args = append([]string{"--config", testenv.WriteConfig(t, tc.config)}, args...)
 			}
 			cmd := roomflowCmd(t, args...)
 			var stderr bytes.Buffer

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,28 +14,6 @@ import (
 	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
-
-// writeConfig writes cfgYAML to a file of its own and returns the path.
-func writeConfig(t *testing.T, cfgYAML string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "roomflow.yaml")
-	if err := os.WriteFile(p, []byte(cfgYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// kafkaYAML is the kafka section of a config on k: its brokers and per-test
-// topic names, with the given partition count.
-func kafkaYAML(k *testenv.Kafka, partitions int) string {
-	var b strings.Builder
-	b.WriteString("kafka:\n  brokers: [\"" + strings.Join(k.Brokers, "\",\"") + "\"]\n")
-	b.WriteString("  partitions: " + strconv.Itoa(partitions) + "\n  topics:\n")
-	for _, s := range k.Config.Topics.List() {
-		b.WriteString("    " + s.Key + ": " + s.Name + "\n")
-	}
-	return b.String()
-}
 
 // runCLI runs the command tree in-process with args and a config file.
 func runCLI(t *testing.T, cfgYAML string, args ...string) (string, error) {
@@ -49,7 +26,7 @@ func runCLI(t *testing.T, cfgYAML string, args ...string) (string, error) {
 // runCLIContext is runCLI until ctx ends (a long-running command's stop).
 func runCLIContext(t *testing.T, ctx context.Context, cfgYAML string, args ...string) (string, error) {
 	t.Helper()
-	p := writeConfig(t, cfgYAML)
+	p := testenv.WriteConfig(t, cfgYAML)
 	root := NewRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -79,14 +56,14 @@ func TestMigrateCommand(t *testing.T) {
 func TestTopicsCommand(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.NoTopics())
 	prefix := strings.TrimSuffix(k.Config.Topics.RoomEvents, "hyapp.room.events.v1")
-	out, err := runCLI(t, kafkaYAML(k, 3), "topics")
+	out, err := runCLI(t, k.ConfigYAML(3), "topics")
 	if err != nil || strings.Count(out, prefix) != len(k.Config.Topics.List()) || !strings.Contains(out, "true") {
 		t.Fatalf("topics: %v\n%s", err, out)
 	}
-	if _, err := runCLI(t, kafkaYAML(k, 3), "topics"); err != nil {
+	if _, err := runCLI(t, k.ConfigYAML(3), "topics"); err != nil {
 		t.Fatalf("second run must pass: %v", err)
 	}
-	_, err = runCLI(t, kafkaYAML(k, 8), "topics")
+	_, err = runCLI(t, k.ConfigYAML(8), "topics")
 	if err == nil || !strings.Contains(err.Error(), "has 3 partitions, kafka.partitions is 8") {
 		t.Fatalf("mismatch must be an error: %v", err)
 	}

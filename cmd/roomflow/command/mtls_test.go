@@ -75,7 +75,7 @@ func TestTLSKeysCheckedAtStart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := roomflowCmd(t, append([]string{"--config", writeConfig(t, tc.config)}, tc.args...)...)
+			cmd := roomflowCmd(t, append([]string{"--config", testenv.WriteConfig(t, tc.config)}, tc.args...)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			cmd.Stdout = io.Discard
@@ -97,7 +97,7 @@ func TestLuckyWarnsWhenOpen(t *testing.T) {
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  format: text\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
 		"kafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n" +
 		"lucky:\n  grpc_addr: \":0\"\n  audit_key: k\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n"
-	cmd := roomflowCmd(t, "--config", writeConfig(t, cfg), "lucky")
+	cmd := roomflowCmd(t, "--config", testenv.WriteConfig(t, cfg), "lucky")
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -55,10 +55,10 @@ func newStaticEnv(t *testing.T) *staticEnv {
 	var b strings.Builder
 	b.WriteString("log:\n  level: warn\n  format: text\nmetrics:\n  addr: \"\"\nshutdown:\n  timeout: 3s\n")
 	b.WriteString("mysql:\n  dsn: \"" + m.DSN + "\"\n")
-	b.WriteString(kafkaYAML(k, 3))
+	b.WriteString(k.ConfigYAML(3))
 	b.WriteString("  session_timeout: 2m\n")
 	b.WriteString("process:\n  room_group: " + testenv.UniqueName(t) + "\n  commit_interval: 50ms\n")
-	return &staticEnv{k: k, cfg: writeConfig(t, b.String())}
+	return &staticEnv{k: k, cfg: testenv.WriteConfig(t, b.String())}
 }
 
 // feed produces n more mic events (the room processor re-keys each one

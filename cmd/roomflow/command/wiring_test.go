@@ -13,6 +13,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/statsapi"
@@ -236,7 +237,7 @@ func TestWiringSinkKeys(t *testing.T) {
 // MySQL or Kafka, naming the key.
 func TestSinkCommandRefusesBadConfig(t *testing.T) {
 	// Nothing listens on the DSN's address: the command must not get that far.
-	p := writeConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\nsink:\n  batch_size: -5\n"+
+	p := testenv.WriteConfig(t, "log:\n  level: error\nmetrics:\n  addr: \"\"\nsink:\n  batch_size: -5\n"+
 		"mysql:\n  dsn: \"nobody@tcp("+sinkFreeAddr(t)+")/none\"\n")
 	root := NewRoot()
 	root.SetArgs([]string{"--config", p, "sink"})
@@ -260,7 +261,7 @@ func TestIMWiringBadIMKeysStopOnlyDelivery(t *testing.T) {
 	if _, err := runCLI(t, badIM, "config"); err != nil {
 		t.Fatalf("a bad im.* key must not stop a command that does not deliver: %v", err)
 	}
-	cfg, err := config.Load(writeConfig(t, badIM+"outbox_worker:\n  enabled: false\n"), func(string) string { return "" })
+	cfg, err := config.Load(testenv.WriteConfig(t, badIM+"outbox_worker:\n  enabled: false\n"), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestIMWiringSeed000Fallbacks(t *testing.T) {
 		return map[string]string{"ROOMFLOW_IM_SDK_APP_ID": "1400000000", "ROOMFLOW_IM_SECRET_KEY": imTestSecret}[k]
 	}
 	load := func(yaml string) *config.Config {
-		cfg, err := config.Load(writeConfig(t, yaml), getenv)
+		cfg, err := config.Load(testenv.WriteConfig(t, yaml), getenv)
 		if err != nil {
 			t.Fatal(err)
 		}
