@@ -268,12 +268,7 @@ func TestBinlogPurgedAndResnapshot(t *testing.T) {
 	if err := m.DB.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &rest[0], &rest[1]); err != nil {
 		t.Fatal(err)
 	}
-	// A binlog file still read by a stream (an earlier test's, not yet
-	// noticed gone) is not purged.
-	killBinlogDumps(t, m.DB)
-	if _, err := m.DB.ExecContext(ctx, "PURGE BINARY LOGS TO '"+file+"'"); err != nil {
-		t.Fatal(err)
-	}
+	purgeBinlogsTo(t, m.DB, file)
 	x = startRelay(t, cfg, m.DB, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for metric(t, x.reg, "roomflow_relay_binlog_purged") != 1 {
@@ -573,5 +568,34 @@ func TestBinlogIdleTableAdvancesPosition(t *testing.T) {
 	x.stop(t)
 	if got := drain(t, k, cfg.Topic); len(got) != 0 {
 		t.Fatalf("%d records for an idle outbox", len(got))
+	}
+}
+
+// purgeBinlogsTo purges every binlog file before file and waits until the
+// server no longer lists them. A file still read by a stream is silently
+// kept by PURGE, and an earlier test's relay may reconnect between the
+// kill of its stream and the purge, so the two repeat until the purge
+// holds.
+func purgeBinlogsTo(t *testing.T, db *sql.DB, file string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		killBinlogDumps(t, db)
+		if _, err := db.ExecContext(ctx, "PURGE BINARY LOGS TO '"+file+"'"); err != nil {
+			t.Fatal(err)
+		}
+		var first string
+		var size int64
+		if err := db.QueryRowContext(ctx, "SHOW BINARY LOGS").Scan(&first, &size); err != nil {
+			t.Fatal(err)
+		}
+		if first == file {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("binlog %s still listed after purging to %s", first, file)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
