@@ -69,6 +69,9 @@
 // generation + 1) and starts each at the offset stored there, so a
 // revoked or zombie instance can no longer commit, and a claim waits for
 // an in-flight commit of the previous owner and then reads its offsets.
+// A zombie's fenced batch drops the fenced partitions' records, and the
+// sink then replaces its Kafka client: franz-go may rejoin an evicted
+// member still owning its old partitions, which nothing would claim again.
 // Offsets committed to Kafka are informational only (lag tools).
 //
 // # Failures

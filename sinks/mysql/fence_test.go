@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
@@ -79,24 +81,32 @@ func TestStoreFencesRevokedOwner(t *testing.T) {
 	}
 }
 
-// TestTwoInstancesRebalanceAndZombie runs two sinks in one group with a
-// rebalance mid-run. Instance A is held inside a batch (after polling,
-// before its transaction) until the group has evicted it and B has claimed
-// every partition; A's late commit must then be rejected, and after A
-// rejoins and B leaves, the tables still equal the oracle exactly.
-func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
+// zombieRun is instance A held inside a batch (after polling, before its
+// transaction) until release; once evict has run, the group has evicted
+// A and instance B has claimed every partition: A is a zombie whose next
+// commit is fenced.
+type zombieRun struct {
+	e       *env
+	o       *sinktest.Oracle
+	a, b    *running
+	release chan struct{} // closed: A's held batch goes on
+	produce func(n int)   // n ledger entries and n/10 inflows, added to o
+}
+
+func newZombieRun(t *testing.T) *zombieRun {
+	t.Helper()
 	e := newEnv(t, 4)
 	ctx := context.Background()
 	gen := sinktest.NewLedgerGen(9, "hyapp", 500)
 	igen := sinktest.NewInflowGen(10, "hyapp", 10, 4)
-	o := sinktest.NewOracle()
+	z := &zombieRun{e: e, o: sinktest.NewOracle(), release: make(chan struct{})}
 	pcl := e.k.Client(t)
-	produce := func(n int) {
+	z.produce = func(n int) {
 		t.Helper()
 		l := gen.Next(n)
 		in := igen.Next(n / 10)
-		o.AddLedger(l...)
-		o.AddInflows(in...)
+		z.o.AddLedger(l...)
+		z.o.AddInflows(in...)
 		recs := append(sinktest.LedgerRecords(e.ledgerTopic(), l), sinktest.InflowRecords(e.inflowTopic(), in)...)
 		if err := sinktest.Produce(ctx, pcl, recs); err != nil {
 			t.Fatal(err)
@@ -107,7 +117,6 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 
 	var hold atomic.Bool
 	held := make(chan struct{}, 1)
-	release := make(chan struct{})
 	cfgA := e.cfg
 	cfgA.OwnerID = "instance-a"
 	cfgA.Hooks = mysqlsink.Hooks{
@@ -115,56 +124,126 @@ func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
 			if hold.CompareAndSwap(true, false) {
 				held <- struct{}{}
 				select {
-				case <-release:
+				case <-z.release:
 				case <-ctx.Done():
 				}
 			}
 			return nil
 		},
 	}
-	a := e.start(t, cfgA)
-	produce(3000)
-	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, a)
+	z.a = e.start(t, cfgA)
+	z.produce(3000)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, z.a)
 
 	// A polls the next records and stalls before its transaction.
 	hold.Store(true)
-	produce(2000)
+	z.produce(2000)
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
 		t.Fatal("A never picked up the second batch")
 	}
+	return z
+}
+
+// evict starts B and waits until it has claimed every partition (the
+// group evicted A) and applied everything.
+func (z *zombieRun) evict(t *testing.T) {
+	t.Helper()
+	e := z.e
 	cfgB := e.cfg
 	cfgB.OwnerID = "instance-b"
-	b := e.start(t, cfgB)
+	z.b = e.start(t, cfgB)
 	testenv.Eventually(t, 45*time.Second, "B to claim every partition while A stalls", func() bool {
 		return count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id <> 'instance-b'", e.cfg.Group) == 0
 	})
-	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, b)
+	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, z.b)
+}
 
-	// A wakes up: its commit must be fenced.
-	close(release)
+// wake releases A and waits until its late commit is fenced.
+func (z *zombieRun) wake(t *testing.T) {
+	t.Helper()
+	close(z.release)
 	testenv.Eventually(t, 30*time.Second, "A's late commit to be fenced", func() bool {
-		return testenv.Total(a.sink.Metrics().Fenced) >= 1
+		return testenv.Total(z.a.sink.Metrics().Fenced) >= 1
 	})
+}
 
-	// Both run; more load; then B leaves mid-run.
-	produce(3000)
-	time.Sleep(300 * time.Millisecond)
-	if err := b.stop(t); err != nil {
+// finish stops A and checks the tables against the oracle and that A
+// owns partitions again.
+func (z *zombieRun) finish(t *testing.T) {
+	t.Helper()
+	if err := z.a.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	produce(2000)
-	e.waitCaughtUp(t, e.cfg.Group, 60*time.Second, a)
-	if err := a.stop(t); err != nil {
+	if err := z.o.Check(context.Background(), z.e.m.DB); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Check(ctx, e.m.DB); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", e.cfg.Group); n == 0 {
+	if n := count(t, z.e.m.DB, "SELECT COUNT(*) FROM roomflow_sink_offsets WHERE consumer_group = ? AND owner_id = 'instance-a'", z.e.cfg.Group); n == 0 {
 		t.Fatal("A never owned a partition again after B left")
 	}
+}
+
+// TestTwoInstancesRebalanceAndZombie runs two sinks in one group with a
+// rebalance mid-run. Instance A is held inside a batch until the group has
+// evicted it and B has claimed every partition; A's late commit must then
+// be rejected, and after A rejoins and B leaves, the tables still equal
+// the oracle exactly.
+func TestTwoInstancesRebalanceAndZombie(t *testing.T) {
+	z := newZombieRun(t)
+	z.evict(t)
+	z.wake(t)
+
+	// Both run; more load; then B leaves mid-run.
+	z.produce(3000)
+	time.Sleep(300 * time.Millisecond)
+	if err := z.b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	z.produce(2000)
+	z.e.waitCaughtUp(t, z.e.cfg.Group, 60*time.Second, z.a)
+	z.finish(t)
+}
+
+// TestZombieRejoinsAfterOwnerLeft (finding 9): B leaves while A is still
+// held, so the zombie A finds an empty group when it rejoins. franz-go
+// rejoins a member evicted during a rebalance under a new member id
+// without calling OnPartitionsLost, still claiming the partitions it had;
+// alone in the group it keeps them all, and no AdjustFetchOffsetsFn runs
+// for a partition kept. The fence had dropped their claims (and paused
+// them): A must still apply everything.
+func TestZombieRejoinsAfterOwnerLeft(t *testing.T) {
+	z := newZombieRun(t)
+	// A is the only member and is held. Once evicted, kfake answers its
+	// heartbeats UNKNOWN_MEMBER_ID, before that REBALANCE_IN_PROGRESS;
+	// which one A saw last decides whether franz-go calls
+	// OnPartitionsLost (the test then passed on the old code, 2 runs in
+	// 3) or rejoins keeping its assignment (it failed). Pin the second:
+	// every heartbeat of A's member id is answered REBALANCE_IN_PROGRESS.
+	var zombie atomic.Value
+	fake := z.e.k.Fake
+	fake.ControlKey(kmsg.Heartbeat.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kreq.(*kmsg.HeartbeatRequest)
+		if req.Group != z.e.cfg.Group {
+			return nil, nil, false
+		}
+		zombie.CompareAndSwap(nil, req.MemberID)
+		if zombie.Load() != req.MemberID {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp, nil, true
+	})
+	z.evict(t)
+	if err := z.b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	z.wake(t)
+	z.produce(1000)
+	z.e.waitCaughtUp(t, z.e.cfg.Group, 30*time.Second, z.a)
+	z.finish(t)
 }
 
 // TestApplyLocksOnlyItsPartitions: a batch's transaction locks the offset

@@ -53,9 +53,15 @@ type Sink struct {
 	// (Applier.SharedRows).
 	shared map[string]bool
 
-	mu      sync.Mutex
-	claims  map[TP]int64 // generation claimed per owned partition
-	cl      *kgo.Client
+	mu     sync.Mutex
+	claims map[TP]int64 // generation claimed per owned partition
+	cl     *kgo.Client
+	// client counts the Kafka clients Run made; the group callbacks of an
+	// older one (closing in the background) change nothing.
+	client int
+	// fenced: a batch of the current client was fenced; Run replaces the
+	// client after that batch.
+	fenced  bool
 	lastErr error
 }
 
@@ -109,20 +115,46 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 // nil. It returns an error when a batch cannot be applied after
 // Config.MaxRetries retries or a non-transient MySQL error occurs.
 func (s *Sink) Run(ctx context.Context) error {
-	topics := s.store.Topics()
+	s.log.Info("sink started", "owner_id", s.cfg.OwnerID, "group", s.cfg.Group, "topics", s.store.Topics())
+	for {
+		restart, err := s.consume(ctx)
+		if err != nil {
+			return err
+		}
+		if !restart {
+			break
+		}
+		s.log.Warn("kafka client replaced after a fenced batch: the group had evicted this instance")
+	}
+	s.log.Info("sink stopped", "owner_id", s.cfg.OwnerID)
+	return nil
+}
+
+// newClient makes the Kafka client of a new consumption: a new group
+// member with no claims.
+func (s *Sink) newClient() (*kgo.Client, error) {
+	s.mu.Lock()
+	s.client++
+	client := s.client
+	s.claims = map[TP]int64{}
+	s.fenced = false
+	s.mu.Unlock()
+	revoked := func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.revoked(client, m) }
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeTopics(s.store.Topics()...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AdjustFetchOffsetsFn(s.adjust),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			return s.adjust(ctx, client, offsets)
+		}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.log.Debug("partitions assigned", "partitions", fmt.Sprint(m))
 		}),
-		kgo.OnPartitionsRevoked(s.revoked),
-		kgo.OnPartitionsLost(s.revoked),
+		kgo.OnPartitionsRevoked(revoked),
+		kgo.OnPartitionsLost(revoked),
 	}, s.cfg.Kafka.GroupOpts()...)
 	if s.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(s.cfg.InstanceID))
@@ -131,12 +163,26 @@ func (s *Sink) Run(ctx context.Context) error {
 	// so its Extra overrides the sink's own.
 	cl, err := kgo.NewClient(append(opts, s.cfg.Kafka.Opts("sink")...)...)
 	if err != nil {
-		return fmt.Errorf("mysql sink: kafka client: %w", err)
+		return nil, fmt.Errorf("mysql sink: kafka client: %w", err)
 	}
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
-	s.log.Info("sink started", "owner_id", s.cfg.OwnerID, "group", s.cfg.Group, "topics", topics)
+	return cl, nil
+}
+
+// consume runs one Kafka client until ctx is cancelled (restart false,
+// nil), a batch fails (its error) or a batch was fenced (restart true).
+// A fenced batch means the group evicted this member, and franz-go may
+// rejoin it under a new member id still owning its old partitions: no
+// OnPartitionsLost, no AdjustFetchOffsetsFn for a partition it keeps, so
+// nothing would claim them again (finding 9 in docs/reliability.md). A new
+// client joins with no partitions, and claims every one it gets.
+func (s *Sink) consume(ctx context.Context) (restart bool, err error) {
+	cl, err := s.newClient()
+	if err != nil {
+		return false, err
+	}
 	for {
 		recs, hw, closed := s.collect(ctx, cl)
 		if len(recs) > 0 {
@@ -148,26 +194,30 @@ func (s *Sink) Run(ctx context.Context) error {
 				break
 			}
 			if err != nil {
-				cl.AllowRebalance()
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-				kafkax.CloseWithin(cctx, cl, s.log)
-				cancel()
-				return err
+				s.closeClient(ctx, cl)
+				return false, err
 			}
+			s.mu.Lock()
+			restart = s.fenced && ctx.Err() == nil
+			s.mu.Unlock()
 		}
 		cl.AllowRebalance()
-		if closed || ctx.Err() != nil {
+		if restart || closed || ctx.Err() != nil {
 			break
 		}
 	}
-	// Leaving the group may wait for a JoinGroup answer up to the
-	// rebalance timeout: bounded by Config.ShutdownTimeout.
+	s.closeClient(ctx, cl)
+	return restart, nil
+}
+
+// closeClient leaves the group and closes cl. Leaving may wait for a
+// JoinGroup answer up to the rebalance timeout: bounded by
+// Config.ShutdownTimeout.
+func (s *Sink) closeClient(ctx context.Context, cl *kgo.Client) {
 	cl.AllowRebalance()
-	cctx, cancel := drainContext(ctx, s.cfg.ShutdownTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	kafkax.CloseWithin(cctx, cl, s.log)
 	cancel()
-	s.log.Info("sink stopped", "owner_id", s.cfg.OwnerID)
-	return nil
 }
 
 // collect polls up to Config.BatchSize records, waiting at most
@@ -216,13 +266,11 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 
 // adjust claims newly assigned partitions in MySQL and starts each at the
 // offset stored there (the start of the log when there is none).
-func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+func (s *Sink) adjust(ctx context.Context, client int, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var tps []TP
-	resume := map[string][]int32{}
 	for t, ps := range offsets {
 		for p := range ps {
 			tps = append(tps, TP{t, p})
-			resume[t] = append(resume[t], p)
 		}
 	}
 	var claimed map[TP]Claimed
@@ -242,6 +290,10 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		return nil, fmt.Errorf("mysql sink: claim: %w", err)
 	}
 	s.mu.Lock()
+	if client != s.client {
+		s.mu.Unlock()
+		return nil, errReplacedClient
+	}
 	for tp, c := range claimed {
 		s.claims[tp] = c.Generation
 		at := kgo.NewOffset().AtStart()
@@ -254,21 +306,20 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	s.mu.Unlock()
 	s.m.Claims.Add(float64(len(claimed)))
 	s.log.Info("partitions claimed in MySQL", "owner_id", s.cfg.OwnerID, "partitions", len(claimed))
-	// A partition fenced earlier was paused; it is ours again now.
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
-	if cl != nil {
-		cl.ResumeFetchPartitions(resume)
-	}
 	return offsets, nil
 }
 
-// revoked forgets the claims of partitions this instance no longer owns.
-func (s *Sink) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+// errReplacedClient fails the offset fetch of a client Run has replaced.
+var errReplacedClient = errors.New("mysql sink: kafka client replaced")
+
+// revoked forgets the claims of partitions client no longer owns.
+func (s *Sink) revoked(client int, m map[string][]int32) {
 	s.log.Debug("partitions revoked or lost", "partitions", fmt.Sprint(m))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if client != s.client {
+		return // the claims are the new client's
+	}
 	for t, ps := range m {
 		for _, p := range ps {
 			delete(s.claims, TP{t, p})
@@ -317,7 +368,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	for _, kr := range krecs {
 		tp := TP{kr.Topic, kr.Partition}
 		if _, ok := claims[tp]; !ok {
-			continue // fenced earlier and not yet reassigned to us
+			continue // not claimed by this client (revoked meanwhile)
 		}
 		r := Record{TP: tp, Offset: kr.Offset}
 		a, ok := s.store.appliers[kr.Topic]
@@ -345,7 +396,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		gclaims := maps.Clone(claims) // applyGroup drops fenced partitions from its copy
-		wg.Go(func() { results[i], errs[i] = s.applyGroup(ctx, cl, gclaims, g) })
+		wg.Go(func() { results[i], errs[i] = s.applyGroup(ctx, gclaims, g) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -390,7 +441,7 @@ func (s *Sink) process(ctx context.Context, cl *kgo.Client, krecs []*kgo.Record,
 // applyGroup applies one group of records with whole-batch retries. Records
 // of partitions found fenced are dropped and the rest retried; a group
 // left empty returns a zero Result.
-func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int64, recs []Record) (Result, error) {
+func (s *Sink) applyGroup(ctx context.Context, claims map[TP]int64, recs []Record) (Result, error) {
 	for attempt := 0; len(recs) > 0; {
 		if h := s.cfg.Hooks.BeforeApply; h != nil {
 			if err := h(ctx, len(recs)); err != nil {
@@ -409,7 +460,7 @@ func (s *Sink) applyGroup(ctx context.Context, cl *kgo.Client, claims map[TP]int
 			s.m.TxnSeconds.WithLabelValues("fenced").Observe(time.Since(t0).Seconds())
 			s.m.Fenced.Inc()
 			s.log.Warn("batch fenced: another instance owns these partitions now; dropping their records", "partitions", fmt.Sprint(fe.Partitions))
-			recs = s.fence(cl, fe.Partitions, claims, recs)
+			recs = s.fence(fe.Partitions, claims, recs)
 		case mysqlerr.Retryable(err) && attempt < s.cfg.MaxRetries:
 			s.m.TxnSeconds.WithLabelValues("retry").Observe(time.Since(t0).Seconds())
 			s.m.Retries.WithLabelValues(mysqlerr.Reason(err)).Inc()
@@ -493,27 +544,17 @@ func drainContext(ctx context.Context, grace time.Duration) (context.Context, fu
 	return dctx, func() { stop(); cancel() }
 }
 
-// fence drops the records of partitions another instance claimed and
-// pauses fetching them until the group assigns them to us again.
-func (s *Sink) fence(cl *kgo.Client, tps []TP, claims map[TP]int64, recs []Record) []Record {
+// fence drops the records of partitions another instance claimed, and
+// marks the client stale: Run replaces it after this batch (consume).
+func (s *Sink) fence(tps []TP, claims map[TP]int64, recs []Record) []Record {
 	drop := map[TP]bool{}
-	pause := map[string][]int32{}
-	s.mu.Lock()
 	for _, tp := range tps {
 		drop[tp] = true
-		gen, ok := s.claims[tp]
-		stale := claims[tp]
 		delete(claims, tp)
-		if ok && gen != stale {
-			continue // claimed again meanwhile: ours, at a newer generation
-		}
-		delete(s.claims, tp)
-		pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
 	}
+	s.mu.Lock()
+	s.fenced = true
 	s.mu.Unlock()
-	if len(pause) > 0 {
-		cl.PauseFetchPartitions(pause)
-	}
 	out := recs[:0]
 	for _, r := range recs {
 		if !drop[r.TP] {
