@@ -1,0 +1,199 @@
+package luckydraw_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/hyapp/roomflow/domain/fairness"
+	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/services/luckydraw"
+)
+
+// syncBuffer is a log sink for concurrent draws.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testKeyring(t testing.TB) *fairness.Keyring {
+	t.Helper()
+	k, err := fairness.NewKeyring(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// commitRevealEnv is a service in commit_reveal mode logging to its
+// buffer.
+func commitRevealEnv(t *testing.T) (*env, *syncBuffer) {
+	logs := &syncBuffer{}
+	e := start(t, luckydraw.Config{Randomness: fairness.ModeCommitReveal, FairnessKeys: testKeyring(t),
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, 1_000_000)
+	return e, logs
+}
+
+func (e *env) metricsText(t *testing.T) string {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// A commit-reveal day: no seed, no draw (recorded rejection); once the
+// writer stored the day, draws take their value from the seed, the user's
+// client_seed and nonces 1, 2, … without gaps; a retry changes nothing;
+// the seed appears nowhere before its reveal, and after it every stored
+// value recomputes from the revealed seed.
+func TestCommitRevealDraws(t *testing.T) {
+	e, logs := commitRevealEnv(t)
+	ctx := context.Background()
+	checkReq := &activityv1.CheckLuckyGiftRequest{Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose"}
+	if c, err := e.client.CheckLuckyGift(ctx, checkReq); err != nil || c.RejectReason != luckydraw.RejectFairnessNotCommitted {
+		t.Fatalf("check before any seed: %v %v", c, err)
+	}
+	if r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("early", 7)); err != nil || r.RejectReason != luckydraw.RejectFairnessNotCommitted {
+		t.Fatalf("draw before any seed: %v %v", r, err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE command_id = 'early' AND reward_status = 'rejected'
+	AND reject_reason = 'fairness_not_committed'`); n != 1 {
+		t.Fatalf("the rejection is not recorded (%d rows)", n)
+	}
+	now := time.Now()
+	if err := e.svc.FairnessStep(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_fairness_next_day_committed", "app_code", app); v != 1 {
+		t.Fatalf("next_day_committed = %v", v)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyFairnessCommitted' AND kafka_key = ?`, app); n != 2 {
+		t.Fatalf("%d LuckyFairnessCommitted rows, want today's and tomorrow's", n)
+	}
+	var wg sync.WaitGroup
+	answers := make([]*activityv1.ExecuteLuckyGiftDrawResponse, 12)
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := drawReq(fmt.Sprintf("c%d", i), int64(7+i%2))
+			if i%3 == 0 {
+				req.Meta.ClientSeed = "我的-seed"
+			}
+			r, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+			if err != nil || r.RejectReason != "" {
+				t.Errorf("draw %d: %v %v", i, r, err)
+			}
+			answers[i] = r
+		}()
+	}
+	wg.Wait()
+	retry, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("c1", 8))
+	if err != nil || retry.Tier.GetTierId() != answers[1].Tier.GetTierId() {
+		t.Fatalf("retry: %v %v, first %v", retry, err, answers[1])
+	}
+	for _, u := range []int64{7, 8} {
+		if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE sender_user_id = ? AND fairness_mode = 'commit_reveal'
+		AND nonce BETWEEN 1 AND 6`, u); n != 6 {
+			t.Errorf("user %d: %d draws with nonces 1-6", u, n)
+		}
+		if n := e.count(t, `SELECT COUNT(DISTINCT nonce) FROM lucky_draw_records WHERE sender_user_id = ? AND nonce > 0`, u); n != 6 {
+			t.Errorf("user %d: %d distinct nonces, want 6", u, n)
+		}
+	}
+	var sealed []byte
+	if err := e.db.QueryRow(`SELECT seed_sealed FROM lucky_fairness_days WHERE app_code = ? AND day_start_ms = ?`, app,
+		fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := testKeyring(t).Open(sealed, fairness.AAD(app, fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := hex.EncodeToString(seed)
+	before := logs.String() + e.metricsText(t) + fmt.Sprint(answers)
+	if strings.Contains(strings.ToLower(before), secret) || bytes.Contains([]byte(before), seed) {
+		t.Fatal("the seed appears in a log, a metric or an answer before its reveal")
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE INSTR(payload, UNHEX(?)) > 0 OR INSTR(payload, ?) > 0`, secret, secret); n != 0 {
+		t.Fatalf("%d outbox rows carry the seed before its reveal", n)
+	}
+	// The reveal: reveal_grace (1h) after the day ends.
+	if err := e.svc.FairnessStep(ctx, now.Add(25*time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var revealed string
+	if err := e.db.QueryRow(`SELECT revealed_seed FROM lucky_fairness_days WHERE app_code = ? AND day_start_ms = ?`, app,
+		fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)).Scan(&revealed); err != nil || revealed != secret {
+		t.Fatalf("revealed %q, %v", revealed, err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyFairnessRevealed'`); n != 1 {
+		t.Fatalf("%d LuckyFairnessRevealed rows", n)
+	}
+	rows, err := e.db.Query(`SELECT client_seed, sender_user_id, nonce, random_value FROM lucky_draw_records WHERE fairness_mode = 'commit_reveal'
+	AND reward_status <> 'rejected'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var in fairness.Input
+		var v int64
+		if err := rows.Scan(&in.ClientSeed, &in.SenderUserID, &in.Nonce, &v); err != nil {
+			t.Fatal(err)
+		}
+		in.AppCode = app
+		if got := fairness.RandomPPM(seed, in); got != v {
+			t.Errorf("draw %+v stored %d, the seed gives %d", in, v, got)
+		}
+		n++
+	}
+	if n != 12 {
+		t.Fatalf("%d commit-reveal draws, want 12", n)
+	}
+}
+
+// An app outside lucky.fairness.app_codes draws in crypto mode, counted.
+func TestUnlistedAppDrawsCrypto(t *testing.T) {
+	e := start(t, luckydraw.Config{Randomness: fairness.ModeCommitReveal, FairnessKeys: testKeyring(t), FairnessAppCodes: []string{"other"}}, 1_000_000)
+	if r, err := e.client.ExecuteLuckyGiftDraw(context.Background(), drawReq("u1", 7)); err != nil || r.RejectReason != "" {
+		t.Fatalf("draw: %v %v", r, err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records WHERE fairness_mode = 'crypto' AND nonce = 0`); n != 1 {
+		t.Fatalf("%d crypto draws", n)
+	}
+	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_fairness_unlisted_draws_total", "app_code", app); v != 1 {
+		t.Fatalf("unlisted draws = %v", v)
+	}
+}
