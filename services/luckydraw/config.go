@@ -153,7 +153,7 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.Randomness, fairness.ModeCrypto)
 	cfgerr.Default(&c.FairnessDayLength, DefaultFairnessDayLength)
 	cfgerr.Default(&c.FairnessRevealGrace, DefaultFairnessRevealGrace)
-	if len(c.FairnessAppCodes) == 0 {
+	if len(c.FairnessAppCodes) == 0 && c.AppCode != "" {
 		c.FairnessAppCodes = []string{c.AppCode}
 	}
 	if c.Now == nil {
