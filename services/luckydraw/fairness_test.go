@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -195,5 +196,70 @@ func TestUnlistedAppDrawsCrypto(t *testing.T) {
 	}
 	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_fairness_unlisted_draws_total", "app_code", app); v != 1 {
 		t.Fatalf("unlisted draws = %v", v)
+	}
+}
+
+// The schedule refuses today, past and stored days and takes a later one
+// (the writer stores it, with a WARN naming lucky.randomness); verify
+// refuses a day not revealed or in crypto mode, finds nothing on a
+// revealed day and finds a tampered value.
+func TestFairnessScheduleAndVerify(t *testing.T) {
+	e, logs := commitRevealEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	const dayMs = int64(24 * time.Hour / time.Millisecond)
+	today := fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)
+	schedule := func(mode string, from int64) error {
+		return luckydraw.ScheduleFairness(ctx, e.db, app, mode, from, 24*time.Hour, now, "test")
+	}
+	if err := e.svc.FairnessStep(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	for name, from := range map[string]int64{"today": today, "past": today - dayMs, "committed tomorrow": today + dayMs} {
+		if err := schedule(fairness.ModeCrypto, from); !errors.Is(err, luckydraw.ErrSchedule) {
+			t.Errorf("schedule %s: %v, want ErrSchedule", name, err)
+		}
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_fairness_schedule`); n != 0 {
+		t.Fatalf("a refused schedule wrote %d rows", n)
+	}
+	for i := range 5 {
+		if r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprintf("v%d", i), int64(1+i%2))); err != nil || r.RejectReason != "" {
+			t.Fatalf("draw: %v %v", r, err)
+		}
+	}
+	if _, err := luckydraw.VerifyFairnessDay(ctx, e.db, app, today); !errors.Is(err, luckydraw.ErrNotVerifiable) ||
+		!strings.Contains(err.Error(), "not revealed") {
+		t.Errorf("verify before the reveal: %v", err)
+	}
+	if err := schedule(fairness.ModeCrypto, today+2*dayMs); err != nil {
+		t.Fatal(err)
+	}
+	// A day later: today's seed is revealed (its grace is 1h) and the day
+	// after tomorrow stored.
+	if err := e.svc.FairnessStep(ctx, now.Add(25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_fairness_days WHERE day_start_ms = ? AND mode = 'crypto' AND commitment = ''`, today+2*dayMs); n != 1 {
+		t.Fatal("the scheduled crypto day was not stored as such")
+	}
+	if !strings.Contains(logs.String(), `"key":"lucky.randomness"`) {
+		t.Error("no WARN naming lucky.randomness for a day scheduled against it")
+	}
+	if _, err := luckydraw.VerifyFairnessDay(ctx, e.db, app, today+2*dayMs); !errors.Is(err, luckydraw.ErrNotVerifiable) {
+		t.Errorf("verify a crypto day: %v", err)
+	}
+	v, err := luckydraw.VerifyFairnessDay(ctx, e.db, app, today)
+	if err != nil || v.Draws != 5 || len(v.Differences) != 0 {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+	if _, err := e.db.Exec(`UPDATE lucky_draw_records SET random_value = (random_value + 1) % 1000000 WHERE command_id = 'v3'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(`UPDATE lucky_draw_records SET nonce = 9 WHERE command_id = 'v4'`); err != nil {
+		t.Fatal(err)
+	}
+	if v, err = luckydraw.VerifyFairnessDay(ctx, e.db, app, today); err != nil || len(v.Differences) < 2 {
+		t.Fatalf("verify after tampering: %+v %v", v, err)
 	}
 }
