@@ -14,11 +14,16 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/statsapi"
 )
 
 // syncBuffer is a log sink for concurrent draws.
@@ -261,5 +266,87 @@ func TestFairnessScheduleAndVerify(t *testing.T) {
 	}
 	if v, err = luckydraw.VerifyFairnessDay(ctx, e.db, app, today); err != nil || len(v.Differences) < 2 {
 		t.Fatalf("verify after tampering: %+v %v", v, err)
+	}
+}
+
+// A user verifies their draws of a commit-reveal day from the public
+// routes exactly as docs/fairness.md says (userverify_test.go: the
+// standard library only); before the reveal the seed route, the RPC and
+// the user's draw say nothing of the seed, and another user's draw is
+// 404.
+func TestUserVerifiesFromPublicRoutes(t *testing.T) {
+	e, _ := commitRevealEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := e.svc.FairnessStep(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	api, err := statsapi.New(statsapi.Config{DefaultAppCode: app}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := api.Start(statsapi.Listeners{App: "127.0.0.1:0", GRPC: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Stop(context.Background()) })
+	base := "http://" + run.Addrs().App
+	day := fairness.DayLabel(fairness.DayStartMs(now.UnixMilli(), 24*time.Hour), 24*time.Hour)
+	commitment, err := userCommitment(base, app, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for i := range 4 {
+		req := drawReq(fmt.Sprintf("me%d", i), 77)
+		req.Meta.ClientSeed = fmt.Sprintf("my-luck-%d", i)
+		r, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+		if err != nil || r.RejectReason != "" {
+			t.Fatalf("draw: %v %v", r, err)
+		}
+		mine = append(mine, r.DrawId)
+	}
+	other, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("theirs", 78))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := getJSON(base+"/api/v1/users/me/lucky-draws/"+other.DrawId, "77", app, &struct{}{}); err == nil ||
+		!strings.Contains(err.Error(), "status 404") {
+		t.Fatalf("another user's draw: %v, want 404", err)
+	}
+	// Before the reveal: no seed anywhere, and the same answer as for a
+	// day never stored.
+	conn, err := grpc.NewClient(run.Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fc := activityv1.NewLuckyFairnessServiceClient(conn)
+	_, errNow := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: day})
+	_, errNone := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: "2001-01-01"})
+	if status.Code(errNow) != codes.FailedPrecondition || errNow.Error() != errNone.Error() {
+		t.Fatalf("GetSeed before the reveal: %v; for a day never stored: %v", errNow, errNone)
+	}
+	if _, err := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: "someday"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("GetSeed of a bad day: %v", err)
+	}
+	if c, err := fc.GetCommitment(ctx, &activityv1.GetFairnessCommitmentRequest{Day: day}); err != nil || c.Commitment != commitment || c.Revealed {
+		t.Fatalf("GetCommitment: %v %v", c, err)
+	}
+	if err := getJSON(base+"/api/v1/lucky/fairness/"+day+"/seed", "", app, &struct{}{}); err == nil || !strings.Contains(err.Error(), "status 409") {
+		t.Fatalf("seed route before the reveal: %v", err)
+	}
+	if _, err := userVerify(base, app, "77", day, commitment, mine); err == nil {
+		t.Fatal("verified before the reveal")
+	}
+	if err := e.svc.FairnessStep(ctx, now.Add(25*time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := userVerify(base, app, "77", day, commitment, mine)
+	if err != nil || n != 4 {
+		t.Fatalf("the user's verification: %d draws, %v", n, err)
+	}
+	if s, err := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: day}); err != nil || len(s.Seed) != 64 {
+		t.Fatalf("GetSeed after the reveal: %v %v", s, err)
 	}
 }
