@@ -218,8 +218,8 @@ type CheckLuckyGiftResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Enabled     bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	RuleVersion string                 `protobuf:"bytes,2,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
-	// One of global_disabled, room_paused, no_active_rule, rule_invalid when
-	// enabled is false.
+	// One of global_disabled, room_paused, fairness_not_committed,
+	// no_active_rule, rule_invalid when enabled is false.
 	RejectReason  string `protobuf:"bytes,3,opt,name=reject_reason,json=rejectReason,proto3" json:"reject_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -437,7 +437,7 @@ type ExecuteLuckyGiftDrawResponse struct {
 	RewardStatus    string                 `protobuf:"bytes,5,opt,name=reward_status,json=rewardStatus,proto3" json:"reward_status,omitempty"` // NONE | PENDING | GRANTED | FAILED
 	CreditReceiptId string                 `protobuf:"bytes,6,opt,name=credit_receipt_id,json=creditReceiptId,proto3" json:"credit_receipt_id,omitempty"`
 	// Set only when nothing was drawn: global_disabled, room_paused,
-	// no_active_rule, rule_invalid, rule_not_active.
+	// fairness_not_committed, no_active_rule, rule_invalid, rule_not_active.
 	RejectReason  string `protobuf:"bytes,7,opt,name=reject_reason,json=rejectReason,proto3" json:"reject_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -3,6 +3,8 @@ package luckydraw
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -10,7 +12,6 @@ import (
 
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/promreg"
-	"github.com/hyapp/roomflow/internal/sqlbuild"
 )
 
 // RejectFairnessNotCommitted: the draw's day is in commit-reveal mode (or
@@ -36,7 +37,7 @@ func (d *fairDay) notCommitted() bool { return d.mode == fairness.ModeCommitReve
 // unstoredTTL is how long a day with no stored row keeps its fallback mode.
 const unstoredTTL = time.Second
 
-// crypto is the day of an app outside lucky.fairness.app_codes.
+// cryptoDay is the day of an app outside lucky.fairness.app_codes.
 var cryptoDay = &fairDay{mode: fairness.ModeCrypto}
 
 // fairDays caches the days draws are in, per app.
@@ -135,59 +136,29 @@ func (f *fairDays) read(ctx context.Context, q querier, app string, start, atMs 
 	return d, nil
 }
 
-// random is the random value of r's draw in the batch's day: from the
-// day's seed and r's nonce in commit-reveal mode, else crypto/rand.
-func (b *batchTx) random(r *drawReq) (int64, error) {
-	if b.day.mode == fairness.ModeCommitReveal {
-		return fairness.RandomPPM(b.day.seed, fairness.Input{AppCode: r.app, ClientSeed: r.clientSeed,
-			SenderUserID: r.sender, Nonce: r.nonce}), nil
-	}
-	return randomPPM()
-}
+// The nonce counter of a (app_code, sender, fairness day) is a
+// lucky_risk_counters row (scope nonce, window fairness_day, no cap):
+// locked with the batch's capped counters in the statement that locks
+// them and counted in the upsert that writes them, so a commit-reveal
+// draw costs no statement of its own.
+const (
+	nonceScope  = "nonce"
+	nonceWindow = "fairness_day"
+)
 
-// assignNonces gives each draw of a commit-reveal batch its nonce, the
-// sender's n-th draw of the app and day: one upsert of the senders'
-// counters and one read of them for the batch (after the pool locks, so
-// batches of the app take them one after the other).
-func (b *batchTx) assignNonces(ctx context.Context, draws []*drawReq) error {
-	if b.day.mode != fairness.ModeCommitReveal || len(draws) == 0 {
-		return nil
+// random is the random value of r's draw in the batch's day: from the
+// day's seed and r's nonce in commit-reveal mode (r.nonce set here: the
+// sender's draws of the day so far, this batch's earlier ones included,
+// plus one), else crypto/rand.
+func (b *batchTx) random(r *drawReq) (int64, error) {
+	if b.day.mode != fairness.ModeCommitReveal {
+		return randomPPM()
 	}
-	count := map[int64]int64{}
-	var users []int64
-	for _, r := range draws {
-		if count[r.sender] == 0 {
-			users = append(users, r.sender)
-		}
-		count[r.sender]++
+	ctr := b.ctrs[counterKey(b.app, nonceScope, strconv.FormatInt(r.sender, 10), nonceWindow, b.day.startMs)]
+	if ctr == nil {
+		return 0, fmt.Errorf("luckydraw: nonce counter of user %d not locked", r.sender)
 	}
-	rows := make([][]any, len(users))
-	ids := make([]any, len(users))
-	for i, u := range users {
-		rows[i], ids[i] = []any{b.app, b.day.startMs, u, count[u]}, u
-	}
-	if err := insertRows(ctx, b.tx, `INSERT INTO lucky_fairness_nonces (app_code, day_start_ms, user_id, draws) VALUES `, rows,
-		` ON DUPLICATE KEY UPDATE draws = draws + VALUES(draws)`); err != nil {
-		return err
-	}
-	q, err := b.tx.QueryContext(ctx, `SELECT user_id, draws FROM lucky_fairness_nonces WHERE app_code = ? AND day_start_ms = ? AND user_id IN (`+
-		sqlbuild.List(len(ids))+`)`, append([]any{b.app, b.day.startMs}, ids...)...)
-	if err != nil {
-		return err
-	}
-	next := map[int64]int64{} // the first nonce of the batch, per user
-	err = eachRow(q, func(rs *sql.Rows) error {
-		var u, n int64
-		err := rs.Scan(&u, &n)
-		next[u] = n - count[u] + 1
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	for _, r := range draws {
-		r.nonce = next[r.sender]
-		next[r.sender]++
-	}
-	return nil
+	r.nonce = ctr.draws + 1
+	return fairness.RandomPPM(b.day.seed, fairness.Input{AppCode: r.app, ClientSeed: r.clientSeed,
+		SenderUserID: r.sender, Nonce: r.nonce}), nil
 }

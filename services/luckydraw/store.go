@@ -256,9 +256,6 @@ func (b *batchTx) drawAndReject(ctx context.Context, p *batchPlan) error {
 	if err := b.lockRows(ctx, p, reversed); err != nil {
 		return err
 	}
-	if err := b.assignNonces(ctx, p.draws); err != nil {
-		return err
-	}
 	// (5)-(6) draw in memory, in arrival order.
 	for k, r := range p.draws {
 		d, err := b.drawOne(r, p.rules[k], !streamed[r.drawID])

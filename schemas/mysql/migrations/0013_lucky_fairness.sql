@@ -31,19 +31,12 @@ CREATE TABLE lucky_fairness_schedule (
   created_at_ms BIGINT NOT NULL,
   PRIMARY KEY (app_code, from_day_ms)
 );
--- The per-(app, user, day) draw counter: a commit-reveal draw's nonce is
--- the user's n-th draw of the app and day (1, 2, …), assigned in the draw
--- transaction.
-CREATE TABLE lucky_fairness_nonces (
-  app_code VARCHAR(32) NOT NULL,
-  day_start_ms BIGINT NOT NULL,
-  user_id BIGINT NOT NULL,
-  draws BIGINT NOT NULL,
-  PRIMARY KEY (app_code, day_start_ms, user_id)
-);
 -- A draw's fairness material: the user's client_seed, its nonce (0 in
 -- crypto mode) and the mode it was drawn in; random_value already holds
--- the value. The index serves `fairness verify` and the user's own draws.
+-- the value. The nonce counter per (app_code, user, day) is a
+-- lucky_risk_counters row (scope_type 'nonce', window_type
+-- 'fairness_day'), counted with the risk counters in the draw
+-- transaction. The index serves `fairness verify` and the user's own draws.
 ALTER TABLE lucky_draw_records
   ADD COLUMN client_seed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
   ADD COLUMN nonce BIGINT NOT NULL DEFAULT 0,
