@@ -285,7 +285,7 @@ func TestUserVerifiesFromPublicRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := api.Start(statsapi.Listeners{App: "127.0.0.1:0", GRPC: "127.0.0.1:0"})
+	run, err := api.Start(statsapi.Listeners{Internal: "127.0.0.1:0", App: "127.0.0.1:0", GRPC: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,6 +313,16 @@ func TestUserVerifiesFromPublicRoutes(t *testing.T) {
 	if err := getJSON(base+"/api/v1/users/me/lucky-draws/"+other.DrawId, "77", app, &struct{}{}); err == nil ||
 		!strings.Contains(err.Error(), "status 404") {
 		t.Fatalf("another user's draw: %v, want 404", err)
+	}
+	// The internal listener serves the commitment, never the /me route.
+	internal := "http://" + run.Addrs().Internal
+	var c struct{ Commitment string }
+	if err := getJSON(internal+"/api/v1/lucky/fairness/"+day+"/commitment?app_code="+app, "", "", &c); err != nil || c.Commitment != commitment {
+		t.Fatalf("internal commitment: %+v %v", c, err)
+	}
+	if err := getJSON(internal+"/api/v1/users/me/lucky-draws/"+mine[0], "77", app, &struct{}{}); err == nil ||
+		!strings.Contains(err.Error(), "status 404") {
+		t.Fatalf("the /me draw on the internal listener: %v, want 404", err)
 	}
 	// Before the reveal: no seed anywhere, and the same answer as for a
 	// day never stored.
@@ -348,5 +358,51 @@ func TestUserVerifiesFromPublicRoutes(t *testing.T) {
 	}
 	if s, err := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: day}); err != nil || len(s.Seed) != 64 {
 		t.Fatalf("GetSeed after the reveal: %v %v", s, err)
+	}
+}
+
+// Replicas making the same days concurrently: one INSERT wins each day,
+// one LuckyFairnessCommitted per day, and every replica draws with the
+// stored seed.
+func TestOneFairnessWriterPerDay(t *testing.T) {
+	e, _ := commitRevealEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	replicas := []*luckydraw.Service{e.svc}
+	for range 3 {
+		s, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Randomness: fairness.ModeCommitReveal,
+			FairnessKeys: testKeyring(t)}, e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, s)
+	}
+	var wg sync.WaitGroup
+	for _, s := range replicas {
+		wg.Go(func() {
+			if err := s.FairnessStep(ctx, now); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyFairnessCommitted'`); n != 2 {
+		t.Fatalf("%d LuckyFairnessCommitted rows for two days", n)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_fairness_days`); n != 2 {
+		t.Fatalf("%d days stored", n)
+	}
+	for i, s := range replicas[1:] {
+		r, err := s.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprintf("rep%d", i), 5))
+		if err != nil || r.RejectReason != "" {
+			t.Fatalf("replica %d: %v %v", i+1, r, err)
+		}
+	}
+	if err := e.svc.FairnessStep(ctx, now.Add(25*time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := luckydraw.VerifyFairnessDay(ctx, e.db, app, fairness.DayStartMs(now.UnixMilli(), 24*time.Hour))
+	if err != nil || v.Draws != 3 || len(v.Differences) != 0 {
+		t.Fatalf("verify the replicas' draws: %+v %v", v, err)
 	}
 }
