@@ -141,6 +141,7 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyPayoutRateOutOfBand", "roomflow_lucky_draws")
 	reads("LuckyRewardFailed", "roomflow_lucky_reward_failed_total")
 	reads("LuckyRewardPendingTooLong", "roomflow_lucky_reward_pending_oldest_seconds")
+	reads("LuckyFairnessCommitmentMissing", "roomflow_lucky_fairness_next_day_committed")
 	reads("LuckyEventBacklogOld", "roomflow_lucky_outbox_oldest_seconds")
 	reads("LuckyWalletDispatchOff", `roomflow_lucky_switch_state{name="wallet_credit_dispatch"}`)
 	reads("LuckyRejectionsAfterDebit", `roomflow_lucky_draw_rejects_total{rpc="ExecuteLuckyGiftDraw"}`)

@@ -197,10 +197,11 @@ func checkFields(t *testing.T, m proto.Message, want map[string]int32) {
 }
 
 // LuckyGiftService is the contract with room-service (LUCKY-1), field for
-// field; app_code = 8 of the meta is roomflow's documented addition.
+// field; app_code = 8 and client_seed = 9 (docs/fairness.md) of the meta
+// are roomflow's documented additions.
 func TestLuckyGiftServiceWireNumbers(t *testing.T) {
 	checkFields(t, &activityv1.LuckyGiftMeta{}, map[string]int32{"request_id": 1, "command_id": 2, "room_id": 3,
-		"sender_user_id": 4, "target_user_id": 5, "device_id": 6, "sent_at_ms": 7, "app_code": 8})
+		"sender_user_id": 4, "target_user_id": 5, "device_id": 6, "sent_at_ms": 7, "app_code": 8, "client_seed": 9})
 	checkFields(t, &activityv1.CheckLuckyGiftRequest{}, map[string]int32{"meta": 1, "gift_id": 2, "gift_count": 3,
 		"coin_spent": 4, "heat_value": 5})
 	checkFields(t, &activityv1.CheckLuckyGiftResponse{}, map[string]int32{"enabled": 1, "rule_version": 2, "reject_reason": 3})

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
@@ -147,7 +150,10 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 		}
 	} else {
 		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, PipelineDepth: b.o.pipelineDepth, Registerer: st.reg, Logger: b.log,
-			DisableWalletCreditDispatch: !b.o.dispatch, TLS: b.sec.server}
+			DisableWalletCreditDispatch: !b.o.dispatch, TLS: b.sec.server, Randomness: b.o.randomness}
+		if cfg.FairnessKeys, err = benchKeyring(); err != nil {
+			return nil, err
+		}
 		if b.o.dispatch {
 			if cfg.Dispatcher, err = luckyoutbox.New(luckyoutbox.Config{AppCode: appCode, Topic: config.Default().Kafka.Topics.LuckyEvents,
 				Producer: b.producer, Logger: b.log}, st.db, b.wallet); err != nil {
@@ -159,6 +165,11 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 			return nil, err
 		}
 		if err := luckydraw.RecordOwnership(ctx, st.db, "bench", time.Now()); err != nil {
+			return nil, err
+		}
+		// Today's mode (and seed) stored before the first draw, as
+		// `roomflow lucky`'s fairness writer does a day ahead.
+		if err := svc.FairnessStep(ctx, time.Now()); err != nil {
 			return nil, err
 		}
 		serve = svc.Serve
@@ -447,4 +458,13 @@ func gather(reg *prometheus.Registry, name string) (total float64, count uint64,
 		}
 	}
 	return total, count, sum
+}
+
+// benchKeyring is a fairness keyring under a fresh random key.
+func benchKeyring() (*fairness.Keyring, error) {
+	k := make([]byte, 32)
+	if _, err := crand.Read(k); err != nil {
+		return nil, err
+	}
+	return fairness.NewKeyring(base64.StdEncoding.EncodeToString(k), nil)
 }

@@ -42,6 +42,11 @@
 // mutual TLS; compare with `make bench-compare BENCH=lucky
 // A_ARGS=-mtls=false B_ARGS=-mtls=true`.
 //
+// -randomness commit_reveal draws the service modes' day in commit-reveal
+// mode (the day stored before the first draw); compare with `make
+// bench-compare BENCH=lucky A_ARGS=-randomness=crypto
+// B_ARGS=-randomness=commit_reveal`.
+//
 // Client, service, fake wallet and MariaDB share the machine's cores.
 // Needs MariaDB (-mysql, default ROOMFLOW_TEST_MYSQL_DSN or
 // root@tcp(127.0.0.1:3306)/); databases are created and dropped.
@@ -73,7 +78,7 @@ type opts struct {
 	pipelineDepth                            int
 	rooms, gifts, users                      int
 	rateDur, walletLatency                   time.Duration
-	serverDSN                                string
+	serverDSN, randomness                    string
 	keepDB, dispatch, mtls                   bool
 }
 
@@ -95,6 +100,7 @@ func main() {
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
 	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
 	flag.BoolVar(&o.mtls, "mtls", false, "mutual TLS on every gRPC hop (lucky.tls with allowed_client_names, lucky.wallet_tls), certificates from a throwaway test PKI (testenv.MakePKI); false: plaintext")
+	flag.StringVar(&o.randomness, "randomness", "crypto", "lucky.randomness of the service modes: crypto or commit_reveal (a seed per day, the senders' nonce counters in the draw transaction; docs/fairness.md)")
 	quick := flag.Bool("quick", false, "smoke size: -draws 3000 -naive-draws 500 -rounds 2 -rate-duration 3s (flags given explicitly win)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (clients, service and wallet) to this file")
 	flag.Parse()

@@ -383,6 +383,30 @@ type LuckyConfig struct {
 	// Switches are the kill switches' start values; `roomflow lucky switch`
 	// overrides them in MySQL at run time.
 	Switches LuckySwitches `yaml:"switches"`
+	// Randomness (crypto | commit_reveal, default crypto) is the mode
+	// stored for the days of fairness.app_codes no `roomflow lucky fairness
+	// schedule` covers; draws use their stored day's mode (docs/fairness.md).
+	Randomness string              `yaml:"randomness"`
+	Fairness   LuckyFairnessConfig `yaml:"fairness"`
+}
+
+// LuckyFairnessConfig is the commit-reveal randomness (docs/fairness.md).
+// Key and OldKeys are read by roomflow lucky at start, not by `roomflow
+// config`.
+type LuckyFairnessConfig struct {
+	// AppCodes are the apps with a stored mode per day; empty: [app_code].
+	AppCodes []string `yaml:"app_codes"`
+	// Key is the AES-256-GCM key (32 bytes, base64) the days' seeds are
+	// stored under; a secret, required when randomness is commit_reveal.
+	// Env: ROOMFLOW_LUCKY_FAIRNESS_KEY.
+	Key string `yaml:"key"`
+	// OldKeys decrypt seeds stored under earlier keys (rotation).
+	OldKeys []string `yaml:"old_keys"`
+	// RevealGrace is how long after its day ends a seed is revealed.
+	RevealGrace Duration `yaml:"reveal_grace"`
+	// DayLength is a fairness day: 24h (UTC days); shorter for demos and
+	// tests only.
+	DayLength Duration `yaml:"day_length"`
 }
 
 // LuckySwitches are LUCKY-14's global kill switches. Booleans: an explicit
@@ -512,6 +536,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ROOMFLOW_LUCKY_AUDIT_KEY"); v != "" {
 		c.Lucky.AuditKey = v
+	}
+	if v := getenv("ROOMFLOW_LUCKY_FAIRNESS_KEY"); v != "" {
+		c.Lucky.Fairness.Key = v
 	}
 	if v := getenv("ROOMFLOW_APP_CODE"); v != "" {
 		c.AppCode = v

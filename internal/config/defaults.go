@@ -161,6 +161,8 @@ func defaultLucky() LuckyConfig {
 		OutboxLockTTL:        Duration(30 * time.Second),
 		ReplacedVersionGrace: Duration(10 * time.Second),
 		Switches:             LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
+		Randomness:           "crypto",
+		Fairness:             LuckyFairnessConfig{RevealGrace: Duration(time.Hour), DayLength: Duration(24 * time.Hour)},
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 const redacted = "REDACTED"
 
 // Redacted returns a copy safe to print or log: the DSN password, the IM
-// secret key and the lucky audit key are replaced, and the Kafka SASL
+// secret key, the lucky audit key and the fairness keys are replaced, and the Kafka SASL
 // password and TLS key Validate loaded are dropped (the copy cannot
 // connect with kafka.tls or kafka.sasl set: print it, do not use it).
 func (c Config) Redacted() Config {
@@ -19,6 +19,12 @@ func (c Config) Redacted() Config {
 	}
 	if c.Lucky.AuditKey != "" {
 		c.Lucky.AuditKey = redacted
+	}
+	if c.Lucky.Fairness.Key != "" {
+		c.Lucky.Fairness.Key = redacted
+	}
+	if len(c.Lucky.Fairness.OldKeys) > 0 {
+		c.Lucky.Fairness.OldKeys = []string{redacted}
 	}
 	c.Kafka.Brokers = append([]string(nil), c.Kafka.Brokers...)
 	c.Kafka.loaded = nil // the SASL password and TLS key; not in the YAML either

@@ -849,6 +849,204 @@ func (x *LuckyDrawRejected) GetCreatedAtMs() int64 {
 	return 0
 }
 
+// LuckyFairnessCommitted publishes a commit-reveal day's commitment before
+// the day starts (docs/fairness.md). Key app_code; event_id
+// "LuckyFairnessCommitted:{app_code}:{day}".
+type LuckyFairnessCommitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	Day           string                 `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"` // YYYY-MM-DD (UTC), or the RFC 3339 start of a short day
+	DayStartMs    int64                  `protobuf:"varint,4,opt,name=day_start_ms,json=dayStartMs,proto3" json:"day_start_ms,omitempty"`
+	DayEndMs      int64                  `protobuf:"varint,5,opt,name=day_end_ms,json=dayEndMs,proto3" json:"day_end_ms,omitempty"`
+	Commitment    string                 `protobuf:"bytes,6,opt,name=commitment,proto3" json:"commitment,omitempty"` // hex SHA-256 of the day's 32-byte seed
+	CommittedAtMs int64                  `protobuf:"varint,7,opt,name=committed_at_ms,json=committedAtMs,proto3" json:"committed_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LuckyFairnessCommitted) Reset() {
+	*x = LuckyFairnessCommitted{}
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LuckyFairnessCommitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LuckyFairnessCommitted) ProtoMessage() {}
+
+func (x *LuckyFairnessCommitted) ProtoReflect() protoreflect.Message {
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LuckyFairnessCommitted.ProtoReflect.Descriptor instead.
+func (*LuckyFairnessCommitted) Descriptor() ([]byte, []int) {
+	return file_hyapp_activity_v1_lucky_events_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LuckyFairnessCommitted) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *LuckyFairnessCommitted) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LuckyFairnessCommitted) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *LuckyFairnessCommitted) GetDayStartMs() int64 {
+	if x != nil {
+		return x.DayStartMs
+	}
+	return 0
+}
+
+func (x *LuckyFairnessCommitted) GetDayEndMs() int64 {
+	if x != nil {
+		return x.DayEndMs
+	}
+	return 0
+}
+
+func (x *LuckyFairnessCommitted) GetCommitment() string {
+	if x != nil {
+		return x.Commitment
+	}
+	return ""
+}
+
+func (x *LuckyFairnessCommitted) GetCommittedAtMs() int64 {
+	if x != nil {
+		return x.CommittedAtMs
+	}
+	return 0
+}
+
+// LuckyFairnessRevealed reveals a commit-reveal day's seed
+// lucky.fairness.reveal_grace after the day ends. Key app_code; event_id
+// "LuckyFairnessRevealed:{app_code}:{day}".
+type LuckyFairnessRevealed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	Day           string                 `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	DayStartMs    int64                  `protobuf:"varint,4,opt,name=day_start_ms,json=dayStartMs,proto3" json:"day_start_ms,omitempty"`
+	DayEndMs      int64                  `protobuf:"varint,5,opt,name=day_end_ms,json=dayEndMs,proto3" json:"day_end_ms,omitempty"`
+	Commitment    string                 `protobuf:"bytes,6,opt,name=commitment,proto3" json:"commitment,omitempty"`
+	Seed          string                 `protobuf:"bytes,7,opt,name=seed,proto3" json:"seed,omitempty"` // hex; SHA-256 of its bytes is commitment
+	RevealedAtMs  int64                  `protobuf:"varint,8,opt,name=revealed_at_ms,json=revealedAtMs,proto3" json:"revealed_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LuckyFairnessRevealed) Reset() {
+	*x = LuckyFairnessRevealed{}
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LuckyFairnessRevealed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LuckyFairnessRevealed) ProtoMessage() {}
+
+func (x *LuckyFairnessRevealed) ProtoReflect() protoreflect.Message {
+	mi := &file_hyapp_activity_v1_lucky_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LuckyFairnessRevealed.ProtoReflect.Descriptor instead.
+func (*LuckyFairnessRevealed) Descriptor() ([]byte, []int) {
+	return file_hyapp_activity_v1_lucky_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LuckyFairnessRevealed) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *LuckyFairnessRevealed) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LuckyFairnessRevealed) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *LuckyFairnessRevealed) GetDayStartMs() int64 {
+	if x != nil {
+		return x.DayStartMs
+	}
+	return 0
+}
+
+func (x *LuckyFairnessRevealed) GetDayEndMs() int64 {
+	if x != nil {
+		return x.DayEndMs
+	}
+	return 0
+}
+
+func (x *LuckyFairnessRevealed) GetCommitment() string {
+	if x != nil {
+		return x.Commitment
+	}
+	return ""
+}
+
+func (x *LuckyFairnessRevealed) GetSeed() string {
+	if x != nil {
+		return x.Seed
+	}
+	return ""
+}
+
+func (x *LuckyFairnessRevealed) GetRevealedAtMs() int64 {
+	if x != nil {
+		return x.RevealedAtMs
+	}
+	return 0
+}
+
 var File_hyapp_activity_v1_lucky_events_proto protoreflect.FileDescriptor
 
 const file_hyapp_activity_v1_lucky_events_proto_rawDesc = "" +
@@ -946,7 +1144,32 @@ const file_hyapp_activity_v1_lucky_events_proto_rawDesc = "" +
 	"coin_spent\x18\v \x01(\x03R\tcoinSpent\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12!\n" +
 	"\frule_version\x18\r \x01(\tR\vruleVersion\x12\"\n" +
-	"\rcreated_at_ms\x18\x0e \x01(\x03R\vcreatedAtMsB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
+	"\rcreated_at_ms\x18\x0e \x01(\x03R\vcreatedAtMs\"\xe8\x01\n" +
+	"\x16LuckyFairnessCommitted\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x10\n" +
+	"\x03day\x18\x03 \x01(\tR\x03day\x12 \n" +
+	"\fday_start_ms\x18\x04 \x01(\x03R\n" +
+	"dayStartMs\x12\x1c\n" +
+	"\n" +
+	"day_end_ms\x18\x05 \x01(\x03R\bdayEndMs\x12\x1e\n" +
+	"\n" +
+	"commitment\x18\x06 \x01(\tR\n" +
+	"commitment\x12&\n" +
+	"\x0fcommitted_at_ms\x18\a \x01(\x03R\rcommittedAtMs\"\xf9\x01\n" +
+	"\x15LuckyFairnessRevealed\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x10\n" +
+	"\x03day\x18\x03 \x01(\tR\x03day\x12 \n" +
+	"\fday_start_ms\x18\x04 \x01(\x03R\n" +
+	"dayStartMs\x12\x1c\n" +
+	"\n" +
+	"day_end_ms\x18\x05 \x01(\x03R\bdayEndMs\x12\x1e\n" +
+	"\n" +
+	"commitment\x18\x06 \x01(\tR\n" +
+	"commitment\x12\x12\n" +
+	"\x04seed\x18\a \x01(\tR\x04seed\x12$\n" +
+	"\x0erevealed_at_ms\x18\b \x01(\x03R\frevealedAtMsB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
 
 var (
 	file_hyapp_activity_v1_lucky_events_proto_rawDescOnce sync.Once
@@ -960,14 +1183,16 @@ func file_hyapp_activity_v1_lucky_events_proto_rawDescGZIP() []byte {
 	return file_hyapp_activity_v1_lucky_events_proto_rawDescData
 }
 
-var file_hyapp_activity_v1_lucky_events_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_hyapp_activity_v1_lucky_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_hyapp_activity_v1_lucky_events_proto_goTypes = []any{
-	(*LuckyGiftDrawn)(nil),     // 0: hyapp.activity.v1.LuckyGiftDrawn
-	(*LuckyRewardGranted)(nil), // 1: hyapp.activity.v1.LuckyRewardGranted
-	(*LuckyRewardPending)(nil), // 2: hyapp.activity.v1.LuckyRewardPending
-	(*LuckyPoolChanged)(nil),   // 3: hyapp.activity.v1.LuckyPoolChanged
-	(*LuckyRiskRejected)(nil),  // 4: hyapp.activity.v1.LuckyRiskRejected
-	(*LuckyDrawRejected)(nil),  // 5: hyapp.activity.v1.LuckyDrawRejected
+	(*LuckyGiftDrawn)(nil),         // 0: hyapp.activity.v1.LuckyGiftDrawn
+	(*LuckyRewardGranted)(nil),     // 1: hyapp.activity.v1.LuckyRewardGranted
+	(*LuckyRewardPending)(nil),     // 2: hyapp.activity.v1.LuckyRewardPending
+	(*LuckyPoolChanged)(nil),       // 3: hyapp.activity.v1.LuckyPoolChanged
+	(*LuckyRiskRejected)(nil),      // 4: hyapp.activity.v1.LuckyRiskRejected
+	(*LuckyDrawRejected)(nil),      // 5: hyapp.activity.v1.LuckyDrawRejected
+	(*LuckyFairnessCommitted)(nil), // 6: hyapp.activity.v1.LuckyFairnessCommitted
+	(*LuckyFairnessRevealed)(nil),  // 7: hyapp.activity.v1.LuckyFairnessRevealed
 }
 var file_hyapp_activity_v1_lucky_events_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -988,7 +1213,7 @@ func file_hyapp_activity_v1_lucky_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hyapp_activity_v1_lucky_events_proto_rawDesc), len(file_hyapp_activity_v1_lucky_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

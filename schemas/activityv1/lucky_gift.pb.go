@@ -36,7 +36,11 @@ type LuckyGiftMeta struct {
 	SentAtMs     int64                  `protobuf:"varint,7,opt,name=sent_at_ms,json=sentAtMs,proto3" json:"sent_at_ms,omitempty"`             // optional, informational
 	// app_code selects the app's pools and rows, at most 32 bytes; empty
 	// means the service's configured app_code. (Added by roomflow.)
-	AppCode       string `protobuf:"bytes,8,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	AppCode string `protobuf:"bytes,8,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	// client_seed is the user's own input to a commit-reveal draw's random
+	// value (docs/fairness.md): at most 64 bytes of UTF-8, InvalidArgument
+	// otherwise; ignored by Check. (Added by roomflow.)
+	ClientSeed    string `protobuf:"bytes,9,opt,name=client_seed,json=clientSeed,proto3" json:"client_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,6 +131,13 @@ func (x *LuckyGiftMeta) GetAppCode() string {
 	return ""
 }
 
+func (x *LuckyGiftMeta) GetClientSeed() string {
+	if x != nil {
+		return x.ClientSeed
+	}
+	return ""
+}
+
 type CheckLuckyGiftRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          *LuckyGiftMeta         `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -207,8 +218,8 @@ type CheckLuckyGiftResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Enabled     bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	RuleVersion string                 `protobuf:"bytes,2,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
-	// One of global_disabled, room_paused, no_active_rule, rule_invalid when
-	// enabled is false.
+	// One of global_disabled, room_paused, fairness_not_committed,
+	// no_active_rule, rule_invalid when enabled is false.
 	RejectReason  string `protobuf:"bytes,3,opt,name=reject_reason,json=rejectReason,proto3" json:"reject_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -426,7 +437,7 @@ type ExecuteLuckyGiftDrawResponse struct {
 	RewardStatus    string                 `protobuf:"bytes,5,opt,name=reward_status,json=rewardStatus,proto3" json:"reward_status,omitempty"` // NONE | PENDING | GRANTED | FAILED
 	CreditReceiptId string                 `protobuf:"bytes,6,opt,name=credit_receipt_id,json=creditReceiptId,proto3" json:"credit_receipt_id,omitempty"`
 	// Set only when nothing was drawn: global_disabled, room_paused,
-	// no_active_rule, rule_invalid, rule_not_active.
+	// fairness_not_committed, no_active_rule, rule_invalid, rule_not_active.
 	RejectReason  string `protobuf:"bytes,7,opt,name=reject_reason,json=rejectReason,proto3" json:"reject_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -515,7 +526,7 @@ var File_hyapp_activity_v1_lucky_gift_proto protoreflect.FileDescriptor
 
 const file_hyapp_activity_v1_lucky_gift_proto_rawDesc = "" +
 	"\n" +
-	"\"hyapp/activity/v1/lucky_gift.proto\x12\x11hyapp.activity.v1\"\x88\x02\n" +
+	"\"hyapp/activity/v1/lucky_gift.proto\x12\x11hyapp.activity.v1\"\xa9\x02\n" +
 	"\rLuckyGiftMeta\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -527,7 +538,9 @@ const file_hyapp_activity_v1_lucky_gift_proto_rawDesc = "" +
 	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\x12\x1c\n" +
 	"\n" +
 	"sent_at_ms\x18\a \x01(\x03R\bsentAtMs\x12\x19\n" +
-	"\bapp_code\x18\b \x01(\tR\aappCode\"\xc3\x01\n" +
+	"\bapp_code\x18\b \x01(\tR\aappCode\x12\x1f\n" +
+	"\vclient_seed\x18\t \x01(\tR\n" +
+	"clientSeed\"\xc3\x01\n" +
 	"\x15CheckLuckyGiftRequest\x124\n" +
 	"\x04meta\x18\x01 \x01(\v2 .hyapp.activity.v1.LuckyGiftMetaR\x04meta\x12\x17\n" +
 	"\agift_id\x18\x02 \x01(\tR\x06giftId\x12\x1d\n" +

@@ -3,7 +3,9 @@ package luckydraw
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
+	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/tlsx"
@@ -32,10 +34,36 @@ func ConfigFrom(app *config.Config, own Config) (Config, error) {
 		DisableWalletCreditDispatch: !l.Switches.WalletCreditDispatch,
 		PilotMode:                   l.Switches.PilotMode,
 		ReplacedVersionGrace:        l.ReplacedVersionGrace.D(),
+		Randomness:                  l.Randomness,
+		FairnessAppCodes:            l.Fairness.AppCodes,
+		FairnessDayLength:           l.Fairness.DayLength.D(),
+		FairnessRevealGrace:         l.Fairness.RevealGrace.D(),
 		Registerer:                  own.Registerer,
 		Logger:                      own.Logger,
 	}
 	return c, cfgerr.Under("lucky", map[string]string{"app_code": "app_code"}, c.Validate())
+}
+
+// FairnessKeysFrom reads lucky.fairness.key and lucky.fairness.old_keys
+// (nil without a key), where the service starts, not in `roomflow
+// config`: the key is required when lucky.randomness is commit_reveal.
+// Errors name the key, never its text.
+func FairnessKeysFrom(app *config.Config) (*fairness.Keyring, error) {
+	f := app.Lucky.Fairness
+	if f.Key == "" {
+		if app.Lucky.Randomness == fairness.ModeCommitReveal {
+			return nil, &cfgerr.FieldError{Key: "lucky.fairness.key", Msg: "is required when lucky.randomness is commit_reveal (or set ROOMFLOW_LUCKY_FAIRNESS_KEY)"}
+		}
+		if len(f.OldKeys) == 0 {
+			return nil, nil
+		}
+	}
+	r, err := fairness.NewKeyring(f.Key, f.OldKeys)
+	if err != nil {
+		key, msg, _ := strings.Cut(err.Error(), ": ")
+		return nil, &cfgerr.FieldError{Key: "lucky.fairness." + key, Msg: msg}
+	}
+	return r, nil
 }
 
 // CheckTLSFrom checks lucky.tls without reading its files: a config is

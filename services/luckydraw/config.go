@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/tlsx"
 )
@@ -20,7 +21,9 @@ const (
 	DefaultPipelineDepth       = 2
 	// MaxReplacedVersionGrace bounds ReplacedVersionGrace: a replaced
 	// version must not keep drawing for long after a publish.
-	MaxReplacedVersionGrace = 5 * time.Minute
+	MaxReplacedVersionGrace    = 5 * time.Minute
+	DefaultFairnessDayLength   = 24 * time.Hour
+	DefaultFairnessRevealGrace = time.Hour
 )
 
 // Dispatcher makes the synchronous wallet credit of a committed reward
@@ -103,6 +106,25 @@ type Config struct {
 	// grace; roomflow's lucky.replaced_version_grace defaults to 10s.
 	// At most MaxReplacedVersionGrace.
 	ReplacedVersionGrace time.Duration
+	// Randomness is the mode (fairness.ModeCrypto, the default, or
+	// fairness.ModeCommitReveal) of the days of FairnessAppCodes that no
+	// `fairness schedule` covers, as the fairness writer stores them; a
+	// draw uses its stored day's mode whatever this says.
+	Randomness string
+	// FairnessAppCodes are the apps whose days have a stored mode; any
+	// other app draws in crypto mode (counted). Default [AppCode].
+	FairnessAppCodes []string
+	// FairnessKeys decrypts (and, for the writer, encrypts) the days'
+	// seeds (FairnessKeysFrom: required when Randomness is commit_reveal,
+	// checked where the service starts). nil: a stored commit-reveal day
+	// cannot be drawn (fairness_not_committed, logged).
+	FairnessKeys *fairness.Keyring
+	// FairnessDayLength is the length of a fairness day: 24h (UTC days,
+	// the default); shorter only for demos and tests.
+	FairnessDayLength time.Duration
+	// FairnessRevealGrace is how long after its day's end the writer
+	// reveals a seed. Default 1h.
+	FairnessRevealGrace time.Duration
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -128,6 +150,12 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.MaxBatch, DefaultMaxBatch)
 	cfgerr.Default(&c.PipelineDepth, DefaultPipelineDepth)
 	cfgerr.Default(&c.Logger, slog.Default())
+	cfgerr.Default(&c.Randomness, fairness.ModeCrypto)
+	cfgerr.Default(&c.FairnessDayLength, DefaultFairnessDayLength)
+	cfgerr.Default(&c.FairnessRevealGrace, DefaultFairnessRevealGrace)
+	if len(c.FairnessAppCodes) == 0 && c.AppCode != "" {
+		c.FairnessAppCodes = []string{c.AppCode}
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -137,7 +165,9 @@ func (c *Config) setDefaults() {
 // keyed by snake-case name: audit_key (empty), draw_timeout,
 // wallet_credit_timeout, switch_cache_ttl (above 1s), max_batch, the
 // negative caps, activity_period_end_ms (not after the start), app_code
-// (over 32 bytes), replaced_version_grace (outside 0-5m).
+// (over 32 bytes), replaced_version_grace (outside 0-5m), randomness,
+// fairness.app_codes, fairness.day_length (not a
+// whole number of seconds dividing 24h), fairness.reveal_grace (negative).
 func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -151,6 +181,7 @@ func (c Config) Validate() error {
 	checkGrace(&ch, c.ReplacedVersionGrace)
 	ch.Positive("max_batch", c.MaxBatch)
 	ch.Positive("pipeline_depth", c.PipelineDepth)
+	checkFairness(&ch, c)
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
 	}
@@ -180,5 +211,24 @@ func (c Config) Validate() error {
 func checkGrace(ch *cfgerr.Checks, d time.Duration) {
 	if d < 0 || d > MaxReplacedVersionGrace {
 		ch.Bad("replaced_version_grace", "must be between 0 and %s (got %s)", MaxReplacedVersionGrace, d)
+	}
+}
+
+// checkFairness checks the fairness fields: a known mode, a day length that divides 24h in whole seconds (so short
+// days never straddle a UTC day), a grace >= 0.
+func checkFairness(ch *cfgerr.Checks, c Config) {
+	if !fairness.ValidMode(c.Randomness) {
+		ch.Bad("randomness", "must be %s or %s (got %q)", fairness.ModeCrypto, fairness.ModeCommitReveal, c.Randomness)
+	}
+	if d := c.FairnessDayLength; d < time.Second || d%time.Second != 0 || (24*time.Hour)%d != 0 {
+		ch.Bad("fairness.day_length", "must be a whole number of seconds dividing 24h (got %s)", d)
+	}
+	if c.FairnessRevealGrace < 0 {
+		ch.Bad("fairness.reveal_grace", "must be >= 0 (got %s)", c.FairnessRevealGrace)
+	}
+	for _, a := range c.FairnessAppCodes {
+		if a == "" || len(a) > maxAppCode {
+			ch.Bad("fairness.app_codes", "has an app_code that is empty or longer than %d bytes", maxAppCode)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/sqlbuild"
 )
@@ -76,7 +77,8 @@ func counterKey(app, scope, id, window string, start int64) string {
 }
 
 // counterRows lists the risk counter rows a draw touches (UTC windows
-// at the batch's time), in no particular order.
+// at the batch's time), in no particular order; in commit-reveal mode
+// also the sender's nonce counter of the fairness day.
 func (b *batchTx) counterRows(r *drawReq) []*counter {
 	day, hour := dayStart(b.nowMs), hourStart(b.nowMs)
 	mk := func(scope, id, window string, start, end int64) *counter {
@@ -94,19 +96,23 @@ func (b *batchTx) counterRows(r *drawReq) []*counter {
 		c := b.s.cfg
 		out = append(out, mk("activity", "period", "period", c.ActivityPeriodStartMs, c.ActivityPeriodEndMs))
 	}
+	if b.day.mode == fairness.ModeCommitReveal {
+		start := b.day.startMs
+		out = append(out, mk(nonceScope, strconv.FormatInt(r.sender, 10), nonceWindow, start, start+b.s.cfg.FairnessDayLength.Milliseconds()))
+	}
 	return out
 }
 
-// lockCounters locks the batch's capped risk counters (reqs[i] drawn
-// under rules[i]) FOR UPDATE in key order, creating missing rows first:
-// their totals decide the draws. An uncapped window's counter is only
+// lockCounters locks the batch's capped risk counters and nonce counters
+// (reqs[i] drawn under rules[i]) FOR UPDATE in key order, creating
+// missing rows first: their totals decide the draws. An uncapped window's counter is only
 // counted: writeCounters adds the batch's deltas to it without reading it.
 func (b *batchTx) lockCounters(ctx context.Context, reqs []*drawReq, rules []*lucky.Rule) error {
 	want := map[string]*counter{}
 	var keys []string
 	for i, r := range reqs {
 		for _, c := range b.counterRows(r) {
-			if b.counterCap(rules[i], c.scope) > 0 && want[c.key] == nil {
+			if (b.counterCap(rules[i], c.scope) > 0 || c.scope == nonceScope) && want[c.key] == nil {
 				want[c.key] = c
 				keys = append(keys, c.key)
 			}

@@ -85,7 +85,7 @@ func (b *batchTx) selectTier(r *drawReq, rule *lucky.Rule, applyInflow bool) (*d
 	if c.plan, err = NewPlan(c.in); err != nil {
 		return nil, err
 	}
-	if c.random, err = randomPPM(); err != nil {
+	if c.random, err = b.random(r); err != nil {
 		return nil, err
 	}
 	if c.o, err = c.plan.Draw(rule, c.random); err != nil {
@@ -127,7 +127,8 @@ func (b *batchTx) drawRecord(c *drawCalc) ([]any, error) {
 	return []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
 		r.giftID, r.giftCount, r.coinSpent, r.heat, c.rule.RuleVersion, plan.Inflow.PoolIn, plan.Inflow.PlatformIn,
 		plan.Inflow.RoomIn, plan.Inflow.GiftIn, c.appliedBy, candJSON, o.Tier.TierID, o.Tier.RewardType, c.reward,
-		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], c.random, digest, poolJSON, riskJSON, c.rewardID, c.status, "", b.nowMs, b.nowMs, ""}, nil
+		o.LayerOut[0], o.LayerOut[1], o.LayerOut[2], c.random, digest, poolJSON, riskJSON, c.rewardID, c.status, "", b.nowMs, b.nowMs, "",
+		r.clientSeed, r.nonce, b.day.mode}, nil
 }
 
 // applyDraw applies c to the batch's pools and counters in memory

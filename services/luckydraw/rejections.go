@@ -28,7 +28,7 @@ const RewardRejected = "rejected"
 func (b *batchTx) rejectionRow(r *drawReq, version, reason string) []any {
 	return []any{r.drawID, r.app, r.commandID, r.requestID, r.billingReceiptID, r.roomID, r.sender, r.target, r.deviceID,
 		r.giftID, r.giftCount, r.coinSpent, r.heat, version, 0, 0, 0, 0, "none", "[]", "", "none", 0,
-		0, 0, 0, 0, "", "{}", "{}", "", RewardRejected, "", b.nowMs, b.nowMs, reason}
+		0, 0, 0, 0, "", "{}", "{}", "", RewardRejected, "", b.nowMs, b.nowMs, reason, r.clientSeed, 0, b.day.mode}
 }
 
 // LuckyDrawRejectedEventID is the event id of a rejection's

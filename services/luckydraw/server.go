@@ -83,9 +83,9 @@ func (s *Server) Close() {
 	s.wallet.Close()
 }
 
-// Run serves the service on ln and runs the worker until ctx ends, the
-// first failure stopping both; the worker and the wallet are closed when
-// the worker returns.
+// Run serves the service on ln and runs the worker and the fairness
+// writer until ctx ends, the first failure stopping all; the worker and
+// the wallet are closed when the worker returns.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	serve := app.ComponentFunc(func(ctx context.Context) error { return s.svc.Serve(ctx, ln) })
 	work := app.ComponentFunc(func(ctx context.Context) error {
@@ -93,5 +93,5 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer s.worker.Close(context.Background())
 		return s.worker.Run(ctx)
 	})
-	return app.Together(serve, work).Run(ctx)
+	return app.Together(serve, work, app.ComponentFunc(s.svc.RunFairness)).Run(ctx)
 }

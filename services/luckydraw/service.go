@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/promreg"
@@ -75,6 +76,7 @@ type Service struct {
 	log   *slog.Logger
 	m     metrics
 	pilot *pilotMetrics
+	fair  *fairDays
 
 	mu     sync.Mutex
 	queues map[string]*queue // by app_code
@@ -133,8 +135,10 @@ func New(cfg Config, db *sql.DB) (*Service, error) {
 	log := cfg.Logger.With("component", "luckydraw")
 	promreg.Register(cfg.Registerer, prometheus.Collector(switchCollector{sw: sw, app: cfg.AppCode}))
 	promreg.Register(cfg.Registerer, newLargeTierCollector(db, log))
-	return &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: log,
-		m: newMetrics(cfg.Registerer), pilot: newPilotMetrics(cfg.Registerer), queues: map[string]*queue{}}, nil
+	s := &Service{cfg: cfg, db: db, rules: rules, sw: sw, log: log,
+		m: newMetrics(cfg.Registerer), pilot: newPilotMetrics(cfg.Registerer), queues: map[string]*queue{}}
+	s.fair = newFairDays(s)
+	return s, nil
 }
 
 // DispatchEnabled reports whether wallet_credit_dispatch is on for app
@@ -212,8 +216,8 @@ func checkLen(field, v string, max int, required bool) error {
 
 // CheckLuckyGift answers whether a lucky gift can be sent now: enabled
 // with the active rule version, or enabled=false with exactly one of
-// global_disabled, room_paused, no_active_rule (also an unknown gift),
-// rule_invalid. It needs only gift_id and meta.room_id
+// global_disabled, room_paused, fairness_not_committed, no_active_rule
+// (also an unknown gift), rule_invalid; meta.client_seed is ignored. It needs only gift_id and meta.room_id
 // (InvalidArgument otherwise). A database failure is Unavailable.
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
@@ -232,6 +236,15 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 	}
 	reject := sw.reject(meta.GetRoomId())
+	if reject == "" {
+		day, err := s.fair.dayOf(ctx, s.db, app, s.cfg.Now().UnixMilli())
+		if err != nil {
+			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
+		}
+		if day.notCommitted() {
+			reject = RejectFairnessNotCommitted
+		}
+	}
 	var version string
 	if reject == "" {
 		rows, err := readRuleRows(ctx, s.db, []any{req.GetGiftId()})
@@ -288,6 +301,9 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 			return nil, err
 		}
 	}
+	if fairness.CheckClientSeed(m.GetClientSeed()) != nil {
+		return nil, invalid("meta.client_seed must be valid UTF-8 of at most %d bytes", fairness.MaxClientSeed)
+	}
 	switch {
 	case m.GetSenderUserId() <= 0:
 		return nil, invalid("meta.sender_user_id must be > 0")
@@ -303,7 +319,7 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 	app := s.appCode(m.GetAppCode())
 	return &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),
 		billingReceiptID: req.GetBillingReceiptId(), roomID: m.GetRoomId(), deviceID: m.GetDeviceId(), giftID: req.GetGiftId(),
-		ruleVersion: req.GetRuleVersion(), sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(),
+		ruleVersion: req.GetRuleVersion(), clientSeed: m.GetClientSeed(), sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(),
 		coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}, nil
 }
 
@@ -357,6 +373,9 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		outcome = "hit"
 	}
 	s.m.draws.WithLabelValues(outcome).Inc()
+	if !d.duplicate && !s.fair.listed[r.app] {
+		s.fair.unlisted.WithLabelValues(r.app).Inc()
+	}
 	if d.rewardStatus == "pending" && d.dispatch && s.cfg.Dispatcher != nil {
 		s.dispatch(ctx, r, &d)
 	}

@@ -567,12 +567,21 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		"long receipt":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.BillingReceiptId = long(128) },
 		"long rule_version": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.RuleVersion = long(64) },
 		"long app_code":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.AppCode = long(32) },
+		"long client_seed":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.ClientSeed = long(64) },
 	} {
 		req := drawReq("bad", 1)
 		mut(req)
 		if _, err := e.client.ExecuteLuckyGiftDraw(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// gRPC's proto3 codec refuses invalid UTF-8 before the service; the
+	// service's own check answers a caller that bypasses it.
+	bad := drawReq("bad", 1)
+	bad.Meta.ClientSeed = "ok\xff"
+	if _, err := e.svc.ExecuteLuckyGiftDraw(context.Background(), bad); status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(err.Error(), "client_seed") {
+		t.Errorf("non-UTF-8 client_seed: %v", err)
 	}
 	for name, req := range map[string]*activityv1.CheckLuckyGiftRequest{
 		"check without room": {GiftId: "rose"},

@@ -40,8 +40,9 @@ const (
 // drawReq is one validated draw request.
 type drawReq struct {
 	app, drawID, commandID, requestID, billingReceiptID string
-	roomID, deviceID, giftID, ruleVersion               string
+	roomID, deviceID, giftID, ruleVersion, clientSeed   string
 	sender, target                                      int64
+	nonce                                               int64 // commit-reveal: assigned in the draw transaction
 	giftCount                                           int32
 	coinSpent, heat                                     int64
 }
@@ -65,6 +66,7 @@ type batchTx struct {
 	app   string
 	nowMs int64
 	sw    *switchView                     // read after the fence
+	day   *fairDay                        // the randomness of the batch's day, as of nowMs
 	tiers map[tierVersion]map[string]bool // tier enabled of the active versions, read after the fence
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
@@ -124,6 +126,9 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 		return nil, err
 	}
 	b.nowMs = s.cfg.Now().UnixMilli() // after any wait at the fence
+	if b.day, err = s.fair.dayOf(ctx, tx, b.app, b.nowMs); err != nil {
+		return nil, err
+	}
 	// (1) idempotency: stored draws, and duplicates inside the batch.
 	stored, err := b.storedDraws(ctx, reqs)
 	if err != nil {
@@ -185,6 +190,9 @@ func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[
 		}
 		first[r.commandID] = i
 		reject := b.sw.reject(r.roomID)
+		if reject == "" && b.day.notCommitted() {
+			reject = RejectFairnessNotCommitted
+		}
 		var rule *lucky.Rule
 		if reject == "" {
 			var err error

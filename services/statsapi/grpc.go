@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
@@ -61,7 +62,8 @@ type grpcServer struct {
 	done chan error
 }
 
-// serveGRPC binds addr and serves UserService in the background; requests
+// serveGRPC binds addr and serves UserService and LuckyFairnessService in
+// the background; requests
 // are counted in the API's metrics under route "grpc:<method>" with the
 // gRPC code name.
 func (a *API) serveGRPC(addr string) (*grpcServer, error) {
@@ -72,6 +74,7 @@ func (a *API) serveGRPC(addr string) (*grpcServer, error) {
 	gd := a.guard("api.grpc_addr", ln)
 	srv := grpc.NewServer(append(gd.GRPCServerOptions(), grpc.ChainUnaryInterceptor(a.observeRPC))...)
 	userv1.RegisterUserServiceServer(srv, a.UserService())
+	activityv1.RegisterLuckyFairnessServiceServer(srv, a.FairnessService())
 	g := &grpcServer{srv: srv, ln: ln, done: make(chan error, 1)}
 	go func() { g.done <- srv.Serve(ln) }()
 	return g, nil

@@ -10,6 +10,7 @@
 //	GET /api/v1/users/{user_id}/mic-stats?from_ms=...&to_ms=...
 //	GET /api/v1/users/{user_id}/mic-sessions?limit=...
 //	GET /api/v1/lucky/rooms/{room_id}/hourly?since_ms=...   (see lucky.go)
+//	GET /api/v1/lucky/fairness/{day}/commitment|seed         (see fairness.go)
 //
 // Each takes an optional app_code (default: Config.DefaultAppCode). The
 // /me routes answer 404 here.
@@ -18,6 +19,8 @@
 //
 //	GET /api/v1/users/me/mic-stats?range=lifetime
 //	GET /api/v1/users/me/mic-stats?from_ms=...&to_ms=...
+//	GET /api/v1/users/me/lucky-draws/{draw_id}               (see fairness.go)
+//	GET /api/v1/lucky/fairness/{day}/commitment|seed         (public: no user)
 //
 // The user is the gateway's Config.UserHeader (default X-User-Id), the app
 // its Config.AppCodeHeader (default X-App-Code; absent:
@@ -25,7 +28,7 @@
 // these routes are served there.
 //
 // gRPC listener (Listeners.GRPC, api.grpc_addr): hyapp.user.v1.UserService
-// (see grpc.go).
+// (see grpc.go) and hyapp.activity.v1.LuckyFairnessService (fairness.go).
 //
 // A range is exact over closed sessions: the seat and mic online
 // milliseconds inside [from_ms, to_ms), session_count = the distinct closed
@@ -366,9 +369,11 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-stats", a.wrap("mic-stats", a.pathIdentity, a.micStats))
 	mux.HandleFunc("GET /api/v1/users/{user_id}/mic-sessions", a.wrap("mic-sessions", a.pathIdentity, a.micSessions))
 	mux.HandleFunc("GET /api/v1/lucky/rooms/{room_id}/hourly", a.wrap("lucky-room-hourly", a.roomIdentity, a.luckyRoomHourly))
+	a.fairnessRoutes(mux, a.queryAppIdentity)
 	onlyApp := a.notFound("the /me routes are served only on the app listener (api.app_addr)")
 	mux.HandleFunc("GET /api/v1/users/me/mic-stats", onlyApp)
 	mux.HandleFunc("GET /api/v1/users/me/mic-sessions", onlyApp)
+	mux.HandleFunc("GET /api/v1/users/me/lucky-draws/{draw_id}", onlyApp)
 	mux.HandleFunc("/", a.notFound("no such route"))
 	return mux
 }
@@ -378,6 +383,8 @@ func (a *API) Handler() http.Handler {
 func (a *API) AppHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/users/me/mic-stats", a.wrap("me-mic-stats", a.gatewayIdentity, a.micStats))
+	mux.HandleFunc("GET /api/v1/users/me/lucky-draws/{draw_id}", a.wrap("me-lucky-draw", a.gatewayIdentity, a.myLuckyDraw))
+	a.fairnessRoutes(mux, a.appIdentity)
 	mux.HandleFunc("/", a.notFound("no such route"))
 	return mux
 }

@@ -6,6 +6,7 @@ package demo
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -66,6 +67,10 @@ type Result struct {
 	Lucky   loadgen.DrawSummary
 	Pools   []Pool
 	Credits int
+	// Fairness is each commit-reveal day the draws fell in, revealed and
+	// verified; FairnessWait the time that added after convergence.
+	Fairness     []luckydraw.FairnessVerify
+	FairnessWait time.Duration
 	// Metrics is what the process registry held once everything had
 	// converged, gathered before the shutdown (the alert and dashboard
 	// tests check their queries against it).
@@ -104,6 +109,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := d.awaitConvergence(ctx); err != nil {
 		return d.res, err
 	}
+	if err := d.verifyFairness(ctx); err != nil {
+		return d.res, err
+	}
 	return d.res, d.finish(ctx)
 }
 
@@ -132,6 +140,10 @@ type demo struct {
 }
 
 const secret = "demo-secret-key-not-for-production"
+
+// demoDay is the demo's fairness day: its draws' seeds are revealed
+// within one day and a second of the last draw.
+const demoDay = 5 * time.Second
 
 func (d *demo) close() {
 	for i := len(d.closer) - 1; i >= 0; i-- {
@@ -194,6 +206,11 @@ func (d *demo) configure() error {
 	cfg.Lucky.GRPCAddr, cfg.Lucky.WalletGRPCAddr = d.luckyAddr, d.wal.Addr()
 	cfg.Lucky.AuditKey = "demo-audit-key-not-for-production"
 	cfg.Lucky.OutboxPollInterval = config.Duration(100 * time.Millisecond)
+	// Commit-reveal on short days (docs/fairness.md): the draws' days are
+	// revealed and verified at the end.
+	cfg.Lucky.Randomness = "commit_reveal"
+	cfg.Lucky.Fairness.Key = base64.StdEncoding.EncodeToString([]byte("demo-fairness-key-not-for-prod!!"))
+	cfg.Lucky.Fairness.DayLength, cfg.Lucky.Fairness.RevealGrace = config.Duration(demoDay), config.Duration(time.Second)
 	// The scenario's timestamps lie in the past; keep the mic timers from
 	// closing sessions whose `down` is still in flight.
 	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour)
@@ -492,6 +509,10 @@ roomflow demo summary
 	for _, p := range r.Pools {
 		fmt.Fprintf(w, "  pool %-24s  balance %d = funded %d + in %d - out %d\n", p.Scope, p.Balance, p.Funded, p.TotalIn, p.TotalOut)
 	}
+	for _, f := range r.Fairness {
+		fmt.Fprintf(w, "  fairness day %s  commitment %s, %d draws verified, %d differences\n", f.Day, f.Commitment, f.Draws, len(f.Differences))
+	}
+	fmt.Fprintf(w, "  fairness reveal wait          %s (%s days, reveal grace 1s)\n", r.FairnessWait.Round(time.Millisecond), demoDay)
 }
 
 func ppmPercent(part, whole int64) string {

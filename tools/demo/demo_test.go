@@ -18,7 +18,8 @@ import (
 // the independent oracle and every IM message to be delivered. Every third
 // envelope leaves app_code out: it is the configured one at every stage.
 // Lucky gifts are drawn by `roomflow lucky` (with the fake wallet) before
-// their rows are written, as room-service does.
+// their rows are written, as room-service does, on short commit-reveal
+// days verified at the end.
 func TestPipelineEndToEnd(t *testing.T) {
 	sc := loadgen.DefaultScenario()
 	sc.Sessions, sc.Gifts, sc.Users, sc.Rooms = 400, 400, 80, 20
@@ -50,5 +51,15 @@ func TestPipelineEndToEnd(t *testing.T) {
 	// total_in = the gifts' inflow, balance = funded + in - out).
 	if res.Lucky.Draws == 0 || res.Lucky.Draws+len(res.Lucky.Rejected) == 0 || len(res.Lucky.Rejected) != 0 || res.Lucky.Hits == 0 || res.Credits != res.Lucky.Hits {
 		t.Fatalf("lucky: %+v, %d wallet credits", res.Lucky, res.Credits)
+	}
+	// The draws ran on short commit-reveal days: each day's seed was
+	// revealed and every draw recomputed from it (Run fails on a
+	// difference).
+	drawn := 0
+	for _, f := range res.Fairness {
+		drawn += f.Draws
+	}
+	if len(res.Fairness) == 0 || drawn != res.Lucky.Draws {
+		t.Fatalf("fairness: %d draws verified over %d days, %d drawn", drawn, len(res.Fairness), res.Lucky.Draws)
 	}
 }

@@ -255,7 +255,7 @@ func TestPeekDecodeByHeader(t *testing.T) {
 	}
 }
 
-// The lucky events topic holds five message types: each record is decoded
+// The lucky events topic holds seven message types: each record is decoded
 // by its event_type header (also without a content-type header), and an
 // unknown type stays raw.
 func TestPeekLuckyEvents(t *testing.T) {
@@ -272,6 +272,19 @@ func TestPeekLuckyEvents(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte(name)}}})
 		var v map[string]any
 		if err := json.Unmarshal(r.Value, &v); err != nil || r.Type != "hyapp.activity.v1."+name || v["draw_id"] != "d1" || r.Key != "rose" {
+			t.Fatalf("%s: %+v (%v)", name, r, err)
+		}
+	}
+	// The fairness events, keyed by app_code.
+	for _, m := range []proto.Message{
+		&activityv1.LuckyFairnessCommitted{EventId: "LuckyFairnessCommitted:hy:2026-12-08", AppCode: "hy", Day: "2026-12-08"},
+		&activityv1.LuckyFairnessRevealed{EventId: "LuckyFairnessRevealed:hy:2026-12-08", AppCode: "hy", Day: "2026-12-08"},
+	} {
+		name := string(m.ProtoReflect().Descriptor().Name())
+		r := decodeRecord(topics, &kgo.Record{Topic: topics.LuckyEvents, Key: []byte("hy"), Value: mustMarshal(t, m),
+			Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte(name)}}})
+		var v map[string]any
+		if err := json.Unmarshal(r.Value, &v); err != nil || r.Type != "hyapp.activity.v1."+name || v["day"] != "2026-12-08" {
 			t.Fatalf("%s: %+v (%v)", name, r, err)
 		}
 	}

@@ -37,7 +37,7 @@ func luckyCmd(g *globals) *cobra.Command {
 			return app.Run(cmd.Context(), d, []app.Spec{luckySpec()})
 		}))
 	instanceIDFlag(cmd.Flags())
-	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g))
+	cmd.AddCommand(luckyAuditCmd(g), luckyRulesCmd(g), luckyPoolsCmd(g), luckySwitchCmd(g), luckyRewardsCmd(g), luckyStatsCmd(g), luckyAdminLogCmd(g), luckyTierCmd(g), luckyFairnessCmd(g))
 	return cmd
 }
 
@@ -54,12 +54,14 @@ func luckySpec() app.Spec {
 		// The certificates are read here, at start, not by `roomflow
 		// config`: a missing or bad file stops the command naming its key
 		// (exit 2) before anything is dialled.
+		// So is lucky.fairness.key.
 		srvTLS, err := luckydraw.ServerTLSFrom(d.Config, d.Log)
 		walletTLS, werr := wallet.TLSFrom(d.Config, d.Log)
-		if err := errors.Join(err, werr); err != nil {
+		keys, kerr := luckydraw.FairnessKeysFrom(d.Config)
+		if err := errors.Join(err, werr, kerr); err != nil {
 			return nil, err
 		}
-		c.Draw.TLS, c.Wallet.TLS, c.Instance = srvTLS, walletTLS, d.Flag("instance-id")
+		c.Draw.TLS, c.Wallet.TLS, c.Draw.FairnessKeys, c.Instance = srvTLS, walletTLS, keys, d.Flag("instance-id")
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err

@@ -79,6 +79,13 @@ func TestExitCodes(t *testing.T) {
 		{"invalid component value", unreachable + "relay:\n  batch_size: -1\n", []string{"relay"}, cli.ExitUsage, "relay.batch_size"},
 		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, cli.ExitUsage, "choose letters"},
 		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, cli.ExitUsage, "is not partition:offset"},
+		// lucky.fairness.key is the draw service's, checked at its start.
+		{"commit_reveal without a fairness key", unreachable + "lucky:\n  audit_key: k\n  randomness: commit_reveal\n", []string{"lucky"},
+			cli.ExitUsage, "lucky.fairness.key: is required"},
+		{"bad old fairness key", unreachable + "lucky:\n  audit_key: k\n  fairness:\n    key: " + strings.Repeat("A", 43) + "=\n    old_keys: [short]\n",
+			[]string{"lucky"}, cli.ExitUsage, "lucky.fairness.old_keys[0]: must be 32 bytes"},
+		{"bad randomness", "lucky:\n  randomness: fair\n", []string{"config"}, cli.ExitUsage, "lucky.randomness: must be crypto or commit_reveal"},
+		{"config does not check the fairness key", "lucky:\n  randomness: commit_reveal\n", []string{"config"}, 0, ""},
 		{"runtime failure", unreachable, []string{"migrate"}, cli.ExitFailure, "connection refused"},
 		{"success", "", []string{"config"}, 0, ""},
 	}

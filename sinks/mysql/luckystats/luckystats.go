@@ -11,7 +11,8 @@
 // hour): draws, hits, coins in and out of the draws, and the rejections
 // with the coins they were debited (to refund). The other lucky events
 // (LuckyRewardGranted, LuckyRewardPending, LuckyPoolChanged,
-// LuckyRiskRejected) are consumed and recorded, without facts of their own.
+// LuckyRiskRejected, LuckyFairnessCommitted, LuckyFairnessRevealed) are
+// consumed and recorded, without facts of their own.
 //
 // Records are decoded by their event_type header (schemas/envelope): an
 // unknown type, an undecodable value or a value wider than its column is
@@ -50,6 +51,9 @@ const (
 	TypePoolChanged   = "LuckyPoolChanged"
 	TypeRiskRejected  = "LuckyRiskRejected"
 	TypeDrawRejected  = "LuckyDrawRejected"
+	// The fairness events (docs/fairness.md), keyed by app_code.
+	TypeFairnessCommitted = "LuckyFairnessCommitted"
+	TypeFairnessRevealed  = "LuckyFairnessRevealed"
 )
 
 // HourMs is one hour in milliseconds: the facts' time bucket.
@@ -126,6 +130,10 @@ func Decode(eventType string, value []byte, defaultAppCode string) (*Event, erro
 		m = &activityv1.LuckyPoolChanged{}
 	case TypeRiskRejected:
 		m = &activityv1.LuckyRiskRejected{}
+	case TypeFairnessCommitted:
+		m = &activityv1.LuckyFairnessCommitted{}
+	case TypeFairnessRevealed:
+		m = &activityv1.LuckyFairnessRevealed{}
 	case TypeDrawRejected:
 		rejected = &activityv1.LuckyDrawRejected{}
 		m = rejected
