@@ -119,6 +119,10 @@ type Config struct {
 	// Now is the clock of draws, windows and rule activation. Default
 	// time.Now.
 	Now func() time.Time
+	// Random, tests only: when set, each draw's random value (a ppm in
+	// [0, 1,000,000)) is its result instead of the random source's, so a
+	// test feeds the service and the rule simulator the same values.
+	Random func() (int64, error)
 }
 
 func (c *Config) setDefaults() {
