@@ -69,5 +69,6 @@ func AdminConfigFrom(app *config.Config, own AdminConfig) (AdminConfig, error) {
 	own.ReplacedVersionGrace = app.Lucky.ReplacedVersionGrace.D()
 	own.LargeTierMinReward = app.Lucky.LargeTierMinReward
 	own.PilotMode = app.Lucky.Switches.PilotMode
+	own.PublishPayoutBandPPM = app.Lucky.PublishPayoutBandPPM
 	return own, cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, own.Validate())
 }

@@ -26,7 +26,7 @@ gift_price: 100
 pool_rate_ppm: 100000
 platform_weight_ppm: 200000
 room_weight_ppm: 300000
-target_payout_rate_ppm: 900000
+target_payout_rate_ppm: 500000
 max_single_payout: 100000
 status: active
 effective_at_ms: 1
