@@ -23,7 +23,7 @@ func testConfig() Config {
 	return Config{Rules: []*lucky.Rule{testRule()}, Platform: Pool{Balance: 1e12}, Gift: Pool{Balance: 1e12}, Room: Pool{Balance: 1e12},
 		LargeTierEnabled: true, Seed: 7, Traffic: Traffic{Rooms: 50, Users: 2000, RoomSkew: 1.1, UserSkew: 0.8,
 			GiftMix: []GiftShare{{GiftID: "rose", GiftCount: 1, Weight: 3}, {GiftID: "rose", GiftCount: 10, Weight: 1}},
-			Draws: 200_000, Hours: 48}}
+			Draws:   200_000, Hours: 48}}
 }
 
 // Without caps and with deep pools the simulated rate is the analytic one
