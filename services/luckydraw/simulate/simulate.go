@@ -60,6 +60,10 @@ func (c *Config) Check() error {
 		if err := luckydraw.CheckRule(r); err != nil {
 			return &FieldError{Field: "rules", Msg: err.Error()}
 		}
+		if r.GiftPrice <= 0 {
+			return &FieldError{Field: "rules", Msg: fmt.Sprintf("%s/%s: gift_price must be > 0 to simulate (spend = gift_price × gift_count; got %d)",
+				r.GiftID, r.RuleVersion, r.GiftPrice)}
+		}
 		if seen[r.GiftID] {
 			return &FieldError{Field: "rules", Msg: "two rules for gift " + r.GiftID}
 		}
