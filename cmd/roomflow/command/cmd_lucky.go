@@ -174,10 +174,19 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
-				if err := luckyctl.CheckPublish(cmd.OutOrStdout(), &r, cfg.Lucky.PublishPayoutBandPPM, force); err != nil {
-					return err
-				}
+			// The rule and its payout band are checked before MySQL is
+			// opened (lucky.publish_payout_band_ppm itself first).
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			if _, err := luckydraw.AdminConfigFrom(cfg, luckydraw.AdminConfig{}); err != nil {
+				return err
+			}
+			if err := luckyctl.CheckPublish(cmd.OutOrStdout(), &r, cfg.Lucky.PublishPayoutBandPPM, force); err != nil {
+				return err
+			}
+			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
 				cs, err := admin.PublishRule(cmd.Context(), r)
 				if err != nil {
 					return err
