@@ -46,6 +46,24 @@ type Config struct {
 	// Random, tests only: the draws' random values (as luckydraw's
 	// Config.Random); nil: from Seed.
 	Random func() (int64, error)
+	// Trace, tests only: called with each draw, to replay it against the
+	// live service.
+	Trace func(Trace)
+}
+
+// Trace is one simulated draw: its request as the draw service would get
+// it, the random value, the filtered candidate table and the outcome.
+type Trace struct {
+	NowMs              int64
+	RoomID, DeviceID   string
+	SenderID, TargetID int64
+	GiftID             string
+	GiftCount          int32
+	CoinSpent          int64
+	Random             int64
+	Candidates         []luckydraw.Candidate
+	TierID             string
+	RewardCoins        int64
 }
 
 // Check reports the first thing wrong with c, naming the field a command
@@ -153,6 +171,7 @@ type engine struct {
 	giftOf   []int // GiftMix entry -> rule index
 	userIDs  []string
 	roomIDs  []string
+	anchors  []string // the one anchor (target user) of each room
 	platform poolState
 	gifts    []poolState
 	roomPool []poolState
@@ -195,6 +214,7 @@ func newEngine(c Config) *engine {
 			p = c.Rooms[i]
 		}
 		e.roomIDs = append(e.roomIDs, id)
+		e.anchors = append(e.anchors, strconv.Itoa(c.Traffic.Users+1+i))
 		e.roomPool = append(e.roomPool, newPool("room", id, p))
 	}
 	for i := range c.Traffic.Users {

@@ -1,6 +1,8 @@
 package simulate
 
 import (
+	"slices"
+
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
@@ -21,7 +23,7 @@ func (e *engine) step(i, nowMs int64) error {
 	}
 	// One device per user, one anchor (target) per room.
 	e.ws = e.cfg.Caps.Windows(e.ws[:0], luckydraw.Party{Sender: e.userIDs[user], Device: e.userIDs[user],
-		Room: e.roomIDs[room], Target: e.roomIDs[room]}, nowMs)
+		Room: e.roomIDs[room], Target: e.anchors[room]}, nowMs)
 	var sl [5]*slot
 	for k, w := range e.ws {
 		s := e.slotOf(w.Scope, user, room)
@@ -45,6 +47,11 @@ func (e *engine) step(i, nowMs int64) error {
 		return err
 	}
 	e.st.draw(e, i, nowMs, gi, spend, &in, o, pools)
+	if e.cfg.Trace != nil {
+		e.cfg.Trace(Trace{NowMs: nowMs, RoomID: e.roomIDs[room], DeviceID: e.userIDs[user], SenderID: int64(user + 1),
+			TargetID: int64(e.cfg.Traffic.Users + 1 + room), GiftID: rule.GiftID, GiftCount: share.GiftCount, CoinSpent: spend,
+			Random: random, Candidates: slices.Clone(e.plan.Candidates), TierID: o.Tier.TierID, RewardCoins: o.Tier.RewardCoins})
+	}
 	for l, p := range pools {
 		p.add(e.plan.LayerIn[l] - o.LayerOut[l])
 	}
