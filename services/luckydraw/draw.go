@@ -194,7 +194,11 @@ func (p *Plan) Reset(in DrawInput) error {
 	if err != nil {
 		return err
 	}
-	*p = Plan{Inflow: inflow, RiskCapacity: math.MaxInt64, Candidates: p.Candidates[:0], RiskRejected: p.RiskRejected[:0]}
+	cands := p.Candidates[:0]
+	if cap(cands) < len(r.Tiers) {
+		cands = make([]Candidate, 0, len(r.Tiers))
+	}
+	*p = Plan{Inflow: inflow, RiskCapacity: math.MaxInt64, Candidates: cands, RiskRejected: p.RiskRejected[:0]}
 	if in.ApplyInflow {
 		p.LayerIn = [3]int64{inflow.PlatformIn, inflow.RoomIn, inflow.GiftIn}
 	}
