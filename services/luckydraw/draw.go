@@ -175,7 +175,7 @@ func CheckRule(r *lucky.Rule) error {
 // errors (negative heat_value).
 func NewPlan(in DrawInput) (*Plan, error) {
 	p := &Plan{}
-	if err := p.Reset(in); err != nil {
+	if err := p.Reset(&in); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -184,7 +184,7 @@ func NewPlan(in DrawInput) (*Plan, error) {
 // Reset makes p the plan of in (NewPlan), reusing p's candidate and
 // rejection slices: the rule simulator plans millions of draws in one
 // Plan without allocating.
-func (p *Plan) Reset(in DrawInput) error {
+func (p *Plan) Reset(in *DrawInput) error {
 	r := in.Rule
 	none, err := noneTier(r)
 	if err != nil {
@@ -235,7 +235,7 @@ func (p *Plan) Reset(in DrawInput) error {
 // disabled is why tier t, paying reward, is out of the table ("": it is
 // in), recording the caps that removed a tier the pools could pay (one
 // entry per scope) in p.RiskRejected.
-func (p *Plan) disabled(in DrawInput, t lucky.Tier, reward int64, marked bool, poolCap int64) string {
+func (p *Plan) disabled(in *DrawInput, t lucky.Tier, reward int64, marked bool, poolCap int64) string {
 	switch {
 	case !t.Enabled:
 		return DisabledTier

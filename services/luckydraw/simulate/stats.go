@@ -70,6 +70,7 @@ type stats struct {
 	userDay, roomHour       []int64
 	gDraws, gSpend, gPayout []int64
 	buckets                 int
+	draws                   int64     // of the run
 	bSpend, bPayout         [][]int64 // [bucket][gift]
 	bBalance                [][]int64 // [bucket][pool]
 	cur                     int
@@ -78,7 +79,8 @@ type stats struct {
 func newStats(c Config) stats {
 	g := len(c.Rules)
 	b := max(c.Buckets, 1)
-	s := stats{gDraws: make([]int64, g), gSpend: make([]int64, g), gPayout: make([]int64, g), buckets: b, cur: -1}
+	s := stats{gDraws: make([]int64, g), gSpend: make([]int64, g), gPayout: make([]int64, g), buckets: b, cur: -1,
+		draws: max(c.Traffic.draws(), 1)}
 	for range b {
 		s.bSpend, s.bPayout = append(s.bSpend, make([]int64, g)), append(s.bPayout, make([]int64, g))
 	}
@@ -112,7 +114,7 @@ func (s *stats) draw(e *engine, i, nowMs int64, gi int, spend int64, in *luckydr
 	s.gDraws[gi]++
 	s.gSpend[gi] += spend
 	s.gPayout[gi] += reward
-	b := int(i * int64(s.buckets) / max(e.cfg.Traffic.draws(), 1))
+	b := int(i * int64(s.buckets) / s.draws)
 	for s.cur < b {
 		if s.cur >= 0 {
 			s.bBalance = append(s.bBalance, e.balances())

@@ -35,7 +35,7 @@ func (e *engine) step(i, nowMs int64) error {
 	}
 	e.risks = e.cfg.Caps.AppendRiskLimits(e.risks[:0], rule, e.ws, func(k int) int64 { return sl[k].payout })
 	in.Risks = e.risks
-	if err := e.plan.Reset(in); err != nil {
+	if err := e.plan.Reset(&in); err != nil {
 		return err
 	}
 	random, err := e.random()

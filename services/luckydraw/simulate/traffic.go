@@ -69,16 +69,17 @@ func ParseGiftMix(s string) ([]GiftShare, error) {
 }
 
 // alias samples an index with fixed weights in O(1) (Vose's alias
-// method): a Zipf pick costs one random number, not rand.Zipf's
-// logarithms, which keeps a simulated draw near the cost of the draw.
+// method): a Zipf pick costs one random number and integer arithmetic,
+// not rand.Zipf's logarithms, which keeps a simulated draw near the cost
+// of the draw itself.
 type alias struct {
-	prob  []float64
+	keep  []uint32 // column i keeps i when the low 32 bits fall below it
 	alias []int32
 }
 
 func newAlias(w []float64) alias {
 	n := len(w)
-	a := alias{prob: make([]float64, n), alias: make([]int32, n)}
+	a := alias{keep: make([]uint32, n), alias: make([]int32, n)}
 	var sum float64
 	for _, v := range w {
 		sum += v
@@ -96,22 +97,24 @@ func newAlias(w []float64) alias {
 	for len(small) > 0 && len(large) > 0 {
 		s, l := small[len(small)-1], large[len(large)-1]
 		small = small[:len(small)-1]
-		a.prob[s], a.alias[s] = scaled[s], l
+		a.keep[s], a.alias[s] = uint32(scaled[s]*(1<<32)), l
 		scaled[l] -= 1 - scaled[s]
 		if scaled[l] < 1 {
 			large, small = large[:len(large)-1], append(small, l)
 		}
 	}
 	for _, i := range append(small, large...) {
-		a.prob[i], a.alias[i] = 1, i
+		a.keep[i], a.alias[i] = math.MaxUint32, i
 	}
 	return a
 }
 
+// pick takes the column from the high 32 bits of one random number and
+// decides between it and its alias with the low 32.
 func (a alias) pick(r *rand.Rand) int {
-	u := r.Float64() * float64(len(a.prob))
-	i := int(u)
-	if u-float64(i) < a.prob[i] {
+	u := r.Uint64()
+	i := int((u >> 32) * uint64(len(a.keep)) >> 32)
+	if uint32(u) < a.keep[i] {
 		return i
 	}
 	return int(a.alias[i])
