@@ -45,7 +45,7 @@ func TestLuckyRulesSimulate(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{"| lucky-rose | v2 | 900000 | 900000 ± 100000 |", "95% interval", "hit frequency", "| per user-day |",
-		"| per room-hour |", "removed a tier", "first reached a floor", "report: " + dir} {
+		"| per room-hour |", "removed a tier", "a floor first removed a tier", "report: " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -43,7 +43,7 @@ func WriteSummary(w io.Writer, r *Result, bandPPM int64) {
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
 	fmt.Fprintf(w, "| per user-day | %d | %d | %d | %d |\n", r.UserDay.N, r.UserDay.P50, r.UserDay.P99, r.UserDay.Max)
 	fmt.Fprintf(w, "| per room-hour | %d | %d | %d | %d |\n", r.RoomHour.N, r.RoomHour.P50, r.RoomHour.P99, r.RoomHour.Max)
-	fmt.Fprintln(w, "\n| pool | start | end | lowest | reserve_floor | first reached a floor | largest drawdown |")
+	fmt.Fprintln(w, "\n| pool | start | end | lowest | reserve_floor | a floor first removed a tier | largest drawdown |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, p := range r.Pools {
 		at := "never"
@@ -52,7 +52,7 @@ func WriteSummary(w io.Writer, r *Result, bandPPM int64) {
 		}
 		fmt.Fprintf(w, "| %s %s | %d | %d | %d | %d | %s | %d |\n", p.ScopeType, p.ScopeID, p.Start, p.End, p.Low, p.ReserveFloor, at, p.Drawdown)
 	}
-	fmt.Fprintf(w, "\n%d rooms reached a floor; largest room drawdown %d (%s)\n", r.RoomsAtFloor, r.MaxRoomDrawdown, r.RoomMax)
+	fmt.Fprintf(w, "\n%d rooms had a tier removed by a floor; largest room drawdown %d (%s)\n", r.RoomsAtFloor, r.MaxRoomDrawdown, r.RoomMax)
 }
 
 func share(a, b int64) float64 {

@@ -25,7 +25,8 @@ type Result struct {
 	// RemovedDraws: to either.
 	FloorDraws, CapDraws, RemovedDraws int64
 	// Pools: the platform pool, each gift's, and the hottest room's
-	// (room-0); RoomsAtFloor of all rooms reached a floor.
+	// (room-0); RoomsAtFloor: how many rooms had a tier removed by their
+	// floor.
 	Pools        []PoolResult
 	RoomsAtFloor int
 	// MaxRoomDrawdown is the largest drawdown of any room pool, in RoomMax.
