@@ -153,7 +153,7 @@ func Simulate(w io.Writer, c simulate.Config, o SimulateOptions, bandPPM int64) 
 	if err != nil {
 		return err
 	}
-	simulate.WriteSummary(w, r, bandPPM)
+	WriteSimSummary(w, r, bandPPM)
 	if o.Report == "" {
 		return nil
 	}
@@ -161,7 +161,7 @@ func Simulate(w io.Writer, c simulate.Config, o SimulateOptions, bandPPM int64) 
 	for _, g := range r.Gifts {
 		names = append(names, g.GiftID+"/"+g.RuleVersion)
 	}
-	if err := simulate.WriteReport(o.Report, "Lucky rule simulation: "+strings.Join(names, ", "), r, bandPPM); err != nil {
+	if err := WriteSimReport(o.Report, "Lucky rule simulation: "+strings.Join(names, ", "), r, bandPPM); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nreport: %s/report.md\n", o.Report)

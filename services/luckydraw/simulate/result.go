@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"github.com/hyapp/roomflow/domain/lucky"
-	"github.com/hyapp/roomflow/producers/loadgen/report"
 )
 
 // result closes the open windows and sums the run up.
@@ -75,18 +74,18 @@ func (e *engine) series(r *Result, hours float64) {
 	s := &e.st
 	width := hours / float64(s.buckets)
 	for gi, rule := range e.cfg.Rules {
-		rs := report.NewSeries(rule.GiftID + " payout ppm")
+		rs := Series{Name: rule.GiftID + " payout ppm"}
 		for b := range s.buckets {
 			if sp := s.bSpend[b][gi]; sp > 0 {
-				rs.Add(width*(float64(b)+0.5), float64(s.bPayout[b][gi])*lucky.PPM/float64(sp))
+				rs.add(width*(float64(b)+0.5), float64(s.bPayout[b][gi])*lucky.PPM/float64(sp))
 			}
 		}
 		r.RateSeries = append(r.RateSeries, rs)
 	}
 	for pi, p := range r.Pools {
-		bs := report.NewSeries(p.ScopeType + " " + p.ScopeID)
+		bs := Series{Name: p.ScopeType + " " + p.ScopeID}
 		for b, bal := range s.bBalance {
-			bs.Add(width*float64(b+1), float64(bal[pi]))
+			bs.add(width*float64(b+1), float64(bal[pi]))
 		}
 		r.BalanceSeries = append(r.BalanceSeries, bs)
 	}

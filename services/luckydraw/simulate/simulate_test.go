@@ -45,7 +45,7 @@ func TestUncappedRateMatchesAnalytic(t *testing.T) {
 	if r.UserDay.N == 0 || r.UserDay.P50 > r.UserDay.P99 || r.UserDay.P99 > r.UserDay.Max || r.RoomHour.N == 0 {
 		t.Errorf("user-day %+v room-hour %+v", r.UserDay, r.RoomHour)
 	}
-	if len(r.RateSeries) != 1 || len(r.RateSeries[0].Points()) != 48 || len(r.BalanceSeries) != 3 {
+	if len(r.RateSeries) != 1 || len(r.RateSeries[0].X) != 48 || len(r.BalanceSeries) != 3 {
 		t.Errorf("series: %d rate, %d balance", len(r.RateSeries), len(r.BalanceSeries))
 	}
 	again, _ := Run(testConfig())

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/hyapp/roomflow/domain/lucky"
-	"github.com/hyapp/roomflow/producers/loadgen/report"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
@@ -34,7 +33,17 @@ type Result struct {
 	RoomMax         string
 	// RateSeries: per gift, the payout rate (ppm) of each time bucket;
 	// BalanceSeries: the Pools' balances at each bucket's end. X in hours.
-	RateSeries, BalanceSeries []*report.Series
+	RateSeries, BalanceSeries []Series
+}
+
+// Series is a named line of a chart: Y against X (hours).
+type Series struct {
+	Name string
+	X, Y []float64
+}
+
+func (s *Series) add(x, y float64) {
+	s.X, s.Y = append(s.X, x), append(s.Y, y)
 }
 
 // GiftResult is one rule's part.

@@ -1,4 +1,4 @@
-package simulate
+package luckyctl
 
 import (
 	"fmt"
@@ -9,18 +9,19 @@ import (
 	"strings"
 
 	"github.com/hyapp/roomflow/producers/loadgen/report"
+	"github.com/hyapp/roomflow/services/luckydraw/simulate"
 )
 
-// Chart file names of WriteReport, beside report.md.
+// Chart file names of WriteSimReport, beside report.md.
 const (
-	RateChart    = "payout-rate.svg"
-	BalanceChart = "pool-balances.svg"
+	SimRateChart    = "payout-rate.svg"
+	SimBalanceChart = "pool-balances.svg"
 )
 
-// WriteSummary prints r as Markdown tables: the rates, the payout
+// WriteSimSummary prints a simulation's result r as Markdown tables: the rates, the payout
 // distributions, how often a floor or cap removed a tier, and the pools.
 // bandPPM (lucky.publish_payout_band_ppm) is shown beside the targets.
-func WriteSummary(w io.Writer, r *Result, bandPPM int64) {
+func WriteSimSummary(w io.Writer, r *simulate.Result, bandPPM int64) {
 	fmt.Fprintf(w, "%d draws over %gh: spend %d, payout %d coins\n\n", r.Draws, r.Hours, r.Spend, r.Payout)
 	fmt.Fprintln(w, "| gift | rule | analytic payout ppm (unfiltered) | target ppm | simulated ppm | draws |")
 	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: |")
@@ -62,15 +63,15 @@ func share(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// WriteReport writes dir/report.md (title, the summary, the charts) and
+// WriteSimReport writes dir/report.md (title, the summary, the charts) and
 // its two charts through producers/loadgen/report: the payout rate over
 // time against each gift's target band, and the pools' balances.
-func WriteReport(dir, title string, r *Result, bandPPM int64) error {
+func WriteSimReport(dir, title string, r *simulate.Result, bandPPM int64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	rate := report.LineChart{Title: "Payout rate per time bucket", XLabel: "hours", YLabel: "payout ppm of spend",
-		Series: append([]*report.Series(nil), r.RateSeries...)}
+		Series: chartSeries(r.RateSeries)}
 	for _, g := range r.Gifts {
 		for _, l := range []struct {
 			name string
@@ -85,19 +86,32 @@ func WriteReport(dir, title string, r *Result, bandPPM int64) error {
 			rate.Series = append(rate.Series, s)
 		}
 	}
-	bal := report.LineChart{Title: "Pool balances", XLabel: "hours", YLabel: "coins", Series: r.BalanceSeries}
-	if err := report.WriteSVGFile(filepath.Join(dir, RateChart), rate); err != nil {
-		return fmt.Errorf("simulate: %s: %w", RateChart, err)
+	bal := report.LineChart{Title: "Pool balances", XLabel: "hours", YLabel: "coins", Series: chartSeries(r.BalanceSeries)}
+	if err := report.WriteSVGFile(filepath.Join(dir, SimRateChart), rate); err != nil {
+		return fmt.Errorf("simulate report: %s: %w", SimRateChart, err)
 	}
-	if err := report.WriteSVGFile(filepath.Join(dir, BalanceChart), bal); err != nil {
-		return fmt.Errorf("simulate: %s: %w", BalanceChart, err)
+	if err := report.WriteSVGFile(filepath.Join(dir, SimBalanceChart), bal); err != nil {
+		return fmt.Errorf("simulate report: %s: %w", SimBalanceChart, err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", title)
-	WriteSummary(&b, r, bandPPM)
-	fmt.Fprintf(&b, "\n![payout rate over time](%s)\n\n![pool balances over time](%s)\n", RateChart, BalanceChart)
+	WriteSimSummary(&b, r, bandPPM)
+	fmt.Fprintf(&b, "\n![payout rate over time](%s)\n\n![pool balances over time](%s)\n", SimRateChart, SimBalanceChart)
 	if math.IsNaN(r.CILowPPM) {
 		b.WriteString("\nToo few draws for an interval.\n")
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// chartSeries are a simulation's series as the charts take them.
+func chartSeries(ss []simulate.Series) []*report.Series {
+	var out []*report.Series
+	for _, s := range ss {
+		c := report.NewSeries(s.Name)
+		for i := range s.X {
+			c.Add(s.X[i], s.Y[i])
+		}
+		out = append(out, c)
+	}
+	return out
 }
