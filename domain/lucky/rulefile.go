@@ -27,8 +27,8 @@ import (
 //	effective_at_ms: 0        # 0: now
 //	tiers:
 //	  - {tier_id: none, reward_type: none, probability_ppm: 900000}
-//	  - {tier_id: small_1x, reward_type: multiplier, reward_value: 1, probability_ppm: 90000}
-//	  - {tier_id: big_50x, reward_type: multiplier, reward_value: 50, probability_ppm: 10000, large: true}
+//	  - {tier_id: small_4x, reward_type: multiplier, reward_value: 4, probability_ppm: 90000}
+//	  - {tier_id: big_54x, reward_type: multiplier, reward_value: 54, probability_ppm: 10000, large: true}
 type ruleFile struct {
 	GiftID              string     `yaml:"gift_id"`
 	RuleVersion         string     `yaml:"rule_version"`

@@ -380,6 +380,11 @@ type LuckyConfig struct {
 	// while the version that replaced it became effective less than this
 	// ago; 0-5m, default 10s.
 	ReplacedVersionGrace Duration `yaml:"replaced_version_grace"`
+	// PublishPayoutBandPPM: `lucky rules publish` refuses (without
+	// --force) a rule whose table's analytic payout rate is further than
+	// this from its target_payout_rate_ppm. Default 100,000; 0 = off (an
+	// exception to "0 means the default").
+	PublishPayoutBandPPM int64 `yaml:"publish_payout_band_ppm"`
 	// Switches are the kill switches' start values; `roomflow lucky switch`
 	// overrides them in MySQL at run time.
 	Switches LuckySwitches `yaml:"switches"`

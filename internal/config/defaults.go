@@ -160,6 +160,7 @@ func defaultLucky() LuckyConfig {
 		OutboxMaxRetries:     20,
 		OutboxLockTTL:        Duration(30 * time.Second),
 		ReplacedVersionGrace: Duration(10 * time.Second),
+		PublishPayoutBandPPM: 100_000,
 		Switches:             LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},
 		Randomness:           "crypto",
 		Fairness:             LuckyFairnessConfig{RevealGrace: Duration(time.Hour), DayLength: Duration(24 * time.Hour)},

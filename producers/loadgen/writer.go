@@ -13,7 +13,8 @@ import (
 )
 
 // SeedRule writes the scenario's lucky rule (and a tier table summing to
-// 1,000,000 ppm) so the room processor can resolve it. Idempotent.
+// 1,000,000 ppm, whose analytic payout rate, 9% × 1 + 1% × 5 = 140,000
+// ppm, is its target) so the room processor can resolve it. Idempotent.
 func SeedRule(ctx context.Context, db *sql.DB, r LuckyRule) error {
 	now := time.Now().UnixMilli()
 	// One transaction: a version is never visible without its tiers.
@@ -25,7 +26,7 @@ func SeedRule(ctx context.Context, db *sql.DB, r LuckyRule) error {
 	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO lucky_gift_rules
 		(gift_id, rule_version, gift_price, pool_rate_ppm, target_payout_rate_ppm, max_single_payout,
 		 status, effective_at_ms, created_at_ms, updated_at_ms, platform_weight_ppm, room_weight_ppm)
-		VALUES (?, ?, 100, ?, 900000, 100000, 'active', ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, 100, ?, 140000, 100000, 'active', ?, ?, ?, ?, ?)`,
 		r.GiftID, r.RuleVersion, r.PoolRatePPM, now, now, now, r.PlatformWeightPPM, r.RoomWeightPPM); err != nil {
 		return fmt.Errorf("loadgen: seed rule: %w", err)
 	}

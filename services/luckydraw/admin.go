@@ -46,6 +46,10 @@ type AdminConfig struct {
 	// PilotMode is the draw service's pilot_mode start value (Config): the
 	// warning of an empty pilot list reads it when no override is stored.
 	PilotMode bool
+	// PublishPayoutBandPPM is lucky.publish_payout_band_ppm: how far a
+	// published table's analytic payout rate may lie from its target
+	// (CheckPublishBand); 0 = no check (not a default: zero is off).
+	PublishPayoutBandPPM int64
 	// Logger gets the tidy-up's lines. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the changes. Default time.Now.
@@ -66,7 +70,7 @@ func (c *AdminConfig) setDefaults() {
 
 // Validate reports every invalid field of c, keyed by snake-case name:
 // replaced_version_grace (outside 0-5m), operator (over 64 bytes), wait
-// (outside 1s-1h).
+// (outside 1s-1h), publish_payout_band_ppm (outside 0-1,000,000).
 func (c AdminConfig) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -74,6 +78,9 @@ func (c AdminConfig) Validate() error {
 		ch.Bad("wait", "must be between 1s and 1h (got %s)", c.Wait)
 	}
 	checkGrace(&ch, c.ReplacedVersionGrace)
+	if c.PublishPayoutBandPPM < 0 || c.PublishPayoutBandPPM > lucky.PPM {
+		ch.Bad("publish_payout_band_ppm", "must be between 0 (off) and 1000000 (got %d)", c.PublishPayoutBandPPM)
+	}
 	if len(c.Operator) > 64 {
 		ch.Bad("operator", "longer than 64 bytes")
 	}

@@ -97,5 +97,18 @@ func AdminConfigFrom(app *config.Config, own AdminConfig) (AdminConfig, error) {
 	own.ReplacedVersionGrace = app.Lucky.ReplacedVersionGrace.D()
 	own.LargeTierMinReward = app.Lucky.LargeTierMinReward
 	own.PilotMode = app.Lucky.Switches.PilotMode
+	own.PublishPayoutBandPPM = app.Lucky.PublishPayoutBandPPM
 	return own, cfgerr.Under("lucky", map[string]string{"wait": "--wait", "operator": "--operator"}, own.Validate())
+}
+
+// CapsFrom is lucky.*'s risk caps (max_device_daily_payout,
+// max_anchor_daily_payout, activity_period_*), checked: errors name the
+// keys. `lucky rules simulate` caps its draws with them.
+func CapsFrom(app *config.Config) (Caps, error) {
+	l := app.Lucky
+	c := Caps{MaxDeviceDailyPayout: l.MaxDeviceDailyPayout, MaxAnchorDailyPayout: l.MaxAnchorDailyPayout,
+		ActivityPeriodPayout: l.ActivityPeriodPayout, ActivityPeriodStartMs: l.ActivityPeriodStartMs, ActivityPeriodEndMs: l.ActivityPeriodEndMs}
+	var ch cfgerr.Checks
+	c.check(&ch)
+	return c, cfgerr.Under("lucky", nil, ch.Err())
 }

@@ -141,6 +141,10 @@ type Config struct {
 	// Now is the clock of draws, windows and rule activation. Default
 	// time.Now.
 	Now func() time.Time
+	// Random, tests only: when set, each draw's random value (a ppm in
+	// [0, 1,000,000)) is its result instead of the random source's, so a
+	// test feeds the service and the rule simulator the same values.
+	Random func() (int64, error)
 }
 
 func (c *Config) setDefaults() {
@@ -185,11 +189,20 @@ func (c Config) Validate() error {
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
 	}
+	if c.LargeTierMinReward < 0 {
+		ch.Bad("large_tier_min_reward", "must be >= 0 (got %d)", c.LargeTierMinReward)
+	}
+	c.caps().check(&ch)
+	return ch.Err()
+}
+
+// check reports c's negative caps and an activity period that ends before
+// it starts.
+func (c Caps) check(ch *cfgerr.Checks) {
 	for _, f := range []struct {
 		key string
 		v   int64
 	}{
-		{"large_tier_min_reward", c.LargeTierMinReward},
 		{"max_device_daily_payout", c.MaxDeviceDailyPayout},
 		{"max_anchor_daily_payout", c.MaxAnchorDailyPayout},
 		{"activity_period_payout", c.ActivityPeriodPayout},
@@ -203,7 +216,6 @@ func (c Config) Validate() error {
 		c.ActivityPeriodEndMs <= c.ActivityPeriodStartMs {
 		ch.Bad("activity_period_end_ms", "must be after activity_period_start_ms (got %d <= %d)", c.ActivityPeriodEndMs, c.ActivityPeriodStartMs)
 	}
-	return ch.Err()
 }
 
 // checkGrace requires a replaced-version grace of 0 to

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
@@ -24,81 +23,47 @@ type counter struct {
 	dPayout, dDraws, dHits      int64 // this batch's deltas
 }
 
-// riskLimits are a draw's caps: max_single_payout and one per capped
-// risk counter row it touches (locked, with this batch's earlier draws
-// applied). A window without a cap has no quota to check.
+// riskLimits are a draw's caps (Caps.AppendRiskLimits) against the
+// batch's locked counter rows, with its earlier draws applied.
 func (b *batchTx) riskLimits(r *drawReq, rule *lucky.Rule) []RiskLimit {
-	limits := []RiskLimit{{Scope: "single", Window: "draw", Cap: rule.MaxSinglePayout}}
-	for _, c := range b.counterRows(r) {
-		if cap := b.counterCap(rule, c.scope); cap > 0 {
-			c = b.ctrs[c.key]
-			limits = append(limits, RiskLimit{Scope: c.scope, ScopeID: c.scopeID, Window: c.window, Cap: cap, Used: c.payout})
-		}
-	}
-	return limits
+	ws := b.windows(r)
+	return b.s.cfg.caps().AppendRiskLimits(nil, rule, ws, func(i int) int64 {
+		return b.ctrs[counterKey(b.app, ws[i].Scope, ws[i].ScopeID, ws[i].Window, ws[i].Start)].payout
+	})
 }
 
-// counterCap is the cap of a risk counter scope under rule: the rule row
-// holds the user daily and room hourly caps, the config the others; 0 =
-// no cap.
+// counterCap is the cap of a risk counter scope under rule (Caps.Cap).
 func (b *batchTx) counterCap(rule *lucky.Rule, scope string) int64 {
-	cfg := b.s.cfg
-	switch scope {
-	case "user":
-		return rule.MaxUserDailyPayout
-	case "room":
-		return rule.MaxRoomHourlyPayout
-	case "device":
-		return cfg.MaxDeviceDailyPayout
-	case "anchor":
-		return cfg.MaxAnchorDailyPayout
-	case "activity":
-		return cfg.ActivityPeriodPayout
-	}
-	return 0
-}
-
-const (
-	hourMs = int64(time.Hour / time.Millisecond)
-	dayMs  = 24 * hourMs
-)
-
-func dayStart(ms int64) int64 { return ms - ms%dayMs }
-
-func hourStart(ms int64) int64 { return ms - ms%hourMs }
-
-func (b *batchTx) activityOn() bool {
-	c := b.s.cfg
-	return c.ActivityPeriodEndMs > c.ActivityPeriodStartMs && b.nowMs >= c.ActivityPeriodStartMs && b.nowMs < c.ActivityPeriodEndMs
+	return b.s.cfg.caps().Cap(rule, scope)
 }
 
 func counterKey(app, scope, id, window string, start int64) string {
 	return app + "|" + scope + "|" + id + "|" + window + "|" + strconv.FormatInt(start, 10)
 }
 
-// counterRows lists the risk counter rows a draw touches (UTC windows
-// at the batch's time), in no particular order; in commit-reveal mode
-// also the sender's nonce counter of the fairness day.
-func (b *batchTx) counterRows(r *drawReq) []*counter {
-	day, hour := dayStart(b.nowMs), hourStart(b.nowMs)
-	mk := func(scope, id, window string, start, end int64) *counter {
-		return &counter{key: counterKey(b.app, scope, id, window, start), scope: scope, scopeID: id, window: window, start: start, end: end}
-	}
-	out := []*counter{mk("user", strconv.FormatInt(r.sender, 10), "daily", day, day+dayMs)}
-	if r.deviceID != "" {
-		out = append(out, mk("device", r.deviceID, "daily", day, day+dayMs))
-	}
-	out = append(out, mk("room", r.roomID, "hourly", hour, hour+hourMs))
+// windows are the risk counter windows r touches at the batch's time.
+func (b *batchTx) windows(r *drawReq) []Window {
+	p := Party{Sender: strconv.FormatInt(r.sender, 10), Device: r.deviceID, Room: r.roomID}
 	if r.target > 0 {
-		out = append(out, mk("anchor", strconv.FormatInt(r.target, 10), "daily", day, day+dayMs))
+		p.Target = strconv.FormatInt(r.target, 10)
 	}
-	if b.activityOn() {
-		c := b.s.cfg
-		out = append(out, mk("activity", "period", "period", c.ActivityPeriodStartMs, c.ActivityPeriodEndMs))
+	return b.s.cfg.caps().Windows(nil, p, b.nowMs)
+}
+
+// counterRows lists the risk counter rows a draw touches, in the order of
+// its windows.
+func (b *batchTx) counterRows(r *drawReq) []*counter {
+	ws := b.windows(r)
+	out := make([]*counter, len(ws))
+	for i, w := range ws {
+		out[i] = &counter{key: counterKey(b.app, w.Scope, w.ScopeID, w.Window, w.Start), scope: w.Scope, scopeID: w.ScopeID,
+			window: w.Window, start: w.Start, end: w.End}
 	}
+	// In commit-reveal mode also the sender's nonce counter of the fairness day.
 	if b.day.mode == fairness.ModeCommitReveal {
-		start := b.day.startMs
-		out = append(out, mk(nonceScope, strconv.FormatInt(r.sender, 10), nonceWindow, start, start+b.s.cfg.FairnessDayLength.Milliseconds()))
+		id, start := strconv.FormatInt(r.sender, 10), b.day.startMs
+		out = append(out, &counter{key: counterKey(b.app, nonceScope, id, nonceWindow, start), scope: nonceScope, scopeID: id,
+			window: nonceWindow, start: start, end: start + b.s.cfg.FairnessDayLength.Milliseconds()})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/hyapp/roomflow/domain/lucky"
 )
@@ -173,16 +174,31 @@ func CheckRule(r *lucky.Rule) error {
 // disabled (it pays nothing). Errors: ErrRuleInvalid, or lucky's inflow
 // errors (negative heat_value).
 func NewPlan(in DrawInput) (*Plan, error) {
+	p := &Plan{}
+	if err := p.Reset(&in); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Reset makes p the plan of in (NewPlan), reusing p's candidate and
+// rejection slices: the rule simulator plans millions of draws in one
+// Plan without allocating.
+func (p *Plan) Reset(in *DrawInput) error {
 	r := in.Rule
 	none, err := noneTier(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	inflow, err := lucky.ComputeInflow(in.HeatValue, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p := &Plan{Inflow: inflow, RiskCapacity: math.MaxInt64}
+	cands := p.Candidates[:0]
+	if cap(cands) < len(r.Tiers) {
+		cands = make([]Candidate, 0, len(r.Tiers))
+	}
+	*p = Plan{Inflow: inflow, RiskCapacity: math.MaxInt64, Candidates: cands, RiskRejected: p.RiskRejected[:0]}
 	if in.ApplyInflow {
 		p.LayerIn = [3]int64{inflow.PlatformIn, inflow.RoomIn, inflow.GiftIn}
 	}
@@ -198,41 +214,46 @@ func NewPlan(in DrawInput) (*Plan, error) {
 	}
 	p.AvailablePayout = min(poolCap, p.RiskCapacity)
 
-	p.Candidates = make([]Candidate, len(r.Tiers))
 	marked := MarksLargeTiers(r)
 	var moved int64
-	rejected := map[string]bool{}
 	for i, t := range r.Tiers {
 		c := Candidate{TierID: t.TierID, RewardType: t.RewardType, RewardCoins: RewardCoins(t, in.CoinSpent),
 			BasePPM: t.ProbabilityPPM, ProbabilityPPM: t.ProbabilityPPM}
 		if i != none {
-			switch {
-			case !t.Enabled:
-				c.Disabled = DisabledTier
-			case !in.LargeTierEnabled && isLarge(marked, t, c.RewardCoins, in.LargeTierMinReward):
-				c.Disabled = DisabledLarge
-			case t.MinPoolBalance > p.CurrentPoolBalance:
-				c.Disabled = DisabledWaterline
-			case c.RewardCoins > poolCap:
-				c.Disabled = DisabledPool
-			case c.RewardCoins > p.RiskCapacity:
-				c.Disabled = DisabledRisk
-				for _, l := range in.Risks {
-					if l.Remaining() < c.RewardCoins && !rejected[l.Scope] {
-						rejected[l.Scope] = true
-						p.RiskRejected = append(p.RiskRejected, l)
-					}
-				}
-			}
+			c.Disabled = p.disabled(in, t, c.RewardCoins, marked, poolCap)
 		}
 		if c.Disabled != "" {
 			moved += c.ProbabilityPPM
 			c.ProbabilityPPM = 0
 		}
-		p.Candidates[i] = c
+		p.Candidates = append(p.Candidates, c)
 	}
 	p.Candidates[none].ProbabilityPPM += moved
-	return p, nil
+	return nil
+}
+
+// disabled is why tier t, paying reward, is out of the table ("": it is
+// in), recording the caps that removed a tier the pools could pay (one
+// entry per scope) in p.RiskRejected.
+func (p *Plan) disabled(in *DrawInput, t lucky.Tier, reward int64, marked bool, poolCap int64) string {
+	switch {
+	case !t.Enabled:
+		return DisabledTier
+	case !in.LargeTierEnabled && isLarge(marked, t, reward, in.LargeTierMinReward):
+		return DisabledLarge
+	case t.MinPoolBalance > p.CurrentPoolBalance:
+		return DisabledWaterline
+	case reward > poolCap:
+		return DisabledPool
+	case reward > p.RiskCapacity:
+		for _, l := range in.Risks {
+			if l.Remaining() < reward && !slices.ContainsFunc(p.RiskRejected, func(x RiskLimit) bool { return x.Scope == l.Scope }) {
+				p.RiskRejected = append(p.RiskRejected, l)
+			}
+		}
+		return DisabledRisk
+	}
+	return ""
 }
 
 // ErrBadTable is a candidate table no random value can select from: its

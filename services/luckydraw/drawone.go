@@ -88,6 +88,11 @@ func (b *batchTx) selectTier(r *drawReq, rule *lucky.Rule, applyInflow bool) (*d
 	if c.random, err = b.random(r); err != nil {
 		return nil, err
 	}
+	if b.s.cfg.Random != nil { // tests only: its value replaces the random source's
+		if c.random, err = b.s.cfg.Random(); err != nil {
+			return nil, err
+		}
+	}
 	if c.o, err = c.plan.Draw(rule, c.random); err != nil {
 		return nil, err
 	}

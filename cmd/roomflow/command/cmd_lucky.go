@@ -165,6 +165,7 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 		Use:   "rules",
 		Short: "Publish lucky rule versions (immutable) and change their status",
 	}
+	var force bool
 	publish := newCmd("publish FILE", "Validate and publish one rule version with its tiers from YAML", help("lucky-rules-publish"), cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			raw, err := os.ReadFile(args[0])
@@ -173,6 +174,18 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 			}
 			r, err := lucky.ParseRuleFile(raw, time.Now().UnixMilli())
 			if err != nil {
+				return err
+			}
+			// The rule and its payout band are checked before MySQL is
+			// opened (lucky.publish_payout_band_ppm itself first).
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			if _, err := luckydraw.AdminConfigFrom(cfg, luckydraw.AdminConfig{}); err != nil {
+				return err
+			}
+			if err := luckyctl.CheckPublish(cmd.OutOrStdout(), &r, cfg.Lucky.PublishPayoutBandPPM, force); err != nil {
 				return err
 			}
 			return withAdmin(cmd, g, func(_ *config.Config, admin *luckydraw.Admin) error {
@@ -193,7 +206,8 @@ func luckyRulesCmd(g *globals) *cobra.Command {
 				return printChange(cmd)(admin.SetRuleStatus(cmd.Context(), args[0], args[1], args[2]))
 			})
 		})
-	cmd.AddCommand(operatorFlags(publish), operatorFlags(status), luckyRulesShowCmd(g))
+	publish.Flags().BoolVar(&force, "force", false, "publish even when the table's analytic payout rate lies outside lucky.publish_payout_band_ppm of its target")
+	cmd.AddCommand(operatorFlags(publish), operatorFlags(status), luckyRulesShowCmd(g), luckyRulesSimulateCmd(g))
 	return cmd
 }
 

@@ -26,7 +26,7 @@ gift_price: 100
 pool_rate_ppm: 100000
 platform_weight_ppm: 200000
 room_weight_ppm: 300000
-target_payout_rate_ppm: 900000
+target_payout_rate_ppm: 500000
 max_single_payout: 100000
 status: active
 effective_at_ms: 1
@@ -214,7 +214,9 @@ func TestLuckyServesWithoutWalletOrKafka(t *testing.T) {
 		"kafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n" +
 		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: k\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n  wallet_credit_timeout: 100ms\n"
 	rules := filepath.Join(t.TempDir(), "rule.yaml")
-	os.WriteFile(rules, []byte(strings.NewReplacer("probability_ppm: 500000}", "probability_ppm: 0}", "reward_value: 1, probability_ppm: 500000", "reward_value: 1, probability_ppm: 1000000").Replace(luckyRuleYAML)), 0o600)
+	// Every draw hits (its target follows: 1,000,000 ppm).
+	os.WriteFile(rules, []byte(strings.NewReplacer("probability_ppm: 500000}", "probability_ppm: 0}", "reward_value: 1, probability_ppm: 500000",
+		"reward_value: 1, probability_ppm: 1000000", "target_payout_rate_ppm: 500000", "target_payout_rate_ppm: 1000000").Replace(luckyRuleYAML)), 0o600)
 	if out, err := runCLI(t, cfg, "lucky", "rules", "publish", rules); err != nil {
 		t.Fatalf("rules publish: %v %s", err, out)
 	}

@@ -16,7 +16,7 @@ import (
 func TestLoaderMariaDB(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
-	good := &lucky.Rule{GiftID: "rose", RuleVersion: "2026-01", GiftPrice: 10, PoolRatePPM: 50000, TargetPayoutRatePPM: 900000,
+	good := &lucky.Rule{GiftID: "rose", RuleVersion: "2026-01", GiftPrice: 10, PoolRatePPM: 50000, TargetPayoutRatePPM: 50000,
 		PlatformWeightPPM: 200000, RoomWeightPPM: 300000, MaxSinglePayout: 5000, Status: "active",
 		Tiers: []lucky.Tier{
 			{TierID: "none", RewardType: "none", ProbabilityPPM: 950000, Enabled: true},

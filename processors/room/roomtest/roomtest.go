@@ -152,10 +152,10 @@ func Gift(eventID, roomID string, version int64, g *roomv1.RoomGiftSent) []byte 
 }
 
 // Rule is a valid lucky rule version with the given ppm values and a
-// two-tier table.
+// two-tier table, its target its table's analytic payout rate (1% × 1).
 func Rule(giftID, version string, poolPPM, platformPPM, roomPPM int64) *lucky.Rule {
 	return &lucky.Rule{GiftID: giftID, RuleVersion: version, GiftPrice: 100, PoolRatePPM: poolPPM,
-		TargetPayoutRatePPM: 900000, PlatformWeightPPM: platformPPM, RoomWeightPPM: roomPPM, MaxSinglePayout: 10000, Status: "active",
+		TargetPayoutRatePPM: 10000, PlatformWeightPPM: platformPPM, RoomWeightPPM: roomPPM, MaxSinglePayout: 10000, Status: "active",
 		Tiers: []lucky.Tier{
 			{TierID: "none", RewardType: "none", ProbabilityPPM: 990000, Enabled: true},
 			{TierID: "small_1x", RewardType: "multiplier", RewardValue: 1, ProbabilityPPM: 10000, Enabled: true},
