@@ -2,7 +2,6 @@ package schemareg_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,6 +25,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/schemareg"
+	"github.com/hyapp/roomflow/internal/schemareg/srtest"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -194,7 +194,7 @@ func TestImportsAreReferences(t *testing.T) {
 	dep := &descriptorpb.FileDescriptorProto{Name: proto.String("x/dep.proto"), Package: proto.String("x"), Syntax: proto.String("proto3"),
 		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Dep")}}}
 	top := &descriptorpb.FileDescriptorProto{Name: proto.String("x/top.proto"), Package: proto.String("x"), Syntax: proto.String("proto3"),
-		Dependency:  []string{"x/dep.proto"},
+		Dependency: []string{"x/dep.proto"},
 		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Top"), Field: []*descriptorpb.FieldDescriptorProto{{
 			Name: proto.String("d"), Number: proto.Int32(1), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(".x.Dep"), JsonName: proto.String("d")}}}}}
@@ -217,40 +217,6 @@ func TestImportsAreReferences(t *testing.T) {
 	if !ok || len(ss.References) != 1 || ss.References[0] != (sr.SchemaReference{Name: "x/dep.proto", Subject: "x/dep.proto", Version: 1}) {
 		t.Fatalf("t-value = %+v, want one reference to x/dep.proto version 1", ss)
 	}
-}
-
-// readFraming is a reader of the Confluent framing written from its
-// definition, independent of envelope and pkg/sr: magic 0, big-endian
-// uint32 id, zig-zag varint index count (0 meaning [0]), zig-zag varint
-// indexes, then the message.
-func readFraming(t *testing.T, v []byte) (int, []int, []byte) {
-	t.Helper()
-	if len(v) < 6 || v[0] != 0 {
-		t.Fatalf("not framed: % x", v)
-	}
-	id := int(binary.BigEndian.Uint32(v[1:5]))
-	v = v[5:]
-	zz := func() int {
-		var u uint64
-		for shift := 0; ; shift += 7 {
-			b := v[0]
-			v = v[1:]
-			u |= uint64(b&0x7f) << shift
-			if b < 0x80 {
-				break
-			}
-		}
-		return int(int64(u>>1) ^ -int64(u&1))
-	}
-	n := zz()
-	if n == 0 {
-		return id, []int{0}, v
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = zz()
-	}
-	return id, idx, v
 }
 
 // Every message a public topic carries, framed under the registered ids,
@@ -299,17 +265,9 @@ func checkFramed(t *testing.T, frames schemareg.Frames, topic string, id int, md
 		t.Fatal(err)
 	}
 	value := append(append([]byte(nil), f.Prefix...), plain...)
-
-	gotID, idx, body := readFraming(t, value)
-	if gotID != id || len(idx) != 1 || idx[0] != md.Index() || string(body) != string(plain) {
-		t.Errorf("%s %s: hand reader got id %d index %v", topic, md.Name(), gotID, idx)
-	}
-	var serde sr.Serde
-	serde.Register(id, mt.New().Interface(), sr.Index(md.Index()),
-		sr.DecodeFn(func(b []byte, v any) error { return proto.Unmarshal(b, v.(proto.Message)) }))
 	out := mt.New().Interface()
-	if err := serde.Decode(value, out); err != nil || !proto.Equal(out, msg.Interface()) {
-		t.Errorf("%s %s: serde decode: %v", topic, md.Name(), err)
+	if body := srtest.Decode(t, value, id, out); string(body) != string(plain) || !proto.Equal(out, msg.Interface()) {
+		t.Errorf("%s %s: decoded %v", topic, md.Name(), out)
 	}
 	for _, hdr := range [][]byte{f.Header(), nil} {
 		rec := recordWith(value, hdr)

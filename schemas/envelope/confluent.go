@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -42,7 +43,9 @@ func (f Framing) Header() []byte {
 
 // Confluent is the framing of the message md under schema id.
 func Confluent(id uint32, md protoreflect.MessageDescriptor) Framing {
-	return Framing{Prefix: AppendConfluentPrefix(nil, id, MessageIndex(md)), ContentType: contentTypeConfluent}
+	// Clipped: a writer appends its message to Prefix itself, which must
+	// then copy it rather than write into the shared array.
+	return Framing{Prefix: slices.Clip(AppendConfluentPrefix(nil, id, MessageIndex(md))), ContentType: contentTypeConfluent}
 }
 
 // AppendConfluentPrefix appends the Confluent framing of a message with

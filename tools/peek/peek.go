@@ -267,7 +267,11 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 		out.ValueBase64 = r.Value
 		return out
 	}
-	if err := proto.Unmarshal(r.Value, msg); err != nil {
+	value, err := envelope.Payload(r) // plain or Confluent-framed, per record
+	if err == nil {
+		err = proto.Unmarshal(value, msg)
+	}
+	if err != nil {
 		out.ValueBase64, out.DecodeError = r.Value, err.Error()
 		return out
 	}

@@ -56,10 +56,13 @@ func luckySpec() app.Spec {
 		// (exit 2) before anything is dialled.
 		srvTLS, err := luckydraw.ServerTLSFrom(d.Config, d.Log)
 		walletTLS, werr := wallet.TLSFrom(d.Config, d.Log)
-		if err := errors.Join(err, werr); err != nil {
+		if err := errors.Join(err, werr, checkWireFormat(d)); err != nil {
 			return nil, err
 		}
 		c.Draw.TLS, c.Wallet.TLS, c.Instance = srvTLS, walletTLS, d.Flag("instance-id")
+		if c.Outbox.Frames, err = publicFrames(ctx, d, "lucky-outbox", "lucky_events"); err != nil {
+			return nil, err
+		}
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err
