@@ -57,6 +57,7 @@ func exitStatus(t *testing.T, err error) int {
 // Exit status 2 for usage and config mistakes, 1 for run-time failures.
 func TestExitCodes(t *testing.T) {
 	unreachable := "mysql:\n  dsn: \"root@tcp(" + testenv.ClosedAddr(t) + ")/roomflow\"\nkafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n"
+	confluentNoRegistry := unreachable + "  public_wire_format: confluent\n"
 	cases := []struct {
 		name   string
 		config string // written to a file passed with --config; "" none
@@ -80,6 +81,12 @@ func TestExitCodes(t *testing.T) {
 		{"redrive without a choice", unreachable, []string{"dlq", "redrive"}, cli.ExitUsage, "choose letters"},
 		{"redrive with bad offsets", unreachable, []string{"dlq", "redrive", "--offsets", "x"}, cli.ExitUsage, "is not partition:offset"},
 		{"runtime failure", unreachable, []string{"migrate"}, cli.ExitFailure, "connection refused"},
+		{"unknown public wire format", "kafka:\n  public_wire_format: avro\n", []string{"config"}, cli.ExitUsage, "kafka.public_wire_format: must be plain or confluent"},
+		// confluent without a registry: refused by the writers at their
+		// start, naming both keys, not by config (readers need none).
+		{"confluent without a registry, config", "kafka:\n  public_wire_format: confluent\n", []string{"config"}, 0, ""},
+		{"confluent without a registry, a writer", confluentNoRegistry, []string{"process"}, cli.ExitUsage,
+			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
 	for _, tc := range cases {
