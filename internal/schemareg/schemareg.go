@@ -7,7 +7,7 @@
 // its whole .proto file as written, so the lucky events subject holds every
 // message of lucky_events.proto; a record's message indexes say which one.
 // An imported file is registered under its import path and referenced by
-// it.
+// it, except the well-known google/protobuf/ files a registry has built in.
 package schemareg
 
 import (
@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -37,6 +38,10 @@ import (
 // Compatibility is the level every subject is set to: a consumer on any
 // older schema reads what the newest writes.
 const Compatibility = sr.CompatBackwardTransitive
+
+// wellKnown prefixes the imports a registry knows built in
+// (google/protobuf/timestamp.proto, ...): never registered nor referenced.
+const wellKnown = "google/protobuf/"
 
 // requestTimeout bounds one registry call (the HTTP client's timeout).
 const requestTimeout = 10 * time.Second
@@ -189,6 +194,9 @@ func (w *walk) schema(ctx context.Context, subject, path string) (sr.SubjectSche
 	imports := fd.Imports()
 	for i := range imports.Len() {
 		dep := imports.Get(i).Path()
+		if strings.HasPrefix(dep, wellKnown) {
+			continue // the registry's own, as Confluent's serializers leave them
+		}
 		ref, err := w.schema(ctx, dep, dep) // an import's subject is its path
 		if err != nil {
 			return sr.SubjectSchema{}, err

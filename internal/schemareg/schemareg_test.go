@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
@@ -189,22 +190,24 @@ func TestUnreachableNamesTheKey(t *testing.T) {
 }
 
 // An imported file is registered first under its import path and
-// referenced by name, subject and version.
+// referenced by name, subject and version; a well-known google/protobuf/
+// import is the registry's own and neither.
 func TestImportsAreReferences(t *testing.T) {
 	dep := &descriptorpb.FileDescriptorProto{Name: proto.String("x/dep.proto"), Package: proto.String("x"), Syntax: proto.String("proto3"),
 		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Dep")}}}
 	top := &descriptorpb.FileDescriptorProto{Name: proto.String("x/top.proto"), Package: proto.String("x"), Syntax: proto.String("proto3"),
-		Dependency: []string{"x/dep.proto"},
+		Dependency: []string{"x/dep.proto", "google/protobuf/timestamp.proto"},
 		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Top"), Field: []*descriptorpb.FieldDescriptorProto{{
 			Name: proto.String("d"), Number: proto.Int32(1), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(".x.Dep"), JsonName: proto.String("d")}}}}}
-	files, err := protodesc.NewFiles(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{dep, top}})
+	ts := protodesc.ToFileDescriptorProto(timestamppb.File_google_protobuf_timestamp_proto)
+	files, err := protodesc.NewFiles(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{ts, dep, top}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := fstest.MapFS{
 		"x/dep.proto": {Data: []byte("syntax = \"proto3\";\npackage x;\nmessage Dep {}\n")},
-		"x/top.proto": {Data: []byte("syntax = \"proto3\";\npackage x;\nimport \"x/dep.proto\";\nmessage Top { Dep d = 1; }\n")},
+		"x/top.proto": {Data: []byte("syntax = \"proto3\";\npackage x;\nimport \"x/dep.proto\";\nimport \"google/protobuf/timestamp.proto\";\nmessage Top { Dep d = 1; }\n")},
 	}
 	fake := srfake.New()
 	defer fake.Close()
@@ -216,6 +219,9 @@ func TestImportsAreReferences(t *testing.T) {
 	ss, ok := fake.GetSchema("t-value", regs[0].Version)
 	if !ok || len(ss.References) != 1 || ss.References[0] != (sr.SchemaReference{Name: "x/dep.proto", Subject: "x/dep.proto", Version: 1}) {
 		t.Fatalf("t-value = %+v, want one reference to x/dep.proto version 1", ss)
+	}
+	if fake.SubjectExists("google/protobuf/timestamp.proto") {
+		t.Fatal("a well-known import was registered")
 	}
 }
 
