@@ -5,7 +5,7 @@ TEST_TIMEOUT ?= 14m
 
 CHAOS_DURATION ?= 10m
 
-.PHONY: build test unit lint proto proto-tools bench bench-compare demo chaos mutate
+.PHONY: build test unit lint proto proto-tools buf-baseline buf-breaking-demo bench bench-compare demo chaos mutate
 
 ## build: bin/roomflow stamped with the release (`roomflow --version`,
 ## roomflow_build_info): VERSION from git describe, REVISION the commit.
@@ -42,11 +42,30 @@ unit:
 	$(GO) test -count=1 -short ./...
 	cd deploy && $(GO) test -count=1 -short ./...
 
+## lint: go vet and gofmt in both modules, then buf (v1.75.0, through go run
+## as gremlins is, not in go.mod; BUF=buf uses an installed one): buf lint
+## of schemas/proto (buf.yaml lists the excepted rules and why) and buf
+## breaking against the last release's schemas/baseline.binpb (category
+## FILE), so a renumbered, retyped or removed field fails here.
+BUF ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
 lint:
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(BUF) lint
+	$(BUF) breaking --against schemas/baseline.binpb
+
+## buf-baseline: the release step that moves the breaking-change baseline to
+## this release's schemas (docs/operations.md, "Protobuf schemas"); commit
+## schemas/baseline.binpb with the release.
+buf-baseline:
+	$(BUF) build --exclude-source-info -o schemas/baseline.binpb
+
+## buf-breaking-demo: a renumbered field in a copy of schemas/proto is
+## refused by buf breaking, with buf's message.
+buf-breaking-demo:
+	BUF="$(BUF)" ./scripts/buf-breaking-demo.sh
 
 ## proto-tools: protoc-gen-go and protoc-gen-go-grpc at the versions go.mod pins
 ## (google.golang.org/protobuf, and the `tool` line for protoc-gen-go-grpc).

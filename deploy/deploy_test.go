@@ -122,6 +122,7 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("Job %s: ttlSecondsAfterFinished unset: the next release's apply would hit the Job's immutable template", j.Name)
 		}
 	}
+	checkSchemaRegistry(t, m, cfg, files.secrets[0].Name)
 
 	// Every long-running component: one Deployment each, with its
 	// listeners from the config.
@@ -281,4 +282,26 @@ func checkInstanceID(t *testing.T, file string, c corev1.Container) {
 		}
 	}
 	t.Errorf("%s: container %s: %s is not the downward API's metadata.name", file, c.Name, v)
+}
+
+// checkSchemaRegistry: the migrate Job's topics registers the public
+// topics' schemas, so it runs `topics` with the Secret that holds the
+// registry's password, and the config gives the registry's address and
+// user, the password loading from that Secret.
+func checkSchemaRegistry(t *testing.T, m *manifests, cfg *config.Config, secret string) {
+	t.Helper()
+	if cfg.SchemaRegistry.URL == "" || cfg.SchemaRegistry.User == "" || cfg.SchemaRegistry.Password() == "" {
+		t.Errorf("config/roomflow.yaml and the example Secret must give schema_registry.url, .user and ROOMFLOW_SCHEMA_REGISTRY_PASSWORD (got url %q, user %q, password set %v)",
+			cfg.SchemaRegistry.URL, cfg.SchemaRegistry.User, cfg.SchemaRegistry.Password() != "")
+	}
+	for _, j := range m.jobs {
+		for _, c := range j.Spec.Template.Spec.Containers {
+			if len(c.Args) > 0 && c.Args[0] == "topics" && slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
+				return e.SecretRef != nil && e.SecretRef.Name == secret
+			}) {
+				return
+			}
+		}
+	}
+	t.Error("no Job runs roomflow topics with the Secret: the public topics' schemas would never be registered")
 }

@@ -31,20 +31,22 @@ type Config struct {
 	// Env: ROOMFLOW_APP_CODE.
 	AppCode string `yaml:"app_code"`
 
-	Log          LogConfig          `yaml:"log"`
-	Metrics      MetricsConfig      `yaml:"metrics"`
-	Kafka        KafkaConfig        `yaml:"kafka"`
-	MySQL        MySQLConfig        `yaml:"mysql"`
-	Shutdown     ShutdownConfig     `yaml:"shutdown"`
-	Relay        RelayConfig        `yaml:"relay"`
-	Process      ProcessConfig      `yaml:"process"`
-	Mic          MicConfig          `yaml:"mic"`
-	Sink         SinkConfig         `yaml:"sink"`
-	API          APIConfig          `yaml:"api"`
-	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
-	IM           IMConfig           `yaml:"im"`
-	Lucky        LuckyConfig        `yaml:"lucky"`
-	Purge        PurgeConfig        `yaml:"purge"`
+	Log     LogConfig     `yaml:"log"`
+	Metrics MetricsConfig `yaml:"metrics"`
+	Kafka   KafkaConfig   `yaml:"kafka"`
+	// SchemaRegistry is where the public topics' schemas are registered.
+	SchemaRegistry SchemaRegistryConfig `yaml:"schema_registry"`
+	MySQL          MySQLConfig          `yaml:"mysql"`
+	Shutdown       ShutdownConfig       `yaml:"shutdown"`
+	Relay          RelayConfig          `yaml:"relay"`
+	Process        ProcessConfig        `yaml:"process"`
+	Mic            MicConfig            `yaml:"mic"`
+	Sink           SinkConfig           `yaml:"sink"`
+	API            APIConfig            `yaml:"api"`
+	OutboxWorker   OutboxWorkerConfig   `yaml:"outbox_worker"`
+	IM             IMConfig             `yaml:"im"`
+	Lucky          LuckyConfig          `yaml:"lucky"`
+	Purge          PurgeConfig          `yaml:"purge"`
 }
 
 // LogConfig selects the slog handler.
@@ -91,6 +93,10 @@ type KafkaConfig struct {
 	// (retention.ms=-1), so no consumption table may be purged.
 	TopicRetention Duration `yaml:"topic_retention"`
 	Topics         Topics   `yaml:"topics"`
+	// PublicWireFormat is how the public topics' values are written:
+	// plain (the protobuf message) or confluent (framed with the schema
+	// id, for Schema Registry consumers). Readers take both, per record.
+	PublicWireFormat string `yaml:"public_wire_format"`
 	// TLS and SASL secure every client of every command (off by default).
 	TLS  KafkaTLSConfig  `yaml:"tls"`
 	SASL KafkaSASLConfig `yaml:"sasl"`
@@ -538,6 +544,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ROOMFLOW_KAFKA_SASL_PASSWORD"); v != "" {
 		c.Kafka.loaded = &kafkaSecrets{envPassword: v}
+	}
+	if v := getenv("ROOMFLOW_SCHEMA_REGISTRY_PASSWORD"); v != "" {
+		c.SchemaRegistry.secret = &registrySecret{env: v}
 	}
 	if v := getenv("ROOMFLOW_LUCKY_AUDIT_KEY"); v != "" {
 		c.Lucky.AuditKey = v

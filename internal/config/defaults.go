@@ -32,6 +32,7 @@ func defaultKafka() KafkaConfig {
 		ReplicationFactor: -1,
 		SessionTimeout:    Duration(15 * time.Second),
 		TopicRetention:    Duration(168 * time.Hour),
+		PublicWireFormat:  WirePlain,
 		Topics: Topics{
 			RoomEvents:        "hyapp.room.events.v1",
 			UserMicEvents:     "hyapp.user.mic-events.v1",

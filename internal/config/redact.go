@@ -28,6 +28,7 @@ func (c Config) Redacted() Config {
 	}
 	c.Kafka.Brokers = append([]string(nil), c.Kafka.Brokers...)
 	c.Kafka.loaded = nil // the SASL password and TLS key; not in the YAML either
+	c.SchemaRegistry.secret = nil
 	return c
 }
 

@@ -32,17 +32,26 @@ func (k KafkaConfig) Layout() kafkax.TopicLayout {
 	return kafkax.TopicLayout{Topics: k.Topics.List(), Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor}
 }
 
-// List returns every topic with its key, in a stable order.
+// The .proto files of the public topics' values (paths under schemas/proto).
+const (
+	micProto         = "hyapp/user/v1/mic.proto"
+	luckyInflowProto = "hyapp/activity/v1/lucky.proto"
+	luckyEventsProto = "hyapp/activity/v1/lucky_events.proto"
+)
+
+// List returns every topic with its key, in a stable order. It is the one
+// list of the public topics too (those with a Schema): the registry, the
+// framing and the data team's catalogue follow it.
 func (t Topics) List() []kafkax.TopicSpec {
 	return []kafkax.TopicSpec{
 		{Key: "room_events", Name: t.RoomEvents, Compacted: false},
 		{Key: "user_mic_events", Name: t.UserMicEvents, Compacted: false},
 		{Key: "mic_ledger", Name: t.MicLedger, Compacted: false},
-		{Key: "mic_session_closed", Name: t.MicSessionClosed, Compacted: false},
-		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false},
-		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false},
-		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false},
-		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false},
+		{Key: "mic_session_closed", Name: t.MicSessionClosed, Compacted: false, Schema: micProto},
+		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false, Schema: micProto},
+		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false, Schema: micProto},
+		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false, Schema: luckyInflowProto},
+		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false, Schema: luckyEventsProto},
 		{Key: "dlq", Name: t.DLQ, Compacted: false},
 		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true},
 		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true},
@@ -59,4 +68,15 @@ func (t Topics) WithPrefix(p string) Topics {
 		LuckyPoolInflow: p + t.LuckyPoolInflow, LuckyEvents: p + t.LuckyEvents, DLQ: p + t.DLQ,
 		RelayOffsets: p + t.RelayOffsets, MicStateChangelog: p + t.MicStateChangelog,
 	}
+}
+
+// Public returns the public topics: those List gives a Schema.
+func (t Topics) Public() []kafkax.TopicSpec {
+	var out []kafkax.TopicSpec
+	for _, s := range t.List() {
+		if s.Public() {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -86,6 +86,8 @@ func (c *Config) Validate() error {
 	}
 
 	c.Kafka.loadSecurity(&ch)
+	c.Kafka.validateWireFormat(&ch)
+	c.SchemaRegistry.validate(&ch)
 
 	if c.MySQL.DSN == "" {
 		bad("mysql.dsn", "must be set")

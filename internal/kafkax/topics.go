@@ -28,7 +28,15 @@ type TopicSpec struct {
 	Key       string // its key under kafka.topics
 	Name      string
 	Compacted bool
+	// Schema is the .proto file (its path under schemas/proto) of a
+	// public topic's values: registered under <Name>-value and framed in
+	// kafka.public_wire_format confluent. Empty: not public.
+	Schema string
 }
+
+// Public reports whether the topic is one of the public topics, the data
+// team's contract.
+func (s TopicSpec) Public() bool { return s.Schema != "" }
 
 // TopicLayout is every topic roomflow needs and how to create a missing
 // one.

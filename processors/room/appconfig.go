@@ -27,5 +27,6 @@ func ConfigFrom(app *config.Config, rt streams.Config, instanceID string) (Confi
 var appKeys = streams.AppKeys("kafka.topics.room_events", "process.room_group", map[string]string{
 	"mic_topic":    "kafka.topics.user_mic_events",
 	"inflow_topic": "kafka.topics.lucky_pool_inflow",
+	"frames":       "kafka.public_wire_format",
 	"app_code":     "app_code",
 })

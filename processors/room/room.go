@@ -52,6 +52,7 @@ import (
 
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -113,6 +114,7 @@ type RuleSource interface {
 type Processor struct {
 	micTopic    string
 	inflowTopic string
+	inflowFrame envelope.Framing // of InflowTopic's records
 	rules       RuleSource
 	appCode     []byte // for envelopes without app_code (config app_code)
 
@@ -140,6 +142,9 @@ type Config struct {
 	// InflowTopic receives the LuckyPoolInflow of lucky gifts
 	// (hyapp.activity.lucky-pool-inflow.v1). Required.
 	InflowTopic string
+	// Frames frames InflowTopic's records (kafka.public_wire_format);
+	// zero: plain.
+	Frames schemareg.Frames
 	// AppCode is the app_code of an envelope that carries none, the rule
 	// of every stage: its outputs carry it in headers and values, so they
 	// are the same as for an envelope naming it. At most 32 bytes.
@@ -160,6 +165,9 @@ func (c Config) Validate() error {
 	var ch cfgerr.Checks
 	ch.Set("mic_topic", c.MicTopic)
 	ch.Set("inflow_topic", c.InflowTopic)
+	if _, err := c.inflowFrame(); err != nil {
+		ch.Bad("frames", "%v", err)
+	}
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
 	}
@@ -171,7 +179,12 @@ func (c Config) Validate() error {
 // (cfg.Runtime is not used): for rttest.Driver, or to wrap it in another
 // streams.Processor. It does not validate cfg; New does.
 func NewProcessor(cfg Config, rules RuleSource) *Processor {
-	return &Processor{micTopic: cfg.MicTopic, inflowTopic: cfg.InflowTopic, rules: rules, appCode: []byte(cfg.AppCode)}
+	f, _ := cfg.inflowFrame() // validated by New
+	return &Processor{micTopic: cfg.MicTopic, inflowTopic: cfg.InflowTopic, inflowFrame: f, rules: rules, appCode: []byte(cfg.AppCode)}
+}
+
+func (c Config) inflowFrame() (envelope.Framing, error) {
+	return c.Frames.For(c.InflowTopic, (&activityv1.LuckyPoolInflow{}).ProtoReflect().Descriptor())
 }
 
 // New validates cfg and builds the room processor on its runtime, reading
@@ -289,7 +302,8 @@ func (p *Processor) gifted(t streams.Task, env *envelope.View) error {
 	src := string(env.EventID)
 	id := EventLuckyPoolInflow + ":" + src
 	appCode, roomID := string(env.AppCode), string(env.RoomID)
-	b, err := marshal.Marshal(&activityv1.LuckyPoolInflow{
+	// After the framing's prefix (nil: plain; clipped, so appending copies).
+	b, err := marshal.MarshalAppend(p.inflowFrame.Prefix, &activityv1.LuckyPoolInflow{
 		EventId:       id,
 		AppCode:       appCode,
 		RoomId:        roomID,
@@ -311,7 +325,7 @@ func (p *Processor) gifted(t streams.Task, env *envelope.View) error {
 		Topic:   p.inflowTopic,
 		Key:     []byte(roomID),
 		Value:   b,
-		Headers: envelope.AppendHeaders(make([]kgo.RecordHeader, 0, 4), []byte(id), typeLuckyPoolInflow, []byte(appCode)),
+		Headers: envelope.AppendHeadersAs(make([]kgo.RecordHeader, 0, 4), []byte(id), typeLuckyPoolInflow, []byte(appCode), p.inflowFrame.Header()),
 	})
 	return nil
 }

@@ -26,11 +26,17 @@ var contentType = []byte(ContentType)
 // they may alias the record value or an arena, as long as they stay
 // unchanged until the record is produced.
 func AppendHeaders(h []kgo.RecordHeader, eventID, eventType, appCode []byte) []kgo.RecordHeader {
+	return AppendHeadersAs(h, eventID, eventType, appCode, contentType)
+}
+
+// AppendHeadersAs is AppendHeaders with the content-type value ct (a
+// public record's Framing.Header()).
+func AppendHeadersAs(h []kgo.RecordHeader, eventID, eventType, appCode, ct []byte) []kgo.RecordHeader {
 	return append(h,
 		kgo.RecordHeader{Key: HeaderEventID, Value: eventID},
 		kgo.RecordHeader{Key: HeaderEventType, Value: eventType},
 		kgo.RecordHeader{Key: HeaderAppCode, Value: appCode},
-		kgo.RecordHeader{Key: HeaderContentType, Value: contentType},
+		kgo.RecordHeader{Key: HeaderContentType, Value: ct},
 	)
 }
 

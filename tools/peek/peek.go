@@ -255,7 +255,8 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 	var msg proto.Message
 	if m, ok := topicTypes(topics)[r.Topic]; ok && r.Topic != topics.DLQ {
 		msg = proto.Clone(m)
-	} else if r.Topic == topics.LuckyEvents || (r.Topic != topics.DLQ && out.Headers[envelope.HeaderContentType] == envelope.ContentType) {
+	} else if ct := out.Headers[envelope.HeaderContentType]; r.Topic == topics.LuckyEvents ||
+		(r.Topic != topics.DLQ && (ct == envelope.ContentType || ct == envelope.ContentTypeConfluent)) {
 		if mt := hyappType(out.Headers[envelope.HeaderEventType]); mt != nil {
 			msg = mt.New().Interface()
 			if mt.Descriptor().ParentFile().Package() == "hyapp.room.v1" {
@@ -267,7 +268,11 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 		out.ValueBase64 = r.Value
 		return out
 	}
-	if err := proto.Unmarshal(r.Value, msg); err != nil {
+	value, err := envelope.Payload(r) // plain or Confluent-framed, per record
+	if err == nil {
+		err = proto.Unmarshal(value, msg)
+	}
+	if err != nil {
 		out.ValueBase64, out.DecodeError = r.Value, err.Error()
 		return out
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -252,6 +253,29 @@ func TestPeekDecodeByHeader(t *testing.T) {
 	}
 	if r := decodeRecord(topics, &kgo.Record{Topic: topics.MicLedger, Value: []byte{0xff, 0xff}}); r.DecodeError == "" || len(r.ValueBase64) != 2 || r.Value != nil {
 		t.Fatalf("corrupt ledger value: %+v", r)
+	}
+}
+
+// A public topic across a wire format switch holds plain and
+// Confluent-framed records: peek shows both as their message (by the
+// content-type, else the leading 0), and the framing header as it is.
+func TestPeekBothWireFormats(t *testing.T) {
+	topics := testenv.Config(t, nil, nil).Kafka.Topics
+	closed := &userv1.UserMicSessionClosed{EventId: "UserMicSessionClosed:s", UserId: 7, MicOnlineMs: 1500}
+	plain := mustMarshal(t, closed)
+	f := envelope.Confluent(9, closed.ProtoReflect().Descriptor())
+	framed := append(append([]byte(nil), f.Prefix...), plain...)
+	for name, r := range map[string]*kgo.Record{
+		"plain":                       {Topic: topics.MicSessionClosed, Value: plain, Headers: peekHeaders("s", "UserMicSessionClosed")},
+		"framed":                      {Topic: topics.MicSessionClosed, Value: framed, Headers: envelope.AppendHeadersAs(nil, []byte("s"), []byte("UserMicSessionClosed"), []byte("hyapp"), f.Header())},
+		"framed without content-type": {Topic: topics.MicSessionClosed, Value: framed},
+		"framed, routed elsewhere":    {Topic: "mirror", Value: framed, Headers: envelope.AppendHeadersAs(nil, []byte("s"), []byte("UserMicSessionClosed"), []byte("hyapp"), f.Header())},
+	} {
+		got := decodeRecord(topics, r)
+		var v map[string]any
+		if err := json.Unmarshal(got.Value, &v); err != nil || got.DecodeError != "" || v["mic_online_ms"] != "1500" {
+			t.Errorf("%s: %+v %v", name, got, err)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/mysqlx"
+	"github.com/hyapp/roomflow/internal/schemareg"
 )
 
 // Migrate applies the embedded migrations mysql.dsn's database has not
@@ -43,7 +44,8 @@ func Migrate(ctx context.Context, cfg *config.Config, lockWait time.Duration, lo
 // Topics creates the design's topics that do not exist and checks the
 // others (kafkax.EnsureTopics), within a minute, and prints a line per
 // topic. The cluster is pinged first: a wrong password, CA or listener
-// fails there, saying which.
+// fails there, saying which. With schema_registry.url set it then
+// registers the public topics' schemas (Schemas).
 func Topics(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	kc := cfg.Kafka.Cluster(nil, nil)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -58,6 +60,27 @@ func Topics(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	defer cl.Close()
 	statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
 	PrintTopics(w, statuses)
+	if err != nil || cfg.SchemaRegistry.URL == "" {
+		return err
+	}
+	return Schemas(ctx, cfg, w)
+}
+
+// Schemas registers every public topic's value schema in the registry at
+// schema_registry.url (schemareg.Client.Register) and prints a subject a
+// line: subject, schema id, version.
+func Schemas(ctx context.Context, cfg *config.Config, w io.Writer) error {
+	cl, err := schemareg.New(cfg.SchemaRegistry, schemareg.Builtin())
+	if err != nil {
+		return err
+	}
+	regs, err := cl.Register(ctx, cfg.Kafka.Topics.List())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBJECT\tID\tVERSION\tCOMPATIBILITY")
+	for _, r := range regs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Subject, r.ID, r.Version, schemareg.Compatibility)
+	}
+	tw.Flush()
 	return err
 }
 

@@ -28,6 +28,15 @@ func topicsCmd(g *globals) *cobra.Command {
 		}))
 }
 
+func schemasCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "schemas", Short: "Schema Registry commands", Long: help("schemas"), Args: cobra.NoArgs}
+	cmd.AddCommand(newCmd("register", "Register the public topics' value schemas (idempotent, BACKWARD_TRANSITIVE)", help("schemas-register"), cobra.NoArgs,
+		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {
+			return setup.Schemas(cmd.Context(), cfg, cmd.OutOrStdout())
+		})))
+	return cmd
+}
+
 func configCmd(g *globals) *cobra.Command {
 	return newCmd("config", "Print the effective configuration with secrets redacted", help("config"), cobra.NoArgs,
 		g.withConfig(func(cmd *cobra.Command, args []string, cfg *config.Config) error {

@@ -58,10 +58,13 @@ func luckySpec() app.Spec {
 		srvTLS, err := luckydraw.ServerTLSFrom(d.Config, d.Log)
 		walletTLS, werr := wallet.TLSFrom(d.Config, d.Log)
 		keys, kerr := luckydraw.FairnessKeysFrom(d.Config)
-		if err := errors.Join(err, werr, kerr); err != nil {
+		if err := errors.Join(err, werr, kerr, checkWireFormat(d)); err != nil {
 			return nil, err
 		}
 		c.Draw.TLS, c.Wallet.TLS, c.Draw.FairnessKeys, c.Instance = srvTLS, walletTLS, keys, d.Flag("instance-id")
+		if c.Outbox.Frames, err = publicFrames(ctx, d, "lucky-outbox", "lucky_events"); err != nil {
+			return nil, err
+		}
 		db, err := d.DB(ctx)
 		if err != nil {
 			return nil, err

@@ -40,7 +40,7 @@ func processSpec() app.Spec {
 			if runMic {
 				micCfg, errs[2] = micConfig(d)
 			}
-			if err := errors.Join(errs[:]...); err != nil {
+			if err := errors.Join(append(errs[:], checkWireFormat(d))...); err != nil {
 				return nil, err
 			}
 			var rts []app.Component // each commits or aborts its own open transaction on the way out
@@ -54,6 +54,9 @@ func processSpec() app.Spec {
 				if err != nil {
 					return nil, fmt.Errorf("room processor: %w", err)
 				}
+				if roomCfg.Frames, err = publicFrames(ctx, d, "room-processor", "lucky_pool_inflow"); err != nil {
+					return nil, fmt.Errorf("room processor: %w", err)
+				}
 				rt, err := room.New(roomCfg, rules)
 				if err != nil {
 					return nil, fmt.Errorf("room processor: %w", err)
@@ -63,6 +66,10 @@ func processSpec() app.Spec {
 				members = append(members, app.StaticMember{Group: roomCfg.Runtime.Group, ID: roomCfg.Runtime.InstanceID})
 			}
 			if runMic {
+				var err error
+				if micCfg.Topics.Frames, err = publicFrames(ctx, d, "mic-processor", "mic_session_closed", "mic_daily_stats", "mic_lifetime_stats"); err != nil {
+					return nil, fmt.Errorf("mic processor: %w", err)
+				}
 				rt, _, err := micproc.NewRuntime(micCfg)
 				if err != nil {
 					return nil, fmt.Errorf("mic processor: %w", err)

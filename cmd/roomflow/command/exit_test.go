@@ -57,6 +57,7 @@ func exitStatus(t *testing.T, err error) int {
 // Exit status 2 for usage and config mistakes, 1 for run-time failures.
 func TestExitCodes(t *testing.T) {
 	unreachable := "mysql:\n  dsn: \"root@tcp(" + testenv.ClosedAddr(t) + ")/roomflow\"\nkafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n"
+	confluentNoRegistry := unreachable + "  public_wire_format: confluent\n"
 	cases := []struct {
 		name   string
 		config string // written to a file passed with --config; "" none
@@ -87,6 +88,12 @@ func TestExitCodes(t *testing.T) {
 		{"bad randomness", "lucky:\n  randomness: fair\n", []string{"config"}, cli.ExitUsage, "lucky.randomness: must be crypto or commit_reveal"},
 		{"config does not check the fairness key", "lucky:\n  randomness: commit_reveal\n", []string{"config"}, 0, ""},
 		{"runtime failure", unreachable, []string{"migrate"}, cli.ExitFailure, "connection refused"},
+		{"unknown public wire format", "kafka:\n  public_wire_format: avro\n", []string{"config"}, cli.ExitUsage, "kafka.public_wire_format: must be plain or confluent"},
+		// confluent without a registry: refused by the writers at their
+		// start, naming both keys, not by config (readers need none).
+		{"confluent without a registry, config", "kafka:\n  public_wire_format: confluent\n", []string{"config"}, 0, ""},
+		{"confluent without a registry, a writer", confluentNoRegistry, []string{"process"}, cli.ExitUsage,
+			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
 	for _, tc := range cases {

@@ -144,7 +144,7 @@ func componentSpec(name, short string, flags func(*pflag.FlagSet), build func(co
 // one-shot tools.
 func commands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
-		migrateCmd(g), topicsCmd(g), configCmd(g), runCmd(g), kfakeCmd(),
+		migrateCmd(g), topicsCmd(g), schemasCmd(g), configCmd(g), runCmd(g), kfakeCmd(),
 		apiCmd(g), luckyCmd(g), purgeCmd(g), rebuildCmd(g),
 		peekCmd(g), dlqCmd(g), loadgenCmd(g), verifyCmd(g), demoCmd(g),
 	}

@@ -49,6 +49,7 @@ var appKeys = streams.AppKeys("kafka.topics.user_mic_events", "process.mic_group
 	"topics.session_closed":                      "kafka.topics.mic_session_closed",
 	"topics.daily_stats":                         "kafka.topics.mic_daily_stats",
 	"topics.lifetime_stats":                      "kafka.topics.mic_lifetime_stats",
+	"topics.frames":                              "kafka.public_wire_format",
 	"settings.policy.pending_publish_max_age":    "mic.pending_publish_max_age",
 	"settings.policy.publishing_session_max_age": "mic.publishing_session_max_age",
 	"settings.compensation_interval":             "mic.compensation_interval",

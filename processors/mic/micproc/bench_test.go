@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -24,7 +25,16 @@ import (
 // input mix of benchmarks/mic (UUID event ids, 50,000 users) over 6
 // partitions, each a streams.Local committing every 5,000 records, so the
 // store, the arena and the changelog encoding are the runtime's.
-func BenchmarkProcess(b *testing.B) {
+func BenchmarkProcess(b *testing.B) { benchProcess(b, schemareg.Frames{}) }
+
+// BenchmarkProcessConfluent is BenchmarkProcess writing the public topics
+// in the Confluent wire format (kafka.public_wire_format confluent).
+func BenchmarkProcessConfluent(b *testing.B) {
+	benchProcess(b, schemareg.ConfluentFrames(map[string]int{"hyapp.user.mic-session-closed.v1": 1,
+		"hyapp.user.mic-daily-stats.v1": 1, "hyapp.user.mic-lifetime-stats.v1": 1}))
+}
+
+func benchProcess(b *testing.B, frames schemareg.Frames) {
 	const events, partitions, commitEvery = 300_000, 6, 5000
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Now().Add(-48 * time.Hour).UnixMilli()
@@ -47,6 +57,7 @@ func BenchmarkProcess(b *testing.B) {
 		})
 	}
 	cfg := testConfig(b, nil)
+	cfg.Topics.Frames = frames
 	cfg.Runtime.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	proc, err := micproc.New(cfg)
 	if err != nil {

@@ -87,6 +87,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -106,6 +107,8 @@ type Topics struct {
 	DailyStats string
 	// LifetimeStats receives UserMicLifetimeStatsUpdated.
 	LifetimeStats string
+	// Frames frames the public ones (kafka.public_wire_format); zero: plain.
+	Frames schemareg.Frames
 	// CompensationName names the compensation punctuation in metrics and
 	// logs. Default PunctuationCompensation.
 	CompensationName string
@@ -216,6 +219,8 @@ func (c *Config) validateProcessor() error {
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
 	}
+	_, err := newFramings(t) // keyed topics.frames
+	ch.Add(err)
 	return ch.Err()
 }
 
@@ -225,6 +230,7 @@ type Processor struct {
 	m   *metrics
 	log *slog.Logger
 	st  storeState // reused by every call (single processing goroutine)
+	fr  framings   // of the public records
 	// sc holds the messages of the Output being emitted (reused likewise;
 	// an Output is encoded before the next event is handled).
 	sc mic.Scratch
@@ -261,7 +267,8 @@ func newProcessor(c Config) *Processor {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}}
+	fr, _ := newFramings(c.Topics) // validated
+	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}, fr: fr}
 }
 
 // NewRuntime validates c and builds the mic processor and its runtime:
@@ -553,8 +560,8 @@ func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.
 	key := buf.Append(20, func(b []byte) []byte { return strconv.AppendInt(b, userID, 10) })
 	app := t.StringBytes(appCode)
 	i := 0
-	put := func(topic, eventID string, eventType []byte, value []byte) {
-		h := envelope.AppendHeaders(hdrs[4*i:4*i:4*i+4], t.StringBytes(eventID), eventType, app)
+	put := func(topic, eventID string, eventType []byte, f *envelope.Framing, value []byte) {
+		h := envelope.AppendHeadersAs(hdrs[4*i:4*i:4*i+4], t.StringBytes(eventID), eventType, app, f.Header())
 		r := t.NewRecord()
 		r.Topic, r.Key, r.Value, r.Headers = topic, key, value, h
 		t.Emit(r)
@@ -565,28 +572,21 @@ func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.
 	if out.Ledger.EventType != mic.EventTypeMicSessionCompensated {
 		ledgerType = t.StringBytes(out.Ledger.EventType)
 	}
-	put(tp.Ledger, out.Ledger.EventId, ledgerType,
+	put(tp.Ledger, out.Ledger.EventId, ledgerType, &plain,
 		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
-	if c := out.Closed; c != nil {
-		put(tp.SessionClosed, c.EventId, typeClosed,
-			buf.Append(192, func(b []byte) []byte { return mic.AppendSessionClosed(b, c) }))
+	if c, f := out.Closed, &p.fr.closed; c != nil { // a public record: its framing's prefix first
+		put(tp.SessionClosed, c.EventId, typeClosed, f,
+			buf.Append(192+len(f.Prefix), func(b []byte) []byte { return mic.AppendSessionClosed(append(b, f.Prefix...), c) }))
 	}
 	for _, d := range out.Daily {
-		put(tp.DailyStats, d.EventId, typeDaily,
-			buf.Append(160, func(b []byte) []byte { return mic.AppendDailyStatsUpdated(b, d) }))
+		put(tp.DailyStats, d.EventId, typeDaily, &p.fr.daily,
+			buf.Append(160+len(p.fr.daily.Prefix), func(b []byte) []byte { return mic.AppendDailyStatsUpdated(append(b, p.fr.daily.Prefix...), d) }))
 	}
-	if l := out.Lifetime; l != nil {
-		put(tp.LifetimeStats, l.EventId, typeLifetime,
-			buf.Append(160, func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(b, l) }))
+	if l, f := out.Lifetime, &p.fr.lifetime; l != nil {
+		put(tp.LifetimeStats, l.EventId, typeLifetime, f,
+			buf.Append(160+len(f.Prefix), func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(append(b, f.Prefix...), l) }))
 	}
 }
-
-var (
-	typeLedgerCompensated = []byte(mic.EventTypeMicSessionCompensated)
-	typeClosed            = []byte(mic.EventTypeSessionClosed)
-	typeDaily             = []byte(mic.EventTypeDailyStatsUpdated)
-	typeLifetime          = []byte(mic.EventTypeLifetimeStatsUpdated)
-)
 
 // storeState is mic.State over the task's runtime store.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/schemareg"
 )
 
 // Defaults of Config, equal to roomflow's lucky.* defaults.
@@ -61,6 +62,9 @@ type Config struct {
 	WorkerID string
 	// Topic is kafka.topics.lucky_events. Required.
 	Topic string
+	// Frames frames Topic's records at publish time
+	// (kafka.public_wire_format); zero: plain, the stored payload.
+	Frames schemareg.Frames
 	// Kafka is the cluster the worker builds its producer on
 	// (component lucky-outbox), closed by Close. Brokers are required
 	// unless Producer is set.

@@ -94,6 +94,7 @@ type Worker struct {
 	credits  creditQueue // synchronous credits waiting for a group
 	m        *metrics
 	log      *slog.Logger
+	framings map[string]envelope.Framing // by message type; nil: plain
 }
 
 // New returns a worker on db (migration 0006's lucky_outbox and
@@ -114,6 +115,9 @@ func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
 	}
 	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo, credits: creditQueue{slots: make(chan struct{}, creditGroupsInFlight)},
 		m: newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
+	if wk.framings, err = eventFramings(cfg.Frames, cfg.Topic); err != nil {
+		return nil, fmt.Errorf("luckyoutbox: %w", err)
+	}
 	if wk.producer == nil {
 		wk.producer, err = cfg.Kafka.NewClient(Component, kgo.DefaultProduceTopic(cfg.Topic))
 		if err != nil {
@@ -633,15 +637,25 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	recs := make([]*kgo.Record, len(rows))
-	for i, r := range rows {
-		rec := &kgo.Record{Topic: w.cfg.Topic, Value: r.Payload,
-			Headers: envelope.AppendHeaders(nil, []byte(r.EventID), []byte(r.MessageType), []byte(r.AppCode))}
+	recs := make([]*kgo.Record, 0, len(rows))
+	var retries []retry
+	now := w.cfg.Now().UnixMilli()
+	sent := rows[:0] // the rows sent, filtered in place
+	for i := range rows {
+		r := &rows[i]
+		value, ct, err := w.frame(r)
+		if err != nil { // not sent: retried (and alerted) like a failed produce
+			retries = append(retries, retry{EventID: r.EventID, Attempt: r.RetryCount + 1, NextRetry: now + w.backoff.Delay(r.RetryCount+1).Milliseconds(), Error: err.Error()})
+			continue
+		}
+		rec := &kgo.Record{Topic: w.cfg.Topic, Value: value,
+			Headers: envelope.AppendHeadersAs(nil, []byte(r.EventID), []byte(r.MessageType), []byte(r.AppCode), ct)}
 		if r.KafkaKey != "" {
 			rec.Key = []byte(r.KafkaKey)
 		}
-		recs[i] = rec
+		recs, sent = append(recs, rec), append(sent, *r)
 	}
+	rows = sent
 	// Bounded well inside the claim's lease, so a hung cluster cannot
 	// outlive it.
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.LockTTL/2)
@@ -649,9 +663,8 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	results := w.producer.ProduceSync(pctx, recs...)
 	grace()
 	cancel()
-	now := w.cfg.Now().UnixMilli()
+	now = w.cfg.Now().UnixMilli()
 	var done []string
-	var retries []retry
 	for i, res := range results {
 		if res.Err == nil {
 			done = append(done, rows[i].EventID)

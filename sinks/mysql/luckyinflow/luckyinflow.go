@@ -83,6 +83,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
@@ -133,9 +134,14 @@ func New(cfg Config) (*Applier, error) {
 // SharedRows is true: every partition adds to the platform row.
 func (a *Applier) SharedRows() bool { return true }
 
-// Decode parses and validates one inflow record (Decode).
+// Decode parses and validates one inflow record (Decode), plain or in
+// the Confluent wire format (envelope.Payload decides per record).
 func (a *Applier) Decode(rec *kgo.Record) (*activityv1.LuckyPoolInflow, error) {
-	return Decode(rec.Value, a.DefaultAppCode())
+	value, err := envelope.Payload(rec)
+	if err != nil {
+		return nil, mysqlsink.Invalid("decode", "%v", err)
+	}
+	return Decode(value, a.DefaultAppCode())
 }
 
 // Decode parses and validates one lucky-pool-inflow record value; errors

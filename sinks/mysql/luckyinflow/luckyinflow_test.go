@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
@@ -62,5 +64,35 @@ func TestBuildPools(t *testing.T) {
 		if pools[i] != wantPools[i] {
 			t.Fatalf("pool %d = %+v, want %+v", i, pools[i], wantPools[i])
 		}
+	}
+}
+
+// The applier reads one topic's plain and Confluent-framed records alike
+// (a wire format switch), by content-type, else the leading 0; a record
+// that claims the framing and does not hold it is invalid (decode).
+func TestApplierDecodesBothWireFormats(t *testing.T) {
+	a, err := New(Config{Topic: "inflow", DefaultAppCode: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: 7}
+	plain, _ := proto.Marshal(want)
+	f := envelope.Confluent(5, want.ProtoReflect().Descriptor())
+	framed := append(append([]byte(nil), f.Prefix...), plain...)
+	for name, rec := range map[string]*kgo.Record{
+		"plain":                       {Value: plain, Headers: envelope.AppendHeaders(nil, nil, nil, nil)},
+		"plain without content-type":  {Value: plain},
+		"framed":                      {Value: framed, Headers: envelope.AppendHeadersAs(nil, nil, nil, nil, f.Header())},
+		"framed without content-type": {Value: framed},
+	} {
+		got, err := a.Decode(rec)
+		if err != nil || !proto.Equal(got, want) {
+			t.Errorf("%s: %v %v", name, got, err)
+		}
+	}
+	_, err = a.Decode(&kgo.Record{Value: plain, Headers: envelope.AppendHeadersAs(nil, nil, nil, nil, f.Header())})
+	var ie *mysqlsink.InvalidRecordError
+	if !errors.As(err, &ie) || ie.Reason != "decode" {
+		t.Fatalf("framing claimed, not held: %v", err)
 	}
 }

@@ -99,9 +99,14 @@ func New(cfg Config) (*Applier, error) {
 // partition.
 func (a *Applier) SharedRows() bool { return true }
 
-// Decode parses and validates one record (Decode).
+// Decode parses and validates one record (Decode), plain or in the
+// Confluent wire format (envelope.Payload decides per record).
 func (a *Applier) Decode(rec *kgo.Record) (*Event, error) {
-	return Decode(string(envelope.Header(rec, envelope.HeaderEventType)), rec.Value, a.DefaultAppCode())
+	value, err := envelope.Payload(rec)
+	if err != nil {
+		return nil, mysqlsink.Invalid("decode", "%v", err)
+	}
+	return Decode(string(envelope.Header(rec, envelope.HeaderEventType)), value, a.DefaultAppCode())
 }
 
 // keyed is what every lucky event message has: its id and app_code.

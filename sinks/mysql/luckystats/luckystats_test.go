@@ -63,6 +63,25 @@ func record(m interface {
 		Headers: envelope.AppendHeaders(nil, []byte(m.GetEventId()), []byte(typ), []byte(m.GetAppCode()))}
 }
 
+// framed is rec in the Confluent wire format (schema id 3), with the
+// confluent content-type header or, withHeader false, none (detected by
+// its leading 0).
+func framed(rec *kgo.Record, withHeader bool) *kgo.Record {
+	var msg activityv1.LuckyGiftDrawn
+	f := envelope.Confluent(3, msg.ProtoReflect().Descriptor())
+	out := &kgo.Record{Key: rec.Key, Value: append(append([]byte(nil), f.Prefix...), rec.Value...)}
+	for _, h := range rec.Headers {
+		if h.Key == envelope.HeaderContentType {
+			if !withHeader {
+				continue
+			}
+			h.Value = f.Header()
+		}
+		out.Headers = append(out.Headers, h)
+	}
+	return out
+}
+
 func TestDecode(t *testing.T) {
 	a, err := luckystats.New(luckystats.Config{Topic: "lucky", DefaultAppCode: app})
 	if err != nil {
@@ -78,6 +97,12 @@ func TestDecode(t *testing.T) {
 	}{
 		{"drawn", record(good, "rose"), ""},
 		{"default app_code", record(noApp, "rose"), ""},
+		// One topic with plain and framed records (a wire format switch):
+		// each is read by its content-type, else its first byte.
+		{"framed drawn", framed(record(good, "rose"), true), ""},
+		{"framed drawn without content-type", framed(record(good, "rose"), false), ""},
+		{"framing claimed, not held", &kgo.Record{Value: []byte{8, 1}, Headers: envelope.AppendHeadersAs(nil, nil, []byte("LuckyGiftDrawn"), nil,
+			[]byte(envelope.ContentTypeConfluent))}, "decode"},
 		{"reward granted", record(&activityv1.LuckyRewardGranted{EventId: "LuckyRewardGranted:r1", AppCode: app}, "rose"), ""},
 		{"pool changed", record(&activityv1.LuckyPoolChanged{EventId: "LuckyPoolChanged:d1:gift", AppCode: app}, "rose"), ""},
 		{"reward pending", record(&activityv1.LuckyRewardPending{EventId: "LuckyRewardPending:r1:0", AppCode: app}, "rose"), ""},
