@@ -2,6 +2,7 @@ package config
 
 import (
 	"log/slog"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,6 +33,21 @@ func (k KafkaConfig) Layout() kafkax.TopicLayout {
 	return kafkax.TopicLayout{Topics: k.Topics.List(), Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor}
 }
 
+// TopicLayout is Kafka.Layout with the daily totals topic's retention.ms
+// set to mic.day_totals_retention: the topic is compact,delete, so a day's
+// last total stays at least that long after its last change and then goes
+// without a tombstone.
+func (c *Config) TopicLayout() kafkax.TopicLayout {
+	l := c.Kafka.Layout()
+	for i, s := range l.Topics {
+		if s.Key == "mic_daily_totals" {
+			l.Topics[i].Configs = map[string]string{"cleanup.policy": "compact,delete",
+				"retention.ms": strconv.FormatInt(c.Mic.DayTotalsRetention.D().Milliseconds(), 10)}
+		}
+	}
+	return l
+}
+
 // List returns every topic with its key, in a stable order.
 func (t Topics) List() []kafkax.TopicSpec {
 	return []kafkax.TopicSpec{
@@ -41,6 +57,9 @@ func (t Topics) List() []kafkax.TopicSpec {
 		{Key: "mic_session_closed", Name: t.MicSessionClosed, Compacted: false},
 		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false},
 		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false},
+		{Key: "mic_daily_totals", Name: t.MicDailyTotals, Compacted: true,
+			Configs: map[string]string{"cleanup.policy": "compact,delete"}},
+		{Key: "mic_lifetime_totals", Name: t.MicLifetimeTotals, Compacted: true},
 		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false},
 		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false},
 		{Key: "dlq", Name: t.DLQ, Compacted: false},
@@ -56,6 +75,7 @@ func (t Topics) WithPrefix(p string) Topics {
 		RoomEvents: p + t.RoomEvents, UserMicEvents: p + t.UserMicEvents,
 		MicLedger: p + t.MicLedger, MicSessionClosed: p + t.MicSessionClosed,
 		MicDailyStats: p + t.MicDailyStats, MicLifetimeStats: p + t.MicLifetimeStats,
+		MicDailyTotals: p + t.MicDailyTotals, MicLifetimeTotals: p + t.MicLifetimeTotals,
 		LuckyPoolInflow: p + t.LuckyPoolInflow, LuckyEvents: p + t.LuckyEvents, DLQ: p + t.DLQ,
 		RelayOffsets: p + t.RelayOffsets, MicStateChangelog: p + t.MicStateChangelog,
 	}

@@ -28,6 +28,10 @@ type TopicSpec struct {
 	Key       string // its key under kafka.topics
 	Name      string
 	Compacted bool
+	// Configs are set when the topic is created, on top of
+	// cleanup.policy=compact for a compacted one (a compacted topic with
+	// a retention sets cleanup.policy=compact,delete and retention.ms).
+	Configs map[string]string
 }
 
 // TopicLayout is every topic roomflow needs and how to create a missing
@@ -72,6 +76,12 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 		var configs map[string]*string
 		if s.Compacted {
 			configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+		}
+		for k, v := range s.Configs {
+			if configs == nil {
+				configs = map[string]*string{}
+			}
+			configs[k] = kadm.StringPtr(v)
 		}
 		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, s.Name)
 		if err == nil {

@@ -335,6 +335,12 @@ const changelogVersion = 1
 
 var errChangelogValue = errors.New("changelog value: bad format")
 
+// ChangelogValue is the changelog record value of a store value with no
+// expiry: what a tool writing a store's changelog while its processor is
+// stopped (`roomflow totals bootstrap`) produces, so the restore reads it
+// as the processor's own write.
+func ChangelogValue(value []byte) []byte { return encodeChangelogValue(entry{value: value}) }
+
 func encodeChangelogValue(e entry) []byte {
 	return appendChangelogValue(make([]byte, 0, 9+len(e.value)), e)
 }

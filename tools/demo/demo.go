@@ -228,7 +228,7 @@ func (d *demo) prepare(ctx context.Context) error {
 		return err
 	}
 	defer admCl.Close()
-	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), d.cfg.Kafka.Layout()); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), d.cfg.TopicLayout()); err != nil {
 		return err
 	}
 	d.step("MySQL schema migrated, topics created, lucky rule %s/%s seeded", d.o.Scenario.Rule.GiftID, d.o.Scenario.Rule.RuleVersion)
