@@ -16,7 +16,7 @@
 // under its own transactional id, and ends with each partition's marker.
 // Partitions already marked are skipped, so a rerun after a crash redoes
 // only what no marker covers (rewriting the same values). A fresh install
-// bootstraps an empty database: markers only.
+// bootstraps an empty database: markers only, with no day missing.
 package totals
 
 import (
@@ -246,6 +246,7 @@ type writer struct {
 	res    *Result
 	recs   []*kgo.Record
 	users  int  // in the open batch
+	seen   int  // users read, in marked partitions too
 	inTxn  bool // a transaction is open
 	hash   kgo.TopicPartitioner
 }
@@ -260,6 +261,7 @@ func (w *writer) partition(topic string, key []byte) int32 {
 // add queues u's records (unless its partition is marked) and commits a
 // full batch.
 func (w *writer) add(ctx context.Context, u *userTotals) error {
+	w.seen++
 	p := w.partition(w.cfg.Input, strconv.AppendInt(nil, u.user, 10))
 	if w.marked[p] {
 		return nil
@@ -276,8 +278,12 @@ func (w *writer) add(ctx context.Context, u *userTotals) error {
 }
 
 // finish writes the markers of the partitions not marked yet, in the last
-// transaction.
+// transaction. Over an empty database (a fresh install) no day has
+// history, so every day's total counts from 0: the first day is the epoch.
 func (w *writer) finish(ctx context.Context) error {
+	if w.seen == 0 {
+		w.res.FirstDay = 0
+	}
 	marker := streams.ChangelogValue(mic.EncodeBootstrapMarker(w.res.FirstDay))
 	for p := range w.parts[w.cfg.Input] {
 		if !w.marked[p] {

@@ -225,3 +225,24 @@ func TestBootstrapRerunAfterCrash(t *testing.T) {
 	}
 	f.check(t, res.FirstDay)
 }
+
+// TestBootstrapFreshInstall: an empty database gets the markers only,
+// their first day the epoch (no day has history to miss).
+func TestBootstrapFreshInstall(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	f := &fixture{k: k, m: m, cfg: testenv.Config(t, k, m)}
+	res, err := f.run(t, f.config(t))
+	if err != nil || res.Users != 0 || res.FirstDay != 0 || res.Transactions != 1 {
+		t.Fatalf("fresh install: %+v, %v", res, err)
+	}
+	recs := rttest.ReadCommitted(t, k.Brokers, f.cfg.Kafka.Topics.MicStateChangelog, 3, 300*time.Millisecond, 10*time.Second)
+	if len(recs) != 3 {
+		t.Fatalf("%d changelog records, want the 3 markers", len(recs))
+	}
+	for _, r := range recs {
+		if d, err := mic.DecodeBootstrapMarker(r.Value[9:]); string(r.Key) != mic.KeyTotalsBootstrap || err != nil || d != 0 {
+			t.Fatalf("changelog record %q: first day %d, %v", r.Key, d, err)
+		}
+	}
+}
