@@ -32,7 +32,8 @@ type DayTotals struct {
 
 // State keys of the totals (new kinds; older releases ignore them):
 //
-//	user totals:      't' len(app) app user_id(8, big endian)
+//	user totals:      't' len(app) app user_id(varint: a key of 11 bytes for
+//	                  app "hyapp", which with its value fits a 64-byte allocation)
 //	totals bootstrap: 'b' (one per partition; `roomflow totals bootstrap`)
 const (
 	KindTotals    = 't'
@@ -45,14 +46,14 @@ const (
 
 // TotalsKey is the state key of a user's totals.
 func TotalsKey(appCode string, userID int64) string {
-	return string(AppendTotalsKey(make([]byte, 0, 2+len(appCode)+8), appCode, userID))
+	return string(AppendTotalsKey(make([]byte, 0, 2+len(appCode)+binary.MaxVarintLen64), appCode, userID))
 }
 
 // AppendTotalsKey appends TotalsKey(appCode, userID) to b.
 func AppendTotalsKey(b []byte, appCode string, userID int64) []byte {
 	b = append(b, KindTotals, byte(len(appCode)))
 	b = append(b, appCode...)
-	return binary.BigEndian.AppendUint64(b, uint64(userID))
+	return binary.AppendUvarint(b, uint64(userID))
 }
 
 // EncodeBootstrapMarker is the value of KeyTotalsBootstrap: the first UTC
