@@ -126,6 +126,9 @@ func (m *metrics) precreate() {
 	for _, k := range []string{"closed_session", "day_rooms"} {
 		m.pruned.WithLabelValues(k)
 	}
+	for _, r := range []string{"day_gone", "corrupt_state"} {
+		m.totals.WithLabelValues(r)
+	}
 }
 
 // actionLabels are the action label values besides "other" (bounded
