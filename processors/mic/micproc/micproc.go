@@ -231,7 +231,7 @@ func (c *Config) validateProcessor() error {
 		ch.Set("topics.lifetime_totals", t.LifetimeTotals)
 	}
 	ch.PositiveDuration("settings.day_totals_retention", s.DayTotalsRetention)
-	if least := s.Policy.PublishingSessionMaxAge + 24*time.Hour; s.DayTotalsRetention > 0 && s.DayTotalsRetention < least {
+	if least := s.Policy.PublishingSessionMaxAge + 24*time.Hour; !s.DisableTotals && s.DayTotalsRetention > 0 && s.DayTotalsRetention < least {
 		ch.Bad("settings.day_totals_retention", "must be at least the publishing max age plus a day, %s (got %s)", least, s.DayTotalsRetention)
 	}
 	if len(c.AppCode) > maxAppCode {
