@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/tools/totals"
 )
 
@@ -26,6 +27,9 @@ func totalsBootstrapCmd(g *globals) *cobra.Command {
 	cmd := newCmd("bootstrap", "Write every user's totals from the MySQL facts to the mic state changelog and the totals topics, then each partition's marker",
 		help("totals-bootstrap"), cobra.NoArgs, g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			defer d.Close()
+			if batch < 1 {
+				return cfgerr.Usage(fmt.Errorf("--batch-size must be at least 1 (got %d)", batch))
+			}
 			if !d.Config.Mic.TotalsEnabled {
 				return fmt.Errorf("totals bootstrap refused: mic.totals_enabled is false, so the processor keeps no totals")
 			}

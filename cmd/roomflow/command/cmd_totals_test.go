@@ -1,11 +1,13 @@
 package command
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -27,6 +29,10 @@ func TestTotalsBootstrapUpgrade(t *testing.T) {
 		}
 	}
 	verify := func() (string, error) { return runCLI(t, cfg, "verify", "--idle", "1s") }
+	var usage *cfgerr.UsageError
+	if _, err := runCLI(t, cfg, "totals", "bootstrap", "--batch-size", "0"); !errors.As(err, &usage) || !strings.Contains(err.Error(), "--batch-size") {
+		t.Fatalf("--batch-size 0: %v, want a usage error naming it", err)
+	}
 	loadgen("before")
 	stopProcess, pout := testenv.StartCommand(t, NewRoot, p, "process")
 	stopSink, sout := testenv.StartCommand(t, NewRoot, p, "sink")
