@@ -47,6 +47,8 @@ import (
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 	"github.com/hyapp/roomflow/tools/demo"
+	"github.com/hyapp/roomflow/tools/totals"
+	"github.com/hyapp/roomflow/tools/verify"
 )
 
 // chaosSignalsReady is in a child's first log lines (the app logs it as
@@ -304,6 +306,11 @@ func TestPipelineChaos(t *testing.T) {
 	if err := loadgen.SeedRule(ctx, m.DB, chaosScenario(seed, dur, time.Now()).Rule); err != nil {
 		t.Fatal(err)
 	}
+	// A fresh install's totals bootstrap (the markers): the totals topics
+	// are written through every fault and compared with the facts at the end.
+	if _, err := totals.Bootstrap(ctx, totals.ConfigFrom(cfg, nil), m.DB); err != nil {
+		t.Fatal(err)
+	}
 	childUser, _ := mysql.ParseDSN(cfg.MySQL.DSN)
 	h := &chaosHarness{
 		t: t, bin: buildRoomflow(t, t.TempDir()), dir: dir, cfgPath: cfgPath, k: k, db: m.DB, appCode: cfg.AppCode, childUser: childUser.User, im: im,
@@ -535,6 +542,17 @@ func TestPipelineChaos(t *testing.T) {
 		seen[env.EventId]++
 	}
 	roomDiffs := onceDifferences(seen, want)
+	totalsRep, totalsFound, err := verify.Totals(ctx, cfg, m.DB, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var totalsDiffs []string
+	for _, d := range totalsFound {
+		totalsDiffs = append(totalsDiffs, fmt.Sprint(d))
+	}
+	if totalsRep.Lifetime != totalsRep.LifetimeRows {
+		totalsDiffs = append(totalsDiffs, fmt.Sprintf("%d lifetime totals for %d user_mic_lifetime_stats rows", totalsRep.Lifetime, totalsRep.LifetimeRows))
+	}
 	closedDiffs := closedDifferences(t, k, tp.MicSessionClosed, oracle)
 	consumedDiffs := consumptionDifferences(t, m, sc.AppCode, events, oracle)
 	lf, luckyDiffs := luckyDifferences(t, m.DB, k, tp.LuckyEvents, sc.AppCode, chaosAuditKey, wal)
@@ -560,7 +578,7 @@ func TestPipelineChaos(t *testing.T) {
 	if !converged.IsZero() {
 		convergedIn = converged.Sub(settled).Round(100 * time.Millisecond).String()
 	}
-	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs) + len(luckyDiffs)
+	diffs := len(rep.Diffs) + notDelivered + (rows - len(events)) + len(imDiffs) + len(roomDiffs) + len(closedDiffs) + len(consumedDiffs) + len(luckyDiffs) + len(totalsDiffs)
 	t.Logf("chaos run seed %d, %s of faults, relay mode %s:%s", seed, dur, mode, h.table([][2]string{
 		{"room events written", fmt.Sprintf("%d (writer at most %s late)", len(events), w.late.Round(time.Millisecond))},
 		{"mic sessions", fmt.Sprintf("%d: %d by down, %d publish timeout, %d publishing window", len(oracle.Sessions),
@@ -571,6 +589,7 @@ func TestPipelineChaos(t *testing.T) {
 		{"room_outbox not delivered", fmt.Sprint(notDelivered)},
 		{"room events not exactly once", fmt.Sprint(len(roomDiffs))},
 		{"sessions closed not exactly once", fmt.Sprint(len(closedDiffs))},
+		{"totals topics unlike the facts", fmt.Sprintf("%d (%d lifetime, %d daily totals compared)", len(totalsDiffs), totalsRep.Lifetime, totalsRep.Daily)},
 		{"IM messages not accepted once", fmt.Sprint(len(imDiffs))},
 		{"lucky draws / hits / coins paid", fmt.Sprintf("%d (+%d rejections) for %d lucky gifts / %d / %d", lf.draws, lf.rejections, lf.gifts, lf.hits, lf.paid)},
 		{"paid draws granted / credits", fmt.Sprintf("%d / %d (wallet calls %d: %d repeats, %d errors, %d hangs, %d answers lost)",
@@ -599,7 +618,7 @@ func TestPipelineChaos(t *testing.T) {
 			t.Errorf("room_outbox: %d rows, %d not delivered; want %d rows all delivered", rows, notDelivered, len(events))
 		}
 		for what, d := range map[string][]string{"IM": imDiffs, "room events topic": roomDiffs, "mic_session_closed topic": closedDiffs,
-			"user_mic_event_consumption": consumedDiffs, "lucky draws": luckyDiffs} {
+			"user_mic_event_consumption": consumedDiffs, "lucky draws": luckyDiffs, "totals topics": totalsDiffs} {
 			if len(d) > 0 {
 				t.Errorf("%s: %d differences: %s", what, len(d), firstN(d, 10))
 			}

@@ -66,6 +66,8 @@
 // room events). Reported: the time from that tick until every timer close
 // is committed (mic.compensation_batch_size per partition per
 // transaction, back to back), the closes per second, the transactions.
+//
+// Totals (-totals, -totals-users): see totals.go.
 package main
 
 import (
@@ -99,6 +101,7 @@ import (
 
 var (
 	overdueSessions int // -overdue
+	totalsUsers     int // -totals-users
 	profilePath     string
 	profileRun      string    // -profile-run
 	producerOpts    []kgo.Opt // -linger, -batch-max-bytes
@@ -110,6 +113,7 @@ func main() {
 	var (
 		events     = flag.Int("events", 600_000, "events for the throughput runs (0 skips them)")
 		open       = flag.Int("open", 1_000_000, "open sessions for the memory and restore run (0 skips it)")
+		totUsers   = flag.Int("totals-users", 0, "users' totals for the totals state's memory and restore run (0 skips it)")
 		overdue    = flag.Int("overdue", 0, "overdue sessions for the compensation catch-up run (0 skips it)")
 		partitions = flag.Int("partitions", 6, "partitions per topic")
 		commitRecs = flag.Int("commit-records", 5000, "process.commit_records")
@@ -123,7 +127,9 @@ func main() {
 		memProf    = flag.String("memprofile", "", "write an allocation profile at the end")
 		kafkaFlags = benchkafka.RegisterFlags(nil, "kfake with 3 brokers in a child process")
 	)
+	flag.BoolVar(&totalsOn, "totals", true, "mic.totals_enabled, with the changelogs bootstrapped (markers) when true")
 	flag.Parse()
+	totalsUsers = *totUsers
 	if *memProf != "" {
 		runtime.MemProfileRate = 4096
 		defer func() {
@@ -196,7 +202,7 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 		if _, err := adm.CreateTopic(ctx, partitions, -1, nil, prefix+"raw-out"); err != nil {
 			return nil, err
 		}
-		return &cfg, nil
+		return &cfg, markTotals(ctx, &cfg, cfg.Kafka.Topics.MicStateChangelog)
 	}
 
 	if events > 0 {
@@ -251,6 +257,9 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 				mcfg.Process.MicGroup = fmt.Sprintf("%s-r%d", cfg.Process.MicGroup, round)
 				mcfg.Kafka.Topics.MicStateChangelog = fmt.Sprintf("%s-r%d", cfg.Kafka.Topics.MicStateChangelog, round)
 				if err := createTopic(ctx, cfg, mcfg.Kafka.Topics.MicStateChangelog, true); err != nil {
+					return err
+				}
+				if err := markTotals(ctx, &mcfg, mcfg.Kafka.Topics.MicStateChangelog); err != nil {
 					return err
 				}
 			}
@@ -342,7 +351,17 @@ func run(events, open int, partitions int32, kafkaFlags *benchkafka.Flags, commi
 		fmt.Printf("  opening: %9.0f events/s wall, %9.0f per CPU-second; state %d keys, %.0f bytes of keys+values per key\n",
 			first.wallRate(), first.cpuRate(), int64(first.keys), first.stateBytes/first.keys)
 		fmt.Printf("  heap per open session while processing (after the last commit): %.0f bytes\n", float64(first.heapDelta)/float64(open))
-		if err := restoreRun(ctx, cfg, open, partitions, log); err != nil {
+		if err := restoreRun(ctx, cfg, open, partitions, log, "open session", 10, 400); err != nil {
+			return err
+		}
+	}
+
+	if totalsUsers > 0 {
+		cfg, err := newCfg(fmt.Sprintf("totals%d.", time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		if err := totalsRun(ctx, cfg, totalsUsers, partitions, log); err != nil {
 			return err
 		}
 	}
@@ -382,8 +401,9 @@ func micConfig(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) 
 	c := micproc.Config{
 		Runtime: runtimeConfig(cfg, reg, log),
 		Topics: micproc.Topics{Ledger: t.MicLedger, SessionClosed: t.MicSessionClosed, DailyStats: t.MicDailyStats,
-			LifetimeStats: t.MicLifetimeStats},
-		AppCode: cfg.AppCode,
+			LifetimeStats: t.MicLifetimeStats, DailyTotals: t.MicDailyTotals, LifetimeTotals: t.MicLifetimeTotals},
+		Settings: micproc.Settings{DisableTotals: !totalsOn},
+		AppCode:  cfg.AppCode,
 	}
 	c.Runtime.Changelog = t.MicStateChangelog
 	return c
@@ -589,7 +609,7 @@ func outByTopic(reg *prometheus.Registry) []topicCount {
 
 // restoreRun starts a fresh instance on the committed changelog of -open
 // sessions and measures restore time and heap per open session.
-func restoreRun(ctx context.Context, cfg *config.Config, open int, partitions int32, log *slog.Logger) error {
+func restoreRun(ctx context.Context, cfg *config.Config, open int, partitions int32, log *slog.Logger, unit string, limitS, limitBytes int) error {
 	reg := prometheus.NewRegistry()
 	r, _, err := micproc.NewRuntime(micConfig(cfg, reg, log))
 	if err != nil {
@@ -617,10 +637,10 @@ func restoreRun(ctx context.Context, cfg *config.Config, open int, partitions in
 	runtime.ReadMemStats(&ms)
 	after := ms.HeapAlloc
 	per := float64(int64(after)-int64(before)) / float64(open)
-	fmt.Printf("  restore: %d keys (%.0f MB of keys+values) in %.2f s (start to all %d partitions restored; limit 10 s)\n",
-		int64(keys), bytes/1e6, took.Seconds(), partitions)
-	fmt.Printf("  heap per open session after restore: %.0f bytes (heap %.0f MB -> %.0f MB; limit 400 bytes)\n",
-		per, float64(before)/1e6, float64(after)/1e6)
+	fmt.Printf("  restore: %d keys (%.0f MB of keys+values) in %.2f s (start to all %d partitions restored; limit %d s)\n",
+		int64(keys), bytes/1e6, took.Seconds(), partitions, limitS)
+	fmt.Printf("  heap per %s after restore: %.0f bytes (heap %.0f MB -> %.0f MB; limit %d bytes)\n",
+		unit, per, float64(before)/1e6, float64(after)/1e6, limitBytes)
 	cancel()
 	return <-done
 }

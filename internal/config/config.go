@@ -143,12 +143,16 @@ type KafkaSASLConfig struct {
 
 // Topics names every topic of the design.
 type Topics struct {
-	RoomEvents        string `yaml:"room_events"`
-	UserMicEvents     string `yaml:"user_mic_events"`
-	MicLedger         string `yaml:"mic_ledger"`
-	MicSessionClosed  string `yaml:"mic_session_closed"`
-	MicDailyStats     string `yaml:"mic_daily_stats"`
-	MicLifetimeStats  string `yaml:"mic_lifetime_stats"`
+	RoomEvents       string `yaml:"room_events"`
+	UserMicEvents    string `yaml:"user_mic_events"`
+	MicLedger        string `yaml:"mic_ledger"`
+	MicSessionClosed string `yaml:"mic_session_closed"`
+	MicDailyStats    string `yaml:"mic_daily_stats"`
+	MicLifetimeStats string `yaml:"mic_lifetime_stats"`
+	// MicDailyTotals and MicLifetimeTotals are the compacted current-value
+	// topics of the users' totals (mic processor, public).
+	MicDailyTotals    string `yaml:"mic_daily_totals"`
+	MicLifetimeTotals string `yaml:"mic_lifetime_totals"`
 	LuckyPoolInflow   string `yaml:"lucky_pool_inflow"`
 	LuckyEvents       string `yaml:"lucky_events"` // LuckyGiftDrawn, ... from roomflow lucky (LUCKY-12)
 	DLQ               string `yaml:"dlq"`
@@ -219,6 +223,10 @@ type MicConfig struct {
 	CompensationBatchSize  int      `yaml:"compensation_batch_size"`
 	ClosedSessionRetention Duration `yaml:"closed_session_retention"`
 	DayRoomRetention       Duration `yaml:"day_room_retention"`
+	// TotalsEnabled keeps the users' totals in the mic state and publishes
+	// them to kafka.topics.mic_daily_totals and mic_lifetime_totals.
+	TotalsEnabled      bool     `yaml:"totals_enabled"`
+	DayTotalsRetention Duration `yaml:"day_totals_retention"`
 }
 
 // SinkConfig tunes `roomflow sink`.

@@ -249,8 +249,14 @@ func TestTopicsPrefix(t *testing.T) {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Fatalf("want 2 compacted internal topics, got %d", n)
+	if n != 4 {
+		t.Fatalf("want 4 compacted topics (2 internal, the 2 totals), got %d", n)
+	}
+	var c Config = Default()
+	for _, s := range c.TopicLayout().Topics {
+		if s.Key == "mic_daily_totals" && (s.Configs["cleanup.policy"] != "compact,delete" || s.Configs["retention.ms"] != "259200000") {
+			t.Fatalf("daily totals topic configs %v, want compact,delete with mic.day_totals_retention", s.Configs)
+		}
 	}
 }
 

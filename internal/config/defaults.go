@@ -40,6 +40,8 @@ func defaultKafka() KafkaConfig {
 			MicSessionClosed:  "hyapp.user.mic-session-closed.v1",
 			MicDailyStats:     "hyapp.user.mic-daily-stats.v1",
 			MicLifetimeStats:  "hyapp.user.mic-lifetime-stats.v1",
+			MicDailyTotals:    "hyapp.user.mic-daily-totals.v1",
+			MicLifetimeTotals: "hyapp.user.mic-lifetime-totals.v1",
 			LuckyPoolInflow:   "hyapp.activity.lucky-pool-inflow.v1",
 			LuckyEvents:       "hyapp.activity.lucky-events.v1",
 			DLQ:               "hyapp.room.events.dlq.v1",
@@ -96,6 +98,8 @@ func defaultMic() MicConfig {
 		CompensationBatchSize:   100,
 		ClosedSessionRetention:  Duration(7 * 24 * time.Hour),
 		DayRoomRetention:        Duration(48 * time.Hour),
+		TotalsEnabled:           true,
+		DayTotalsRetention:      Duration(72 * time.Hour),
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"log/slog"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,6 +40,21 @@ const (
 	luckyEventsProto = "hyapp/activity/v1/lucky_events.proto"
 )
 
+// TopicLayout is Kafka.Layout with the daily totals topic's retention.ms
+// set to mic.day_totals_retention: the topic is compact,delete, so a day's
+// last total stays at least that long after its last change and then goes
+// without a tombstone.
+func (c *Config) TopicLayout() kafkax.TopicLayout {
+	l := c.Kafka.Layout()
+	for i, s := range l.Topics {
+		if s.Key == "mic_daily_totals" {
+			l.Topics[i].Configs = map[string]string{"cleanup.policy": "compact,delete",
+				"retention.ms": strconv.FormatInt(c.Mic.DayTotalsRetention.D().Milliseconds(), 10)}
+		}
+	}
+	return l
+}
+
 // List returns every topic with its key, in a stable order. It is the one
 // list of the public topics too (those with a Schema): the registry, the
 // framing and the data team's catalogue follow it.
@@ -50,6 +66,9 @@ func (t Topics) List() []kafkax.TopicSpec {
 		{Key: "mic_session_closed", Name: t.MicSessionClosed, Compacted: false, Schema: micProto},
 		{Key: "mic_daily_stats", Name: t.MicDailyStats, Compacted: false, Schema: micProto},
 		{Key: "mic_lifetime_stats", Name: t.MicLifetimeStats, Compacted: false, Schema: micProto},
+		{Key: "mic_daily_totals", Name: t.MicDailyTotals, Compacted: true, Schema: micProto,
+			Configs: map[string]string{"cleanup.policy": "compact,delete"}},
+		{Key: "mic_lifetime_totals", Name: t.MicLifetimeTotals, Compacted: true, Schema: micProto},
 		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false, Schema: luckyInflowProto},
 		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false, Schema: luckyEventsProto},
 		{Key: "dlq", Name: t.DLQ, Compacted: false},
@@ -65,6 +84,7 @@ func (t Topics) WithPrefix(p string) Topics {
 		RoomEvents: p + t.RoomEvents, UserMicEvents: p + t.UserMicEvents,
 		MicLedger: p + t.MicLedger, MicSessionClosed: p + t.MicSessionClosed,
 		MicDailyStats: p + t.MicDailyStats, MicLifetimeStats: p + t.MicLifetimeStats,
+		MicDailyTotals: p + t.MicDailyTotals, MicLifetimeTotals: p + t.MicLifetimeTotals,
 		LuckyPoolInflow: p + t.LuckyPoolInflow, LuckyEvents: p + t.LuckyEvents, DLQ: p + t.DLQ,
 		RelayOffsets: p + t.RelayOffsets, MicStateChangelog: p + t.MicStateChangelog,
 	}

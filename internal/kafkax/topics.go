@@ -32,6 +32,10 @@ type TopicSpec struct {
 	// public topic's values: registered under <Name>-value and framed in
 	// kafka.public_wire_format confluent. Empty: not public.
 	Schema string
+	// Configs are set when the topic is created, on top of
+	// cleanup.policy=compact for a compacted one (a compacted topic with
+	// a retention sets cleanup.policy=compact,delete and retention.ms).
+	Configs map[string]string
 }
 
 // Public reports whether the topic is one of the public topics, the data
@@ -80,6 +84,12 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 		var configs map[string]*string
 		if s.Compacted {
 			configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+		}
+		for k, v := range s.Configs {
+			if configs == nil {
+				configs = map[string]*string{}
+			}
+			configs[k] = kadm.StringPtr(v)
 		}
 		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, s.Name)
 		if err == nil {

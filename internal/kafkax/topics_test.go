@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
@@ -21,9 +22,26 @@ func ctx(t *testing.T) context.Context {
 func TestEnsureTopicsCreatesThenChecks(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(4))
 	adm := k.Admin(t)
-	st, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
+	app := config.Default()
+	app.Kafka = k.Config
+	st, err := kafkax.EnsureTopics(ctx(t), adm, app.TopicLayout())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The daily totals topic is created compact,delete with the window of
+	// mic.day_totals_retention.
+	rcs, err := adm.DescribeTopicConfigs(ctx(t), k.Config.Topics.MicDailyTotals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range rcs[0].Configs {
+		if c.Value != nil {
+			got[c.Key] = *c.Value
+		}
+	}
+	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "259200000" {
+		t.Errorf("daily totals topic: cleanup.policy %q retention.ms %q", got["cleanup.policy"], got["retention.ms"])
 	}
 	specs := k.Config.Topics.List()
 	if len(st) != len(specs) {

@@ -39,6 +39,11 @@
 //     (in event time) after its session closed is no longer recognised as a
 //     duplicate: a late down is then unknown_session, and an up that old is
 //     refused as stale_event (Retention.TooOld), so neither counts twice.
+//   - A user's current totals (Totals, issue 35) live in one state key per
+//     user beside the sessions; Totals.Add applies a close's deltas with the
+//     sink's rules, and a day out of TotalsWindow (older than the bootstrap's
+//     first day, or past mic.day_totals_retention in event time) gets no
+//     total again, never one counted from 0.
 //   - mic_session_id is limited to 128 bytes, its column's size (MIC-4);
 //     longer ids are rejected to the DLQ. The timer close's event id
 //     "MicSessionCompensated:{mic_session_id}" is then up to 150 bytes:

@@ -28,6 +28,8 @@ const (
 	EventTypeDailyStatsUpdated     = "UserMicDailyStatsUpdated"
 	EventTypeLifetimeStatsUpdated  = "UserMicLifetimeStatsUpdated"
 	EventTypeMicLedgerEntry        = "MicLedgerEntry"
+	EventTypeDailyTotals           = "UserMicDailyTotals"
+	EventTypeLifetimeTotals        = "UserMicLifetimeTotals"
 )
 
 // Column limits of the MySQL contract (design.md); a longer value could not

@@ -196,10 +196,16 @@ const (
 	KindWatermark = 'w'
 )
 
-// KeyKind tells a session key ('s') from a day-rooms key ('d') and the
-// watermark key ('w'); 0 if none of them.
+// KeyKind tells a session key ('s') from a day-rooms key ('d'), the
+// watermark key ('w'), a user's totals ('t') and the totals bootstrap
+// marker ('b'); 0 if none of them. It reads the first byte only, so a scan
+// skips kinds it does not need without decoding them.
 func KeyKind(key string) byte {
-	if len(key) > 0 && (key[0] == keySession || key[0] == keyDayRooms || key[0] == KindWatermark) {
+	if len(key) == 0 {
+		return 0
+	}
+	switch key[0] {
+	case keySession, keyDayRooms, KindWatermark, KindTotals, KindBootstrap:
 		return key[0]
 	}
 	return 0

@@ -181,3 +181,33 @@ func AppendLifetimeStatsUpdated(b []byte, l *userv1.UserMicLifetimeStatsUpdated)
 	b = appendInt(b, 9, l.FirstMicAtMs)
 	return appendInt(b, 10, l.LastMicAtMs)
 }
+
+// AppendDailyTotals appends the wire form of UserMicDailyTotals.
+func AppendDailyTotals(b []byte, d *userv1.UserMicDailyTotals) []byte {
+	b = appendStr(b, 1, d.EventId)
+	b = appendStr(b, 2, d.AppCode)
+	b = appendInt(b, 3, d.UserId)
+	b = appendStr(b, 4, d.StatDate)
+	b = appendInt(b, 5, d.SeatOccupiedMs)
+	b = appendInt(b, 6, d.MicOnlineMs)
+	b = appendInt(b, 7, d.SessionCount)
+	b = appendInt(b, 8, d.RoomCount)
+	b = appendInt(b, 9, d.FirstMicAtMs)
+	b = appendInt(b, 10, d.LastMicAtMs)
+	b = appendInt(b, 11, d.UpdatedAtMs)
+	return appendStr(b, 12, d.MicSessionId)
+}
+
+// AppendLifetimeTotals appends the wire form of UserMicLifetimeTotals.
+func AppendLifetimeTotals(b []byte, l *userv1.UserMicLifetimeTotals) []byte {
+	b = appendStr(b, 1, l.EventId)
+	b = appendStr(b, 2, l.AppCode)
+	b = appendInt(b, 3, l.UserId)
+	b = appendInt(b, 4, l.SeatOccupiedMs)
+	b = appendInt(b, 5, l.MicOnlineMs)
+	b = appendInt(b, 6, l.SessionCount)
+	b = appendInt(b, 7, l.FirstMicAtMs)
+	b = appendInt(b, 8, l.LastMicAtMs)
+	b = appendInt(b, 9, l.UpdatedAtMs)
+	return appendStr(b, 10, l.MicSessionId)
+}

@@ -70,6 +70,14 @@ func TestWireEncodersMatchGenerated(t *testing.T) {
 			MicOnlineDeltaMs: randInt(r), SessionCountDelta: randInt(r), UpdatedAtMs: randInt(r), MicSessionId: s(),
 			FirstMicAtMs: randInt(r), LastMicAtMs: randInt(r)}
 		roundTrip(t, lt, mic.AppendLifetimeStatsUpdated(nil, lt), &userv1.UserMicLifetimeStatsUpdated{})
+		dt := &userv1.UserMicDailyTotals{EventId: s(), AppCode: s(), UserId: randInt(r), StatDate: s(),
+			SeatOccupiedMs: randInt(r), MicOnlineMs: randInt(r), SessionCount: randInt(r), RoomCount: randInt(r),
+			FirstMicAtMs: randInt(r), LastMicAtMs: randInt(r), UpdatedAtMs: randInt(r), MicSessionId: s()}
+		roundTrip(t, dt, mic.AppendDailyTotals(nil, dt), &userv1.UserMicDailyTotals{})
+		ltt := &userv1.UserMicLifetimeTotals{EventId: s(), AppCode: s(), UserId: randInt(r), SeatOccupiedMs: randInt(r),
+			MicOnlineMs: randInt(r), SessionCount: randInt(r), FirstMicAtMs: randInt(r), LastMicAtMs: randInt(r),
+			UpdatedAtMs: randInt(r), MicSessionId: s()}
+		roundTrip(t, ltt, mic.AppendLifetimeTotals(nil, ltt), &userv1.UserMicLifetimeTotals{})
 	}
 }
 

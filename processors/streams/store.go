@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
@@ -303,8 +304,12 @@ func (s *Store) sweepExpired(now time.Time) int {
 
 // restoreRecord applies one changelog record during restore (no
 // transaction is open).
+//
+// The key and value are copied into one exact-size allocation: the record's
+// slices share its fetch's whole batch buffer, which the store would keep
+// alive for as long as any of its values lives.
 func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
-	k := string(key)
+	k := unsafe.String(unsafe.SliceData(key), len(key)) // lookups only; the stored key is kv's
 	if old, ok := s.m[k]; ok {
 		s.bytes -= int64(len(k) + len(old.value))
 		delete(s.m, k)
@@ -316,7 +321,11 @@ func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
 			return err
 		}
 		if e.live(nowMs) {
-			s.m[k] = e
+			kv := make([]byte, len(k)+len(e.value))
+			copy(kv, k)
+			copy(kv[len(k):], e.value)
+			e.value = kv[len(k):len(kv):len(kv)]
+			s.m[unsafe.String(unsafe.SliceData(kv), len(k))] = e
 			s.bytes += int64(len(k) + len(e.value))
 		}
 	}
@@ -334,6 +343,12 @@ func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
 const changelogVersion = 1
 
 var errChangelogValue = errors.New("changelog value: bad format")
+
+// ChangelogValue is the changelog record value of a store value with no
+// expiry: what a tool writing a store's changelog while its processor is
+// stopped (`roomflow totals bootstrap`) produces, so the restore reads it
+// as the processor's own write.
+func ChangelogValue(value []byte) []byte { return encodeChangelogValue(entry{value: value}) }
 
 func encodeChangelogValue(e entry) []byte {
 	return appendChangelogValue(make([]byte, 0, 9+len(e.value)), e)

@@ -28,9 +28,10 @@
 // and where their versions live:
 //
 //   - changelog values (processors/streams): a leading version byte, 1;
-//   - mic state values, session and day-room sets (processors/mic): version
-//     1 is the unprefixed protobuf wire encoding; a later version starts
-//     with a byte 0x02..0x07, which no protobuf tag starts with (field 0);
+//   - mic state values, session and day-room sets, user totals and the
+//     totals bootstrap marker (processors/mic): version 1 is the unprefixed
+//     protobuf wire encoding; a later version starts with a byte
+//     0x02..0x07, which no protobuf tag starts with (field 0);
 //   - the relay position (producers/relay, EncodePosition): a leading
 //     version byte, 2, with a version 1 decoder; one relay is active at a
 //     time, so it writes the newest version it knows at once (roll relays

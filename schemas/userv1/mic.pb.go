@@ -549,6 +549,266 @@ func (x *UserMicLifetimeStatsUpdated) GetLastMicAtMs() int64 {
 	return 0
 }
 
+// UserMicDailyTotals is a user's full current totals of one UTC day after
+// a change (the compacted topic hyapp.user.mic-daily-totals.v1, key
+// "{app_code}:{user_id}:{stat_date}"): the sums of every
+// UserMicDailyStatsUpdated of the day, equal to user_mic_daily_stats.
+// event_id = "UserMicDailyTotals:{mic_session_id}:{stat_date}" (the close
+// that changed it), or "UserMicDailyTotalsBootstrap:{app_code}:{user_id}:{stat_date}"
+// when `roomflow totals bootstrap` wrote it from MySQL (mic_session_id empty).
+type UserMicDailyTotals struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	EventId        string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	AppCode        string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	UserId         int64                  `protobuf:"varint,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	StatDate       string                 `protobuf:"bytes,4,opt,name=stat_date,json=statDate,proto3" json:"stat_date,omitempty"` // YYYY-MM-DD, UTC
+	SeatOccupiedMs int64                  `protobuf:"varint,5,opt,name=seat_occupied_ms,json=seatOccupiedMs,proto3" json:"seat_occupied_ms,omitempty"`
+	MicOnlineMs    int64                  `protobuf:"varint,6,opt,name=mic_online_ms,json=micOnlineMs,proto3" json:"mic_online_ms,omitempty"`
+	SessionCount   int64                  `protobuf:"varint,7,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	RoomCount      int64                  `protobuf:"varint,8,opt,name=room_count,json=roomCount,proto3" json:"room_count,omitempty"`
+	FirstMicAtMs   int64                  `protobuf:"varint,9,opt,name=first_mic_at_ms,json=firstMicAtMs,proto3" json:"first_mic_at_ms,omitempty"` // clamped to the day
+	LastMicAtMs    int64                  `protobuf:"varint,10,opt,name=last_mic_at_ms,json=lastMicAtMs,proto3" json:"last_mic_at_ms,omitempty"`   // clamped to the day
+	UpdatedAtMs    int64                  `protobuf:"varint,11,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	MicSessionId   string                 `protobuf:"bytes,12,opt,name=mic_session_id,json=micSessionId,proto3" json:"mic_session_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UserMicDailyTotals) Reset() {
+	*x = UserMicDailyTotals{}
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMicDailyTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMicDailyTotals) ProtoMessage() {}
+
+func (x *UserMicDailyTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMicDailyTotals.ProtoReflect.Descriptor instead.
+func (*UserMicDailyTotals) Descriptor() ([]byte, []int) {
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UserMicDailyTotals) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *UserMicDailyTotals) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *UserMicDailyTotals) GetUserId() int64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetStatDate() string {
+	if x != nil {
+		return x.StatDate
+	}
+	return ""
+}
+
+func (x *UserMicDailyTotals) GetSeatOccupiedMs() int64 {
+	if x != nil {
+		return x.SeatOccupiedMs
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetMicOnlineMs() int64 {
+	if x != nil {
+		return x.MicOnlineMs
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetSessionCount() int64 {
+	if x != nil {
+		return x.SessionCount
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetRoomCount() int64 {
+	if x != nil {
+		return x.RoomCount
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetFirstMicAtMs() int64 {
+	if x != nil {
+		return x.FirstMicAtMs
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetLastMicAtMs() int64 {
+	if x != nil {
+		return x.LastMicAtMs
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+func (x *UserMicDailyTotals) GetMicSessionId() string {
+	if x != nil {
+		return x.MicSessionId
+	}
+	return ""
+}
+
+// UserMicLifetimeTotals is a user's full current lifetime totals after a
+// change (the compacted topic hyapp.user.mic-lifetime-totals.v1, key
+// "{app_code}:{user_id}"), equal to user_mic_lifetime_stats.
+// event_id = "UserMicLifetimeTotals:{mic_session_id}", or
+// "UserMicLifetimeTotalsBootstrap:{app_code}:{user_id}" from the bootstrap.
+type UserMicLifetimeTotals struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	EventId        string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	AppCode        string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	UserId         int64                  `protobuf:"varint,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	SeatOccupiedMs int64                  `protobuf:"varint,4,opt,name=seat_occupied_ms,json=seatOccupiedMs,proto3" json:"seat_occupied_ms,omitempty"`
+	MicOnlineMs    int64                  `protobuf:"varint,5,opt,name=mic_online_ms,json=micOnlineMs,proto3" json:"mic_online_ms,omitempty"`
+	SessionCount   int64                  `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	FirstMicAtMs   int64                  `protobuf:"varint,7,opt,name=first_mic_at_ms,json=firstMicAtMs,proto3" json:"first_mic_at_ms,omitempty"`
+	LastMicAtMs    int64                  `protobuf:"varint,8,opt,name=last_mic_at_ms,json=lastMicAtMs,proto3" json:"last_mic_at_ms,omitempty"`
+	UpdatedAtMs    int64                  `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	MicSessionId   string                 `protobuf:"bytes,10,opt,name=mic_session_id,json=micSessionId,proto3" json:"mic_session_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UserMicLifetimeTotals) Reset() {
+	*x = UserMicLifetimeTotals{}
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMicLifetimeTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMicLifetimeTotals) ProtoMessage() {}
+
+func (x *UserMicLifetimeTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMicLifetimeTotals.ProtoReflect.Descriptor instead.
+func (*UserMicLifetimeTotals) Descriptor() ([]byte, []int) {
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UserMicLifetimeTotals) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *UserMicLifetimeTotals) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *UserMicLifetimeTotals) GetUserId() int64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetSeatOccupiedMs() int64 {
+	if x != nil {
+		return x.SeatOccupiedMs
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetMicOnlineMs() int64 {
+	if x != nil {
+		return x.MicOnlineMs
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetSessionCount() int64 {
+	if x != nil {
+		return x.SessionCount
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetFirstMicAtMs() int64 {
+	if x != nil {
+		return x.FirstMicAtMs
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetLastMicAtMs() int64 {
+	if x != nil {
+		return x.LastMicAtMs
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+func (x *UserMicLifetimeTotals) GetMicSessionId() string {
+	if x != nil {
+		return x.MicSessionId
+	}
+	return ""
+}
+
 // MicSession is the snapshot of one session (a user_mic_sessions row).
 type MicSession struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -581,7 +841,7 @@ type MicSession struct {
 
 func (x *MicSession) Reset() {
 	*x = MicSession{}
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[3]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +853,7 @@ func (x *MicSession) String() string {
 func (*MicSession) ProtoMessage() {}
 
 func (x *MicSession) ProtoReflect() protoreflect.Message {
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[3]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +866,7 @@ func (x *MicSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MicSession.ProtoReflect.Descriptor instead.
 func (*MicSession) Descriptor() ([]byte, []int) {
-	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{3}
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MicSession) GetAppCode() string {
@@ -772,7 +1032,7 @@ type MicDailyDelta struct {
 
 func (x *MicDailyDelta) Reset() {
 	*x = MicDailyDelta{}
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[4]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1044,7 @@ func (x *MicDailyDelta) String() string {
 func (*MicDailyDelta) ProtoMessage() {}
 
 func (x *MicDailyDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[4]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1057,7 @@ func (x *MicDailyDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MicDailyDelta.ProtoReflect.Descriptor instead.
 func (*MicDailyDelta) Descriptor() ([]byte, []int) {
-	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{4}
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MicDailyDelta) GetStatDate() string {
@@ -863,7 +1123,7 @@ type MicLifetimeDelta struct {
 
 func (x *MicLifetimeDelta) Reset() {
 	*x = MicLifetimeDelta{}
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[5]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1135,7 @@ func (x *MicLifetimeDelta) String() string {
 func (*MicLifetimeDelta) ProtoMessage() {}
 
 func (x *MicLifetimeDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[5]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1148,7 @@ func (x *MicLifetimeDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MicLifetimeDelta.ProtoReflect.Descriptor instead.
 func (*MicLifetimeDelta) Descriptor() ([]byte, []int) {
-	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{5}
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MicLifetimeDelta) GetSeatOccupiedDeltaMs() int64 {
@@ -950,7 +1210,7 @@ type MicLedgerEntry struct {
 
 func (x *MicLedgerEntry) Reset() {
 	*x = MicLedgerEntry{}
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[6]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1222,7 @@ func (x *MicLedgerEntry) String() string {
 func (*MicLedgerEntry) ProtoMessage() {}
 
 func (x *MicLedgerEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hyapp_user_v1_mic_proto_msgTypes[6]
+	mi := &file_hyapp_user_v1_mic_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1235,7 @@ func (x *MicLedgerEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MicLedgerEntry.ProtoReflect.Descriptor instead.
 func (*MicLedgerEntry) Descriptor() ([]byte, []int) {
-	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{6}
+	return file_hyapp_user_v1_mic_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MicLedgerEntry) GetEventId() string {
@@ -1114,7 +1374,34 @@ const file_hyapp_user_v1_mic_proto_rawDesc = "" +
 	"\x0emic_session_id\x18\b \x01(\tR\fmicSessionId\x12%\n" +
 	"\x0ffirst_mic_at_ms\x18\t \x01(\x03R\ffirstMicAtMs\x12#\n" +
 	"\x0elast_mic_at_ms\x18\n" +
-	" \x01(\x03R\vlastMicAtMs\"\x82\x06\n" +
+	" \x01(\x03R\vlastMicAtMs\"\xa8\x03\n" +
+	"\x12UserMicDailyTotals\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\x03R\x06userId\x12\x1b\n" +
+	"\tstat_date\x18\x04 \x01(\tR\bstatDate\x12(\n" +
+	"\x10seat_occupied_ms\x18\x05 \x01(\x03R\x0eseatOccupiedMs\x12\"\n" +
+	"\rmic_online_ms\x18\x06 \x01(\x03R\vmicOnlineMs\x12#\n" +
+	"\rsession_count\x18\a \x01(\x03R\fsessionCount\x12\x1d\n" +
+	"\n" +
+	"room_count\x18\b \x01(\x03R\troomCount\x12%\n" +
+	"\x0ffirst_mic_at_ms\x18\t \x01(\x03R\ffirstMicAtMs\x12#\n" +
+	"\x0elast_mic_at_ms\x18\n" +
+	" \x01(\x03R\vlastMicAtMs\x12\"\n" +
+	"\rupdated_at_ms\x18\v \x01(\x03R\vupdatedAtMs\x12$\n" +
+	"\x0emic_session_id\x18\f \x01(\tR\fmicSessionId\"\xef\x02\n" +
+	"\x15UserMicLifetimeTotals\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\x03R\x06userId\x12(\n" +
+	"\x10seat_occupied_ms\x18\x04 \x01(\x03R\x0eseatOccupiedMs\x12\"\n" +
+	"\rmic_online_ms\x18\x05 \x01(\x03R\vmicOnlineMs\x12#\n" +
+	"\rsession_count\x18\x06 \x01(\x03R\fsessionCount\x12%\n" +
+	"\x0ffirst_mic_at_ms\x18\a \x01(\x03R\ffirstMicAtMs\x12#\n" +
+	"\x0elast_mic_at_ms\x18\b \x01(\x03R\vlastMicAtMs\x12\"\n" +
+	"\rupdated_at_ms\x18\t \x01(\x03R\vupdatedAtMs\x12$\n" +
+	"\x0emic_session_id\x18\n" +
+	" \x01(\tR\fmicSessionId\"\x82\x06\n" +
 	"\n" +
 	"MicSession\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12$\n" +
@@ -1201,22 +1488,24 @@ func file_hyapp_user_v1_mic_proto_rawDescGZIP() []byte {
 }
 
 var file_hyapp_user_v1_mic_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hyapp_user_v1_mic_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_hyapp_user_v1_mic_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hyapp_user_v1_mic_proto_goTypes = []any{
 	(MicEndReason)(0),                   // 0: hyapp.user.v1.MicEndReason
 	(MicSkipReason)(0),                  // 1: hyapp.user.v1.MicSkipReason
 	(*UserMicSessionClosed)(nil),        // 2: hyapp.user.v1.UserMicSessionClosed
 	(*UserMicDailyStatsUpdated)(nil),    // 3: hyapp.user.v1.UserMicDailyStatsUpdated
 	(*UserMicLifetimeStatsUpdated)(nil), // 4: hyapp.user.v1.UserMicLifetimeStatsUpdated
-	(*MicSession)(nil),                  // 5: hyapp.user.v1.MicSession
-	(*MicDailyDelta)(nil),               // 6: hyapp.user.v1.MicDailyDelta
-	(*MicLifetimeDelta)(nil),            // 7: hyapp.user.v1.MicLifetimeDelta
-	(*MicLedgerEntry)(nil),              // 8: hyapp.user.v1.MicLedgerEntry
+	(*UserMicDailyTotals)(nil),          // 5: hyapp.user.v1.UserMicDailyTotals
+	(*UserMicLifetimeTotals)(nil),       // 6: hyapp.user.v1.UserMicLifetimeTotals
+	(*MicSession)(nil),                  // 7: hyapp.user.v1.MicSession
+	(*MicDailyDelta)(nil),               // 8: hyapp.user.v1.MicDailyDelta
+	(*MicLifetimeDelta)(nil),            // 9: hyapp.user.v1.MicLifetimeDelta
+	(*MicLedgerEntry)(nil),              // 10: hyapp.user.v1.MicLedgerEntry
 }
 var file_hyapp_user_v1_mic_proto_depIdxs = []int32{
-	5, // 0: hyapp.user.v1.MicLedgerEntry.session:type_name -> hyapp.user.v1.MicSession
-	6, // 1: hyapp.user.v1.MicLedgerEntry.daily:type_name -> hyapp.user.v1.MicDailyDelta
-	7, // 2: hyapp.user.v1.MicLedgerEntry.lifetime:type_name -> hyapp.user.v1.MicLifetimeDelta
+	7, // 0: hyapp.user.v1.MicLedgerEntry.session:type_name -> hyapp.user.v1.MicSession
+	8, // 1: hyapp.user.v1.MicLedgerEntry.daily:type_name -> hyapp.user.v1.MicDailyDelta
+	9, // 2: hyapp.user.v1.MicLedgerEntry.lifetime:type_name -> hyapp.user.v1.MicLifetimeDelta
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -1235,7 +1524,7 @@ func file_hyapp_user_v1_mic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hyapp_user_v1_mic_proto_rawDesc), len(file_hyapp_user_v1_mic_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

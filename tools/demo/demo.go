@@ -29,6 +29,7 @@ import (
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
+	"github.com/hyapp/roomflow/tools/totals"
 	"github.com/hyapp/roomflow/tools/verify"
 )
 
@@ -62,6 +63,8 @@ type Result struct {
 	// VerifyEvents events read back from the room events topic.
 	Verify       loadgen.Report
 	VerifyEvents int
+	// Totals is what the totals topics held, all equal to the facts.
+	Totals verify.TotalsReport
 	// Lucky is what the draw service answered for the lucky gifts; Pools
 	// the lucky_pools rows at the end; Credits the fake wallet's.
 	Lucky   loadgen.DrawSummary
@@ -245,7 +248,12 @@ func (d *demo) prepare(ctx context.Context) error {
 		return err
 	}
 	defer admCl.Close()
-	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), d.cfg.Kafka.Layout()); err != nil {
+	if _, err := kafkax.EnsureTopics(ctx, kadm.NewClient(admCl), d.cfg.TopicLayout()); err != nil {
+		return err
+	}
+	// A fresh install's bootstrap: the markers only, so the mic processor
+	// publishes the totals topics from the first close.
+	if _, err := totals.Bootstrap(ctx, totals.ConfigFrom(&d.cfg, nil), db); err != nil {
 		return err
 	}
 	d.step("MySQL schema migrated, topics created, lucky rule %s/%s seeded", d.o.Scenario.Rule.GiftID, d.o.Scenario.Rule.RuleVersion)
@@ -358,6 +366,14 @@ func (d *demo) finish(ctx context.Context) error {
 	}
 	if !res.Verify.OK() {
 		return fmt.Errorf("verify from the event log: %d differences (first: %v)", len(res.Verify.Diffs), firstDiff(res.Verify))
+	}
+	tr, diffs, err := verify.Totals(ctx, &d.cfg, db, time.Second)
+	if err != nil {
+		return err
+	}
+	if res.Totals = tr; len(diffs) > 0 || tr.Lifetime != tr.LifetimeRows {
+		return fmt.Errorf("totals topics: %d differences with the facts (first: %v), %d lifetime totals for %d rows", len(diffs),
+			firstDiff(loadgen.Report{Diffs: diffs}), tr.Lifetime, tr.LifetimeRows)
 	}
 	if res.Pools, err = poolRows(ctx, db, d.cfg.AppCode); err != nil {
 		return err
@@ -501,10 +517,12 @@ roomflow demo summary
   Tencent IM                    %d/%d messages accepted by the fake IM, %d/%d rows delivered
   differences                   %d
   verify (from the Kafka log)   %d events re-read, %d lifetime + %d daily + %d pool rows recomputed, %d differences
+  totals topics                 %d lifetime + %d daily totals, equal to the facts
   lucky draws                   %d draws, %d hits, payout rate %s (%d coins paid of %d spent), %d granted = %d wallet credits, %d pending
 `, r.Events, r.Written.Round(time.Millisecond), float64(r.Events)/r.Written.Seconds(), r.FactsEqual.Round(time.Millisecond), r.Converged.Round(time.Millisecond),
 		r.Report.LifetimeRows, r.Report.DailyRows, r.Report.SessionRows, r.Report.PoolRows, r.IMAccepted, r.IMExpected, r.Delivered, r.Events, len(r.Report.Diffs),
 		r.VerifyEvents, r.Verify.LifetimeRows, r.Verify.DailyRows, r.Verify.PoolRows, len(r.Verify.Diffs),
+		r.Totals.Lifetime, r.Totals.Daily,
 		r.Lucky.Draws, r.Lucky.Hits, ppmPercent(r.Lucky.RewardCoins, r.Lucky.CoinSpent), r.Lucky.RewardCoins, r.Lucky.CoinSpent, r.Lucky.Granted, r.Credits, r.Lucky.Pending)
 	for _, p := range r.Pools {
 		fmt.Fprintf(w, "  pool %-24s  balance %d = funded %d + in %d - out %d\n", p.Scope, p.Balance, p.Funded, p.TotalIn, p.TotalOut)

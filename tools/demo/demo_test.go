@@ -42,6 +42,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if !res.Verify.OK() || res.VerifyEvents != res.Events || res.Verify.LifetimeRows != res.Report.LifetimeRows {
 		t.Fatalf("verify from the event log: %d of %d events, %+v", res.VerifyEvents, res.Events, res.Verify)
 	}
+	// The totals topics equal the facts after the load (Run compares them
+	// key by key); every user with a lifetime row has its total.
+	if res.Totals.Lifetime == 0 || res.Totals.Daily == 0 || res.Totals.Lifetime != res.Report.LifetimeRows {
+		t.Fatalf("totals topics: %+v for %d lifetime rows", res.Totals, res.Report.LifetimeRows)
+	}
 	if res.IMAccepted != res.IMExpected || res.Delivered != res.Events {
 		t.Fatalf("IM: %d/%d accepted, %d/%d delivered", res.IMAccepted, res.IMExpected, res.Delivered, res.Events)
 	}

@@ -232,13 +232,15 @@ var peekJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: tr
 // internal compacted topics are absent (shown raw).
 func topicTypes(t config.Topics) map[string]proto.Message {
 	return map[string]proto.Message{
-		t.RoomEvents:       &roomv1.EventEnvelope{},
-		t.UserMicEvents:    &roomv1.EventEnvelope{},
-		t.MicLedger:        &userv1.MicLedgerEntry{},
-		t.MicSessionClosed: &userv1.UserMicSessionClosed{},
-		t.MicDailyStats:    &userv1.UserMicDailyStatsUpdated{},
-		t.MicLifetimeStats: &userv1.UserMicLifetimeStatsUpdated{},
-		t.LuckyPoolInflow:  &activityv1.LuckyPoolInflow{},
+		t.RoomEvents:        &roomv1.EventEnvelope{},
+		t.UserMicEvents:     &roomv1.EventEnvelope{},
+		t.MicLedger:         &userv1.MicLedgerEntry{},
+		t.MicSessionClosed:  &userv1.UserMicSessionClosed{},
+		t.MicDailyStats:     &userv1.UserMicDailyStatsUpdated{},
+		t.MicLifetimeStats:  &userv1.UserMicLifetimeStatsUpdated{},
+		t.MicDailyTotals:    &userv1.UserMicDailyTotals{},
+		t.MicLifetimeTotals: &userv1.UserMicLifetimeTotals{},
+		t.LuckyPoolInflow:   &activityv1.LuckyPoolInflow{},
 	}
 }
 

@@ -248,6 +248,10 @@ func TestPeekDecodeByHeader(t *testing.T) {
 	if r := decodeRecord(topics, &kgo.Record{Topic: "mirror", Value: mustMarshal(t, daily), Headers: peekHeaders("d", "UserMicDailyStatsUpdated")}); r.Type != "hyapp.user.v1.UserMicDailyStatsUpdated" {
 		t.Fatalf("derived event by header: %+v", r)
 	}
+	total := &userv1.UserMicLifetimeTotals{EventId: "t", UserId: 7, SessionCount: 3}
+	if r := decodeRecord(topics, &kgo.Record{Topic: topics.MicLifetimeTotals, Value: mustMarshal(t, total)}); r.Type != "hyapp.user.v1.UserMicLifetimeTotals" {
+		t.Fatalf("a totals topic's record without headers: %+v", r)
+	}
 	if r := decodeRecord(topics, &kgo.Record{Topic: "mirror", Value: []byte("x"), Headers: peekHeaders("u", "SomethingElse")}); r.Value != nil || string(r.ValueBase64) != "x" {
 		t.Fatalf("unknown type: %+v", r)
 	}

@@ -58,7 +58,7 @@ func Topics(ctx context.Context, cfg *config.Config, w io.Writer) error {
 		return err
 	}
 	defer cl.Close()
-	statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.Kafka.Layout())
+	statuses, err := kafkax.EnsureTopics(ctx, kadm.NewClient(cl), cfg.TopicLayout())
 	PrintTopics(w, statuses)
 	if err != nil || cfg.SchemaRegistry.URL == "" {
 		return err

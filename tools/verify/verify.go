@@ -63,6 +63,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options, w io.Writer) error 
 		fmt.Fprintf(w, "lucky pools owned by roomflow lucky: reconciled %d lucky gifts with %d draws and %d rejections (%d of them took back the inflow the sink had added) by draw_id, checked %d pools\n",
 			lk.Gifts, lk.Draws, lk.Rejections, lk.Reversed, lk.Pools)
 	}
+	tr, tdiffs, err := Totals(ctx, cfg, db, o.Idle)
+	if err != nil {
+		return err
+	}
+	rep.Diffs = append(rep.Diffs, tdiffs...)
+	if cfg.Mic.TotalsEnabled {
+		fmt.Fprintf(w, "compared the mic totals topics with the facts: %d lifetime totals (%d user_mic_lifetime_stats rows), %d daily totals\n",
+			tr.Lifetime, tr.LifetimeRows, tr.Daily)
+	}
 	fmt.Fprintf(w, "compared %d lifetime, %d daily, %d session, %d pool rows (%d users with open sessions skipped): %d differences\n",
 		rep.LifetimeRows, rep.DailyRows, rep.SessionRows, rep.PoolRows, rep.SkippedUsers, len(rep.Diffs))
 	for i, d := range rep.Diffs {

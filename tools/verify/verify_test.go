@@ -3,17 +3,21 @@ package verify
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/schemas/roomv1"
+	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
 // TestVerifyListsAbandonedIDs: verify lists the relay's gap_abandoned
@@ -146,5 +150,59 @@ func TestVerifyReconcilesDraws(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestVerifyTotals: Totals compares each totals key's last record with
+// the facts: equal ones pass, a stale lifetime or daily total, a lifetime
+// row without a total and a total without a row are differences; a key
+// of another app is not compared.
+func TestVerifyTotals(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, k, m)
+	ctx := context.Background()
+	for _, q := range []string{
+		"INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES (?, 1, 100, 90, 2, 1000, 5000, 1), (?, 2, 50, 0, 1, 2000, 3000, 1), (?, 3, 10, 0, 1, 1, 2, 1)",
+		"INSERT INTO user_mic_daily_stats (app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES (?, 1, '2026-12-01', 100, 90, 2, 1, 1000, 5000, 1), (?, 2, '2026-12-01', 50, 0, 1, 1, 2000, 3000, 1), (?, 3, '2026-12-01', 10, 0, 1, 1, 1, 2, 1)",
+	} {
+		if _, err := m.DB.ExecContext(ctx, q, cfg.AppCode, cfg.AppCode, cfg.AppCode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := cfg.AppCode
+	life := func(user, seat int64) *kgo.Record {
+		v, _ := proto.Marshal(&userv1.UserMicLifetimeTotals{AppCode: app, UserId: user, SeatOccupiedMs: seat, MicOnlineMs: 90,
+			SessionCount: 2, FirstMicAtMs: 1000, LastMicAtMs: 5000})
+		return &kgo.Record{Topic: cfg.Kafka.Topics.MicLifetimeTotals, Key: []byte(fmt.Sprintf("%s:%d", app, user)), Value: v}
+	}
+	day := func(user, seat int64) *kgo.Record {
+		v, _ := proto.Marshal(&userv1.UserMicDailyTotals{AppCode: app, UserId: user, StatDate: "2026-12-01", SeatOccupiedMs: seat,
+			MicOnlineMs: 90, SessionCount: 2, RoomCount: 1, FirstMicAtMs: 1000, LastMicAtMs: 5000})
+		return &kgo.Record{Topic: cfg.Kafka.Topics.MicDailyTotals, Key: []byte(fmt.Sprintf("%s:%d:2026-12-01", app, user)), Value: v}
+	}
+	other, _ := proto.Marshal(&userv1.UserMicLifetimeTotals{AppCode: "other", UserId: 1})
+	recs := []*kgo.Record{life(1, 40), life(1, 100), life(2, 50), life(4, 1), day(1, 100), day(2, 49),
+		{Topic: cfg.Kafka.Topics.MicLifetimeTotals, Key: []byte("other:1"), Value: other}}
+	if err := k.Client(t).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rep, diffs, err := Totals(ctx, cfg, m.DB, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range diffs {
+		got = append(got, d.Table+" "+d.Key)
+	}
+	slices.Sort(got)
+	want := []string{
+		"mic daily totals " + app + ":2:2026-12-01", // stale
+		"mic lifetime totals " + app + ":2",         // differs from its row
+		"mic lifetime totals " + app + ":3",         // a row without a total
+		"mic lifetime totals " + app + ":4",         // a total without a row
+	}
+	if !slices.Equal(got, want) || rep.Lifetime != 3 || rep.Daily != 2 || rep.LifetimeRows != 3 {
+		t.Fatalf("diffs %q (report %+v), want %q", got, rep, want)
 	}
 }

@@ -66,8 +66,12 @@ func processSpec() app.Spec {
 				members = append(members, app.StaticMember{Group: roomCfg.Runtime.Group, ID: roomCfg.Runtime.InstanceID})
 			}
 			if runMic {
+				public := []string{"mic_session_closed", "mic_daily_stats", "mic_lifetime_stats"}
+				if !micCfg.Settings.DisableTotals {
+					public = append(public, "mic_daily_totals", "mic_lifetime_totals")
+				}
 				var err error
-				if micCfg.Topics.Frames, err = publicFrames(ctx, d, "mic-processor", "mic_session_closed", "mic_daily_stats", "mic_lifetime_stats"); err != nil {
+				if micCfg.Topics.Frames, err = publicFrames(ctx, d, "mic-processor", public...); err != nil {
 					return nil, fmt.Errorf("mic processor: %w", err)
 				}
 				rt, _, err := micproc.NewRuntime(micCfg)

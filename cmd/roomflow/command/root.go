@@ -145,7 +145,7 @@ func componentSpec(name, short string, flags func(*pflag.FlagSet), build func(co
 func commands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		migrateCmd(g), topicsCmd(g), schemasCmd(g), configCmd(g), runCmd(g), kfakeCmd(),
-		apiCmd(g), luckyCmd(g), purgeCmd(g), rebuildCmd(g),
+		apiCmd(g), luckyCmd(g), purgeCmd(g), rebuildCmd(g), totalsCmd(g),
 		peekCmd(g), dlqCmd(g), loadgenCmd(g), verifyCmd(g), demoCmd(g),
 	}
 }

@@ -21,10 +21,12 @@ func ConfigFrom(app *config.Config, rt streams.Config, instanceID string) (Confi
 	c := Config{
 		Runtime: streams.ConfigFrom(app, rt, instanceID),
 		Topics: Topics{
-			Ledger:        t.MicLedger,
-			SessionClosed: t.MicSessionClosed,
-			DailyStats:    t.MicDailyStats,
-			LifetimeStats: t.MicLifetimeStats,
+			Ledger:         t.MicLedger,
+			SessionClosed:  t.MicSessionClosed,
+			DailyStats:     t.MicDailyStats,
+			LifetimeStats:  t.MicLifetimeStats,
+			DailyTotals:    t.MicDailyTotals,
+			LifetimeTotals: t.MicLifetimeTotals,
 		},
 		Settings: Settings{
 			Policy: mic.Policy{
@@ -36,6 +38,8 @@ func ConfigFrom(app *config.Config, rt streams.Config, instanceID string) (Confi
 			CompensationBatchSize:  m.CompensationBatchSize,
 			ClosedSessionRetention: m.ClosedSessionRetention.D(),
 			DayRoomRetention:       m.DayRoomRetention.D(),
+			DisableTotals:          !m.TotalsEnabled,
+			DayTotalsRetention:     m.DayTotalsRetention.D(),
 		},
 		AppCode: app.AppCode,
 	}
@@ -50,11 +54,14 @@ var appKeys = streams.AppKeys("kafka.topics.user_mic_events", "process.mic_group
 	"topics.daily_stats":                         "kafka.topics.mic_daily_stats",
 	"topics.lifetime_stats":                      "kafka.topics.mic_lifetime_stats",
 	"topics.frames":                              "kafka.public_wire_format",
+	"topics.daily_totals":                        "kafka.topics.mic_daily_totals",
+	"topics.lifetime_totals":                     "kafka.topics.mic_lifetime_totals",
 	"settings.policy.pending_publish_max_age":    "mic.pending_publish_max_age",
 	"settings.policy.publishing_session_max_age": "mic.publishing_session_max_age",
 	"settings.compensation_interval":             "mic.compensation_interval",
 	"settings.compensation_batch_size":           "mic.compensation_batch_size",
 	"settings.closed_session_retention":          "mic.closed_session_retention",
 	"settings.day_room_retention":                "mic.day_room_retention",
+	"settings.day_totals_retention":              "mic.day_totals_retention",
 	"app_code":                                   "app_code",
 })

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/schemareg"
+	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	"github.com/hyapp/roomflow/processors/streams"
@@ -25,16 +26,28 @@ import (
 // input mix of benchmarks/mic (UUID event ids, 50,000 users) over 6
 // partitions, each a streams.Local committing every 5,000 records, so the
 // store, the arena and the changelog encoding are the runtime's.
-func BenchmarkProcess(b *testing.B) { benchProcess(b, schemareg.Frames{}) }
-
-// BenchmarkProcessConfluent is BenchmarkProcess writing the public topics
-// in the Confluent wire format (kafka.public_wire_format confluent).
-func BenchmarkProcessConfluent(b *testing.B) {
-	benchProcess(b, schemareg.ConfluentFrames(map[string]int{"hyapp.user.mic-session-closed.v1": 1,
-		"hyapp.user.mic-daily-stats.v1": 1, "hyapp.user.mic-lifetime-stats.v1": 1}))
+//
+// totals=on runs it with every partition's totals bootstrapped (the marker
+// in each store), so every close also updates and publishes the user's
+// totals: the cost of mic.totals_enabled, without Kafka's share.
+func BenchmarkProcess(b *testing.B) {
+	for _, totals := range []bool{false, true} {
+		b.Run(fmt.Sprintf("totals=%s", map[bool]string{false: "off", true: "on"}[totals]), func(b *testing.B) {
+			benchProcess(b, totals, schemareg.Frames{})
+		})
+	}
 }
 
-func benchProcess(b *testing.B, frames schemareg.Frames) {
+// BenchmarkProcessConfluent is BenchmarkProcess (totals off) writing the
+// public topics in the Confluent wire format (kafka.public_wire_format
+// confluent).
+func BenchmarkProcessConfluent(b *testing.B) {
+	benchProcess(b, false, schemareg.ConfluentFrames(map[string]int{"hyapp.user.mic-session-closed.v1": 1,
+		"hyapp.user.mic-daily-stats.v1": 1, "hyapp.user.mic-lifetime-stats.v1": 1,
+		"hyapp.user.mic-daily-totals.v1": 1, "hyapp.user.mic-lifetime-totals.v1": 1}))
+}
+
+func benchProcess(b *testing.B, totals bool, frames schemareg.Frames) {
 	const events, partitions, commitEvery = 300_000, 6, 5000
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Now().Add(-48 * time.Hour).UnixMilli()
@@ -74,7 +87,12 @@ func benchProcess(b *testing.B, frames schemareg.Frames) {
 			b.StopTimer()
 			tasks = tasks[:0]
 			for p := range partitions {
-				tasks = append(tasks, streams.NewLocal(context.Background(), "in", int32(p), true, nil, cfg.Runtime.Logger))
+				l := streams.NewLocal(context.Background(), "in", int32(p), true, nil, cfg.Runtime.Logger)
+				if totals {
+					l.Task().Store().Put(mic.KeyTotalsBootstrap, mic.EncodeBootstrapMarker(0))
+					l.Commit()
+				}
+				tasks = append(tasks, l)
 			}
 			b.StartTimer()
 		}
@@ -99,4 +117,45 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkScanWithTotals is the timer's scan (Prune: compensation off, so
+// nothing closes) of a partition of 100,000 open sessions, alone and with
+// 100,000 users' totals beside them: the totals keys are told apart by
+// their first byte and never decoded, so they add only the map walk.
+func BenchmarkScanWithTotals(b *testing.B) {
+	const n = 100_000
+	for _, withTotals := range []bool{false, true} {
+		b.Run(fmt.Sprintf("totals=%v", withTotals), func(b *testing.B) {
+			cfg := testConfig(b, nil)
+			cfg.Runtime.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			cfg.Settings.DisableCompensation = true
+			proc, err := micproc.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			l := streams.NewLocal(context.Background(), "in", 0, true, func() time.Time { return now }, cfg.Runtime.Logger)
+			for i := range n {
+				ev := mic.Event{EventID: fmt.Sprintf("e-%d", i), EventType: mic.EventTypeRoomMicChanged, AppCode: "hyapp", RoomID: "r",
+					OccurredAtMs: now.UnixMilli(), UserID: int64(1 + i), Action: mic.ActionUp, MicSessionID: fmt.Sprintf("ms-%d", i)}
+				if _, err := l.Process(proc, &kgo.Record{Topic: "in", Value: ev.Encode()}); err != nil {
+					b.Fatal(err)
+				}
+				if withTotals {
+					t := mic.Totals{SeatOccupiedMs: 3_600_000, SessionCount: 3, FirstMicAtMs: now.UnixMilli(), LastMicAtMs: now.UnixMilli()}
+					l.Task().Store().Put(mic.TotalsKey("hyapp", int64(1+i)), t.AppendBinary(nil))
+				}
+			}
+			l.Commit()
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := l.Punctuate(proc.Prune, now); err != nil {
+					b.Fatal(err)
+				}
+				l.Commit()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/session")
+		})
+	}
 }

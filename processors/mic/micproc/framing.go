@@ -23,16 +23,21 @@ var plain envelope.Framing
 
 // framings are the public records' framings: plain, or the Confluent
 // framing under the schema ids the wiring looked up (Topics.Frames).
-type framings struct{ closed, daily, lifetime envelope.Framing }
+type framings struct{ closed, daily, lifetime, dailyTotals, lifetimeTotals envelope.Framing }
 
 // newFramings errs (key topics.frames) on a public topic Frames has no
-// schema id for: never a plain fallback.
-func newFramings(t Topics) (framings, error) {
+// schema id for: never a plain fallback. The totals topics count only
+// when the processor writes them.
+func newFramings(t Topics, totals bool) (framings, error) {
 	var f framings
-	var errs [3]error
+	var errs [5]error
 	f.closed, errs[0] = t.Frames.For(t.SessionClosed, (&userv1.UserMicSessionClosed{}).ProtoReflect().Descriptor())
 	f.daily, errs[1] = t.Frames.For(t.DailyStats, (&userv1.UserMicDailyStatsUpdated{}).ProtoReflect().Descriptor())
 	f.lifetime, errs[2] = t.Frames.For(t.LifetimeStats, (&userv1.UserMicLifetimeStatsUpdated{}).ProtoReflect().Descriptor())
+	if totals {
+		f.dailyTotals, errs[3] = t.Frames.For(t.DailyTotals, (&userv1.UserMicDailyTotals{}).ProtoReflect().Descriptor())
+		f.lifetimeTotals, errs[4] = t.Frames.For(t.LifetimeTotals, (&userv1.UserMicLifetimeTotals{}).ProtoReflect().Descriptor())
+	}
 	if err := errors.Join(errs[:]...); err != nil {
 		return f, &cfgerr.FieldError{Key: "topics.frames", Msg: err.Error()}
 	}

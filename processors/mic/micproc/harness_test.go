@@ -67,13 +67,14 @@ func testConfig(t testing.TB, k *testenv.Kafka) micproc.Config {
 		Runtime: streams.Config{Input: tp.UserMicEvents, Group: testenv.UniqueName(t) + "-mic", Changelog: tp.MicStateChangelog,
 			DLQ: tp.DLQ, Kafka: kafka},
 		Topics: micproc.Topics{Ledger: tp.MicLedger, SessionClosed: tp.MicSessionClosed, DailyStats: tp.MicDailyStats,
-			LifetimeStats: tp.MicLifetimeStats},
+			LifetimeStats: tp.MicLifetimeStats, DailyTotals: tp.MicDailyTotals, LifetimeTotals: tp.MicLifetimeTotals},
 		Settings: micproc.Settings{
 			Policy:                 mic.Policy{PendingPublishMaxAge: 2 * time.Minute, PublishingSessionMaxAge: 12 * time.Hour},
 			CompensationInterval:   60 * time.Second,
 			CompensationBatchSize:  100,
 			ClosedSessionRetention: 7 * 24 * time.Hour,
 			DayRoomRetention:       48 * time.Hour,
+			DayTotalsRetention:     72 * time.Hour,
 		},
 		AppCode: c.AppCode,
 	}
@@ -227,7 +228,10 @@ type outputs struct {
 	closed   []*userv1.UserMicSessionClosed
 	daily    []*userv1.UserMicDailyStatsUpdated
 	lifetime []*userv1.UserMicLifetimeStatsUpdated
-	dlq      []*kgo.Record
+	// the totals topics, in commit order
+	dailyTotals    []*userv1.UserMicDailyTotals
+	lifetimeTotals []*userv1.UserMicLifetimeTotals
+	dlq            []*kgo.Record
 	// dlqReasons are the DLQ records' error_reason (a dead letter's
 	// reason on the driver)
 	dlqReasons []string
@@ -261,7 +265,8 @@ func (e *env) read(wantLedger int, timeout time.Duration) *outputs {
 	}
 	tp := e.cfg.Topics
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...),
-		kgo.ConsumeTopics(tp.Ledger, tp.SessionClosed, tp.DailyStats, tp.LifetimeStats, e.cfg.Runtime.DLQ),
+		kgo.ConsumeTopics(tp.Ledger, tp.SessionClosed, tp.DailyStats, tp.LifetimeStats, tp.DailyTotals, tp.LifetimeTotals,
+			e.cfg.Runtime.DLQ),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
@@ -309,6 +314,14 @@ func (e *env) add(o *outputs, r *kgo.Record) {
 			return m.EventId, mic.EventTypeLifetimeStatsUpdated, m.AppCode, m.UserId
 		})
 		o.lifetime = append(o.lifetime, m)
+	case tp.DailyTotals:
+		m := &userv1.UserMicDailyTotals{}
+		e.decodeTotals(r, m, mic.EventTypeDailyTotals, m.GetEventId, m.GetAppCode, m.GetUserId, m.GetStatDate)
+		o.dailyTotals = append(o.dailyTotals, m)
+	case tp.LifetimeTotals:
+		m := &userv1.UserMicLifetimeTotals{}
+		e.decodeTotals(r, m, mic.EventTypeLifetimeTotals, m.GetEventId, m.GetAppCode, m.GetUserId, func() string { return "" })
+		o.lifetimeTotals = append(o.lifetimeTotals, m)
 	case e.cfg.Runtime.DLQ:
 		o.dlq = append(o.dlq, r)
 		o.dlqReasons = append(o.dlqReasons, rttest.Header(r, "error_reason"))
@@ -324,6 +337,23 @@ func (e *env) decode(r *kgo.Record, m proto.Message, ids func() (string, string,
 	if string(r.Key) != strconv.FormatInt(user, 10) || rttest.Header(r, "event_id") != id ||
 		rttest.Header(r, "event_type") != typ || rttest.Header(r, "app_code") != app ||
 		rttest.Header(r, "content-type") != "application/x-protobuf" {
+		e.t.Fatalf("%s@%d: key %q headers %v do not match payload %v", r.Topic, r.Offset, r.Key, r.Headers, m)
+	}
+}
+
+// decodeTotals decodes a totals record and checks its key
+// ({app_code}:{user_id}, with :{stat_date} for a day) and headers.
+func (e *env) decodeTotals(r *kgo.Record, m proto.Message, typ string, id, app func() string, user func() int64, date func() string) {
+	e.t.Helper()
+	if err := proto.Unmarshal(r.Value, m); err != nil {
+		e.t.Fatalf("%s@%d: %v", r.Topic, r.Offset, err)
+	}
+	key := app() + ":" + strconv.FormatInt(user(), 10)
+	if date() != "" {
+		key += ":" + date()
+	}
+	if string(r.Key) != key || rttest.Header(r, "event_id") != id() || rttest.Header(r, "event_type") != typ ||
+		rttest.Header(r, "app_code") != app() || rttest.Header(r, "content-type") != "application/x-protobuf" {
 		e.t.Fatalf("%s@%d: key %q headers %v do not match payload %v", r.Topic, r.Offset, r.Key, r.Headers, m)
 	}
 }
@@ -392,6 +422,8 @@ func TestConfigValidate(t *testing.T) {
 		"settings.compensation_batch_size":           func(c *micproc.Config) { c.Settings.CompensationBatchSize = -1 },
 		"settings.closed_session_retention":          func(c *micproc.Config) { c.Settings.ClosedSessionRetention = -1 },
 		"settings.day_room_retention":                func(c *micproc.Config) { c.Settings.DayRoomRetention = 23 * time.Hour },
+		"settings.day_totals_retention":              func(c *micproc.Config) { c.Settings.DayTotalsRetention = 35 * time.Hour },
+		"topics.daily_totals":                        func(c *micproc.Config) { c.Topics.DailyTotals = "" },
 		"app_code":                                   func(c *micproc.Config) { c.AppCode = strings.Repeat("a", 33) },
 	} {
 		c := valid

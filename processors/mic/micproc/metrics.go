@@ -25,6 +25,7 @@ type metrics struct {
 	timer    *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	pruned   *prometheus.CounterVec
+	totals   *prometheus.CounterVec // totals not published, by reason
 	duration *prometheus.HistogramVec
 
 	eventCounters                eventCounters
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_mic_state_pruned_total",
 			Help: "Mic state keys dropped after their event-time retention, by kind (closed_session, day_rooms).",
 		}, []string{"kind"}),
+		totals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_mic_totals_not_published_total",
+			Help: "Daily or lifetime totals a close did not publish: day_gone (a delta of a UTC day whose total fell out of mic.day_totals_retention or is older than the bootstrap), corrupt_state.",
+		}, []string{"reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_mic_session_duration_seconds",
 			Help:    "Closed mic sessions' seat_occupied and mic_online time.",
@@ -77,6 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.timer = promreg.Register(reg, m.timer)
 	m.rejected = promreg.Register(reg, m.rejected)
 	m.pruned = promreg.Register(reg, m.pruned)
+	m.totals = promreg.Register(reg, m.totals)
 	m.duration = promreg.Register(reg, m.duration)
 	m.initCache()
 	promreg.Register(reg, (*openCollector)(m))
@@ -119,6 +125,9 @@ func (m *metrics) precreate() {
 	}
 	for _, k := range []string{"closed_session", "day_rooms"} {
 		m.pruned.WithLabelValues(k)
+	}
+	for _, r := range []string{"day_gone", "corrupt_state"} {
+		m.totals.WithLabelValues(r)
 	}
 }
 

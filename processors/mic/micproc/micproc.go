@@ -12,15 +12,18 @@
 //   - a duplicate event_id of its session: nothing;
 //   - anything else: exactly one MicLedgerEntry on the ledger topic, plus on
 //     a close one UserMicSessionClosed, one UserMicDailyStatsUpdated per
-//     touched UTC day and one UserMicLifetimeStatsUpdated.
+//     touched UTC day and one UserMicLifetimeStatsUpdated; and, once the
+//     partition's totals are bootstrapped (totals.go), the user's full
+//     UserMicDailyTotals per touched day still kept and UserMicLifetimeTotals.
 //
 // All records are keyed by user_id (decimal) and carry the headers
 // event_id, event_type, app_code and content-type application/x-protobuf.
 //
 // State keys (see mic.SessionID.Key, mic.DayRoomsKey, mic.KeyWatermark):
 // one per session (open, or closed as a compact tombstone), one per user
-// and UTC day listing the rooms already counted in room_count, and the
-// partition's event-time watermark. Tombstones and day-room sets are
+// and UTC day listing the rooms already counted in room_count, the
+// partition's event-time watermark, one per user with totals and the
+// partition's totals bootstrap marker (mic.TotalsKey, mic.KeyTotalsBootstrap). Tombstones and day-room sets are
 // dropped by the timer scan once they fall out of mic.closed_session_retention
 // and mic.day_room_retention measured in event time (see mic.Retention), not
 // with the runtime's wall-clock TTL: an outage longer than a retention must
@@ -80,9 +83,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -107,6 +108,10 @@ type Topics struct {
 	DailyStats string
 	// LifetimeStats receives UserMicLifetimeStatsUpdated.
 	LifetimeStats string
+	// DailyTotals and LifetimeTotals receive UserMicDailyTotals and
+	// UserMicLifetimeTotals (compacted; required unless
+	// Settings.DisableTotals).
+	DailyTotals, LifetimeTotals string
 	// Frames frames the public ones (kafka.public_wire_format); zero: plain.
 	Frames schemareg.Frames
 	// CompensationName names the compensation punctuation in metrics and
@@ -142,6 +147,13 @@ type Settings struct {
 	// DayRoomRetention is how long, in event time, after the end of a UTC
 	// day a user's room set of that day is kept; at least 24h. Default 48h.
 	DayRoomRetention time.Duration
+	// DisableTotals turns the totals topics off (mic.totals_enabled=false):
+	// no totals are kept or published. Default false.
+	DisableTotals bool
+	// DayTotalsRetention is how long, in event time, after the end of a
+	// UTC day its daily totals are kept; at least PublishingSessionMaxAge
+	// plus a day, so every close's days still have theirs. Default 72h.
+	DayTotalsRetention time.Duration
 }
 
 // Config is everything New and NewRuntime need.
@@ -184,6 +196,7 @@ func (c *Config) setDefaults() {
 	}
 	setDuration(&s.ClosedSessionRetention, 7*24*time.Hour)
 	setDuration(&s.DayRoomRetention, 48*time.Hour)
+	setDuration(&s.DayTotalsRetention, 72*time.Hour)
 }
 
 // Validate reports the invalid fields of c with its defaults applied,
@@ -216,10 +229,18 @@ func (c *Config) validateProcessor() error {
 	if s.DayRoomRetention > 0 && s.DayRoomRetention < 24*time.Hour {
 		ch.Bad("settings.day_room_retention", "must cover a whole UTC day, at least 24h (got %s)", s.DayRoomRetention)
 	}
+	if !s.DisableTotals {
+		ch.Set("topics.daily_totals", t.DailyTotals)
+		ch.Set("topics.lifetime_totals", t.LifetimeTotals)
+	}
+	ch.PositiveDuration("settings.day_totals_retention", s.DayTotalsRetention)
+	if least := s.Policy.PublishingSessionMaxAge + 24*time.Hour; !s.DisableTotals && s.DayTotalsRetention > 0 && s.DayTotalsRetention < least {
+		ch.Bad("settings.day_totals_retention", "must be at least the publishing max age plus a day, %s (got %s)", least, s.DayTotalsRetention)
+	}
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
 	}
-	_, err := newFramings(t) // keyed topics.frames
+	_, err := newFramings(t, !s.DisableTotals) // keyed topics.frames
 	ch.Add(err)
 	return ch.Err()
 }
@@ -233,7 +254,8 @@ type Processor struct {
 	fr  framings   // of the public records
 	// sc holds the messages of the Output being emitted (reused likewise;
 	// an Output is encoded before the next event is handled).
-	sc mic.Scratch
+	sc  mic.Scratch
+	tsc totalsScratch // the totals of the close being emitted
 	// overdue is each partition's catch-up in progress (see Compensate).
 	overdue map[int32]*overdue
 }
@@ -267,7 +289,7 @@ func newProcessor(c Config) *Processor {
 	if log == nil {
 		log = slog.Default()
 	}
-	fr, _ := newFramings(c.Topics) // validated
+	fr, _ := newFramings(c.Topics, !c.Settings.DisableTotals) // validated
 	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}, fr: fr}
 }
 
@@ -327,6 +349,9 @@ func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 	}
 	p.advanceWatermark(t, wm, ev.OccurredAtMs)
 	p.emit(t, ev.AppCode, ev.UserID, &out)
+	if err := p.updateTotals(t, &out, wm); err != nil {
+		return fmt.Errorf("micproc: event %s: %w", ev.EventID, err)
+	}
 	p.m.observe(ev.Action, &out)
 	switch {
 	case out.Outcome == mic.OutcomeSkipped && out.SkipReason == mic.SkipIncomplete:
@@ -390,7 +415,9 @@ func (p *Processor) Compensate(t streams.Task, now time.Time) error {
 		q.due = mic.SelectDue(q.due, now.UnixMilli(), -1)
 		p.overdue[part] = q
 	}
-	p.closeBatch(t, q, now)
+	if err := p.closeBatch(t, q, now); err != nil {
+		return err
+	}
 	if len(q.due) > 0 {
 		t.MoreDue()
 	} else {
@@ -499,13 +526,15 @@ func (p *Processor) scan(t streams.Task, now time.Time) *overdue {
 }
 
 // closeBatch pops at most mic.compensation_batch_size sessions from q and
-// closes those still open and due at now.
-func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) {
+// closes those still open and due at now. Its error (a totals value of a
+// newer release) fails the run, which undoes the batch.
+func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) error {
 	n := min(p.cfg.Settings.CompensationBatchSize, len(q.due))
 	batch := q.due[:n]
 	q.due, q.last = q.due[n:], ""
 	pol := p.cfg.Settings.Policy
 	st := p.state(t)
+	wm := p.watermark(t)
 	for _, c := range batch {
 		id, err := mic.ParseSessionKey(c.Key)
 		if err != nil {
@@ -521,6 +550,10 @@ func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) {
 			continue // closed by its real events since the scan
 		}
 		p.emit(t, id.AppCode, id.UserID, &out)
+		if err := p.updateTotals(t, &out, wm); err != nil {
+			q.last = c.Key // open again once the run is undone: the next run rescans
+			return err
+		}
 		p.m.observeTimer(&out)
 		if out.Before == mic.StatusPendingPublish {
 			q.counts.pending--
@@ -531,6 +564,7 @@ func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) {
 		t.Log().Debug("timer closed a mic session", "event_id", out.Ledger.EventId, "mic_session_id", id.MicSessionID,
 			"user_id", id.UserID, "room_id", out.Ledger.RoomId, "end_reason", out.Closed.EndReason)
 	}
+	return nil
 }
 
 // corrupt logs a state key or value the timer cannot decode and skips it:
@@ -586,114 +620,4 @@ func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.
 		put(tp.LifetimeStats, l.EventId, typeLifetime, f,
 			buf.Append(160+len(f.Prefix), func(b []byte) []byte { return mic.AppendLifetimeStatsUpdated(append(b, f.Prefix...), l) }))
 	}
-}
-
-// storeState is mic.State over the task's runtime store.
-//
-// A stored key and its value share one allocation, the key first (put):
-// the lookup that compares the key brings the value's first bytes into the
-// cache with it, and a write allocates once. Lookups use a key built in a
-// reused buffer (the store keeps no key it is only asked for).
-type storeState struct {
-	store *streams.Store
-	err   error
-	// the last session and day-rooms keys built (in sessionKey, dayKey):
-	// Handle reads and writes the same ones
-	lastID  mic.SessionID
-	lastKey []byte
-	lastDay dayRoomsID
-	dayKey  []byte
-	buf     []byte // encoding buffer of Put*
-}
-
-type dayRoomsID struct {
-	appCode string
-	userID  int64
-	day     int64
-}
-
-// dayRoomsKey is the key of id, valid until the next dayRoomsKey call.
-func (s *storeState) dayRoomsKey(id dayRoomsID) string {
-	if len(s.dayKey) == 0 || id != s.lastDay {
-		s.lastDay, s.dayKey = id, mic.AppendDayRoomsKey(s.dayKey[:0], id.appCode, id.userID, id.day)
-	}
-	return unsafe.String(unsafe.SliceData(s.dayKey), len(s.dayKey))
-}
-
-// sessionKey is the key of id, valid until the next sessionKey call.
-func (s *storeState) sessionKey(id mic.SessionID) string {
-	if len(s.lastKey) == 0 || id != s.lastID {
-		s.lastID, s.lastKey = id, id.AppendKey(s.lastKey[:0])
-	}
-	return unsafe.String(unsafe.SliceData(s.lastKey), len(s.lastKey))
-}
-
-// put stores s.buf under key, both copied into one exact-size allocation:
-// the store keeps them for the key's life, so any spare capacity would be
-// heap per key.
-func (s *storeState) put(key string) {
-	kv := make([]byte, len(key)+len(s.buf))
-	copy(kv, key)
-	copy(kv[len(key):], s.buf)
-	s.store.Put(unsafe.String(unsafe.SliceData(kv), len(key)), kv[len(key):])
-}
-
-// state returns the processor's reusable storeState bound to t's store
-// (Process and punctuations run on one goroutine, one at a time).
-func (p *Processor) state(t streams.Task) *storeState {
-	st := &p.st
-	if st.store != t.Store() {
-		*st = storeState{store: t.Store(), lastKey: st.lastKey[:0], dayKey: st.dayKey[:0], buf: st.buf[:0]}
-	}
-	st.err = nil
-	return st
-}
-
-func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
-	key := s.sessionKey(id)
-	b, ok := s.store.Get(key)
-	if !ok {
-		return mic.Session{}, false
-	}
-	var v mic.Session
-	if err := v.UnmarshalBinaryAlias(b); err != nil { // store values never change
-		s.err = stateError(key, err)
-		return mic.Session{}, false
-	}
-	return v, true
-}
-
-// stateError is the error of a state value of key that does not decode. A
-// value a newer release wrote (a rolling upgrade side by side) is not
-// corrupt: the record's partition stalls and retries until an instance of
-// that release owns it, instead of dead-lettering the record.
-func stateError(key string, err error) error {
-	key = strings.Clone(key) // the error outlives the lookup buffer
-	if errors.Is(err, envelope.ErrNewerVersion) {
-		return fmt.Errorf("mic: state value of key %x: %w", key, err)
-	}
-	return streams.CorruptState(key, err)
-}
-
-func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
-	s.buf = v.AppendBinary(s.buf[:0])
-	s.put(s.sessionKey(id))
-}
-
-func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
-	key := s.dayRoomsKey(dayRoomsID{appCode, userID, day})
-	b, ok := s.store.Get(key)
-	if !ok {
-		return nil
-	}
-	d, err := mic.UnmarshalDayRooms(b)
-	if err != nil {
-		s.err = stateError(key, err)
-	}
-	return d
-}
-
-func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
-	s.buf = rooms.AppendBinary(s.buf[:0])
-	s.put(s.dayRoomsKey(dayRoomsID{appCode, userID, day}))
 }

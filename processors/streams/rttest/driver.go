@@ -211,6 +211,19 @@ func (d *Driver) Output(topic string) []*kgo.Record {
 // DeadLetters returns the rejected input records, in order.
 func (d *Driver) DeadLetters() []DeadLetter { return slices.Clone(d.dead) }
 
+// Seed puts key=value in partition p's store as committed state, as a
+// restore of a changelog record another writer committed would (a stateful
+// driver only).
+func (d *Driver) Seed(p int32, key string, value []byte) {
+	d.t.Helper()
+	if !d.stateful {
+		d.t.Fatal("rttest: Seed needs a stateful driver")
+	}
+	l := d.task(p)
+	l.Task().Store().Put(key, value)
+	l.Commit()
+}
+
 // Store returns partition p's store (nil for a stateless driver or a
 // partition never fed).
 func (d *Driver) Store(p int32) *streams.Store {

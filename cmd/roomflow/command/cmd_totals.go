@@ -1,0 +1,52 @@
+package command
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/tools/totals"
+)
+
+// totalsCmd is `roomflow totals`, the one-shot tools of the compacted
+// totals topics (issue 35).
+func totalsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "totals",
+		Short: "Bootstrap the mic totals topics and the mic state's totals from the MySQL facts",
+		Long:  help("totals"),
+	}
+	cmd.AddCommand(totalsBootstrapCmd(g))
+	return cmd
+}
+
+func totalsBootstrapCmd(g *globals) *cobra.Command {
+	var batch int
+	cmd := newCmd("bootstrap", "Write every user's totals from the MySQL facts to the mic state changelog and the totals topics, then each partition's marker",
+		help("totals-bootstrap"), cobra.NoArgs, g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
+			defer d.Close()
+			if batch < 1 {
+				return cfgerr.Usage(fmt.Errorf("--batch-size must be at least 1 (got %d)", batch))
+			}
+			if !d.Config.Mic.TotalsEnabled {
+				return fmt.Errorf("totals bootstrap refused: mic.totals_enabled is false, so the processor keeps no totals")
+			}
+			db, err := d.DB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			c := totals.ConfigFrom(d.Config, d.Log)
+			c.BatchSize = batch
+			res, err := totals.Bootstrap(cmd.Context(), c, db)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "totals bootstrap: %d users (%d daily totals from %s) in %d transactions, %d of %d partitions marked before, in %s\n",
+				res.Users, res.Days, res.FirstDate(), res.Transactions, res.AlreadyMarked, res.Partitions, res.Elapsed.Round(1e6))
+			return nil
+		}))
+	cmd.Flags().IntVar(&batch, "batch-size", totals.DefaultBatchSize, "users per Kafka transaction")
+	return cmd
+}
