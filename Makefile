@@ -42,13 +42,13 @@ unit:
 	$(GO) test -count=1 -short ./...
 	cd deploy && $(GO) test -count=1 -short ./...
 
-## lint: go vet and gofmt in both modules, then buf (v1.75.0, through go run
-## as gremlins is, not in go.mod; BUF=buf uses an installed one): buf lint
-## of schemas/proto (buf.yaml lists the excepted rules and why) and buf
-## breaking against the last release's schemas/baseline.binpb (category
-## FILE), so a renumbered, retyped or removed field fails here.
-BUF ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
-lint:
+## lint: go vet and gofmt in both modules, then buf v1.75.0 (bin/buf, not
+## in go.mod): buf lint of schemas/proto (buf.yaml lists the excepted rules
+## and why) and buf breaking against the last release's
+## schemas/baseline.binpb (category FILE), so a renumbered, retyped or
+## removed field fails here. BUF=... uses another buf.
+BUF ?= bin/buf
+lint: $(BUF)
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -56,15 +56,26 @@ lint:
 	$(BUF) lint
 	$(BUF) breaking --against schemas/baseline.binpb
 
+## bin/buf: buf v1.75.0, the prebuilt binary npm's @bufbuild/buf ships
+## (seconds); without npm, built from source with go install (minutes).
+BUF_VERSION := 1.75.0
+bin/buf:
+	@mkdir -p bin
+	if command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-save --no-audit --no-fund --prefix bin/.buf @bufbuild/buf@$(BUF_VERSION) && \
+	  ln -sf "$$(pwd)/bin/.buf/node_modules/.bin/buf" bin/buf; \
+	else GOBIN="$$(pwd)/bin" $(GO) install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION); fi
+	bin/buf --version
+
 ## buf-baseline: the release step that moves the breaking-change baseline to
 ## this release's schemas (docs/operations.md, "Protobuf schemas"); commit
 ## schemas/baseline.binpb with the release.
-buf-baseline:
+buf-baseline: $(BUF)
 	$(BUF) build --exclude-source-info -o schemas/baseline.binpb
 
 ## buf-breaking-demo: a renumbered field in a copy of schemas/proto is
 ## refused by buf breaking, with buf's message.
-buf-breaking-demo:
+buf-breaking-demo: $(BUF)
 	BUF="$(BUF)" ./scripts/buf-breaking-demo.sh
 
 ## proto-tools: protoc-gen-go and protoc-gen-go-grpc at the versions go.mod pins

@@ -7,7 +7,7 @@
 # buf's own message; it fails if buf let it through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUF=${BUF:-go run github.com/bufbuild/buf/cmd/buf@v1.75.0}
+BUF=${BUF:-bin/buf}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/schemas"

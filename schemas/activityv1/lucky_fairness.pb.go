@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type GetFairnessCommitmentRequest struct {
+type GetCommitmentRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"` // empty: the configured app_code
 	Day           string                 `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`                        // YYYY-MM-DD, or the RFC 3339 start of a short day
@@ -34,20 +34,20 @@ type GetFairnessCommitmentRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetFairnessCommitmentRequest) Reset() {
-	*x = GetFairnessCommitmentRequest{}
+func (x *GetCommitmentRequest) Reset() {
+	*x = GetCommitmentRequest{}
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetFairnessCommitmentRequest) String() string {
+func (x *GetCommitmentRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetFairnessCommitmentRequest) ProtoMessage() {}
+func (*GetCommitmentRequest) ProtoMessage() {}
 
-func (x *GetFairnessCommitmentRequest) ProtoReflect() protoreflect.Message {
+func (x *GetCommitmentRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -59,26 +59,26 @@ func (x *GetFairnessCommitmentRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetFairnessCommitmentRequest.ProtoReflect.Descriptor instead.
-func (*GetFairnessCommitmentRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetCommitmentRequest.ProtoReflect.Descriptor instead.
+func (*GetCommitmentRequest) Descriptor() ([]byte, []int) {
 	return file_hyapp_activity_v1_lucky_fairness_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *GetFairnessCommitmentRequest) GetAppCode() string {
+func (x *GetCommitmentRequest) GetAppCode() string {
 	if x != nil {
 		return x.AppCode
 	}
 	return ""
 }
 
-func (x *GetFairnessCommitmentRequest) GetDay() string {
+func (x *GetCommitmentRequest) GetDay() string {
 	if x != nil {
 		return x.Day
 	}
 	return ""
 }
 
-type GetFairnessCommitmentResponse struct {
+type GetCommitmentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	Day           string                 `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
@@ -92,20 +92,20 @@ type GetFairnessCommitmentResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetFairnessCommitmentResponse) Reset() {
-	*x = GetFairnessCommitmentResponse{}
+func (x *GetCommitmentResponse) Reset() {
+	*x = GetCommitmentResponse{}
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetFairnessCommitmentResponse) String() string {
+func (x *GetCommitmentResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetFairnessCommitmentResponse) ProtoMessage() {}
+func (*GetCommitmentResponse) ProtoMessage() {}
 
-func (x *GetFairnessCommitmentResponse) ProtoReflect() protoreflect.Message {
+func (x *GetCommitmentResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -117,68 +117,68 @@ func (x *GetFairnessCommitmentResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetFairnessCommitmentResponse.ProtoReflect.Descriptor instead.
-func (*GetFairnessCommitmentResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetCommitmentResponse.ProtoReflect.Descriptor instead.
+func (*GetCommitmentResponse) Descriptor() ([]byte, []int) {
 	return file_hyapp_activity_v1_lucky_fairness_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *GetFairnessCommitmentResponse) GetAppCode() string {
+func (x *GetCommitmentResponse) GetAppCode() string {
 	if x != nil {
 		return x.AppCode
 	}
 	return ""
 }
 
-func (x *GetFairnessCommitmentResponse) GetDay() string {
+func (x *GetCommitmentResponse) GetDay() string {
 	if x != nil {
 		return x.Day
 	}
 	return ""
 }
 
-func (x *GetFairnessCommitmentResponse) GetDayStartMs() int64 {
+func (x *GetCommitmentResponse) GetDayStartMs() int64 {
 	if x != nil {
 		return x.DayStartMs
 	}
 	return 0
 }
 
-func (x *GetFairnessCommitmentResponse) GetDayEndMs() int64 {
+func (x *GetCommitmentResponse) GetDayEndMs() int64 {
 	if x != nil {
 		return x.DayEndMs
 	}
 	return 0
 }
 
-func (x *GetFairnessCommitmentResponse) GetMode() string {
+func (x *GetCommitmentResponse) GetMode() string {
 	if x != nil {
 		return x.Mode
 	}
 	return ""
 }
 
-func (x *GetFairnessCommitmentResponse) GetCommitment() string {
+func (x *GetCommitmentResponse) GetCommitment() string {
 	if x != nil {
 		return x.Commitment
 	}
 	return ""
 }
 
-func (x *GetFairnessCommitmentResponse) GetCommittedAtMs() int64 {
+func (x *GetCommitmentResponse) GetCommittedAtMs() int64 {
 	if x != nil {
 		return x.CommittedAtMs
 	}
 	return 0
 }
 
-func (x *GetFairnessCommitmentResponse) GetRevealed() bool {
+func (x *GetCommitmentResponse) GetRevealed() bool {
 	if x != nil {
 		return x.Revealed
 	}
 	return false
 }
 
-type GetFairnessSeedRequest struct {
+type GetSeedRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	Day           string                 `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
@@ -186,20 +186,20 @@ type GetFairnessSeedRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetFairnessSeedRequest) Reset() {
-	*x = GetFairnessSeedRequest{}
+func (x *GetSeedRequest) Reset() {
+	*x = GetSeedRequest{}
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetFairnessSeedRequest) String() string {
+func (x *GetSeedRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetFairnessSeedRequest) ProtoMessage() {}
+func (*GetSeedRequest) ProtoMessage() {}
 
-func (x *GetFairnessSeedRequest) ProtoReflect() protoreflect.Message {
+func (x *GetSeedRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -211,26 +211,26 @@ func (x *GetFairnessSeedRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetFairnessSeedRequest.ProtoReflect.Descriptor instead.
-func (*GetFairnessSeedRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetSeedRequest.ProtoReflect.Descriptor instead.
+func (*GetSeedRequest) Descriptor() ([]byte, []int) {
 	return file_hyapp_activity_v1_lucky_fairness_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *GetFairnessSeedRequest) GetAppCode() string {
+func (x *GetSeedRequest) GetAppCode() string {
 	if x != nil {
 		return x.AppCode
 	}
 	return ""
 }
 
-func (x *GetFairnessSeedRequest) GetDay() string {
+func (x *GetSeedRequest) GetDay() string {
 	if x != nil {
 		return x.Day
 	}
 	return ""
 }
 
-type GetFairnessSeedResponse struct {
+type GetSeedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	Day           string                 `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
@@ -241,20 +241,20 @@ type GetFairnessSeedResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetFairnessSeedResponse) Reset() {
-	*x = GetFairnessSeedResponse{}
+func (x *GetSeedResponse) Reset() {
+	*x = GetSeedResponse{}
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetFairnessSeedResponse) String() string {
+func (x *GetSeedResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetFairnessSeedResponse) ProtoMessage() {}
+func (*GetSeedResponse) ProtoMessage() {}
 
-func (x *GetFairnessSeedResponse) ProtoReflect() protoreflect.Message {
+func (x *GetSeedResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_hyapp_activity_v1_lucky_fairness_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -266,40 +266,40 @@ func (x *GetFairnessSeedResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetFairnessSeedResponse.ProtoReflect.Descriptor instead.
-func (*GetFairnessSeedResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetSeedResponse.ProtoReflect.Descriptor instead.
+func (*GetSeedResponse) Descriptor() ([]byte, []int) {
 	return file_hyapp_activity_v1_lucky_fairness_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *GetFairnessSeedResponse) GetAppCode() string {
+func (x *GetSeedResponse) GetAppCode() string {
 	if x != nil {
 		return x.AppCode
 	}
 	return ""
 }
 
-func (x *GetFairnessSeedResponse) GetDay() string {
+func (x *GetSeedResponse) GetDay() string {
 	if x != nil {
 		return x.Day
 	}
 	return ""
 }
 
-func (x *GetFairnessSeedResponse) GetSeed() string {
+func (x *GetSeedResponse) GetSeed() string {
 	if x != nil {
 		return x.Seed
 	}
 	return ""
 }
 
-func (x *GetFairnessSeedResponse) GetCommitment() string {
+func (x *GetSeedResponse) GetCommitment() string {
 	if x != nil {
 		return x.Commitment
 	}
 	return ""
 }
 
-func (x *GetFairnessSeedResponse) GetRevealedAtMs() int64 {
+func (x *GetSeedResponse) GetRevealedAtMs() int64 {
 	if x != nil {
 		return x.RevealedAtMs
 	}
@@ -310,11 +310,11 @@ var File_hyapp_activity_v1_lucky_fairness_proto protoreflect.FileDescriptor
 
 const file_hyapp_activity_v1_lucky_fairness_proto_rawDesc = "" +
 	"\n" +
-	"&hyapp/activity/v1/lucky_fairness.proto\x12\x11hyapp.activity.v1\"K\n" +
-	"\x1cGetFairnessCommitmentRequest\x12\x19\n" +
+	"&hyapp/activity/v1/lucky_fairness.proto\x12\x11hyapp.activity.v1\"C\n" +
+	"\x14GetCommitmentRequest\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x10\n" +
-	"\x03day\x18\x02 \x01(\tR\x03day\"\x84\x02\n" +
-	"\x1dGetFairnessCommitmentResponse\x12\x19\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\"\xfc\x01\n" +
+	"\x15GetCommitmentResponse\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x10\n" +
 	"\x03day\x18\x02 \x01(\tR\x03day\x12 \n" +
 	"\fday_start_ms\x18\x03 \x01(\x03R\n" +
@@ -326,21 +326,21 @@ const file_hyapp_activity_v1_lucky_fairness_proto_rawDesc = "" +
 	"commitment\x18\x06 \x01(\tR\n" +
 	"commitment\x12&\n" +
 	"\x0fcommitted_at_ms\x18\a \x01(\x03R\rcommittedAtMs\x12\x1a\n" +
-	"\brevealed\x18\b \x01(\bR\brevealed\"E\n" +
-	"\x16GetFairnessSeedRequest\x12\x19\n" +
+	"\brevealed\x18\b \x01(\bR\brevealed\"=\n" +
+	"\x0eGetSeedRequest\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x10\n" +
-	"\x03day\x18\x02 \x01(\tR\x03day\"\xa0\x01\n" +
-	"\x17GetFairnessSeedResponse\x12\x19\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\"\x98\x01\n" +
+	"\x0fGetSeedResponse\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x10\n" +
 	"\x03day\x18\x02 \x01(\tR\x03day\x12\x12\n" +
 	"\x04seed\x18\x03 \x01(\tR\x04seed\x12\x1e\n" +
 	"\n" +
 	"commitment\x18\x04 \x01(\tR\n" +
 	"commitment\x12$\n" +
-	"\x0erevealed_at_ms\x18\x05 \x01(\x03R\frevealedAtMs2\xec\x01\n" +
-	"\x14LuckyFairnessService\x12r\n" +
-	"\rGetCommitment\x12/.hyapp.activity.v1.GetFairnessCommitmentRequest\x1a0.hyapp.activity.v1.GetFairnessCommitmentResponse\x12`\n" +
-	"\aGetSeed\x12).hyapp.activity.v1.GetFairnessSeedRequest\x1a*.hyapp.activity.v1.GetFairnessSeedResponseB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
+	"\x0erevealed_at_ms\x18\x05 \x01(\x03R\frevealedAtMs2\xcc\x01\n" +
+	"\x14LuckyFairnessService\x12b\n" +
+	"\rGetCommitment\x12'.hyapp.activity.v1.GetCommitmentRequest\x1a(.hyapp.activity.v1.GetCommitmentResponse\x12P\n" +
+	"\aGetSeed\x12!.hyapp.activity.v1.GetSeedRequest\x1a\".hyapp.activity.v1.GetSeedResponseB9Z7github.com/hyapp/roomflow/schemas/activityv1;activityv1b\x06proto3"
 
 var (
 	file_hyapp_activity_v1_lucky_fairness_proto_rawDescOnce sync.Once
@@ -356,16 +356,16 @@ func file_hyapp_activity_v1_lucky_fairness_proto_rawDescGZIP() []byte {
 
 var file_hyapp_activity_v1_lucky_fairness_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_hyapp_activity_v1_lucky_fairness_proto_goTypes = []any{
-	(*GetFairnessCommitmentRequest)(nil),  // 0: hyapp.activity.v1.GetFairnessCommitmentRequest
-	(*GetFairnessCommitmentResponse)(nil), // 1: hyapp.activity.v1.GetFairnessCommitmentResponse
-	(*GetFairnessSeedRequest)(nil),        // 2: hyapp.activity.v1.GetFairnessSeedRequest
-	(*GetFairnessSeedResponse)(nil),       // 3: hyapp.activity.v1.GetFairnessSeedResponse
+	(*GetCommitmentRequest)(nil),  // 0: hyapp.activity.v1.GetCommitmentRequest
+	(*GetCommitmentResponse)(nil), // 1: hyapp.activity.v1.GetCommitmentResponse
+	(*GetSeedRequest)(nil),        // 2: hyapp.activity.v1.GetSeedRequest
+	(*GetSeedResponse)(nil),       // 3: hyapp.activity.v1.GetSeedResponse
 }
 var file_hyapp_activity_v1_lucky_fairness_proto_depIdxs = []int32{
-	0, // 0: hyapp.activity.v1.LuckyFairnessService.GetCommitment:input_type -> hyapp.activity.v1.GetFairnessCommitmentRequest
-	2, // 1: hyapp.activity.v1.LuckyFairnessService.GetSeed:input_type -> hyapp.activity.v1.GetFairnessSeedRequest
-	1, // 2: hyapp.activity.v1.LuckyFairnessService.GetCommitment:output_type -> hyapp.activity.v1.GetFairnessCommitmentResponse
-	3, // 3: hyapp.activity.v1.LuckyFairnessService.GetSeed:output_type -> hyapp.activity.v1.GetFairnessSeedResponse
+	0, // 0: hyapp.activity.v1.LuckyFairnessService.GetCommitment:input_type -> hyapp.activity.v1.GetCommitmentRequest
+	2, // 1: hyapp.activity.v1.LuckyFairnessService.GetSeed:input_type -> hyapp.activity.v1.GetSeedRequest
+	1, // 2: hyapp.activity.v1.LuckyFairnessService.GetCommitment:output_type -> hyapp.activity.v1.GetCommitmentResponse
+	3, // 3: hyapp.activity.v1.LuckyFairnessService.GetSeed:output_type -> hyapp.activity.v1.GetSeedResponse
 	2, // [2:4] is the sub-list for method output_type
 	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name

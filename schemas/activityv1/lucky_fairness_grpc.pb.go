@@ -36,8 +36,8 @@ const (
 // GetSeed before the reveal (or for a day never committed):
 // FailedPrecondition, the same answer either way.
 type LuckyFairnessServiceClient interface {
-	GetCommitment(ctx context.Context, in *GetFairnessCommitmentRequest, opts ...grpc.CallOption) (*GetFairnessCommitmentResponse, error)
-	GetSeed(ctx context.Context, in *GetFairnessSeedRequest, opts ...grpc.CallOption) (*GetFairnessSeedResponse, error)
+	GetCommitment(ctx context.Context, in *GetCommitmentRequest, opts ...grpc.CallOption) (*GetCommitmentResponse, error)
+	GetSeed(ctx context.Context, in *GetSeedRequest, opts ...grpc.CallOption) (*GetSeedResponse, error)
 }
 
 type luckyFairnessServiceClient struct {
@@ -48,9 +48,9 @@ func NewLuckyFairnessServiceClient(cc grpc.ClientConnInterface) LuckyFairnessSer
 	return &luckyFairnessServiceClient{cc}
 }
 
-func (c *luckyFairnessServiceClient) GetCommitment(ctx context.Context, in *GetFairnessCommitmentRequest, opts ...grpc.CallOption) (*GetFairnessCommitmentResponse, error) {
+func (c *luckyFairnessServiceClient) GetCommitment(ctx context.Context, in *GetCommitmentRequest, opts ...grpc.CallOption) (*GetCommitmentResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetFairnessCommitmentResponse)
+	out := new(GetCommitmentResponse)
 	err := c.cc.Invoke(ctx, LuckyFairnessService_GetCommitment_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -58,9 +58,9 @@ func (c *luckyFairnessServiceClient) GetCommitment(ctx context.Context, in *GetF
 	return out, nil
 }
 
-func (c *luckyFairnessServiceClient) GetSeed(ctx context.Context, in *GetFairnessSeedRequest, opts ...grpc.CallOption) (*GetFairnessSeedResponse, error) {
+func (c *luckyFairnessServiceClient) GetSeed(ctx context.Context, in *GetSeedRequest, opts ...grpc.CallOption) (*GetSeedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetFairnessSeedResponse)
+	out := new(GetSeedResponse)
 	err := c.cc.Invoke(ctx, LuckyFairnessService_GetSeed_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -76,8 +76,8 @@ func (c *luckyFairnessServiceClient) GetSeed(ctx context.Context, in *GetFairnes
 // GetSeed before the reveal (or for a day never committed):
 // FailedPrecondition, the same answer either way.
 type LuckyFairnessServiceServer interface {
-	GetCommitment(context.Context, *GetFairnessCommitmentRequest) (*GetFairnessCommitmentResponse, error)
-	GetSeed(context.Context, *GetFairnessSeedRequest) (*GetFairnessSeedResponse, error)
+	GetCommitment(context.Context, *GetCommitmentRequest) (*GetCommitmentResponse, error)
+	GetSeed(context.Context, *GetSeedRequest) (*GetSeedResponse, error)
 	mustEmbedUnimplementedLuckyFairnessServiceServer()
 }
 
@@ -88,10 +88,10 @@ type LuckyFairnessServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedLuckyFairnessServiceServer struct{}
 
-func (UnimplementedLuckyFairnessServiceServer) GetCommitment(context.Context, *GetFairnessCommitmentRequest) (*GetFairnessCommitmentResponse, error) {
+func (UnimplementedLuckyFairnessServiceServer) GetCommitment(context.Context, *GetCommitmentRequest) (*GetCommitmentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCommitment not implemented")
 }
-func (UnimplementedLuckyFairnessServiceServer) GetSeed(context.Context, *GetFairnessSeedRequest) (*GetFairnessSeedResponse, error) {
+func (UnimplementedLuckyFairnessServiceServer) GetSeed(context.Context, *GetSeedRequest) (*GetSeedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSeed not implemented")
 }
 func (UnimplementedLuckyFairnessServiceServer) mustEmbedUnimplementedLuckyFairnessServiceServer() {}
@@ -116,7 +116,7 @@ func RegisterLuckyFairnessServiceServer(s grpc.ServiceRegistrar, srv LuckyFairne
 }
 
 func _LuckyFairnessService_GetCommitment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetFairnessCommitmentRequest)
+	in := new(GetCommitmentRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -128,13 +128,13 @@ func _LuckyFairnessService_GetCommitment_Handler(srv interface{}, ctx context.Co
 		FullMethod: LuckyFairnessService_GetCommitment_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LuckyFairnessServiceServer).GetCommitment(ctx, req.(*GetFairnessCommitmentRequest))
+		return srv.(LuckyFairnessServiceServer).GetCommitment(ctx, req.(*GetCommitmentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _LuckyFairnessService_GetSeed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetFairnessSeedRequest)
+	in := new(GetSeedRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func _LuckyFairnessService_GetSeed_Handler(srv interface{}, ctx context.Context,
 		FullMethod: LuckyFairnessService_GetSeed_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LuckyFairnessServiceServer).GetSeed(ctx, req.(*GetFairnessSeedRequest))
+		return srv.(LuckyFairnessServiceServer).GetSeed(ctx, req.(*GetSeedRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }

@@ -332,15 +332,15 @@ func TestUserVerifiesFromPublicRoutes(t *testing.T) {
 	}
 	defer conn.Close()
 	fc := activityv1.NewLuckyFairnessServiceClient(conn)
-	_, errNow := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: day})
-	_, errNone := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: "2001-01-01"})
+	_, errNow := fc.GetSeed(ctx, &activityv1.GetSeedRequest{Day: day})
+	_, errNone := fc.GetSeed(ctx, &activityv1.GetSeedRequest{Day: "2001-01-01"})
 	if status.Code(errNow) != codes.FailedPrecondition || errNow.Error() != errNone.Error() {
 		t.Fatalf("GetSeed before the reveal: %v; for a day never stored: %v", errNow, errNone)
 	}
-	if _, err := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: "someday"}); status.Code(err) != codes.InvalidArgument {
+	if _, err := fc.GetSeed(ctx, &activityv1.GetSeedRequest{Day: "someday"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("GetSeed of a bad day: %v", err)
 	}
-	if c, err := fc.GetCommitment(ctx, &activityv1.GetFairnessCommitmentRequest{Day: day}); err != nil || c.Commitment != commitment || c.Revealed {
+	if c, err := fc.GetCommitment(ctx, &activityv1.GetCommitmentRequest{Day: day}); err != nil || c.Commitment != commitment || c.Revealed {
 		t.Fatalf("GetCommitment: %v %v", c, err)
 	}
 	if err := getJSON(base+"/api/v1/lucky/fairness/"+day+"/seed", "", app, &struct{}{}); err == nil || !strings.Contains(err.Error(), "status 409") {
@@ -356,7 +356,7 @@ func TestUserVerifiesFromPublicRoutes(t *testing.T) {
 	if err != nil || n != 4 {
 		t.Fatalf("the user's verification: %d draws, %v", n, err)
 	}
-	if s, err := fc.GetSeed(ctx, &activityv1.GetFairnessSeedRequest{Day: day}); err != nil || len(s.Seed) != 64 {
+	if s, err := fc.GetSeed(ctx, &activityv1.GetSeedRequest{Day: day}); err != nil || len(s.Seed) != 64 {
 		t.Fatalf("GetSeed after the reveal: %v %v", s, err)
 	}
 }

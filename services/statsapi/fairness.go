@@ -222,7 +222,7 @@ func (s *FairnessService) rpcError(rpc string, err error) error {
 
 // GetCommitment answers a stored day's mode and commitment: NotFound for
 // a day not stored, InvalidArgument for a bad day or app_code.
-func (s *FairnessService) GetCommitment(ctx context.Context, req *activityv1.GetFairnessCommitmentRequest) (*activityv1.GetFairnessCommitmentResponse, error) {
+func (s *FairnessService) GetCommitment(ctx context.Context, req *activityv1.GetCommitmentRequest) (*activityv1.GetCommitmentResponse, error) {
 	ctx, cancel, app, err := s.rpcDay(ctx, req.GetAppCode(), req.GetDay())
 	if err != nil {
 		return nil, err
@@ -232,13 +232,13 @@ func (s *FairnessService) GetCommitment(ctx context.Context, req *activityv1.Get
 	if err != nil {
 		return nil, s.rpcError("GetCommitment", err)
 	}
-	return &activityv1.GetFairnessCommitmentResponse{AppCode: app, Day: d.Day, DayStartMs: d.DayStartMs, DayEndMs: d.DayEndMs,
+	return &activityv1.GetCommitmentResponse{AppCode: app, Day: d.Day, DayStartMs: d.DayStartMs, DayEndMs: d.DayEndMs,
 		Mode: d.Mode, Commitment: d.Commitment, CommittedAtMs: d.CommittedAtMs, Revealed: d.Revealed}, nil
 }
 
 // GetSeed answers a revealed seed; FailedPrecondition before the reveal,
 // for a crypto day and for a day not stored alike.
-func (s *FairnessService) GetSeed(ctx context.Context, req *activityv1.GetFairnessSeedRequest) (*activityv1.GetFairnessSeedResponse, error) {
+func (s *FairnessService) GetSeed(ctx context.Context, req *activityv1.GetSeedRequest) (*activityv1.GetSeedResponse, error) {
 	ctx, cancel, app, err := s.rpcDay(ctx, req.GetAppCode(), req.GetDay())
 	if err != nil {
 		return nil, err
@@ -248,6 +248,6 @@ func (s *FairnessService) GetSeed(ctx context.Context, req *activityv1.GetFairne
 	if err != nil {
 		return nil, s.rpcError("GetSeed", err)
 	}
-	return &activityv1.GetFairnessSeedResponse{AppCode: app, Day: sd.Day, Seed: sd.Seed, Commitment: sd.Commitment,
+	return &activityv1.GetSeedResponse{AppCode: app, Day: sd.Day, Seed: sd.Seed, Commitment: sd.Commitment,
 		RevealedAtMs: sd.RevealedAtMs}, nil
 }
