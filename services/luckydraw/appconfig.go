@@ -32,6 +32,7 @@ func ConfigFrom(app *config.Config, own Config) (Config, error) {
 		DisableWalletCreditDispatch: !l.Switches.WalletCreditDispatch,
 		PilotMode:                   l.Switches.PilotMode,
 		ReplacedVersionGrace:        l.ReplacedVersionGrace.D(),
+		OutboxFormat:                l.OutboxFormat,
 		Registerer:                  own.Registerer,
 		Logger:                      own.Logger,
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/tlsx"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 // Defaults of Config, equal to roomflow's lucky.* defaults.
@@ -103,6 +104,10 @@ type Config struct {
 	// grace; roomflow's lucky.replaced_version_grace defaults to 10s.
 	// At most MaxReplacedVersionGrace.
 	ReplacedVersionGrace time.Duration
+	// OutboxFormat is lucky.outbox_format: luckyoutbox.FormatRows (a
+	// lucky_outbox row per event) or FormatDrawEvents (one
+	// lucky_draw_events row per draw). Default rows.
+	OutboxFormat string
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -127,6 +132,7 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.SwitchCacheTTL, DefaultSwitchCacheTTL)
 	cfgerr.Default(&c.MaxBatch, DefaultMaxBatch)
 	cfgerr.Default(&c.PipelineDepth, DefaultPipelineDepth)
+	cfgerr.Default(&c.OutboxFormat, luckyoutbox.FormatRows)
 	cfgerr.Default(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
@@ -137,7 +143,8 @@ func (c *Config) setDefaults() {
 // keyed by snake-case name: audit_key (empty), draw_timeout,
 // wallet_credit_timeout, switch_cache_ttl (above 1s), max_batch, the
 // negative caps, activity_period_end_ms (not after the start), app_code
-// (over 32 bytes), replaced_version_grace (outside 0-5m).
+// (over 32 bytes), replaced_version_grace (outside 0-5m), outbox_format
+// (neither rows nor draw_events).
 func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -151,6 +158,9 @@ func (c Config) Validate() error {
 	checkGrace(&ch, c.ReplacedVersionGrace)
 	ch.Positive("max_batch", c.MaxBatch)
 	ch.Positive("pipeline_depth", c.PipelineDepth)
+	if err := luckyoutbox.CheckFormat(c.OutboxFormat); err != nil {
+		ch.Bad("outbox_format", "%v", err)
+	}
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
 	}
