@@ -48,6 +48,7 @@ func kindOf(q string) int {
 // its rows are read).
 type dbStats struct {
 	stmts atomic.Int64
+	rows  atomic.Int64 // rows written (rowsWritten)
 	nanos [nKinds]atomic.Int64
 }
 
@@ -60,6 +61,7 @@ func (s *dbStats) add(kind int, n int64, t0 time.Time) {
 func (s *dbStats) snapshot() dbSnapshot {
 	var d dbSnapshot
 	d.stmts = s.stmts.Load()
+	d.rows = s.rows.Load()
 	for k := range d.wait {
 		d.wait[k] = time.Duration(s.nanos[k].Load())
 	}
@@ -68,11 +70,13 @@ func (s *dbStats) snapshot() dbSnapshot {
 
 type dbSnapshot struct {
 	stmts int64
+	rows  int64
 	wait  [nKinds]time.Duration
 }
 
 func (a dbSnapshot) sub(b dbSnapshot) dbSnapshot {
 	a.stmts -= b.stmts
+	a.rows -= b.rows
 	for k := range a.wait {
 		a.wait[k] -= b.wait[k]
 	}
@@ -177,7 +181,23 @@ func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.
 	if !errors.Is(err, driver.ErrSkip) {
 		c.n.add(kindOf(q), 1, t0)
 	}
+	if err == nil {
+		c.n.rows.Add(rowsWritten(q, r))
+	}
 	return r, err
+}
+
+// rowsWritten is how many rows statement q wrote, each inserted or
+// updated row once: an upsert's value groups (MySQL's affected rows count
+// an updated row twice), else the affected rows (INSERT IGNORE: those
+// inserted; UPDATE: those changed).
+func rowsWritten(q string, r driver.Result) int64 {
+	if head, _, upsert := strings.Cut(q, "ON DUPLICATE KEY UPDATE"); upsert && kindOf(q) == kindInsert {
+		_, values, _ := strings.Cut(head, "VALUES")
+		return int64(strings.Count(values, "("))
+	}
+	n, _ := r.RowsAffected()
+	return n
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
@@ -224,7 +244,12 @@ type countingStmt struct {
 
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	defer s.n.add(s.kind, 1, time.Now())
-	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	r, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	if err == nil && s.kind != kindSelect {
+		n, _ := r.RowsAffected()
+		s.n.rows.Add(n)
+	}
+	return r, err
 }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
