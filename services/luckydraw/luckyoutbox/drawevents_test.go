@@ -179,3 +179,51 @@ func TestUndecodableDrawEventsRowFails(t *testing.T) {
 		t.Fatalf("oldest LuckyRiskRejected %vs, want 0: the failed row carries none", v)
 	}
 }
+
+// A draw_events row with an event the producer refuses (larger than a
+// record may be) is retried whole, its other events published meanwhile
+// (at least once); the rows beside it in the batch, of both shapes, are
+// done on their own results.
+func TestDrawEventsRowRetriedWhole(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(e.config(nil))
+	ok := drawEvents("ok")
+	e.seedDrawEvents("ok", luckyoutbox.EncodeEvents(ok), len(ok), luckyoutbox.MessageTypes(ok), "pending", 0)
+	big := drawEvents("big")
+	big[2].Payload = make([]byte, 2<<20) // over the producer's 1 MiB batch limit
+	e.seedDrawEvents("big", luckyoutbox.EncodeEvents(big), len(big), luckyoutbox.MessageTypes(big), "pending", 0)
+	if _, err := e.db.Exec(`INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, status, next_retry_at_ms, created_at_ms, updated_at_ms)
+		VALUES ('LuckyGiftDrawn:row', ?, 'activity_event', 'LuckyGiftDrawn', 'row', 'g', 'p', 'pending', 0, 0, 0)`, app); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ProcessBatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var st string
+	var retries int
+	var lastErr *string
+	if err := e.db.QueryRow(`SELECT status, retry_count, last_error FROM lucky_draw_events WHERE draw_id = 'big'`).Scan(&st, &retries, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if st != "pending" || retries != 1 || lastErr == nil || !strings.Contains(*lastErr, big[2].EventID) {
+		t.Fatalf("row with a refused event: %s, retry_count %d, last_error %v; want pending, 1, naming the event", st, retries, lastErr)
+	}
+	if err := e.db.QueryRow(`SELECT status FROM lucky_draw_events WHERE draw_id = 'ok'`).Scan(&st); err != nil || st != "done" {
+		t.Fatalf("row beside it: %s %v, want done", st, err)
+	}
+	if r := e.outbox("LuckyGiftDrawn:row"); r.Status != "done" {
+		t.Fatalf("lucky_outbox row beside it: %+v, want done", r)
+	}
+	seen := map[string]bool{}
+	for _, r := range e.kafka.DrainCommitted(t, e.kafka.Config.Topics.LuckyEvents) {
+		seen[string(envelope.Header(r, envelope.HeaderEventID))] = true
+	}
+	for _, ev := range append(ok, big[0], big[1], big[3], big[4]) {
+		if !seen[ev.EventID] {
+			t.Errorf("%s not published", ev.EventID)
+		}
+	}
+	if seen[big[2].EventID] || !seen["LuckyGiftDrawn:row"] {
+		t.Fatalf("published %v", seen)
+	}
+}

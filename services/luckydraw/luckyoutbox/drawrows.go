@@ -67,17 +67,22 @@ func (w *Worker) unpack(ctx context.Context, draws []drawRow) ([]row, error) {
 	return out, markRetry(ctx, w.db, drawEventsTable, w.cfg.WorkerID, bad, w.cfg.Now().UnixMilli())
 }
 
-// settleProduced records produce results (results[i] of rows[i]): a
-// lucky_outbox row done or back to retry on its own; a lucky_draw_events
-// row done once every event it carries is produced, else back to retry
-// whole (its produced events go again: at least once). It returns the
-// events done and the rows put back.
-func (w *Worker) settleProduced(ctx context.Context, rows []row, results kgo.ProduceResults, now int64) (done int, retries []retry, err error) {
+// settleProduced records produce results (recs[i] is rows[i]'s record;
+// results come in completion order, matched by record): a lucky_outbox
+// row done or back to retry on its own; a lucky_draw_events row done once
+// every event it carries is produced, else back to retry whole (its
+// produced events go again: at least once). It returns the events done
+// and the rows put back.
+func (w *Worker) settleProduced(ctx context.Context, rows []row, recs []*kgo.Record, results kgo.ProduceResults, now int64) (done int, retries []retry, err error) {
+	at := make(map[*kgo.Record]int, len(recs))
+	for i, rec := range recs {
+		at[rec] = i
+	}
 	var doneIDs, doneDraws []string
 	var drawRetries []retry
 	failed := map[string]bool{} // draw_id of a draw row with an event not produced
-	for i, res := range results {
-		r := rows[i]
+	for _, res := range results {
+		r := rows[at[res.Record]]
 		switch {
 		case res.Err == nil && r.Packed == "":
 			doneIDs = append(doneIDs, r.EventID)

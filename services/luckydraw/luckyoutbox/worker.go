@@ -655,7 +655,7 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	results := w.producer.ProduceSync(pctx, recs...)
 	grace()
 	cancel()
-	done, retries, err := w.settleProduced(ctx, rows, results, w.cfg.Now().UnixMilli())
+	done, retries, err := w.settleProduced(ctx, rows, recs, results, w.cfg.Now().UnixMilli())
 	w.m.done.WithLabelValues(EventTypeActivityEvent).Add(float64(done))
 	w.m.retries.WithLabelValues(EventTypeActivityEvent).Add(float64(len(retries)))
 	if len(retries) > 0 {
