@@ -101,7 +101,7 @@ type Worker struct {
 }
 
 // New returns a worker on db (migration 0006's lucky_outbox and
-// lucky_draw_records) crediting through w. It fails on an invalid Config
+// lucky_draw_records, 0014's lucky_draw_events) crediting through w. It fails on an invalid Config
 // or when the Kafka client cannot be built; it never waits for Kafka, the
 // wallet or MySQL.
 func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
