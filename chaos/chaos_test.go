@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
@@ -44,6 +45,7 @@ import (
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
 	"github.com/hyapp/roomflow/tools/demo"
@@ -290,6 +292,9 @@ func TestPipelineChaos(t *testing.T) {
 		lc := *cfg
 		lc.MySQL.DSN = luckyDSN
 		lc.Lucky.GRPCAddr = testenv.ClosedAddr(t)
+		if name == "lucky-b" { // both formats at once: each replica's worker publishes the other's rows too
+			lc.Lucky.OutboxFormat = luckyoutbox.FormatDrawEvents
+		}
 		if err := command.CheckLucky(&app.Deps{Config: &lc}); err != nil { // the lucky children's own check
 			t.Fatal(err)
 		}
@@ -498,7 +503,8 @@ func TestPipelineChaos(t *testing.T) {
 		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(reward_status = 'pending'), 0) FROM lucky_draw_records").Scan(&draws, &pendingRewards); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done'").Scan(&outboxLeft); err != nil {
+		if err := m.DB.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM lucky_outbox WHERE status <> 'done') +
+			(SELECT COUNT(*) FROM lucky_draw_events WHERE status <> 'done')`).Scan(&outboxLeft); err != nil {
 			t.Fatal(err)
 		}
 		if rep.OK() && delivered == len(events) && len(im.AcceptedByEvent()) >= oracle.IMMessages &&
@@ -514,7 +520,7 @@ func TestPipelineChaos(t *testing.T) {
 	rebuildOracle()
 	if converged.IsZero() {
 		h.logf("no convergence within 4 minutes of the last fault or write: %d fact differences (first: %v), %d/%d rows delivered, IM %d/%d; "+
-			"draws %d/%d, %d gifts waiting for their draw, %d rewards pending, %d lucky_outbox rows not done",
+			"draws %d/%d, %d gifts waiting for their draw, %d rewards pending, %d lucky_outbox and lucky_draw_events rows not done",
 			len(rep.Diffs), rep.Diffs[:min(1, len(rep.Diffs))], delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages,
 			draws, oracle.LuckyGifts, drawer.waiting(), pendingRewards, outboxLeft)
 	}
@@ -1002,9 +1008,9 @@ type luckyFigures struct {
 // outlasts every wallet fault); no pool is below its reserve_floor and Σ
 // total_out = Σ reward coins = Σ layer outs (loadgen.Compare checks
 // balance = funded + total_in - total_out and total_in per pool); every
-// lucky_outbox row is done and every activity event of it, LuckyGiftDrawn
-// of every draw among them, is on topic at least once; luckydraw.Audit
-// passes on every draw.
+// lucky_outbox and lucky_draw_events row is done and every lucky event
+// (expectedLuckyEvents) is on topic at least once, and nothing else;
+// luckydraw.Audit passes on every draw.
 func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, auditKey string, wal *walletfake.Wallet) (luckyFigures, []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -1144,20 +1150,7 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		diff("pools paid out %d, draws' rewards %d, their layer outs %d", out, rewards, layers)
 	}
 
-	events := map[string]string{} // activity event id -> message type
-	check(loadgen.ScanRows(ctx, db, `SELECT event_id, event_type, message_type, status FROM lucky_outbox WHERE app_code = ?`, app, func(rows *sql.Rows) error {
-		var id, typ, msg, st string
-		if err := rows.Scan(&id, &typ, &msg, &st); err != nil {
-			return err
-		}
-		if st != "done" {
-			diff("lucky_outbox %s is %s", id, st)
-		}
-		if typ == "activity_event" {
-			events[id] = msg
-		}
-		return nil
-	}))
+	events := expectedLuckyEvents(t, db, app, diff)
 	seen := map[string]int{}
 	for _, r := range k.DrainCommitted(t, topic) {
 		seen[string(envelope.Header(r, envelope.HeaderEventID))]++
@@ -1166,7 +1159,7 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 	for id, n := range seen {
 		f.redelivered += n - 1
 		if _, ok := events[id]; !ok {
-			diff("%s on %s: no such lucky_outbox event", id, topic)
+			diff("%s on %s: no such lucky event", id, topic)
 		}
 	}
 	for id, msg := range events {
@@ -1174,22 +1167,6 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 			diff("%s (%s) never reached %s", id, msg, topic)
 		}
 	}
-	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, reward_status FROM lucky_draw_records WHERE app_code = ?`, app, func(rows *sql.Rows) error {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			return err
-		}
-		if st == luckydraw.RewardRejected {
-			if events[luckydraw.LuckyDrawRejectedEventID(id)] == "" {
-				diff("rejection %s has no LuckyDrawRejected event", id)
-			}
-			return nil
-		}
-		if events["LuckyGiftDrawn:"+id] == "" {
-			diff("draw %s has no LuckyGiftDrawn event", id)
-		}
-		return nil
-	}))
 
 	res, err := luckydraw.Audit(ctx, db, auditKey, luckydraw.AuditQuery{})
 	check(err)
@@ -1202,6 +1179,92 @@ func luckyDifferences(t *testing.T, db *sql.DB, k *testenv.Kafka, topic, app, au
 		}
 	}
 	return f, d
+}
+
+// expectedLuckyEvents are the lucky events of app (event id -> message
+// type) the topic must hold, derived from the draw records, not from
+// outbox rows: each rejection's LuckyDrawRejected; each draw's
+// LuckyGiftDrawn, a LuckyPoolChanged per pool layer, a LuckyRiskRejected
+// per scope of its risk snapshot, and a paid draw's LuckyRewardGranted: a
+// row lost or an event left out of a lucky_draw_events row is missed.
+// Events whose existence no record holds (LuckyRewardPending of each
+// attempt, attempt 0 among a draw's events when the dispatch switch was
+// off) are added from the outbox rows of both shapes; an outbox row not
+// done or not decodable is a difference.
+func expectedLuckyEvents(t *testing.T, db *sql.DB, app string, diff func(string, ...any)) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	check := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{}
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, reward_status, reward_id, reward_coins, risk_snapshot_json FROM lucky_draw_records
+		WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, st, rewardID string
+		var coins int64
+		var risk []byte
+		if err := rows.Scan(&id, &st, &rewardID, &coins, &risk); err != nil {
+			return err
+		}
+		if st == luckydraw.RewardRejected {
+			want[luckydraw.LuckyDrawRejectedEventID(id)] = "LuckyDrawRejected"
+			return nil
+		}
+		var rs luckydraw.RiskSnapshot
+		if err := json.Unmarshal(risk, &rs); err != nil {
+			return fmt.Errorf("draw %s: risk snapshot: %w", id, err)
+		}
+		want["LuckyGiftDrawn:"+id] = "LuckyGiftDrawn"
+		for _, scope := range []string{"platform", "room", "gift"} {
+			want["LuckyPoolChanged:"+id+":"+scope] = "LuckyPoolChanged"
+		}
+		for _, scope := range rs.Rejected {
+			want["LuckyRiskRejected:"+id+":"+scope] = "LuckyRiskRejected"
+		}
+		if coins > 0 {
+			want["LuckyRewardGranted:"+rewardID] = "LuckyRewardGranted"
+		}
+		return nil
+	}))
+	written := func(id, msg string) {
+		if _, ok := want[id]; !ok {
+			want[id] = msg
+		}
+	}
+	check(loadgen.ScanRows(ctx, db, `SELECT event_id, event_type, message_type, status FROM lucky_outbox WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, typ, msg, st string
+		if err := rows.Scan(&id, &typ, &msg, &st); err != nil {
+			return err
+		}
+		if st != "done" {
+			diff("lucky_outbox %s is %s", id, st)
+		}
+		if typ == luckyoutbox.EventTypeActivityEvent {
+			written(id, msg)
+		}
+		return nil
+	}))
+	check(loadgen.ScanRows(ctx, db, `SELECT draw_id, events, status, COALESCE(last_error, '') FROM lucky_draw_events WHERE app_code = ?`, app, func(rows *sql.Rows) error {
+		var id, st, lastErr string
+		var raw []byte
+		if err := rows.Scan(&id, &raw, &st, &lastErr); err != nil {
+			return err
+		}
+		if st != "done" {
+			diff("lucky_draw_events %s is %s %s", id, st, lastErr)
+		}
+		evs, err := luckyoutbox.DecodeEvents(raw)
+		if err != nil {
+			diff("lucky_draw_events %s: %v", id, err)
+		}
+		for _, e := range evs {
+			written(e.EventID, e.MessageType)
+		}
+		return nil
+	}))
+	return want
 }
 
 // TestChaosFaultsOf: the poll profile draws from exactly the fault kinds

@@ -150,7 +150,8 @@ func (b *bench) start(ctx context.Context, sc scenario, m mode, label string) (_
 		}
 	} else {
 		cfg := luckydraw.Config{AppCode: appCode, AuditKey: auditKey, MaxBatch: m.maxBatch, PipelineDepth: b.o.pipelineDepth, Registerer: st.reg, Logger: b.log,
-			DisableWalletCreditDispatch: !b.o.dispatch, TLS: b.sec.server, Randomness: b.o.randomness}
+			DisableWalletCreditDispatch: !b.o.dispatch, TLS: b.sec.server, Randomness: b.o.randomness,
+			OutboxFormat: b.o.outboxFormat}
 		if cfg.FairnessKeys, err = benchKeyring(); err != nil {
 			return nil, err
 		}
@@ -267,6 +268,10 @@ func (o outcome) hitRate() float64 { return float64(o.hits) / float64(max(o.draw
 
 func (o outcome) stmtsPerDraw() float64 { return float64(o.db.stmts) / float64(max(o.draws, 1)) }
 
+// rowsPerDraw is the rows written per draw (rowsWritten), the synchronous
+// credit's included.
+func (o outcome) rowsPerDraw() float64 { return float64(o.db.rows) / float64(max(o.draws, 1)) }
+
 // dbWaits is the time the pool waited for MySQL per draw, by statement
 // kind, summed over connections (µs).
 func (o outcome) dbWaits() string {
@@ -297,9 +302,9 @@ func (o outcome) errNote() string {
 }
 
 func (f figures) line() string {
-	s := fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw  hits %4.1f%% (granted %d)", f.rate(),
+	s := fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw %5.1f rows/draw  hits %4.1f%% (granted %d)", f.rate(),
 		f.pct(0.5).Round(100*time.Microsecond), f.pct(0.99).Round(100*time.Microsecond), f.pct(0.999).Round(100*time.Microsecond),
-		f.stmtsPerDraw(), 100*f.hitRate(), f.granted)
+		f.stmtsPerDraw(), f.rowsPerDraw(), 100*f.hitRate(), f.granted)
 	if f.batch > 0 {
 		s += fmt.Sprintf("  mean batch %.1f  retries %.0f", f.batch, f.retries)
 	}
@@ -307,9 +312,9 @@ func (f figures) line() string {
 }
 
 func (o outcome) rateLine(offered int) string {
-	return fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw  (offered %d/s)", o.rate(),
+	return fmt.Sprintf("%6.0f draws/s  p50 %-8s p99 %-8s p999 %-8s %5.1f stmts/draw %5.1f rows/draw  (offered %d/s)", o.rate(),
 		o.pct(0.5).Round(100*time.Microsecond), o.pct(0.99).Round(100*time.Microsecond), o.pct(0.999).Round(100*time.Microsecond),
-		o.stmtsPerDraw(), offered) + o.errNote() + "\n" + strings.Repeat(" ", 45) + o.dbWaits()
+		o.stmtsPerDraw(), o.rowsPerDraw(), offered) + o.errNote() + "\n" + strings.Repeat(" ", 45) + o.dbWaits()
 }
 
 // recorder collects answers from concurrent clients.

@@ -48,6 +48,7 @@ func kindOf(q string) int {
 // its rows are read).
 type dbStats struct {
 	stmts atomic.Int64
+	rows  atomic.Int64 // rows written (rowsWritten)
 	nanos [nKinds]atomic.Int64
 }
 
@@ -60,6 +61,7 @@ func (s *dbStats) add(kind int, n int64, t0 time.Time) {
 func (s *dbStats) snapshot() dbSnapshot {
 	var d dbSnapshot
 	d.stmts = s.stmts.Load()
+	d.rows = s.rows.Load()
 	for k := range d.wait {
 		d.wait[k] = time.Duration(s.nanos[k].Load())
 	}
@@ -68,11 +70,13 @@ func (s *dbStats) snapshot() dbSnapshot {
 
 type dbSnapshot struct {
 	stmts int64
+	rows  int64
 	wait  [nKinds]time.Duration
 }
 
 func (a dbSnapshot) sub(b dbSnapshot) dbSnapshot {
 	a.stmts -= b.stmts
+	a.rows -= b.rows
 	for k := range a.wait {
 		a.wait[k] -= b.wait[k]
 	}
@@ -124,10 +128,31 @@ func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 // countingConn forwards to the MySQL driver's connection, which
-// implements every optional interface below.
+// implements every optional interface below. Rows written inside a
+// transaction count once it commits: a rolled back attempt (a deadlock,
+// a draw timeout) writes nothing.
 type countingConn struct {
-	conn driver.Conn
-	n    *dbStats
+	conn    driver.Conn
+	n       *dbStats
+	inTx    bool
+	pending int64 // rows written by the open transaction
+}
+
+// wrote counts rows written by a statement of c.
+func (c *countingConn) wrote(rows int64) {
+	if c.inTx {
+		c.pending += rows
+		return
+	}
+	c.n.rows.Add(rows)
+}
+
+// endTx ends c's transaction, its rows counted if committed.
+func (c *countingConn) endTx(committed bool) {
+	if committed {
+		c.n.rows.Add(c.pending)
+	}
+	c.inTx, c.pending = false, 0
 }
 
 var (
@@ -152,7 +177,7 @@ func (c *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stm
 		return nil, err
 	}
 	c.n.add(kindOther, 2, t0) // prepare and close
-	return countingStmt{s, c.n, kindOf(q)}, nil
+	return countingStmt{s, c, kindOf(q)}, nil
 }
 
 func (c *countingConn) Close() error { return c.conn.Close() }
@@ -168,7 +193,8 @@ func (c *countingConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.
 		return nil, err
 	}
 	c.n.add(kindBegin, 1, t0)
-	return countingTx{tx, c.n}, nil
+	c.inTx, c.pending = true, 0
+	return countingTx{tx, c}, nil
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
@@ -177,7 +203,23 @@ func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.
 	if !errors.Is(err, driver.ErrSkip) {
 		c.n.add(kindOf(q), 1, t0)
 	}
+	if err == nil {
+		c.wrote(rowsWritten(q, r))
+	}
 	return r, err
+}
+
+// rowsWritten is how many rows statement q wrote, each inserted or
+// updated row once: an upsert's value groups (MySQL's affected rows count
+// an updated row twice), else the affected rows (INSERT IGNORE: those
+// inserted; UPDATE: those changed).
+func rowsWritten(q string, r driver.Result) int64 {
+	if head, _, upsert := strings.Cut(q, "ON DUPLICATE KEY UPDATE"); upsert && kindOf(q) == kindInsert {
+		_, values, _ := strings.Cut(head, "VALUES")
+		return int64(strings.Count(values, "("))
+	}
+	n, _ := r.RowsAffected()
+	return n
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
@@ -203,31 +245,39 @@ func (c *countingConn) Ping(ctx context.Context) error { return c.conn.(driver.P
 
 type countingTx struct {
 	tx driver.Tx
-	n  *dbStats
+	c  *countingConn
 }
 
 func (t countingTx) Commit() error {
-	defer t.n.add(kindCommit, 1, time.Now())
-	return t.tx.Commit()
+	defer t.c.n.add(kindCommit, 1, time.Now())
+	err := t.tx.Commit()
+	t.c.endTx(err == nil)
+	return err
 }
 
 func (t countingTx) Rollback() error {
-	defer t.n.add(kindCommit, 1, time.Now())
+	defer t.c.n.add(kindCommit, 1, time.Now())
+	t.c.endTx(false)
 	return t.tx.Rollback()
 }
 
 type countingStmt struct {
 	driver.Stmt
-	n    *dbStats
+	c    *countingConn
 	kind int
 }
 
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	defer s.n.add(s.kind, 1, time.Now())
-	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	defer s.c.n.add(s.kind, 1, time.Now())
+	r, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	if err == nil && s.kind != kindSelect {
+		n, _ := r.RowsAffected()
+		s.c.wrote(n)
+	}
+	return r, err
 }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	defer s.n.add(s.kind, 1, time.Now())
+	defer s.c.n.add(s.kind, 1, time.Now())
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }

@@ -29,7 +29,10 @@
 // Then a fixed offered rate (-rate draws/s for -rate-duration, open loop,
 // latency from each draw's scheduled start) on the hot path against the
 // service. Reported: draws/s, p50/p99/p999, statements per draw (counted by
-// the client's connection pool: BEGIN and COMMIT included), the service's
+// the client's connection pool: BEGIN and COMMIT included), rows written
+// per draw (each inserted or updated row once, the synchronous credit's
+// included; -outbox-format draw_events: one lucky_draw_events row per draw
+// instead of a lucky_outbox row per event), the service's
 // mean batch size (roomflow_lucky_draw_batch_size), medians over -rounds
 // with the spread (min-max), and the ratios service/baseline per round.
 // After each mode the pools' invariants are checked (balance = funded +
@@ -69,6 +72,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet"
 	"github.com/hyapp/roomflow/services/luckydraw/wallet/walletfake"
 )
@@ -78,7 +82,7 @@ type opts struct {
 	pipelineDepth                            int
 	rooms, gifts, users                      int
 	rateDur, walletLatency                   time.Duration
-	serverDSN, randomness                    string
+	serverDSN, randomness, outboxFormat      string
 	keepDB, dispatch, mtls                   bool
 }
 
@@ -98,6 +102,7 @@ func main() {
 	flag.IntVar(&modeService.maxBatch, "max-batch", luckydraw.DefaultMaxBatch, "MaxBatch of the service mode (group commit size)")
 	flag.IntVar(&o.pipelineDepth, "pipeline-depth", luckydraw.DefaultPipelineDepth, "PipelineDepth of the service modes (batches of one app_code in flight)")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "do not drop the databases")
+	flag.StringVar(&o.outboxFormat, "outbox-format", luckyoutbox.FormatRows, "lucky.outbox_format of the service modes: rows (a lucky_outbox row per event) or draw_events (one lucky_draw_events row per draw)")
 	flag.BoolVar(&o.dispatch, "dispatch", true, "credit paying draws synchronously after commit (luckyoutbox's Credit, the fake wallet); false: wallet_credit_dispatch off, the draw path alone")
 	flag.BoolVar(&o.mtls, "mtls", false, "mutual TLS on every gRPC hop (lucky.tls with allowed_client_names, lucky.wallet_tls), certificates from a throwaway test PKI (testenv.MakePKI); false: plaintext")
 	flag.StringVar(&o.randomness, "randomness", "crypto", "lucky.randomness of the service modes: crypto or commit_reveal (a seed per day, the senders' nonce counters in the draw transaction; docs/fairness.md)")
@@ -230,7 +235,7 @@ func run(o opts) error {
 
 func report(o opts, paths []scenario, modes []mode, res map[string][]figures, rateRes []outcome) {
 	fmt.Printf("\nmedians of %d rounds (min-max), %d clients, latency through gRPC:\n\n", o.rounds, o.clients)
-	fmt.Printf("| path | mode | draws/s | p50 | p99 | p999 | statements/draw | mean batch | hits |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| path | mode | draws/s | p50 | p99 | p999 | statements/draw | rows/draw | mean batch | hits |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range paths {
 		for _, m := range modes {
 			fs := res[sc.name+"/"+m.name]
@@ -238,12 +243,13 @@ func report(o opts, paths []scenario, modes []mode, res map[string][]figures, ra
 			if !m.baseline() {
 				batch = fmt.Sprintf("%.1f", median(pick(fs, func(f figures) float64 { return f.batch })))
 			}
-			fmt.Printf("| %s | %s | %s | %s | %s | %s | %.1f | %s | %.1f%% |\n", sc.name, m.name,
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %s | %.1f%% |\n", sc.name, m.name,
 				spread(pick(fs, func(f figures) float64 { return f.rate() }), "%.0f"),
 				durSpread(pick(fs, func(f figures) float64 { return f.pct(0.50).Seconds() })),
 				durSpread(pick(fs, func(f figures) float64 { return f.pct(0.99).Seconds() })),
 				durSpread(pick(fs, func(f figures) float64 { return f.pct(0.999).Seconds() })),
-				median(pick(fs, func(f figures) float64 { return f.stmtsPerDraw() })), batch,
+				median(pick(fs, func(f figures) float64 { return f.stmtsPerDraw() })),
+				median(pick(fs, func(f figures) float64 { return f.rowsPerDraw() })), batch,
 				100*median(pick(fs, func(f figures) float64 { return f.hitRate() })))
 		}
 	}

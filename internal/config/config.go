@@ -377,6 +377,10 @@ type LuckyConfig struct {
 	OutboxPollInterval  Duration        `yaml:"outbox_poll_interval"`
 	OutboxMaxRetries    int             `yaml:"outbox_max_retries"` // then the reward is failed (alerted, never deleted)
 	OutboxLockTTL       Duration        `yaml:"outbox_lock_ttl"`    // a claimed outbox row's lease
+	// OutboxFormat is where a draw's lucky events go: rows (a lucky_outbox
+	// row each) or draw_events (one lucky_draw_events row per draw; only
+	// once every replica runs a release that reads it).
+	OutboxFormat string `yaml:"outbox_format"`
 	// AuditKey is the HMAC-SHA256 key of every draw's random_digest; a
 	// secret. Env: ROOMFLOW_LUCKY_AUDIT_KEY. Required by `roomflow lucky`
 	// and `roomflow lucky audit`.

@@ -164,6 +164,7 @@ func defaultLucky() LuckyConfig {
 		OutboxPollInterval:   Duration(500 * time.Millisecond),
 		OutboxMaxRetries:     20,
 		OutboxLockTTL:        Duration(30 * time.Second),
+		OutboxFormat:         "rows",
 		ReplacedVersionGrace: Duration(10 * time.Second),
 		PublishPayoutBandPPM: 100_000,
 		Switches:             LuckySwitches{GlobalLuckyGiftEnabled: true, LargeTierEnabled: true, WalletCreditDispatch: true},

@@ -38,6 +38,7 @@ func ConfigFrom(app *config.Config, own Config) (Config, error) {
 		FairnessAppCodes:            l.Fairness.AppCodes,
 		FairnessDayLength:           l.Fairness.DayLength.D(),
 		FairnessRevealGrace:         l.Fairness.RevealGrace.D(),
+		OutboxFormat:                l.OutboxFormat,
 		Registerer:                  own.Registerer,
 		Logger:                      own.Logger,
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 // The defaults with an audit key equal the service's own; the kill
@@ -22,6 +23,13 @@ func TestConfigFrom(t *testing.T) {
 	if err != nil || c.DrawTimeout != luckydraw.DefaultDrawTimeout || c.WalletCreditTimeout != luckydraw.DefaultWalletCreditTimeout ||
 		c.DisableGlobalLuckyGift || c.DisableLargeTier || c.DisableWalletCreditDispatch {
 		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	if c.OutboxFormat != luckyoutbox.FormatRows {
+		t.Fatalf("lucky.outbox_format defaults to %q, want rows", c.OutboxFormat)
+	}
+	cfg.Lucky.OutboxFormat = luckyoutbox.FormatDrawEvents
+	if c, err := luckydraw.ConfigFrom(&cfg, luckydraw.Config{}); err != nil || c.OutboxFormat != luckyoutbox.FormatDrawEvents {
+		t.Fatalf("lucky.outbox_format draw_events: %q %v", c.OutboxFormat, err)
 	}
 	cfg.Lucky.Switches.WalletCreditDispatch = false
 	if c, _ := luckydraw.ConfigFrom(&cfg, luckydraw.Config{}); !c.DisableWalletCreditDispatch {
@@ -37,6 +45,7 @@ func TestConfigFrom(t *testing.T) {
 		{"lucky.activity_period_end_ms", func(c *config.Config) { c.Lucky.ActivityPeriodPayout, c.Lucky.ActivityPeriodStartMs = 10, 100 }},
 		{"lucky.large_tier_min_reward", func(c *config.Config) { c.Lucky.LargeTierMinReward = -1 }},
 		{"app_code", func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }},
+		{"lucky.outbox_format", func(c *config.Config) { c.Lucky.OutboxFormat = "draw-events" }},
 	} {
 		cfg := config.Default()
 		cfg.Lucky.AuditKey = key

@@ -10,6 +10,7 @@ import (
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/tlsx"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 // Defaults of Config, equal to roomflow's lucky.* defaults.
@@ -125,6 +126,10 @@ type Config struct {
 	// FairnessRevealGrace is how long after its day's end the writer
 	// reveals a seed. Default 1h.
 	FairnessRevealGrace time.Duration
+	// OutboxFormat is lucky.outbox_format: luckyoutbox.FormatRows (a
+	// lucky_outbox row per event) or FormatDrawEvents (one
+	// lucky_draw_events row per draw). Default rows.
+	OutboxFormat string
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -153,6 +158,7 @@ func (c *Config) setDefaults() {
 	cfgerr.Default(&c.SwitchCacheTTL, DefaultSwitchCacheTTL)
 	cfgerr.Default(&c.MaxBatch, DefaultMaxBatch)
 	cfgerr.Default(&c.PipelineDepth, DefaultPipelineDepth)
+	cfgerr.Default(&c.OutboxFormat, luckyoutbox.FormatRows)
 	cfgerr.Default(&c.Logger, slog.Default())
 	cfgerr.Default(&c.Randomness, fairness.ModeCrypto)
 	cfgerr.Default(&c.FairnessDayLength, DefaultFairnessDayLength)
@@ -172,6 +178,8 @@ func (c *Config) setDefaults() {
 // (over 32 bytes), replaced_version_grace (outside 0-5m), randomness,
 // fairness.app_codes, fairness.day_length (not a
 // whole number of seconds dividing 24h), fairness.reveal_grace (negative).
+// (over 32 bytes), replaced_version_grace (outside 0-5m), outbox_format
+// (neither rows nor draw_events).
 func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -186,6 +194,9 @@ func (c Config) Validate() error {
 	ch.Positive("max_batch", c.MaxBatch)
 	ch.Positive("pipeline_depth", c.PipelineDepth)
 	checkFairness(&ch, c)
+	if err := luckyoutbox.CheckFormat(c.OutboxFormat); err != nil {
+		ch.Bad("outbox_format", "%v", err)
+	}
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "longer than %d bytes", maxAppCode)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/walletv1"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -26,12 +27,14 @@ func randomPPM() (int64, error) {
 	return v.Int64(), nil
 }
 
-// drawn is one draw's outcome: its answer, its lucky_draw_records row and
-// its lucky_outbox rows.
+// drawn is one draw's outcome: its answer, its lucky_draw_records row,
+// its lucky_outbox rows and, in format draw_events, its
+// lucky_draw_events row (nil in format rows).
 type drawn struct {
 	result drawResult
 	record []any
 	outbox [][]any
+	events []any
 }
 
 // drawCalc is a draw in the making: its request and rule, its plan
@@ -63,13 +66,13 @@ func (b *batchTx) drawOne(r *drawReq, rule *lucky.Rule, applyInflow bool) (drawn
 		return drawn{}, err
 	}
 	b.applyDraw(c)
-	ob, err := b.drawEvents(c)
+	ob, ev, err := b.drawEvents(c)
 	if err != nil {
 		return drawn{}, err
 	}
 	return drawn{result: drawResult{drawID: r.drawID, ruleVersion: rule.RuleVersion, tierID: c.o.Tier.TierID,
 		tierType: c.o.Tier.RewardType, rewardCoins: c.reward, rewardID: c.rewardID, rewardStatus: c.status,
-		dispatch: b.sw.global[SwitchWalletDispatch]}, record: rec, outbox: ob}, nil
+		dispatch: b.sw.global[SwitchWalletDispatch]}, record: rec, outbox: ob, events: ev}, nil
 }
 
 // selectTier plans r's draw under rule against the batch's pools and
@@ -164,15 +167,22 @@ func (b *batchTx) applyDraw(c *drawCalc) {
 	}
 }
 
-// drawEvents are c's lucky_outbox rows ((10)): its reward credit, then
+// drawEvents are c's outbox rows ((10)): its reward credit, then
 // LuckyGiftDrawn, a LuckyPoolChanged per pool, a LuckyRiskRejected per
 // cap that removed a payable tier, and LuckyRewardPending when the
-// dispatch switch is off.
-func (b *batchTx) drawEvents(c *drawCalc) ([][]any, error) {
+// dispatch switch is off. The events are lucky_outbox rows in format rows;
+// in format draw_events they are the draw's one lucky_draw_events row (the
+// reward credit, with its retry state, stays a lucky_outbox row).
+func (b *batchTx) drawEvents(c *drawCalc) (ob [][]any, packedRow []any, _ error) {
 	r, rule, plan, o := c.r, c.rule, c.plan, c.o
 	dispatch := b.sw.global[SwitchWalletDispatch]
-	var ob [][]any
+	var packed []luckyoutbox.Event
 	event := func(id string, m proto.Message) error {
+		if b.s.cfg.OutboxFormat == luckyoutbox.FormatDrawEvents {
+			payload, err := proto.Marshal(m)
+			packed = append(packed, luckyoutbox.Event{MessageType: messageType(m), EventID: id, Key: r.giftID, Payload: payload})
+			return err
+		}
 		row, err := b.outboxEvent(r, id, m)
 		ob = append(ob, row)
 		return err
@@ -180,7 +190,7 @@ func (b *batchTx) drawEvents(c *drawCalc) ([][]any, error) {
 	if c.reward > 0 {
 		row, err := b.rewardCreditRow(c, dispatch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ob = append(ob, row)
 	}
@@ -193,14 +203,14 @@ func (b *batchTx) drawEvents(c *drawCalc) ([][]any, error) {
 		RuleVersion: rule.RuleVersion, SenderUserId: r.sender, TargetUserId: r.target, TierId: o.Tier.TierID,
 		TierType: o.Tier.RewardType, RewardCoins: c.reward, Hit: o.Hit(), CoinSpent: r.coinSpent, HeatValue: r.heat,
 		PoolIn: poolIn, TargetPayoutRatePpm: rule.TargetPayoutRatePPM, DrawnAtMs: b.nowMs}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, k := range c.keys {
 		id := "LuckyPoolChanged:" + r.drawID + ":" + k.scopeType
 		if err := event(id, &activityv1.LuckyPoolChanged{EventId: id, AppCode: r.app, DrawId: r.drawID, ScopeType: k.scopeType,
 			ScopeId: k.scopeID, DeltaIn: plan.LayerIn[i], DeltaOut: o.LayerOut[i], Balance: c.after[i], GiftId: r.giftID,
 			ChangedAtMs: b.nowMs}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, l := range plan.RiskRejected {
@@ -208,7 +218,7 @@ func (b *batchTx) drawEvents(c *drawCalc) ([][]any, error) {
 		if err := event(id, &activityv1.LuckyRiskRejected{EventId: id, AppCode: r.app, DrawId: r.drawID, Scope: l.Scope,
 			ScopeId: l.ScopeID, Threshold: l.Cap, Remaining: l.Remaining(), Reason: l.Window + " cap removed a payable tier",
 			GiftId: r.giftID, AtMs: b.nowMs}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if c.reward > 0 && !dispatch {
@@ -216,10 +226,10 @@ func (b *batchTx) drawEvents(c *drawCalc) ([][]any, error) {
 		if err := event(id, &activityv1.LuckyRewardPending{EventId: id, AppCode: r.app, RewardId: c.rewardID, DrawId: r.drawID,
 			UserId: r.sender, RewardCoins: c.reward, RetryReason: SwitchWalletDispatch + " off", GiftId: r.giftID,
 			RoomId: r.roomID, AtMs: b.nowMs}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return ob, nil
+	return ob, b.drawEventsRow(r, packed), nil
 }
 
 // rewardCreditRow is the reward_credit row of c's payout. The synchronous

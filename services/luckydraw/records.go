@@ -6,10 +6,12 @@ import (
 	"strings"
 
 	"github.com/hyapp/roomflow/internal/sqlbuild"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 	"google.golang.org/protobuf/proto"
 )
 
-// The batch's lucky_draw_records and lucky_outbox rows: the stored
+// The batch's lucky_draw_records, lucky_outbox and lucky_draw_events
+// rows: the stored
 // outcomes a retry answers, and the multi-row inserts of new ones.
 
 // storedDraws reads the stored outcomes (draws and rejections) of the
@@ -56,8 +58,21 @@ func (b *batchTx) outboxEvent(r *drawReq, id string, m proto.Message) ([]any, er
 	if err != nil {
 		return nil, err
 	}
-	return []any{id, r.app, "activity_event", string(m.ProtoReflect().Descriptor().Name()), r.drawID, r.giftID,
+	return []any{id, r.app, "activity_event", messageType(m), r.drawID, r.giftID,
 		payload, "pending", "", 0, b.nowMs, b.nowMs, b.nowMs}, nil
+}
+
+// messageType is m's message_type: its message name.
+func messageType(m proto.Message) string { return string(m.ProtoReflect().Descriptor().Name()) }
+
+// drawEventsRow is the lucky_draw_events row of r's draw carrying events,
+// pending for the outbox worker (nil for none: format rows).
+func (b *batchTx) drawEventsRow(r *drawReq, events []luckyoutbox.Event) []any {
+	if len(events) == 0 {
+		return nil
+	}
+	return []any{r.drawID, r.app, luckyoutbox.EncodeEvents(events), len(events), luckyoutbox.MessageTypes(events),
+		"pending", b.nowMs, b.nowMs, b.nowMs}
 }
 
 // insertRows runs head + one (?, ...) group per row + tail; nothing for

@@ -170,6 +170,7 @@ type batchPlan struct {
 	dupOf    map[int]int   // a repeated command_id -> its first request
 	records  [][]any       // the draws' and the rejections' rows, one statement
 	outbox   [][]any       // their lucky_outbox rows, one statement
+	events   [][]any       // the draws' lucky_draw_events rows (format draw_events), one statement
 }
 
 // sortRequests answers each request with its stored outcome, or as a
@@ -265,6 +266,9 @@ func (b *batchTx) drawAndReject(ctx context.Context, p *batchPlan) error {
 		p.res[p.at[k]] = d.result
 		p.records = append(p.records, d.record)
 		p.outbox = append(p.outbox, d.outbox...)
+		if d.events != nil {
+			p.events = append(p.events, d.events)
+		}
 	}
 	// (7)-(10) write.
 	if err := b.writePools(ctx); err != nil {
@@ -296,11 +300,16 @@ func (b *batchTx) lockRows(ctx context.Context, p *batchPlan, reversed []inflowR
 	return b.lockCounters(ctx, p.draws, p.rules)
 }
 
-// insertOutcomes inserts the batch's lucky_outbox rows, then its
-// lucky_draw_records rows, one statement each.
+// insertOutcomes inserts the batch's lucky_outbox rows, its
+// lucky_draw_events rows, then its lucky_draw_records rows, one statement
+// each.
 func (b *batchTx) insertOutcomes(ctx context.Context, p *batchPlan) error {
 	if err := insertRows(ctx, b.tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
 	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.outbox); err != nil {
+		return err
+	}
+	if err := insertRows(ctx, b.tx, `INSERT INTO lucky_draw_events (draw_id, app_code, events, event_count, message_types,
+	status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.events); err != nil {
 		return err
 	}
 	return b.insertRecords(ctx, p.records)

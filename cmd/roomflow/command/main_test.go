@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/migrate"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
@@ -93,6 +94,11 @@ func TestConfigCommand(t *testing.T) {
 		if _, err := runCLI(t, yaml, "config"); err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
 			t.Errorf("config with a bad %s: %v, want an error naming it", key, err)
 		}
+	}
+	// An unknown lucky.outbox_format is a configuration error: exit 2.
+	if _, err := runCLI(t, "lucky:\n  outbox_format: draw-events\n", "config"); cli.ExitCode(err) != 2 ||
+		!strings.Contains(err.Error(), "config: lucky.outbox_format: ") {
+		t.Errorf("config with lucky.outbox_format draw-events: %v (exit %d), want exit 2 naming the key", err, cli.ExitCode(err))
 	}
 }
 

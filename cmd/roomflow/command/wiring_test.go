@@ -353,6 +353,7 @@ func TestLuckyWiringNamesTheKey(t *testing.T) {
 		{"lucky.outbox_poll_interval", func(c *config.Config) { c.Lucky.OutboxPollInterval = -1 }},
 		{"lucky.outbox_max_retries", func(c *config.Config) { c.Lucky.OutboxMaxRetries = -1 }},
 		{"lucky.outbox_lock_ttl", func(c *config.Config) { c.Lucky.OutboxLockTTL = config.Duration(time.Millisecond) }},
+		{"lucky.outbox_format", func(c *config.Config) { c.Lucky.OutboxFormat = "row" }},
 		{"lucky.max_device_daily_payout", func(c *config.Config) { c.Lucky.MaxDeviceDailyPayout = -1 }},
 		{"lucky.max_anchor_daily_payout", func(c *config.Config) { c.Lucky.MaxAnchorDailyPayout = -1 }},
 		{"lucky.activity_period_payout", func(c *config.Config) { c.Lucky.ActivityPeriodPayout = -1 }},

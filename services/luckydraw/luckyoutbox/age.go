@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/hyapp/roomflow/schemas/activityv1"
 )
@@ -28,9 +29,10 @@ type oldestWork struct {
 	eventsMs map[string]int64
 }
 
-// oldestUnfinished reads oldestWork. Both reads go by an index: the
+// oldestUnfinished reads oldestWork. The reads go by an index: the
 // rewards by (reward_status, created_at_ms), the events by status among
-// the rows not done, which is the backlog.
+// the rows not done, which is the backlog; a lucky_draw_events row counts
+// for each message type it carries (its message_types).
 func oldestUnfinished(ctx context.Context, db *sql.DB) (oldestWork, error) {
 	w := oldestWork{eventsMs: map[string]int64{}}
 	var reward sql.NullInt64
@@ -39,7 +41,9 @@ func oldestUnfinished(ctx context.Context, db *sql.DB) (oldestWork, error) {
 	}
 	w.rewardMs = reward.Int64
 	rows, err := db.QueryContext(ctx, `SELECT message_type, MIN(created_at_ms) FROM lucky_outbox
-		WHERE status IN ('pending', 'processing', 'failed') AND event_type = 'activity_event' GROUP BY message_type`)
+		WHERE status IN ('pending', 'processing', 'failed') AND event_type = 'activity_event' GROUP BY message_type
+		UNION ALL SELECT message_types, MIN(created_at_ms) FROM lucky_draw_events
+		WHERE status IN ('pending', 'processing', 'failed') GROUP BY message_types`)
 	if err != nil {
 		return w, fmt.Errorf("luckyoutbox: oldest unpublished event: %w", err)
 	}
@@ -50,7 +54,11 @@ func oldestUnfinished(ctx context.Context, db *sql.DB) (oldestWork, error) {
 		if err := rows.Scan(&t, &ms); err != nil {
 			return w, fmt.Errorf("luckyoutbox: oldest unpublished event: %w", err)
 		}
-		w.eventsMs[t] = ms
+		for _, m := range strings.Split(t, ",") {
+			if old, ok := w.eventsMs[m]; !ok || ms < old {
+				w.eventsMs[m] = ms
+			}
+		}
 	}
 	return w, rows.Err()
 }

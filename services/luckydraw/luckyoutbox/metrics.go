@@ -23,11 +23,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_lucky_outbox_claimed_total",
-			Help: "lucky_outbox rows claimed, by event_type (reward_credit|activity_event) and path (worker|sync).",
+			Help: "lucky_outbox rows claimed, by event_type (reward_credit|activity_event: events, a lucky_draw_events row counting its events) and path (worker|sync).",
 		}, []string{"event_type", "path"}),
 		done: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_lucky_outbox_done_total",
-			Help: "lucky_outbox rows done: rewards granted, events produced to Kafka, by event_type.",
+			Help: "lucky_outbox rows done: rewards granted, events produced to Kafka (a lucky_draw_events row counting its events), by event_type.",
 		}, []string{"event_type"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_lucky_outbox_retries_total",
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "roomflow_lucky_outbox_backlog",
-			Help: "lucky_outbox rows not done, by event_type and status (pending|processing|failed).",
+			Help: "lucky_outbox rows not done, by event_type and status (pending|processing|failed); activity_event counts events, a lucky_draw_events row as its events.",
 		}, []string{"event_type", "status"}),
 		rewardOldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomflow_lucky_reward_pending_oldest_seconds",

@@ -50,6 +50,9 @@ type row struct {
 	KafkaKey    string
 	Payload     []byte
 	RetryCount  int
+	// Packed is the draw_id of the lucky_draw_events row this event was
+	// carried in ("" for a lucky_outbox row): that row's state is its.
+	Packed string
 }
 
 const rowCols = `event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, retry_count`
@@ -78,49 +81,65 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 // txAttempts bounds inTx's retries.
 const txAttempts = 5
 
-// claim takes up to limit due rows for worker until lockUntil in one short
-// transaction: pending rows whose next_retry_at_ms has come (oldest due
-// first, by the (status, next_retry_at_ms) index), then processing rows
-// whose lock has expired (a crashed or stalled worker), each read FOR
-// UPDATE SKIP LOCKED so concurrent workers never take the same row.
-func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockUntil int64) ([]row, error) {
+// claim takes up to limit due rows of each table for worker until
+// lockUntil in one short transaction (claimFrom): lucky_outbox rows and
+// lucky_draw_events rows.
+func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockUntil int64) ([]row, []drawRow, error) {
 	var out []row
+	var draws []drawRow
 	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox
-			WHERE status = 'pending' AND next_retry_at_ms <= ? ORDER BY next_retry_at_ms LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
+		var err error
+		out, err = claimFrom(ctx, tx, outboxTable, scanRows, func(r row) string { return r.EventID }, worker, limit, now, lockUntil)
 		if err != nil {
 			return err
 		}
-		if out, err = scanRows(rows); err != nil {
-			return err
-		}
-		if len(out) < limit {
-			rows, err := tx.QueryContext(ctx, `SELECT `+rowCols+` FROM lucky_outbox
-				WHERE status = 'processing' AND lock_until_ms < ? LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit-len(out))
-			if err != nil {
-				return err
-			}
-			expired, err := scanRows(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, expired...)
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		ids := make([]string, len(out))
-		for i, r := range out {
-			ids[i] = r.EventID
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
-			WHERE event_id IN (`+sqlbuild.List(len(ids))+`)`, append([]any{worker, lockUntil, now}, sqlbuild.Args(ids)...)...)
+		draws, err = claimFrom(ctx, tx, drawEventsTable, scanDrawRows, func(d drawRow) string { return d.DrawID }, worker, limit, now, lockUntil)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("luckyoutbox: claim: %w", err)
+		return nil, nil, fmt.Errorf("luckyoutbox: claim: %w", err)
 	}
-	return out, nil
+	return out, draws, nil
+}
+
+// claimFrom takes up to limit due rows of t inside tx: pending rows whose
+// next_retry_at_ms has come (oldest due first, by the (status,
+// next_retry_at_ms) index), then processing rows whose lock has expired
+// (a crashed or stalled worker), each read FOR UPDATE SKIP LOCKED so
+// concurrent workers never take the same row.
+func claimFrom[T any](ctx context.Context, tx *sql.Tx, t table, scan func(*sql.Rows) ([]T, error), key func(T) string,
+	worker string, limit int, now, lockUntil int64) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+t.cols+` FROM `+t.name+`
+			WHERE status = 'pending' AND next_retry_at_ms <= ? ORDER BY next_retry_at_ms LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	out, err := scan(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) < limit {
+		rows, err := tx.QueryContext(ctx, `SELECT `+t.cols+` FROM `+t.name+`
+				WHERE status = 'processing' AND lock_until_ms < ? LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		expired, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, expired...)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(out))
+	for i, r := range out {
+		ids[i] = key(r)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE `+t.name+` SET status = 'processing', worker_id = ?, lock_until_ms = ?, updated_at_ms = ?
+			WHERE `+t.key+` IN (`+sqlbuild.List(len(ids))+`)`, append([]any{worker, lockUntil, now}, sqlbuild.Args(ids)...)...)
+	return out, err
 }
 
 // claimRewards returns the reward_credit rows among eventIDs worker may
@@ -229,40 +248,45 @@ func release(ctx context.Context, db *sql.DB, worker string, ids []string, now, 
 	return nil
 }
 
-// markDone sets rows done in one statement: a produce is a fact whoever
-// holds the claim.
-func markDone(ctx context.Context, db *sql.DB, ids []string, now int64) error {
+// markDone sets rows of t done in one statement: a produce is a fact
+// whoever holds the claim.
+func markDone(ctx context.Context, db *sql.DB, t table, ids []string, now int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
-		WHERE event_id IN (`+sqlbuild.List(len(ids))+`) AND status <> 'done'`, append([]any{now}, sqlbuild.Args(ids)...)...); err != nil {
+	if _, err := db.ExecContext(ctx, `UPDATE `+t.name+` SET status = 'done', worker_id = '', lock_until_ms = 0, last_error = NULL, updated_at_ms = ?
+		WHERE `+t.key+` IN (`+sqlbuild.List(len(ids))+`) AND status <> 'done'`, append([]any{now}, sqlbuild.Args(ids)...)...); err != nil {
 		return fmt.Errorf("luckyoutbox: mark done: %w", err)
 	}
 	return nil
 }
 
-// retry is one failed row to put back.
+// retry is one failed row to put back (or, Failed, to give up on).
 type retry struct {
-	EventID   string
-	Attempt   int // the new retry_count
+	Key       string // event_id, or draw_id in lucky_draw_events
+	Attempt   int    // the new retry_count
 	NextRetry int64
 	Error     string
+	Failed    bool // failed for good (an undecodable row), not pending
 }
 
-// markRetry puts failed activity events back to pending with their new
-// retry_count, next_retry_at_ms and last_error, in one transaction; rows
-// no longer processing under worker (taken over, or done) stay as they
-// are.
-func markRetry(ctx context.Context, db *sql.DB, worker string, rs []retry, now int64) error {
+// markRetry puts failed rows of t back to pending (failed when
+// Failed) with their new retry_count, next_retry_at_ms and last_error, in
+// one transaction; rows no longer processing under worker (taken over, or
+// done) stay as they are.
+func markRetry(ctx context.Context, db *sql.DB, t table, worker string, rs []retry, now int64) error {
 	if len(rs) == 0 {
 		return nil
 	}
 	err := inTx(ctx, db, func(tx *sql.Tx) error {
 		for _, r := range rs {
-			if _, err := tx.ExecContext(ctx, `UPDATE lucky_outbox SET status = 'pending', retry_count = ?, next_retry_at_ms = ?, last_error = ?,
-				worker_id = '', lock_until_ms = 0, updated_at_ms = ? WHERE event_id = ? AND status = 'processing' AND worker_id = ?`,
-				r.Attempt, r.NextRetry, shortError(r.Error), now, r.EventID, worker); err != nil {
+			status := StatusPending
+			if r.Failed {
+				status = StatusFailed
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE `+t.name+` SET status = ?, retry_count = ?, next_retry_at_ms = ?, last_error = ?,
+				worker_id = '', lock_until_ms = 0, updated_at_ms = ? WHERE `+t.key+` = ? AND status = 'processing' AND worker_id = ?`,
+				status, r.Attempt, r.NextRetry, shortError(r.Error), now, r.Key, worker); err != nil {
 				return err
 			}
 		}
@@ -398,10 +422,13 @@ func RetryFailedTx(ctx context.Context, tx *sql.Tx, appCode string, limit int, n
 	return len(ids), nil
 }
 
-// backlogCounts counts rows not done by event_type and status.
+// backlogCounts counts rows not done by event_type and status, a
+// lucky_draw_events row as its events (activity_event).
 func backlogCounts(ctx context.Context, db *sql.DB) (map[[2]string]float64, error) {
 	rows, err := db.QueryContext(ctx, `SELECT event_type, status, COUNT(*) FROM lucky_outbox
-		WHERE status IN ('pending', 'processing', 'failed') GROUP BY event_type, status`)
+		WHERE status IN ('pending', 'processing', 'failed') GROUP BY event_type, status
+		UNION ALL SELECT 'activity_event', status, SUM(event_count) FROM lucky_draw_events
+		WHERE status IN ('pending', 'processing', 'failed') GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("luckyoutbox: backlog: %w", err)
 	}
@@ -413,7 +440,7 @@ func backlogCounts(ctx context.Context, db *sql.DB) (map[[2]string]float64, erro
 		if err := rows.Scan(&t, &s, &n); err != nil {
 			return nil, fmt.Errorf("luckyoutbox: backlog: %w", err)
 		}
-		out[[2]string{t, s}] = n
+		out[[2]string{t, s}] += n
 	}
 	return out, rows.Err()
 }

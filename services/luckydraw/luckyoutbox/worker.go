@@ -3,7 +3,7 @@
 // lucky events for Kafka (activity_event). It is the worker of `roomflow
 // lucky` and the synchronous credit the draw service calls after commit.
 //
-// Claims. Each poll takes up to BatchSize due rows (pending with
+// Claims. Each poll takes up to BatchSize due rows of each table (pending with
 // next_retry_at_ms <= now, or processing with an expired lock_until_ms: a
 // crashed worker's) with SELECT ... FOR UPDATE SKIP LOCKED in a short READ
 // COMMITTED transaction, setting status processing, worker_id and
@@ -26,7 +26,11 @@
 // claimed reward is handed back untouched, due again after PollInterval:
 // nothing is called, no attempt counted.
 //
-// Events. Claimed activity_event rows are produced together to Topic (key
+// Events. Claimed activity_event rows, and the events of claimed
+// lucky_draw_events rows (lucky.outbox_format draw_events: one row per
+// draw; a row that cannot be decoded is failed with the reason, never
+// produced; the row is done once all its events are, else retried whole),
+// are produced together to Topic (key
 // kafka_key, value payload as stored, headers event_id, event_type =
 // message_type, app_code, content-type) by an idempotent producer, and the
 // produced ones are marked done in one statement; a failed produce is
@@ -98,7 +102,7 @@ type Worker struct {
 }
 
 // New returns a worker on db (migration 0006's lucky_outbox and
-// lucky_draw_records) crediting through w. It fails on an invalid Config
+// lucky_draw_records, 0014's lucky_draw_events) crediting through w. It fails on an invalid Config
 // or when the Kafka client cannot be built; it never waits for Kafka, the
 // wallet or MySQL.
 func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
@@ -155,7 +159,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.refreshBacklog(ctx)
 			lastBacklog = time.Now()
 		}
-		if err == nil && n == w.cfg.BatchSize {
+		if err == nil && n >= w.cfg.BatchSize {
 			continue
 		}
 		t := time.NewTimer(w.cfg.PollInterval)
@@ -189,19 +193,21 @@ func (w *Worker) refreshBacklog(ctx context.Context) {
 	}
 }
 
-// ProcessBatch is one poll: it claims up to BatchSize due rows, credits the
-// rewards (Concurrency calls at a time) while it produces the events, and
-// records every outcome. It returns how many rows it claimed. Once rows
-// are claimed, their processing no longer follows ctx's cancellation.
+// ProcessBatch is one poll: it claims up to BatchSize due rows of each
+// table (lucky_outbox, lucky_draw_events), credits the rewards
+// (Concurrency calls at a time) while it produces the events, and records
+// every outcome. It returns how many rows it claimed. Once rows are
+// claimed, their processing no longer follows ctx's cancellation.
 func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
 	now := w.cfg.Now().UnixMilli()
-	rows, err := claim(ctx, w.db, w.cfg.WorkerID, w.cfg.BatchSize, now, now+w.cfg.LockTTL.Milliseconds())
-	if err != nil || len(rows) == 0 {
+	rows, draws, err := claim(ctx, w.db, w.cfg.WorkerID, w.cfg.BatchSize, now, now+w.cfg.LockTTL.Milliseconds())
+	if err != nil || len(rows)+len(draws) == 0 {
 		return 0, err
 	}
 	stop := ctx
 	ctx = context.WithoutCancel(ctx)
-	var credits, events []row
+	events, err := w.unpack(ctx, draws)
+	var credits []row
 	for _, r := range rows {
 		if r.AppCode == "" {
 			r.AppCode = w.cfg.AppCode
@@ -217,7 +223,7 @@ func (w *Worker) ProcessBatch(ctx context.Context) (int, error) {
 	var g errgroup.Group
 	g.Go(func() error { return w.produce(ctx, stop, events) })
 	g.Go(func() error { return w.creditAll(ctx, credits) })
-	return len(rows), g.Wait()
+	return len(rows) + len(draws), errors.Join(err, g.Wait())
 }
 
 // creditAll dispatches claimed rewards, the switch read once per app.
@@ -638,14 +644,13 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 		return nil
 	}
 	recs := make([]*kgo.Record, 0, len(rows))
-	var retries []retry
-	now := w.cfg.Now().UnixMilli()
+	var unsent []unsentEvent
 	sent := rows[:0] // the rows sent, filtered in place
 	for i := range rows {
 		r := &rows[i]
 		value, ct, err := w.frame(r)
 		if err != nil { // not sent: retried (and alerted) like a failed produce
-			retries = append(retries, retry{EventID: r.EventID, Attempt: r.RetryCount + 1, NextRetry: now + w.backoff.Delay(r.RetryCount+1).Milliseconds(), Error: err.Error()})
+			unsent = append(unsent, unsentEvent{*r, err})
 			continue
 		}
 		rec := &kgo.Record{Topic: w.cfg.Topic, Value: value,
@@ -663,21 +668,11 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	results := w.producer.ProduceSync(pctx, recs...)
 	grace()
 	cancel()
-	now = w.cfg.Now().UnixMilli()
-	var done []string
-	for i, res := range results {
-		if res.Err == nil {
-			done = append(done, rows[i].EventID)
-			continue
-		}
-		attempt := rows[i].RetryCount + 1
-		retries = append(retries, retry{EventID: rows[i].EventID, Attempt: attempt, NextRetry: now + w.backoff.Delay(attempt).Milliseconds(), Error: res.Err.Error()})
-	}
-	err := errors.Join(markDone(ctx, w.db, done, now), markRetry(ctx, w.db, w.cfg.WorkerID, retries, now))
-	w.m.done.WithLabelValues(EventTypeActivityEvent).Add(float64(len(done)))
+	done, retries, err := w.settleProduced(ctx, rows, recs, results, unsent, w.cfg.Now().UnixMilli())
+	w.m.done.WithLabelValues(EventTypeActivityEvent).Add(float64(done))
 	w.m.retries.WithLabelValues(EventTypeActivityEvent).Add(float64(len(retries)))
 	if len(retries) > 0 {
-		w.log.Warn("lucky events not produced; retrying with backoff", "failed", len(retries), "produced", len(done), "error", retries[0].Error)
+		w.log.Warn("lucky events not produced; retrying with backoff", "failed", len(retries), "produced", done, "error", retries[0].Error)
 	}
 	return err
 }
