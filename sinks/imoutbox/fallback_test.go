@@ -20,7 +20,10 @@ import (
 // share (a call beyond it is refused with 60007) and timings that let the
 // scan fallback start within seconds: a 1s group session (kfake accepts it,
 // see fallbackKafka), the fallback after 1.5s out of the group, the lock
-// tried every 300ms.
+// tried every 900ms. The holder confirms the lock every retry/3 and gives
+// it up when that query takes over retry/6: at 300ms (50ms) a loaded CI
+// machine handed the lock over mid-test, which the takeover test reads as
+// two holders.
 func fallbackEnv(t *testing.T, share int) *env {
 	e := newEnv(t, false)
 	e.fake = imfake.New(imfake.Config{SDKAppID: testApp, AdminIdentifier: testAdmin, SecretKey: testKey, AppCallsPerSecond: share})
@@ -30,7 +33,7 @@ func fallbackEnv(t *testing.T, share int) *env {
 	e.cfg.IM.MaxCallsPerSecond = share
 	e.cfg.Kafka.SessionTimeout = time.Second
 	e.cfg.ScanFallbackAfter = 1500 * time.Millisecond
-	e.cfg.ScanFallbackRetry = 300 * time.Millisecond
+	e.cfg.ScanFallbackRetry = 900 * time.Millisecond
 	return e
 }
 
