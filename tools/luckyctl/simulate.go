@@ -31,7 +31,7 @@ type SimulateOptions struct {
 	GiftMix                                   string // "": every gift, gift_count 1, equal weights
 	Draws                                     int64
 	Rate, Hours                               float64
-	RateSet                                   bool // --rate given (a given 0 is an error, not absent)
+	RateSet, DrawsSet                         bool // --rate, --draws given (a given 0 is an error, not absent)
 	Seed                                      uint64
 	Report                                    string // directory of report.md and its charts; "": none
 }
@@ -48,7 +48,7 @@ func SimulateConfig(cfg *config.Config, o SimulateOptions, nowMs int64) (simulat
 		return simulate.Config{}, cfgerr.Usage(fmt.Errorf(format, args...))
 	}
 	switch {
-	case o.Draws != 0 && o.RateSet:
+	case (o.Draws != 0 || o.DrawsSet) && o.RateSet:
 		return usage("--draws and --rate: give one of them, not both")
 	case o.RateSet && !(o.Rate > 0):
 		return usage("--rate must be > 0 draws a second (got %v)", o.Rate)

@@ -21,7 +21,7 @@ func luckyRulesSimulateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.Files, o.RateSet = args, cmd.Flags().Changed("rate")
+			o.Files, o.RateSet, o.DrawsSet = args, cmd.Flags().Changed("rate"), cmd.Flags().Changed("draws")
 			c, err := luckyctl.SimulateConfig(cfg, o, time.Now().UnixMilli())
 			if err != nil {
 				return err

@@ -72,6 +72,7 @@ func TestLuckyRulesSimulateBadInput(t *testing.T) {
 		"zero rate":              {[]string{good, "--rate", "0"}, "--rate must be > 0"},
 		"negative rate":          {[]string{good, "--rate", "-2"}, "--rate must be > 0"},
 		"draws and rate":         {[]string{good, "--draws", "10", "--rate", "5"}, "--draws and --rate"},
+		"zero draws and rate":    {[]string{good, "--draws", "0", "--rate", "5"}, "--draws and --rate"},
 		"neither":                {[]string{good}, "--draws must be > 0"},
 		"unknown gift":           {[]string{good, "--draws", "10", "--gift-mix", "lucky-tulip:1"}, `--gift-mix: unknown gift "lucky-tulip"`},
 		"gift_price 0":           {[]string{free, "--draws", "10"}, "gift_price must be > 0"},
