@@ -292,6 +292,7 @@ func TestPipelineChaos(t *testing.T) {
 		lc := *cfg
 		lc.MySQL.DSN = luckyDSN
 		lc.Lucky.GRPCAddr = testenv.ClosedAddr(t)
+		withCommitReveal(&lc)
 		if name == "lucky-b" { // both formats at once: each replica's worker publishes the other's rows too
 			lc.Lucky.OutboxFormat = luckyoutbox.FormatDrawEvents
 		}
@@ -564,6 +565,8 @@ func TestPipelineChaos(t *testing.T) {
 	lf, luckyDiffs := luckyDifferences(t, m.DB, k, tp.LuckyEvents, sc.AppCode, chaosAuditKey, wal)
 	luckyDiffs = append(luckyDiffs, drawer.anomalies...)
 	luckyDiffs = append(luckyDiffs, op.anomalies...)
+	fair, fairDiffs := fairnessDifferences(t, m.DB, sc.AppCode)
+	luckyDiffs = append(luckyDiffs, fairDiffs...)
 	ws := wal.Stats()
 
 	closes := map[string]int{}
@@ -610,6 +613,7 @@ func TestPipelineChaos(t *testing.T) {
 		{"lucky gifts sent plain (check)", fmt.Sprintf("%d %v", sum(drawer.checkRejects), drawer.checkRejects)},
 		{"recorded rejections (refunded)", fmt.Sprintf("%d %v; in lucky_draw_records: %d, %d of them took back the inflow the sink had applied (finding 8)",
 			sum(drawer.drawRejects), drawer.drawRejects, lf.rejections, lf.reversedRejections)},
+		{"commit-reveal days / revealed / draws recomputed", fmt.Sprintf("%d / %d / %d (%d differences)", fair.days, fair.revealed, fair.draws, len(fairDiffs))},
 		{"lucky events on the topic", fmt.Sprintf("%d distinct, %d delivered again", lf.events, lf.redelivered)},
 		{"lucky differences", fmt.Sprint(len(luckyDiffs))},
 		{"differences in total", fmt.Sprint(diffs)},
