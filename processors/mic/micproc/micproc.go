@@ -607,7 +607,7 @@ func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.
 		ledgerType = t.StringBytes(out.Ledger.EventType)
 	}
 	put(tp.Ledger, out.Ledger.EventId, ledgerType, &plain,
-		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
+		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedger(b, out) }))
 	if c, f := out.Closed, &p.fr.closed; c != nil { // a public record: its framing's prefix first
 		put(tp.SessionClosed, c.EventId, typeClosed, f,
 			buf.Append(192+len(f.Prefix), func(b []byte) []byte { return mic.AppendSessionClosed(append(b, f.Prefix...), c) }))
