@@ -260,6 +260,7 @@ type Processor struct {
 	// an Output is encoded before the next event is handled).
 	sc  mic.Scratch
 	tsc totalsScratch // the totals of the close being emitted
+	wm  watermark     // the watermark of the last store read
 	// overdue is each partition's catch-up in progress (see Compensate).
 	overdue map[int32]*overdue
 }
@@ -374,26 +375,6 @@ const pruneLimit = 10000
 
 func (p *Processor) retention() mic.Retention {
 	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
-}
-
-func (p *Processor) watermark(t streams.Task) int64 {
-	b, _ := t.Store().Get(mic.KeyWatermark)
-	return mic.DecodeWatermark(b)
-}
-
-// watermarkStep: the stored watermark moves in steps of at least a minute
-// (it may lag the true one by less than that, which retentions of a day and
-// more do not notice), so most events do not write it, even in a catch-up
-// that replays hours of events per second.
-const watermarkStepMs = 60_000
-
-func (p *Processor) advanceWatermark(t streams.Task, wm, occurredAtMs int64) {
-	if occurredAtMs < wm+watermarkStepMs {
-		return // cannot move it a step, whatever the clock: no clock read
-	}
-	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
-		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
-	}
 }
 
 // Compensate is the timer (streams.PunctuateFunc): it closes the open
