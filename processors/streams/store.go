@@ -308,7 +308,7 @@ func (s *Store) abort() {
 }
 
 func (s *Store) endTxn() {
-	s.writes++ // the entries' gen changes
+	s.writes++   // the entries' gen changes
 	clear(s.txn) // drop the references to keys and old values
 	s.txn = s.txn[:0]
 	clear(s.gone)
