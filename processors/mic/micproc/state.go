@@ -132,7 +132,9 @@ func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms 
 // watermark caches a partition's event-time watermark (mic.KeyWatermark),
 // saving a store lookup per event: the processor alone writes the key, so
 // the value read or written last stays the store's until the store rolls
-// writes back (streams.Store.Rollbacks) or another task's store is used.
+// writes back (streams.Store.Rollbacks) or another task's store is used. A
+// test seeding the key directly (rttest.Driver.Seed) does so before the
+// processor reads the partition.
 type watermark struct {
 	store     *streams.Store
 	rollbacks uint64
