@@ -38,7 +38,7 @@ func BenchmarkDecodeHandleEncode(b *testing.B) {
 		}
 		out := sc.Handle(state, &ev)
 		if out.Ledger != nil {
-			buf = mic.AppendLedgerEntry(buf[:0], out.Ledger)
+			buf = mic.AppendLedger(buf[:0], &out)
 		}
 		if out.Closed != nil {
 			buf = mic.AppendSessionClosed(buf[:0], out.Closed)

@@ -82,16 +82,22 @@ type Output struct {
 
 	// For metrics: status before and after (StatusNone when absent).
 	Before, After Status
+
+	// snap is the session after the event (in the Scratch) when Ledger
+	// carries no snapshot message: AppendLedger encodes it from there.
+	snap   *Session
+	snapID SessionID
 }
 
 // Scratch is reusable memory for the messages of an Output, so a stream
 // adapter handling millions of events does not allocate them per event. The
 // Output of Scratch.Handle or Scratch.Compensate points into the scratch:
-// it is valid until the next call on the same Scratch. The zero value is
-// ready to use; a Scratch is not safe for concurrent use.
+// it is valid until the next call on the same Scratch. Its Ledger has no
+// Session snapshot message: AppendLedger encodes the snapshot straight
+// from the session state. The zero value is ready to use; a Scratch is not
+// safe for concurrent use.
 type Scratch struct {
 	ledger        userv1.MicLedgerEntry
-	session       userv1.MicSession
 	closed        userv1.UserMicSessionClosed
 	lifetime      userv1.UserMicLifetimeStatsUpdated
 	lifetimeDelta userv1.MicLifetimeDelta
@@ -100,6 +106,7 @@ type Scratch struct {
 	dailyPtrs     []*userv1.UserMicDailyStatsUpdated
 	deltaPtrs     []*userv1.MicDailyDelta
 	ids           []byte // the derived event ids of the Output (derivedID)
+	snap          Session
 }
 
 // Handle applies one decoded event to the state and returns what to emit.
@@ -180,15 +187,15 @@ func (sc *Scratch) Handle(st State, ev *Event) Output {
 			roomVersion: ev.RoomVersion,
 			atMs:        ev.OccurredAtMs,
 		})
-		l := sc.ledgerWithSession(ev, &s, id)
+		l, snap := sc.ledgerWithSession(ev, &s, id)
 		l.Daily, l.Lifetime = out.daily, out.lifetime
 		st.PutSession(id, s.Tombstone())
 		return Output{Outcome: OutcomeConsumed, Ledger: l, Closed: out.Closed,
-			Daily: out.Daily, Lifetime: out.Lifetime, Before: before, After: StatusEnded}
+			Daily: out.Daily, Lifetime: out.Lifetime, Before: before, After: StatusEnded, snap: snap, snapID: id}
 	}
 	st.PutSession(id, s)
-	l := sc.ledgerWithSession(ev, &s, id)
-	return Output{Outcome: OutcomeConsumed, Ledger: l, Before: before, After: s.Status}
+	l, snap := sc.ledgerWithSession(ev, &s, id)
+	return Output{Outcome: OutcomeConsumed, Ledger: l, Before: before, After: s.Status, snap: snap, snapID: id}
 }
 
 // TooOld reports whether an event is too old to open a session: its time
@@ -222,11 +229,15 @@ func (sc *Scratch) ledgerEntry() *userv1.MicLedgerEntry {
 	return &sc.ledger
 }
 
-func (sc *Scratch) sessionSnapshot() *userv1.MicSession {
+// snapshot is the ledger's session snapshot of s: a new message without a
+// Scratch; with one, none (nil) but a copy of s in the Scratch, which
+// AppendLedger encodes directly.
+func (sc *Scratch) snapshot(s *Session, id SessionID) (*userv1.MicSession, *Session) {
 	if sc == nil {
-		return &userv1.MicSession{}
+		return s.Snapshot(id), nil
 	}
-	return &sc.session
+	sc.snap = *s
+	return nil, &sc.snap
 }
 
 func (sc *Scratch) closedEvent() *userv1.UserMicSessionClosed {
@@ -266,14 +277,14 @@ func (sc *Scratch) dailyEvents(n int) ([]*userv1.UserMicDailyStatsUpdated, []*us
 	return evp, dlp
 }
 
-// ledgerWithSession is a consumed entry with the snapshot of s.
-func (sc *Scratch) ledgerWithSession(ev *Event, s *Session, id SessionID) *userv1.MicLedgerEntry {
+// ledgerWithSession is a consumed entry with the snapshot of s (see
+// snapshot).
+func (sc *Scratch) ledgerWithSession(ev *Event, s *Session, id SessionID) (*userv1.MicLedgerEntry, *Session) {
 	l := sc.ledgerEntry()
 	setLedger(l, ev, StatusConsumed, "")
-	m := sc.sessionSnapshot()
-	s.snapshotInto(id, m)
-	l.Session = m
-	return l
+	var snap *Session
+	l.Session, snap = sc.snapshot(s, id)
+	return l, snap
 }
 
 func setLedger(l *userv1.MicLedgerEntry, ev *Event, status, reason string) {
@@ -351,8 +362,7 @@ func (sc *Scratch) Compensate(st State, p Policy, id SessionID, nowMs int64) (Ou
 	evID := CompensatedEventID(id.MicSessionID)
 	out := sc.closeSession(st, id, &s, closing{endedAtMs: end, reason: reason, eventID: evID, atMs: nowMs})
 	l := sc.ledgerEntry()
-	m := sc.sessionSnapshot()
-	s.snapshotInto(id, m)
+	m, snap := sc.snapshot(&s, id)
 	*l = userv1.MicLedgerEntry{
 		EventId:      evID,
 		AppCode:      id.AppCode,
@@ -369,7 +379,7 @@ func (sc *Scratch) Compensate(st State, p Policy, id SessionID, nowMs int64) (Ou
 	}
 	st.PutSession(id, s.Tombstone())
 	return Output{Outcome: OutcomeConsumed, Ledger: l, Closed: out.Closed, Daily: out.Daily,
-		Lifetime: out.Lifetime, Before: before, After: StatusEnded}, true
+		Lifetime: out.Lifetime, Before: before, After: StatusEnded, snap: snap, snapID: id}, true
 }
 
 type closing struct {

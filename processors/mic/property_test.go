@@ -126,13 +126,15 @@ func TestPropertyRandomStreams(t *testing.T) {
 // TestScratchMatchesFreshOutputs: a reused Scratch (the processor's path)
 // gives byte-identical outputs and state to freshly allocated outputs, on
 // random streams with cross-day sessions, skips, duplicates and timer
-// closes — the scratch never leaks one output into the next.
+// closes — the scratch never leaks one output into the next. The fresh
+// ledger entries carry their snapshot message (AppendLedgerEntry's bytes),
+// the scratch's none: AppendLedger writes the same bytes from the state.
 func TestScratchMatchesFreshOutputs(t *testing.T) {
 	pol := mic.Policy{PendingPublishMaxAge: 2 * time.Minute, PublishingSessionMaxAge: 12 * time.Hour}
 	encode := func(out mic.Output) string {
 		var b []byte
 		if out.Ledger != nil {
-			b = mic.AppendLedgerEntry(b, out.Ledger)
+			b = mic.AppendLedger(b, &out)
 		}
 		if out.Closed != nil {
 			b = mic.AppendSessionClosed(b, out.Closed)

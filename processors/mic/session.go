@@ -109,13 +109,7 @@ func (s *Session) Tombstone() Session {
 
 // Snapshot is the user_mic_sessions row for the ledger.
 func (s *Session) Snapshot(id SessionID) *userv1.MicSession {
-	m := &userv1.MicSession{}
-	s.snapshotInto(id, m)
-	return m
-}
-
-func (s *Session) snapshotInto(id SessionID, m *userv1.MicSession) {
-	*m = userv1.MicSession{
+	return &userv1.MicSession{
 		AppCode:               id.AppCode,
 		MicSessionId:          id.MicSessionID,
 		UserId:                id.UserID,

@@ -76,6 +76,32 @@ func endMsg(b []byte, at int) []byte {
 // event_type instead, which the older sink refuses to the DLQ.
 // testdata/state-v1/ledger.bin pins today's bytes.
 func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
+	b = appendLedgerHead(b, e)
+	if s := e.Session; s != nil {
+		var at int
+		b, at = beginMsg(b, 11)
+		b = endMsg(appendSession(b, s), at)
+	}
+	return appendLedgerDeltas(b, e)
+}
+
+// AppendLedger appends the wire form of out's ledger entry, the bytes
+// AppendLedgerEntry writes for the entry with its session snapshot. A
+// Scratch's outputs carry no snapshot message: the snapshot is encoded
+// straight from the session state (no intermediate userv1.MicSession).
+func AppendLedger(b []byte, out *Output) []byte {
+	e := out.Ledger
+	if e.Session != nil || out.snap == nil {
+		return AppendLedgerEntry(b, e)
+	}
+	b = appendLedgerHead(b, e)
+	b, at := beginMsg(b, 11)
+	b = endMsg(out.snap.appendSnapshot(b, out.snapID), at)
+	return appendLedgerDeltas(b, e)
+}
+
+// appendLedgerHead appends the ledger entry's fields 1 to 10.
+func appendLedgerHead(b []byte, e *userv1.MicLedgerEntry) []byte {
 	b = appendStr(b, 1, e.EventId)
 	b = appendStr(b, 2, e.AppCode)
 	b = appendStr(b, 3, e.EventType)
@@ -85,12 +111,12 @@ func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
 	b = appendStr(b, 7, e.RoomId)
 	b = appendStr(b, 8, e.Status)
 	b = appendStr(b, 9, e.SkipReason)
-	b = appendInt(b, 10, e.OccurredAtMs)
+	return appendInt(b, 10, e.OccurredAtMs)
+}
+
+// appendLedgerDeltas appends the ledger entry's fields 12 and 13.
+func appendLedgerDeltas(b []byte, e *userv1.MicLedgerEntry) []byte {
 	var at int
-	if s := e.Session; s != nil {
-		b, at = beginMsg(b, 11)
-		b = endMsg(appendSession(b, s), at)
-	}
 	for _, d := range e.Daily {
 		b, at = beginMsg(b, 12)
 		b = appendStr(b, 1, d.StatDate)
@@ -110,6 +136,32 @@ func AppendLedgerEntry(b []byte, e *userv1.MicLedgerEntry) []byte {
 		b = endMsg(appendInt(b, 5, l.LastMicAtMs), at)
 	}
 	return b
+}
+
+// appendSnapshot appends the wire form of s's snapshot as the session id's
+// hyapp.user.v1.MicSession: appendSession of Snapshot(id), field by field.
+func (s *Session) appendSnapshot(b []byte, id SessionID) []byte {
+	b = appendStr(b, 1, id.AppCode)
+	b = appendStr(b, 2, id.MicSessionID)
+	b = appendInt(b, 3, id.UserID)
+	b = appendStr(b, 4, s.RoomID)
+	b = appendInt(b, 5, int64(s.FirstSeatNo))
+	b = appendInt(b, 6, int64(s.CurrentSeatNo))
+	b = appendStr(b, 7, s.Status.String())
+	b = appendInt(b, 8, s.SeatStartedAtMs)
+	b = appendInt(b, 9, s.PublishingStartedAtMs)
+	b = appendInt(b, 10, s.EndedAtMs)
+	b = appendStr(b, 11, s.EndReason)
+	b = appendInt(b, 12, s.SeatOccupiedMs)
+	b = appendInt(b, 13, s.MicOnlineMs)
+	b = appendStr(b, 14, s.OpenedEventID)
+	b = appendStr(b, 15, s.PublishEventID)
+	b = appendStr(b, 16, s.ClosedEventID)
+	b = appendStr(b, 17, s.LastEventID)
+	b = appendInt(b, 18, s.LastRoomVersion)
+	b = appendInt(b, 19, s.CreatedAtMs)
+	b = appendInt(b, 20, s.UpdatedAtMs)
+	return appendInt(b, 21, s.Version)
 }
 
 func appendSession(b []byte, s *userv1.MicSession) []byte {

@@ -123,6 +123,12 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 		if _, err := mic.Decode(c, ""); genErr != nil && err == nil {
 			t.Fatalf("accepted what the generated decoder refuses (%v): %x", genErr, c)
 		}
+		// The trusted decode reads whatever Decode accepts the same way.
+		if ev, err := mic.Decode(c, "x"); err == nil {
+			if tev, terr := mic.DecodeTrusted(c, "x"); terr != nil || tev != ev {
+				t.Fatalf("DecodeTrusted %+v (%v), Decode %+v: %x", tev, terr, ev, c)
+			}
+		}
 	}
 	gev := e("ev", "up", t0)
 	good := gev.Encode()
@@ -131,6 +137,11 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 	bad = protowire.AppendString(bad, "a\xffb") // event_id, again: the last one wins
 	if _, err := mic.Decode(append(good, bad...), ""); err == nil {
 		t.Fatal("invalid UTF-8 accepted")
+	}
+	// Trusted input (the room processor's copies, checked there) is not
+	// checked again: the one thing DecodeTrusted lets through.
+	if ev, err := mic.DecodeTrusted(append(good, bad...), ""); err != nil || ev.EventID != "a\xffb" {
+		t.Fatalf("DecodeTrusted: %v, event id %q", err, ev.EventID)
 	}
 	if ev, err := mic.Decode(good, ""); err != nil || ev.EventID != "ev" {
 		t.Fatalf("good event: %v", err)

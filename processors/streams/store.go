@@ -52,6 +52,9 @@ type Store struct {
 	bytes          int64 // key+value bytes of m
 	committedBytes int64 // ... as of the last commit or restore
 	committedLen   int
+
+	writes    uint64 // counts the writes, undos and restores (Slot)
+	rollbacks uint64 // counts the undos and restores (Rollbacks)
 }
 
 type entry struct {
@@ -100,6 +103,42 @@ func (s *Store) Get(key string) ([]byte, bool) {
 // Put sets key to value with no expiry.
 func (s *Store) Put(key string, value []byte) { s.write(key, entry{value: value}, false) }
 
+// Slot is what GetSlot found under a key, so that PutSlot can write the
+// key without looking it up again: a read-modify-write of one key costs
+// one lookup and one map assignment.
+type Slot struct {
+	key    string
+	prev   entry
+	had    bool
+	writes uint64
+}
+
+// GetSlot is Get, with the key's Slot for a PutSlot of the same key.
+func (s *Store) GetSlot(key string) ([]byte, bool, Slot) {
+	e, had := s.m[key]
+	sl := Slot{key: key, prev: e, had: had, writes: s.writes}
+	if !had || e.expiresMs != 0 && !e.live(s.clock().UnixMilli()) {
+		return nil, false, sl
+	}
+	return e.value, true, sl
+}
+
+// PutSlot is Put(key, value) for the key sl was read for. Without a write
+// to the store since that GetSlot it skips Put's lookup; otherwise, or for
+// another key, it is Put.
+func (s *Store) PutSlot(sl *Slot, key string, value []byte) {
+	if sl.writes != s.writes || sl.key != key {
+		s.Put(key, value)
+		return
+	}
+	s.writeFrom(key, entry{value: value}, false, sl.prev, sl.had)
+}
+
+// Rollbacks counts the times writes were undone (a rejected record, an
+// aborted transaction) or state was restored. A processor caching a value
+// it alone writes may keep it while Rollbacks is unchanged.
+func (s *Store) Rollbacks() uint64 { return s.rollbacks }
+
 // PutTTL sets key to value; it disappears ttl after now (runtime clock):
 // Get stops returning it at once, and a periodic sweep deletes it with a
 // changelog tombstone. A restore skips expired keys.
@@ -111,10 +150,16 @@ func (s *Store) PutTTL(key string, value []byte, ttl time.Duration) {
 func (s *Store) Delete(key string) { s.write(key, entry{}, true) }
 
 func (s *Store) write(key string, e entry, del bool) {
+	prev, had := s.m[key]
+	s.writeFrom(key, e, del, prev, had)
+}
+
+// writeFrom is write with key's current entry in m, prev (if had).
+func (s *Store) writeFrom(key string, e entry, del bool, prev entry, had bool) {
 	if key == markerKey {
 		panic("runtime: store key " + strconv.Quote(key) + " is reserved for restore markers")
 	}
-	prev, had := s.m[key]
+	s.writes++
 	i, dirty := s.dirtyIndex(key, prev, had)
 	if dirty {
 		s.txn[i].cur, s.txn[i].deleted = e, del
@@ -196,6 +241,8 @@ func (s *Store) endRecord() {
 
 // rejectRecord undoes the record's writes.
 func (s *Store) rejectRecord() {
+	s.writes++
+	s.rollbacks++
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		u := s.undo[i]
 		if cur, ok := s.m[u.key]; ok {
@@ -242,6 +289,8 @@ func (s *Store) commit() {
 
 // abort puts back the committed value of every key the transaction wrote.
 func (s *Store) abort() {
+	s.writes++
+	s.rollbacks++
 	s.endRecord()
 	for i := len(s.txn) - 1; i >= 0; i-- {
 		d := &s.txn[i]
@@ -259,6 +308,7 @@ func (s *Store) abort() {
 }
 
 func (s *Store) endTxn() {
+	s.writes++   // the entries' gen changes
 	clear(s.txn) // drop the references to keys and old values
 	s.txn = s.txn[:0]
 	clear(s.gone)
@@ -309,6 +359,8 @@ func (s *Store) sweepExpired(now time.Time) int {
 // slices share its fetch's whole batch buffer, which the store would keep
 // alive for as long as any of its values lives.
 func (s *Store) restoreRecord(key, value []byte, nowMs int64) error {
+	s.writes++
+	s.rollbacks++
 	k := unsafe.String(unsafe.SliceData(key), len(key)) // lookups only; the stored key is kv's
 	if old, ok := s.m[k]; ok {
 		s.bytes -= int64(len(k) + len(old.value))

@@ -16,6 +16,20 @@
 // singular field the last occurrence wins. FuzzView checks this against
 // proto.Unmarshal. A view is valid only while its input is unchanged.
 //
+// # Trusted input
+//
+// View.ParseTrusted and MicChanged.ParseTrusted skip one check of Parse,
+// the UTF-8 validity of string fields, and accept what Parse accepts plus
+// strings that are not UTF-8 (FuzzTrustedView checks both against Parse).
+// They are for records a roomflow stage wrote after reading the same bytes
+// with Parse: hyapp.user.mic-events.v1, which only the room processor
+// writes, copying envelopes it parsed with View.Parse and payloads it
+// parsed with MicChanged.Parse (the mic processor reads it trusted). Input
+// from outside roomflow (room-service's topic, tools, the DLQ) is always
+// read with Parse: FuzzView's contract is unchanged. A record written to
+// the mic events topic by anything else is outside the contract; its
+// strings would reach the public mic records unchecked.
+//
 // # Compatibility of internal formats
 //
 // Rolling upgrades run two releases side by side, so every value one

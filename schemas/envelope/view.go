@@ -28,12 +28,23 @@ var (
 	envelopeFields = fieldSet{strings: bits(1, 2, 3, 4, 7, 8), bytes: bits(9), varints: bits(5, 6)}
 	micFields      = fieldSet{strings: bits(3, 4, 5, 6), varints: bits(1, 2, 7, 8, 9, 10)}
 	giftFields     = fieldSet{strings: bits(3, 7, 9, 10), varints: bits(1, 2, 4, 5, 6, 8)}
+	// ParseTrusted's: the strings read as bytes, without the UTF-8 check
+	envelopeTrusted = envelopeFields.trusted()
+	micTrusted      = micFields.trusted()
 )
 
 // Parse reads the EventEnvelope b into v.
-func (v *View) Parse(b []byte) error {
+func (v *View) Parse(b []byte) error { return v.parse(b, &envelopeFields) }
+
+// ParseTrusted is Parse without the UTF-8 check of the string fields, for
+// input a roomflow stage wrote after reading it with Parse (see the package
+// doc, "Trusted input"): its strings are valid UTF-8 already. Everything
+// else is checked as by Parse, so it never panics, whatever the input.
+func (v *View) ParseTrusted(b []byte) error { return v.parse(b, &envelopeTrusted) }
+
+func (v *View) parse(b []byte, set *fieldSet) error {
 	var f fieldValues
-	err := f.read(b, &envelopeFields)
+	err := f.read(b, set)
 	*v = View{EventID: f.b[1], EventType: f.b[2], AppCode: f.b[3], RoomID: f.b[4],
 		RequestID: f.b[7], CommandID: f.b[8], Payload: f.b[9],
 		RoomVersion: int64(f.x[5]), OccurredAtMs: int64(f.x[6])}
@@ -52,9 +63,14 @@ type MicChanged struct {
 }
 
 // Parse reads the RoomMicChanged b into m.
-func (m *MicChanged) Parse(b []byte) error {
+func (m *MicChanged) Parse(b []byte) error { return m.parse(b, &micFields) }
+
+// ParseTrusted is Parse without the UTF-8 check, like View.ParseTrusted.
+func (m *MicChanged) ParseTrusted(b []byte) error { return m.parse(b, &micTrusted) }
+
+func (m *MicChanged) parse(b []byte, set *fieldSet) error {
 	var f fieldValues
-	err := f.read(b, &micFields)
+	err := f.read(b, set)
 	*m = MicChanged{UserID: int64(f.x[1]), SeatNo: int32(f.x[2]), PreviousSeatNo: int32(f.x[9]),
 		Action: f.b[3], MicSessionID: f.b[4], PublishState: f.b[5], Reason: f.b[6],
 		PublishDeadlineMs: int64(f.x[7]), PublishEventTimeMs: int64(f.x[8]), RTCStoppedAtMs: int64(f.x[10])}
@@ -88,6 +104,11 @@ const maxField = 15
 // fieldSet says which field numbers of a message are strings (UTF-8
 // checked), bytes and varints (int32, int64, bool), one bit per number.
 type fieldSet struct{ strings, bytes, varints uint16 }
+
+// trusted is s with its strings read as bytes (no UTF-8 check).
+func (s fieldSet) trusted() fieldSet {
+	return fieldSet{bytes: s.strings | s.bytes, varints: s.varints}
+}
 
 func bits(nums ...int) uint16 {
 	var m uint16

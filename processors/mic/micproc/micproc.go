@@ -5,6 +5,10 @@
 // punctuation for the timer closes of the open session compensation
 // (MIC-10, D-MIC-1).
 //
+// The input is read with mic.DecodeTrusted: its only writer, the room
+// processor, checked the envelope and payload (their strings' UTF-8
+// included), so that check is not repeated here.
+//
 // An input event without app_code belongs to the configured app_code (the
 // rule of every stage, see mic.Decode), so its facts equal those of an event
 // naming it. Every input record yields, inside the input's transaction:
@@ -256,6 +260,7 @@ type Processor struct {
 	// an Output is encoded before the next event is handled).
 	sc  mic.Scratch
 	tsc totalsScratch // the totals of the close being emitted
+	wm  watermark     // the watermark of the last store read
 	// overdue is each partition's catch-up in progress (see Compensate).
 	overdue map[int32]*overdue
 }
@@ -327,7 +332,7 @@ func NewRuntime(c Config) (*streams.Runtime, *Processor, error) {
 // DLQ reason corrupt_state, no facts written from a value no retry can
 // fix).
 func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
-	ev, err := mic.Decode(rec.Value, p.cfg.AppCode)
+	ev, err := mic.DecodeTrusted(rec.Value, p.cfg.AppCode)
 	if err != nil {
 		var de *mic.DecodeError
 		if errors.As(err, &de) {
@@ -370,26 +375,6 @@ const pruneLimit = 10000
 
 func (p *Processor) retention() mic.Retention {
 	return mic.Retention{ClosedSession: p.cfg.Settings.ClosedSessionRetention, DayRooms: p.cfg.Settings.DayRoomRetention}
-}
-
-func (p *Processor) watermark(t streams.Task) int64 {
-	b, _ := t.Store().Get(mic.KeyWatermark)
-	return mic.DecodeWatermark(b)
-}
-
-// watermarkStep: the stored watermark moves in steps of at least a minute
-// (it may lag the true one by less than that, which retentions of a day and
-// more do not notice), so most events do not write it, even in a catch-up
-// that replays hours of events per second.
-const watermarkStepMs = 60_000
-
-func (p *Processor) advanceWatermark(t streams.Task, wm, occurredAtMs int64) {
-	if occurredAtMs < wm+watermarkStepMs {
-		return // cannot move it a step, whatever the clock: no clock read
-	}
-	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
-		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
-	}
 }
 
 // Compensate is the timer (streams.PunctuateFunc): it closes the open
@@ -607,7 +592,7 @@ func (p *Processor) emit(t streams.Task, appCode string, userID int64, out *mic.
 		ledgerType = t.StringBytes(out.Ledger.EventType)
 	}
 	put(tp.Ledger, out.Ledger.EventId, ledgerType, &plain,
-		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedgerEntry(b, out.Ledger) }))
+		buf.Append(1024, func(b []byte) []byte { return mic.AppendLedger(b, out) }))
 	if c, f := out.Closed, &p.fr.closed; c != nil { // a public record: its framing's prefix first
 		put(tp.SessionClosed, c.EventId, typeClosed, f,
 			buf.Append(192+len(f.Prefix), func(b []byte) []byte { return mic.AppendSessionClosed(append(b, f.Prefix...), c) }))

@@ -16,7 +16,9 @@ import (
 // A stored key and its value share one allocation, the key first (put):
 // the lookup that compares the key brings the value's first bytes into the
 // cache with it, and a write allocates once. Lookups use a key built in a
-// reused buffer (the store keeps no key it is only asked for).
+// reused buffer (the store keeps no key it is only asked for). A read and
+// the write that follows it (the engine's Session and PutSession, DayRooms
+// and PutDayRooms) share one lookup through a streams.Slot.
 type storeState struct {
 	store *streams.Store
 	err   error
@@ -27,6 +29,8 @@ type storeState struct {
 	lastDay dayRoomsID
 	dayKey  []byte
 	buf     []byte // encoding buffer of Put*
+	// the slots of the last Session and DayRooms reads
+	sessionSlot, daySlot streams.Slot
 }
 
 type dayRoomsID struct {
@@ -54,11 +58,13 @@ func (s *storeState) sessionKey(id mic.SessionID) string {
 // put stores s.buf under key, both copied into one exact-size allocation:
 // the store keeps them for the key's life, so any spare capacity would be
 // heap per key.
-func (s *storeState) put(key string) {
+// slot is the Slot of the read of key (streams.Store.PutSlot falls back to
+// a lookup if the store was written since).
+func (s *storeState) put(slot *streams.Slot, key string) {
 	kv := make([]byte, len(key)+len(s.buf))
 	copy(kv, key)
 	copy(kv[len(key):], s.buf)
-	s.store.Put(unsafe.String(unsafe.SliceData(kv), len(key)), kv[len(key):])
+	s.store.PutSlot(slot, unsafe.String(unsafe.SliceData(kv), len(key)), kv[len(key):])
 }
 
 // state returns the processor's reusable storeState bound to t's store
@@ -74,7 +80,8 @@ func (p *Processor) state(t streams.Task) *storeState {
 
 func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
 	key := s.sessionKey(id)
-	b, ok := s.store.Get(key)
+	b, ok, slot := s.store.GetSlot(key)
+	s.sessionSlot = slot
 	if !ok {
 		return mic.Session{}, false
 	}
@@ -100,12 +107,13 @@ func stateError(key string, err error) error {
 
 func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
 	s.buf = v.AppendBinary(s.buf[:0])
-	s.put(s.sessionKey(id))
+	s.put(&s.sessionSlot, s.sessionKey(id))
 }
 
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
 	key := s.dayRoomsKey(dayRoomsID{appCode, userID, day})
-	b, ok := s.store.Get(key)
+	b, ok, slot := s.store.GetSlot(key)
+	s.daySlot = slot
 	if !ok {
 		return nil
 	}
@@ -118,5 +126,42 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 
 func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
 	s.buf = rooms.AppendBinary(s.buf[:0])
-	s.put(s.dayRoomsKey(dayRoomsID{appCode, userID, day}))
+	s.put(&s.daySlot, s.dayRoomsKey(dayRoomsID{appCode, userID, day}))
+}
+
+// watermark caches a partition's event-time watermark (mic.KeyWatermark),
+// saving a store lookup per event: the processor alone writes the key, so
+// the value read or written last stays the store's until the store rolls
+// writes back (streams.Store.Rollbacks) or another task's store is used. A
+// test seeding the key directly (rttest.Driver.Seed) does so before the
+// processor reads the partition.
+type watermark struct {
+	store     *streams.Store
+	rollbacks uint64
+	ms        int64
+}
+
+func (p *Processor) watermark(t streams.Task) int64 {
+	st, c := t.Store(), &p.wm
+	if c.store != st || c.rollbacks != st.Rollbacks() {
+		b, _ := st.Get(mic.KeyWatermark)
+		*c = watermark{store: st, rollbacks: st.Rollbacks(), ms: mic.DecodeWatermark(b)}
+	}
+	return c.ms
+}
+
+// watermarkStep: the stored watermark moves in steps of at least a minute
+// (it may lag the true one by less than that, which retentions of a day and
+// more do not notice), so most events do not write it, even in a catch-up
+// that replays hours of events per second.
+const watermarkStepMs = 60_000
+
+func (p *Processor) advanceWatermark(t streams.Task, wm, occurredAtMs int64) {
+	if occurredAtMs < wm+watermarkStepMs {
+		return // cannot move it a step, whatever the clock: no clock read
+	}
+	if n := mic.AdvanceWatermark(wm, occurredAtMs, t.Now().UnixMilli()); n >= wm+watermarkStepMs {
+		t.Store().Put(mic.KeyWatermark, mic.EncodeWatermark(n))
+		p.wm = watermark{store: t.Store(), rollbacks: t.Store().Rollbacks(), ms: n}
+	}
 }

@@ -49,7 +49,8 @@ func (p *Processor) updateTotals(t streams.Task, out *mic.Output, wmMs int64) er
 	st, sc := p.state(t), &p.tsc
 	sc.key = mic.AppendTotalsKey(sc.key[:0], l.AppCode, l.UserId)
 	key := unsafe.String(unsafe.SliceData(sc.key), len(sc.key)) // st.put copies it
-	if b, ok := st.store.Get(key); ok {
+	b, ok, slot := st.store.GetSlot(key)
+	if ok {
 		if err := mic.UnmarshalTotals(b, &sc.tot); err != nil {
 			return p.totalsStateError(t, key, err)
 		}
@@ -59,7 +60,7 @@ func (p *Processor) updateTotals(t streams.Task, out *mic.Output, wmMs int64) er
 	w := mic.TotalsWindow{FirstDay: first, RetentionMs: p.cfg.Settings.DayTotalsRetention.Milliseconds(), WatermarkMs: wmMs}
 	sc.applied = sc.tot.Add(l.Daily, l.Lifetime, w, sc.applied)
 	st.buf = sc.tot.AppendBinary(st.buf[:0])
-	st.put(key)
+	st.put(&slot, key)
 	p.emitTotals(t, out)
 	return nil
 }
