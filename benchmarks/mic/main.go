@@ -684,33 +684,11 @@ func uuidLike(r *rand.Rand) string {
 }
 
 func produce(ctx context.Context, cfg *config.Config, evs []mic.Event) error {
-	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-producer", kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MaxBufferedRecords(200_000))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	errc := make(chan error, 1)
+	recs := make([]*kgo.Record, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		rec := &kgo.Record{Topic: cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode(),
+		recs[i] = &kgo.Record{Topic: cfg.Kafka.Topics.UserMicEvents, Key: []byte(strconv.FormatInt(ev.UserID, 10)), Value: ev.Encode(),
 			Headers: envelope.AppendHeaders(nil, []byte(ev.EventID), []byte(mic.EventTypeRoomMicChanged), []byte(ev.AppCode))}
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
-			}
-		})
 	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	select {
-	case err := <-errc:
-		return err
-	default:
-		return nil
-	}
+	return produceTo(ctx, cfg, recs)
 }

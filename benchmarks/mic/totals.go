@@ -39,13 +39,17 @@ func markTotals(ctx context.Context, cfg *config.Config, changelog string) error
 		recs[p] = &kgo.Record{Topic: changelog, Partition: int32(p), Key: []byte(mic.KeyTotalsBootstrap),
 			Value: streams.ChangelogValue(mic.EncodeBootstrapMarker(0))}
 	}
-	return produceTo(ctx, cfg, recs)
+	return produceTo(ctx, cfg, recs, manual)
 }
 
-// produceTo produces recs to their partitions and waits for all of them.
-func produceTo(ctx context.Context, cfg *config.Config, recs []*kgo.Record) error {
-	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-producer", kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(200_000))
+// manual places each record on the partition it names.
+var manual = kgo.RecordPartitioner(kgo.ManualPartitioner())
+
+// produceTo produces recs (with opts on the client, such as a
+// partitioner) and waits for all of them.
+func produceTo(ctx context.Context, cfg *config.Config, recs []*kgo.Record, opts ...kgo.Opt) error {
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("bench-producer", append(opts,
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(200_000))...)
 	if err != nil {
 		return err
 	}
@@ -96,13 +100,13 @@ func totalsRun(ctx context.Context, cfg *config.Config, users int, partitions in
 		recs = append(recs, &kgo.Record{Topic: cfg.Kafka.Topics.MicStateChangelog, Partition: p,
 			Key: []byte(mic.TotalsKey("hyapp", user)), Value: streams.ChangelogValue(v)})
 		if len(recs) == cap(recs) {
-			if err := produceTo(ctx, cfg, recs); err != nil {
+			if err := produceTo(ctx, cfg, recs, manual); err != nil {
 				return err
 			}
 			recs = recs[:0]
 		}
 	}
-	if err := produceTo(ctx, cfg, recs); err != nil {
+	if err := produceTo(ctx, cfg, recs, manual); err != nil {
 		return err
 	}
 	fmt.Printf("\ntotals state: %d users, each with lifetime totals and one day (%.1f bytes of value per user)\n",
