@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ func main() {
 		mode      = flag.String("mode", "poll", "relay.mode to benchmark: poll or binlog")
 		kafka     = benchkafka.RegisterFlags(nil, "in-process kfake, 3 brokers")
 	)
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the poll-mode relay's throughput run here (the in-process kfake's CPU counts too)")
 	flag.Parse()
 	if *mode == "binlog" {
 		if err := runBinlog(*rows, *payload, *batch, kafka, *rate, *txnRows, *nWriters, *latDur, *pollIvl, int32(*partition)); err != nil {
@@ -209,7 +211,12 @@ func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, ra
 	if err := rawOnce("raw"); err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(cpuProfile)
+	if err != nil {
+		return err
+	}
 	relDur, lead, err := relayRun(ctx, cfg, db, log, maxID)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -225,6 +232,26 @@ func run(rows, payload, batch int, serverDSN string, kafka *benchkafka.Flags, ra
 		return latency(ctx, cfg, db, log, rate, txnRows, writers, payload, latDur)
 	}
 	return nil
+}
+
+// cpuProfile is -cpuprofile: where startProfile writes the relay run's profile.
+var cpuProfile string
+
+// startProfile starts a CPU profile into path (nothing when empty) and
+// returns its stop.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func payloadOf(i, n int) []byte {
