@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -23,11 +24,19 @@ type Totals struct {
 	Days                                      []DayTotals // ascending by Day
 }
 
-// DayTotals are one UTC day's sums.
+// DayTotals are one UTC day's sums and, once the processor keeps them
+// here (RoomsKept), the rooms counted in its room_count: with totals on,
+// the day-room sets live in the user's totals value instead of day-room
+// keys of their own, so a close reads and writes one key and its
+// changelog gets one record, not two (issue 35's cost). A day the
+// bootstrap wrote from MySQL has no rooms yet: its rooms are in its
+// day-room key, if any.
 type DayTotals struct {
 	Day                                                  int64 // days since the epoch
 	SeatOccupiedMs, MicOnlineMs, SessionCount, RoomCount int64
 	FirstMicAtMs, LastMicAtMs                            int64 // within the day
+	RoomsKept                                            bool
+	Rooms                                                DayRooms
 }
 
 // State keys of the totals (new kinds; older releases ignore them):
@@ -80,7 +89,9 @@ func DecodeBootstrapMarker(b []byte) (firstDay int64, err error) {
 // Field numbers of the totals value (version 1 of the state rule: protobuf
 // wire, unprefixed). A day is one bytes field of positional varints: day,
 // seat, mic, sessions, rooms, first and last as offsets from the day's start
-// plus one (0: none), so a day costs about 25 bytes.
+// plus one (0: none), so a day costs about 25 bytes; then, for a day whose
+// rooms are kept here, flags (dayRoomsKept) and each room id as a varint
+// length and its bytes.
 const (
 	tSeat     = 1
 	tMic      = 2
@@ -89,6 +100,9 @@ const (
 	tLast     = 5
 	tDay      = 6
 )
+
+// dayRoomsKept is the day's flag: its rooms follow.
+const dayRoomsKept = 1
 
 const (
 	formatTotals    = "mic totals state"
@@ -111,6 +125,12 @@ func (t *Totals) AppendBinary(b []byte) []byte {
 			uint64(d.SessionCount), uint64(d.RoomCount), dayOffset(d.FirstMicAtMs, start), dayOffset(d.LastMicAtMs, start)} {
 			b = appendVarint(b, v)
 		}
+		if d.RoomsKept {
+			b = appendVarint(b, dayRoomsKept)
+			for _, r := range d.Rooms {
+				b = protowire.AppendString(b, r)
+			}
+		}
 		b = endMsg(b, at)
 	}
 	return b
@@ -130,9 +150,16 @@ func dayTime(off uint64, start int64) int64 {
 	return start + int64(off-1)
 }
 
-// UnmarshalTotals decodes Totals.AppendBinary into t (its Days reused).
-// Unknown fields are skipped; a newer version is a *envelope.VersionError.
-func UnmarshalTotals(b []byte, t *Totals) error {
+// UnmarshalTotals decodes Totals.AppendBinary into t (its Days and their
+// Rooms reused). Unknown fields are skipped; a newer version is a
+// *envelope.VersionError.
+func UnmarshalTotals(b []byte, t *Totals) error { return unmarshalTotals(b, t, false) }
+
+// UnmarshalTotalsAlias is UnmarshalTotals with the room ids pointing into
+// b, which must never change (a state store's value).
+func UnmarshalTotalsAlias(b []byte, t *Totals) error { return unmarshalTotals(b, t, true) }
+
+func unmarshalTotals(b []byte, t *Totals, alias bool) error {
 	*t = Totals{Days: t.Days[:0]}
 	b, err := stateBody(formatTotals, b)
 	if err != nil {
@@ -169,11 +196,10 @@ func UnmarshalTotals(b []byte, t *Totals) error {
 				return fmt.Errorf("%w: %v", ErrCorruptState, protowire.ParseError(n))
 			}
 			b = b[n:]
-			d, err := decodeDay(v)
-			if err != nil {
+			t.Days = slices.Grow(t.Days, 1)[:len(t.Days)+1]
+			if err := decodeDay(v, &t.Days[len(t.Days)-1], alias); err != nil {
 				return err
 			}
-			t.Days = append(t.Days, d)
 		default:
 			n = protowire.ConsumeFieldValue(f, typ, b)
 			if n < 0 {
@@ -185,22 +211,38 @@ func UnmarshalTotals(b []byte, t *Totals) error {
 	return nil
 }
 
-func decodeDay(b []byte) (DayTotals, error) {
-	var x [7]uint64
+// decodeDay decodes one day's bytes into d (its Rooms reused).
+func decodeDay(b []byte, d *DayTotals, alias bool) error {
+	var x [8]uint64 // the seven sums and times, then the flags
 	for i := range x {
 		if len(b) == 0 {
 			break // trailing zeros may be left out by a later writer
 		}
 		v, n := protowire.ConsumeVarint(b)
 		if n < 0 {
-			return DayTotals{}, fmt.Errorf("%w: day totals: %v", ErrCorruptState, protowire.ParseError(n))
+			return fmt.Errorf("%w: day totals: %v", ErrCorruptState, protowire.ParseError(n))
 		}
 		x[i], b = v, b[n:]
 	}
-	d := DayTotals{Day: int64(x[0]), SeatOccupiedMs: int64(x[1]), MicOnlineMs: int64(x[2]),
-		SessionCount: int64(x[3]), RoomCount: int64(x[4])}
+	*d = DayTotals{Day: int64(x[0]), SeatOccupiedMs: int64(x[1]), MicOnlineMs: int64(x[2]),
+		SessionCount: int64(x[3]), RoomCount: int64(x[4]), RoomsKept: x[7]&dayRoomsKept != 0, Rooms: d.Rooms[:0]}
 	d.FirstMicAtMs, d.LastMicAtMs = dayTime(x[5], d.Day*DayMs), dayTime(x[6], d.Day*DayMs)
-	return d, nil
+	for d.RoomsKept && len(b) > 0 {
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return fmt.Errorf("%w: day rooms: %v", ErrCorruptState, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if alias && len(v) > 0 {
+			d.Rooms = append(d.Rooms, unsafe.String(&v[0], len(v)))
+		} else {
+			d.Rooms = append(d.Rooms, string(v))
+		}
+	}
+	if !d.RoomsKept {
+		d.Rooms = nil
+	}
+	return nil
 }
 
 // eachVarint calls fn for each varint field of a protobuf message b.
@@ -231,10 +273,17 @@ func eachVarint(b []byte, fn func(protowire.Number, uint64)) error {
 // TotalsWindow tells which UTC days still have a daily total: those from
 // the bootstrap's first day on whose end is at most mic.day_totals_retention
 // behind the partition's event-time watermark (like the day-room sets).
+// A day's rooms follow Retention.DayRoomsExpired instead, so a day
+// without a total may still keep its rooms.
 type TotalsWindow struct {
 	FirstDay    int64 // the bootstrap marker's
 	RetentionMs int64
 	WatermarkMs int64
+	Rooms       Retention // DayRooms: mic.day_room_retention
+	// OldestOpenDay is the partition's earliest start day of an open
+	// session at its last scan; math.MinInt64 when unknown (no rooms
+	// expire).
+	OldestOpenDay int64
 }
 
 // Kept reports whether day still has its daily total.
@@ -242,13 +291,45 @@ func (w TotalsWindow) Kept(day int64) bool {
 	return day >= w.FirstDay && (day+1)*DayMs+w.RetentionMs >= w.WatermarkMs
 }
 
+// keep reports whether t keeps day d: while it has its total, or its
+// rooms are kept and not expired.
+func (w TotalsWindow) keep(d *DayTotals) bool {
+	return w.Kept(d.Day) || d.RoomsKept && !w.Rooms.DayRoomsExpired(d.Day, w.OldestOpenDay, w.WatermarkMs)
+}
+
+// DayAt returns t's entry of day, inserted empty (in day order) when absent.
+// The pointer is valid until t.Days changes.
+func (t *Totals) DayAt(day int64) *DayTotals {
+	i, _ := t.dayIndex(day)
+	return &t.Days[i]
+}
+
+// dayIndex returns the index of day in t.Days, inserting it when absent.
+func (t *Totals) dayIndex(day int64) (i int, inserted bool) {
+	i, found := slices.BinarySearchFunc(t.Days, day, func(x DayTotals, day int64) int { return cmpInt(x.Day, day) })
+	if !found {
+		t.Days = slices.Insert(t.Days, i, DayTotals{Day: day})
+	}
+	return i, !found
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 // Add adds one close's deltas to t: the lifetime always, each day only
-// while w keeps it (a day whose total is gone is never counted again from
-// 0). Days w no longer keeps are dropped from t first. applied lists, for
-// each of daily, the index in t.Days of its updated total, or -1 for a
-// delta of a day whose total is gone.
+// while w keeps its total (a day whose total is gone is never counted
+// again from 0). Days w no longer keeps are dropped from t first. applied
+// lists, for each of daily, the index in t.Days of its updated total, or
+// -1 for a delta of a day whose total is gone.
 func (t *Totals) Add(daily []*userv1.MicDailyDelta, life *userv1.MicLifetimeDelta, w TotalsWindow, applied []int) []int {
-	t.Days = slices.DeleteFunc(t.Days, func(d DayTotals) bool { return !w.Kept(d.Day) })
+	t.Days = slices.DeleteFunc(t.Days, func(d DayTotals) bool { return !w.keep(&d) })
 	if life != nil {
 		t.SeatOccupiedMs += life.SeatOccupiedDeltaMs
 		t.MicOnlineMs += life.MicOnlineDeltaMs
@@ -263,9 +344,8 @@ func (t *Totals) Add(daily []*userv1.MicDailyDelta, life *userv1.MicLifetimeDelt
 			applied = append(applied, -1)
 			continue
 		}
-		i, found := slices.BinarySearchFunc(t.Days, day, func(x DayTotals, day int64) int { return int(x.Day - day) })
-		if !found {
-			t.Days = slices.Insert(t.Days, i, DayTotals{Day: day})
+		i, inserted := t.dayIndex(day)
+		if inserted {
 			for j := range applied { // indexes after i moved up
 				if applied[j] >= i {
 					applied[j]++

@@ -3,8 +3,10 @@ package mic_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -97,3 +99,55 @@ func TestTotalsAdd(t *testing.T) {
 		t.Fatalf("round trip %+v, %v", back, err)
 	}
 }
+
+// TestTotalsRooms: a day's rooms round-trip (copied and aliased), a day
+// without kept rooms encodes as before, and Add keeps a day whose total is
+// gone while its rooms are kept: until mic.day_room_retention, and past it
+// while a session of that day or before is open (or the oldest open day is
+// unknown).
+func TestTotalsRooms(t *testing.T) {
+	const d = int64(20400)
+	tot := mic.Totals{SessionCount: 2, Days: []mic.DayTotals{
+		{Day: d, SessionCount: 1, RoomCount: 2, RoomsKept: true, Rooms: mic.DayRooms{"room-1", "r2"}},
+		{Day: d + 1, SessionCount: 1, RoomsKept: true},
+	}}
+	b := tot.AppendBinary(nil)
+	for _, decode := range []func([]byte, *mic.Totals) error{mic.UnmarshalTotals, mic.UnmarshalTotalsAlias} {
+		var back mic.Totals
+		if err := decode(b, &back); err != nil || !reflect.DeepEqual(back, tot) {
+			t.Fatalf("round trip %+v, %v; want %+v", back, err, tot)
+		}
+	}
+	plain := mic.Totals{Days: []mic.DayTotals{{Day: d, SessionCount: 1}}}
+	withFlag := plain
+	withFlag.Days = []mic.DayTotals{{Day: d, SessionCount: 1, RoomsKept: true}}
+	if n, m := len(plain.AppendBinary(nil)), len(withFlag.AppendBinary(nil)); m != n+1 {
+		t.Fatalf("a day without rooms takes %d bytes, with its flag %d", n, m)
+	}
+
+	day := func(oldestOpen int64, wmAfterDayEnd time.Duration) int {
+		w := mic.TotalsWindow{FirstDay: 0, RetentionMs: 36 * hourMs, WatermarkMs: (d+1)*mic.DayMs + wmAfterDayEnd.Milliseconds(),
+			Rooms: mic.Retention{DayRooms: 48 * time.Hour}, OldestOpenDay: oldestOpen}
+		x := mic.Totals{Days: []mic.DayTotals{{Day: d, RoomsKept: true, Rooms: mic.DayRooms{"r"}}, {Day: d - 5}}}
+		x.Add(nil, nil, w, nil)
+		return len(x.Days)
+	}
+	for _, c := range []struct {
+		name       string
+		oldestOpen int64
+		after      time.Duration
+		want       int
+	}{
+		{"total kept", math.MaxInt64, 30 * time.Hour, 1},
+		{"total gone, rooms kept", math.MaxInt64, 40 * time.Hour, 1},
+		{"both gone", math.MaxInt64, 49 * time.Hour, 0},
+		{"both gone but a session of the day is open", d, 49 * time.Hour, 1},
+		{"both gone, oldest open day unknown", math.MinInt64, 49 * time.Hour, 1},
+	} {
+		if got := day(c.oldestOpen, c.after); got != c.want {
+			t.Errorf("%s: %d days kept, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+const hourMs = int64(time.Hour / time.Millisecond)

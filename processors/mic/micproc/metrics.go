@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		totals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_mic_totals_not_published_total",
-			Help: "Daily or lifetime totals a close did not publish: day_gone (a delta of a UTC day whose total fell out of mic.day_totals_retention or is older than the bootstrap), corrupt_state.",
+			Help: "Daily or lifetime totals a close did not publish: day_gone (a delta of a UTC day whose total fell out of mic.day_totals_retention or is older than the bootstrap). A totals value that does not decode is a corrupt state value (DLQ reason corrupt_state).",
 		}, []string{"reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_mic_session_duration_seconds",
@@ -126,7 +126,7 @@ func (m *metrics) precreate() {
 	for _, k := range []string{"closed_session", "day_rooms"} {
 		m.pruned.WithLabelValues(k)
 	}
-	for _, r := range []string{"day_gone", "corrupt_state"} {
+	for _, r := range []string{"day_gone"} {
 		m.totals.WithLabelValues(r)
 	}
 }

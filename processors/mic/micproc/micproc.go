@@ -27,11 +27,22 @@
 // one per session (open, or closed as a compact tombstone), one per user
 // and UTC day listing the rooms already counted in room_count, the
 // partition's event-time watermark, one per user with totals and the
-// partition's totals bootstrap marker (mic.TotalsKey, mic.KeyTotalsBootstrap). Tombstones and day-room sets are
-// dropped by the timer scan once they fall out of mic.closed_session_retention
-// and mic.day_room_retention measured in event time (see mic.Retention), not
-// with the runtime's wall-clock TTL: an outage longer than a retention must
-// not make the catch-up count rooms twice or forget closed sessions.
+// partition's totals bootstrap marker (mic.TotalsKey, mic.KeyTotalsBootstrap).
+// Tombstones and day-room sets are dropped by the timer scan once they fall
+// out of mic.closed_session_retention and mic.day_room_retention measured
+// in event time (see mic.Retention), not with the runtime's wall-clock TTL:
+// an outage longer than a retention must not make the catch-up count rooms
+// twice or forget closed sessions.
+//
+// Once a partition's totals are on (its marker, mic.totals_enabled), a
+// user's day-room sets live in the user's totals value instead
+// (mic.DayTotals.Rooms): a close reads and writes one key, not two, and
+// the changelog gets one record for both. A day the value keeps no rooms
+// for yet (written by the bootstrap, or before the marker) starts from its
+// day-room key; the value drops a day's rooms at the user's next close once
+// the same retention lets them go (the oldest open day from the last scan,
+// lowered by every session opened since). With the totals turned off on a
+// marked partition, the rooms the values kept still count.
 //
 // The timers need every open session of a partition. The runtime offers no
 // restore hook, and an in-memory index kept beside the store would diverge
@@ -263,6 +274,38 @@ type Processor struct {
 	wm  watermark     // the watermark of the last store read
 	// overdue is each partition's catch-up in progress (see Compensate).
 	overdue map[int32]*overdue
+	// oldestOpen is each partition's earliest start day of an open session
+	// at its last scan (the day-room retention of the totals' rooms).
+	oldestOpen map[int32]openDay
+}
+
+// openDay is a scan's oldest open day, valid while its store has not
+// rolled back (an undone close may be open again).
+type openDay struct {
+	store     *streams.Store
+	rollbacks uint64
+	day       int64
+}
+
+// opened lowers t's partition's oldest open day to a session opened since
+// the scan (an up may be late by days).
+func (p *Processor) opened(t streams.Task, startMs int64) {
+	part := t.Partition()
+	if o, ok := p.oldestOpen[part]; ok && mic.DayOf(startMs) < o.day {
+		o.day = mic.DayOf(startMs)
+		p.oldestOpen[part] = o
+	}
+}
+
+// oldestOpenDay is t's partition's earliest start day of an open session
+// as its last scan saw it; math.MinInt64 (no room set expires) before a
+// scan of the current store.
+func (p *Processor) oldestOpenDay(t streams.Task) int64 {
+	o, ok := p.oldestOpen[t.Partition()]
+	if !ok || o.store != t.Store() || o.rollbacks != t.Store().Rollbacks() {
+		return math.MinInt64
+	}
+	return o.day
 }
 
 // overdue is what one tick's scan found in a partition: the open sessions
@@ -295,7 +338,8 @@ func newProcessor(c Config) *Processor {
 		log = slog.Default()
 	}
 	fr, _ := newFramings(c.Topics, !c.Settings.DisableTotals) // validated
-	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{}, fr: fr}
+	return &Processor{cfg: c, m: newMetrics(c.Runtime.Registerer), log: log.With("component", "mic-processor"), overdue: map[int32]*overdue{},
+		oldestOpen: map[int32]openDay{}, fr: fr}
 }
 
 // NewRuntime validates c and builds the mic processor and its runtime:
@@ -353,8 +397,11 @@ func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
 	}
 	p.advanceWatermark(t, wm, ev.OccurredAtMs)
+	if out.Before == mic.StatusNone && out.After.Open() {
+		p.opened(t, ev.OccurredAtMs)
+	}
 	p.emit(t, ev.AppCode, ev.UserID, &out)
-	if err := p.updateTotals(t, &out, wm); err != nil {
+	if err := p.updateTotals(t, st, &out, wm); err != nil {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, err)
 	}
 	p.m.observe(ev.Action, &out)
@@ -505,6 +552,7 @@ func (p *Processor) scan(t streams.Task, now time.Time) *overdue {
 			prunedDays++
 		}
 	}
+	p.oldestOpen[t.Partition()] = openDay{store: t.Store(), rollbacks: t.Store().Rollbacks(), day: oldestOpenDay}
 	p.m.pruned.WithLabelValues("closed_session").Add(float64(len(expired)))
 	p.m.pruned.WithLabelValues("day_rooms").Add(float64(prunedDays))
 	return q
@@ -521,6 +569,7 @@ func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) error 
 	st := p.state(t)
 	wm := p.watermark(t)
 	for _, c := range batch {
+		st.begin()
 		id, err := mic.ParseSessionKey(c.Key)
 		if err != nil {
 			corrupt(t, c.Key, err)
@@ -535,7 +584,7 @@ func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) error 
 			continue // closed by its real events since the scan
 		}
 		p.emit(t, id.AppCode, id.UserID, &out)
-		if err := p.updateTotals(t, &out, wm); err != nil {
+		if err := p.updateTotals(t, st, &out, wm); err != nil {
 			q.last = c.Key // open again once the run is undone: the next run rescans
 			return err
 		}

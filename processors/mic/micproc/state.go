@@ -31,6 +31,8 @@ type storeState struct {
 	buf     []byte // encoding buffer of Put*
 	// the slots of the last Session and DayRooms reads
 	sessionSlot, daySlot streams.Slot
+	totalsOn             bool       // mic.totals_enabled
+	tot                  userTotals // of the close in progress
 }
 
 type dayRoomsID struct {
@@ -61,6 +63,9 @@ func (s *storeState) sessionKey(id mic.SessionID) string {
 // slot is the Slot of the read of key (streams.Store.PutSlot falls back to
 // a lookup if the store was written since).
 func (s *storeState) put(slot *streams.Slot, key string) {
+	if s.err != nil {
+		return // a close that read a corrupt value writes nothing: it does not happen
+	}
 	kv := make([]byte, len(key)+len(s.buf))
 	copy(kv, key)
 	copy(kv[len(key):], s.buf)
@@ -72,10 +77,17 @@ func (s *storeState) put(slot *streams.Slot, key string) {
 func (p *Processor) state(t streams.Task) *storeState {
 	st := &p.st
 	if st.store != t.Store() {
-		*st = storeState{store: t.Store(), lastKey: st.lastKey[:0], dayKey: st.dayKey[:0], buf: st.buf[:0]}
+		*st = storeState{store: t.Store(), lastKey: st.lastKey[:0], dayKey: st.dayKey[:0], buf: st.buf[:0],
+			totalsOn: !p.cfg.Settings.DisableTotals, tot: userTotals{key: st.tot.key[:0], tot: mic.Totals{Days: st.tot.tot.Days[:0]}}}
 	}
-	st.err = nil
+	st.begin()
 	return st
+}
+
+// begin starts an event or a timer close: no error, no totals read yet.
+func (s *storeState) begin() {
+	s.err = nil
+	s.tot.loaded = false
 }
 
 func (s *storeState) Session(id mic.SessionID) (mic.Session, bool) {
@@ -110,7 +122,49 @@ func (s *storeState) PutSession(id mic.SessionID, v mic.Session) {
 	s.put(&s.sessionSlot, s.sessionKey(id))
 }
 
+// DayRooms reads a user-day's room set where the partition keeps it: in
+// the user's totals value once the partition's totals are on, else its
+// day-room key. A day the totals value does not keep rooms for yet (one of
+// the bootstrap, or from before the totals) starts from its day-room key;
+// with the totals turned off again, the rooms they kept still count.
 func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRooms {
+	u := s.userTotals(appCode, userID)
+	if s.err != nil {
+		return nil
+	}
+	if u.marked && s.totalsOn {
+		d := u.tot.DayAt(day)
+		if !d.RoomsKept {
+			d.Rooms, d.RoomsKept = append(d.Rooms[:0], s.keyRooms(appCode, userID, day)...), true
+		}
+		return d.Rooms
+	}
+	rooms := s.keyRooms(appCode, userID, day)
+	if i, ok := u.dayIndex(day); ok && u.tot.Days[i].RoomsKept {
+		for _, r := range u.tot.Days[i].Rooms {
+			if !rooms.Has(r) {
+				rooms = append(rooms, r)
+			}
+		}
+	}
+	return rooms
+}
+
+// PutDayRooms stores a user-day's room set where DayRooms reads it: in the
+// totals value (written once, by updateTotals, after the close) or its
+// day-room key.
+func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
+	if u := s.userTotals(appCode, userID); u.marked && s.totalsOn {
+		d := u.tot.DayAt(day)
+		d.Rooms, d.RoomsKept = rooms, true
+		return
+	}
+	s.buf = rooms.AppendBinary(s.buf[:0])
+	s.put(&s.daySlot, s.dayRoomsKey(dayRoomsID{appCode, userID, day}))
+}
+
+// keyRooms reads a user-day's day-room key.
+func (s *storeState) keyRooms(appCode string, userID int64, day int64) mic.DayRooms {
 	key := s.dayRoomsKey(dayRoomsID{appCode, userID, day})
 	b, ok, slot := s.store.GetSlot(key)
 	s.daySlot = slot
@@ -122,11 +176,6 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 		s.err = stateError(key, err)
 	}
 	return d
-}
-
-func (s *storeState) PutDayRooms(appCode string, userID int64, day int64, rooms mic.DayRooms) {
-	s.buf = rooms.AppendBinary(s.buf[:0])
-	s.put(&s.daySlot, s.dayRoomsKey(dayRoomsID{appCode, userID, day}))
 }
 
 // watermark caches a partition's event-time watermark (mic.KeyWatermark),

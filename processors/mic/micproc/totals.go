@@ -1,7 +1,6 @@
 package micproc
 
 import (
-	"errors"
 	"strconv"
 	"unsafe"
 
@@ -20,63 +19,100 @@ import (
 // the MySQL facts: totals counted from 0 on a database with history would
 // be wrong.
 
-// totalsScratch is the reused memory of one close's totals.
+// totalsScratch is the reused memory of one close's published totals.
 type totalsScratch struct {
-	tot     mic.Totals
 	applied []int
-	key     []byte
 	daily   userv1.UserMicDailyTotals
 	life    userv1.UserMicLifetimeTotals
 }
 
-// updateTotals adds out's deltas to the user's totals and emits them. It
-// returns an error only for a state value of a newer release (the
-// partition stalls, as for the session state); a corrupt totals value is
-// logged and counted, and that user's totals are left alone.
-func (p *Processor) updateTotals(t streams.Task, out *mic.Output, wmMs int64) error {
+// userTotals is the totals value of the user whose session is closing,
+// read once per close, by the close's first day-room read (the value
+// holds the user's day-room sets) or by updateTotals. marked: the
+// partition has its bootstrap marker (firstDay).
+type userTotals struct {
+	loaded, marked bool
+	firstDay       int64
+	app            string
+	user           int64
+	key            []byte
+	slot           streams.Slot
+	tot            mic.Totals
+}
+
+// userTotals returns the totals of (app, user), read on the first call of
+// a close. A marker or value that does not decode sets s.err: the close
+// does not happen (the event goes to the DLQ as corrupt_state, a timer
+// close is skipped), since the value holds the day's room set.
+func (s *storeState) userTotals(app string, user int64) *userTotals {
+	u := &s.tot
+	if u.loaded && u.user == user && u.app == app {
+		return u
+	}
+	u.loaded, u.marked, u.app, u.user = true, false, app, user
+	u.tot = mic.Totals{Days: u.tot.Days[:0]}
+	mb, ok := s.store.Get(mic.KeyTotalsBootstrap)
+	if !ok {
+		return u
+	}
+	first, err := mic.DecodeBootstrapMarker(mb)
+	if err != nil {
+		s.err = stateError(mic.KeyTotalsBootstrap, err)
+		return u
+	}
+	u.key = mic.AppendTotalsKey(u.key[:0], app, user)
+	key := unsafe.String(unsafe.SliceData(u.key), len(u.key)) // put copies it
+	b, ok, slot := s.store.GetSlot(key)
+	u.slot = slot
+	if ok {
+		if err := mic.UnmarshalTotalsAlias(b, &u.tot); err != nil {
+			s.err = stateError(key, err)
+			return u
+		}
+	}
+	u.marked, u.firstDay = true, first
+	return u
+}
+
+// dayIndex is the index of day in the user's totals, if kept.
+func (u *userTotals) dayIndex(day int64) (int, bool) {
+	for i := range u.tot.Days {
+		if u.tot.Days[i].Day == day {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// updateTotals adds out's deltas to the user's totals (read by the close's
+// day-room reads, which also updated its rooms), writes the value and
+// emits the totals. It returns an error only for a state value of a newer
+// release (the partition stalls, as for the session state).
+func (p *Processor) updateTotals(t streams.Task, st *storeState, out *mic.Output, wmMs int64) error {
 	l := out.Ledger
 	if p.cfg.Settings.DisableTotals || out.Lifetime == nil || l == nil || l.Lifetime == nil {
 		return nil
 	}
-	mb, ok := t.Store().Get(mic.KeyTotalsBootstrap)
-	if !ok {
+	u := st.userTotals(l.AppCode, l.UserId)
+	if st.err != nil {
+		return st.err
+	}
+	if !u.marked {
 		return nil
 	}
-	first, err := mic.DecodeBootstrapMarker(mb)
-	if err != nil {
-		return p.totalsStateError(t, mic.KeyTotalsBootstrap, err)
-	}
-	st, sc := p.state(t), &p.tsc
-	sc.key = mic.AppendTotalsKey(sc.key[:0], l.AppCode, l.UserId)
-	key := unsafe.String(unsafe.SliceData(sc.key), len(sc.key)) // st.put copies it
-	b, ok, slot := st.store.GetSlot(key)
-	if ok {
-		if err := mic.UnmarshalTotals(b, &sc.tot); err != nil {
-			return p.totalsStateError(t, key, err)
-		}
-	} else {
-		sc.tot = mic.Totals{Days: sc.tot.Days[:0]}
-	}
-	w := mic.TotalsWindow{FirstDay: first, RetentionMs: p.cfg.Settings.DayTotalsRetention.Milliseconds(), WatermarkMs: wmMs}
-	sc.applied = sc.tot.Add(l.Daily, l.Lifetime, w, sc.applied)
-	st.buf = sc.tot.AppendBinary(st.buf[:0])
-	st.put(&slot, key)
-	p.emitTotals(t, out)
-	return nil
-}
-
-func (p *Processor) totalsStateError(t streams.Task, key string, err error) error {
-	if errors.Is(err, envelope.ErrNewerVersion) {
-		return stateError(key, err)
-	}
-	p.m.totals.WithLabelValues("corrupt_state").Inc()
-	corrupt(t, key, err)
+	s := &p.cfg.Settings
+	w := mic.TotalsWindow{FirstDay: u.firstDay, RetentionMs: s.DayTotalsRetention.Milliseconds(), WatermarkMs: wmMs,
+		Rooms: mic.Retention{DayRooms: s.DayRoomRetention}, OldestOpenDay: p.oldestOpenDay(t)}
+	p.tsc.applied = u.tot.Add(l.Daily, l.Lifetime, w, p.tsc.applied)
+	st.buf = u.tot.AppendBinary(st.buf[:0])
+	st.put(&u.slot, unsafe.String(unsafe.SliceData(u.key), len(u.key)))
+	p.emitTotals(t, out, &u.tot)
 	return nil
 }
 
 // emitTotals writes the totals sc.applied names: one daily total per day
 // still kept, and the lifetime total.
-func (p *Processor) emitTotals(t streams.Task, out *mic.Output) {
+func (p *Processor) emitTotals(t streams.Task, out *mic.Output, tot *mic.Totals) {
 	sc, lt := &p.tsc, out.Lifetime
 	app, user := lt.AppCode, lt.UserId
 	buf := t.Bytes()
@@ -95,7 +131,7 @@ func (p *Processor) emitTotals(t streams.Task, out *mic.Output) {
 			p.m.totals.WithLabelValues("day_gone").Inc()
 			continue
 		}
-		d, x := out.Daily[i], &sc.tot.Days[at]
+		d, x := out.Daily[i], &tot.Days[at]
 		id := buf.Append(len(typeDailyTotals)+len(d.MicSessionId)+12, func(b []byte) []byte {
 			return append(append(append(append(append(b, typeDailyTotals...), ':'), d.MicSessionId...), ':'), d.StatDate...)
 		})
@@ -108,7 +144,6 @@ func (p *Processor) emitTotals(t streams.Task, out *mic.Output) {
 		put(p.cfg.Topics.DailyTotals, key, id, typeDailyTotals, f,
 			buf.Append(160+len(f.Prefix), func(b []byte) []byte { return mic.AppendDailyTotals(append(b, f.Prefix...), &sc.daily) }))
 	}
-	tot := &sc.tot
 	id := buf.Append(len(typeLifetimeTotals)+len(lt.MicSessionId)+1, func(b []byte) []byte {
 		return append(append(append(b, typeLifetimeTotals...), ':'), lt.MicSessionId...)
 	})
