@@ -40,9 +40,13 @@ func Open(ctx context.Context, cfg config.MySQLConfig) (*sql.DB, error) {
 
 // Tune sets the driver options roomflow needs regardless of the DSN given:
 // UTC, and interpolated params (one round trip per statement instead of
-// prepare+execute+close, which matters for multi-row batches). Isolation is
+// prepare+execute+close, which matters for multi-row batches), and
+// multi-statement queries, with which the lucky draw batch sends its writes
+// under the pool locks in one round trip (every value still goes through
+// the driver's escaping: roomflow builds no SQL from input). Isolation is
 // chosen per transaction with sql.TxOptions, which both servers accept.
 func Tune(dc *mysql.Config) {
 	dc.InterpolateParams = true
+	dc.MultiStatements = true
 	dc.Loc = time.UTC
 }

@@ -149,8 +149,9 @@ func (b *batchTx) writeCounters(ctx context.Context) error {
 			rows = append(rows, []any{c.key, b.app, c.scope, c.scopeID, c.window, c.dPayout, c.dDraws, c.dHits, c.start, c.end, b.nowMs})
 		}
 	}
-	return insertRows(ctx, b.tx, `INSERT INTO lucky_risk_counters (counter_key, app_code, scope_type, scope_id, window_type,
+	b.w.add(`INSERT INTO lucky_risk_counters (counter_key, app_code, scope_type, scope_id, window_type,
 	payout_coins, draw_count, hit_count, window_start_ms, window_end_ms, updated_at_ms) VALUES `, rows,
 		` ON DUPLICATE KEY UPDATE payout_coins = payout_coins + VALUES(payout_coins), draw_count = draw_count + VALUES(draw_count),
 	hit_count = hit_count + VALUES(hit_count), updated_at_ms = VALUES(updated_at_ms)`)
+	return nil
 }

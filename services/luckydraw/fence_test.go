@@ -53,7 +53,7 @@ func (h *heldCommit) free() { h.once.Do(func() { close(h.release) }) }
 
 func (h *heldCommit) hooks() testenv.SQLHooks {
 	return testenv.SQLHooks{Commit: func(stmts []string, commit func() error) error {
-		if !slices.ContainsFunc(stmts, func(q string) bool { return strings.HasPrefix(q, "INSERT INTO lucky_draw_records") }) ||
+		if !slices.ContainsFunc(stmts, func(q string) bool { return strings.Contains(q, "INSERT INTO lucky_draw_records") }) ||
 			!h.hold.CompareAndSwap(true, false) {
 			return commit()
 		}

@@ -96,10 +96,11 @@ func (b *batchTx) writePools(ctx context.Context) error {
 			rows = append(rows, []any{b.app, p.ScopeType, p.ScopeID, p.dIn - p.dOut, p.dIn, p.dOut, p.dVersion, b.nowMs})
 		}
 	}
-	return insertRows(ctx, b.tx, `INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, total_in, total_out,
+	b.w.add(`INSERT INTO lucky_pools (app_code, scope_type, scope_id, balance, total_in, total_out,
 	version, updated_at_ms) VALUES `, rows, ` ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance),
 	total_in = total_in + VALUES(total_in), total_out = total_out + VALUES(total_out), version = version + VALUES(version),
 	updated_at_ms = VALUES(updated_at_ms)`)
+	return nil
 }
 
 // claimInflow claims each draw's inflow in lucky_pool_inflow_claims and

@@ -196,8 +196,9 @@ func (b *batchTx) writeReversedDaily(ctx context.Context, revs []inflowReversal)
 	for i, k := range keys {
 		rows[i] = []any{b.app, k.date, k.scopeType, k.scopeID, sums[k][0], sums[k][1], b.nowMs}
 	}
-	return insertRows(ctx, b.tx, `INSERT INTO lucky_pool_inflow_daily (app_code, stat_date, scope_type, scope_id, inflow, gift_count,
+	b.w.add(`INSERT INTO lucky_pool_inflow_daily (app_code, stat_date, scope_type, scope_id, inflow, gift_count,
 	updated_at_ms) VALUES `, rows, ` ON DUPLICATE KEY UPDATE inflow = inflow + VALUES(inflow), gift_count = gift_count + VALUES(gift_count)`)
+	return nil
 }
 
 // eachRow calls scan for each row of rows and closes them.

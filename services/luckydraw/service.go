@@ -31,6 +31,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,8 @@ type Service struct {
 	m     metrics
 	pilot *pilotMetrics
 	fair  *fairDays
+	// writeMode is how the pool takes a batch's writes (writes.exec).
+	writeMode atomic.Int32
 
 	mu     sync.Mutex
 	queues map[string]*queue // by app_code

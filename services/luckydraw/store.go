@@ -70,6 +70,7 @@ type batchTx struct {
 	tiers map[tierVersion]map[string]bool // tier enabled of the active versions, read after the fence
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
+	w     writes // the writes after the locking reads, sent by insertOutcomes
 }
 
 // runBatch runs reqs (one app_code) in one transaction, retrying
@@ -304,13 +305,12 @@ func (b *batchTx) lockRows(ctx context.Context, p *batchPlan, reversed []inflowR
 // lucky_draw_events rows, then its lucky_draw_records rows, one statement
 // each.
 func (b *batchTx) insertOutcomes(ctx context.Context, p *batchPlan) error {
-	if err := insertRows(ctx, b.tx, `INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
-	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.outbox); err != nil {
+	b.w.add(`INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
+	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.outbox)
+	b.w.add(`INSERT INTO lucky_draw_events (draw_id, app_code, events, event_count, message_types,
+	status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.events)
+	if err := b.insertRecords(ctx, p.records); err != nil {
 		return err
 	}
-	if err := insertRows(ctx, b.tx, `INSERT INTO lucky_draw_events (draw_id, app_code, events, event_count, message_types,
-	status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.events); err != nil {
-		return err
-	}
-	return b.insertRecords(ctx, p.records)
+	return b.w.exec(ctx, b.tx, &b.s.writeMode)
 }
