@@ -200,11 +200,31 @@ func (c *countingConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.
 func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	t0 := time.Now()
 	r, err := c.conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+	// A multi-statement query (the draw batch's writes, joined by ";\n"
+	// with placeholders: no data in q) counts each statement, its time
+	// on the first.
+	stmts := strings.Split(q, ";\n")
 	if !errors.Is(err, driver.ErrSkip) {
-		c.n.add(kindOf(q), 1, t0)
+		for i, s := range stmts {
+			if i == 0 {
+				c.n.add(kindOf(s), 1, t0)
+			} else {
+				c.n.add(kindOf(s), 1, time.Now())
+			}
+		}
 	}
 	if err == nil {
-		c.wrote(rowsWritten(q, r))
+		affected := []int64{0}
+		if m, ok := r.(mysql.Result); ok {
+			affected = m.AllRowsAffected()
+		} else {
+			affected[0], _ = r.RowsAffected()
+		}
+		for i, s := range stmts {
+			if i < len(affected) {
+				c.wrote(rowsWritten(s, affected[i]))
+			}
+		}
 	}
 	return r, err
 }
@@ -213,13 +233,12 @@ func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.
 // updated row once: an upsert's value groups (MySQL's affected rows count
 // an updated row twice), else the affected rows (INSERT IGNORE: those
 // inserted; UPDATE: those changed).
-func rowsWritten(q string, r driver.Result) int64 {
+func rowsWritten(q string, affected int64) int64 {
 	if head, _, upsert := strings.Cut(q, "ON DUPLICATE KEY UPDATE"); upsert && kindOf(q) == kindInsert {
 		_, values, _ := strings.Cut(head, "VALUES")
 		return int64(strings.Count(values, "("))
 	}
-	n, _ := r.RowsAffected()
-	return n
+	return affected
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {

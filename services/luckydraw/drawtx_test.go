@@ -275,3 +275,50 @@ func TestNextBatchStartsWhileOneCommits(t *testing.T) {
 	}
 	e.checkInvariants(t)
 }
+
+// TestNextBatchStartsWhileOneWrites: the next batch of an app_code begins
+// (BEGIN, its reads) as soon as the one before it holds its pool locks, not
+// only at its COMMIT: a batch held in its writes until another transaction
+// begins must not wait, and both draws land.
+func TestNextBatchStartsWhileOneWrites(t *testing.T) {
+	atWrites, begun := make(chan struct{}), make(chan struct{})
+	var held, holding atomic.Bool
+	var beginOnce sync.Once
+	e := startHooked(t, luckydraw.Config{DrawTimeout: 10 * time.Second}, 100_000, testenv.SQLHooks{
+		Statement: func(_ context.Context, q string) error {
+			switch {
+			case q == "BEGIN" && holding.Load():
+				beginOnce.Do(func() { close(begun) })
+			case strings.Contains(q, "INSERT INTO lucky_draw_records") && held.CompareAndSwap(false, true):
+				holding.Store(true)
+				close(atWrites)
+				select {
+				case <-begun:
+				case <-time.After(5 * time.Second):
+					t.Error("the next batch did not begin while the first one wrote")
+				}
+			}
+			return nil
+		}})
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("w1", 1))
+		first <- err
+	}()
+	select {
+	case <-atWrites:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first draw did not reach its writes")
+	}
+	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("w2", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records`); n != 2 {
+		t.Fatalf("%d records of 2 draws", n)
+	}
+	e.checkInvariants(t)
+}

@@ -450,11 +450,12 @@ func (s *Service) submit(ctx context.Context, r *drawReq) (drawResult, error) {
 }
 
 // lead runs q's batches until q is empty, PipelineDepth at a time: the
-// next batch starts (its BEGIN, idempotency and rule reads, inflow claims)
-// as soon as the one before it is about to COMMIT, so it takes the pool
-// locks the moment InnoDB releases them, which it does before the
-// commit's log flush. Batches of one app_code therefore never wait for
-// each other's fsync, only for each other's locked writes.
+// next batch starts (its BEGIN, fence, idempotency and rule reads, inflow
+// claims) as soon as the one before it holds its pool locks, so its reads
+// overlap the other's writes and it takes the pool locks the moment
+// InnoDB releases them, which it does before the commit's log flush.
+// Batches of one app_code therefore never wait for each other's fsync nor
+// reads, only for each other's locked writes.
 func (s *Service) lead(q *queue) {
 	inflight := make(chan struct{}, s.cfg.PipelineDepth)
 	for {
@@ -485,11 +486,11 @@ func (s *Service) lead(q *queue) {
 		s.m.batch.Observe(float64(len(batch)))
 		next := make(chan struct{})
 		var once sync.Once
-		committing := func() { once.Do(func() { close(next) }) }
+		locked := func() { once.Do(func() { close(next) }) }
 		go func() {
 			defer func() { <-inflight }()
-			defer committing() // a failed batch lets the next one start too
-			res, err := s.runBatch(reqs, committing)
+			defer locked() // a failed batch lets the next one start too
+			res, err := s.runBatch(reqs, locked)
 			if err != nil {
 				s.log.Warn("draw batch failed", "draws", len(batch), "app_code", reqs[0].app, "error", err)
 			}
@@ -502,6 +503,6 @@ func (s *Service) lead(q *queue) {
 				close(c.done)
 			}
 		}()
-		<-next // the next batch collects draws until this one commits
+		<-next // the next batch collects draws until this one holds its locks
 	}
 }

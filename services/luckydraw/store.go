@@ -71,18 +71,31 @@ type batchTx struct {
 	pools map[poolKey]*poolRow
 	ctrs  map[string]*counter
 	w     writes // the writes after the locking reads, sent by insertOutcomes
+	// locked lets the next batch start (runBatch); nil in tests' batches
+	locked func()
+}
+
+// signalLocked lets the next batch start its reads: from here on this
+// batch only writes rows it has locked or inserts, so the next one's reads
+// (fence, rules, stored draws, inflow claims) overlap its writes and it
+// waits only at its pool locks.
+func (b *batchTx) signalLocked() {
+	if b.locked != nil {
+		b.locked()
+	}
 }
 
 // runBatch runs reqs (one app_code) in one transaction, retrying
 // deadlocks, lock wait timeouts, duplicate keys and lost connections until
-// DrawTimeout ends. The results are in reqs' order. committing is called
-// once, when the first attempt has written everything and is about to
-// COMMIT (nil: not called).
-func (s *Service) runBatch(reqs []*drawReq, committing func()) ([]drawResult, error) {
+// DrawTimeout ends. The results are in reqs' order. locked is called when
+// an attempt holds its pool locks (or, taking none, is about to COMMIT):
+// the next batch may start its reads (nil: not called; it may be called
+// more than once).
+func (s *Service) runBatch(reqs []*drawReq, locked func()) ([]drawResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrawTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		res, err := s.tryBatch(ctx, reqs, committing)
+		res, err := s.tryBatch(ctx, reqs, locked)
 		if err == nil {
 			return res, nil
 		}
@@ -112,13 +125,13 @@ var deadlockJitter = backoff.MustNew(backoff.Config{JitterFraction: 0.5})
 var ErrDrawTimeout = errors.New("luckydraw: draw timed out")
 
 // tryBatch is one attempt of runBatch: one transaction, in named steps.
-func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func()) ([]drawResult, error) {
+func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, locked func()) ([]drawResult, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	b := &batchTx{s: s, tx: tx, app: reqs[0].app, nowMs: s.cfg.Now().UnixMilli(), pools: map[poolKey]*poolRow{}, ctrs: map[string]*counter{}}
+	b := &batchTx{s: s, tx: tx, app: reqs[0].app, nowMs: s.cfg.Now().UnixMilli(), pools: map[poolKey]*poolRow{}, ctrs: map[string]*counter{}, locked: locked}
 	// (0) the fence first: an operator change waits for this batch to
 	// commit, and every read below sees the changes that returned before;
 	// the switches, rule versions and tier flags come in its statement.
@@ -145,9 +158,7 @@ func (s *Service) tryBatch(ctx context.Context, reqs []*drawReq, committing func
 	if err := b.insertOutcomes(ctx, p); err != nil {
 		return nil, err
 	}
-	if committing != nil {
-		committing()
-	}
+	b.signalLocked() // a batch of rejections alone locks no pool row
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
@@ -258,6 +269,7 @@ func (b *batchTx) drawAndReject(ctx context.Context, p *batchPlan) error {
 	if err := b.lockRows(ctx, p, reversed); err != nil {
 		return err
 	}
+	b.signalLocked()
 	// (5)-(6) draw in memory, in arrival order.
 	for k, r := range p.draws {
 		d, err := b.drawOne(r, p.rules[k], !streamed[r.drawID])
