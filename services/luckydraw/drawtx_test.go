@@ -253,6 +253,13 @@ func TestNextBatchStartsWhileOneCommits(t *testing.T) {
 			}
 			return commit()
 		}})
+	twoDrawsOverlap(t, e, atCommit, "its commit")
+}
+
+// twoDrawsOverlap draws once, and again once the first draw's batch
+// reached the hooked point (at, named where); both must land.
+func twoDrawsOverlap(t *testing.T, e *env, at <-chan struct{}, where string) {
+	t.Helper()
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() {
@@ -260,9 +267,9 @@ func TestNextBatchStartsWhileOneCommits(t *testing.T) {
 		first <- err
 	}()
 	select {
-	case <-atCommit:
+	case <-at:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the first draw did not reach its commit")
+		t.Fatalf("the first draw did not reach %s", where)
 	}
 	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("b2", 2)); err != nil {
 		t.Fatal(err)
@@ -300,25 +307,5 @@ func TestNextBatchStartsWhileOneWrites(t *testing.T) {
 			}
 			return nil
 		}})
-	ctx := context.Background()
-	first := make(chan error, 1)
-	go func() {
-		_, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("w1", 1))
-		first <- err
-	}()
-	select {
-	case <-atWrites:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first draw did not reach its writes")
-	}
-	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("w2", 2)); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	if n := e.count(t, `SELECT COUNT(*) FROM lucky_draw_records`); n != 2 {
-		t.Fatalf("%d records of 2 draws", n)
-	}
-	e.checkInvariants(t)
+	twoDrawsOverlap(t, e, atWrites, "its writes")
 }

@@ -177,13 +177,7 @@ func TestDayRoomsFromKeysAndTotals(t *testing.T) {
 func TestDayRoomsKeptForOpenSessions(t *testing.T) {
 	day0 := mic.DayOf(base) * mic.DayMs
 	for _, totals := range []bool{false, true} {
-		e := newMemEnv(t, 1, time.UnixMilli(day0+4*mic.DayMs))
-		e.cfg.Settings.DayTotalsRetention = 36 * time.Hour
-		e.cfg.Settings.DayRoomRetention = 48 * time.Hour
-		e.cfg.Settings.DisableCompensation = true
-		if totals {
-			e.markAll(1)
-		}
+		e := lateEnv(t, day0, totals)
 		a := &sess{u: 5, room: "r", id: "ms-a"}
 		b := &sess{u: 5, room: "r", id: "ms-b"}
 		c := &sess{u: 5, room: "x", id: "ms-c"}
@@ -211,13 +205,7 @@ func TestDayRoomsKeptForOpenSessions(t *testing.T) {
 func TestDayRoomsKeptForLateOpens(t *testing.T) {
 	day0 := mic.DayOf(base) * mic.DayMs
 	for _, totals := range []bool{false, true} {
-		e := newMemEnv(t, 1, time.UnixMilli(day0+4*mic.DayMs))
-		e.cfg.Settings.DayTotalsRetention = 36 * time.Hour
-		e.cfg.Settings.DayRoomRetention = 48 * time.Hour
-		e.cfg.Settings.DisableCompensation = true
-		if totals {
-			e.markAll(1)
-		}
+		e := lateEnv(t, day0, totals)
 		a := &sess{u: 5, room: "r", id: "ms-a"}
 		late := &sess{u: 5, room: "r", id: "ms-late"}
 		c := &sess{u: 5, room: "x", id: "ms-c"}
@@ -236,4 +224,18 @@ func TestDayRoomsKeptForLateOpens(t *testing.T) {
 			t.Fatalf("totals %v: the late session's daily delta %v, want room r not counted again", totals, got)
 		}
 	}
+}
+
+// lateEnv is a one-partition driver four days after day0 with the least
+// totals retention, 48h of day-room retention, no timer closes, and the
+// totals on (marked) or not.
+func lateEnv(t *testing.T, day0 int64, totals bool) *env {
+	e := newMemEnv(t, 1, time.UnixMilli(day0+4*mic.DayMs))
+	e.cfg.Settings.DayTotalsRetention = 36 * time.Hour
+	e.cfg.Settings.DayRoomRetention = 48 * time.Hour
+	e.cfg.Settings.DisableCompensation = true
+	if totals {
+		e.markAll(1)
+	}
+	return e
 }
