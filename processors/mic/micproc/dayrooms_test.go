@@ -21,7 +21,7 @@ import (
 // the clock at each chunk's latest event, the timer after each chunk (it
 // prunes, records the oldest open day, closes what is due); the marker is
 // written before chunk markAt (-1: never).
-func runChunks(t *testing.T, stream mictest.Stream, markAt int) (*outputs, *streams.Store) {
+func runChunks(t *testing.T, stream mictest.Stream, markAt int) (*outputs, *env) {
 	t.Helper()
 	e := newMemEnv(t, 1, time.UnixMilli(streamStart))
 	e.cfg.Settings.DayTotalsRetention = 36 * time.Hour // the least: days outlive their totals for their rooms
@@ -38,7 +38,7 @@ func runChunks(t *testing.T, stream mictest.Stream, markAt int) (*outputs, *stre
 		e.produce(chunk)
 		e.tick()
 	}
-	return e.read(0, 0), e.driver().Store(0)
+	return e.read(0, 0), e
 }
 
 // TestDayRoomsInTotalsSameCounts: one stream over eight days through the
@@ -53,12 +53,12 @@ func TestDayRoomsInTotalsSameCounts(t *testing.T) {
 		MaxLen: 20 * time.Hour, DupRate: 0.05, OpenRate: 0.05})
 	slices.SortStableFunc(stream.Events, func(a, b mic.Event) int { return int(a.OccurredAtMs - b.OccurredAtMs) })
 	chunks := (len(stream.Events) + 79) / 80
-	keys, keyStore := runChunks(t, stream, -1)
+	keys, keyEnv := runChunks(t, stream, -1)
 	for _, run := range []struct {
 		name   string
 		markAt int
 	}{{"totals from the start", 0}, {"totals from halfway", chunks / 2}} {
-		got, store := runChunks(t, stream, run.markAt)
+		got, e := runChunks(t, stream, run.markAt)
 		if len(got.ledger) != len(keys.ledger) || len(got.daily) != len(keys.daily) {
 			t.Fatalf("%s: %d ledger entries, %d daily deltas; day-room keys gave %d, %d",
 				run.name, len(got.ledger), len(got.daily), len(keys.ledger), len(keys.daily))
@@ -73,13 +73,16 @@ func TestDayRoomsInTotalsSameCounts(t *testing.T) {
 				t.Fatalf("%s: daily delta %d\n got %v\nwant %v", run.name, i, got.daily[i], keys.daily[i])
 			}
 		}
-		kept, dayKeys := storedDays(t, store)
+		kept, dayKeys := storedDays(t, e.driver().Store(0))
 		if run.markAt == 0 && dayKeys != 0 {
 			t.Errorf("%s: %d day-room keys written", run.name, dayKeys)
 		}
-		if _, all := storedDays(t, keyStore); kept == 0 || kept >= distinctUserDays(keys) || all == 0 {
+		if _, all := storedDays(t, keyEnv.driver().Store(0)); kept == 0 || kept >= distinctUserDays(keys) || all == 0 {
 			t.Errorf("%s: totals keep %d user-days of %d closed (the day-room keys %d): none kept, or none dropped",
 				run.name, kept, distinctUserDays(keys), all)
+		}
+		if n := metricSum(t, e, "roomflow_mic_state_pruned_total", map[string]string{"kind": "day_rooms"}); run.markAt == 0 && n == 0 {
+			t.Errorf("%s: no room set counted as pruned", run.name)
 		}
 	}
 	rooms := 0

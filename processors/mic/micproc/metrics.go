@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_mic_state_pruned_total",
-			Help: "Mic state keys dropped after their event-time retention, by kind (closed_session, day_rooms).",
+			Help: "Mic state dropped after its event-time retention, by kind: closed_session (tombstone keys), day_rooms (a user-day's room set: a day-room key at the timer's scan, or a day of a totals value at the user's next close).",
 		}, []string{"kind"}),
 		totals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_mic_totals_not_published_total",

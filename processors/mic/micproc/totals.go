@@ -74,6 +74,17 @@ func (s *storeState) userTotals(app string, user int64) *userTotals {
 	return u
 }
 
+// roomDays counts the days of t that keep their rooms.
+func roomDays(t *mic.Totals) int {
+	n := 0
+	for i := range t.Days {
+		if t.Days[i].RoomsKept {
+			n++
+		}
+	}
+	return n
+}
+
 // dayIndex is the index of day in the user's totals, if kept.
 func (u *userTotals) dayIndex(day int64) (int, bool) {
 	for i := range u.tot.Days {
@@ -103,7 +114,11 @@ func (p *Processor) updateTotals(t streams.Task, st *storeState, out *mic.Output
 	s := &p.cfg.Settings
 	w := mic.TotalsWindow{FirstDay: u.firstDay, RetentionMs: s.DayTotalsRetention.Milliseconds(), WatermarkMs: wmMs,
 		Rooms: mic.Retention{DayRooms: s.DayRoomRetention}, OldestOpenDay: p.oldestOpenDay(t)}
+	rooms := roomDays(&u.tot)
 	p.tsc.applied = u.tot.Add(l.Daily, l.Lifetime, w, p.tsc.applied)
+	if dropped := rooms - roomDays(&u.tot); dropped > 0 {
+		p.m.pruned.WithLabelValues("day_rooms").Add(float64(dropped))
+	}
 	st.buf = u.tot.AppendBinary(st.buf[:0])
 	st.put(&u.slot, unsafe.String(unsafe.SliceData(u.key), len(u.key)))
 	p.emitTotals(t, out, &u.tot)
