@@ -141,8 +141,8 @@ WHERE counter_key IN (`+sqlbuild.List(len(keys))+`) ORDER BY counter_key FOR UPD
 	return rows.Err()
 }
 
-// writeCounters applies the batch's counter deltas in one upsert.
-func (b *batchTx) writeCounters(ctx context.Context) error {
+// writeCounters queues the batch's counter deltas as one upsert.
+func (b *batchTx) writeCounters() {
 	var rows [][]any
 	for _, c := range b.ctrs {
 		if c.dDraws > 0 {
@@ -153,5 +153,4 @@ func (b *batchTx) writeCounters(ctx context.Context) error {
 	payout_coins, draw_count, hit_count, window_start_ms, window_end_ms, updated_at_ms) VALUES `, rows,
 		` ON DUPLICATE KEY UPDATE payout_coins = payout_coins + VALUES(payout_coins), draw_count = draw_count + VALUES(draw_count),
 	hit_count = hit_count + VALUES(hit_count), updated_at_ms = VALUES(updated_at_ms)`)
-	return nil
 }

@@ -87,9 +87,9 @@ WHERE app_code = ? AND (`+strings.Join(cond, " OR ")+`) ORDER BY scope_type, sco
 	return rows.Err()
 }
 
-// writePools applies the batch's pool deltas in one upsert (the rows
+// writePools queues the batch's pool deltas as one upsert (the rows
 // exist and are locked).
-func (b *batchTx) writePools(ctx context.Context) error {
+func (b *batchTx) writePools() {
 	var rows [][]any
 	for _, p := range b.pools {
 		if p.dVersion > 0 {
@@ -100,7 +100,6 @@ func (b *batchTx) writePools(ctx context.Context) error {
 	version, updated_at_ms) VALUES `, rows, ` ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance),
 	total_in = total_in + VALUES(total_in), total_out = total_out + VALUES(total_out), version = version + VALUES(version),
 	updated_at_ms = VALUES(updated_at_ms)`)
-	return nil
 }
 
 // claimInflow claims each draw's inflow in lucky_pool_inflow_claims and

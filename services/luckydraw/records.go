@@ -41,15 +41,14 @@ func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]
 	return out, rows.Err()
 }
 
-// insertRecords inserts lucky_draw_records rows: draws (drawOne) and
+// insertRecords queues the lucky_draw_records rows: draws (drawOne) and
 // rejections (rejectionRow) alike.
-func (b *batchTx) insertRecords(ctx context.Context, rows [][]any) error {
+func (b *batchTx) insertRecords(rows [][]any) {
 	b.w.add(`INSERT INTO lucky_draw_records (draw_id, app_code, command_id, request_id,
 	billing_receipt_id, room_id, sender_user_id, target_user_id, device_id, gift_id, gift_count, coin_spent, heat_value,
 	rule_version, pool_in, platform_in, room_in, gift_in, inflow_applied_by, candidate_tiers_json, selected_tier_id,
 	tier_type, reward_coins, platform_out, room_out, gift_out, random_value, random_digest, pool_snapshot_json,
 	risk_snapshot_json, reward_id, reward_status, credit_receipt_id, created_at_ms, updated_at_ms, reject_reason, client_seed, nonce, fairness_mode) VALUES `, rows)
-	return nil
 }
 
 // outboxEvent is the lucky_outbox row of lucky event m of r's draw (or

@@ -179,7 +179,7 @@ func (b *batchTx) reverseInflows(revs []inflowReversal) {
 // occurred_at_ms, per scope), in primary-key order after the pools, the
 // sink's lock order: a refunded gift counts in no daily fact, whichever
 // came first. The rows exist: the sink wrote them with the claim.
-func (b *batchTx) writeReversedDaily(ctx context.Context, revs []inflowReversal) error {
+func (b *batchTx) writeReversedDaily(revs []inflowReversal) {
 	type dailyKey struct{ date, scopeType, scopeID string }
 	sums := map[dailyKey][2]int64{}
 	for _, v := range revs {
@@ -198,7 +198,6 @@ func (b *batchTx) writeReversedDaily(ctx context.Context, revs []inflowReversal)
 	}
 	b.w.add(`INSERT INTO lucky_pool_inflow_daily (app_code, stat_date, scope_type, scope_id, inflow, gift_count,
 	updated_at_ms) VALUES `, rows, ` ON DUPLICATE KEY UPDATE inflow = inflow + VALUES(inflow), gift_count = gift_count + VALUES(gift_count)`)
-	return nil
 }
 
 // eachRow calls scan for each row of rows and closes them.

@@ -284,13 +284,10 @@ func (b *batchTx) drawAndReject(ctx context.Context, p *batchPlan) error {
 		}
 	}
 	// (7)-(10) write.
-	if err := b.writePools(ctx); err != nil {
-		return err
-	}
-	if err := b.writeCounters(ctx); err != nil {
-		return err
-	}
-	return b.writeReversedDaily(ctx, reversed)
+	b.writePools()
+	b.writeCounters()
+	b.writeReversedDaily(reversed)
+	return nil
 }
 
 // lockRows ((3)-(4)) locks the pool rows of the draws and reversals, then
@@ -313,16 +310,14 @@ func (b *batchTx) lockRows(ctx context.Context, p *batchPlan, reversed []inflowR
 	return b.lockCounters(ctx, p.draws, p.rules)
 }
 
-// insertOutcomes inserts the batch's lucky_outbox rows, its
+// insertOutcomes queues the batch's lucky_outbox rows, its
 // lucky_draw_events rows, then its lucky_draw_records rows, one statement
-// each.
+// each, and sends every queued write (writes.exec).
 func (b *batchTx) insertOutcomes(ctx context.Context, p *batchPlan) error {
 	b.w.add(`INSERT INTO lucky_outbox (event_id, app_code, event_type, message_type,
 	aggregate_id, kafka_key, payload, status, worker_id, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.outbox)
 	b.w.add(`INSERT INTO lucky_draw_events (draw_id, app_code, events, event_count, message_types,
 	status, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES `, p.events)
-	if err := b.insertRecords(ctx, p.records); err != nil {
-		return err
-	}
+	b.insertRecords(p.records)
 	return b.w.exec(ctx, b.tx, &b.s.writeMode)
 }
