@@ -1,6 +1,7 @@
 package mic
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -304,23 +305,25 @@ func (t *Totals) DayAt(day int64) *DayTotals {
 	return &t.Days[i]
 }
 
+// Day returns t's entry of day, or nil.
+func (t *Totals) Day(day int64) *DayTotals {
+	if i, found := t.search(day); found {
+		return &t.Days[i]
+	}
+	return nil
+}
+
+func (t *Totals) search(day int64) (int, bool) {
+	return slices.BinarySearchFunc(t.Days, day, func(x DayTotals, day int64) int { return cmp.Compare(x.Day, day) })
+}
+
 // dayIndex returns the index of day in t.Days, inserting it when absent.
 func (t *Totals) dayIndex(day int64) (i int, inserted bool) {
-	i, found := slices.BinarySearchFunc(t.Days, day, func(x DayTotals, day int64) int { return cmpInt(x.Day, day) })
+	i, found := t.search(day)
 	if !found {
 		t.Days = slices.Insert(t.Days, i, DayTotals{Day: day})
 	}
 	return i, !found
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Add adds one close's deltas to t: the lifetime always, each day only

@@ -75,12 +75,18 @@ func (b *batchTx) drawEventsRow(r *drawReq, events []luckyoutbox.Event) []any {
 		"pending", b.nowMs, b.nowMs, b.nowMs}
 }
 
-// insertRows runs head + one (?, ...) group per row + tail; nothing for
-// no rows.
+// insertRows runs rowsQuery at once; nothing for no rows.
 func insertRows(ctx context.Context, tx *sql.Tx, head string, rows [][]any, tail ...string) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, head+sqlbuild.Rows(len(rows), len(rows[0]))+strings.Join(tail, ""), sqlbuild.Flatten(rows)...)
+	q, args := rowsQuery(head, rows, tail...)
+	_, err := tx.ExecContext(ctx, q, args...)
 	return err
+}
+
+// rowsQuery is head + one (?, ...) group per row (at least one) + tail,
+// and its arguments.
+func rowsQuery(head string, rows [][]any, tail ...string) (string, []any) {
+	return head + sqlbuild.Rows(len(rows), len(rows[0])) + strings.Join(tail, ""), sqlbuild.Flatten(rows)
 }

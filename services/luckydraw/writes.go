@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/hyapp/roomflow/internal/sqlbuild"
 )
 
 // writes are a batch's statements after its locking reads (pools, counters,
@@ -31,10 +29,10 @@ func (w *writes) add(head string, rows [][]any, tail ...string) {
 	if len(rows) == 0 {
 		return
 	}
-	flat := sqlbuild.Flatten(rows)
-	w.queries = append(w.queries, head+sqlbuild.Rows(len(rows), len(rows[0]))+strings.Join(tail, ""))
-	w.args = append(w.args, flat...)
-	w.nargs = append(w.nargs, len(flat))
+	q, args := rowsQuery(head, rows, tail...)
+	w.queries = append(w.queries, q)
+	w.args = append(w.args, args...)
+	w.nargs = append(w.nargs, len(args))
 }
 
 // How a pool takes writes (Service.writeMode): not known until the first

@@ -397,8 +397,8 @@ func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 		return fmt.Errorf("micproc: event %s: %w", ev.EventID, st.err)
 	}
 	p.advanceWatermark(t, wm, ev.OccurredAtMs)
-	if out.Before == mic.StatusNone && out.After.Open() {
-		p.opened(t, ev.OccurredAtMs)
+	if !p.cfg.Settings.DisableTotals && out.Before == mic.StatusNone && out.After.Open() {
+		p.opened(t, ev.OccurredAtMs) // only the totals' room sets need it
 	}
 	p.emit(t, ev.AppCode, ev.UserID, &out)
 	if err := p.updateTotals(t, st, &out, wm); err != nil {

@@ -140,8 +140,8 @@ func (s *storeState) DayRooms(appCode string, userID int64, day int64) mic.DayRo
 		return d.Rooms
 	}
 	rooms := s.keyRooms(appCode, userID, day)
-	if i, ok := u.dayIndex(day); ok && u.tot.Days[i].RoomsKept {
-		for _, r := range u.tot.Days[i].Rooms {
+	if d := u.tot.Day(day); d != nil && d.RoomsKept {
+		for _, r := range d.Rooms {
 			if !rooms.Has(r) {
 				rooms = append(rooms, r)
 			}

@@ -85,16 +85,6 @@ func roomDays(t *mic.Totals) int {
 	return n
 }
 
-// dayIndex is the index of day in the user's totals, if kept.
-func (u *userTotals) dayIndex(day int64) (int, bool) {
-	for i := range u.tot.Days {
-		if u.tot.Days[i].Day == day {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
 // updateTotals adds out's deltas to the user's totals (read by the close's
 // day-room reads, which also updated its rooms), writes the value and
 // emits the totals. It returns an error only for a state value of a newer
