@@ -183,6 +183,51 @@ func testFirstStartBelowLowestID(t *testing.T, mode relayMode) {
 	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
 }
 
+// TestFirstStartInFlightBelowLowestID: at a relay's first start, two
+// writers' transactions are still open with ids below every committed row
+// (ids 1-20 in flight, 21-30 committed), more than one batch below the
+// lowest committed id. They commit after the relay led, and every row is
+// relayed once: the start position counts the open inserts. (Before, it
+// started one batch below the lowest committed id and passed ids 1-10.)
+func TestFirstStartInFlightBelowLowestID(t *testing.T) {
+	forModes(t, testFirstStartInFlightBelowLowestID)
+}
+
+func testFirstStartInFlightBelowLowestID(t *testing.T, mode relayMode) {
+	k := newKafka(t)
+	m := mode.mysql(t)
+	cfg := mode.config(testConfig(t, k), m)
+	cfg.BatchSize = 10
+	ctx := context.Background()
+	var open []*sql.Tx
+	for i := range 2 {
+		tx, err := m.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback() })
+		if err := insertRows(ctx, tx, seq(fmt.Sprintf("in-flight-%d-", i), 1, 10, fmt.Sprintf("room-f%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, tx)
+	}
+	if err := insertRows(ctx, m.DB, seq("committed-", 1, 10, "room-c")); err != nil {
+		t.Fatal(err)
+	}
+	x := startRelay(t, cfg, m.DB, nil)
+	waitCount(t, k, cfg.Topic, 10, 30*time.Second)
+	for _, tx := range open {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ok := countWithin(t, k, cfg.Topic, 30, 10*time.Second); !ok {
+		t.Errorf("%d of 30 rows relayed", n)
+	}
+	x.stop(t)
+	checkExactlyOnce(t, loadOracle(t, m.DB), drain(t, k, cfg.Topic))
+}
+
 // TestHoleSurvivesRestart: the open holes are part of the committed
 // position, so a row that commits late is relayed by the next relay
 // after a restart, once.

@@ -240,6 +240,15 @@ func checkExactlyOnce(t testing.TB, oracle map[string]oracleRow, got []relayed) 
 // committed records arrived, or fails after d.
 func waitCount(t testing.TB, k *testenv.Kafka, topic string, count int, d time.Duration) {
 	t.Helper()
+	if n, ok := countWithin(t, k, topic, count, d); !ok {
+		t.Fatalf("waited %s for %d records on %s, saw %d", d, count, topic, n)
+	}
+}
+
+// countWithin reads topic read_committed from the start until count
+// committed records arrived or d passed, and returns how many it saw.
+func countWithin(t testing.TB, k *testenv.Kafka, topic string, count int, d time.Duration) (int, bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cl := k.Client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -248,10 +257,11 @@ func waitCount(t testing.TB, k *testenv.Kafka, topic string, count int, d time.D
 	for n < count {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("waited %s for %d records on %s, saw %d", d, count, topic, n)
+			return n, false
 		}
 		n += fs.NumRecords()
 	}
+	return n, true
 }
 
 // testConfig is a relay on k's topics with a transactional id of its own,

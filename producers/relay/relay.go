@@ -36,8 +36,9 @@
 // given up first when the bound is reached. Consequently an insert
 // transaction that stays open longer than GapMaxAge is not relayed: that
 // is the trade the bound buys. A relay with no committed position starts
-// one batch below the lowest id present, so purged early rows are not
-// mistaken for holes. If the table's AUTO_INCREMENT falls to or below the
+// one batch below the lowest id present, open transactions' inserts
+// included, so purged early rows are not mistaken for holes and rows in
+// flight are not passed. If the table's AUTO_INCREMENT falls to or below the
 // high-water id, MySQL reissues ids the relay has passed: it stops with an
 // IDReissueError instead of skipping those rows.
 //
@@ -489,9 +490,12 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 // below the lowest id in the table, less one batch. Ids below the lowest
 // present row are purged rows, not holes; without this, a table whose
 // early rows were deleted would open (and then probe for gap_max_age)
-// up to max_open_gaps holes. The window of batch_size ids below the lowest
-// row still catches inserts in flight at the very first start, whose ids
-// are allocated just below the visible ones.
+// up to max_open_gaps holes. The lowest id counts the inserts of open
+// transactions (MinID): several writers' transactions in flight hold ids
+// below every committed one, and a row at or below the start position is
+// never read (in binlog mode: if it commits before the snapshot opens).
+// The window of batch_size ids below it covers an insert whose ids are
+// allocated but whose rows are not in the table yet.
 func (r *Relay) firstPosition(ctx context.Context) (Position, error) {
 	minID, err := r.src.MinID(ctx)
 	if err != nil {

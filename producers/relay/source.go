@@ -24,7 +24,7 @@ import (
 // takes a single query.
 type Source struct {
 	db    querier
-	pool  *sql.DB // AutoIncrement's own connection; nil on a snapshot's
+	pool  *sql.DB // MinID's and AutoIncrement's own connections; nil on a snapshot's
 	table string
 }
 
@@ -207,10 +207,18 @@ func (s *Source) rows(ctx context.Context, q string, args ...any) ([]Row, error)
 	return out, nil
 }
 
-// MinID returns the lowest id in the table, 0 when it is empty.
+// MinID returns the lowest id in the table, 0 when it is empty, counting
+// the rows of transactions still open (READ UNCOMMITTED): an insert in
+// flight when a relay first starts can hold ids below every committed
+// one, and a start position above them would never relay those rows.
 func (s *Source) MinID(ctx context.Context) (uint64, error) {
+	tx, err := s.pool.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadUncommitted, ReadOnly: true})
+	if err != nil {
+		return 0, fmt.Errorf("relay: read %s: %w", s.table, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only
 	var id sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, "SELECT MIN(id) FROM "+s.table).Scan(&id); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT MIN(id) FROM "+s.table).Scan(&id); err != nil {
 		return 0, fmt.Errorf("relay: read %s: %w", s.table, err)
 	}
 	return uint64(id.Int64), nil
