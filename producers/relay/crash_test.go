@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 				},
 			}
 			rc := withHooks(cfg, hooks)
-			rc.InstanceID, rc.Logger = instance, quietLogger(t)
+			rc.InstanceID, rc.Logger = instance, infoLogger(t)
 			rc.Kafka.Logger = rc.Logger
 			r, err := relay.New(rc, m.DB)
 			if err != nil {
@@ -75,6 +76,8 @@ func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 			select {
 			case <-leader:
 			case <-time.After(20 * time.Second):
+				buf := make([]byte, 1<<20)
+				t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 				t.Fatalf("crash %d: in-process relay never led", i)
 			}
 			if mode == 1 {
@@ -98,6 +101,7 @@ func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 			}
 			c := startChild(t, fmt.Sprintf("crash-%d", i), cfg, m.DSN, env...)
 			if idx, _ := c.waitLine(0, "LEADER", 20*time.Second); idx < 0 {
+				c.stuck(t)
 				t.Fatalf("crash %d: child never led: %q", i, c.snapshot())
 			}
 			if mode == 3 {

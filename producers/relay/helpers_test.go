@@ -328,7 +328,7 @@ func startRelay(t testing.TB, cfg relay.Config, db *sql.DB, log *slog.Logger) *r
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log = infoLogger(t)
 	}
 	cfg.Logger, cfg.Registerer, cfg.Kafka.Logger = log, reg, log
 	if os.Getenv("ROOMFLOW_RELAY_HELPER_KGO_DEBUG") == "1" {
@@ -374,6 +374,11 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// infoLogger logs info and above to t.Log (shown when the test fails).
+func infoLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // quietLogger logs warnings and errors only, to t.Log.

@@ -334,6 +334,19 @@ func (c *child) terminate(t testing.TB) {
 	}
 }
 
+// stuck logs where a child that stopped making progress is: it sends
+// SIGQUIT (the Go runtime prints every goroutine and exits) and logs the
+// dump.
+func (c *child) stuck(t testing.TB) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+	}
+	t.Logf("child %s goroutines at SIGQUIT:\n%s", c.name, c.stderr.String())
+}
+
 func (c *child) count(prefix string) int {
 	n := 0
 	for _, l := range c.snapshot() {
