@@ -314,36 +314,36 @@ func (c *child) waitLine(from int, prefix string, d time.Duration) (int, string)
 	}
 }
 
-func (c *child) kill(t testing.TB) {
-	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+// signal sends sig and reports whether the child exited within d.
+func (c *child) signal(sig syscall.Signal, d time.Duration) bool {
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case <-c.exited:
-	case <-time.After(10 * time.Second):
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (c *child) kill(t testing.TB) {
+	t.Helper()
+	if !c.signal(syscall.SIGKILL, 10*time.Second) {
 		t.Fatalf("child %s did not die", c.name)
 	}
 }
 
 func (c *child) terminate(t testing.TB) {
 	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(30 * time.Second):
+	if !c.signal(syscall.SIGTERM, 30*time.Second) {
 		t.Fatalf("child %s did not stop on SIGTERM", c.name)
 	}
 }
 
-// stuck logs where a child that stopped making progress is: it sends
-// SIGQUIT (the Go runtime prints every goroutine and exits) and logs the
-// dump.
+// stuck logs where a child that stopped making progress is: on SIGQUIT
+// the Go runtime prints every goroutine and exits.
 func (c *child) stuck(t testing.TB) {
 	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-c.exited:
-	case <-time.After(10 * time.Second):
-	}
+	c.signal(syscall.SIGQUIT, 10*time.Second)
 	t.Logf("child %s goroutines at SIGQUIT:\n%s", c.name, c.stderr.String())
 }
 
