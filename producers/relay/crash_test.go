@@ -78,6 +78,7 @@ func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 			case <-time.After(20 * time.Second):
 				buf := make([]byte, 1<<20)
 				t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+				logTransactions(t, k, cfg.OffsetsTopic)
 				t.Fatalf("crash %d: in-process relay never led", i)
 			}
 			if mode == 1 {
@@ -102,6 +103,7 @@ func testCrashExactlyOnce(t *testing.T, mode relayMode) {
 			c := startChild(t, fmt.Sprintf("crash-%d", i), cfg, m.DSN, env...)
 			if idx, _ := c.waitLine(0, "LEADER", 20*time.Second); idx < 0 {
 				c.stuck(t)
+				logTransactions(t, k, cfg.OffsetsTopic)
 				t.Fatalf("crash %d: child never led: %q", i, c.snapshot())
 			}
 			if mode == 3 {

@@ -443,3 +443,45 @@ func createTopic(t testing.TB, k *testenv.Kafka, topic string, maxMessageBytes i
 		t.Fatal(err)
 	}
 }
+
+// logTransactions logs, for a relay that cannot read its position back,
+// what holds topic's last stable offset: each partition's high watermark
+// and last stable offset, the producers with a transaction open on it,
+// and the coordinator's transactions. An open producer the coordinator
+// does not list as Ongoing holds the offset for good.
+func logTransactions(t testing.TB, k *testenv.Kafka, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	end, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Logf("transactions: end offsets: %v", err)
+		return
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Logf("transactions: stable offsets: %v", err)
+		return
+	}
+	end.Each(func(o kadm.ListedOffset) {
+		s, _ := stable.Lookup(o.Topic, o.Partition)
+		t.Logf("transactions: %s/%d high watermark %d, last stable offset %d", o.Topic, o.Partition, o.Offset, s.Offset)
+	})
+	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: nil})
+	if err != nil {
+		t.Logf("transactions: describe producers: %v", err)
+	}
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		if p.CurrentTxnStartOffset >= 0 {
+			t.Logf("transactions: producer %d epoch %d has a transaction open on %s/%d from offset %d", p.ProducerID, p.ProducerEpoch, p.Topic, p.Partition, p.CurrentTxnStartOffset)
+		}
+	})
+	txns, err := adm.DescribeTransactions(ctx)
+	if err != nil {
+		t.Logf("transactions: describe transactions: %v", err)
+	}
+	for _, x := range txns {
+		t.Logf("transactions: %s producer %d epoch %d %s since %d, partitions %v", x.TxnID, x.ProducerID, x.ProducerEpoch, x.State, x.StartTimestamp, x.Topics)
+	}
+}
