@@ -33,14 +33,14 @@ type deadRow struct {
 // commit writes b and its position in one transaction. Any error leaves
 // the transaction aborted (or its outcome to be settled by the next
 // session's InitProducerID) and is returned; the caller ends the session.
-func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
-	if err := txn.BeginTransaction(); err != nil {
+func (r *Relay) commit(ctx context.Context, txn producer, b *batch) error {
+	if err := txn.begin(); err != nil {
 		return fmt.Errorf("relay: begin transaction: %w", err)
 	}
 	var res produced
-	dead, err := r.produceRows(ctx, txn, b, &res)
+	dead, err := r.produceRows(ctx, txn.Client, b, &res)
 	if err != nil {
-		r.abort(txn)
+		r.abort(txn.Client)
 		return err
 	}
 	for _, a := range b.abandoned {
@@ -57,8 +57,8 @@ func (r *Relay) commit(ctx context.Context, txn *kgo.Client, b *batch) error {
 		}
 	})
 	commitStart := r.cfg.Now()
-	if err := r.flushBatch(ctx, txn, &res); err != nil {
-		r.abort(txn)
+	if err := r.flushBatch(ctx, txn.Client, &res); err != nil {
+		r.abort(txn.Client)
 		return err
 	}
 	if err := r.endBatch(ctx, txn, b); err != nil {
@@ -153,22 +153,26 @@ func (r *Relay) flushBatch(ctx context.Context, txn *kgo.Client, res *produced) 
 // endBatch is the commit point: once the batch is flushed and ctx still
 // runs, it commits and finishes the commit even if ctx ends meanwhile,
 // within ShutdownTimeout. On error the transaction is aborted.
-func (r *Relay) endBatch(ctx context.Context, txn *kgo.Client, b *batch) error {
+func (r *Relay) endBatch(ctx context.Context, txn producer, b *batch) error {
 	if r.cfg.Hooks.BeforeCommit != nil {
 		r.cfg.Hooks.BeforeCommit(ctx, b.info)
 	}
 	if err := ctx.Err(); err != nil {
-		r.abort(txn)
+		r.abort(txn.Client)
 		return err
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
-	err := txn.EndTransaction(ectx, kgo.TryCommit)
+	err := txn.commit(ectx)
 	cancel()
 	if r.cfg.Hooks.AfterCommit != nil {
 		r.cfg.Hooks.AfterCommit(b.info, err)
 	}
+	if errors.Is(err, errSilentAbort) {
+		r.m.batches.WithLabelValues("aborted").Inc()
+		return err
+	}
 	if err != nil {
-		r.abort(txn)
+		r.abort(txn.Client)
 		return fmt.Errorf("relay: commit: %w", err)
 	}
 	return nil

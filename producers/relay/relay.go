@@ -261,6 +261,11 @@ func (r *Relay) sessionTimeout() time.Duration {
 	return r.cfg.FailoverTimeout * 2 / 3
 }
 
+// txnTimeout is the transactions' timeout: the failover timeout, at
+// least 10 s. An open transaction of another producer holds the offsets
+// partition's last stable offset at most this long.
+func (r *Relay) txnTimeout() time.Duration { return max(r.cfg.FailoverTimeout, 10*time.Second) }
+
 // Run relays until ctx is cancelled (returns nil) or the leader group
 // cannot be joined (returns the error). Failures of a leader session (MySQL
 // or Kafka errors, being fenced) are logged and retried: the session is torn
@@ -397,18 +402,21 @@ func (r *Relay) send(ctx context.Context, out chan<- *batch, b *batch) error {
 // commit batches until ctx ends or something fails. Reading runs one batch
 // ahead of committing so MySQL and Kafka work overlap.
 func (r *Relay) lead(ctx context.Context, led *bool) error {
-	txn, err := r.cfg.Kafka.NewClient(Component,
+	watch := r.cfg.Kafka.NewCommitWatch(Component)
+	cl, err := r.cfg.Kafka.NewClient(Component,
 		kgo.TransactionalID(r.cfg.TransactionalID),
-		kgo.TransactionTimeout(max(r.cfg.FailoverTimeout, 10*time.Second)),
+		kgo.TransactionTimeout(r.txnTimeout()),
 		kgo.RecordPartitioner(newPartitioner(r.cfg.OffsetsTopic)),
 		kgo.ProducerBatchMaxBytes(int32(max(r.cfg.MaxRecordBytes, 1<<20))),
 		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
 		kgo.ProducerLinger(0),
+		watch.Opt(),
 	)
 	if err != nil {
 		return fmt.Errorf("relay: transactional client: %w", err)
 	}
-	defer txn.Close()
+	defer cl.Close()
+	txn := producer{cl, watch}
 
 	// InitProducerID bumps the epoch of the transactional id: from here on
 	// no older leader can produce or commit, and whatever it had open is
@@ -419,7 +427,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	// The short-lived position reader reports no client metrics.
 	position := r.cfg.Kafka
 	position.Metrics = nil
-	pos, found, err := loadPosition(ctx, txn, position.Opts(Component+"-position"), r.cfg.OffsetsTopic, r.cfg.TransactionalID)
+	pos, found, err := loadPosition(ctx, txn, position.Opts(Component+"-position"), r.cfg.OffsetsTopic, r.cfg.TransactionalID, r.txnTimeout())
 	if err != nil {
 		return err
 	}

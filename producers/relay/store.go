@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -62,25 +63,33 @@ func positionRecord(topic, name string, encoded []byte) *kgo.Record {
 // commit after it, so the last position record before the probe is the
 // latest one. found is false when the relay has never committed.
 //
+// The probe is waited for at most wait (the transaction timeout): past it
+// another producer's transaction holds the partition, or the probe's
+// commit did not happen, and the session starts again with a new probe
+// (errProbeUnseen) instead of waiting for good.
+//
 // txn must be the fenced-in transactional client; consumerOpts are the base
 // options for a short-lived read_committed consumer.
-func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, topic, name string) (pos Position, found bool, err error) {
+func loadPosition(ctx context.Context, txn producer, consumerOpts []kgo.Opt, topic, name string, wait time.Duration) (pos Position, found bool, err error) {
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
 	probeKey := []byte(name + probeSuffix)
-	if err := txn.BeginTransaction(); err != nil {
+	if err := txn.begin(); err != nil {
 		return Position{}, false, fmt.Errorf("relay: begin probe transaction: %w", err)
 	}
 	res := txn.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: positionPartition, Key: probeKey, Value: nonce})
 	if perr := res.FirstErr(); perr != nil {
-		abortTxn(txn)
+		abortTxn(txn.Client)
 		return Position{}, false, fmt.Errorf("relay: produce probe: %w", perr)
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	err = txn.EndTransaction(ectx, kgo.TryCommit)
+	err = txn.commit(ectx)
 	cancel()
+	if errors.Is(err, errSilentAbort) {
+		return Position{}, false, err
+	}
 	if err != nil {
-		abortTxn(txn)
+		abortTxn(txn.Client)
 		return Position{}, false, fmt.Errorf("relay: commit probe: %w", err)
 	}
 
@@ -92,11 +101,16 @@ func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, 
 		return Position{}, false, fmt.Errorf("relay: position consumer: %w", err)
 	}
 	defer cl.Close()
+	rctx, stop := context.WithTimeout(ctx, wait)
+	defer stop()
 	var last []byte
 	for {
-		fs := cl.PollFetches(ctx)
+		fs := cl.PollFetches(rctx)
 		if err := ctx.Err(); err != nil {
 			return Position{}, false, err
+		}
+		if rctx.Err() != nil {
+			return Position{}, false, fmt.Errorf("%w within %s", errProbeUnseen, wait)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -123,6 +137,9 @@ func loadPosition(ctx context.Context, txn *kgo.Client, consumerOpts []kgo.Opt, 
 	}
 	return lastPosition(name, last)
 }
+
+// errProbeUnseen is a position read that did not reach its probe.
+var errProbeUnseen = errors.New("relay: the position probe was not readable (another transaction holds the offsets partition, or the probe did not commit)")
 
 // lastPosition decodes the last position value read for relay name (nil:
 // never committed).
