@@ -36,6 +36,8 @@ func (r *Runtime) start() error {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		kgo.RecordPartitioner(partitioner{changelog: r.cfg.Changelog, def: kgo.StickyKeyPartitioner(nil)}),
 	)
+	r.watch = r.cfg.Kafka.NewCommitWatch(r.cfg.clientName())
+	opts = append(opts, r.watch.Opt())
 	opts = append(opts, r.group.hooks()...)
 	if r.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))

@@ -13,6 +13,10 @@ import (
 // after a failed TxnOffsetCommit (see endAborted).
 const commitErrorCause = "commit_error"
 
+// silentAbortCause is the txn_aborts cause of a commit franz-go ended as
+// an abort without an error (kafkax.CommitWatch).
+const silentAbortCause = "silent_abort"
+
 // endAborted reports whether err, returned by ending a transaction with a
 // commit, left the transaction aborted and the producer usable, so the
 // runtime rewinds (as for any abort) instead of stopping.

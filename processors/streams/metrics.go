@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"processor"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_process_txn_aborts_total",
-			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, commit_error, shutdown).",
+			Help: "Aborted transactions by cause (rebalance, restore, produce, flush, membership, unowned_partition, commit_error, silent_abort, shutdown).",
 		}, []string{"processor", "cause"}),
 		restoreDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "roomflow_process_restore_duration_seconds",
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // abortCauses are the causes of roomflow_process_txn_aborts_total (see
 // Runtime.aborted and prepareCommit).
-var abortCauses = []string{"rebalance", "restore", "produce", "flush", "membership", "unowned_partition", "commit_error", "shutdown"}
+var abortCauses = []string{"rebalance", "restore", "produce", "flush", "membership", "unowned_partition", "commit_error", "silent_abort", "shutdown"}
 
 // precreate makes processor's counters (and its restoring gauge) exist at 0
 // for every label value known up front, so rate() and increase() count

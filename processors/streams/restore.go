@@ -135,6 +135,7 @@ func (rs *restorer) markerTxn(parts []int32) (map[int32]int64, error) {
 		}
 		return &TxnError{Processor: rs.sh.name, Err: fmt.Errorf("restore marker: %w", err)}
 	}
+	rs.sh.watch.Reset()
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, fatal(err)
 	}
@@ -155,6 +156,10 @@ func (rs *restorer) markerTxn(parts []int32) (map[int32]int64, error) {
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return nil, fatal(err)
+	}
+	if rs.sh.watch.Aborted() {
+		rs.sh.log.Warn("franz-go ended the restore marker's commit as an abort; writing it again", "topic", rs.sh.cfg.Changelog)
+		return nil, nil
 	}
 	offsets := make(map[int32]int64, len(parts))
 	for _, pr := range res {

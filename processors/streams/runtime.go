@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
+
 	"github.com/hyapp/roomflow/internal/backoff"
 )
 
@@ -52,6 +54,9 @@ type shared struct {
 	sess   *kgo.GroupTransactSession
 	adm    *kadm.Client
 	killed atomic.Bool
+	// watch tells a producer-only commit franz-go ended as an abort
+	// (kafkax.CommitWatch): punctuation output, the restore marker.
+	watch *kafkax.CommitWatch
 }
 
 func (sh *shared) client() *kgo.Client { return sh.sess.Client() }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,4 +347,43 @@ func TestPunctuationOutputNeedsConfirmedMembership(t *testing.T) {
 	if len(out) != 1 || string(out[0].Value) != "2026-01-01T00:02:00Z" {
 		t.Fatalf("committed ticks %v, want only the second one (00:02)", out)
 	}
+}
+
+// TestTimerSilentAbortRolledBack: a punctuation-only transaction whose
+// commit franz-go reports as an abort without an error (finding 11; the
+// line is injected here) counts as aborted with cause silent_abort and is
+// rolled back: the tick's state write is undone, so the next tick sees the
+// first one's value never stored, and ticks go on.
+func TestTimerSilentAbortRolledBack(t *testing.T) {
+	h := newHarness(t, 1)
+	reg := prometheus.NewRegistry()
+	clock := rttest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var rt *streams.Runtime
+	var ticks atomic.Int32
+	var seenBefore atomic.Value
+	tick := func(task streams.Task, now time.Time) error {
+		prev, _ := task.Store().Get("ticks")
+		if ticks.Add(1) == 2 {
+			seenBefore.Store(string(prev))
+		}
+		task.Store().Put("ticks", []byte(now.Format(time.RFC3339)))
+		task.Emit(&kgo.Record{Topic: h.out, Key: []byte("tick"), Value: []byte(now.Format(time.RFC3339))})
+		if ticks.Load() == 1 {
+			rt.SilentAbortForTest()
+		}
+		return nil
+	}
+	rt = h.runtime("toy-silent", counter{out: h.out}, withRegisterer(reg), withTimer(clock.Now, "tick", time.Minute, tick))
+	r := rttest.Start(rt)
+	waitFor(t, "the partition assigned", 30*time.Second, func() bool { return len(rt.Assigned()) == 1 })
+	clock.Advance(time.Minute)
+	waitFor(t, "the silent abort counted", 30*time.Second, func() bool {
+		return metric(reg, "roomflow_process_txn_aborts_total", "cause", "silent_abort") == 1
+	})
+	clock.Advance(time.Minute)
+	waitFor(t, "a second tick", 30*time.Second, func() bool { return ticks.Load() >= 2 })
+	if got := seenBefore.Load(); got != "" {
+		t.Errorf("the second tick read %q: the first tick's state write survived its rolled-back commit", got)
+	}
+	r.Stop(t)
 }

@@ -103,6 +103,7 @@ func (x *txn) begin() error {
 	if x.open {
 		return nil
 	}
+	x.sh.watch.Reset()
 	if err := x.sh.sess.Begin(); err != nil {
 		if x.sh.killed.Load() {
 			return ErrKilled
@@ -292,7 +293,8 @@ func (x *txn) prepareCommit(ctx context.Context, member func(context.Context) er
 func (x *txn) end(ctx context.Context, commit bool, cause string, eventsPending func() bool) (bool, string, error) {
 	var committed bool
 	var err error
-	if commit && x.sh.client().UncommittedOffsets() == nil && !eventsPending() {
+	noOffsets := x.sh.client().UncommittedOffsets() == nil
+	if commit && noOffsets && !eventsPending() {
 		committed, err = x.endWithoutOffsets(ctx)
 	} else {
 		try := kgo.TryAbort
@@ -303,6 +305,13 @@ func (x *txn) end(ctx context.Context, commit bool, cause string, eventsPending 
 	}
 	if err != nil && commit && x.endAborted(ctx, err) {
 		err, cause = nil, commitErrorCause
+	}
+	if committed && err == nil && noOffsets && x.sh.watch.Aborted() {
+		// A commit without input offsets that franz-go ended as an abort:
+		// nothing was consumed, so it is rolled back as any abort is, and
+		// the state's timers punctuate again.
+		x.sh.log.Warn("franz-go ended a commit without input offsets as an abort; it is rolled back")
+		committed, cause = false, silentAbortCause
 	}
 	return committed, cause, err
 }
