@@ -29,11 +29,7 @@ type CommitWatch struct {
 // NewCommitWatch is a CommitWatch passing lines on to component's logger
 // (as Opts installs it; none without Logger).
 func (c Cluster) NewCommitWatch(component string) *CommitWatch {
-	w := &CommitWatch{}
-	if c.Logger != nil {
-		w.next = kslog{c.Logger.With("component", component)}
-	}
-	return w
+	return &CommitWatch{next: c.logger(component)}
 }
 
 // Opt installs w as the client's logger; pass it after Opts.

@@ -83,10 +83,19 @@ func (c Cluster) Opts(component string) []kgo.Opt {
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("roomflow_kafka", kprom.Registerer(c.Metrics), kprom.WithClientLabel())))
 	}
-	if c.Logger != nil {
-		opts = append(opts, kgo.WithLogger(kslog{c.Logger.With("component", component)}))
+	if l := c.logger(component); l != nil {
+		opts = append(opts, kgo.WithLogger(l))
 	}
 	return append(opts, c.Extra...)
+}
+
+// logger is franz-go's logger for component's clients: Logger's warnings
+// with component=<name>; nil without Logger.
+func (c Cluster) logger(component string) kgo.Logger {
+	if c.Logger == nil {
+		return nil
+	}
+	return kslog{c.Logger.With("component", component)}
 }
 
 // GroupOpts are the consumer-group session options: SessionTimeout and a
