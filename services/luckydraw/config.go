@@ -27,20 +27,22 @@ const (
 	DefaultFairnessRevealGrace = time.Hour
 )
 
-// Dispatcher makes the synchronous wallet credit of a committed reward
-// (services/luckydraw/luckyoutbox implements it). The draw transaction
-// writes the reward_credit row "RewardCredit:{reward_id}" of lucky_outbox
-// already claimed for ClaimedBy() (status processing, lock_until_ms =
-// next_retry_at_ms = the draw + 2*WalletCreditTimeout + 1s), so the
-// synchronous credit costs no commit of its own and the worker takes the
-// row over only once that claim lapses. Credit calls the wallet and
-// commits the outcome before it returns: status "granted" (with the
-// wallet's receipt, the draw row already reward_status='granted'),
-// "pending" (the outbox worker retries) or "failed". An error means the
-// outcome is unknown to the caller: the reward is left to the worker.
+// Dispatcher makes the synchronous wallet credit of a committed batch's
+// rewards (services/luckydraw/luckyoutbox implements it). The draw
+// transaction writes each reward_credit row "RewardCredit:{reward_id}" of
+// lucky_outbox already claimed for ClaimedBy() (status processing,
+// lock_until_ms = next_retry_at_ms = the draw + 2*WalletCreditTimeout +
+// 1s), so the synchronous credit costs no commit of its own and the worker
+// takes a row over only once that claim lapses. CreditRewards is called
+// once per committed batch with the rewards of its paying draws: it calls
+// the wallet and commits the outcomes before it returns, one per reward:
+// status "granted" (with the wallet's receipt, the draw row already
+// reward_status='granted'), "pending" (the outbox worker retries) or
+// "failed"; an error means the outcome is unknown to the caller, the
+// reward left to the worker.
 type Dispatcher interface {
 	ClaimedBy() string
-	Credit(ctx context.Context, appCode, rewardID string) (status, creditReceiptID string, err error)
+	CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []luckyoutbox.CreditOutcome
 }
 
 // Config configures a Service. Zero values are the defaults, except

@@ -29,9 +29,13 @@ type crashingDispatcher struct{ calls atomic.Int64 }
 // the other replica's worker takes them over once the claims lapse.
 func (d *crashingDispatcher) ClaimedBy() string { return "crashed-process" }
 
-func (d *crashingDispatcher) Credit(context.Context, string, string) (string, string, error) {
-	d.calls.Add(1)
-	return "", "", errors.New("killed between commit and dispatch")
+func (d *crashingDispatcher) CreditRewards(_ context.Context, _ string, rewardIDs []string) []luckyoutbox.CreditOutcome {
+	d.calls.Add(int64(len(rewardIDs)))
+	out := make([]luckyoutbox.CreditOutcome, len(rewardIDs))
+	for i := range out {
+		out[i].Err = errors.New("killed between commit and dispatch")
+	}
+	return out
 }
 
 // TestCrashBetweenCommitAndDispatch: draws commit, the process dies before

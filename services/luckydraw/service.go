@@ -26,7 +26,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"log/slog"
 	"net"
 	"strings"
@@ -45,9 +44,11 @@ import (
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/domain/lucky/rulestore"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 // MaxRoomID is the room_id column size; a longer room id is
@@ -379,32 +380,89 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 	if !d.duplicate && !s.fair.listed[r.app] {
 		s.fair.unlisted.WithLabelValues(r.app).Inc()
 	}
-	if d.rewardStatus == "pending" && d.dispatch && s.cfg.Dispatcher != nil {
-		s.dispatch(ctx, r, &d)
+	if d.credit != nil {
+		s.awaitCredit(ctx, r, &d)
 	}
 	return &activityv1.ExecuteLuckyGiftDrawResponse{DrawId: d.drawID, RuleVersion: d.ruleVersion, Hit: d.rewardCoins > 0,
 		Tier:         &activityv1.RewardTierResult{TierId: d.tierID, RewardCoins: d.rewardCoins, TierType: d.tierType},
 		RewardStatus: strings.ToUpper(d.rewardStatus), CreditReceiptId: d.creditReceiptID}, nil
 }
 
-// dispatch credits a committed reward synchronously (no lock held). A
-// failure leaves it pending for the outbox worker.
-func (s *Service) dispatch(ctx context.Context, r *drawReq, d *drawResult) {
-	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.WalletCreditTimeout+time.Second)
-	defer cancel()
-	st, receipt, err := s.cfg.Dispatcher.Credit(ctx, r.app, d.rewardID)
-	if err != nil {
-		s.log.Warn("synchronous reward credit failed; the outbox retries it", "draw_id", d.drawID, "reward_id", d.rewardID,
-			"app_code", r.app, "error", err)
+// batchCredits is the synchronous credit of one committed batch's pending
+// rewards: one Dispatcher group, so the batch's hits share its claim read
+// and grant commit instead of each paying its own (before, the hits of a
+// batch, answered together, started groups of about one).
+type batchCredits struct {
+	done chan struct{}
+	at   map[string]int // reward id -> its outcome in out
+	out  []luckyoutbox.CreditOutcome
+}
+
+// startCredits starts the credit of the pending rewards among a committed
+// batch's results (wallet_credit_dispatch on as the draw read it, a
+// Dispatcher configured), a duplicate's stored pending reward included,
+// and hands each such result its group; nothing for none. The group runs
+// on its own bound, not a caller's: the rows are claimed for it already.
+func (s *Service) startCredits(app string, res []drawResult) {
+	if s.cfg.Dispatcher == nil {
 		return
 	}
-	switch st {
+	var g *batchCredits
+	var ids []string
+	for i := range res {
+		d := &res[i]
+		if d.rewardStatus != "pending" || !d.dispatch {
+			continue
+		}
+		if g == nil {
+			g = &batchCredits{done: make(chan struct{}), at: map[string]int{}}
+		}
+		if _, ok := g.at[d.rewardID]; !ok {
+			g.at[d.rewardID] = len(ids)
+			ids = append(ids, d.rewardID)
+		}
+		d.credit = g
+	}
+	if g == nil {
+		return
+	}
+	go func() {
+		defer close(g.done)
+		ctx, cancel := context.WithTimeout(context.Background(), s.creditBound())
+		defer cancel()
+		g.out = s.cfg.Dispatcher.CreditRewards(ctx, app, ids)
+	}()
+}
+
+// creditBound is how long a synchronous credit may take: two wallet calls
+// and a second (the claim the draw wrote lapses then).
+func (s *Service) creditBound() time.Duration { return 2*s.cfg.WalletCreditTimeout + time.Second }
+
+// awaitCredit waits for d's synchronous credit, at most the caller's
+// deadline and creditBound; a failure or an outcome not yet known leaves
+// it pending for the outbox worker.
+func (s *Service) awaitCredit(ctx context.Context, r *drawReq, d *drawResult) {
+	ctx, cancel := context.WithTimeout(ctx, s.creditBound())
+	defer cancel()
+	var o luckyoutbox.CreditOutcome
+	select {
+	case <-d.credit.done:
+		o = d.credit.out[d.credit.at[d.rewardID]]
+	case <-ctx.Done():
+		o.Err = ctx.Err()
+	}
+	if o.Err != nil {
+		s.log.Warn("synchronous reward credit failed; the outbox retries it", "draw_id", d.drawID, "reward_id", d.rewardID,
+			"app_code", r.app, "error", o.Err)
+		return
+	}
+	switch o.Status {
 	case "granted":
-		d.rewardStatus, d.creditReceiptID = st, receipt
+		d.rewardStatus, d.creditReceiptID = o.Status, o.CreditReceiptID
 	case "pending", "failed":
-		d.rewardStatus = st
+		d.rewardStatus = o.Status
 	default:
-		s.log.Error("dispatcher answered an unknown status", "draw_id", d.drawID, "status", st)
+		s.log.Error("dispatcher answered an unknown status", "draw_id", d.drawID, "status", o.Status)
 	}
 }
 
@@ -493,6 +551,8 @@ func (s *Service) lead(q *queue) {
 			res, err := s.runBatch(reqs, locked)
 			if err != nil {
 				s.log.Warn("draw batch failed", "draws", len(batch), "app_code", reqs[0].app, "error", err)
+			} else {
+				s.startCredits(reqs[0].app, res)
 			}
 			for i, c := range batch {
 				if err != nil {

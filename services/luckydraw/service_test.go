@@ -24,6 +24,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/services/luckydraw"
+	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
 const app = "hy"
@@ -668,11 +669,17 @@ type grantingDispatcher struct{ db *sql.DB }
 
 func (d grantingDispatcher) ClaimedBy() string { return "granting-test" }
 
-func (d grantingDispatcher) Credit(ctx context.Context, appCode, rewardID string) (string, string, error) {
-	receipt := "RCPT-" + rewardID
-	_, err := d.db.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = ?
-WHERE app_code = ? AND reward_id = ? AND reward_status = 'pending'`, receipt, appCode, rewardID)
-	return "granted", receipt, err
+func (d grantingDispatcher) CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []luckyoutbox.CreditOutcome {
+	out := make([]luckyoutbox.CreditOutcome, len(rewardIDs))
+	for i, id := range rewardIDs {
+		receipt := "RCPT-" + id
+		// By primary key (reward id = "LR-" + draw id): concurrent
+		// groups lock only their own rows.
+		_, err := d.db.ExecContext(ctx, `UPDATE lucky_draw_records SET reward_status = 'granted', credit_receipt_id = ?
+WHERE app_code = ? AND draw_id = ? AND reward_status = 'pending'`, receipt, appCode, strings.TrimPrefix(id, "LR-"))
+		out[i] = luckyoutbox.CreditOutcome{Status: "granted", CreditReceiptID: receipt, Err: err}
+	}
+	return out
 }
 
 func TestSynchronousDispatchGrants(t *testing.T) {
@@ -704,6 +711,74 @@ func TestSynchronousDispatchGrants(t *testing.T) {
 		}
 		break
 	}
+}
+
+// recordingDispatcher grants like grantingDispatcher and records the
+// reward ids of each CreditRewards call.
+type recordingDispatcher struct {
+	grantingDispatcher
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (d *recordingDispatcher) CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []luckyoutbox.CreditOutcome {
+	d.mu.Lock()
+	d.calls = append(d.calls, rewardIDs)
+	d.mu.Unlock()
+	return d.grantingDispatcher.CreditRewards(ctx, appCode, rewardIDs)
+}
+
+// A committed batch's hits are credited as one group (one claim read and
+// one grant commit for the batch, not one per hit): with 60% hits and
+// concurrent draws, no more groups than batches, each paying draw
+// credited exactly once and answered GRANTED.
+func TestSynchronousDispatchOneGroupPerBatch(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 10_000_000)
+	d := &recordingDispatcher{grantingDispatcher: grantingDispatcher{e.db}}
+	reg := prometheus.NewRegistry()
+	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d, Registerer: reg}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const draws = 96
+	var mu sync.Mutex
+	paid := map[string]bool{}
+	var wg sync.WaitGroup
+	for i := range draws {
+		wg.Go(func() {
+			resp, err := svc.ExecuteLuckyGiftDraw(context.Background(), drawReq(fmt.Sprint("grp", i), int64(i+1)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if resp.Hit {
+				if resp.RewardStatus != "GRANTED" {
+					t.Errorf("hit %s answered %s", resp.DrawId, resp.RewardStatus)
+				}
+				mu.Lock()
+				paid[luckydraw.RewardID(resp.DrawId)] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	credited := map[string]int{}
+	for _, c := range d.calls {
+		for _, id := range c {
+			credited[id]++
+		}
+	}
+	for id := range paid {
+		if credited[id] != 1 {
+			t.Errorf("reward %s credited %d times, want once", id, credited[id])
+		}
+	}
+	batches, _ := testenv.Metric(reg, "roomflow_lucky_draw_batch_size")
+	if len(paid) < 10 || len(credited) != len(paid) || float64(len(d.calls)) > batches {
+		t.Fatalf("%d paying draws, %d rewards credited in %d groups over %d batches; want every one credited, at most one group per batch",
+			len(paid), len(credited), len(d.calls), int(batches))
+	}
+	t.Logf("%d paying draws credited in %d groups over %d batches", len(paid), len(d.calls), int(batches))
 }
 
 func TestAdmin(t *testing.T) {

@@ -56,7 +56,8 @@ type drawResult struct {
 	creditReceiptID        string
 	reject                 string
 	duplicate              bool
-	dispatch               bool // wallet_credit_dispatch as the draw's transaction read it
+	dispatch               bool          // wallet_credit_dispatch as the draw's transaction read it
+	credit                 *batchCredits // the synchronous credit of a pending reward (nil: none)
 }
 
 // batchTx is the state of one batch transaction.

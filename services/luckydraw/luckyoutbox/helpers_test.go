@@ -150,3 +150,9 @@ func runBatches(t *testing.T, w *luckyoutbox.Worker, what string, cond func() bo
 		return cond()
 	})
 }
+
+// credit is the synchronous credit of one reward (a batch of one).
+func credit(w *luckyoutbox.Worker, appCode, rewardID string) (status, receipt string, err error) {
+	o := w.CreditRewards(context.Background(), appCode, []string{rewardID})[0]
+	return o.Status, o.CreditReceiptID, o.Err
+}

@@ -40,11 +40,13 @@
 // dedupe by event_id (the design's rule). Retries do not keep the order of
 // one key's events.
 //
-// Synchronous credit. Credit claims its reward's row with a conditional
-// UPDATE (pending -> processing), whether due or not, so the worker, which
-// the draw made wait 2*wallet_credit_timeout+1s, never races it; a row it
-// cannot claim answers the draw's current reward_status. Concurrent
-// credits share one claim statement and one grant transaction.
+// Synchronous credit. CreditRewards takes the rewards of one committed
+// draw batch, claimed for this worker by the draw's own transaction (or,
+// pending, claimed then with a conditional UPDATE, whether due or not, so
+// the worker, which the draw made wait 2*wallet_credit_timeout+1s, never
+// races it); a row it cannot claim answers the draw's current
+// reward_status. The batch's credits share one claim read and one grant
+// transaction.
 package luckyoutbox
 
 import (
@@ -52,10 +54,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,6 +64,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/backoff"
 	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/walletv1"
@@ -95,7 +96,7 @@ type Worker struct {
 	producer *kgo.Client
 	owned    bool // producer built by New, closed by Close
 	backoff  *backoff.Backoff
-	credits  creditQueue // synchronous credits waiting for a group
+	groups   chan struct{} // synchronous credit groups in flight
 	m        *metrics
 	log      *slog.Logger
 	framings map[string]envelope.Framing // by message type; nil: plain
@@ -117,7 +118,7 @@ func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo, credits: creditQueue{slots: make(chan struct{}, creditGroupsInFlight)},
+	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo, groups: make(chan struct{}, creditGroupsInFlight),
 		m: newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
 	if wk.framings, err = eventFramings(cfg.Frames, cfg.Topic); err != nil {
 		return nil, fmt.Errorf("luckyoutbox: %w", err)
@@ -271,136 +272,89 @@ func (w *Worker) dispatchEnabled(ctx context.Context, appCode string) bool {
 // its synchronous dispatch for (the draw service's Dispatcher).
 func (w *Worker) ClaimedBy() string { return w.cfg.WorkerID }
 
-// Credit is the synchronous credit of a committed reward (the draw
-// service's Dispatcher): it takes reward rewardID's reward_credit row of
-// appCode ("" = Config.AppCode) if the draw claimed it for this worker
-// (ClaimedBy) and the claim holds, or claims it if it is pending, calls the wallet and
-// records the outcome before it returns: status "granted" with the
-// receipt, "pending" (the worker retries) or "failed". A row it cannot
-// claim (the worker holds it, it is done or failed) or a dispatch switched
-// off answers the draw's current reward_status and receipt. An error
-// (wrapping ErrUnknownReward for an unknown reward) means the outcome is
-// not known: the reward is left to the worker.
+// CreditOutcome is one reward's answer from CreditRewards: Status
+// "granted" with the wallet's receipt (the grant committed), "pending"
+// (the worker retries) or "failed"; or Err when the outcome is not known
+// (the reward is left to the worker).
+type CreditOutcome struct {
+	Status, CreditReceiptID string
+	Err                     error
+}
+
+// CreditRewards is the synchronous credit of one committed draw batch's
+// rewards (the draw service's Dispatcher) of appCode ("" =
+// Config.AppCode), one outcome per rewardIDs entry. It takes each
+// reward's reward_credit row if the draw claimed it for this worker
+// (ClaimedBy) and the claim holds, or claims it if it is pending, calls
+// the wallet Concurrency at a time and records every outcome before it
+// returns. A row it cannot claim (the worker holds it, it is done or
+// failed) or a dispatch switched off answers the draw's current
+// reward_status and receipt; an unknown reward's Err wraps
+// ErrUnknownReward.
 //
-// Concurrent calls are grouped (the hits of one draw batch arrive
-// together): one statement claims the group's rows, the wallet calls run
-// Concurrency at a time, and the group's grants commit in one transaction,
-// so a credit costs a fraction of a commit instead of two.
-func (w *Worker) Credit(ctx context.Context, appCode, rewardID string) (status, creditReceiptID string, err error) {
+// One batch is one group: one statement reads the claims, and the grants
+// commit in one transaction, so a credit costs a fraction of a commit.
+// Each step has its own bound (the claim and the records settleTimeout,
+// each wallet call WalletCreditTimeout) on a context detached from ctx:
+// a caller gone keeps nothing half done. ctx bounds the wait for one of
+// creditGroupsInFlight.
+func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []CreditOutcome {
 	if appCode == "" {
 		appCode = w.cfg.AppCode
 	}
-	eventID := RewardCreditEventID(rewardID)
+	out := make([]CreditOutcome, len(rewardIDs))
+	ids := make([]string, len(rewardIDs))
+	for i, r := range rewardIDs {
+		ids[i] = RewardCreditEventID(r)
+	}
+	steps := context.WithoutCancel(ctx)
+	answerStored := func(i int) {
+		sctx, cancel := context.WithTimeout(steps, settleTimeout)
+		defer cancel()
+		out[i].Status, out[i].CreditReceiptID, out[i].Err = rewardStatus(sctx, w.db, ids[i])
+	}
 	if !w.dispatchEnabled(ctx, appCode) {
-		w.m.paused.Inc()
-		return rewardStatus(ctx, w.db, eventID)
+		w.m.paused.Add(float64(len(ids)))
+		for i := range ids {
+			answerStored(i)
+		}
+		return out
 	}
-	c := &creditCall{ctx: ctx, eventID: eventID, done: make(chan struct{})}
-	w.credits.mu.Lock()
-	w.credits.pending = append(w.credits.pending, c)
-	if !w.credits.running {
-		w.credits.running = true
-		go w.leadCredits()
-	}
-	w.credits.mu.Unlock()
 	select {
-	case <-c.done:
-		return c.status, c.receipt, c.err
+	case w.groups <- struct{}{}:
+		defer func() { <-w.groups }()
 	case <-ctx.Done():
-		return "", "", ctx.Err()
+		for i := range out {
+			out[i].Err = ctx.Err()
+		}
+		return out
 	}
-}
-
-// creditCall is one waiting synchronous credit.
-type creditCall struct {
-	ctx             context.Context
-	eventID         string
-	done            chan struct{}
-	status, receipt string
-	err             error
-}
-
-// creditQueue holds the synchronous credits waiting for a group.
-type creditQueue struct {
-	mu      sync.Mutex
-	pending []*creditCall
-	running bool
-	slots   chan struct{} // groups in flight
+	now := w.cfg.Now().UnixMilli()
+	cctx, cancel := context.WithTimeout(steps, settleTimeout)
+	claimed, err := claimRewards(cctx, w.db, w.cfg.WorkerID, ids, now, now+w.cfg.LockTTL.Milliseconds())
+	cancel()
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "sync").Add(float64(len(claimed)))
+	results := w.creditRows(steps, claimed, "sync")
+	for i, id := range ids {
+		if r, ok := results[id]; ok {
+			out[i] = CreditOutcome{r.status, r.receipt, r.err}
+		} else {
+			answerStored(i)
+		}
+	}
+	return out
 }
 
 // creditGroupsInFlight bounds the synchronous credit groups running at
 // once: a group waits for the wallet (milliseconds), so the next batch's
 // hits start their group meanwhile instead of queueing behind it.
 const creditGroupsInFlight = 4
-
-// leadCredits runs groups of waiting credits until none waits: once a
-// slot is free it takes every call waiting (up to BatchSize) as one group.
-func (w *Worker) leadCredits() {
-	for {
-		w.credits.slots <- struct{}{}
-		w.credits.mu.Lock()
-		var group []*creditCall
-		for len(w.credits.pending) > 0 && len(group) < w.cfg.BatchSize {
-			c := w.credits.pending[0]
-			w.credits.pending = w.credits.pending[1:]
-			if c.ctx.Err() != nil {
-				c.err = c.ctx.Err()
-				close(c.done)
-				continue
-			}
-			group = append(group, c)
-		}
-		if len(group) == 0 {
-			w.credits.running = false
-			w.credits.pending = nil
-			w.credits.mu.Unlock()
-			<-w.credits.slots
-			return
-		}
-		w.credits.mu.Unlock()
-		go func() {
-			defer func() { <-w.credits.slots }()
-			w.creditGroup(group)
-		}()
-	}
-}
-
-// creditGroup claims the group's pending rows in one statement, credits
-// the claimed ones and answers every call: an unclaimed row with the
-// draw's current reward status.
-func (w *Worker) creditGroup(group []*creditCall) {
-	// Each step has its own bound (the claim and the records
-	// settleTimeout, each wallet call WalletCreditTimeout), not the
-	// callers': a caller gone keeps nothing half done.
-	ctx := context.Background()
-	ids := make([]string, len(group))
-	for i, c := range group {
-		ids[i] = c.eventID
-	}
-	now := w.cfg.Now().UnixMilli()
-	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	claimed, err := claimRewards(cctx, w.db, w.cfg.WorkerID, ids, now, now+w.cfg.LockTTL.Milliseconds())
-	cancel()
-	if err != nil {
-		for _, c := range group {
-			c.err = err
-			close(c.done)
-		}
-		return
-	}
-	w.m.claimed.WithLabelValues(EventTypeRewardCredit, "sync").Add(float64(len(claimed)))
-	results := w.creditRows(ctx, claimed, "sync")
-	for _, c := range group {
-		if r, ok := results[c.eventID]; ok {
-			c.status, c.receipt, c.err = r.status, r.receipt, r.err
-		} else {
-			rctx, cancel := context.WithTimeout(ctx, settleTimeout)
-			c.status, c.receipt, c.err = rewardStatus(rctx, w.db, c.eventID)
-			cancel()
-		}
-		close(c.done)
-	}
-}
 
 // creditResult is the recorded outcome of one claimed reward.
 type creditResult struct {

@@ -296,7 +296,7 @@ func TestDispatchSwitchOff(t *testing.T) {
 	if r.Status != "pending" || r.RetryCount != 0 || r.WorkerID != "" || r.NextRetry < before+20 {
 		t.Fatalf("row after a paused dispatch %+v: want pending, no attempt, due after the poll interval", r)
 	}
-	st, receipt, err := w.Credit(context.Background(), "", rewardID)
+	st, receipt, err := credit(w, "", rewardID)
 	if err != nil || st != "pending" || receipt != "" {
 		t.Fatalf("Credit while paused = %s, %q, %v; want pending", st, receipt, err)
 	}
@@ -323,7 +323,7 @@ func TestSyncCredit(t *testing.T) {
 	w := e.worker(e.config(nil))
 	future := time.Now().Add(time.Hour).UnixMilli()
 	rewardID, drawID := e.seedReward(1, 25, future)
-	st, receipt, err := w.Credit(context.Background(), app, rewardID)
+	st, receipt, err := credit(w, app, rewardID)
 	if err != nil || st != "granted" || receipt != walletfake.ReceiptID(rewardID) {
 		t.Fatalf("Credit = %s, %q, %v", st, receipt, err)
 	}
@@ -333,7 +333,7 @@ func TestSyncCredit(t *testing.T) {
 	if r := e.outbox(luckyoutbox.RewardCreditEventID(rewardID)); r.Status != "done" {
 		t.Fatalf("row %+v, want done", r)
 	}
-	st, receipt2, err := w.Credit(context.Background(), app, rewardID)
+	st, receipt2, err := credit(w, app, rewardID)
 	if err != nil || st != "granted" || receipt2 != receipt || e.fake.Stats().Calls != 1 {
 		t.Fatalf("second Credit = %s, %q, %v (wallet %+v): want the stored grant, no call", st, receipt2, err, e.fake.Stats())
 	}
@@ -341,7 +341,7 @@ func TestSyncCredit(t *testing.T) {
 	failing, failingDraw := e.seedReward(2, 25, future)
 	_ = e.fake.SetFaults(walletfake.Faults{TimeoutRate: 1})
 	t0 := time.Now()
-	st, receipt, err = w.Credit(context.Background(), app, failing)
+	st, receipt, err = credit(w, app, failing)
 	if err != nil || st != "pending" || receipt != "" {
 		t.Fatalf("Credit on a hanging wallet = %s, %q, %v; want pending", st, receipt, err)
 	}
@@ -355,8 +355,43 @@ func TestSyncCredit(t *testing.T) {
 	if dst, _ := e.draw(failingDraw); dst != "pending" {
 		t.Fatalf("draw %s, want pending", dst)
 	}
-	if _, _, err := w.Credit(context.Background(), app, "no-such-reward"); !errors.Is(err, luckyoutbox.ErrUnknownReward) {
+	if _, _, err := credit(w, app, "no-such-reward"); !errors.Is(err, luckyoutbox.ErrUnknownReward) {
 		t.Fatalf("unknown reward: %v, want ErrUnknownReward", err)
+	}
+}
+
+// One batch's rewards are one group: each gets its own outcome in the
+// order asked, a reward granted before answers its stored receipt without
+// a wallet call, and an unknown one its error without failing the others.
+func TestSyncCreditGroup(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(e.config(nil))
+	future := time.Now().Add(time.Hour).UnixMilli()
+	r1, d1 := e.seedReward(1, 10, future)
+	r2, _ := e.seedReward(2, 20, future)
+	r3, d3 := e.seedReward(3, 30, future)
+	if st, _, err := credit(w, app, r2); err != nil || st != "granted" {
+		t.Fatalf("first credit of %s = %s, %v", r2, st, err)
+	}
+	out := w.CreditRewards(context.Background(), app, []string{r1, r2, "no-such-reward", r3})
+	if len(out) != 4 {
+		t.Fatalf("%d outcomes for 4 rewards", len(out))
+	}
+	for i, r := range map[int]string{0: r1, 1: r2, 3: r3} {
+		if o := out[i]; o.Err != nil || o.Status != "granted" || o.CreditReceiptID != walletfake.ReceiptID(r) {
+			t.Fatalf("outcome %d (%s) = %+v; want granted with its receipt", i, r, o)
+		}
+	}
+	if !errors.Is(out[2].Err, luckyoutbox.ErrUnknownReward) {
+		t.Fatalf("unknown reward: %+v, want ErrUnknownReward", out[2])
+	}
+	for _, d := range []string{d1, d3} {
+		if st, _ := e.draw(d); st != "granted" {
+			t.Fatalf("draw %s %s after CreditRewards returned", d, st)
+		}
+	}
+	if st := e.fake.Stats(); st.Calls != 3 || st.Credits != 3 {
+		t.Fatalf("wallet %+v: want one call per reward, none for the one granted before", st)
 	}
 }
 
@@ -389,7 +424,7 @@ func TestSyncCreditVsWorkerRace(t *testing.T) {
 	})
 	for _, r := range rewards {
 		wg.Go(func() {
-			st, _, err := w.Credit(context.Background(), app, r)
+			st, _, err := credit(w, app, r)
 			if err != nil || (st != "granted" && st != "pending") {
 				t.Errorf("Credit(%s) = %s, %v", r, st, err)
 			}
