@@ -449,7 +449,10 @@ func (s *Service) awaitCredit(ctx context.Context, r *drawReq, d *drawResult) {
 	case <-d.credit.done:
 		o = d.credit.out[d.credit.at[d.rewardID]]
 	case <-ctx.Done():
-		o.Err = ctx.Err()
+		// The group goes on; the answer says pending.
+		s.log.Info("answering before the batch's synchronous credit ended; it goes on, the outbox takes over what it leaves",
+			"draw_id", d.drawID, "reward_id", d.rewardID, "app_code", r.app, "error", ctx.Err())
+		return
 	}
 	if o.Err != nil {
 		s.log.Warn("synchronous reward credit failed; the outbox retries it", "draw_id", d.drawID, "reward_id", d.rewardID,

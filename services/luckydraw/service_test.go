@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -779,6 +780,64 @@ func TestSynchronousDispatchOneGroupPerBatch(t *testing.T) {
 			len(paid), len(credited), len(d.calls), int(batches))
 	}
 	t.Logf("%d paying draws credited in %d groups over %d batches", len(paid), len(d.calls), int(batches))
+}
+
+// heldDispatcher grants like grantingDispatcher once release is closed.
+type heldDispatcher struct {
+	grantingDispatcher
+	release chan struct{}
+	done    chan []string // the rewards of each finished call
+}
+
+func (d heldDispatcher) CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []luckyoutbox.CreditOutcome {
+	<-d.release
+	out := d.grantingDispatcher.CreditRewards(ctx, appCode, rewardIDs)
+	d.done <- rewardIDs
+	return out
+}
+
+// A caller whose deadline ends before its batch's credit does gets its
+// hit answered PENDING at its deadline, and the credit goes on: the reward
+// is granted once the wallet answers.
+func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 10_000_000)
+	d := heldDispatcher{grantingDispatcher{e.db}, make(chan struct{}), make(chan []string, 100)}
+	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hit *activityv1.ExecuteLuckyGiftDrawResponse
+	for i := 0; hit == nil; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		resp, err := svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("held", i), int64(i+1)))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Hit {
+			hit = resp
+		}
+	}
+	if hit.RewardStatus != "PENDING" {
+		t.Fatalf("hit answered %s while its credit was held; want PENDING", hit.RewardStatus)
+	}
+	close(d.release)
+	want := luckydraw.RewardID(hit.DrawId)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ids := <-d.done:
+			if slices.Contains(ids, want) {
+				var st string
+				if err := e.db.QueryRow(`SELECT reward_status FROM lucky_draw_records WHERE draw_id = ?`, hit.DrawId).Scan(&st); err != nil || st != "granted" {
+					t.Fatalf("reward_status %q (%v) after the credit ended; want granted", st, err)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the credit of %s did not go on after its caller left", want)
+		}
+	}
 }
 
 func TestAdmin(t *testing.T) {
