@@ -808,13 +808,19 @@ func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
 	}
 	var hit *activityv1.ExecuteLuckyGiftDrawResponse
 	for i := 0; hit == nil; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		resp, err := svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("held", i), int64(i+1)))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		if i == 50 {
+			t.Fatal("no hit answered in 50 draws")
 		}
-		if resp.Hit {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("held", i), int64(i+1)))
+		deadline := ctx.Err() != nil
+		cancel()
+		switch {
+		case err != nil && deadline:
+			continue // a slow machine's draw outlived the deadline itself: draw again
+		case err != nil:
+			t.Fatal(err)
+		case resp.Hit:
 			hit = resp
 		}
 	}
