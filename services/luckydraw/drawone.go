@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"time"
 
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/schemas/activityv1"
@@ -243,7 +242,7 @@ func (b *batchTx) rewardCreditRow(c *drawCalc, dispatch bool) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	due := b.nowMs + (2*b.s.cfg.WalletCreditTimeout + time.Second).Milliseconds()
+	due := b.nowMs + b.s.creditBound().Milliseconds()
 	st, worker, lockUntil := "pending", "", int64(0)
 	if dispatch && b.s.cfg.Dispatcher != nil {
 		st, worker, lockUntil = "processing", b.s.cfg.Dispatcher.ClaimedBy(), due

@@ -193,7 +193,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(s.cfg.DrawTimeout + 2*s.cfg.WalletCreditTimeout + time.Second):
+	case <-time.After(s.cfg.DrawTimeout + s.creditBound()):
 		srv.Stop()
 		<-stopped
 	}
@@ -435,7 +435,8 @@ func (s *Service) startCredits(app string, res []drawResult) {
 }
 
 // creditBound is how long a synchronous credit may take: two wallet calls
-// and a second (the claim the draw wrote lapses then).
+// and a second. It is also the lease of the reward_credit row the draw
+// claims for it (rewardCreditRow): the worker takes the row over after.
 func (s *Service) creditBound() time.Duration { return 2*s.cfg.WalletCreditTimeout + time.Second }
 
 // awaitCredit waits for d's synchronous credit, at most the caller's
