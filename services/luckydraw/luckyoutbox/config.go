@@ -108,8 +108,12 @@ func (c *Config) setDefaults() {
 }
 
 // batchCallTime is the longest a batch's wallet calls can take.
-func (c Config) batchCallTime() time.Duration {
-	waves := (c.BatchSize + c.Concurrency - 1) / c.Concurrency
+func (c Config) batchCallTime() time.Duration { return c.callTime(c.BatchSize) }
+
+// callTime is the longest n rewards' wallet calls can take, Concurrency
+// at a time.
+func (c Config) callTime(n int) time.Duration {
+	waves := (n + c.Concurrency - 1) / c.Concurrency
 	return time.Duration(waves) * c.WalletCreditTimeout
 }
 

@@ -53,6 +53,10 @@ type row struct {
 	// Packed is the draw_id of the lucky_draw_events row this event was
 	// carried in ("" for a lucky_outbox row): that row's state is its.
 	Packed string
+	// Lease is the lock_until_ms of this worker's claim of the row: a
+	// claim of the same worker id with another lease is not this one (the
+	// poller's takeover of a draw's lapsed claim, or the other way round).
+	Lease int64
 }
 
 const rowCols = `event_id, app_code, event_type, message_type, aggregate_id, kafka_key, payload, retry_count`
@@ -92,6 +96,9 @@ func claim(ctx context.Context, db *sql.DB, worker string, limit int, now, lockU
 		out, err = claimFrom(ctx, tx, outboxTable, scanRows, func(r row) string { return r.EventID }, worker, limit, now, lockUntil)
 		if err != nil {
 			return err
+		}
+		for i := range out {
+			out[i].Lease = lockUntil
 		}
 		draws, err = claimFrom(ctx, tx, drawEventsTable, scanDrawRows, func(d drawRow) string { return d.DrawID }, worker, limit, now, lockUntil)
 		return err
@@ -144,14 +151,15 @@ func claimFrom[T any](ctx context.Context, tx *sql.Tx, t table, scan func(*sql.R
 
 // claimRewards returns the reward_credit rows among eventIDs worker may
 // credit now (the synchronous credit right after the draw): those the
-// draw transaction already claimed for worker whose claim still holds
-// (lock_until_ms = next_retry_at_ms marks the draw's claim: a worker's
-// poll never moves next_retry_at_ms with its lease, so a row this
-// process's own worker holds is not taken twice), read without a write,
-// and the pending ones, which it claims until
-// lockUntil with one conditional UPDATE whether they are due or not. A row
-// another worker holds, done, failed or absent is not among them.
-func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []string, now, lockUntil int64) ([]row, error) {
+// draw transaction already claimed for worker whose claim holds until at
+// least holdUntil (lock_until_ms = next_retry_at_ms marks the draw's
+// claim: a worker's poll never moves next_retry_at_ms with its lease, so
+// a row this process's own worker holds is not taken twice), read without
+// a write, and the pending ones, which it claims until lockUntil with one
+// conditional UPDATE whether they are due or not. A row another worker
+// holds, done, failed or absent is not among them; nor is a draw's claim
+// lapsing before holdUntil, which the outbox worker takes once it lapses.
+func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []string, now, holdUntil, lockUntil int64) ([]row, error) {
 	if len(eventIDs) == 0 {
 		return nil, nil
 	}
@@ -173,7 +181,8 @@ func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []str
 				return err
 			}
 			switch {
-			case status == StatusProcessing && holder == worker && until >= now && until == due:
+			case status == StatusProcessing && holder == worker && until >= holdUntil && until == due:
+				r.Lease = until
 				taken = append(taken, r)
 			case status == StatusPending:
 				pending = append(pending, r.EventID)
@@ -211,8 +220,13 @@ func claimRewards(ctx context.Context, db *sql.DB, worker string, eventIDs []str
 		if err != nil {
 			return err
 		}
-		got, err = scanRows(rows)
-		return err
+		if got, err = scanRows(rows); err != nil {
+			return err
+		}
+		for i := range got {
+			got[i].Lease = lockUntil
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("luckyoutbox: claim rewards: %w", err)

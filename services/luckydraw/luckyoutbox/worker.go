@@ -41,11 +41,16 @@
 // one key's events.
 //
 // Synchronous credit. CreditRewards takes the rewards of one committed
-// draw batch, claimed for this worker by the draw's own transaction (or,
-// pending, claimed then with a conditional UPDATE, whether due or not, so
-// the worker, which the draw made wait 2*wallet_credit_timeout+1s, never
-// races it); a row it cannot claim answers the draw's current
-// reward_status. The batch's credits share one claim read and one grant
+// draw batch, claimed for this worker by the draw's own transaction for
+// 2*wallet_credit_timeout+1s (or, pending, claimed then with a
+// conditional UPDATE, whether due or not); a row it cannot claim answers
+// the draw's current reward_status. It uses a draw's claim only while the
+// lease left covers its wallet calls plus recordAllowance, so the poll
+// that takes the claim once it lapses never calls the wallet for a reward
+// whose synchronous call is still in flight; a group that waited too long
+// for its turn leaves its rewards to that poll. Recording a failure
+// checks the lease it claimed, not only the worker id the two paths
+// share. The batch's credits share one claim read and one grant
 // transaction.
 package luckyoutbox
 
@@ -313,13 +318,6 @@ func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []
 		defer cancel()
 		out[i].Status, out[i].CreditReceiptID, out[i].Err = rewardStatus(sctx, w.db, ids[i])
 	}
-	if !w.dispatchEnabled(ctx, appCode) {
-		w.m.paused.Add(float64(len(ids)))
-		for i := range ids {
-			answerStored(i)
-		}
-		return out
-	}
 	select {
 	case w.groups <- struct{}{}:
 		defer func() { <-w.groups }()
@@ -329,9 +327,22 @@ func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []
 		}
 		return out
 	}
+	// The switch is read once the group's turn has come: a group that
+	// waited for one never calls the wallet after the switch went off.
+	if !w.dispatchEnabled(ctx, appCode) {
+		w.m.paused.Add(float64(len(ids)))
+		for i := range ids {
+			answerStored(i)
+		}
+		return out
+	}
 	now := w.cfg.Now().UnixMilli()
+	// A draw's claim is used only while its lease covers the group's
+	// wallet calls and their recording: once it lapses the outbox worker
+	// may take the row, and two calls for one reward would be in flight.
+	holdUntil := now + (w.cfg.callTime(len(ids)) + recordAllowance).Milliseconds()
 	cctx, cancel := context.WithTimeout(steps, settleTimeout)
-	claimed, err := claimRewards(cctx, w.db, w.cfg.WorkerID, ids, now, now+w.cfg.LockTTL.Milliseconds())
+	claimed, err := claimRewards(cctx, w.db, w.cfg.WorkerID, ids, now, holdUntil, now+w.cfg.LockTTL.Milliseconds())
 	cancel()
 	if err != nil {
 		for i := range out {
@@ -355,6 +366,11 @@ func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []
 // once: a group waits for the wallet (milliseconds), so the next batch's
 // hits start their group meanwhile instead of queueing behind it.
 const creditGroupsInFlight = 4
+
+// recordAllowance is the lease a synchronous credit group keeps, beyond
+// its wallet calls, for recording their outcomes (a transaction of
+// milliseconds). A draw's claim with less left is left to lapse.
+const recordAllowance = 500 * time.Millisecond
 
 // creditResult is the recorded outcome of one claimed reward.
 type creditResult struct {
@@ -520,8 +536,9 @@ func (w *Worker) settleGranted(ctx context.Context, cs []credited, path string) 
 
 // settleFailure records a failed credit in one transaction: attempt =
 // retry_count+1, pending with backoff, or failed at MaxRetries (or at once
-// when permanent). A row no longer processing under this worker (its claim
-// expired and was taken over, or it was granted meanwhile) is left alone.
+// when permanent). A row no longer processing under this claim (it lapsed
+// and was taken over, even by this process's other path under the same
+// worker id, or it was granted meanwhile) is left alone.
 func (w *Worker) settleFailure(ctx context.Context, r row, req *walletv1.CreditLuckyRewardRequest, cause string, permanent bool, log *slog.Logger) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
@@ -531,15 +548,16 @@ func (w *Worker) settleFailure(ctx context.Context, r row, req *walletv1.CreditL
 	var failed, recorded bool
 	err := inTx(ctx, w.db, func(tx *sql.Tx) error {
 		var st, worker string
-		if err := tx.QueryRowContext(ctx, `SELECT status, worker_id, retry_count FROM lucky_outbox WHERE event_id = ? FOR UPDATE`, r.EventID).
-			Scan(&st, &worker, &attempt); err != nil {
+		var lease int64
+		if err := tx.QueryRowContext(ctx, `SELECT status, worker_id, lock_until_ms, retry_count FROM lucky_outbox WHERE event_id = ? FOR UPDATE`, r.EventID).
+			Scan(&st, &worker, &lease, &attempt); err != nil {
 			return err
 		}
 		d, err := lockDraw(ctx, tx, r.AggregateID)
 		if err != nil {
 			return err
 		}
-		if st != StatusProcessing || worker != w.cfg.WorkerID {
+		if st != StatusProcessing || worker != w.cfg.WorkerID || lease != r.Lease {
 			status, receipt = d.RewardStatus, d.Receipt
 			return nil
 		}
