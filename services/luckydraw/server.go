@@ -85,12 +85,18 @@ func (s *Server) Close() {
 
 // Run serves the service on ln and runs the worker and the fairness
 // writer until ctx ends, the first failure stopping all; the worker and
-// the wallet are closed when the worker returns.
+// the wallet are closed once both the worker and the service (its last
+// draw batches and their synchronous credits) have returned.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	serve := app.ComponentFunc(func(ctx context.Context) error { return s.svc.Serve(ctx, ln) })
+	served := make(chan struct{})
+	serve := app.ComponentFunc(func(ctx context.Context) error {
+		defer close(served)
+		return s.svc.Serve(ctx, ln)
+	})
 	work := app.ComponentFunc(func(ctx context.Context) error {
 		defer s.wallet.Close()
 		defer s.worker.Close(context.Background())
+		defer func() { <-served }()
 		return s.worker.Run(ctx)
 	})
 	return app.Together(serve, work, app.ComponentFunc(s.svc.RunFairness)).Run(ctx)

@@ -81,6 +81,10 @@ type Service struct {
 	fair  *fairDays
 	// writeMode is how the pool takes a batch's writes (writes.exec).
 	writeMode atomic.Int32
+	// busy counts the draw batches and synchronous credit groups running
+	// (a batch counts until its group has started), which a stop waits
+	// for before the wallet closes.
+	busy atomic.Int64
 
 	mu     sync.Mutex
 	queues map[string]*queue // by app_code
@@ -191,16 +195,37 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
+	bound := time.After(s.cfg.DrawTimeout + s.creditBound())
 	select {
 	case <-stopped:
-	case <-time.After(s.cfg.DrawTimeout + s.creditBound()):
+	case <-bound:
 		srv.Stop()
 		<-stopped
 	}
+	s.awaitBatches(bound)
 	if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
 	return nil
+}
+
+// awaitBatches waits, until bound, for the draw batches and credit groups
+// still running once no call is left (a caller gone before its batch
+// committed, a group outliving its hits' answers): their wallet calls
+// must end before the wallet closes, or they would be recorded as failed
+// attempts of a wallet that never answered.
+func (s *Service) awaitBatches(bound <-chan time.Time) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for s.busy.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-bound:
+			s.log.Warn("stopping with draw batches or credit groups still running; the outbox worker takes over what they leave",
+				"running", s.busy.Load())
+			return
+		}
+	}
 }
 
 // invalid is an InvalidArgument answer.
@@ -426,7 +451,9 @@ func (s *Service) startCredits(app string, res []drawResult) {
 	if g == nil {
 		return
 	}
+	s.busy.Add(1)
 	go func() {
+		defer s.busy.Add(-1)
 		defer close(g.done)
 		ctx, cancel := context.WithTimeout(context.Background(), s.creditBound())
 		defer cancel()
@@ -549,7 +576,9 @@ func (s *Service) lead(q *queue) {
 		next := make(chan struct{})
 		var once sync.Once
 		locked := func() { once.Do(func() { close(next) }) }
+		s.busy.Add(1)
 		go func() {
+			defer s.busy.Add(-1) // after startCredits counted the batch's group
 			defer func() { <-inflight }()
 			defer locked() // a failed batch lets the next one start too
 			res, err := s.runBatch(reqs, locked)

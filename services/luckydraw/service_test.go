@@ -806,27 +806,7 @@ func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hit *activityv1.ExecuteLuckyGiftDrawResponse
-	for i := 0; hit == nil; i++ {
-		if i == 50 {
-			t.Fatal("no hit answered in 50 draws")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("held", i), int64(i+1)))
-		deadline := ctx.Err() != nil
-		cancel()
-		switch {
-		case err != nil && deadline:
-			continue // a slow machine's draw outlived the deadline itself: draw again
-		case err != nil:
-			t.Fatal(err)
-		case resp.Hit:
-			hit = resp
-		}
-	}
-	if hit.RewardStatus != "PENDING" {
-		t.Fatalf("hit answered %s while its credit was held; want PENDING", hit.RewardStatus)
-	}
+	hit := heldHit(t, svc)
 	close(d.release)
 	want := luckydraw.RewardID(hit.DrawId)
 	deadline := time.After(10 * time.Second)
@@ -843,6 +823,69 @@ func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("the credit of %s did not go on after its caller left", want)
 		}
+	}
+}
+
+// heldHit draws until a hit is answered, each caller waiting one second:
+// with its credit held, the hit must be answered PENDING.
+func heldHit(t *testing.T, svc *luckydraw.Service) *activityv1.ExecuteLuckyGiftDrawResponse {
+	t.Helper()
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := svc.ExecuteLuckyGiftDraw(ctx, drawReq(fmt.Sprint("held", i), int64(i+1)))
+		deadline := ctx.Err() != nil
+		cancel()
+		switch {
+		case err != nil && deadline:
+			continue // a slow machine's draw outlived the deadline itself: draw again
+		case err != nil:
+			t.Fatal(err)
+		case resp.Hit && resp.RewardStatus != "PENDING":
+			t.Fatalf("hit answered %s while its credit was held; want PENDING", resp.RewardStatus)
+		case resp.Hit:
+			return resp
+		}
+	}
+	t.Fatal("no hit answered in 50 draws")
+	return nil
+}
+
+// A stop waits for the credit groups still running after their hits were
+// answered (Serve returns only once they end), so the wallet, closed
+// after Serve, is never closed under a group's call.
+func TestServeWaitsForCreditGroups(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 10_000_000)
+	d := heldDispatcher{grantingDispatcher{e.db}, make(chan struct{}), make(chan []string, 100)}
+	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- svc.Serve(ctx, ln) }()
+	hit := heldHit(t, svc)
+	stop()
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) while the credit of %s was running", err, hit.DrawId)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(d.release)
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return once the credit groups ended")
+	}
+	var st string
+	if err := e.db.QueryRow(`SELECT reward_status FROM lucky_draw_records WHERE draw_id = ?`, hit.DrawId).Scan(&st); err != nil || st != "granted" {
+		t.Fatalf("reward_status %q (%v) when Serve returned; want granted", st, err)
 	}
 }
 
