@@ -800,12 +800,7 @@ func (d heldDispatcher) CreditRewards(ctx context.Context, appCode string, rewar
 // hit answered PENDING at its deadline, and the credit goes on: the reward
 // is granted once the wallet answers.
 func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
-	e := start(t, luckydraw.Config{}, 10_000_000)
-	d := heldDispatcher{grantingDispatcher{e.db}, make(chan struct{}), make(chan []string, 100)}
-	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d}, e.db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, d, svc := heldService(t)
 	hit := heldHit(t, svc)
 	close(d.release)
 	want := luckydraw.RewardID(hit.DrawId)
@@ -824,6 +819,19 @@ func TestSynchronousDispatchOutlivesTheCaller(t *testing.T) {
 			t.Fatalf("the credit of %s did not go on after its caller left", want)
 		}
 	}
+}
+
+// heldService is a service on a funded pool whose credits wait for
+// d.release.
+func heldService(t *testing.T) (*env, heldDispatcher, *luckydraw.Service) {
+	t.Helper()
+	e := start(t, luckydraw.Config{}, 10_000_000)
+	d := heldDispatcher{grantingDispatcher{e.db}, make(chan struct{}), make(chan []string, 100)}
+	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d}, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, d, svc
 }
 
 // heldHit draws until a hit is answered, each caller waiting one second:
@@ -854,12 +862,7 @@ func heldHit(t *testing.T, svc *luckydraw.Service) *activityv1.ExecuteLuckyGiftD
 // answered (Serve returns only once they end), so the wallet, closed
 // after Serve, is never closed under a group's call.
 func TestServeWaitsForCreditGroups(t *testing.T) {
-	e := start(t, luckydraw.Config{}, 10_000_000)
-	d := heldDispatcher{grantingDispatcher{e.db}, make(chan struct{}), make(chan []string, 100)}
-	svc, err := luckydraw.New(luckydraw.Config{AppCode: app, AuditKey: "test-key", Dispatcher: d}, e.db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, d, svc := heldService(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
