@@ -2,9 +2,14 @@ package luckyoutbox_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/walletv1"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
@@ -87,5 +92,62 @@ func TestClaimedRowInFlightIsNotTakenByAnotherWorker(t *testing.T) {
 	}
 	if st := e.fake.Stats(); st.Calls != 1 || st.Credits != 1 {
 		t.Fatalf("wallet %+v: want one call, one credit", st)
+	}
+}
+
+// While every turn is taken (a slow wallet), the batches that ask join one
+// waiting group, which the next turn runs, up to Concurrency rewards: three
+// single-reward batches behind four groups in flight make one group of
+// three (two groups when Concurrency is 2), and every reward is credited
+// once.
+func TestSyncCreditMergesWaitingBatches(t *testing.T) {
+	for _, c := range []struct{ concurrency, groups int }{{16, 5}, {2, 6}} {
+		t.Run(fmt.Sprintf("concurrency=%d", c.concurrency), func(t *testing.T) {
+			e := newEnv(t)
+			reg := prometheus.NewRegistry()
+			cfg := e.config(reg)
+			cfg.Concurrency, cfg.BatchSize = c.concurrency, 10
+			held := &heldWallet{next: e.wallet, entered: make(chan string, 7), release: make(chan struct{})}
+			w, err := luckyoutbox.New(cfg, e.db, held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { w.Close(context.Background()) })
+			future := time.Now().Add(time.Hour).UnixMilli()
+			var rewards []string
+			for i := range 7 {
+				r, _ := e.seedReward(i, 10, future)
+				rewards = append(rewards, r)
+			}
+			outs := make([]luckyoutbox.CreditOutcome, len(rewards))
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Go(func() { outs[i] = w.CreditRewards(context.Background(), app, rewards[i:i+1])[0] })
+			}
+			for range 4 {
+				select {
+				case <-held.entered:
+				case <-time.After(10 * time.Second):
+					t.Fatal("four groups did not all reach the wallet")
+				}
+			}
+			for i := 4; i < 7; i++ {
+				wg.Go(func() { outs[i] = w.CreditRewards(context.Background(), app, rewards[i:i+1])[0] })
+			}
+			time.Sleep(100 * time.Millisecond) // the three batches wait for a turn
+			close(held.release)
+			wg.Wait()
+			for i, o := range outs {
+				if o.Err != nil || o.Status != "granted" {
+					t.Fatalf("reward %d: %+v, want granted", i, o)
+				}
+			}
+			if st := e.fake.Stats(); st.Calls != 7 || st.Credits != 7 {
+				t.Fatalf("wallet %+v: want one call per reward", st)
+			}
+			if n, _ := testenv.Metric(reg, "roomflow_lucky_credit_group_rewards"); int(n) != c.groups {
+				t.Fatalf("%v credit groups, want %d: four in flight and the waiting ones", n, c.groups)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	backlog      *prometheus.GaugeVec
 	rewardOldest prometheus.Gauge
 	eventOldest  *prometheus.GaugeVec
+	creditGroup  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -62,6 +63,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomflow_lucky_outbox_oldest_seconds",
 			Help: "Age of the oldest lucky event not yet published to Kafka, by event_type (its message: LuckyGiftDrawn, ...; 0: none); alert LuckyEventBacklogOld.",
 		}, []string{"event_type"}),
+		creditGroup: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomflow_lucky_credit_group_rewards",
+			Help:    "Rewards per synchronous credit group (one committed draw batch's, or several batches' merged while every turn was taken).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
 	}
 	m.claimed = promreg.Register(reg, m.claimed)
 	m.done = promreg.Register(reg, m.done)
@@ -73,6 +79,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.backlog = promreg.Register(reg, m.backlog)
 	m.rewardOldest = promreg.Register(reg, m.rewardOldest)
 	m.eventOldest = promreg.Register(reg, m.eventOldest)
+	m.creditGroup = promreg.Register(reg, m.creditGroup)
 	for _, t := range EventMessageTypes() {
 		m.eventOldest.WithLabelValues(t)
 	}

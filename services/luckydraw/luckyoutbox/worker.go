@@ -61,6 +61,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,6 +103,8 @@ type Worker struct {
 	owned    bool // producer built by New, closed by Close
 	backoff  *backoff.Backoff
 	groups   chan struct{} // synchronous credit groups in flight
+	mu       sync.Mutex
+	waiting  map[string]*waitingGroup // by app_code: the group the next turn runs
 	m        *metrics
 	log      *slog.Logger
 	framings map[string]envelope.Framing // by message type; nil: plain
@@ -124,7 +127,8 @@ func New(cfg Config, db *sql.DB, w Wallet) (*Worker, error) {
 		return nil, err
 	}
 	wk := &Worker{cfg: cfg, db: db, wallet: w, producer: cfg.Producer, backoff: bo, groups: make(chan struct{}, creditGroupsInFlight),
-		m: newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
+		waiting: map[string]*waitingGroup{},
+		m:       newMetrics(cfg.Registerer), log: cfg.Logger.With("component", Component)}
 	if wk.framings, err = eventFramings(cfg.Frames, cfg.Topic); err != nil {
 		return nil, fmt.Errorf("luckyoutbox: %w", err)
 	}
@@ -299,14 +303,97 @@ type CreditOutcome struct {
 //
 // One batch is one group: one statement reads the claims, and the grants
 // commit in one transaction, so a credit costs a fraction of a commit.
-// Each step has its own bound (the claim and the records settleTimeout,
-// each wallet call WalletCreditTimeout) on a context detached from ctx:
-// a caller gone keeps nothing half done. ctx bounds the wait for one of
-// creditGroupsInFlight.
+// While every one of the creditGroupsInFlight turns is taken (a slow
+// wallet), the batches that ask meanwhile join one waiting group per app,
+// up to Concurrency rewards (one wave of wallet calls), which the next
+// turn runs: the wallet calls in flight stay at most
+// creditGroupsInFlight x Concurrency, and a slow wallet's queue is
+// credited a wave at a time rather than a batch at a time. Each step has its own bound (the claim and the records
+// settleTimeout, each wallet call WalletCreditTimeout) on a context
+// detached from ctx: a caller gone keeps nothing half done. ctx bounds
+// the caller's wait, and, for the batch that started a waiting group, the
+// group's wait for its turn.
 func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []string) []CreditOutcome {
 	if appCode == "" {
 		appCode = w.cfg.AppCode
 	}
+	select {
+	case w.groups <- struct{}{}: // a turn free: this batch is the group
+		defer func() { <-w.groups }()
+		return w.creditGroup(ctx, appCode, rewardIDs)
+	default:
+	}
+	g, at, lead := w.joinWaiting(appCode, rewardIDs)
+	if lead {
+		w.runWaiting(ctx, appCode, g)
+	}
+	select {
+	case <-g.done:
+		return g.out[at : at+len(rewardIDs)]
+	case <-ctx.Done():
+		out := make([]CreditOutcome, len(rewardIDs))
+		for i := range out {
+			out[i].Err = ctx.Err()
+		}
+		return out
+	}
+}
+
+// waitingGroup is the rewards of the batches that asked while every turn
+// was taken, run as one group by the next turn.
+type waitingGroup struct {
+	ids  []string
+	out  []CreditOutcome // one per ids entry, set before done closes
+	done chan struct{}
+}
+
+// joinWaiting adds ids to appCode's waiting group, starting one (lead)
+// when there is none or it would pass Concurrency (a group of one wave of
+// wallet calls, which the draws' leases cover); at is the index of ids'
+// first outcome in the group.
+func (w *Worker) joinWaiting(appCode string, ids []string) (g *waitingGroup, at int, lead bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g = w.waiting[appCode]
+	if g == nil || len(g.ids)+len(ids) > w.cfg.Concurrency {
+		g, lead = &waitingGroup{done: make(chan struct{})}, true
+		w.waiting[appCode] = g
+	}
+	at = len(g.ids)
+	g.ids = append(g.ids, ids...)
+	return g, at, lead
+}
+
+// runWaiting waits, within ctx, for a turn for g, closes g to joiners and
+// runs it; a wait that ends first answers ctx's error for every reward
+// (the draw's claims lapse and the worker credits them).
+func (w *Worker) runWaiting(ctx context.Context, appCode string, g *waitingGroup) {
+	defer close(g.done)
+	closeJoins := func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.waiting[appCode] == g {
+			delete(w.waiting, appCode)
+		}
+	}
+	select {
+	case w.groups <- struct{}{}:
+		defer func() { <-w.groups }()
+		closeJoins()
+		g.out = w.creditGroup(ctx, appCode, g.ids)
+	case <-ctx.Done():
+		closeJoins()
+		g.out = make([]CreditOutcome, len(g.ids))
+		for i := range g.out {
+			g.out[i].Err = ctx.Err()
+		}
+	}
+}
+
+// creditGroup is one turn's group: the switch, the claims, the wallet
+// calls and their records.
+func (w *Worker) creditGroup(ctx context.Context, appCode string, rewardIDs []string) []CreditOutcome {
+	w.m.creditGroup.Observe(float64(len(rewardIDs)))
 	out := make([]CreditOutcome, len(rewardIDs))
 	ids := make([]string, len(rewardIDs))
 	for i, r := range rewardIDs {
@@ -317,15 +404,6 @@ func (w *Worker) CreditRewards(ctx context.Context, appCode string, rewardIDs []
 		sctx, cancel := context.WithTimeout(steps, settleTimeout)
 		defer cancel()
 		out[i].Status, out[i].CreditReceiptID, out[i].Err = rewardStatus(sctx, w.db, ids[i])
-	}
-	select {
-	case w.groups <- struct{}{}:
-		defer func() { <-w.groups }()
-	case <-ctx.Done():
-		for i := range out {
-			out[i].Err = ctx.Err()
-		}
-		return out
 	}
 	// The switch is read once the group's turn has come: a group that
 	// waited for one never calls the wallet after the switch went off.
