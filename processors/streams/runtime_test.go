@@ -352,8 +352,13 @@ func TestStatefulExactlyOnceAcrossCrashes(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	for range 6 {
-		ka := &rttest.KillAfter{Proc: counter{out: h.out}, N: 1 + rng.IntN(1500)}
+	const kills = 6
+	for range kills {
+		// Each instance is killed after at most n/(kills+1) records, so the
+		// input left always outlasts the next kill point, whatever the
+		// instances before it committed (a bound of 1,500 let six draws
+		// pass the input's 6,000, and the last instance waited for good).
+		ka := &rttest.KillAfter{Proc: counter{out: h.out}, N: 1 + rng.IntN(n/(kills+1))}
 		ka.RT = h.runtime("toy-crashy", ka, func(c *streams.Config) { c.CommitRecords = 100 + rng.IntN(400) }, withRegisterer(reg))
 		r := rttest.Start(ka.RT)
 		select {
