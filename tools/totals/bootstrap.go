@@ -335,20 +335,59 @@ func (w *writer) abort() {
 }
 
 // scanUsers streams every user's lifetime row with its daily rows from
-// firstDate on, ordered by (app_code, user_id): two ordered cursors merged,
-// so memory does not grow with the users.
+// firstDate on, app code by app code, each in user_id order: two ordered
+// cursors merged on the numeric user_id, so memory does not grow with the
+// users. The app codes are read first and the cursors filter on one: a
+// merge comparing app codes in Go would disagree with MySQL's collation
+// order ("hy_live" sorts before "hyapp" in bytes, after it in
+// utf8mb4_general_ci) and drop the other app's daily rows.
 func scanUsers(ctx context.Context, db *sql.DB, firstDate string, fn func(context.Context, *userTotals) error) error {
-	life, err := db.QueryContext(ctx, "SELECT app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_lifetime_stats ORDER BY app_code, user_id")
+	apps, err := appCodes(ctx, db)
+	if err != nil {
+		return err
+	}
+	var u userTotals
+	for _, app := range apps {
+		if err := scanApp(ctx, db, app, firstDate, &u, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appCodes lists the app codes of user_mic_lifetime_stats.
+func appCodes(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT app_code FROM user_mic_lifetime_stats ORDER BY app_code")
+	if err != nil {
+		return nil, fmt.Errorf("totals bootstrap: read user_mic_lifetime_stats: %w", err)
+	}
+	defer rows.Close()
+	var apps []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return nil, fmt.Errorf("totals bootstrap: read user_mic_lifetime_stats: %w", err)
+		}
+		apps = append(apps, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("totals bootstrap: read user_mic_lifetime_stats: %w", err)
+	}
+	return apps, nil
+}
+
+// scanApp is scanUsers for the users of one app code.
+func scanApp(ctx context.Context, db *sql.DB, app, firstDate string, u *userTotals, fn func(context.Context, *userTotals) error) error {
+	life, err := db.QueryContext(ctx, "SELECT app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_lifetime_stats WHERE app_code = ? ORDER BY user_id", app)
 	if err != nil {
 		return fmt.Errorf("totals bootstrap: read user_mic_lifetime_stats: %w", err)
 	}
 	defer life.Close()
-	days, err := db.QueryContext(ctx, "SELECT app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_daily_stats WHERE stat_date >= ? ORDER BY app_code, user_id, stat_date", firstDate)
+	days, err := db.QueryContext(ctx, "SELECT app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms FROM user_mic_daily_stats WHERE app_code = ? AND stat_date >= ? ORDER BY user_id, stat_date", app, firstDate)
 	if err != nil {
 		return fmt.Errorf("totals bootstrap: read user_mic_daily_stats: %w", err)
 	}
 	defer days.Close()
-	var u userTotals
 	var d dayRow
 	haveDay, err := d.next(days)
 	if err != nil {
@@ -363,8 +402,8 @@ func scanUsers(ctx context.Context, db *sql.DB, firstDate string, fn func(contex
 		}
 		// Daily rows of users without a lifetime row cannot exist (the
 		// sink writes both in one transaction); they are skipped.
-		for haveDay && (d.app < u.app || d.app == u.app && d.user <= u.user) {
-			if d.app == u.app && d.user == u.user {
+		for haveDay && d.user <= u.user {
+			if d.user == u.user {
 				t.Days = append(t.Days, d.tot)
 				u.dayUpdMs = append(u.dayUpdMs, d.updatedMs)
 			}
@@ -372,7 +411,7 @@ func scanUsers(ctx context.Context, db *sql.DB, firstDate string, fn func(contex
 				return err
 			}
 		}
-		if err := fn(ctx, &u); err != nil {
+		if err := fn(ctx, u); err != nil {
 			return err
 		}
 	}

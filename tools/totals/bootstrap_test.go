@@ -246,3 +246,44 @@ func TestBootstrapFreshInstall(t *testing.T) {
 		}
 	}
 }
+
+// Users of app codes whose byte order and MySQL's collation order differ
+// ("hy_live" sorts before "hyapp" in bytes, after it in
+// utf8mb4_general_ci) each get their daily rows.
+func TestScanUsersAppCodesOfAnyCollation(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	apps := []string{"hyapp", "hy_live", "HY2"}
+	for i, app := range apps {
+		for u := int64(1); u <= 3; u++ {
+			if _, err := m.DB.Exec("INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, updated_at_ms) VALUES (?, ?, 100, 1)", app, u); err != nil {
+				t.Fatal(err)
+			}
+			for d := range i + 1 { // app i has i+1 days per user
+				if _, err := m.DB.Exec("INSERT INTO user_mic_daily_stats (app_code, user_id, stat_date, seat_occupied_ms, session_count, room_count, updated_at_ms) VALUES (?, ?, ?, 100, 1, 1, 1)",
+					app, u, now.AddDate(0, 0, -d).Format(time.DateOnly)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	got := map[string]int{}
+	users := 0
+	err := scanUsers(context.Background(), m.DB, now.AddDate(0, 0, -5).Format(time.DateOnly), func(_ context.Context, u *userTotals) error {
+		users++
+		got[fmt.Sprintf("%s/%d", u.app, u.user)] = len(u.tot.Days)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if users != 9 {
+		t.Fatalf("%d users scanned, want 9", users)
+	}
+	for i, app := range apps {
+		for u := 1; u <= 3; u++ {
+			if n := got[fmt.Sprintf("%s/%d", app, u)]; n != i+1 {
+				t.Errorf("%s user %d: %d days, want %d", app, u, n, i+1)
+			}
+		}
+	}
+}
