@@ -33,6 +33,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/schemas/envelope"
@@ -62,6 +63,10 @@ type Config struct {
 	// TransactionalID is the bootstrap's own (default
 	// MicGroup + "-totals-bootstrap"): a second bootstrap fences the first.
 	TransactionalID string
+	// Frames frames the totals topics' values as the mic processor does
+	// (kafka.public_wire_format): plain, or in confluent mode under the
+	// topics' schema ids, never plain then.
+	Frames schemareg.Frames
 	// Idle bounds the wait for a record below a committed end.
 	Idle time.Duration
 	Now  func() time.Time
@@ -126,6 +131,14 @@ func Bootstrap(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	daily, err := cfg.Frames.For(cfg.DailyTotals, (&userv1.UserMicDailyTotals{}).ProtoReflect().Descriptor())
+	if err != nil {
+		return res, err
+	}
+	life, err := cfg.Frames.For(cfg.LifetimeTotals, (&userv1.UserMicLifetimeTotals{}).ProtoReflect().Descriptor())
+	if err != nil {
+		return res, err
+	}
 	res.Partitions = int(parts[cfg.Input])
 	if parts[cfg.Changelog] < parts[cfg.Input] {
 		return res, &RefusedError{Msg: fmt.Sprintf("the changelog %s has %d partitions, fewer than the input %s's %d",
@@ -144,7 +157,8 @@ func Bootstrap(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 	res.AlreadyMarked = len(marked)
 	nowMs := cfg.Now().UnixMilli()
 	res.FirstDay = mic.DayOf(nowMs-cfg.DayTotalsRetention.Milliseconds()) - 1
-	w := &writer{cfg: cfg, cl: cl, adm: adm, parts: parts, marked: marked, res: &res}
+	w := &writer{cfg: cfg, cl: cl, adm: adm, parts: parts, marked: marked, res: &res,
+		frames: map[string]envelope.Framing{cfg.DailyTotals: daily, cfg.LifetimeTotals: life}}
 	if err := scanUsers(ctx, db, mic.DayDate(res.FirstDay), w.add); err != nil {
 		w.abort()
 		return res, err
@@ -249,6 +263,7 @@ type writer struct {
 	seen   int  // users read, in marked partitions too
 	inTxn  bool // a transaction is open
 	hash   kgo.TopicPartitioner
+	frames map[string]envelope.Framing // of the totals topics, by topic
 }
 
 func (w *writer) partition(topic string, key []byte) int32 {
@@ -458,19 +473,23 @@ func publicRecords(w *writer, u *userTotals) []*kgo.Record {
 			AppCode: u.app, UserId: u.user, StatDate: date, SeatOccupiedMs: d.SeatOccupiedMs, MicOnlineMs: d.MicOnlineMs,
 			SessionCount: d.SessionCount, RoomCount: d.RoomCount, FirstMicAtMs: d.FirstMicAtMs, LastMicAtMs: d.LastMicAtMs,
 			UpdatedAtMs: u.dayUpdMs[i]}
+		f := w.frames[w.cfg.DailyTotals]
 		out = append(out, w.record(w.cfg.DailyTotals, userKey+":"+date, m.EventId, mic.EventTypeDailyTotals, u.app,
-			mic.AppendDailyTotals(nil, m)))
+			mic.AppendDailyTotals(append([]byte(nil), f.Prefix...), m)))
 	}
 	t := &u.tot
 	m := &userv1.UserMicLifetimeTotals{EventId: mic.EventTypeLifetimeTotals + "Bootstrap:" + userKey, AppCode: u.app,
 		UserId: u.user, SeatOccupiedMs: t.SeatOccupiedMs, MicOnlineMs: t.MicOnlineMs, SessionCount: t.SessionCount,
 		FirstMicAtMs: t.FirstMicAtMs, LastMicAtMs: t.LastMicAtMs, UpdatedAtMs: u.updatedMs}
+	f := w.frames[w.cfg.LifetimeTotals]
 	return append(out, w.record(w.cfg.LifetimeTotals, userKey, m.EventId, mic.EventTypeLifetimeTotals, u.app,
-		mic.AppendLifetimeTotals(nil, m)))
+		mic.AppendLifetimeTotals(append([]byte(nil), f.Prefix...), m)))
 }
 
+// record is a totals record of topic; value starts with the topic's
+// framing prefix, which its content-type header names.
 func (w *writer) record(topic, key, eventID, eventType, app string, value []byte) *kgo.Record {
 	k := []byte(key)
 	return &kgo.Record{Topic: topic, Partition: w.partition(topic, k), Key: k, Value: value,
-		Headers: envelope.AppendHeaders(nil, []byte(eventID), []byte(eventType), []byte(app))}
+		Headers: envelope.AppendHeadersAs(nil, []byte(eventID), []byte(eventType), []byte(app), w.frames[topic].Header())}
 }

@@ -1,6 +1,7 @@
 package totals
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/micproc"
@@ -285,5 +287,41 @@ func TestScanUsersAppCodesOfAnyCollation(t *testing.T) {
 				t.Errorf("%s user %d: %d days, want %d", app, u, n, i+1)
 			}
 		}
+	}
+}
+
+// In confluent mode (kafka.public_wire_format) the bootstrap frames the
+// totals records under their schema ids, as the processor does: never
+// plain.
+func TestBootstrapConfluentFraming(t *testing.T) {
+	f := newFixture(t)
+	tp := f.cfg.Kafka.Topics
+	c := f.config(t)
+	c.Frames = schemareg.ConfluentFrames(map[string]int{tp.MicDailyTotals: 11, tp.MicLifetimeTotals: 12})
+	if _, err := f.run(t, c); err != nil {
+		t.Fatal(err)
+	}
+	for topic, id := range map[string]uint32{tp.MicDailyTotals: 11, tp.MicLifetimeTotals: 12} {
+		recs := rttest.ReadCommitted(t, f.k.Brokers, topic, users, 300*time.Millisecond, 20*time.Second)
+		if len(recs) < users {
+			t.Fatalf("%s: %d records, want %d", topic, len(recs), users)
+		}
+		for _, r := range recs {
+			got, _, msg, err := envelope.Unframe(r.Value)
+			if err != nil || got != id {
+				t.Fatalf("%s record %s: schema id %d (%v), want %d", topic, r.Key, got, err, id)
+			}
+			if ct := string(envelope.Header(r, envelope.HeaderContentType)); ct == envelope.ContentType {
+				t.Fatalf("%s record %s: content-type %q says plain", topic, r.Key, ct)
+			}
+			if p, err := envelope.Payload(r); err != nil || !bytes.Equal(p, msg) {
+				t.Fatalf("%s record %s: payload %v", topic, r.Key, err)
+			}
+		}
+	}
+	// Without an id for a totals topic the bootstrap writes nothing.
+	c.Frames = schemareg.ConfluentFrames(map[string]int{tp.MicDailyTotals: 11})
+	if _, err := f.run(t, c); err == nil || !strings.Contains(err.Error(), tp.MicLifetimeTotals) {
+		t.Fatalf("bootstrap without the lifetime topic's schema id: %v, want an error naming it", err)
 	}
 }

@@ -39,6 +39,9 @@ func totalsBootstrapCmd(g *globals) *cobra.Command {
 			}
 			c := totals.ConfigFrom(d.Config, d.Log)
 			c.BatchSize = batch
+			if c.Frames, err = publicFrames(cmd.Context(), d, "totals-bootstrap", "mic_daily_totals", "mic_lifetime_totals"); err != nil {
+				return err
+			}
 			res, err := totals.Bootstrap(cmd.Context(), c, db)
 			if err != nil {
 				return err
