@@ -22,12 +22,14 @@ package totals
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
@@ -75,6 +77,8 @@ type Config struct {
 	// crashAfter > 0 (tests): stop after that many commits, leaving the
 	// next transaction open, as a crash would.
 	crashAfter int
+	// betweenCommits (tests) runs after each committed transaction.
+	betweenCommits func()
 }
 
 // ConfigFrom maps the application's keys.
@@ -147,6 +151,10 @@ func Bootstrap(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 	if err := groupEmpty(ctx, adm, cfg.MicGroup); err != nil {
 		return res, err
 	}
+	progress, err := groupProgress(ctx, adm, cfg.MicGroup)
+	if err != nil {
+		return res, err
+	}
 	if err := sinkCaughtUp(ctx, cfg, db); err != nil {
 		return res, err
 	}
@@ -157,7 +165,7 @@ func Bootstrap(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 	res.AlreadyMarked = len(marked)
 	nowMs := cfg.Now().UnixMilli()
 	res.FirstDay = mic.DayOf(nowMs-cfg.DayTotalsRetention.Milliseconds()) - 1
-	w := &writer{cfg: cfg, cl: cl, adm: adm, parts: parts, marked: marked, res: &res,
+	w := &writer{cfg: cfg, cl: cl, adm: adm, parts: parts, marked: marked, res: &res, progress: progress,
 		frames: map[string]envelope.Framing{cfg.DailyTotals: daily, cfg.LifetimeTotals: life}}
 	if err := scanUsers(ctx, db, mic.DayDate(res.FirstDay), w.add); err != nil {
 		w.abort()
@@ -199,6 +207,24 @@ func groupEmpty(ctx context.Context, adm *kadm.Client, group string) error {
 			group, len(g.Members), g.State)}
 	}
 	return nil
+}
+
+// groupProgress is the mic group's committed offsets, as "topic/partition
+// offset" lines: a processor that ran since they were read (and left
+// before a membership check saw it) has moved them.
+func groupProgress(ctx context.Context, adm *kadm.Client, group string) (string, error) {
+	offs, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return "", nil // a group that never committed (some brokers answer so)
+	}
+	if err != nil {
+		return "", fmt.Errorf("totals bootstrap: committed offsets of group %s: %w", group, err)
+	}
+	var b []byte
+	offs.Each(func(o kadm.OffsetResponse) {
+		b = fmt.Appendf(b, "%s/%d %d\n", o.Topic, o.Partition, o.At)
+	})
+	return string(b), nil
 }
 
 // sinkCaughtUp refuses while the mic ledger holds a committed data record
@@ -263,6 +289,9 @@ type writer struct {
 	seen   int  // users read, in marked partitions too
 	inTxn  bool // a transaction is open
 	hash   kgo.TopicPartitioner
+	// progress is the mic group's committed offsets when the bootstrap
+	// started (groupProgress).
+	progress string
 	frames map[string]envelope.Framing // of the totals topics, by topic
 }
 
@@ -312,10 +341,18 @@ func (w *writer) finish(ctx context.Context) error {
 }
 
 // commit writes the queued records in one transaction, after checking
-// that the mic group is still empty.
+// that the mic group is still empty and has not moved: a processor that
+// ran meanwhile (joined, processed, left between two checks) made
+// deltas that the totals already written miss.
 func (w *writer) commit(ctx context.Context) error {
 	if err := groupEmpty(ctx, w.adm, w.cfg.MicGroup); err != nil {
 		return err
+	}
+	if now, err := groupProgress(ctx, w.adm, w.cfg.MicGroup); err != nil {
+		return err
+	} else if now != w.progress {
+		return &RefusedError{Msg: fmt.Sprintf("the mic processor's group %s (process.mic_group) committed offsets while the bootstrap ran: scale roomflow process to 0, wait for the sink, and run the bootstrap again",
+			w.cfg.MicGroup)}
 	}
 	if err := w.cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("totals bootstrap: begin transaction: %w", err)
@@ -332,6 +369,9 @@ func (w *writer) commit(ctx context.Context) error {
 	w.inTxn = false
 	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("totals bootstrap: commit: %w", err)
+	}
+	if w.cfg.betweenCommits != nil {
+		w.cfg.betweenCommits()
 	}
 	w.res.Transactions++
 	w.cfg.Log.Info("totals bootstrap: transaction committed", "users", w.res.Users, "records", len(w.recs))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
@@ -207,6 +208,33 @@ func TestBootstrapRefusals(t *testing.T) {
 	recs := rttest.ReadCommitted(t, f.k.Brokers, f.cfg.Kafka.Topics.MicStateChangelog, 1, 200*time.Millisecond, 2*time.Second)
 	if len(recs) != 0 {
 		t.Fatalf("a refused bootstrap wrote %d changelog records", len(recs))
+	}
+}
+
+// A processor that ran between two of the bootstrap's transactions (it
+// joined, committed offsets and left, unseen by a membership check) made
+// deltas the totals already written miss: the next transaction refuses,
+// and no marker is written.
+func TestBootstrapRefusesAGroupThatMoved(t *testing.T) {
+	f := newFixture(t)
+	c := f.config(t)
+	adm := kadm.NewClient(f.k.Client(t))
+	c.betweenCommits = func() {
+		var o kadm.Offsets
+		o.Add(kadm.Offset{Topic: f.cfg.Kafka.Topics.UserMicEvents, Partition: 0, At: 5})
+		if _, err := adm.CommitOffsets(context.Background(), f.cfg.Process.MicGroup, o); err != nil {
+			t.Errorf("commit the mic group's offsets: %v", err)
+		}
+	}
+	var refused *RefusedError
+	res, err := f.run(t, c)
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "committed offsets") || res.Transactions != 1 {
+		t.Fatalf("bootstrap with the mic group moving after its first transaction: %+v, %v; want refused at the second", res, err)
+	}
+	for _, r := range rttest.ReadCommitted(t, f.k.Brokers, f.cfg.Kafka.Topics.MicStateChangelog, users, 200*time.Millisecond, 5*time.Second) {
+		if string(r.Key) == mic.KeyTotalsBootstrap {
+			t.Fatalf("a marker was written for partition %d", r.Partition)
+		}
 	}
 }
 
