@@ -113,7 +113,10 @@ type Slot struct {
 	writes uint64
 }
 
-// GetSlot is Get, with the key's Slot for a PutSlot of the same key.
+// GetSlot is Get, with the key's Slot for a PutSlot of the same key. The
+// Slot keeps key as given: its bytes must not change while the Slot may
+// still be used (a key built in a reused buffer and rebuilt for another
+// key would pass PutSlot's same-key check).
 func (s *Store) GetSlot(key string) ([]byte, bool, Slot) {
 	e, had := s.m[key]
 	sl := Slot{key: key, prev: e, had: had, writes: s.writes}
@@ -241,9 +244,46 @@ func (s *Store) endRecord() {
 
 // rejectRecord undoes the record's writes.
 func (s *Store) rejectRecord() {
+	s.undoTo(0)
+	s.endRecord()
+}
+
+// Savepoint marks the writes of the running step (a Process call or a
+// punctuation) made so far; RollbackTo undoes the ones made since. A step
+// whose unit of work is smaller than the step (a timer closing many
+// sessions, one of which reads a value it cannot decode after writing
+// another key) drops that unit's writes and goes on.
+type Savepoint struct {
+	store *Store
+	at    int // len(undo) when taken
+	gen   uint32
+}
+
+// Savepoint returns a mark of the running step's writes so far. It panics
+// outside a step (no journal to roll back).
+func (s *Store) Savepoint() Savepoint {
+	if !s.recording {
+		panic("runtime: Store.Savepoint outside a Process call or punctuation")
+	}
+	return Savepoint{store: s, at: len(s.undo), gen: s.gen}
+}
+
+// RollbackTo undoes the writes made since sp, newest first, as a rejected
+// record's are (Rollbacks counts it); the changelog gets none of them. It
+// panics for a savepoint of another store, step or transaction, or one
+// already rolled past.
+func (s *Store) RollbackTo(sp Savepoint) {
+	if sp.store != s || !s.recording || sp.gen != s.gen || sp.at > len(s.undo) {
+		panic("runtime: Store.RollbackTo with a savepoint not of this store's running step")
+	}
+	s.undoTo(sp.at)
+}
+
+// undoTo undoes the journaled writes from the newest down to index at.
+func (s *Store) undoTo(at int) {
 	s.writes++
 	s.rollbacks++
-	for i := len(s.undo) - 1; i >= 0; i-- {
+	for i := len(s.undo) - 1; i >= at; i-- {
 		u := s.undo[i]
 		if cur, ok := s.m[u.key]; ok {
 			s.bytes -= int64(len(u.key) + len(cur.value))
@@ -267,7 +307,8 @@ func (s *Store) rejectRecord() {
 			}
 		}
 	}
-	s.endRecord()
+	clear(s.undo[at:]) // drop the references to old values
+	s.undo = s.undo[:at]
 }
 
 // eachDirty calls fn for every key written in the open transaction (in

@@ -1,6 +1,7 @@
 package micproc_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/hyapp/roomflow/processors/mic"
 	"github.com/hyapp/roomflow/processors/mic/mictest"
 	"github.com/hyapp/roomflow/processors/streams"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // With totals on, a user's day-room sets live in the totals value, not in
@@ -241,4 +243,55 @@ func lateEnv(t *testing.T, day0 int64, totals bool) *env {
 		e.markAll(1)
 	}
 	return e
+}
+
+// A timer close that reads a corrupt value after writing another key (day
+// 0's room set, then day 1's undecodable one) is undone whole: day 0's
+// room set keeps no room the close never counted, so a later session in
+// that room on day 0 counts it.
+func TestTimerCloseOfACorruptValueWritesNothing(t *testing.T) {
+	day0 := mic.DayOf(base) * mic.DayMs
+	e := newMemEnv(t, 1, time.UnixMilli(day0+mic.DayMs+10*mins))
+	d := e.driver()
+	d.Seed(0, mic.DayRoomsKey("hy", 5, mic.DayOf(day0)+1), []byte{0xff, 0xff, 0xff})
+	a := &sess{u: 5, room: "r", id: "ms-a"}
+	e.produce([]mic.Event{a.ev("up", day0+mic.DayMs-mins)}) // due on day 1, across midnight
+	e.tick()
+	if v, ok := d.Store(0).Get(mic.DayRoomsKey("hy", 5, mic.DayOf(day0))); ok {
+		t.Fatalf("the skipped close left day 0's room set %x written", v)
+	}
+	b := &sess{u: 5, room: "r", id: "ms-b"}
+	e.produce([]mic.Event{b.ev("up", day0+10*hour), b.ev("down", day0+11*hour, withReason("leave"))})
+	var counted bool
+	for _, x := range e.read(0, 0).daily {
+		if x.MicSessionId == "ms-b" {
+			counted = x.RoomCountDelta == 1
+		}
+	}
+	if !counted {
+		t.Fatal("room r on day 0 not counted by the first close that saw it")
+	}
+}
+
+// A timer close that reads a value of a newer release fails the run (its
+// writes undone), as an event reading one stalls its partition: the
+// session stays open for an instance that reads the version.
+func TestTimerCloseOfANewerValueFailsTheRun(t *testing.T) {
+	day0 := mic.DayOf(base) * mic.DayMs
+	e := newMemEnv(t, 1, time.UnixMilli(day0+mic.DayMs+10*mins))
+	d := e.driver()
+	d.Seed(0, mic.DayRoomsKey("hy", 5, mic.DayOf(day0)+1), []byte{2, 8, 1}) // state version 2
+	a := &sess{u: 5, room: "r", id: "ms-a"}
+	e.produce([]mic.Event{a.ev("up", day0+mic.DayMs-mins)})
+	err := d.Punctuate(e.proc.Compensate)
+	if !errors.Is(err, envelope.ErrNewerVersion) {
+		t.Fatalf("compensation over a newer day-room value: %v, want ErrNewerVersion", err)
+	}
+	if _, ok := d.Store(0).Get(mic.DayRoomsKey("hy", 5, mic.DayOf(day0))); ok {
+		t.Fatal("the failed close left day 0's room set written")
+	}
+	v, ok := d.Store(0).Get(mic.SessionID{AppCode: "hy", UserID: 5, MicSessionID: "ms-a"}.Key())
+	if s, err := mic.PeekTimer(v); !ok || err != nil || !s.Status.Open() {
+		t.Fatalf("session after the failed close: %v %v %+v, want still open", ok, err, s)
+	}
 }

@@ -559,8 +559,10 @@ func (p *Processor) scan(t streams.Task, now time.Time) *overdue {
 }
 
 // closeBatch pops at most mic.compensation_batch_size sessions from q and
-// closes those still open and due at now. Its error (a totals value of a
-// newer release) fails the run, which undoes the batch.
+// closes those still open and due at now. A close that reads a value it
+// cannot decode is undone (Store.RollbackTo) and skipped with an ERROR
+// line; one that reads a value of a newer release fails the run, which
+// undoes the batch, as such a value stalls an event's partition.
 func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) error {
 	n := min(p.cfg.Settings.CompensationBatchSize, len(q.due))
 	batch := q.due[:n]
@@ -575,8 +577,18 @@ func (p *Processor) closeBatch(t streams.Task, q *overdue, now time.Time) error 
 			corrupt(t, c.Key, err)
 			continue
 		}
+		sp := t.Store().Savepoint()
 		out, ok := p.sc.Compensate(st, pol, id, now.UnixMilli())
 		if st.err != nil {
+			// A value read after the close wrote another key (the first
+			// day's room set, then a corrupt second day's): none of the
+			// close's writes may stay, or a room would count as seen on a
+			// day no fact counted it.
+			t.Store().RollbackTo(sp)
+			if errors.Is(st.err, envelope.ErrNewerVersion) {
+				q.last = c.Key // open again once the run is undone: the next run rescans
+				return st.err  // a newer release's value: the run fails, as an event's stalls its partition
+			}
 			corrupt(t, c.Key, st.err)
 			continue
 		}
