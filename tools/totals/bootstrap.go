@@ -292,7 +292,7 @@ type writer struct {
 	// progress is the mic group's committed offsets when the bootstrap
 	// started (groupProgress).
 	progress string
-	frames map[string]envelope.Framing // of the totals topics, by topic
+	frames   map[string]envelope.Framing // of the totals topics, by topic
 }
 
 func (w *writer) partition(topic string, key []byte) int32 {
