@@ -221,9 +221,9 @@ func groupProgress(ctx context.Context, adm *kadm.Client, group string) (string,
 		return "", fmt.Errorf("totals bootstrap: committed offsets of group %s: %w", group, err)
 	}
 	var b []byte
-	offs.Each(func(o kadm.OffsetResponse) {
+	for _, o := range offs.Sorted() { // Each's map order differs call to call
 		b = fmt.Appendf(b, "%s/%d %d\n", o.Topic, o.Partition, o.At)
-	})
+	}
 	return string(b), nil
 }
 
