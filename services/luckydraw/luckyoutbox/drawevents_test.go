@@ -186,7 +186,8 @@ func TestUndecodableDrawEventsRowFails(t *testing.T) {
 // done on their own results.
 func TestDrawEventsRowRetriedWhole(t *testing.T) {
 	e := newEnv(t)
-	w := e.worker(e.config(nil))
+	reg := prometheus.NewRegistry()
+	w := e.worker(e.config(reg))
 	ok := drawEvents("ok")
 	e.seedDrawEvents("ok", luckyoutbox.EncodeEvents(ok), len(ok), luckyoutbox.MessageTypes(ok), "pending", 0)
 	big := drawEvents("big")
@@ -225,5 +226,12 @@ func TestDrawEventsRowRetriedWhole(t *testing.T) {
 	}
 	if seen[big[2].EventID] || !seen["LuckyGiftDrawn:row"] {
 		t.Fatalf("published %v", seen)
+	}
+	// The metrics count events, a row retried whole as its events.
+	if v, _ := testenv.Metric(reg, "roomflow_lucky_outbox_done_total", "event_type", "activity_event"); int(v) != len(ok)+1 {
+		t.Fatalf("done %v, want %d events", v, len(ok)+1)
+	}
+	if v, _ := testenv.Metric(reg, "roomflow_lucky_outbox_retries_total", "event_type", "activity_event"); int(v) != len(big) {
+		t.Fatalf("retries %v, want the %d events of the row retried whole", v, len(big))
 	}
 }

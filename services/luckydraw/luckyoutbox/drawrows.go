@@ -74,7 +74,7 @@ func (w *Worker) unpack(ctx context.Context, draws []drawRow) ([]row, error) {
 // produced events go again: at least once). The unsent events (not
 // framed) count as failed. It returns the events done and the rows put
 // back.
-func (w *Worker) settleProduced(ctx context.Context, rows []row, recs []*kgo.Record, results kgo.ProduceResults, unsent []unsentEvent, now int64) (done int, retries []retry, err error) {
+func (w *Worker) settleProduced(ctx context.Context, rows []row, recs []*kgo.Record, results kgo.ProduceResults, unsent []unsentEvent, now int64) (done, retried int, retries []retry, err error) {
 	at := make(map[*kgo.Record]int, len(recs))
 	for i, rec := range recs {
 		at[rec] = i
@@ -103,9 +103,12 @@ func (w *Worker) settleProduced(ctx context.Context, rows []row, recs []*kgo.Rec
 			fail(r, res.Err)
 		}
 	}
-	done = len(doneIDs)
+	done, retried = len(doneIDs), len(retries)
 	seen := map[string]bool{}
 	for _, r := range rows {
+		if r.Packed != "" && failed[r.Packed] {
+			retried++ // its row is retried whole: each of its events counts
+		}
 		if r.Packed != "" && !failed[r.Packed] {
 			done++
 			if !seen[r.Packed] {
@@ -116,7 +119,7 @@ func (w *Worker) settleProduced(ctx context.Context, rows []row, recs []*kgo.Rec
 	}
 	err = errors.Join(markDone(ctx, w.db, outboxTable, doneIDs, now), markDone(ctx, w.db, drawEventsTable, doneDraws, now),
 		markRetry(ctx, w.db, outboxTable, w.cfg.WorkerID, retries, now), markRetry(ctx, w.db, drawEventsTable, w.cfg.WorkerID, drawRetries, now))
-	return done, append(retries, drawRetries...), err
+	return done, retried, append(retries, drawRetries...), err
 }
 
 // unsentEvent is an event the worker did not produce (it could not frame

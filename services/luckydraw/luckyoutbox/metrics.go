@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"event_type"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_lucky_outbox_retries_total",
-			Help: "Failed wallet credits or produces put back for a retry with backoff, by event_type.",
+			Help: "Failed wallet credits or produces put back for a retry with backoff, by event_type (activity_event: events, a lucky_draw_events row retried whole counting its events).",
 		}, []string{"event_type"}),
 		paused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roomflow_lucky_outbox_dispatch_paused_total",

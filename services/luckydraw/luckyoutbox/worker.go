@@ -545,11 +545,11 @@ func (w *Worker) produce(ctx, stop context.Context, rows []row) error {
 	results := w.producer.ProduceSync(pctx, recs...)
 	grace()
 	cancel()
-	done, retries, err := w.settleProduced(ctx, rows, recs, results, unsent, w.cfg.Now().UnixMilli())
+	done, retried, retries, err := w.settleProduced(ctx, rows, recs, results, unsent, w.cfg.Now().UnixMilli())
 	w.m.done.WithLabelValues(EventTypeActivityEvent).Add(float64(done))
-	w.m.retries.WithLabelValues(EventTypeActivityEvent).Add(float64(len(retries)))
+	w.m.retries.WithLabelValues(EventTypeActivityEvent).Add(float64(retried))
 	if len(retries) > 0 {
-		w.log.Warn("lucky events not produced; retrying with backoff", "failed", len(retries), "produced", done, "error", retries[0].Error)
+		w.log.Warn("lucky events not produced; retrying with backoff", "failed", retried, "produced", done, "error", retries[0].Error)
 	}
 	return err
 }
