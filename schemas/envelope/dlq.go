@@ -101,15 +101,24 @@ func (d *DeadLetter) Build(topic string) *kgo.Record {
 }
 
 // TruncateError cuts msg to at most MaxErrorBytes, at a UTF-8 boundary.
-func TruncateError(msg string) string {
-	if len(msg) <= MaxErrorBytes {
-		return msg
+func TruncateError(msg string) string { return Clip(msg, MaxErrorBytes) }
+
+// Clip returns s cut to at most n bytes at a UTF-8 character boundary:
+// the one home for bounding text bound for a header, a utf8mb4 column
+// (MySQL refuses a split character with error 1366) or a metric label
+// (Prometheus panics on one).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	cut := MaxErrorBytes
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+	if n <= 0 {
+		return ""
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return msg[:cut]
+	return s[:cut]
 }
 
 // ErrNotDeadLetter is returned by ParseDeadLetter for a record that does

@@ -18,6 +18,7 @@ import (
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
@@ -185,18 +186,11 @@ func (a *Admin) run(ctx context.Context, fence bool, fn func(tx *sql.Tx, nowMs i
 func (a *Admin) logChanges(ctx context.Context, tx *sql.Tx, nowMs int64, cs []Change) error {
 	var rows [][]any
 	for _, c := range cs {
-		rows = append(rows, []any{c.AppCode, a.cfg.Operator, clip(a.cfg.Host, 255), c.Command, clip(c.Target, 200),
-			clip(c.Old, 255), clip(c.New, 255), nowMs})
+		rows = append(rows, []any{c.AppCode, a.cfg.Operator, envelope.Clip(a.cfg.Host, 255), c.Command, envelope.Clip(c.Target, 200),
+			envelope.Clip(c.Old, 255), envelope.Clip(c.New, 255), nowMs})
 	}
 	return insertRows(ctx, tx, `INSERT INTO lucky_admin_log (app_code, operator, host, command, target, old_value, new_value,
 	created_at_ms) VALUES `, rows)
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // LogEntry is a lucky_admin_log row.

@@ -39,10 +39,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/hyapp/roomflow/internal/sqlbuild"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hyapp/roomflow/internal/sqlbuild"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Status values of room_outbox.status (the IM channel's status).
@@ -388,7 +390,7 @@ func (r *Repo) MarkFailed(ctx context.Context, worker string, fails []Failure) e
 				continue
 			}
 			cases.WriteString(" WHEN ? THEN ?")
-			caseArgs = append(caseArgs, f.ID, truncate(f.Error, 512))
+			caseArgs = append(caseArgs, f.ID, envelope.Clip(f.Error, 512))
 			idArgs = append(idArgs, f.ID)
 		}
 		if len(idArgs) == 0 {
@@ -488,13 +490,6 @@ func (r *Repo) Backlog(ctx context.Context) (Backlog, error) {
 		return b, fmt.Errorf("imoutbox: backlog: %w", err)
 	}
 	return b, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // RenewLocks extends worker's claims on ids (rows still delivering under

@@ -299,7 +299,7 @@ func (s *Service) one(lt lifetime, source string, j job, mu *sync.Mutex, out *ou
 // shortError is last_error: class, code and the scrubbed message.
 func shortError(class tencentim.Class, code string, err error) string {
 	msg := strings.TrimPrefix(err.Error(), "tencentim: ")
-	return truncate(fmt.Sprintf("%s %s: %s", class, code, msg), 300)
+	return envelope.Clip(fmt.Sprintf("%s %s: %s", class, code, msg), 300)
 }
 
 // claimed notes rows as in flight: RunLockRenewer keeps their claims alive

@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomflow/internal/promreg"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // SendGroupMsgPath is the REST path of send_group_msg.
@@ -261,19 +262,12 @@ func (c *Client) call(ctx context.Context, sig string, m *Message) (Result, erro
 		if code == 0 {
 			code = CodeInternal
 		}
-		return Result{}, &APIError{Code: code, Info: truncate(r.ErrorInfo, 120), Class: Classify(code)}
+		return Result{}, &APIError{Code: code, Info: envelope.Clip(r.ErrorInfo, 120), Class: Classify(code)}
 	}
 	if r.MsgDropReason != "" {
-		return Result{}, &DroppedError{Reason: truncate(r.MsgDropReason, 40)}
+		return Result{}, &DroppedError{Reason: envelope.Clip(r.MsgDropReason, 40)}
 	}
 	return Result{MsgSeq: r.MsgSeq, MsgTime: r.MsgTime}, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 type clientMetrics struct {

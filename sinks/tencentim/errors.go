@@ -68,6 +68,9 @@ const (
 	PseudoCodeTransport = "transport"
 	// PseudoCodeFreqCtrl is an OK answer with MsgDropReason=MsgFreqCtrl.
 	PseudoCodeFreqCtrl = "MsgFreqCtrl"
+	// PseudoCodeDropped is an OK answer with a MsgDropReason that is no
+	// short identifier (its text is in the error).
+	PseudoCodeDropped = "dropped"
 )
 
 var permanentCodes = map[int]bool{
@@ -157,6 +160,21 @@ func scrubURLError(err error) error {
 	return &TransportError{Op: "Post", Err: err}
 }
 
+// dropCode is the metric code of a MsgDropReason: the reason itself
+// when it is a short identifier (MsgFreqCtrl), else "dropped", so Tencent's
+// text never makes an invalid or unbounded label value.
+func dropCode(reason string) string {
+	if reason == "" || len(reason) > 40 {
+		return PseudoCodeDropped
+	}
+	for _, c := range reason {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return PseudoCodeDropped
+		}
+	}
+	return reason
+}
+
 // DroppedError is an OK answer that nevertheless did not deliver the
 // message (MsgDropReason, e.g. MsgFreqCtrl). Retryable.
 type DroppedError struct{ Reason string }
@@ -188,7 +206,7 @@ func Classification(err error) (Class, string) {
 	case errors.As(err, &he):
 		return Retryable, PseudoCodeHTTP
 	case errors.As(err, &de):
-		return Retryable, de.Reason
+		return Retryable, dropCode(de.Reason)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return Retryable, "timeout"
 	case errors.As(err, new(*TransportError)):

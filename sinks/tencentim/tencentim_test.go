@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
@@ -688,5 +690,41 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	bad.Endpoint = "::"
 	if _, err := tencentim.New(bad); !slices.Contains(cfgerr.Keys(err), "endpoint") || strings.Contains(err.Error(), vecKey) {
 		t.Fatalf("New with a bad endpoint: %v", err)
+	}
+}
+
+// Tencent's own text in an answer (ErrorInfo, MsgDropReason) is cut at a
+// character boundary, so it can be stored in a utf8mb4 column, and a drop
+// reason that is no short identifier is counted under the "dropped" code:
+// never an invalid or unbounded metric label.
+func TestAnswerTextCutAtCharacters(t *testing.T) {
+	long := "x" + strings.Repeat("群组不存在", 10)
+	for _, c := range []struct {
+		body, code string
+	}{
+		{fmt.Sprintf(`{"ActionStatus":"FAIL","ErrorCode":10010,"ErrorInfo":%q}`, long), "10010"},
+		{fmt.Sprintf(`{"ActionStatus":"OK","ErrorCode":0,"MsgSeq":1,"MsgDropReason":%q}`, "xx"+strings.Repeat("频率", 10)), tencentim.PseudoCodeDropped},
+		{`{"ActionStatus":"OK","ErrorCode":0,"MsgSeq":1,"MsgDropReason":"MsgFreqCtrl"}`, tencentim.PseudoCodeFreqCtrl},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, c.body) }))
+		reg := prometheus.NewRegistry()
+		cfg := imCfg(srv.URL)
+		cfg.Registerer = reg
+		cl, err := tencentim.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := build(giftEnvelope("e1", "r1"), "room-")
+		_, err = cl.Deliver(context.Background(), m)
+		srv.Close()
+		if err == nil || !utf8.ValidString(err.Error()) {
+			t.Fatalf("answer %s: error %q, want one of valid UTF-8", c.body, err)
+		}
+		if _, code := tencentim.Classification(err); code != c.code {
+			t.Fatalf("answer %s: code %q, want %q", c.body, code, c.code)
+		}
+		if v, _ := testenv.Metric(reg, "roomflow_im_publish_total", "code", c.code); v != 1 {
+			t.Fatalf("answer %s: roomflow_im_publish_total{code=%q} = %v, want 1", c.body, c.code, v)
+		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/sqlbuild"
-	"strings"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Values of lucky_outbox.event_type and .status, and of
@@ -464,8 +466,5 @@ func shortError(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) > 200 {
-		s = strings.ToValidUTF8(s[:200], "")
-	}
-	return s
+	return envelope.Clip(s, 200)
 }
