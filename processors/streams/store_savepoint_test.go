@@ -50,27 +50,9 @@ func TestStoreSavepointEqualsNeverWritten(t *testing.T) {
 						t.Fatalf("seed %d txn %d step %d unit %d: state %v, never written %v", seed, txn, step, unit, sa, sb)
 					}
 				}
-				if r.IntN(4) == 0 {
-					a.rejectRecord()
-					b.rejectRecord()
-				} else {
-					a.endRecord()
-					b.endRecord()
-				}
+				endTwinStep(r, a, b)
 			}
-			if ca, cb := changelog(a), changelog(b); !maps.Equal(ca, cb) {
-				t.Fatalf("seed %d txn %d: changelog %v, never written %v", seed, txn, ca, cb)
-			}
-			if r.IntN(3) == 0 {
-				a.abort()
-				b.abort()
-			} else {
-				a.commit()
-				b.commit()
-			}
-			if sa, sb := contents(a), contents(b); !maps.Equal(sa, sb) || a.Len() != b.Len() || a.Bytes() != b.Bytes() {
-				t.Fatalf("seed %d txn %d: state %v, never written %v", seed, txn, sa, sb)
-			}
+			endTwinTxn(t, r, a, b, fmt.Sprintf("seed %d txn %d, rolled back and never written", seed, txn))
 			c.t = c.t.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
 		}
 	}

@@ -51,29 +51,43 @@ func TestStoreSlotEqualsPut(t *testing.T) {
 						stale = sl
 					}
 				}
-				if r.IntN(4) == 0 {
-					a.rejectRecord()
-					b.rejectRecord()
-				} else {
-					a.endRecord()
-					b.endRecord()
-				}
+				endTwinStep(r, a, b)
 			}
-			if ca, cb := changelog(a), changelog(b); !maps.Equal(ca, cb) {
-				t.Fatalf("seed %d txn %d: changelog with slots %v, with Put %v", seed, txn, ca, cb)
-			}
-			if r.IntN(3) == 0 {
-				a.abort()
-				b.abort()
-			} else {
-				a.commit()
-				b.commit()
-			}
-			if sa, sb := contents(a), contents(b); !maps.Equal(sa, sb) || a.Len() != b.Len() || a.Bytes() != b.Bytes() {
-				t.Fatalf("seed %d txn %d: state with slots %v, with Put %v", seed, txn, sa, sb)
-			}
+			endTwinTxn(t, r, a, b, fmt.Sprintf("seed %d txn %d, with slots and with Put", seed, txn))
 			c.t = c.t.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
 		}
+	}
+}
+
+// endTwinStep ends the step of two stores fed the same writes: both keep
+// it or, one in four, both reject it.
+func endTwinStep(r *rand.Rand, a, b *Store) {
+	if r.IntN(4) == 0 {
+		a.rejectRecord()
+		b.rejectRecord()
+		return
+	}
+	a.endRecord()
+	b.endRecord()
+}
+
+// endTwinTxn ends the transaction of two stores that must agree: their
+// changelogs, then, after both commit or (one in three) both abort, their
+// state, length and bytes.
+func endTwinTxn(t *testing.T, r *rand.Rand, a, b *Store, what string) {
+	t.Helper()
+	if ca, cb := changelog(a), changelog(b); !maps.Equal(ca, cb) {
+		t.Fatalf("%s: changelogs %v and %v", what, ca, cb)
+	}
+	if r.IntN(3) == 0 {
+		a.abort()
+		b.abort()
+	} else {
+		a.commit()
+		b.commit()
+	}
+	if sa, sb := contents(a), contents(b); !maps.Equal(sa, sb) || a.Len() != b.Len() || a.Bytes() != b.Bytes() {
+		t.Fatalf("%s: states %v and %v", what, sa, sb)
 	}
 }
 

@@ -95,6 +95,55 @@ func TestClaimedRowInFlightIsNotTakenByAnotherWorker(t *testing.T) {
 	}
 }
 
+// heldTurns is a worker whose wallet calls wait for release, over n
+// pending rewards, with every credit turn taken: four batches of one
+// reward each (rewards 0-3) are in the wallet when holdTurns returns.
+type heldTurns struct {
+	w       *luckyoutbox.Worker
+	held    *heldWallet
+	rewards []string
+	outs    []luckyoutbox.CreditOutcome // by reward, once release returned
+	wg      sync.WaitGroup
+}
+
+func holdTurns(t *testing.T, e *env, cfg luckyoutbox.Config, n int) *heldTurns {
+	t.Helper()
+	h := &heldTurns{held: &heldWallet{next: e.wallet, entered: make(chan string, n), release: make(chan struct{})},
+		outs: make([]luckyoutbox.CreditOutcome, n)}
+	var err error
+	if h.w, err = luckyoutbox.New(cfg, e.db, h.held); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.w.Close(context.Background()) })
+	future := time.Now().Add(time.Hour).UnixMilli()
+	for i := range n {
+		r, _ := e.seedReward(i, 10, future)
+		h.rewards = append(h.rewards, r)
+	}
+	for i := range 4 {
+		h.credit(i)
+	}
+	for range 4 {
+		select {
+		case <-h.held.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("four groups did not all reach the wallet")
+		}
+	}
+	return h
+}
+
+// credit starts the batch of reward i alone.
+func (h *heldTurns) credit(i int) {
+	h.wg.Go(func() { h.outs[i] = h.w.CreditRewards(context.Background(), app, h.rewards[i:i+1])[0] })
+}
+
+// release lets the wallet answer and waits for every batch.
+func (h *heldTurns) release() {
+	close(h.held.release)
+	h.wg.Wait()
+}
+
 // While every turn is taken (a slow wallet), the batches that ask join one
 // waiting group, which the next turn runs, up to Concurrency rewards: three
 // single-reward batches behind four groups in flight make one group of
@@ -107,37 +156,13 @@ func TestSyncCreditMergesWaitingBatches(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			cfg := e.config(reg)
 			cfg.Concurrency, cfg.BatchSize = c.concurrency, 10
-			held := &heldWallet{next: e.wallet, entered: make(chan string, 7), release: make(chan struct{})}
-			w, err := luckyoutbox.New(cfg, e.db, held)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { w.Close(context.Background()) })
-			future := time.Now().Add(time.Hour).UnixMilli()
-			var rewards []string
-			for i := range 7 {
-				r, _ := e.seedReward(i, 10, future)
-				rewards = append(rewards, r)
-			}
-			outs := make([]luckyoutbox.CreditOutcome, len(rewards))
-			var wg sync.WaitGroup
-			for i := range 4 {
-				wg.Go(func() { outs[i] = w.CreditRewards(context.Background(), app, rewards[i:i+1])[0] })
-			}
-			for range 4 {
-				select {
-				case <-held.entered:
-				case <-time.After(10 * time.Second):
-					t.Fatal("four groups did not all reach the wallet")
-				}
-			}
+			h := holdTurns(t, e, cfg, 7)
 			for i := 4; i < 7; i++ {
-				wg.Go(func() { outs[i] = w.CreditRewards(context.Background(), app, rewards[i:i+1])[0] })
+				h.credit(i)
 			}
 			time.Sleep(100 * time.Millisecond) // the three batches wait for a turn
-			close(held.release)
-			wg.Wait()
-			for i, o := range outs {
+			h.release()
+			for i, o := range h.outs {
 				if o.Err != nil || o.Status != "granted" {
 					t.Fatalf("reward %d: %+v, want granted", i, o)
 				}

@@ -2,7 +2,6 @@ package luckyoutbox_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,42 +124,17 @@ func TestSyncCreditReadsTheSwitchOnItsTurn(t *testing.T) {
 	on.Store(true)
 	cfg := e.config(nil)
 	cfg.DispatchEnabled = func(context.Context, string) (bool, error) { return on.Load(), nil }
-	held := &heldWallet{next: e.wallet, entered: make(chan string, 5), release: make(chan struct{})}
-	w, err := luckyoutbox.New(cfg, e.db, held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close(context.Background()) })
-	future := time.Now().Add(time.Hour).UnixMilli()
-	var rewards []string
-	for i := range 5 {
-		r, _ := e.seedReward(i, 10, future)
-		rewards = append(rewards, r)
-	}
-
-	outs := make([]luckyoutbox.CreditOutcome, len(rewards))
-	var wg sync.WaitGroup
-	for i := range 4 { // every turn taken, each call in flight
-		wg.Go(func() { outs[i] = w.CreditRewards(context.Background(), app, rewards[i:i+1])[0] })
-	}
-	for range 4 {
-		select {
-		case <-held.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("four groups did not all reach the wallet")
-		}
-	}
-	wg.Go(func() { outs[4] = w.CreditRewards(context.Background(), app, rewards[4:5])[0] })
+	h := holdTurns(t, e, cfg, 5)
+	h.credit(4)
 	time.Sleep(100 * time.Millisecond) // the fifth group is waiting for a turn
 	on.Store(false)
-	close(held.release)
-	wg.Wait()
-	for i, o := range outs[:4] {
+	h.release()
+	for i, o := range h.outs[:4] {
 		if o.Err != nil || o.Status != "granted" {
 			t.Fatalf("group %d in flight before the switch: %+v, want granted", i, o)
 		}
 	}
-	if o := outs[4]; o.Err != nil || o.Status != "pending" {
+	if o := h.outs[4]; o.Err != nil || o.Status != "pending" {
 		t.Fatalf("group queued while the switch went off: %+v, want pending", o)
 	}
 	if st := e.fake.Stats(); st.Calls != 4 {
