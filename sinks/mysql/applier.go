@@ -19,7 +19,9 @@ import (
 //     DLQ (reason: the InvalidRecordError's Reason, else "invalid") and
 //     its offset advances with the batch. Decode must therefore validate
 //     everything that could make Apply fail on this record alone (a value
-//     wider than its column), or one bad record would stall its partition.
+//     wider than its column, CheckColumns; an amount past its bound, whose
+//     sum would leave BIGINT, CheckAmounts), or one bad record would stall
+//     its partition.
 //  2. Apply, inside the engine's MySQL transaction, with the decoded items
 //     of the batch that lie at or above their partition's stored offset,
 //     in offset order per partition. Apply must be idempotent by event id:

@@ -62,7 +62,10 @@ func execChunked(ctx context.Context, tx *sql.Tx, tmpl string, cols, n int, row 
 func Write(ctx context.Context, db *sql.DB, ledger []*userv1.MicLedgerEntry, batch int, consumption bool) error {
 	for lo := 0; lo < len(ledger); lo += batch {
 		part := ledger[lo:min(len(ledger), lo+batch)]
-		f := micledger.BuildFacts(part)
+		f, err := micledger.BuildFacts(part)
+		if err != nil {
+			return err
+		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err

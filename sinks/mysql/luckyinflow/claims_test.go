@@ -103,9 +103,14 @@ func pools(t *testing.T, db *sql.DB) map[string][2]int64 {
 }
 
 // wantPools are the balances (= total_in) the inflows add.
-func wantPools(ins ...*activityv1.LuckyPoolInflow) map[string][2]int64 {
+func wantPools(t *testing.T, ins ...*activityv1.LuckyPoolInflow) map[string][2]int64 {
+	t.Helper()
+	rows, err := luckyinflow.BuildPools(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string][2]int64{}
-	for _, r := range luckyinflow.BuildPools(ins) {
+	for _, r := range rows {
 		out[r.ScopeType+"/"+r.ScopeID] = [2]int64{r.In, r.In}
 	}
 	return out
@@ -113,7 +118,7 @@ func wantPools(ins ...*activityv1.LuckyPoolInflow) map[string][2]int64 {
 
 func checkPools(t *testing.T, db *sql.DB, added ...*activityv1.LuckyPoolInflow) {
 	t.Helper()
-	got, want := pools(t, db), wantPools(added...)
+	got, want := pools(t, db), wantPools(t, added...)
 	for k, w := range want {
 		if got[k] != w {
 			t.Fatalf("lucky_pools %s = %v, want %v (all %v)", k, got[k], w, got)

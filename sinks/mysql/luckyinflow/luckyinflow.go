@@ -163,6 +163,16 @@ func Decode(value []byte, defaultAppCode string) (*activityv1.LuckyPoolInflow, e
 	if in.PlatformIn < 0 || in.RoomIn < 0 || in.GiftIn < 0 || in.PoolIn < 0 {
 		return nil, mysqlsink.Invalid("negative_inflow", "event_id %s", in.EventId)
 	}
+	// Every amount is at most the gift's heat, which is at most the bound.
+	if err := mysqlsink.CheckAmounts(in.EventId,
+		mysqlsink.Amount{Name: "heat_value", Value: in.HeatValue, Max: envelope.MaxGiftCoins},
+		mysqlsink.Amount{Name: "pool_in", Value: in.PoolIn, Max: envelope.MaxGiftCoins},
+		mysqlsink.Amount{Name: "platform_in", Value: in.PlatformIn, Max: envelope.MaxGiftCoins},
+		mysqlsink.Amount{Name: "room_in", Value: in.RoomIn, Max: envelope.MaxGiftCoins},
+		mysqlsink.Amount{Name: "gift_in", Value: in.GiftIn, Max: envelope.MaxGiftCoins},
+	); err != nil {
+		return nil, err
+	}
 	if in.OccurredAtMs < minOccurredAtMs || in.OccurredAtMs > maxOccurredAtMs {
 		return nil, mysqlsink.Invalid("bad_occurred_at", "event_id %s: occurred_at_ms %d is outside years 1000-9999", in.EventId, in.OccurredAtMs)
 	}
@@ -299,7 +309,10 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, in []*activityv1.
 	}); err != nil {
 		return mysqlsink.Applied{}, fmt.Errorf("insert lucky_pool_inflow_claims: %w", err)
 	}
-	pools := BuildPools(added)
+	pools, err := BuildPools(added)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
 	if err := WritePools(ctx, tx, pools, PoolsTable); err != nil {
 		return mysqlsink.Applied{}, err
 	}
@@ -310,7 +323,10 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, in []*activityv1.
 			kept = append(kept, in)
 		}
 	}
-	daily := BuildDaily(kept)
+	daily, err := BuildDaily(kept)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
 	if err := tx.ExecRows(ctx, dailyHead, dailyRow, dailyTail, len(daily), func(i int, a []any) []any {
 		r := daily[i]
 		return append(a, r.AppCode, r.StatDate, r.ScopeType, r.ScopeID, r.In, r.Gifts, r.UpdatedAtMs)
@@ -465,9 +481,11 @@ func comparePoolKeys(a, b PoolKey) int {
 
 // BuildPools sums the inflows to add per lucky_pools row, sorted by
 // primary key so each row is written once per batch and concurrent sinks
-// lock rows in the same order.
-func BuildPools(inflows []*activityv1.LuckyPoolInflow) []PoolRow {
+// lock rows in the same order. A sum past int64 is a
+// *mysqlsink.OverflowError.
+func BuildPools(inflows []*activityv1.LuckyPoolInflow) ([]PoolRow, error) {
 	pools := map[PoolKey]*PoolRow{}
+	var sums mysqlsink.Sums
 	for _, in := range inflows {
 		for _, l := range layers(in) {
 			r := pools[l.PoolKey]
@@ -475,16 +493,19 @@ func BuildPools(inflows []*activityv1.LuckyPoolInflow) []PoolRow {
 				r = &PoolRow{PoolKey: l.PoolKey}
 				pools[l.PoolKey] = r
 			}
-			r.In += l.In
+			sums.Add("lucky_pools.total_in", &r.In, l.In)
 			r.UpdatedAtMs = max(r.UpdatedAtMs, in.OccurredAtMs)
 		}
+	}
+	if err := sums.Err(); err != nil {
+		return nil, err
 	}
 	out := make([]PoolRow, 0, len(pools))
 	for _, r := range pools {
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b PoolRow) int { return comparePoolKeys(a.PoolKey, b.PoolKey) })
-	return out
+	return out, nil
 }
 
 // DailyKey is the primary key of lucky_pool_inflow_daily.
@@ -506,9 +527,10 @@ type DailyRow struct {
 
 // BuildDaily sums the inflows per lucky_pool_inflow_daily row (every
 // layer of every inflow, a gift counted once per row), sorted by primary
-// key.
-func BuildDaily(inflows []*activityv1.LuckyPoolInflow) []DailyRow {
+// key. A sum past int64 is a *mysqlsink.OverflowError.
+func BuildDaily(inflows []*activityv1.LuckyPoolInflow) ([]DailyRow, error) {
 	daily := map[DailyKey]*DailyRow{}
+	var sums mysqlsink.Sums
 	for _, in := range inflows {
 		date := time.UnixMilli(in.OccurredAtMs).UTC().Format(time.DateOnly)
 		for _, l := range layers(in) {
@@ -518,10 +540,13 @@ func BuildDaily(inflows []*activityv1.LuckyPoolInflow) []DailyRow {
 				r = &DailyRow{DailyKey: k}
 				daily[k] = r
 			}
-			r.In += l.In
+			sums.Add("lucky_pool_inflow_daily.inflow", &r.In, l.In)
 			r.Gifts++
 			r.UpdatedAtMs = max(r.UpdatedAtMs, in.OccurredAtMs)
 		}
+	}
+	if err := sums.Err(); err != nil {
+		return nil, err
 	}
 	out := make([]DailyRow, 0, len(daily))
 	for _, r := range daily {
@@ -530,5 +555,5 @@ func BuildDaily(inflows []*activityv1.LuckyPoolInflow) []DailyRow {
 	slices.SortFunc(out, func(a, b DailyRow) int {
 		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.StatDate, b.StatDate), cmp.Compare(a.ScopeType, b.ScopeType), cmp.Compare(a.ScopeID, b.ScopeID))
 	})
-	return out
+	return out, nil
 }

@@ -2,6 +2,7 @@ package luckyinflow
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -23,6 +24,14 @@ func TestDecode(t *testing.T) {
 		{"no room", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", GiftId: "g"}, "missing_scope"},
 		{"negative", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", RoomIn: -1}, "negative_inflow"},
 		{"id too long", &activityv1.LuckyPoolInflow{EventId: strings.Repeat("i", 161), AppCode: "a", RoomId: "r", GiftId: "g"}, "too_long"},
+		{"every amount at the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", HeatValue: envelope.MaxGiftCoins,
+			PoolIn: envelope.MaxGiftCoins, PlatformIn: envelope.MaxGiftCoins, RoomIn: envelope.MaxGiftCoins, GiftIn: envelope.MaxGiftCoins}, ""},
+		{"heat over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", HeatValue: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
+		{"negative heat", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", HeatValue: -1}, envelope.ReasonAmountOutOfRange},
+		{"pool_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PoolIn: math.MaxInt64}, envelope.ReasonAmountOutOfRange},
+		{"platform_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
+		{"room_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", RoomIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
+		{"gift_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", GiftIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := proto.Marshal(tc.in)
@@ -48,7 +57,10 @@ func TestBuildPools(t *testing.T) {
 		{EventId: "i1", AppCode: "x", RoomId: "r1", GiftId: "g1", PlatformIn: 2, RoomIn: 3, GiftIn: 5, OccurredAtMs: 10},
 		{EventId: "i2", AppCode: "x", RoomId: "r2", GiftId: "g1", PlatformIn: 20, RoomIn: 30, GiftIn: 50, OccurredAtMs: 20},
 	}
-	pools := BuildPools(inflows)
+	pools, err := BuildPools(inflows)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The platform row is written once per batch with the summed inflow;
 	// rows are sorted by primary key (gift < platform < room).
 	wantPools := []PoolRow{
@@ -64,6 +76,27 @@ func TestBuildPools(t *testing.T) {
 		if pools[i] != wantPools[i] {
 			t.Fatalf("pool %d = %+v, want %+v", i, pools[i], wantPools[i])
 		}
+	}
+}
+
+// BuildPools and BuildDaily refuse a batch whose sum for a row leaves
+// int64 (Decode's bounds keep real batches far from it) with an
+// *mysqlsink.OverflowError naming the column, instead of wrapping.
+func TestBuildOverflowIsAnError(t *testing.T) {
+	const half = math.MaxInt64/2 + 1
+	inflows := []*activityv1.LuckyPoolInflow{
+		{EventId: "i1", AppCode: "x", RoomId: "r1", GiftId: "g1", PlatformIn: half},
+		{EventId: "i2", AppCode: "x", RoomId: "r2", GiftId: "g2", PlatformIn: half},
+	}
+	var oe *mysqlsink.OverflowError
+	if _, err := BuildPools(inflows); !errors.As(err, &oe) || oe.Column != "lucky_pools.total_in" || oe.Sum != half || oe.Add != half {
+		t.Errorf("BuildPools: %v, want the total_in overflow", err)
+	}
+	if _, err := BuildDaily(inflows); !errors.As(err, &oe) || oe.Column != "lucky_pool_inflow_daily.inflow" {
+		t.Errorf("BuildDaily: %v, want the inflow overflow", err)
+	}
+	if _, err := BuildPools(inflows[:1]); err != nil {
+		t.Errorf("BuildPools of one: %v", err)
 	}
 }
 

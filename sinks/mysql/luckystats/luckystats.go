@@ -181,6 +181,9 @@ func checkDrawn(d *activityv1.LuckyGiftDrawn) error {
 	if d.CoinSpent < 0 || d.RewardCoins < 0 || d.TargetPayoutRatePpm < 0 {
 		return mysqlsink.Invalid("negative_amount", "event_id %s", d.EventId)
 	}
+	if err := mysqlsink.CheckAmounts(d.EventId, mysqlsink.Amount{Name: "coin_spent", Value: d.CoinSpent, Max: envelope.MaxGiftCoins}); err != nil {
+		return err
+	}
 	if d.DrawnAtMs <= 0 {
 		return mysqlsink.Invalid("bad_drawn_at", "event_id %s: drawn_at_ms %d", d.EventId, d.DrawnAtMs)
 	}
@@ -198,6 +201,9 @@ func checkDrawn(d *activityv1.LuckyGiftDrawn) error {
 func checkRejected(r *activityv1.LuckyDrawRejected) error {
 	if r.CoinSpent < 0 {
 		return mysqlsink.Invalid("negative_amount", "event_id %s", r.EventId)
+	}
+	if err := mysqlsink.CheckAmounts(r.EventId, mysqlsink.Amount{Name: "coin_spent", Value: r.CoinSpent, Max: envelope.MaxGiftCoins}); err != nil {
+		return err
 	}
 	if r.CreatedAtMs <= 0 {
 		return mysqlsink.Invalid("bad_created_at", "event_id %s: created_at_ms %d", r.EventId, r.CreatedAtMs)
@@ -246,14 +252,20 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, events []*Event) 
 	if err != nil {
 		return mysqlsink.Applied{}, err
 	}
-	rows := BuildHourly(fresh)
+	rows, err := BuildHourly(fresh)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
 	if err := tx.ExecRows(ctx, hourlyHead, hourlyRow, hourlyTail, len(rows), func(i int, a []any) []any {
 		r := rows[i]
 		return append(a, r.AppCode, r.GiftID, r.RuleVersion, r.HourStartMs, r.Draws, r.Hits, r.CoinsIn, r.CoinsOut, r.TargetPayoutRatePPM, r.UpdatedAtMs)
 	}); err != nil {
 		return mysqlsink.Applied{}, fmt.Errorf("upsert lucky_payout_stats_hourly: %w", err)
 	}
-	rooms := BuildRoomHourly(fresh)
+	rooms, err := BuildRoomHourly(fresh)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
 	if err := tx.ExecRows(ctx, roomHead, roomRow, roomTail, len(rooms), func(i int, a []any) []any {
 		r := rooms[i]
 		return append(a, r.AppCode, r.RoomID, r.HourStartMs, r.Draws, r.Hits, r.CoinsIn, r.CoinsOut, r.Rejections, r.RejectedCoins, r.UpdatedAtMs)
@@ -282,9 +294,11 @@ type HourlyRow struct {
 }
 
 // BuildHourly sums the LuckyGiftDrawn events among events (the others add
-// nothing) per lucky_payout_stats_hourly row, sorted by primary key.
-func BuildHourly(events []*Event) []HourlyRow {
+// nothing) per lucky_payout_stats_hourly row, sorted by primary key. A sum
+// past int64 is a *mysqlsink.OverflowError.
+func BuildHourly(events []*Event) ([]HourlyRow, error) {
 	rows := map[HourlyKey]*HourlyRow{}
+	var sums mysqlsink.Sums
 	for _, e := range events {
 		d := e.Drawn
 		if d == nil {
@@ -300,11 +314,14 @@ func BuildHourly(events []*Event) []HourlyRow {
 		if d.Hit {
 			r.Hits++
 		}
-		r.CoinsIn += d.CoinSpent
-		r.CoinsOut += d.RewardCoins
+		sums.Add("lucky_payout_stats_hourly.coins_in", &r.CoinsIn, d.CoinSpent)
+		sums.Add("lucky_payout_stats_hourly.coins_out", &r.CoinsOut, d.RewardCoins)
 		if d.DrawnAtMs >= r.UpdatedAtMs {
 			r.UpdatedAtMs, r.TargetPayoutRatePPM = d.DrawnAtMs, d.TargetPayoutRatePpm
 		}
+	}
+	if err := sums.Err(); err != nil {
+		return nil, err
 	}
 	out := make([]HourlyRow, 0, len(rows))
 	for _, r := range rows {
@@ -313,7 +330,7 @@ func BuildHourly(events []*Event) []HourlyRow {
 	slices.SortFunc(out, func(a, b HourlyRow) int {
 		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.GiftID, b.GiftID), cmp.Compare(a.RuleVersion, b.RuleVersion), cmp.Compare(a.HourStartMs, b.HourStartMs))
 	})
-	return out
+	return out, nil
 }
 
 // RoomHourlyKey is the primary key of lucky_room_stats_hourly.
@@ -335,9 +352,11 @@ type RoomHourlyRow struct {
 }
 
 // BuildRoomHourly sums the LuckyGiftDrawn and LuckyDrawRejected events
-// among events per lucky_room_stats_hourly row, sorted by primary key.
-func BuildRoomHourly(events []*Event) []RoomHourlyRow {
+// among events per lucky_room_stats_hourly row, sorted by primary key. A
+// sum past int64 is a *mysqlsink.OverflowError.
+func BuildRoomHourly(events []*Event) ([]RoomHourlyRow, error) {
 	rows := map[RoomHourlyKey]*RoomHourlyRow{}
+	var sums mysqlsink.Sums
 	row := func(app, room string, atMs int64) *RoomHourlyRow {
 		k := RoomHourlyKey{app, room, atMs - atMs%HourMs}
 		r := rows[k]
@@ -357,14 +376,17 @@ func BuildRoomHourly(events []*Event) []RoomHourlyRow {
 			if d.Hit {
 				r.Hits++
 			}
-			r.CoinsIn += d.CoinSpent
-			r.CoinsOut += d.RewardCoins
+			sums.Add("lucky_room_stats_hourly.coins_in", &r.CoinsIn, d.CoinSpent)
+			sums.Add("lucky_room_stats_hourly.coins_out", &r.CoinsOut, d.RewardCoins)
 		case e.Rejected != nil:
 			j := e.Rejected
 			r := row(e.AppCode, j.RoomId, j.CreatedAtMs)
 			r.Rejections++
-			r.RejectedCoins += j.CoinSpent
+			sums.Add("lucky_room_stats_hourly.rejected_coins", &r.RejectedCoins, j.CoinSpent)
 		}
+	}
+	if err := sums.Err(); err != nil {
+		return nil, err
 	}
 	out := make([]RoomHourlyRow, 0, len(rows))
 	for _, r := range rows {
@@ -373,5 +395,5 @@ func BuildRoomHourly(events []*Event) []RoomHourlyRow {
 	slices.SortFunc(out, func(a, b RoomHourlyRow) int {
 		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.HourStartMs, b.HourStartMs))
 	})
-	return out
+	return out, nil
 }

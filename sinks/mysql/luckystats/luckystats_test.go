@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,10 @@ func TestDecode(t *testing.T) {
 		{"rejected without room", record(rejected(1, "", 0, 100), "rose"), "missing_room"},
 		{"rejected room too long", record(rejected(1, strings.Repeat("r", 65), 0, 100), "rose"), "too_long"},
 		{"rejected negative coins", record(rejected(1, "r1", 0, -5), "rose"), "negative_amount"},
+		{"rejected coins at the bound", record(rejected(1, "r1", 0, envelope.MaxGiftCoins), "rose"), ""},
+		{"rejected coins over the bound", record(rejected(1, "r1", 0, envelope.MaxGiftCoins+1), "rose"), envelope.ReasonAmountOutOfRange},
+		{"drawn coins over the bound", record(&activityv1.LuckyGiftDrawn{EventId: "e", RoomId: "r", GiftId: "g", RuleVersion: "v", DrawnAtMs: 1,
+			CoinSpent: math.MaxInt64}, "g"), envelope.ReasonAmountOutOfRange},
 		{"rejected without time", record(&activityv1.LuckyDrawRejected{EventId: "e", RoomId: "r"}, "rose"), "bad_created_at"},
 		{"no event_type", &kgo.Record{Value: []byte{}}, "unknown_event_type"},
 		{"unknown type", &kgo.Record{Value: []byte{}, Headers: []kgo.RecordHeader{{Key: "event_type", Value: []byte("RoomGiftSent")}}}, "unknown_event_type"},
@@ -148,10 +153,13 @@ func TestBuildHourly(t *testing.T) {
 	}
 	late := drawn(3, "rose", "v1", 0, 0)
 	late.TargetPayoutRatePpm = 900_000 // newest in the hour wins
-	rows := luckystats.BuildHourly([]*luckystats.Event{
+	rows, err := luckystats.BuildHourly([]*luckystats.Event{
 		ev(drawn(1, "rose", "v1", 0, 500)), ev(late), ev(drawn(2, "rose", "v1", 1, 0)), ev(drawn(4, "castle", "v1", 0, 70)),
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "x"}, Type: luckystats.TypeRewardGranted},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []luckystats.HourlyRow{
 		{luckystats.HourlyKey{app, "castle", "v1", hour}, 1, 1, 100, 70, 950_000, hour + 4*60_000},
 		{luckystats.HourlyKey{app, "rose", "v1", hour}, 2, 1, 200, 500, 900_000, hour + 3*60_000},
@@ -163,19 +171,42 @@ func TestBuildHourly(t *testing.T) {
 }
 
 func TestBuildRoomHourly(t *testing.T) {
-	rows := luckystats.BuildRoomHourly([]*luckystats.Event{
+	rows, err := luckystats.BuildRoomHourly([]*luckystats.Event{
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "a"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(3, "rose", "v1", 0, 500)},  // r0
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "b"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(6, "castle", "v2", 0, 0)},  // r0, another gift
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "c"}, Type: luckystats.TypeGiftDrawn, Drawn: drawn(4, "rose", "v1", 1, 0)},    // r1, next hour
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "d"}, Type: luckystats.TypeDrawRejected, Rejected: rejected(9, "r0", 0, 300)}, // r0
 		{EventKey: mysqlsink.EventKey{AppCode: app, EventID: "e"}, Type: luckystats.TypeRewardGranted},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []luckystats.RoomHourlyRow{
 		{luckystats.RoomHourlyKey{app, "r0", hour}, 2, 1, 200, 500, 1, 300, hour + 9*60_000},
 		{luckystats.RoomHourlyKey{app, "r1", hour + luckystats.HourMs}, 1, 0, 100, 0, 0, 0, hour + luckystats.HourMs + 4*60_000},
 	}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("BuildRoomHourly\n got %+v\nwant %+v", rows, want)
+	}
+}
+
+// TestBuildOverflowIsAnError: a draw's reward has no amount bound (the
+// pools bound what draws pay), so two rewards just over MaxInt64/2 in one
+// room hour are an *mysqlsink.OverflowError naming the column, never a
+// wrapped coins_out.
+func TestBuildOverflowIsAnError(t *testing.T) {
+	const half = math.MaxInt64/2 + 1
+	var events []*luckystats.Event
+	for n := range 2 {
+		d := drawn(3*n, "rose", "v1", 0, half) // both in room r0, hour 0
+		events = append(events, &luckystats.Event{EventKey: mysqlsink.EventKey{AppCode: app, EventID: d.EventId}, Type: luckystats.TypeGiftDrawn, Drawn: d})
+	}
+	var oe *mysqlsink.OverflowError
+	if _, err := luckystats.BuildHourly(events); !errors.As(err, &oe) || oe.Column != "lucky_payout_stats_hourly.coins_out" || oe.Add != half {
+		t.Errorf("BuildHourly: %v, want the coins_out overflow", err)
+	}
+	if _, err := luckystats.BuildRoomHourly(events); !errors.As(err, &oe) || oe.Column != "lucky_room_stats_hourly.coins_out" {
+		t.Errorf("BuildRoomHourly: %v, want the coins_out overflow", err)
 	}
 }
 

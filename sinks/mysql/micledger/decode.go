@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -33,9 +34,11 @@ const (
 )
 
 // Decode parses and validates one mic-ledger record value; errors are
-// *mysqlsink.InvalidRecordError. Every string must fit its column so that
-// a bad record fails here, not as a MySQL error that would stall the whole
-// batch. An empty app_code is defaultAppCode (mysqlsink.CheckEventKey).
+// *mysqlsink.InvalidRecordError. Every string must fit its column, and
+// every summed delta its amount bound (schemas/envelope), so that a bad
+// record fails here, not as a wrapped sum or a MySQL error that would stall
+// the whole batch. An empty app_code is defaultAppCode
+// (mysqlsink.CheckEventKey).
 func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error) {
 	var e userv1.MicLedgerEntry
 	if err := proto.Unmarshal(value, &e); err != nil {
@@ -84,6 +87,23 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 	for _, d := range e.Daily {
 		if _, err := time.Parse(time.DateOnly, d.StatDate); err != nil {
 			return nil, mysqlsink.Invalid("bad_stat_date", "event_id %s: stat_date %q", e.EventId, d.StatDate)
+		}
+		if err := mysqlsink.CheckAmounts(e.EventId,
+			mysqlsink.Amount{Name: "daily.seat_occupied_delta_ms", Value: d.SeatOccupiedDeltaMs, Max: envelope.MaxMicDayMs},
+			mysqlsink.Amount{Name: "daily.mic_online_delta_ms", Value: d.MicOnlineDeltaMs, Max: envelope.MaxMicDayMs},
+			mysqlsink.Amount{Name: "daily.session_count_delta", Value: d.SessionCountDelta, Max: envelope.MaxMicCountDelta},
+			mysqlsink.Amount{Name: "daily.room_count_delta", Value: d.RoomCountDelta, Max: envelope.MaxMicCountDelta},
+		); err != nil {
+			return nil, err
+		}
+	}
+	if l := e.Lifetime; l != nil {
+		if err := mysqlsink.CheckAmounts(e.EventId,
+			mysqlsink.Amount{Name: "lifetime.seat_occupied_delta_ms", Value: l.SeatOccupiedDeltaMs, Max: envelope.MaxMicSessionMs},
+			mysqlsink.Amount{Name: "lifetime.mic_online_delta_ms", Value: l.MicOnlineDeltaMs, Max: envelope.MaxMicSessionMs},
+			mysqlsink.Amount{Name: "lifetime.session_count_delta", Value: l.SessionCountDelta, Max: envelope.MaxMicCountDelta},
+		); err != nil {
+			return nil, err
 		}
 	}
 	return &e, nil

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/hyapp/roomflow/schemas/userv1"
+	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
 
 // SessionRow is the newest snapshot of one session in a batch.
@@ -84,11 +85,13 @@ func eventTime(e *userv1.MicLedgerEntry) int64 {
 // BuildFacts aggregates the facts of ledger entries that are known to be
 // new. Skipped ledger entries only have a consumption row: they add no
 // deltas and no snapshot. Of several snapshots of one session the highest
-// version wins (the first of equal versions).
-func BuildFacts(ledger []*userv1.MicLedgerEntry) Facts {
+// version wins (the first of equal versions). A sum past int64 is a
+// *mysqlsink.OverflowError.
+func BuildFacts(ledger []*userv1.MicLedgerEntry) (Facts, error) {
 	sessions := map[sessionKey]SessionRow{}
 	daily := map[DailyKey]*DailyRow{}
 	life := map[LifetimeKey]*LifetimeRow{}
+	var sums mysqlsink.Sums
 	for _, e := range ledger {
 		if e.Status != StatusConsumed {
 			continue
@@ -107,10 +110,10 @@ func BuildFacts(ledger []*userv1.MicLedgerEntry) Facts {
 				r = &DailyRow{DailyKey: k}
 				daily[k] = r
 			}
-			r.SeatOccupiedMs += d.SeatOccupiedDeltaMs
-			r.MicOnlineMs += d.MicOnlineDeltaMs
-			r.SessionCount += d.SessionCountDelta
-			r.RoomCount += d.RoomCountDelta
+			sums.Add("user_mic_daily_stats.seat_occupied_ms", &r.SeatOccupiedMs, d.SeatOccupiedDeltaMs)
+			sums.Add("user_mic_daily_stats.mic_online_ms", &r.MicOnlineMs, d.MicOnlineDeltaMs)
+			sums.Add("user_mic_daily_stats.session_count", &r.SessionCount, d.SessionCountDelta)
+			sums.Add("user_mic_daily_stats.room_count", &r.RoomCount, d.RoomCountDelta)
 			r.FirstMicAtMs = minNonZero(r.FirstMicAtMs, d.FirstMicAtMs)
 			r.LastMicAtMs = max(r.LastMicAtMs, d.LastMicAtMs)
 			r.UpdatedAtMs = max(r.UpdatedAtMs, at)
@@ -122,13 +125,16 @@ func BuildFacts(ledger []*userv1.MicLedgerEntry) Facts {
 				r = &LifetimeRow{LifetimeKey: k}
 				life[k] = r
 			}
-			r.SeatOccupiedMs += d.SeatOccupiedDeltaMs
-			r.MicOnlineMs += d.MicOnlineDeltaMs
-			r.SessionCount += d.SessionCountDelta
+			sums.Add("user_mic_lifetime_stats.seat_occupied_ms", &r.SeatOccupiedMs, d.SeatOccupiedDeltaMs)
+			sums.Add("user_mic_lifetime_stats.mic_online_ms", &r.MicOnlineMs, d.MicOnlineDeltaMs)
+			sums.Add("user_mic_lifetime_stats.session_count", &r.SessionCount, d.SessionCountDelta)
 			r.FirstMicAtMs = minNonZero(r.FirstMicAtMs, d.FirstMicAtMs)
 			r.LastMicAtMs = max(r.LastMicAtMs, d.LastMicAtMs)
 			r.UpdatedAtMs = max(r.UpdatedAtMs, at)
 		}
+	}
+	if err := sums.Err(); err != nil {
+		return Facts{}, err
 	}
 	// Rows sorted by primary key (see Facts).
 	var f Facts
@@ -150,5 +156,5 @@ func BuildFacts(ledger []*userv1.MicLedgerEntry) Facts {
 	slices.SortFunc(f.Lifetime, func(a, b LifetimeRow) int {
 		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.UserID, b.UserID))
 	})
-	return f
+	return f, nil
 }

@@ -77,7 +77,10 @@ func (a *Applier) Apply(ctx context.Context, tx *mysqlsink.Tx, es []*userv1.MicL
 	if err != nil {
 		return mysqlsink.Applied{}, err
 	}
-	f := BuildFacts(fresh)
+	f, err := BuildFacts(fresh)
+	if err != nil {
+		return mysqlsink.Applied{}, err
+	}
 	if err := writeFacts(ctx, tx, f, factStatements); err != nil {
 		return mysqlsink.Applied{}, err
 	}

@@ -2,11 +2,13 @@ package micledger
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 )
@@ -39,6 +41,27 @@ func TestDecode(t *testing.T) {
 		{"snapshot of another app", func(e *userv1.MicLedgerEntry) { e.Session.AppCode = "other" }, "bad_session"},
 		{"room id too long", func(e *userv1.MicLedgerEntry) { e.Session.RoomId = strings.Repeat("r", 65) }, "too_long"},
 		{"bad stat date", func(e *userv1.MicLedgerEntry) { e.Daily[0].StatDate = "2026-3-1" }, "bad_stat_date"},
+		{"every delta at its bound", func(e *userv1.MicLedgerEntry) {
+			*e.Daily[0] = userv1.MicDailyDelta{StatDate: "2026-03-01", SeatOccupiedDeltaMs: envelope.MaxMicDayMs, MicOnlineDeltaMs: envelope.MaxMicDayMs,
+				SessionCountDelta: envelope.MaxMicCountDelta, RoomCountDelta: envelope.MaxMicCountDelta}
+			e.Lifetime = &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: envelope.MaxMicSessionMs, MicOnlineDeltaMs: envelope.MaxMicSessionMs,
+				SessionCountDelta: envelope.MaxMicCountDelta}
+		}, ""},
+		{"daily seat over a day", func(e *userv1.MicLedgerEntry) { e.Daily[0].SeatOccupiedDeltaMs = envelope.MaxMicDayMs + 1 }, envelope.ReasonAmountOutOfRange},
+		{"daily mic over a day", func(e *userv1.MicLedgerEntry) { e.Daily[0].MicOnlineDeltaMs = envelope.MaxMicDayMs + 1 }, envelope.ReasonAmountOutOfRange},
+		{"daily negative seat", func(e *userv1.MicLedgerEntry) { e.Daily[0].SeatOccupiedDeltaMs = -1 }, envelope.ReasonAmountOutOfRange},
+		{"daily two sessions", func(e *userv1.MicLedgerEntry) { e.Daily[0].SessionCountDelta = 2 }, envelope.ReasonAmountOutOfRange},
+		{"daily negative rooms", func(e *userv1.MicLedgerEntry) { e.Daily[0].RoomCountDelta = -1 }, envelope.ReasonAmountOutOfRange},
+		{"second daily delta over", func(e *userv1.MicLedgerEntry) {
+			e.Daily = append(e.Daily, &userv1.MicDailyDelta{StatDate: "2026-03-02", MicOnlineDeltaMs: math.MaxInt64})
+		}, envelope.ReasonAmountOutOfRange},
+		{"lifetime seat over a session", func(e *userv1.MicLedgerEntry) {
+			e.Lifetime = &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: envelope.MaxMicSessionMs + 1}
+		}, envelope.ReasonAmountOutOfRange},
+		{"lifetime mic over a session", func(e *userv1.MicLedgerEntry) {
+			e.Lifetime = &userv1.MicLifetimeDelta{MicOnlineDeltaMs: math.MaxInt64/2 + 1}
+		}, envelope.ReasonAmountOutOfRange},
+		{"lifetime two sessions", func(e *userv1.MicLedgerEntry) { e.Lifetime = &userv1.MicLifetimeDelta{SessionCountDelta: 2} }, envelope.ReasonAmountOutOfRange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := ok()
@@ -66,6 +89,39 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// BuildFacts refuses a batch whose sum for a row leaves int64 (Decode's
+// bounds keep real batches far from it) with an *mysqlsink.OverflowError
+// naming the column, instead of wrapping.
+func TestBuildFactsOverflowIsAnError(t *testing.T) {
+	const half = math.MaxInt64/2 + 1
+	entry := func(id string, d *userv1.MicDailyDelta, l *userv1.MicLifetimeDelta) *userv1.MicLedgerEntry {
+		var daily []*userv1.MicDailyDelta
+		if d != nil {
+			daily = []*userv1.MicDailyDelta{d}
+		}
+		return &userv1.MicLedgerEntry{EventId: id, AppCode: "x", UserId: 1, Status: "consumed", Daily: daily, Lifetime: l}
+	}
+	for _, tc := range []struct {
+		name, column string
+		a, b         *userv1.MicLedgerEntry
+	}{
+		{"daily", "user_mic_daily_stats.mic_online_ms",
+			entry("a", &userv1.MicDailyDelta{StatDate: "2026-03-01", MicOnlineDeltaMs: half}, nil),
+			entry("b", &userv1.MicDailyDelta{StatDate: "2026-03-01", MicOnlineDeltaMs: half}, nil)},
+		{"lifetime", "user_mic_lifetime_stats.seat_occupied_ms",
+			entry("a", nil, &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: half}),
+			entry("b", nil, &userv1.MicLifetimeDelta{SeatOccupiedDeltaMs: half})},
+	} {
+		var oe *mysqlsink.OverflowError
+		if _, err := BuildFacts([]*userv1.MicLedgerEntry{tc.a, tc.b}); !errors.As(err, &oe) || oe.Column != tc.column {
+			t.Errorf("%s: %v, want the %s overflow", tc.name, err, tc.column)
+		}
+		if _, err := BuildFacts([]*userv1.MicLedgerEntry{tc.a}); err != nil {
+			t.Errorf("%s, one entry: %v", tc.name, err)
+		}
+	}
+}
+
 func TestBuildFactsAggregates(t *testing.T) {
 	snap := func(id string, v int64) *userv1.MicSession {
 		return &userv1.MicSession{MicSessionId: id, UserId: 1, Version: v, Status: "v" + string(rune('0'+v))}
@@ -89,7 +145,10 @@ func TestBuildFactsAggregates(t *testing.T) {
 		// Another app: separate rows.
 		{EventId: "a", AppCode: "y", UserId: 1, Status: "consumed", OccurredAtMs: 5, Lifetime: &userv1.MicLifetimeDelta{SessionCountDelta: 1}},
 	}
-	f := BuildFacts(ledger)
+	f, err := BuildFacts(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if len(f.Sessions) != 2 || f.Sessions[0].MicSessionId != "s1" || f.Sessions[0].Version != 2 || f.Sessions[1].MicSessionId != "s2" {
 		t.Fatalf("sessions = %+v", f.Sessions)

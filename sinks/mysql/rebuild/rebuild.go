@@ -278,9 +278,12 @@ func micTarget(cfg Config, res *Result) *target {
 		},
 		pending: func() int { return len(batch) },
 		flush: func(ctx context.Context, tx *mysqlsink.Tx) error {
-			err := micledger.WriteFacts(ctx, tx, micledger.BuildFacts(batch), fresh)
+			f, err := micledger.BuildFacts(batch)
 			batch = batch[:0]
-			return err
+			if err != nil {
+				return err
+			}
+			return micledger.WriteFacts(ctx, tx, f, fresh)
 		},
 	}
 }
@@ -329,7 +332,11 @@ func poolsTarget(cfg Config, res *Result) *target {
 				}
 			}
 			batch = batch[:0]
-			return luckyinflow.WritePools(ctx, tx, luckyinflow.BuildPools(added), fresh)
+			pools, err := luckyinflow.BuildPools(added)
+			if err != nil {
+				return err
+			}
+			return luckyinflow.WritePools(ctx, tx, pools, fresh)
 		},
 	}
 }
