@@ -1,15 +1,21 @@
 package mic
 
-import "time"
+import (
+	"time"
 
-// DayMs is one UTC day in milliseconds.
-const DayMs = int64(24 * time.Hour / time.Millisecond)
+	"github.com/hyapp/roomflow/schemas/envelope"
+)
+
+// DayMs is one UTC day in milliseconds: no daily delta exceeds it, the
+// ledger's bound envelope.MaxMicDayMs.
+const DayMs = int64(envelope.MaxMicDayMs)
 
 // MaxSessionSpanMs caps the window a single session may account for (400
-// days). Real sessions are closed by the timers after
-// mic.publishing_session_max_age; the cap only bounds the work and output
-// size a corrupt timestamp could cause.
-const MaxSessionSpanMs = 400 * DayMs
+// days): the ledger's bound of a lifetime delta, envelope.MaxMicSessionMs,
+// which the sink refuses past. Real sessions are closed by the timers after
+// mic.publishing_session_max_age; the cap only bounds the work, the output
+// size and the sums a corrupt timestamp could cause.
+const MaxSessionSpanMs = int64(envelope.MaxMicSessionMs)
 
 // DayOf returns the UTC day number (days since 1970-01-01) of t.
 func DayOf(tMs int64) int64 {

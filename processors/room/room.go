@@ -14,8 +14,8 @@
 //   - rejects to the DLQ, with a reason, what it cannot use: undecodable
 //     envelope or payload, unknown event_type, empty or over-long event_id
 //     (128), app_code (32) or room_id (64), a lucky gift
-//     with negative heat, an unknown or invalid rule version, or an inflow
-//     that overflows.
+//     with negative heat or heat above envelope.MaxGiftCoins, an unknown or
+//     invalid rule version, or an inflow that overflows.
 //
 // The processor is stateless; rules come from MySQL through a cache
 // (rulestore.Loader). A MySQL failure is not a reject: the record's partition
@@ -91,10 +91,11 @@ const (
 	ReasonOverflow           = "overflow"
 )
 
-// RejectReasons lists every DLQ reason above: the runtime creates their
+// RejectReasons lists every DLQ reason above and the heat above its bound
+// (envelope.ReasonAmountOutOfRange): the runtime creates their
 // roomflow_process_dlq_total series at 0 (streams.Config.RejectReasons).
 var RejectReasons = []string{ReasonDecodeEnvelope, ReasonInvalidEnvelope, ReasonUnknownEventType, ReasonDecodePayload,
-	ReasonNegativeHeat, ReasonUnknownRuleVersion, ReasonInvalidRule, ReasonOverflow}
+	ReasonNegativeHeat, envelope.ReasonAmountOutOfRange, ReasonUnknownRuleVersion, ReasonInvalidRule, ReasonOverflow}
 
 // Envelope field bounds of the design's contract (room_outbox columns).
 const (
@@ -273,6 +274,10 @@ func (p *Processor) gifted(t streams.Task, env *envelope.View) error {
 	}
 	if g.HeatValue < 0 {
 		return streams.Reject(ReasonNegativeHeat, fmt.Errorf("heat_value %d", g.HeatValue))
+	}
+	// The sink refuses an inflow above the bound: such a gift never becomes one.
+	if err := envelope.CheckAmount("heat_value", g.HeatValue, envelope.MaxGiftCoins); err != nil {
+		return streams.Reject(envelope.ReasonAmountOutOfRange, fmt.Errorf("gift %q: %w", g.GiftID, err))
 	}
 	if len(env.RoomID) == 0 {
 		return streams.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))

@@ -27,6 +27,7 @@ import (
 	"github.com/hyapp/roomflow/processors/streams"
 	"github.com/hyapp/roomflow/processors/streams/rttest"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 )
 
@@ -255,7 +256,7 @@ func TestLuckyPoolInflow(t *testing.T) {
 		case 0:
 			heat = 0
 		case 1:
-			heat = 9223372036854775807
+			heat = envelope.MaxGiftCoins
 		case 2:
 			heat = 1 + rng.Int64N(30)
 		}
@@ -270,8 +271,9 @@ func TestLuckyPoolInflow(t *testing.T) {
 }
 
 // TestDLQCases: garbage bytes, an unknown event_type, a truncated
-// protobuf, an unknown rule version, a negative heat and an invalid rule
-// each are rejected with their reason (the DLQ record and its headers are
+// protobuf, an unknown rule version, a negative heat, a heat above
+// envelope.MaxGiftCoins and an invalid rule each are rejected with their
+// reason (the DLQ record and its headers are
 // the runtime's: TestRejectGoesToDLQAndPartitionMovesOn there), while the
 // good records after each of them still flow (all in one partition).
 func TestDLQCases(t *testing.T) {
@@ -312,6 +314,8 @@ func TestDLQCases(t *testing.T) {
 		{gift("evt-norule", "v404", 1000), room.ReasonUnknownRuleVersion},
 		{gift("evt-lucky-ok", "v1", 1000), ""},
 		{gift("evt-negative", "v1", -5), room.ReasonNegativeHeat},
+		{gift("evt-huge", "v1", envelope.MaxGiftCoins+1), envelope.ReasonAmountOutOfRange},
+		{gift("evt-lucky-max", "v1", envelope.MaxGiftCoins), ""},
 		{gift("evt-broken", "broken", 1000), room.ReasonInvalidRule},
 		{roomtest.Envelope("evt-badmic", "RoomMicChanged", roomID, 1, 1, nil), ""}, // empty payload decodes: user 0 goes on to the mic processor
 		{mic(4), ""},
@@ -346,7 +350,7 @@ func TestDLQCases(t *testing.T) {
 	if len(mics) != 8 {
 		t.Fatalf("%d mic events passed, want 8 (7 good + the user-0 one)", len(mics))
 	}
-	if len(inflow) != 1 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" {
+	if len(inflow) != 2 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" || rttest.Header(inflow[1], "event_id") != "LuckyPoolInflow:evt-lucky-max" {
 		t.Fatalf("inflow %v", inflow)
 	}
 }

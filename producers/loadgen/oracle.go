@@ -57,7 +57,7 @@ type Oracle struct {
 	// rejected (OracleBuilder.Refunded): no pool inflow.
 	Refunded int
 	// Rejected counts lucky gifts the room processor must send to the DLQ
-	// (unknown rule version, negative heat).
+	// (unknown rule version, heat outside [0, envelope.MaxGiftCoins]).
 	Rejected int
 
 	timers       *TimerPolicy
@@ -326,7 +326,7 @@ func (b *OracleBuilder) luckyGift(e *envelope.View, g *envelope.GiftSent) {
 	o := b.o
 	giftID := string(g.GiftID)
 	rule, ok := b.rules[RuleKey{giftID, string(g.LuckyRuleVersion)}]
-	if !ok || g.HeatValue < 0 {
+	if !ok || envelope.CheckAmount("heat_value", g.HeatValue, envelope.MaxGiftCoins) != nil {
 		o.Rejected++
 		return
 	}

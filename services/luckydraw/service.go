@@ -48,6 +48,7 @@ import (
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
 
@@ -243,11 +244,28 @@ func checkLen(field, v string, max int, required bool) error {
 	return nil
 }
 
+// checkCoins refuses (InvalidArgument) a gift's coin_spent or heat_value
+// outside [0, envelope.MaxGiftCoins]: the stages that sum them stay inside
+// BIGINT.
+func checkCoins(coinSpent, heat int64) error {
+	for _, err := range []error{
+		envelope.CheckAmount("coin_spent", coinSpent, envelope.MaxGiftCoins),
+		envelope.CheckAmount("heat_value", heat, envelope.MaxGiftCoins),
+	} {
+		if err != nil {
+			return invalid("%v", err)
+		}
+	}
+	return nil
+}
+
 // CheckLuckyGift answers whether a lucky gift can be sent now: enabled
 // with the active rule version, or enabled=false with exactly one of
 // global_disabled, room_paused, fairness_not_committed, no_active_rule
 // (also an unknown gift), rule_invalid; meta.client_seed is ignored. It needs only gift_id and meta.room_id
-// (InvalidArgument otherwise). A database failure is Unavailable.
+// (InvalidArgument otherwise), and refuses coin_spent or heat_value outside
+// [0, envelope.MaxGiftCoins] as Execute does. A database failure is
+// Unavailable.
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
 	for _, err := range []error{
@@ -258,6 +276,10 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		if err != nil {
 			return nil, err
 		}
+	}
+	// Refused before room-service debits: Execute would refuse the same gift.
+	if err := checkCoins(req.GetCoinSpent(), req.GetHeatValue()); err != nil {
+		return nil, err
 	}
 	app := s.appCode(meta.GetAppCode())
 	sw, err := s.sw.get(ctx, app)
@@ -340,10 +362,9 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 		return nil, invalid("meta.target_user_id must be >= 0")
 	case req.GetGiftCount() <= 0:
 		return nil, invalid("gift_count must be > 0")
-	case req.GetCoinSpent() < 0:
-		return nil, invalid("coin_spent must be >= 0")
-	case req.GetHeatValue() < 0:
-		return nil, invalid("heat_value must be >= 0")
+	}
+	if err := checkCoins(req.GetCoinSpent(), req.GetHeatValue()); err != nil {
+		return nil, err
 	}
 	app := s.appCode(m.GetAppCode())
 	return &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
 )
@@ -561,6 +563,8 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		"gift_count 0":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftCount = 0 },
 		"negative coins":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = -1 },
 		"negative heat":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.HeatValue = -1 },
+		"coins over bound":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = envelope.MaxGiftCoins + 1 },
+		"heat over bound":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.HeatValue = math.MaxInt64 },
 		"long command_id":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = long(128) },
 		"long room_id":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = long(64) },
 		"long gift_id":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = long(64) },
@@ -589,6 +593,8 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		"check without room": {GiftId: "rose"},
 		"check without gift": {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}},
 		"check long gift":    {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: long(64)},
+		"check coins over":   {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose", CoinSpent: envelope.MaxGiftCoins + 1},
+		"check heat over":    {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose", HeatValue: math.MaxInt64},
 	} {
 		if _, err := e.client.CheckLuckyGift(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v", name, err)
@@ -603,6 +609,25 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		if n := e.count(t, `SELECT COUNT(*) FROM `+table); n != 0 {
 			t.Errorf("%s has %d rows after bad requests", table, n)
 		}
+	}
+}
+
+// TestCoinsAtTheBoundDraw: a gift of exactly envelope.MaxGiftCoins (spend
+// and heat) is a valid request: it draws, and its inflow enters the pools.
+func TestCoinsAtTheBoundDraw(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	req := drawReq("max", 1)
+	req.CoinSpent, req.HeatValue = envelope.MaxGiftCoins, envelope.MaxGiftCoins
+	if _, err := e.client.CheckLuckyGift(context.Background(), &activityv1.CheckLuckyGiftRequest{Meta: req.Meta, GiftId: req.GiftId,
+		CoinSpent: req.CoinSpent, HeatValue: req.HeatValue}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.ExecuteLuckyGiftDraw(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	// pool_rate_ppm 500,000: half the heat.
+	if n := e.count(t, `SELECT pool_in FROM lucky_draw_records WHERE command_id = 'max'`); n != envelope.MaxGiftCoins/2 {
+		t.Fatalf("pool_in %d, want %d", n, envelope.MaxGiftCoins/2)
 	}
 }
 
