@@ -80,6 +80,57 @@ func TestUpTwice(t *testing.T) {
 	}
 }
 
+// byteExactIDs are the id columns that key rows roomflow also keys by
+// their bytes in Go (migration 0015, docs/design.md "MySQL tables").
+var byteExactIDs = [][2]string{
+	{"user_mic_event_consumption", "event_id"}, {"user_mic_event_consumption", "mic_session_id"},
+	{"user_mic_sessions", "mic_session_id"},
+	{"lucky_pool_inflow_consumption", "event_id"}, {"lucky_pool_inflow_consumption", "draw_id"},
+	{"lucky_pool_inflow_claims", "draw_id"}, {"lucky_event_consumption", "event_id"},
+	{"lucky_draw_records", "command_id"}, {"lucky_pools", "scope_id"}, {"lucky_risk_counters", "counter_key"},
+}
+
+// TestIDColumnsAreByteExact: after every migration the id columns are
+// utf8mb4_bin with their widths, nullability and defaults unchanged, so
+// ids differing only in letter case are two keys; and a join with a
+// column of the server's default collation still works (the _bin
+// collation wins).
+func TestIDColumnsAreByteExact(t *testing.T) {
+	m := testenv.NewEmptyMySQL(t)
+	if _, err := migrate.Up(context.Background(), m.DB, mustLoad(t), 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"event_id": "varchar(160)", "mic_session_id": "varchar(128)", "draw_id": "varchar(128)",
+		"command_id": "varchar(128)", "scope_id": "varchar(64)", "counter_key": "varchar(255)"}
+	for _, c := range byteExactIDs {
+		var typ, coll, null string
+		var def sql.NullString
+		if err := m.DB.QueryRow(`SELECT column_type, collation_name, is_nullable, column_default FROM information_schema.columns
+			WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?`, c[0], c[1]).Scan(&typ, &coll, &null, &def); err != nil {
+			t.Fatalf("%s.%s: %v", c[0], c[1], err)
+		}
+		wantDef := c[0] == "lucky_pool_inflow_consumption" && c[1] == "draw_id" // DEFAULT '' (MariaDB shows it quoted)
+		if typ != want[c[1]] || coll != "utf8mb4_bin" || null != "NO" || def.Valid != wantDef {
+			t.Errorf("%s.%s: %s %s nullable %s default %v", c[0], c[1], typ, coll, null, def)
+		}
+	}
+	for _, id := range []string{"LD-ab", "ld-AB", "LD-AB"} {
+		if _, err := m.DB.Exec("INSERT INTO lucky_pool_inflow_claims (app_code, draw_id, claimed_by) VALUES ('hy', ?, 'stream')", id); err != nil {
+			t.Fatalf("claim %s: %v", id, err)
+		}
+	}
+	if _, err := m.DB.Exec("CREATE TABLE ci_ids (draw_id VARCHAR(128) NOT NULL) DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_general_ci"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DB.Exec("INSERT INTO ci_ids VALUES ('ld-ab'), ('LD-ab')"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := m.DB.QueryRow("SELECT COUNT(*) FROM lucky_pool_inflow_claims c JOIN ci_ids i ON i.draw_id = c.draw_id").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("join with a general_ci column: %d rows, %v; want 1 (byte exact)", n, err)
+	}
+}
+
 func TestUpConcurrent(t *testing.T) {
 	m := testenv.NewEmptyMySQL(t)
 	ms := mustLoad(t)

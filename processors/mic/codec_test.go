@@ -36,6 +36,7 @@ func TestDecode(t *testing.T) {
 	}
 	payload, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s"})
 	longSession, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: strings.Repeat("s", mic.MaxMicSessionIDLen+1)})
+	paddedSession, _ := proto.Marshal(&roomv1.RoomMicChanged{UserId: 1, Action: "up", MicSessionId: "s "})
 	cases := []struct {
 		name   string
 		value  []byte
@@ -49,6 +50,9 @@ func TestDecode(t *testing.T) {
 		{"no app code", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.AppCode = "" }), "missing_app_code"},
 		{"long event id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.EventId = strings.Repeat("x", 129) }), "field_too_long"},
 		{"long mic_session_id", envelope("RoomMicChanged", longSession, nil), "field_too_long"},
+		// Ids of byte-exact key columns that pad trailing spaces.
+		{"padded event id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.EventId = "ev " }), "padded_id"},
+		{"padded mic_session_id", envelope("RoomMicChanged", paddedSession, nil), "padded_id"},
 		{"long room id", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.RoomId = strings.Repeat("x", 65) }), "field_too_long"},
 		{"no time", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.OccurredAtMs = 0 }), "bad_time"},
 		{"year 10000", envelope("RoomMicChanged", payload, func(e *roomv1.EventEnvelope) { e.OccurredAtMs = mic.MaxTimeMs + 1 }), "bad_time"},

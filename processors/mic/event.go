@@ -101,7 +101,7 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // DecodeReasons are the Reason values of the DecodeErrors Decode returns
 // (DLQ reasons of the mic processor; their metric series are created at 0).
 var DecodeReasons = []string{"bad_envelope", "wrong_event_type", "bad_payload", "missing_event_id", "missing_app_code",
-	"field_too_long", "bad_time", "bad_user_id"}
+	"field_too_long", envelope.ReasonPaddedID, "bad_time", "bad_user_id"}
 
 func decodeErr(reason string, format string, args ...any) error {
 	return &DecodeError{Reason: reason, Err: fmt.Errorf(format, args...)}
@@ -196,6 +196,13 @@ func (ev *Event) Validate() error {
 		return decodeErr("bad_time", "rtc_stopped_at_ms %d out of range", ev.RTCStoppedAtMs)
 	case ev.UserID < 0:
 		return decodeErr("bad_user_id", "user_id %d", ev.UserID)
+	}
+	// Both key byte-exact MySQL columns that pad trailing spaces, and every
+	// event id derived from a session ends in its id.
+	for _, id := range [...][2]string{{"event_id", ev.EventID}, {"mic_session_id", ev.MicSessionID}} {
+		if err := envelope.CheckID(id[0], id[1]); err != nil {
+			return &DecodeError{Reason: envelope.ReasonPaddedID, Err: err}
+		}
 	}
 	return nil
 }

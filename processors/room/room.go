@@ -13,7 +13,9 @@
 //     them from the room topic directly);
 //   - rejects to the DLQ, with a reason, what it cannot use: undecodable
 //     envelope or payload, unknown event_type, empty or over-long event_id
-//     (128), app_code (32) or room_id (64), a lucky gift
+//     (128), app_code (32) or room_id (64), an event_id or a lucky gift's
+//     draw_id, room_id or gift_id ending in a space (padded_id: keys of
+//     byte-exact columns that pad spaces, envelope.CheckID), a lucky gift
 //     with negative heat or heat above envelope.MaxGiftCoins, an unknown or
 //     invalid rule version, or an inflow that overflows.
 //
@@ -94,7 +96,7 @@ const (
 // RejectReasons lists every DLQ reason above and the heat above its bound
 // (envelope.ReasonAmountOutOfRange): the runtime creates their
 // roomflow_process_dlq_total series at 0 (streams.Config.RejectReasons).
-var RejectReasons = []string{ReasonDecodeEnvelope, ReasonInvalidEnvelope, ReasonUnknownEventType, ReasonDecodePayload,
+var RejectReasons = []string{ReasonDecodeEnvelope, ReasonInvalidEnvelope, envelope.ReasonPaddedID, ReasonUnknownEventType, ReasonDecodePayload,
 	ReasonNegativeHeat, envelope.ReasonAmountOutOfRange, ReasonUnknownRuleVersion, ReasonInvalidRule, ReasonOverflow}
 
 // Envelope field bounds of the design's contract (room_outbox columns).
@@ -226,6 +228,9 @@ func (p *Processor) Process(t streams.Task, rec *kgo.Record) error {
 	if len(env.EventID) > maxEventID || len(env.AppCode) > maxAppCode || len(env.RoomID) > maxRoomID {
 		return streams.Rejectf(ReasonInvalidEnvelope, "event_id, app_code or room_id longer than %d, %d, %d bytes", maxEventID, maxAppCode, maxRoomID)
 	}
+	if err := envelope.CheckID("event_id", envelope.String(env.EventID)); err != nil {
+		return streams.Reject(envelope.ReasonPaddedID, err)
+	}
 	// The rule of every stage: an empty app_code is the configured one. It
 	// is resolved here once, in the forwarded mic envelope too (header and
 	// value agree), so the mic processor sees the same app_code whether
@@ -281,6 +286,12 @@ func (p *Processor) gifted(t streams.Task, env *envelope.View) error {
 	}
 	if len(env.RoomID) == 0 {
 		return streams.Reject(ReasonInvalidEnvelope, errors.New("lucky gift without room_id"))
+	}
+	// The inflow's keys downstream: its draw claim and its pool rows.
+	for _, id := range [...][2]string{{"draw_id", envelope.String(g.DrawID)}, {"room_id", envelope.String(env.RoomID)}, {"gift_id", envelope.String(g.GiftID)}} {
+		if err := envelope.CheckID(id[0], id[1]); err != nil {
+			return streams.Reject(envelope.ReasonPaddedID, err)
+		}
 	}
 	if len(g.LuckyRuleVersion) == 0 {
 		return streams.Reject(ReasonUnknownRuleVersion, fmt.Errorf("gift %q: empty lucky_rule_version", g.GiftID))

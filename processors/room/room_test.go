@@ -272,9 +272,9 @@ func TestLuckyPoolInflow(t *testing.T) {
 
 // TestDLQCases: garbage bytes, an unknown event_type, a truncated
 // protobuf, an unknown rule version, a negative heat, a heat above
-// envelope.MaxGiftCoins and an invalid rule each are rejected with their
-// reason (the DLQ record and its headers are
-// the runtime's: TestRejectGoesToDLQAndPartitionMovesOn there), while the
+// envelope.MaxGiftCoins, an invalid rule and ids ending in a space each
+// are rejected with their reason (the DLQ record and its headers are the
+// runtime's: TestRejectGoesToDLQAndPartitionMovesOn there), while the
 // good records after each of them still flow (all in one partition).
 func TestDLQCases(t *testing.T) {
 	e := newMemEnv(t)
@@ -321,6 +321,12 @@ func TestDLQCases(t *testing.T) {
 		{mic(4), ""},
 	}
 	inputs = append(inputs, in{roomtest.Envelope(strings.Repeat("x", 129), "RoomMicChanged", roomID, 1, 1, nil), room.ReasonInvalidEnvelope}, in{mic(6), ""})
+	// Ids that key byte-exact columns padding trailing spaces downstream.
+	inputs = append(inputs, in{roomtest.Envelope("evt-padded ", "RoomMicChanged", roomID, 1, 1, nil), envelope.ReasonPaddedID},
+		in{roomtest.Gift("evt-padded-draw", roomID, 1, &roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000, DrawId: "LD-1 "}), envelope.ReasonPaddedID},
+		in{roomtest.Gift("evt-padded-gift", roomID, 1, &roomv1.RoomGiftSent{GiftId: "rose ", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000}), envelope.ReasonPaddedID},
+		in{roomtest.Gift("evt-padded-room", roomID+" ", 1, &roomv1.RoomGiftSent{GiftId: "rose", Lucky: true, LuckyRuleVersion: "v1", HeatValue: 1000}), envelope.ReasonPaddedID},
+		in{mic(7), ""})
 	// A payload that does not decode as its event_type.
 	badPayload, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-badpayload", EventType: "RoomMicChanged", RoomId: roomID, Payload: []byte{0x0a}})
 	inputs = append(inputs, in{badPayload, room.ReasonDecodePayload}, in{mic(5), ""})
@@ -347,8 +353,8 @@ func TestDLQCases(t *testing.T) {
 			t.Errorf("DLQ[%d] is not the original record at offset %d", i, off)
 		}
 	}
-	if len(mics) != 8 {
-		t.Fatalf("%d mic events passed, want 8 (7 good + the user-0 one)", len(mics))
+	if len(mics) != 9 {
+		t.Fatalf("%d mic events passed, want 9 (8 good + the user-0 one)", len(mics))
 	}
 	if len(inflow) != 2 || rttest.Header(inflow[0], "event_id") != "LuckyPoolInflow:evt-lucky-ok" || rttest.Header(inflow[1], "event_id") != "LuckyPoolInflow:evt-lucky-max" {
 		t.Fatalf("inflow %v", inflow)

@@ -570,6 +570,8 @@ func (a *Admin) FundPool(ctx context.Context, app, scopeType, scopeID string, am
 		return Change{}, fmt.Errorf("luckydraw: scope type %q is not platform, room or gift", scopeType)
 	case scopeID == "" || len(scopeID) > MaxRoomID:
 		return Change{}, fmt.Errorf("luckydraw: scope id must be 1-%d bytes", MaxRoomID)
+	case envelope.CheckID("scope id", scopeID) != nil: // the draws' pool key refuses it too
+		return Change{}, fmt.Errorf("luckydraw: scope id %q ends in a space", scopeID)
 	case amount < 0:
 		return Change{}, fmt.Errorf("luckydraw: fund amount %d is negative", amount)
 	case reserveFloor != nil && *reserveFloor < 0:

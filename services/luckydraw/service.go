@@ -259,6 +259,19 @@ func checkCoins(coinSpent, heat int64) error {
 	return nil
 }
 
+// checkKey is checkLen of a required id that keys a byte-exact column
+// padding trailing spaces (command_id; room_id and gift_id in lucky_pools
+// and the risk counters): it may not end in a space (envelope.CheckID).
+func checkKey(field, v string, max int) error {
+	if err := checkLen(field, v, max, true); err != nil {
+		return err
+	}
+	if envelope.CheckID(field, v) != nil {
+		return invalid("%s ends in a space", field)
+	}
+	return nil
+}
+
 // CheckLuckyGift answers whether a lucky gift can be sent now: enabled
 // with the active rule version, or enabled=false with exactly one of
 // global_disabled, room_paused, fairness_not_committed, no_active_rule
@@ -269,8 +282,8 @@ func checkCoins(coinSpent, heat int64) error {
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
 	for _, err := range []error{
-		checkLen("meta.room_id", meta.GetRoomId(), MaxRoomID, true),
-		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
+		checkKey("meta.room_id", meta.GetRoomId(), MaxRoomID),
+		checkKey("gift_id", req.GetGiftId(), maxGiftID),
 		checkLen("meta.app_code", meta.GetAppCode(), maxAppCode, false),
 	} {
 		if err != nil {
@@ -339,9 +352,9 @@ func (s *Service) rpcError(ctx context.Context, rpc string, err error) error {
 func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*drawReq, error) {
 	m := req.GetMeta()
 	for _, err := range []error{
-		checkLen("meta.command_id", m.GetCommandId(), maxCommandID, true),
-		checkLen("meta.room_id", m.GetRoomId(), MaxRoomID, true),
-		checkLen("gift_id", req.GetGiftId(), maxGiftID, true),
+		checkKey("meta.command_id", m.GetCommandId(), maxCommandID),
+		checkKey("meta.room_id", m.GetRoomId(), MaxRoomID),
+		checkKey("gift_id", req.GetGiftId(), maxGiftID),
 		checkLen("meta.request_id", m.GetRequestId(), maxRequestID, false),
 		checkLen("meta.device_id", m.GetDeviceId(), maxDeviceID, false),
 		checkLen("billing_receipt_id", req.GetBillingReceiptId(), maxReceiptID, false),

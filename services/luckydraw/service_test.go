@@ -574,6 +574,11 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		"long rule_version": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.RuleVersion = long(64) },
 		"long app_code":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.AppCode = long(32) },
 		"long client_seed":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.ClientSeed = long(64) },
+		// Keys of byte-exact columns that still pad trailing spaces
+		// (migration 0015): "c " would be the record of "c".
+		"padded command_id": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = "bad " },
+		"padded room_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = "r1 " },
+		"padded gift_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = "rose " },
 	} {
 		req := drawReq("bad", 1)
 		mut(req)
@@ -595,6 +600,8 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 		"check long gift":    {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: long(64)},
 		"check coins over":   {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose", CoinSpent: envelope.MaxGiftCoins + 1},
 		"check heat over":    {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose", HeatValue: math.MaxInt64},
+		"check padded room":  {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1 "}, GiftId: "rose"},
+		"check padded gift":  {Meta: &activityv1.LuckyGiftMeta{RoomId: "r1"}, GiftId: "rose "},
 	} {
 		if _, err := e.client.CheckLuckyGift(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v", name, err)
@@ -949,6 +956,9 @@ func TestAdmin(t *testing.T) {
 	m.DB.QueryRow(`SELECT balance, funded, reserve_floor FROM lucky_pools WHERE scope_id = 'r9'`).Scan(&bal, &funded, &fl)
 	if bal != 1000 || funded != 1000 || fl != 10 {
 		t.Fatalf("funded pool %d %d %d", bal, funded, fl)
+	}
+	if _, err := testAdmin(t, m.DB).FundPool(ctx, app, "room", "r9 ", 500, nil); err == nil || !strings.Contains(err.Error(), "ends in a space") {
+		t.Fatalf("funding a scope id ending in a space (the pool of r9 to the byte-exact but padding scope_id): %v", err)
 	}
 	now := time.UnixMilli(1_800_000_000_000)
 	if err := luckydraw.RecordOwnership(ctx, m.DB, "a", now); err != nil {

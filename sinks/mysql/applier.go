@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Applier turns the records of one input topic into MySQL facts. The
@@ -120,13 +121,16 @@ func Invalid(reason, format string, args ...any) error {
 }
 
 // CheckEventKey applies the rules every stage has for an event's identity
-// and returns its key: the event id is required, and an empty app_code is
-// defaultAppCode (config app_code; the processors always fill it in, so
-// only a foreign producer leaves it out); with both empty the event is
-// invalid.
+// and returns its key: the event id is required and ends in no space
+// (envelope.CheckID), and an empty app_code is defaultAppCode (config
+// app_code; the processors always fill it in, so only a foreign producer
+// leaves it out); with both empty the event is invalid.
 func CheckEventKey(eventID, appCode, defaultAppCode string) (EventKey, error) {
 	if eventID == "" {
 		return EventKey{}, Invalid("missing_event_id", "")
+	}
+	if err := envelope.CheckID("event_id", eventID); err != nil {
+		return EventKey{}, Invalid(envelope.ReasonPaddedID, "%v", err)
 	}
 	if appCode == "" {
 		appCode = defaultAppCode
@@ -142,15 +146,25 @@ type Column struct {
 	Name  string
 	Value string
 	Max   int // bytes
+	// ID marks a byte-exact key column (migration 0015): its value may
+	// not end in a space, which the collation pads.
+	ID bool
 }
 
 // CheckColumns returns a "too_long" InvalidRecordError for the first value
-// wider than its column: caught in Decode, it is one dead letter instead of
-// a MySQL error that would stall the whole batch.
+// wider than its column, a ReasonPaddedID one for the first ID ending in a
+// space: caught in Decode, each is one dead letter instead of a MySQL
+// error (a duplicate key, for a padded id) that would stall the whole
+// batch on every retry.
 func CheckColumns(cols ...Column) error {
 	for _, c := range cols {
 		if len(c.Value) > c.Max {
 			return Invalid("too_long", "%s is %d bytes, at most %d", c.Name, len(c.Value), c.Max)
+		}
+		if c.ID {
+			if err := envelope.CheckID(c.Name, c.Value); err != nil {
+				return Invalid(envelope.ReasonPaddedID, "%v", err)
+			}
 		}
 	}
 	return nil

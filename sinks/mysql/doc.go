@@ -80,10 +80,11 @@
 // concurrent insert (1062) and lost connections roll the transaction back
 // and retry the whole batch, up to Config.MaxRetries, with backoff. Records
 // an applier's Decode refuses (undecodable, missing ids, values wider than
-// their column) go to Config.DLQTopic with headers naming the error and
-// the source position, and their offsets advance with the batch. Any other
-// MySQL error stops the sink (Run returns it); nothing of the failed batch
-// was applied, and a restart resumes from the stored offsets.
+// their column, ids of byte-exact key columns ending in a space) go to
+// Config.DLQTopic with headers naming the error and the source position,
+// and their offsets advance with the batch. Any other MySQL error stops the
+// sink (Run returns it); nothing of the failed batch was applied, and a
+// restart resumes from the stored offsets.
 //
 // # Throughput
 //

@@ -180,10 +180,10 @@ func Decode(value []byte, defaultAppCode string) (*activityv1.LuckyPoolInflow, e
 		mysqlsink.Column{Name: "app_code", Value: in.AppCode, Max: mysqlsink.MaxAppCode},
 		mysqlsink.Column{Name: "event_id", Value: in.EventId, Max: maxEventID},
 		mysqlsink.Column{Name: "source_event_id", Value: in.SourceEventId, Max: maxSourceID},
-		mysqlsink.Column{Name: "room_id", Value: in.RoomId, Max: maxRoomID},
-		mysqlsink.Column{Name: "gift_id", Value: in.GiftId, Max: maxGiftID},
+		mysqlsink.Column{Name: "room_id", Value: in.RoomId, Max: maxRoomID, ID: true},
+		mysqlsink.Column{Name: "gift_id", Value: in.GiftId, Max: maxGiftID, ID: true},
 		mysqlsink.Column{Name: "rule_version", Value: in.RuleVersion, Max: maxRuleVersion},
-		mysqlsink.Column{Name: "draw_id", Value: in.DrawId, Max: maxDrawID},
+		mysqlsink.Column{Name: "draw_id", Value: in.DrawId, Max: maxDrawID, ID: true},
 	); err != nil {
 		return nil, err
 	}

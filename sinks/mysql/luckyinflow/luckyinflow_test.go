@@ -32,6 +32,12 @@ func TestDecode(t *testing.T) {
 		{"platform_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", PlatformIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
 		{"room_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", RoomIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
 		{"gift_in over the bound", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", GiftIn: envelope.MaxGiftCoins + 1}, envelope.ReasonAmountOutOfRange},
+		// Keys of byte-exact columns that pad trailing spaces.
+		{"padded id", &activityv1.LuckyPoolInflow{EventId: "i ", AppCode: "a", RoomId: "r", GiftId: "g"}, "padded_id"},
+		{"padded draw", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g", DrawId: "d "}, "padded_id"},
+		{"padded room", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r ", GiftId: "g"}, "padded_id"},
+		{"padded gift", &activityv1.LuckyPoolInflow{EventId: "i", AppCode: "a", RoomId: "r", GiftId: "g "}, "padded_id"},
+		{"inner and leading spaces", &activityv1.LuckyPoolInflow{EventId: " i", AppCode: "a", RoomId: "r 1", GiftId: " g", DrawId: "d\t"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := proto.Marshal(tc.in)

@@ -132,6 +132,7 @@ func TestDecode(t *testing.T) {
 		{"no drawn_at", record(&activityv1.LuckyGiftDrawn{EventId: "e", GiftId: "g", RuleVersion: "v"}, "g"), "bad_drawn_at"},
 		{"gift too long", record(&activityv1.LuckyGiftDrawn{EventId: "e", GiftId: strings.Repeat("g", 65), RuleVersion: "v", DrawnAtMs: 1}, "g"), "too_long"},
 		{"id too long", record(&activityv1.LuckyPoolChanged{EventId: strings.Repeat("e", 161)}, "g"), "too_long"},
+		{"padded id", record(&activityv1.LuckyPoolChanged{EventId: "LuckyPoolChanged:d1:gift "}, "g"), "padded_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := a.Decode(tc.rec)
@@ -491,4 +492,26 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestApplyEventIDsDifferingOnlyInCase: two lucky events whose ids differ
+// only in letter case are two events, each applied once (docs/reliability.md
+// finding 12); under lucky_event_consumption's old case-insensitive
+// collation the second's insert failed with a duplicate key, every retry.
+func TestApplyEventIDsDifferingOnlyInCase(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	s := newStatsSink(t, m.DB)
+	lower, upper := drawn(1, "rose", "v1", 0, 0), drawn(2, "rose", "v1", 0, 0)
+	lower.EventId, upper.EventId = "LuckyGiftDrawn:ld-ab", "LuckyGiftDrawn:LD-AB"
+	res := s.apply(t, record(lower, "rose"), record(upper, "rose"))
+	if got := res.Applied["lucky"].Consumed; got.Applied != 2 || got.Deduplicated != 0 {
+		t.Fatalf("consumed %+v, want 2 applied", got)
+	}
+	res = s.apply(t, record(upper, "rose"), record(lower, "rose"))
+	if got := res.Applied["lucky"].Consumed; got.Applied != 0 || got.Deduplicated != 2 {
+		t.Fatalf("replay consumed %+v, want 2 deduplicated", got)
+	}
+	if got, want := hourly(t, m.DB), "rose/v1@0: 2 0 200 0 950000\n"; got != want {
+		t.Fatalf("hourly facts\n got %s\nwant %s", got, want)
+	}
 }

@@ -58,7 +58,7 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 		mysqlsink.Column{Name: "app_code", Value: e.AppCode, Max: mysqlsink.MaxAppCode},
 		mysqlsink.Column{Name: "event_id", Value: e.EventId, Max: maxDerivedEventID},
 		mysqlsink.Column{Name: "event_type", Value: e.EventType, Max: maxEventType},
-		mysqlsink.Column{Name: "mic_session_id", Value: e.MicSessionId, Max: maxSessionID},
+		mysqlsink.Column{Name: "mic_session_id", Value: e.MicSessionId, Max: maxSessionID, ID: true},
 		mysqlsink.Column{Name: "action", Value: e.Action, Max: maxAction},
 		mysqlsink.Column{Name: "skip_reason", Value: e.SkipReason, Max: maxSkipReason},
 	); err != nil {
@@ -72,7 +72,7 @@ func Decode(value []byte, defaultAppCode string) (*userv1.MicLedgerEntry, error)
 			return nil, mysqlsink.Invalid("bad_session", "event_id %s: snapshot app_code %q differs", e.EventId, s.AppCode)
 		}
 		if err := mysqlsink.CheckColumns(
-			mysqlsink.Column{Name: "session.mic_session_id", Value: s.MicSessionId, Max: maxSessionID},
+			mysqlsink.Column{Name: "session.mic_session_id", Value: s.MicSessionId, Max: maxSessionID, ID: true},
 			mysqlsink.Column{Name: "session.room_id", Value: s.RoomId, Max: maxRoomID},
 			mysqlsink.Column{Name: "session.status", Value: s.Status, Max: maxStatus},
 			mysqlsink.Column{Name: "session.end_reason", Value: s.EndReason, Max: maxEndReason},

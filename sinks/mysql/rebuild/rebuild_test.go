@@ -168,6 +168,18 @@ func TestRebuildRepairsCorruptedFacts(t *testing.T) {
 	if err := m.DB.QueryRow("SELECT COUNT(*) FROM user_mic_sessions__old WHERE seat_occupied_ms = 1").Scan(&corrupted); err != nil || corrupted == 0 {
 		t.Errorf("user_mic_sessions__old should keep the replaced (corrupted) rows: %d, %v", corrupted, err)
 	}
+	// The copies are made LIKE the live tables: the byte-exact ids
+	// (migration 0015) stay so.
+	for _, c := range [][2]string{{"user_mic_sessions", "mic_session_id"}, {"lucky_pools", "scope_id"}} {
+		var live, old string
+		if err := m.DB.QueryRow(`SELECT MAX(IF(table_name = ?, collation_name, NULL)), MAX(IF(table_name = ?, collation_name, NULL))
+			FROM information_schema.columns WHERE table_schema = DATABASE() AND column_name = ?`, c[0], c[0]+rebuild.OldSuffix, c[1]).Scan(&live, &old); err != nil {
+			t.Fatal(err)
+		}
+		if live != "utf8mb4_bin" || old != live {
+			t.Errorf("%s.%s is %s after the rebuild (replaced table: %s), want utf8mb4_bin", c[0], c[1], live, old)
+		}
+	}
 
 	// The sink resumes on the rebuilt tables from its stored positions.
 	more := gen.Next(100)
