@@ -75,6 +75,10 @@ type Fault struct {
 	Times int
 	// Delay is slept before answering.
 	Delay time.Duration
+	// Arrived, when set, is sent the event id of each request the fault
+	// applies to as it arrives (before Delay), so a test knows a send is
+	// in flight; a full channel is not waited for.
+	Arrived chan<- string
 	// HTTPStatus answers with this status (e.g. 502) and a text body.
 	HTTPStatus int
 	// Code answers ActionStatus FAIL with this ErrorCode.
@@ -299,6 +303,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	f := s.takeFault(rec)
+	if f != nil && f.Arrived != nil {
+		select {
+		case f.Arrived <- rec.EventID:
+		default:
+		}
+	}
 	if f != nil && f.Delay > 0 {
 		select {
 		case <-time.After(f.Delay):
