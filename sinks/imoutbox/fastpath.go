@@ -34,9 +34,11 @@ import (
 //
 // A poll's results are recorded in batched statements when all its rooms
 // are done; its offsets are marked for commit only when every earlier poll
-// is recorded too (held polls never are), and committed every second, on
+// is recorded too (held polls never are), a partition's only while the
+// fast path runs and still owns it, and committed every second, on
 // rebalance (after the work in flight drains; held records of revoked
-// partitions are dropped for the next owner) and on shutdown.
+// partitions are dropped for the next owner) and on shutdown. A
+// partition's room chains stop when it is given up (see onRevoked).
 // Claimed-but-unsent work is bounded (MaxInFlight) so that it always drains
 // well within lock_ttl.
 type FastPath struct {
@@ -57,7 +59,8 @@ type FastPath struct {
 	mu    sync.Mutex
 	tails map[string]chan struct{} // room -> done of its latest chain
 	queue []*pollBatch             // polls in order, until marked
-	idle  *sync.Cond               // signalled when queue shrinks
+	owned map[int32]*partition     // partitions of the topic this fast path owns
+	idle  *sync.Cond               // signalled when results are recorded
 
 	// claiming is held by the dispatcher from taking a poll off the hold
 	// until it is queued, so a revoke sees every poll either held or queued.
@@ -71,21 +74,41 @@ type FastPath struct {
 
 // heldPoll is a consumed poll waiting for its delay.
 type heldPoll struct {
-	recs []*kgo.Record
-	due  time.Time // consumption + delay, monotonic
+	recs   []*kgo.Record
+	due    time.Time            // consumption + delay, monotonic
+	owners map[int32]*partition // the ownership its records were polled under
 }
 
 type pollBatch struct {
-	recs  []*kgo.Record
-	rooms int  // chains not yet recorded (recorder goroutine only)
-	done  bool // every result recorded
+	recs   []*kgo.Record
+	owners map[int32]*partition
+	rooms  int  // chains not yet recorded (recorder goroutine only)
+	done   bool // every result recorded
+}
+
+// ours is b's records whose partition is still owned as when they were
+// polled, none once the fast path stops: the offsets of a partition given
+// up stay where they were, so its next owner reads again what we did not
+// finish and claims the rows we handed back, in order.
+func (b *pollBatch) ours(run context.Context) []*kgo.Record {
+	if run.Err() != nil {
+		return nil
+	}
+	var recs []*kgo.Record
+	for _, r := range b.recs {
+		if o := b.owners[r.Partition]; o != nil && o.ctx.Err() == nil {
+			recs = append(recs, r)
+		}
+	}
+	return recs
 }
 
 // chainResult is one result of a room chain within one poll.
 type chainResult struct {
-	b    *pollBatch
-	out  *outcome
-	last bool // the room's last result in this poll
+	b     *pollBatch
+	owner *partition // nil for a poll without a chain
+	out   *outcome
+	last  bool // the room's last result in this poll
 }
 
 // newFastPath creates the fast path and its Kafka client on cfg.Kafka:
@@ -113,7 +136,8 @@ func newFastPath(svc *Service, cfg Config, appRate int, sh *share) (*FastPath, e
 	f := &FastPath{svc: svc, topic: cfg.Topic, share: sh, maxPoll: maxPoll, maxInFlight: inflight, backoff: 500 * time.Millisecond,
 		delay: delay, maxHeld: maxHeld,
 		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
-		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, results: make(chan chainResult, 4096)}
+		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, owned: map[int32]*partition{},
+		results: make(chan chainResult, 4096)}
 	f.idle = sync.NewCond(&f.mu)
 	// A crashed publisher's partitions move after the cluster's session
 	// timeout, not Kafka's 45 s default; the compensation scan covers the
@@ -230,10 +254,17 @@ func (f *FastPath) waitHoldRoom(ctx context.Context) int {
 	}
 }
 
-// hold adds a consumed poll to the hold, due delay from now.
+// hold adds a consumed poll to the hold, due delay from now, under the
+// partitions' ownership now.
 func (f *FastPath) hold(recs []*kgo.Record) {
+	owners := map[int32]*partition{}
+	f.mu.Lock()
+	for _, r := range recs {
+		owners[r.Partition] = f.owned[r.Partition]
+	}
+	f.mu.Unlock()
 	f.heldMu.Lock()
-	f.held = append(f.held, heldPoll{recs: recs, due: time.Now().Add(f.delay)})
+	f.held = append(f.held, heldPoll{recs: recs, due: time.Now().Add(f.delay), owners: owners})
 	f.heldN += len(recs)
 	f.svc.m.held.Set(float64(f.heldN))
 	f.heldMu.Unlock()
@@ -264,7 +295,7 @@ func (f *FastPath) dropHeld(revoked map[string][]int32) {
 			}
 		}
 		if len(recs) > 0 {
-			kept = append(kept, heldPoll{recs: recs, due: h.due})
+			kept = append(kept, heldPoll{recs: recs, due: h.due, owners: h.owners})
 		}
 	}
 	clear(f.held[len(kept):])
@@ -302,7 +333,7 @@ func (f *FastPath) dispatcher(lt lifetime) {
 			case f.heldOut <- struct{}{}:
 			default:
 			}
-			ok := f.dispatch(lt, next.recs)
+			ok := f.dispatch(lt, next)
 			f.claiming.Unlock()
 			if !ok {
 				return
@@ -325,10 +356,11 @@ func (f *FastPath) dispatcher(lt lifetime) {
 	}
 }
 
-// dispatch claims recs and starts their room chains. It reports false when
-// lt.run ended before the claim (nothing claimed, offsets not marked).
-func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
-	ids, envs := f.decodePoll(recs)
+// dispatch claims h's records and starts their room chains. It reports
+// false when lt.run ended before the claim (nothing claimed, offsets not
+// marked).
+func (f *FastPath) dispatch(lt lifetime, h heldPoll) bool {
+	ids, envs, owners := f.decodePoll(h)
 	// Reserve in-flight room before claiming, so claimed rows never wait
 	// for capacity while their locks run.
 	if !f.reserveTokens(lt.run, len(ids)) {
@@ -341,7 +373,7 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 	f.releaseTokens(len(ids) - len(claims.Claimed))
 	f.countClaims(len(ids), claims, envs)
 	order, byRoom := roomJobs(ids, claims, envs)
-	b := &pollBatch{recs: recs, rooms: max(1, len(order))}
+	b := &pollBatch{recs: h.recs, owners: h.owners, rooms: max(1, len(order))}
 	f.mu.Lock()
 	f.queue = append(f.queue, b)
 	f.mu.Unlock()
@@ -350,16 +382,23 @@ func (f *FastPath) dispatch(lt lifetime, recs []*kgo.Record) bool {
 		return true
 	}
 	for _, room := range order {
-		f.startChain(lt, b, room, byRoom[room])
+		// Records are keyed by room_id: a room's events share a partition.
+		f.startChain(lt, b, room, byRoom[room], owners[byRoom[room][0].row.EventID])
 	}
 	return true
 }
 
-// decodePoll returns the event ids of recs in record order, each once, and
-// their envelopes by id (the last record of an id wins).
-func (f *FastPath) decodePoll(recs []*kgo.Record) (ids []string, envs map[string]envelope.View) {
-	envs = map[string]envelope.View{}
-	for _, r := range recs {
+// decodePoll returns the event ids of h's records in record order, each
+// once, and their envelopes and partitions' owners by id (the last record
+// of an id wins). Records of partitions given up since they were polled are
+// left out: their next owner reads them again.
+func (f *FastPath) decodePoll(h heldPoll) (ids []string, envs map[string]envelope.View, owners map[string]*partition) {
+	envs, owners = map[string]envelope.View{}, map[string]*partition{}
+	for _, r := range h.recs {
+		o := h.owners[r.Partition]
+		if o == nil || o.ctx.Err() != nil {
+			continue
+		}
 		var env envelope.View
 		if err := env.Parse(r.Value); err != nil || len(env.EventID) == 0 {
 			// The compensation scan meets the same bytes in room_outbox and
@@ -373,9 +412,9 @@ func (f *FastPath) decodePoll(recs []*kgo.Record) (ids []string, envs map[string
 		if _, dup := envs[id]; !dup {
 			ids = append(ids, id)
 		}
-		envs[id] = env
+		envs[id], owners[id] = env, o
 	}
-	return ids, envs
+	return ids, envs, owners
 }
 
 // reserveTokens takes n in-flight tokens; when ctx ends first it gives
@@ -448,14 +487,18 @@ func roomJobs(ids []string, claims EventClaims, envs map[string]envelope.View) (
 
 // startChain starts room's chain for poll b: it waits for the room's
 // previous chain and a lane, then sends jobs in order, handing each result
-// to the recorder at once.
-func (f *FastPath) startChain(lt lifetime, b *pollBatch, room string, jobs []job) {
+// to the recorder at once. When owner's partition is given up the chain
+// starts no send: the rows left are handed back (see onRevoked).
+func (f *FastPath) startChain(lt lifetime, b *pollBatch, room string, jobs []job, owner *partition) {
 	f.mu.Lock()
 	prev := f.tails[room]
 	done := make(chan struct{})
 	f.tails[room] = done
+	owner.open += len(jobs)
 	f.mu.Unlock()
 	f.chains.Go(func() {
+		lt, stop := lt.until(owner.ctx)
+		defer stop()
 		defer func() {
 			f.mu.Lock()
 			if f.tails[room] == done {
@@ -467,18 +510,24 @@ func (f *FastPath) startChain(lt lifetime, b *pollBatch, room string, jobs []job
 		if prev != nil {
 			<-prev
 		}
-		f.svc.lanes <- struct{}{}
+		lane := true
+		select {
+		case f.svc.lanes <- struct{}{}:
+		case <-lt.run.Done(): // nothing to send: the rows go back without a lane
+			lane = false
+		}
 		var mu sync.Mutex
 		for i, j := range jobs {
 			out := &outcome{}
 			f.svc.one(lt, "fast", j, &mu, out)
 			<-f.tokens
-			if i == len(jobs)-1 {
+			last := i == len(jobs)-1
+			if last && lane {
 				<-f.svc.lanes
 			}
 			// Each result goes to the recorder at once, so a send is
 			// marked within milliseconds, not when its room's run ends.
-			f.results <- chainResult{b: b, out: out, last: i == len(jobs)-1}
+			f.results <- chainResult{b: b, owner: owner, out: out, last: last}
 		}
 	})
 }
@@ -521,6 +570,9 @@ func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 		}
 		f.mu.Lock()
 		for _, r := range batch {
+			if r.owner != nil {
+				r.owner.open--
+			}
 			if !r.last {
 				continue
 			}
@@ -531,13 +583,11 @@ func (f *FastPath) recorder(lt lifetime, stop <-chan struct{}) {
 		}
 		n := 0
 		for n < len(f.queue) && f.queue[n].done {
-			f.cl.MarkCommitRecords(f.queue[n].recs...)
+			f.cl.MarkCommitRecords(f.queue[n].ours(lt.run)...)
 			n++
 		}
-		if n > 0 {
-			f.queue = append(f.queue[:0], f.queue[n:]...)
-			f.idle.Broadcast()
-		}
+		f.queue = append(f.queue[:0], f.queue[n:]...)
+		f.idle.Broadcast()
 		f.mu.Unlock()
 	}
 }

@@ -90,7 +90,7 @@ func TestOnAssignedSharesByTheTopicsPartitionCount(t *testing.T) {
 	var logs testenv.SyncBuffer
 	var rate float64
 	f := &FastPath{svc: &Service{log: slog.New(slog.NewTextHandler(&logs, nil))}, topic: k.Config.Topics.RoomEvents,
-		share: newShare(120, time.Second, func(r float64) { rate = r })}
+		share: newShare(120, time.Second, func(r float64) { rate = r }), owned: map[int32]*partition{}}
 	f.onAssigned(context.Background(), cl, map[string][]int32{f.topic: {0}})
 	if rate != 30 {
 		t.Fatalf("1 of 4 partitions: rate %v, want 30", rate)

@@ -95,6 +95,14 @@ func (s *Service) newLifetime(ctx context.Context) (lt lifetime, release func())
 	return lifetime{run: ctx, sends: sends, abort: abort}, func() { stop(); cancelAbort() }
 }
 
+// until is lt whose run also ends when ctx does (a fast path room chain
+// whose partition is given up); stop frees it.
+func (lt lifetime) until(ctx context.Context) (_ lifetime, stop func()) {
+	run, cancel := context.WithCancel(lt.run)
+	unhook := context.AfterFunc(ctx, cancel)
+	return lifetime{run: run, sends: lt.sends, abort: lt.abort}, func() { unhook(); cancel() }
+}
+
 // WorkerID is the value this service writes to room_outbox.worker_id.
 func (s *Service) WorkerID() string { return s.worker }
 
