@@ -34,7 +34,7 @@ import (
 type Options struct {
 	// Binlog turns the row binary log on, as the relay's binlog mode
 	// needs it: log_bin, binlog_format=ROW, binlog_row_image=FULL,
-	// gtid_strict_mode off, server_id ServerID.
+	// binlog_row_metadata=FULL, gtid_strict_mode off, server_id ServerID.
 	Binlog bool
 	// ServerID is the server's server_id; default 1.
 	ServerID uint32
@@ -120,7 +120,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"--max-connections=200", "--server-id=" + strconv.FormatUint(uint64(o.ServerID), 10)}
 	if o.Binlog {
 		args = append(args, "--log-bin="+filepath.Join(dir, "data", "binlog"), "--binlog-format=ROW",
-			"--binlog-row-image=FULL", "--gtid-strict-mode=OFF")
+			"--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--gtid-strict-mode=OFF")
 	} else {
 		args = append(args, "--skip-log-bin")
 	}

@@ -15,14 +15,14 @@ import (
 // directory.
 func TestStartBinlog(t *testing.T) {
 	ctx, s, db := start(t, Options{Binlog: true, ServerID: 7})
-	var logBin, format, image, strict string
+	var logBin, format, image, metadata, strict string
 	var serverID int
-	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@gtid_strict_mode, @@server_id").
-		Scan(&logBin, &format, &image, &strict, &serverID); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@gtid_strict_mode, @@server_id").
+		Scan(&logBin, &format, &image, &metadata, &strict, &serverID); err != nil {
 		t.Fatal(err)
 	}
-	if logBin != "1" || format != "ROW" || image != "FULL" || strict != "0" || serverID != 7 {
-		t.Fatalf("log_bin=%s binlog_format=%s binlog_row_image=%s gtid_strict_mode=%s server_id=%d", logBin, format, image, strict, serverID)
+	if logBin != "1" || format != "ROW" || image != "FULL" || metadata != "FULL" || strict != "0" || serverID != 7 {
+		t.Fatalf("log_bin=%s binlog_format=%s binlog_row_image=%s binlog_row_metadata=%s gtid_strict_mode=%s server_id=%d", logBin, format, image, metadata, strict, serverID)
 	}
 	if _, err := db.ExecContext(ctx, "CREATE USER 'weak'@'127.0.0.1'"); err != nil {
 		t.Fatal(err)

@@ -41,10 +41,10 @@ const serverIdentity = "CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
 
 // checkBinlogServer runs binlog mode's start-up checks on a connection of
 // binlog.dsn, the user that streams: binary log on, binlog_format=ROW,
-// binlog_row_image=FULL, the replication privileges (its own or its
-// enabled roles') and a server id that neither the server nor another
-// registered replica uses. Every problem found is named in one
-// *BinlogCheckError.
+// binlog_row_image=FULL, binlog_row_metadata=FULL, the replication
+// privileges (its own or its enabled roles') and a server id that neither
+// the server nor another registered replica uses. Every problem found is
+// named in one *BinlogCheckError.
 func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	dc, err := mysql.ParseDSN(r.cfg.Binlog.DSN)
 	if err != nil {
@@ -81,6 +81,13 @@ func (r *Relay) checkBinlogServer(ctx context.Context) (*binlogServer, error) {
 	}
 	if !strings.EqualFold(image, "FULL") {
 		problems = append(problems, fmt.Sprintf("binlog_row_image is %s, must be FULL", image))
+	}
+	metadata, err := rowMetadataProblem(ctx, repl, version)
+	if err != nil {
+		return nil, err
+	}
+	if metadata != "" {
+		problems = append(problems, metadata)
 	}
 	if s.flavor == FlavorMySQL {
 		problems = append(problems, mysqlProblems(ctx, repl)...)
@@ -132,6 +139,25 @@ func mysqlProblems(ctx context.Context, db *sql.DB) []string {
 		problems = append(problems, "binlog_transaction_compression is ON, must be OFF")
 	}
 	return problems
+}
+
+// rowMetadataProblem names binlog_row_metadata unless it is FULL: only
+// then does each TABLE_MAP name its columns, so that rows written before
+// an ALTER TABLE are decoded with the columns they had (tableColumns).
+// MySQL before 8.0.1 and MariaDB before 10.5 have no such variable.
+func rowMetadataProblem(ctx context.Context, db *sql.DB, version string) (string, error) {
+	var v string
+	err := db.QueryRowContext(ctx, "SELECT @@binlog_row_metadata").Scan(&v)
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == 1193: // unknown system variable
+		return fmt.Sprintf("the server (%s) has no binlog_row_metadata: binlog mode needs MySQL 8.0.1+ or MariaDB 10.5+", version), nil
+	case err != nil:
+		return "", fmt.Errorf("relay: binlog settings: %w", err)
+	case !strings.EqualFold(v, "FULL"):
+		return fmt.Sprintf("binlog_row_metadata is %s, must be FULL (SET GLOBAL binlog_row_metadata=FULL, and binlog_row_metadata=FULL in the server's configuration)", v), nil
+	}
+	return "", nil
 }
 
 // missingPrivileges names the replication privileges the user lacks.

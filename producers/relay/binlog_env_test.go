@@ -56,11 +56,11 @@ func binlogDB(t testing.TB) *testenv.MySQL {
 }
 
 // mysql80BinlogDB is a migrated database on a MySQL 8.0 container with
-// GTIDs on (binlog mode's requirement there); skipped where no container
-// engine runs (testenv.MySQL80DSN).
+// GTIDs on and binlog_row_metadata=FULL (binlog mode's requirements there);
+// skipped where no container engine runs (testenv.MySQL80DSN).
 func mysql80BinlogDB(t testing.TB) *testenv.MySQL {
 	t.Helper()
-	dsn := testenv.MySQL80DSN(t, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--server-id=1")
+	dsn := testenv.MySQL80DSN(t, "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--binlog-row-metadata=FULL", "--server-id=1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := mysqlx.NewScratch(ctx, dsn, testenv.UniqueName(t), true)

@@ -1,9 +1,9 @@
 package relay
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -12,48 +12,54 @@ import (
 // outboxColumns are the columns a relayed row needs, in Row's order.
 var outboxColumns = []string{"id", "app_code", "event_id", "event_type", "room_id", "room_version", "payload", "occurred_at_ms"}
 
-// columnMap is the ordinal of each of outboxColumns in the table's rows
-// as the binlog carries them.
+// columnMap is the ordinal of each of outboxColumns in the rows of one
+// TABLE_MAP of the relayed table, or why its rows cannot be decoded.
 type columnMap struct {
 	tableID uint64
-	count   uint64
 	ord     [8]int
+	err     error // a *BinlogColumnsError, returned for its INSERT rows only
 }
 
-// loadColumns reads the table's column ordinals from information_schema.
-// It is called for the first TABLE_MAP of the table and whenever one
-// differs from the last (a new table id or column count: an ALTER TABLE);
-// a needed column that is gone stops the relay with an error naming it.
-func (r *Relay) loadColumns(ctx context.Context, schema string, tm *replication.TableMapEvent) (columnMap, error) {
-	rs, err := r.db.QueryContext(ctx, "SELECT COLUMN_NAME, ORDINAL_POSITION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, r.cfg.Table)
-	if err != nil {
-		return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
+// BinlogColumnsError stops binlog mode at a TABLE_MAP of the relayed
+// table whose rows it cannot decode for sure: one without column names
+// (written while binlog_row_metadata was not FULL) or one without a column
+// the relay needs (dropped or renamed). The stream retries from the same
+// place, so the relay stops relaying until an operator acts.
+type BinlogColumnsError struct {
+	Table    string         // schema.table
+	Position BinlogPosition // where the stream is, before the rows
+	Missing  string         // the needed column the TABLE_MAP lacks; "" when it names none
+}
+
+func (e *BinlogColumnsError) Error() string {
+	if e.Missing == "" {
+		return fmt.Sprintf("relay: binlog rows of %s at %s carry no column names (written while binlog_row_metadata was not FULL), and the table's columns may have changed since: run `roomflow relay --resnapshot` to relay them from a snapshot", e.Table, e.Position.where())
 	}
-	defer rs.Close()
-	pos := map[string]int{}
-	for rs.Next() {
-		var name string
-		var ord int
-		if err := rs.Scan(&name, &ord); err != nil {
-			return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
-		}
-		pos[strings.ToLower(name)] = ord - 1
+	return fmt.Sprintf("relay: %s has no column %s in the binlog at %s (dropped or renamed?): binlog rows cannot be relayed", e.Table, e.Missing, e.Position.where())
+}
+
+// tableColumns maps outboxColumns to their ordinals by tm's own column
+// names (binlog_row_metadata=FULL): each row event is decoded with the
+// columns the table had when it was written, whatever ALTER TABLE came
+// after it, so a relay behind a schema change neither stops nor mixes
+// fields up. Today's information_schema cannot stand in for a TABLE_MAP
+// without names: it may already be past an ALTER. A TABLE_MAP it cannot
+// map stops the relay only at INSERT rows (status UPDATEs need nothing).
+func tableColumns(tm *replication.TableMapEvent, table string, at BinlogPosition) columnMap {
+	m := columnMap{tableID: tm.TableID}
+	if len(tm.ColumnName) == 0 {
+		m.err = &BinlogColumnsError{Table: table, Position: at}
+		return m
 	}
-	if err := rs.Err(); err != nil {
-		return columnMap{}, fmt.Errorf("relay: columns of %s: %w", r.cfg.Table, err)
-	}
-	m := columnMap{tableID: tm.TableID, count: tm.ColumnCount}
 	for i, c := range outboxColumns {
-		o, ok := pos[c]
-		if !ok || uint64(o) >= tm.ColumnCount {
-			return columnMap{}, fmt.Errorf("relay: %s.%s has no column %s any more (schema change?): binlog rows cannot be relayed", schema, r.cfg.Table, c)
+		o := slices.IndexFunc(tm.ColumnName, func(name []byte) bool { return strings.EqualFold(string(name), c) })
+		if o < 0 {
+			m.err = &BinlogColumnsError{Table: table, Position: at, Missing: c}
+			return m
 		}
 		m.ord[i] = o
 	}
-	if uint64(len(pos)) != tm.ColumnCount {
-		return columnMap{}, fmt.Errorf("relay: %s.%s has %d columns in information_schema but %d in the binlog (a schema change after these rows was written?)", schema, r.cfg.Table, len(pos), tm.ColumnCount)
-	}
-	return m, nil
+	return m
 }
 
 // binlogRow builds a Row from a binlog row image.

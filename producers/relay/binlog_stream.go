@@ -25,11 +25,16 @@ type BinlogPurgedError struct {
 }
 
 func (e *BinlogPurgedError) Error() string {
-	at := e.Position.GTIDSet
-	if at == "" {
-		at = e.Position.File + ":" + strconv.FormatUint(e.Position.Offset, 10)
+	return fmt.Sprintf("relay: the binlog at the stored position %s is gone (purged, or another server after a failover): %v; run `roomflow relay --resnapshot` to snapshot the table again", e.Position.where(), e.Err)
+}
+
+// where names a binlog position in an error: its GTID set, else its file
+// and offset.
+func (b BinlogPosition) where() string {
+	if b.GTIDSet != "" {
+		return b.GTIDSet
 	}
-	return fmt.Sprintf("relay: the binlog at the stored position %s is gone (purged, or another server after a failover): %v; run `roomflow relay --resnapshot` to snapshot the table again", at, e.Err)
+	return b.File + ":" + strconv.FormatUint(b.Offset, 10)
 }
 
 func (e *BinlogPurgedError) Unwrap() error { return e.Err }
@@ -208,7 +213,7 @@ type binlogStream struct {
 	evs   <-chan binlogEvent
 	table relayTable
 	st    *streamState
-	cols  columnMap // the relayed table's columns as its last TABLE_MAP has them
+	cols  columnMap // the relayed table's columns as its last TABLE_MAP names them
 	byID  bool      // drop rows the position has by id (MySQL's overlapping snapshot)
 
 	pending   binlogBatch    // the batch being filled
@@ -309,8 +314,8 @@ func (s *binlogStream) handle(ctx context.Context, e binlogEvent) error {
 	case *replication.QueryEvent:
 		s.st.query(h.LogPos, ev.Query)
 	case *replication.TableMapEvent:
-		if err := s.tableMap(ctx, ev); err != nil {
-			return err
+		if s.table.is(ev) {
+			s.cols = tableColumns(ev, s.table.schema+"."+s.table.name, s.st.current())
 		}
 	case *replication.RowsEvent:
 		if err := s.rows(ctx, ev); err != nil {
@@ -328,20 +333,6 @@ func (s *binlogStream) handle(ctx context.Context, e binlogEvent) error {
 	return nil
 }
 
-// tableMap loads the relayed table's columns when its TABLE_MAP differs
-// from the last one (the first, or after an ALTER TABLE).
-func (s *binlogStream) tableMap(ctx context.Context, tm *replication.TableMapEvent) error {
-	if !s.table.is(tm) || (tm.TableID == s.cols.tableID && tm.ColumnCount == s.cols.count) {
-		return nil
-	}
-	cols, err := s.r.loadColumns(ctx, s.table.schema, tm)
-	if err != nil {
-		return err
-	}
-	s.cols = cols
-	return nil
-}
-
 // rows relays the rows of an INSERT into the relayed table (the syncer
 // decodes no other rows).
 func (s *binlogStream) rows(ctx context.Context, ev *replication.RowsEvent) error {
@@ -350,6 +341,9 @@ func (s *binlogStream) rows(ctx context.Context, ev *replication.RowsEvent) erro
 	}
 	if ev.TableID != s.cols.tableID {
 		return fmt.Errorf("relay: binlog rows of table id %d without its TABLE_MAP", ev.TableID)
+	}
+	if s.cols.err != nil {
+		return s.cols.err
 	}
 	now := s.r.cfg.Now()
 	for _, v := range ev.Rows {

@@ -48,15 +48,15 @@
 // Binlog.ServerID, after fencing and loading the position; a broken stream
 // ends the leader session, so leadership is checked again before every
 // reconnect. Start-up checks, as Binlog.DSN's user (binary log on,
-// binlog_format=ROW, binlog_row_image=FULL, REPLICATION SLAVE and
-// REPLICATION CLIENT / BINLOG MONITOR of the user or its enabled roles, a
-// server id neither the server's nor registered by another replica than
-// ReplicaHost, the relay's database on the same server; MySQL: gtid_mode
-// ON, binlog_transaction_compression OFF) fail with a *BinlogCheckError
-// naming what is missing. Only INSERTs into Table of the relay database's
-// schema are decoded; columns are looked up in information_schema on the
-// table's first TABLE_MAP and when one differs. A position without a
-// binlog part (first start, a poll-mode position, Binlog.Resnapshot)
+// binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL,
+// REPLICATION SLAVE and REPLICATION CLIENT / BINLOG MONITOR of the user or
+// its enabled roles, a server id neither the server's nor registered by
+// another replica than ReplicaHost, the relay's database on the same
+// server; MySQL: gtid_mode ON, binlog_transaction_compression OFF) fail
+// with a *BinlogCheckError naming what is missing. Only INSERTs into Table of the relay database's
+// schema are decoded, each by the column names of its own TABLE_MAP (a
+// *BinlogColumnsError when it has none). A position without a binlog
+// part (first start, a poll-mode position, Binlog.Resnapshot)
 // first takes a consistent snapshot of the rows the position has not
 // relayed, a batch at a time, then streams the binlog. On MariaDB the
 // snapshot has an exact position (START TRANSACTION WITH CONSISTENT
@@ -329,7 +329,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.m.binlogPurged.Set(0)
 		}
 		var check *BinlogCheckError
-		if purged != nil || errors.As(err, &check) {
+		var columns *BinlogColumnsError
+		if purged != nil || errors.As(err, &check) || errors.As(err, &columns) {
 			r.log.Error("binlog mode cannot relay; retrying", "error", err, "backoff", retryWait.String())
 		} else if idRange := (*IDRangeError)(nil); errors.As(err, &idRange) {
 			r.log.Error("outbox id out of range; relaying stopped at that row", "error", err, "backoff", retryWait.String())
