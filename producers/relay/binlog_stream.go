@@ -161,9 +161,8 @@ func (r *Relay) stream(ctx context.Context, tr *Tracker, srv *binlogServer, pos 
 		r: r, tr: tr, out: out, evs: evs, table: table, st: st,
 		// On MySQL the snapshot overlaps the binlog (see snapshot): a row
 		// at or below the high-water id that is not an open gap was
-		// relayed, and gaps given up are dead-lettered, as in poll mode.
-		// On MariaDB the gaps are the poll fallback's only and the binlog
-		// decides.
+		// relayed. On MariaDB the gaps are the poll fallback's only and
+		// the binlog decides.
 		byID:    srv.flavor == FlavorMySQL,
 		pending: binlogBatch{started: now},
 		emitted: pos, lastEmit: now,
@@ -247,16 +246,19 @@ func (s *binlogStream) run(ctx context.Context) error {
 }
 
 // await is the next event. With none queued, it first relays what is
-// pending now (latency), or moves an idle position along on the
-// heartbeat's clock; while the committer still has a batch waiting, it
-// keeps filling this one instead: under load batches grow towards
-// BatchSize. got is false when a due batch should be tried again.
+// pending now (latency), or moves an idle position along and gives up old
+// holes on the heartbeat's clock; while the committer still has a batch
+// waiting, it keeps filling this one instead: under load batches grow
+// towards BatchSize. got is false when a due batch should be tried again.
 func (s *binlogStream) await(ctx context.Context) (e binlogEvent, got bool, err error) {
 	select {
 	case e = <-s.evs:
 		return e, true, nil
 	default:
 	}
+	// Holes are given up on the clock, as in poll mode, not only when
+	// rows come: an idle stream still wakes for each heartbeat.
+	s.pending.abandoned = append(s.pending.abandoned, s.tr.Expire(s.r.cfg.Now())...)
 	due := s.due()
 	if due && len(s.out) == 0 {
 		if err := s.emit(ctx); err != nil {
@@ -278,11 +280,11 @@ func (s *binlogStream) await(ctx context.Context) (e binlogEvent, got bool, err 
 	}
 }
 
-// due reports whether a batch should be handed on now: rows are pending,
-// or the position moved since the last batch and a heartbeat arrived or a
-// heartbeat period passed.
+// due reports whether a batch should be handed on now: rows or holes
+// given up are pending, or the position moved since the last batch and a
+// heartbeat arrived or a heartbeat period passed.
 func (s *binlogStream) due() bool {
-	return len(s.pending.rows) > 0 || (s.heartbeat && s.st.current() != s.emitted) ||
+	return len(s.pending.rows) > 0 || len(s.pending.abandoned) > 0 || (s.heartbeat && s.st.current() != s.emitted) ||
 		(s.st.current() != s.emitted && s.r.cfg.Now().Sub(s.lastEmit) >= s.r.cfg.Binlog.HeartbeatPeriod)
 }
 
@@ -401,8 +403,8 @@ func (s *binlogStream) row(ctx context.Context, image []any, now time.Time) erro
 }
 
 // track records a relayed id in the tracker: above the high-water id it
-// advances it (opening holes below; on MySQL those evicted are
-// dead-lettered), below it fills a hole.
+// advances it (opening holes below; those evicted are dead-lettered),
+// below it fills a hole.
 func (s *binlogStream) track(id uint64, now time.Time) error {
 	if id <= s.tr.High() {
 		s.tr.Fill([]uint64{id})
@@ -412,9 +414,7 @@ func (s *binlogStream) track(id uint64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if s.byID {
-		s.pending.abandoned = append(s.pending.abandoned, evicted...)
-	}
+	s.pending.abandoned = append(s.pending.abandoned, evicted...)
 	return nil
 }
 
@@ -426,9 +426,10 @@ func (s *binlogStream) emit(ctx context.Context) error {
 		return err
 	}
 	now := s.r.cfg.Now()
-	if expired := s.tr.Expire(now); s.byID {
-		s.pending.abandoned = append(s.pending.abandoned, expired...)
-	}
+	// Holes given up are dead-lettered as in poll mode, also on MariaDB,
+	// where the binlog still relays a late row: the poll fallback after a
+	// switch would not wait for it, and the record is its only trace.
+	s.pending.abandoned = append(s.pending.abandoned, s.tr.Expire(now)...)
 	b := newBatch(s.tr, s.pending.rows, s.pending.abandoned, s.pending.started, s.pending.bytes)
 	if err := s.r.send(ctx, s.out, b); err != nil {
 		return err

@@ -64,13 +64,13 @@
 // MySQL 8.0 reports none, so the snapshot is a watermark one: the stream
 // starts from the GTID set executed before the snapshot opened, and the
 // rows both read are deduplicated by id: on MySQL a binlog row at or below
-// the high-water id that is not an open hole was relayed and is skipped,
-// and holes given up (relay.gap_max_age, max_open_gaps) are dead-lettered
-// as in poll mode. A MySQL transaction larger than a batch spans Kafka
-// transactions, each storing the transaction's start and the count of its
-// rows relayed (BinlogPosition.Rows). The high-water id and holes are kept
-// current from the relayed ids, so poll mode can take over from a binlog
-// position. MySQL 8.0 support is tested only where a container engine
+// the high-water id that is not an open hole was relayed and is skipped.
+// A MySQL transaction larger than a batch spans Kafka transactions, each
+// storing the transaction's start and the count of its rows relayed
+// (BinlogPosition.Rows). The high-water id and holes are kept current from
+// the relayed ids, so poll mode can take over from a binlog position, and
+// holes given up (relay.gap_max_age, max_open_gaps) are dead-lettered as
+// in poll mode. MySQL 8.0 support is tested only where a container engine
 // runs (testenv.MySQL80DSN).
 //
 // # Exactly once
