@@ -26,7 +26,6 @@ func (r *Relay) readBinlog(ctx context.Context, tr *Tracker, out chan<- *batch) 
 		if pos, err = r.snapshot(ctx, tr, srv, out); err != nil {
 			return err
 		}
-		r.resnapshot.Store(false)
 	}
 	return r.stream(ctx, tr, srv, pos, out)
 }

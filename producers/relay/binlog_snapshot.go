@@ -96,7 +96,9 @@ func (r *Relay) snapshot(ctx context.Context, tr *Tracker, srv *binlogServer, ou
 			return BinlogPosition{}, err
 		}
 		if len(rows) > 0 || last {
-			if err := r.send(ctx, out, newBatch(tr, rows, nil, started, inline+fetched)); err != nil {
+			b := newBatch(tr, rows, nil, started, inline+fetched)
+			b.endsSnapshot = last
+			if err := r.send(ctx, out, b); err != nil {
 				return BinlogPosition{}, err
 			}
 		}

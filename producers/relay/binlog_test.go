@@ -238,66 +238,6 @@ func TestBinlogModeSwitch(t *testing.T) {
 	}
 }
 
-// TestBinlogPurgedAndResnapshot: a binlog purged past the stored position
-// stops the relay with roomflow_relay_binlog_purged = 1 and relays
-// nothing; --resnapshot (Binlog.Resnapshot) then relays the rows written
-// meanwhile, once.
-func TestBinlogPurgedAndResnapshot(t *testing.T) {
-	k := newKafka(t)
-	m := binlogDB(t)
-	ctx := context.Background()
-	cfg := binlogConfig(testConfig(t, k), m)
-	if err := insertRows(ctx, m.DB, rowsOf("a", "room-a", 0, 50)); err != nil {
-		t.Fatal(err)
-	}
-	x := startRelay(t, cfg, m.DB, nil)
-	waitCount(t, k, k.Config.Topics.RoomEvents, 50, 30*time.Second)
-	x.stop(t)
-	// Rows the relay has not seen, then the binlog holding them is purged.
-	if err := insertRows(ctx, m.DB, rowsOf("b", "room-b", 0, 40)); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"FLUSH BINARY LOGS", "INSERT INTO room_outbox (app_code, event_id, event_type, room_id, room_version, payload, occurred_at_ms, created_at_ms, updated_at_ms) VALUES ('hyapp', 'c-1', 'RoomMicChanged', 'room-c', 1, 'x', 1, 1, 1)", "FLUSH BINARY LOGS"} {
-		if _, err := m.DB.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var file string
-	var pos int64
-	var rest [2]sql.NullString
-	if err := m.DB.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &rest[0], &rest[1]); err != nil {
-		t.Fatal(err)
-	}
-	purgeBinlogsTo(t, m.DB, file)
-	x = startRelay(t, cfg, m.DB, nil)
-	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, x.reg, "roomflow_relay_binlog_purged") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("roomflow_relay_binlog_purged did not become 1")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	x.stop(t)
-	if n := len(drain(t, k, k.Config.Topics.RoomEvents)); n != 50 {
-		t.Fatalf("%d records after the purge, want the 50 before it", n)
-	}
-	re := cfg
-	re.Binlog.Resnapshot = true
-	x = startRelay(t, re, m.DB, nil)
-	waitCount(t, k, k.Config.Topics.RoomEvents, 91, 30*time.Second)
-	if err := insertRows(ctx, m.DB, rowsOf("d", "room-d", 0, 5)); err != nil {
-		t.Fatal(err)
-	}
-	waitCount(t, k, k.Config.Topics.RoomEvents, 96, 30*time.Second)
-	if v := metric(t, x.reg, "roomflow_relay_binlog_purged"); v != 0 {
-		t.Fatalf("roomflow_relay_binlog_purged = %v after the resnapshot", v)
-	}
-	time.Sleep(300 * time.Millisecond)
-	x.stop(t)
-	got := drain(t, k, k.Config.Topics.RoomEvents)
-	checkExactlyOnce(t, loadOracle(t, m.DB), got)
-}
-
 // TestBinlogSchemaChange: a column added to the table is picked up (the
 // column map follows TABLE_MAP changes); dropping a needed one stops the
 // relay with an error naming it, relaying nothing wrong.
@@ -568,34 +508,5 @@ func TestBinlogIdleTableAdvancesPosition(t *testing.T) {
 	x.stop(t)
 	if got := drain(t, k, cfg.Topic); len(got) != 0 {
 		t.Fatalf("%d records for an idle outbox", len(got))
-	}
-}
-
-// purgeBinlogsTo purges every binlog file before file and waits until the
-// server no longer lists them. A file still read by a stream is silently
-// kept by PURGE, and an earlier test's relay may reconnect between the
-// kill of its stream and the purge, so the two repeat until the purge
-// holds.
-func purgeBinlogsTo(t *testing.T, db *sql.DB, file string) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		killBinlogDumps(t, db)
-		if _, err := db.ExecContext(ctx, "PURGE BINARY LOGS TO '"+file+"'"); err != nil {
-			t.Fatal(err)
-		}
-		var first string
-		var size int64
-		if err := db.QueryRowContext(ctx, "SHOW BINARY LOGS").Scan(&first, &size); err != nil {
-			t.Fatal(err)
-		}
-		if first == file {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("binlog %s still listed after purging to %s", first, file)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -199,7 +199,8 @@ type Relay struct {
 	lag    *lagWatch
 
 	started atomic.Bool
-	// resnapshot is Config.Binlog.Resnapshot until a snapshot finished.
+	// resnapshot is Config.Binlog.Resnapshot until a snapshot's last batch
+	// committed.
 	resnapshot atomic.Bool
 
 	// Rows the broker refused. A refusal fails a whole produce batch, so
@@ -372,6 +373,9 @@ type batch struct {
 	info      BatchInfo
 	abandoned []Abandoned
 	started   time.Time
+	// endsSnapshot marks a snapshot's last batch, the first to store the
+	// new binlog position: --resnapshot is spent only once it commits.
+	endsSnapshot bool
 }
 
 // newBatch is a batch of rows and abandoned gaps with tr's position after
@@ -487,6 +491,9 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 	for b := range batches {
 		if err := r.commit(ctx, txn, b); err != nil {
 			return err
+		}
+		if b.endsSnapshot {
+			r.resnapshot.Store(false)
 		}
 	}
 	if rerr != nil {
