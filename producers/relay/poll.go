@@ -95,7 +95,9 @@ func (p *pollReader) next(ctx context.Context) (b *batch, more bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
-	abandoned = append(abandoned, tr.Expire(started)...)
+	// The found holes the budget left behind are rows the relay has read:
+	// they wait for the next batch, however old their ids are.
+	abandoned = append(abandoned, tr.Expire(started, p.pending...)...)
 	if err := p.checkReissue(ctx, started); err != nil {
 		return nil, false, err
 	}
@@ -111,8 +113,6 @@ func (p *pollReader) next(ctx context.Context) (b *batch, more bool, err error) 
 // the scan found rows.
 func (p *pollReader) lookUpHoles(ctx context.Context, started time.Time, scannedRows bool) ([]Row, error) {
 	r, tr := p.r, p.tr
-	// A found hole may have been given up since (gap_max_age).
-	p.pending = slices.DeleteFunc(p.pending, func(id uint64) bool { return !tr.IsOpen(id) })
 	probe := p.pending
 	switch {
 	case tr.OpenHoles() == 0:
@@ -134,7 +134,9 @@ func (p *pollReader) lookUpHoles(ctx context.Context, started time.Time, scanned
 
 // fit cuts the batch to the MaxBatchBytes budget: filled holes first, and
 // scanned rows only when all of those fit. Found holes it leaves behind
-// are looked up first by the next batch. cut reports that it left rows.
+// are looked up first by the next batch; they stay open holes until then
+// (Expire keeps them, and the batch that leaves them scans nothing, so it
+// evicts no hole). cut reports that it left rows.
 func (p *pollReader) fit(filled, scanned []Row, inline int) (_, _ []Row, cut bool) {
 	budget := &Budget{Max: p.r.cfg.MaxBatchBytes, Used: inline, Skip: p.r.tooLarge}
 	p.pending = nil

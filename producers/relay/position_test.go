@@ -133,6 +133,63 @@ func TestTrackerFillAndExpire(t *testing.T) {
 	}
 }
 
+// TestExpireKeepsFoundHoles: the ids Expire is told to keep (rows a read
+// found and left for the next batch) stay open, aged exactly gap_max_age,
+// while the other expired holes go; across blocks the position still
+// encodes to what the tracker holds.
+func TestExpireKeepsFoundHoles(t *testing.T) {
+	t0 := time.UnixMilli(10_000_000)
+	old := t0.Add(-2 * time.Hour).UnixMilli()
+	tr := NewTracker(Position{High: 100, ClockMs: t0.UnixMilli(), Holes: []Hole{
+		{ID: 3, FirstSeenMs: old}, {ID: 4, FirstSeenMs: old}, {ID: 5, FirstSeenMs: old}, {ID: 7, FirstSeenMs: old},
+		{ID: 50, FirstSeenMs: t0.Add(-time.Minute).UnixMilli()},
+	}}, 100, time.Hour, t0)
+	ab := tr.Expire(t0, 4, 7, 50)
+	want := []Abandoned{
+		{From: 3, To: 3, Reason: AbandonMaxAge, OpenFor: 2 * time.Hour},
+		{From: 5, To: 5, Reason: AbandonMaxAge, OpenFor: 2 * time.Hour},
+	}
+	if !reflect.DeepEqual(ab, want) {
+		t.Fatalf("Expire = %+v, want %+v", ab, want)
+	}
+	limit := t0.Add(-time.Hour).UnixMilli()
+	wantHoles := []Hole{{ID: 4, FirstSeenMs: limit}, {ID: 7, FirstSeenMs: limit}, {ID: 50, FirstSeenMs: t0.Add(-time.Minute).UnixMilli()}}
+	if got := tr.Position().Holes; !reflect.DeepEqual(got, wantHoles) {
+		t.Fatalf("holes = %+v, want %+v", got, wantHoles)
+	}
+	late := time.Hour + time.Millisecond
+	want = []Abandoned{{From: 4, To: 4, Reason: AbandonMaxAge, OpenFor: late}, {From: 7, To: 7, Reason: AbandonMaxAge, OpenFor: late}}
+	if ab := tr.Expire(t0.Add(time.Millisecond)); !reflect.DeepEqual(ab, want) {
+		t.Fatalf("Expire without keep = %+v, want %+v", ab, want)
+	}
+
+	// Thousands of expired holes over several blocks, a few kept.
+	var hs []Hole
+	for id := uint64(1); id <= 3*blockHoles; id++ {
+		hs = append(hs, Hole{ID: 2 * id, FirstSeenMs: old})
+	}
+	tr = NewTracker(Position{High: 10 * blockHoles, ClockMs: t0.UnixMilli(), Holes: hs}, 10*blockHoles, time.Hour, t0)
+	keep := []uint64{2, 2 * blockHoles, 2*blockHoles + 2, 6 * blockHoles}
+	ab = tr.Expire(t0, keep...)
+	gone := 0
+	for _, a := range ab {
+		gone += int(a.Count())
+	}
+	if gone != 3*blockHoles-len(keep) {
+		t.Fatalf("%d ids given up, want %d", gone, 3*blockHoles-len(keep))
+	}
+	if got := appendIDs(nil, tr.Position().Holes); !reflect.DeepEqual(got, keep) || tr.OpenHoles() != len(keep) {
+		t.Fatalf("open holes %v (%d), want %v", got, tr.OpenHoles(), keep)
+	}
+	got, err := DecodePosition(tr.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Holes, tr.Position().Holes) {
+		t.Fatalf("decoded holes %+v, want %+v", got.Holes, tr.Position().Holes)
+	}
+}
+
 func TestRunsGroupsConsecutive(t *testing.T) {
 	got := appendRuns(nil, []Hole{{ID: 1, FirstSeenMs: 9}, {ID: 2}, {ID: 3}, {ID: 5, FirstSeenMs: 7}}, AbandonMaxAge, 10)
 	want := []Abandoned{{From: 1, To: 3, Reason: AbandonMaxAge, OpenFor: time.Millisecond}, {From: 5, To: 5, Reason: AbandonMaxAge, OpenFor: 3 * time.Millisecond}}

@@ -337,8 +337,10 @@ func (t *Tracker) Fill(ids []uint64) int {
 	return n
 }
 
-// Expire abandons every hole first seen more than maxAge before now.
-func (t *Tracker) Expire(now time.Time) []Abandoned {
+// Expire abandons every hole first seen more than maxAge before now, but
+// for the ids in keep: holes whose rows a read found and left for a later
+// batch (poll mode's byte budget). Their transactions committed in time.
+func (t *Tracker) Expire(now time.Time, keep ...uint64) []Abandoned {
 	clock := t.tick(now)
 	if t.maxAge <= 0 || t.open == 0 {
 		return nil
@@ -356,7 +358,41 @@ func (t *Tracker) Expire(now time.Time) []Abandoned {
 	if k == 0 {
 		return nil
 	}
-	return t.removeFront(k, AbandonMaxAge)
+	if len(keep) == 0 {
+		return t.removeFront(k, AbandonMaxAge)
+	}
+	return t.expireKeeping(k, limit, keep)
+}
+
+// expireKeeping gives up the k oldest holes except those in keep, which
+// stay in front aged exactly maxAge (first seen at limit): so the
+// position's time span stays within maxAge, as MaxPositionBytes assumes.
+func (t *Tracker) expireKeeping(k int, limit int64, keep []uint64) []Abandoned {
+	kept := make(map[uint64]bool, len(keep))
+	for _, id := range keep {
+		kept[id] = true
+	}
+	var gone, stay []Hole
+	for _, b := range t.blocks {
+		for _, h := range b.holes[:min(k, len(b.holes))] {
+			if kept[h.ID] {
+				stay = append(stay, Hole{ID: h.ID, FirstSeenMs: limit})
+			} else {
+				gone = append(gone, h)
+			}
+		}
+		if k -= len(b.holes); k <= 0 {
+			break
+		}
+	}
+	t.removeFront(len(gone)+len(stay), AbandonMaxAge) // gone's runs are built below, without the kept ids
+	front := make([]*holeBlock, 0, len(stay)/blockHoles+1)
+	for hs := range slices.Chunk(stay, blockHoles) {
+		front = append(front, &holeBlock{holes: hs})
+	}
+	t.blocks = slices.Insert(t.blocks, 0, front...)
+	t.open += len(stay)
+	return appendRuns(nil, gone, AbandonMaxAge, t.clock)
 }
 
 // appendRuns appends ascending holes as runs of consecutive ids, each open
