@@ -45,14 +45,15 @@ type Config struct {
 	// FailoverTimeout is how soon a standby takes over a dead leader: the
 	// leader group's session timeout is two thirds of it (Kafka.SessionTimeout
 	// is not used for that group), and it is the transaction timeout (at
-	// least 10s). At least 1s. Default 15s.
+	// least 10s). 1s to FailoverTimeoutLimit. Default 15s.
 	FailoverTimeout time.Duration
 	// TransactionalID names this relay: the Kafka transactional id, the key
 	// of its position in OffsetsTopic and, with ".leader", its leader group
 	// (LeaderGroup). Replicas sharing it are one relay. Required.
 	TransactionalID string
 	// MaxRecordBytes is the largest record relayed; a row whose record
-	// would be larger goes to DLQTopic (payload_too_large). Default 1 MiB.
+	// would be larger goes to DLQTopic (payload_too_large). At most
+	// MaxRecordBytesLimit. Default 1 MiB.
 	MaxRecordBytes int
 	// MaxBatchBytes bounds the payload bytes one batch reads from MySQL (a
 	// larger row is read alone). Default 16 MiB.
@@ -161,6 +162,18 @@ const (
 	DefaultHeartbeatPeriod = time.Second
 )
 
+// Upper bounds of Config, beyond which a relay would start and never lead.
+const (
+	// FailoverTimeoutLimit: FailoverTimeout is the transaction timeout, and
+	// brokers refuse one above transaction.max.timeout.ms (15 min by
+	// default) with INVALID_TRANSACTION_TIMEOUT.
+	FailoverTimeoutLimit = 15 * time.Minute
+	// MaxRecordBytesLimit: the producer's batches hold at least one record,
+	// and franz-go refuses a batch bound above its max broker write bytes
+	// (100 MiB, Kafka's socket.request.max.bytes default).
+	MaxRecordBytesLimit = 100 << 20
+)
+
 func (c *Config) setDefaults() {
 	cfgerr.Default(&c.BatchSize, DefaultBatchSize)
 	cfgerr.Default(&c.PollInterval, DefaultPollInterval)
@@ -190,8 +203,9 @@ func (c Config) Validate() error {
 	v.PositiveDuration("gap_max_age", c.GapMaxAge)
 	v.Positive("max_open_gaps", c.MaxOpenGaps)
 	v.PositiveDuration("failover_timeout", c.FailoverTimeout)
-	if c.FailoverTimeout > 0 && c.FailoverTimeout < time.Second {
-		v.Bad("failover_timeout", "must be at least 1s (got %s)", c.FailoverTimeout)
+	if c.FailoverTimeout > 0 && (c.FailoverTimeout < time.Second || c.FailoverTimeout > FailoverTimeoutLimit) {
+		v.Bad("failover_timeout", "must be between 1s and %s, the brokers' default transaction.max.timeout.ms (got %s)",
+			FailoverTimeoutLimit, c.FailoverTimeout)
 	}
 	v.Set("transactional_id", c.TransactionalID)
 	if c.MaxOpenGaps > 0 && c.GapMaxAge > 0 && c.TransactionalID != "" {
@@ -201,6 +215,10 @@ func (c Config) Validate() error {
 		}
 	}
 	v.Positive("max_record_bytes", c.MaxRecordBytes)
+	if c.MaxRecordBytes > MaxRecordBytesLimit {
+		v.Bad("max_record_bytes", "must be at most %d, the largest produce request the Kafka client writes (got %d)",
+			MaxRecordBytesLimit, c.MaxRecordBytes)
+	}
 	v.Positive("max_batch_bytes", c.MaxBatchBytes)
 	types := make([]string, 0, len(c.Routes))
 	for typ := range c.Routes {

@@ -48,6 +48,11 @@ func TestValidateNamesTheField(t *testing.T) {
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("defaults must validate: %v", err)
 	}
+	bounds := valid
+	bounds.FailoverTimeout, bounds.MaxRecordBytes = FailoverTimeoutLimit, MaxRecordBytesLimit
+	if err := bounds.Validate(); err != nil {
+		t.Fatalf("the upper bounds themselves must validate: %v", err)
+	}
 	cases := []struct {
 		key string
 		mut func(*Config)
@@ -59,8 +64,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"max_open_gaps", func(c *Config) { c.MaxOpenGaps = 1_000_000 }},
 		{"failover_timeout", func(c *Config) { c.FailoverTimeout = -1 }},
 		{"failover_timeout", func(c *Config) { c.FailoverTimeout = 100 * time.Millisecond }},
+		{"failover_timeout", func(c *Config) { c.FailoverTimeout = FailoverTimeoutLimit + time.Millisecond }},
 		{"transactional_id", func(c *Config) { c.TransactionalID = "" }},
 		{"max_record_bytes", func(c *Config) { c.MaxRecordBytes = -1 }},
+		{"max_record_bytes", func(c *Config) { c.MaxRecordBytes = MaxRecordBytesLimit + 1 }},
 		{"max_batch_bytes", func(c *Config) { c.MaxBatchBytes = -1 }},
 		{"routes", func(c *Config) { c.Routes = map[string]string{"": "x"} }},
 		{"routes.RoomGiftSent", func(c *Config) { c.Routes = map[string]string{"RoomGiftSent": "no spaces"} }},

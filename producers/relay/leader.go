@@ -2,11 +2,14 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -35,10 +38,36 @@ type elector struct {
 	mu      sync.Mutex
 	leading bool
 	changed chan struct{} // closed and replaced on every change of leading
+	refused error         // a *RefusedError once the group refused this member for good
+	failed  chan struct{} // closed when refused is set
 }
 
 func newElector(log *slog.Logger) *elector {
-	return &elector{log: log, changed: make(chan struct{})}
+	return &elector{log: log, changed: make(chan struct{}), failed: make(chan struct{})}
+}
+
+// RefusedError means a broker refused the relay's own settings in a way
+// no retry changes: the leader group's session timeout outside
+// group.min/max.session.timeout.ms, no group ACL, an invalid group id, or
+// a transaction timeout above transaction.max.timeout.ms. No replica with
+// this config can lead, so Run returns it instead of retrying for ever.
+type RefusedError struct {
+	Op  string // what was refused: "leader group <name>" or "transaction timeout <d>"
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("relay: the broker refuses %s: %v", e.Op, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// groupRefused reports whether a leader group error answers the relay's
+// settings rather than the moment (the others, such as a coordinator
+// moving, franz-go retries).
+func groupRefused(err error) bool {
+	return errors.Is(err, kerr.InvalidSessionTimeout) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.InvalidGroupID)
 }
 
 // groupOpts are the group options that drive the elector.
@@ -96,17 +125,33 @@ func (e *elector) state() (bool, <-chan struct{}) {
 // run polls the group client (its fetches are paused: positions are not
 // needed here) so that group errors surface and the client's poll-driven
 // bookkeeping runs; membership callbacks fire from the group goroutine.
-func (e *elector) run(ctx context.Context) {
+// A group error no retry changes ends the elector's campaign (await).
+func (e *elector) run(ctx context.Context, group string) {
 	for ctx.Err() == nil {
 		fs := e.cl.PollRecords(ctx, 1000)
 		if fs.IsClientClosed() {
 			return
 		}
+		fs.EachError(func(_ string, _ int32, err error) {
+			if groupRefused(err) {
+				e.refuse(&RefusedError{Op: "leader group " + group, Err: err})
+			}
+		})
 	}
 }
 
-// await blocks until this replica leads (or ctx ends) and returns a context
-// that is cancelled as soon as leadership is lost or ctx ends.
+func (e *elector) refuse(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = err
+		close(e.failed)
+	}
+}
+
+// await blocks until this replica leads (or ctx ends, or the group refused
+// it for good: that *RefusedError) and returns a context that is cancelled
+// as soon as leadership is lost or ctx ends.
 func (e *elector) await(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	for {
 		leading, changed := e.state()
@@ -116,6 +161,8 @@ func (e *elector) await(ctx context.Context) (context.Context, context.CancelFun
 		select {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
+		case <-e.failed:
+			return nil, nil, e.refused
 		case <-changed:
 		}
 	}

@@ -267,8 +267,9 @@ func (r *Relay) sessionTimeout() time.Duration {
 // partition's last stable offset at most this long.
 func (r *Relay) txnTimeout() time.Duration { return max(r.cfg.FailoverTimeout, 10*time.Second) }
 
-// Run relays until ctx is cancelled (returns nil) or the leader group
-// cannot be joined (returns the error). Failures of a leader session (MySQL
+// Run relays until ctx is cancelled (returns nil) or the brokers refuse
+// the relay's settings for good (returns a *RefusedError: the leader group
+// or the transaction timeout). Other failures of a leader session (MySQL
 // or Kafka errors, being fenced) are logged and retried: the session is torn
 // down, and the next one starts again from the position committed in Kafka.
 func (r *Relay) Run(ctx context.Context) error {
@@ -285,7 +286,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	gcl.PauseFetchTopics(r.cfg.OffsetsTopic)
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { el.run(pctx) })
+	wg.Go(func() { el.run(pctx, group) })
 	wg.Go(func() { r.watchLag(pctx) })
 	defer func() {
 		pcancel()
@@ -306,7 +307,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	for {
 		lctx, cancel, err := el.await(ctx)
 		if err != nil {
-			return nil // ctx done
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 		var led bool
 		err = r.lead(lctx, &led)
@@ -320,6 +324,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			r.log.Info("relay stopped")
 			return nil
+		}
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return &RefusedError{Op: "transaction timeout " + r.txnTimeout().String(), Err: err}
 		}
 		var reissue *IDReissueError
 		if !errors.As(err, &reissue) {
