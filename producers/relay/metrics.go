@@ -14,6 +14,7 @@ type metrics struct {
 	lag            prometheus.GaugeFunc
 	openGaps       prometheus.Gauge
 	gapsAbandoned  *prometheus.CounterVec // reason: max_age|max_open_gaps
+	restamped      *prometheus.CounterVec // reason: a RestampReason
 	isLeader       prometheus.Gauge
 	batchDuration  prometheus.Histogram
 	commitDuration prometheus.Histogram
@@ -46,6 +47,10 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 		gapsAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_relay_gaps_abandoned_total",
 			Help: "Outbox ids given up, by reason (max_age: older than relay.gap_max_age; max_open_gaps: evicted by the bound).",
+		}, []string{"reason"}),
+		restamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomflow_relay_restamped_total",
+			Help: "Outbox rows whose record carries the relay's time as its timestamp instead of occurred_at_ms (kept in the header and payload), by reason (not_positive; future: over 1h ahead of the relay's clock; refused_by_broker: INVALID_TIMESTAMP).",
 		}, []string{"reason"}),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomflow_relay_is_leader",
@@ -80,6 +85,7 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	m.lag = promreg.Register(reg, m.lag)
 	m.openGaps = promreg.Register(reg, m.openGaps)
 	m.gapsAbandoned = promreg.Register(reg, m.gapsAbandoned)
+	m.restamped = promreg.Register(reg, m.restamped)
 	m.isLeader = promreg.Register(reg, m.isLeader)
 	m.batchDuration = promreg.Register(reg, m.batchDuration)
 	m.commitDuration = promreg.Register(reg, m.commitDuration)
@@ -94,6 +100,9 @@ func newMetrics(reg prometheus.Registerer, lag func() float64) *metrics {
 	}
 	for _, r := range []AbandonReason{AbandonMaxAge, AbandonMaxOpenGaps} {
 		m.gapsAbandoned.WithLabelValues(string(r))
+	}
+	for _, r := range []RestampReason{RestampNotPositive, RestampFuture, RestampRefused} {
+		m.restamped.WithLabelValues(string(r))
 	}
 	return m
 }

@@ -90,9 +90,10 @@ func (r Router) Topic(eventType string) string {
 	return r.Default
 }
 
-// Record builds the Kafka record for row. forced, when not empty, sends the
-// row to the DLQ for that reason regardless of Classify (used after a
-// broker refused it).
+// Record builds the Kafka record for row, timestamped occurred_at_ms (the
+// relay re-stamps one a broker would refuse, see Stamp). forced, when not
+// empty, sends the row to the DLQ for that reason regardless of Classify
+// (used after a broker refused it).
 func (r Router) Record(row *Row, forced DLQReason) (rec *kgo.Record, dlq DLQReason) {
 	dlq = forced
 	if dlq == "" {
@@ -133,6 +134,44 @@ func (r Router) GapRecord(a Abandoned) *kgo.Record {
 		{Key: envelope.HeaderOpenMs, Value: []byte(strconv.FormatInt(a.OpenFor.Milliseconds(), 10))},
 	}}
 	return d.Build(r.DLQ)
+}
+
+// MaxFutureSkew is how far ahead of the relay's clock occurred_at_ms may
+// lie and still be the record's timestamp: Kafka 4.0's default
+// message.timestamp.after.max.ms (KIP-1030; unbounded in 3.x), past which
+// such a broker refuses the record with INVALID_TIMESTAMP.
+const MaxFutureSkew = time.Hour
+
+// RestampReason names why a record carries the relay's time instead of its
+// row's occurred_at_ms, which stays in the occurred_at_ms header and the
+// payload either way.
+type RestampReason string
+
+const (
+	// RestampNotPositive: occurred_at_ms is 0 or negative, no time at all.
+	RestampNotPositive RestampReason = "not_positive"
+	// RestampFuture: occurred_at_ms is more than MaxFutureSkew ahead (a
+	// room-service host whose clock runs fast, a time written in µs).
+	RestampFuture RestampReason = "future"
+	// RestampRefused: the broker answered INVALID_TIMESTAMP all the same
+	// (a topic's message.timestamp.before.max.ms or after.max.ms, a relay
+	// clock behind the broker's).
+	RestampRefused RestampReason = "refused_by_broker"
+)
+
+// Stamp is the timestamp of row's record at the relay's time now, and why
+// it is not occurred_at_ms ("" when it is). refused: the broker refused
+// occurred_at_ms before.
+func Stamp(row *Row, now time.Time, refused bool) (time.Time, RestampReason) {
+	switch {
+	case refused:
+		return now, RestampRefused
+	case row.OccurredAtMs <= 0:
+		return now, RestampNotPositive
+	case row.OccurredAtMs > now.Add(MaxFutureSkew).UnixMilli():
+		return now, RestampFuture
+	}
+	return time.UnixMilli(row.OccurredAtMs), ""
 }
 
 // Stage is the stage header of the relay's dead letters.

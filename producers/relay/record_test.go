@@ -89,3 +89,33 @@ func headerKeys(r *kgo.Record) string {
 	}
 	return strings.Join(ks, ",")
 }
+
+// TestStamp: a record keeps occurred_at_ms as its timestamp unless a
+// broker would refuse it (Kafka 4.0 refuses more than an hour ahead by
+// default) or refused it already; then it takes the relay's time.
+func TestStamp(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	for _, tc := range []struct {
+		name     string
+		occurred int64
+		refused  bool
+		want     time.Time
+		reason   RestampReason
+	}{
+		{"now", now.UnixMilli(), false, now, ""},
+		{"a day old", now.Add(-24 * time.Hour).UnixMilli(), false, now.Add(-24 * time.Hour), ""},
+		{"an hour ahead", now.Add(MaxFutureSkew).UnixMilli(), false, now.Add(MaxFutureSkew), ""},
+		{"past an hour ahead", now.Add(MaxFutureSkew).UnixMilli() + 1, false, now, RestampFuture},
+		{"microseconds", now.UnixMicro(), false, now, RestampFuture},
+		{"zero", 0, false, now, RestampNotPositive},
+		{"negative", -1, false, now, RestampNotPositive},
+		{"refused by the broker", now.Add(-48 * time.Hour).UnixMilli(), true, now, RestampRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason := Stamp(&Row{OccurredAtMs: tc.occurred}, now, tc.refused)
+			if !got.Equal(tc.want) || reason != tc.reason {
+				t.Fatalf("Stamp(%d) = %v %q, want %v %q", tc.occurred, got, reason, tc.want, tc.reason)
+			}
+		})
+	}
+}

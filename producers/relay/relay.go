@@ -98,7 +98,11 @@
 // key = room_id, value = payload exactly as stored (never decoded),
 // timestamp = occurred_at_ms, headers event_id, event_type, app_code,
 // room_version, occurred_at_ms, content-type: application/x-protobuf. Topic
-// by event_type through Routes, default Topic.
+// by event_type through Routes, default Topic. An occurred_at_ms a broker
+// would refuse (not positive, more than MaxFutureSkew ahead, or refused
+// with INVALID_TIMESTAMP) gives way to the relay's time as the record's
+// timestamp only (see Stamp): the row is relayed, its headers and payload
+// as they are.
 // Records are produced in the order their rows became visible (a late row
 // after the rows that overtook it). Per-room order therefore holds as long
 // as a room's rows commit in room_version order, which room-service's
@@ -205,11 +209,11 @@ type Relay struct {
 
 	// Rows the broker refused. A refusal fails a whole produce batch, so
 	// every row in it becomes a suspect; the retry produces each suspect
-	// alone, and the one refused alone is dead-lettered (forced) on the
-	// next retry. Entries go once their batch commits.
-	forcedMu sync.Mutex
-	forced   map[uint64]DLQReason
-	suspect  map[uint64]bool
+	// alone, and the one refused alone gets the relay's time (refused for
+	// its timestamp) or is dead-lettered on the next retry. Entries go once
+	// their batch commits.
+	refusedMu sync.Mutex
+	refusals  map[uint64]refusal
 }
 
 // New builds a relay on cfg reading db. It fills cfg's defaults and fails
@@ -225,12 +229,11 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 	}
 	cfg.Routes = maps.Clone(cfg.Routes)
 	r := &Relay{
-		cfg:     cfg,
-		db:      db,
-		src:     NewSource(db, cfg.Table),
-		log:     cfg.Logger.With("component", Component),
-		forced:  map[uint64]DLQReason{},
-		suspect: map[uint64]bool{},
+		cfg:      cfg,
+		db:       db,
+		src:      NewSource(db, cfg.Table),
+		log:      cfg.Logger.With("component", Component),
+		refusals: map[uint64]refusal{},
 		router: Router{
 			Default:        cfg.Topic,
 			Routes:         cfg.Routes,
