@@ -72,7 +72,11 @@ func (t Topics) List() []kafkax.TopicSpec {
 		{Key: "lucky_pool_inflow", Name: t.LuckyPoolInflow, Compacted: false, Schema: luckyInflowProto},
 		{Key: "lucky_events", Name: t.LuckyEvents, Compacted: false, Schema: luckyEventsProto},
 		{Key: "dlq", Name: t.DLQ, Compacted: false},
-		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true},
+		// A new relay leader reads partition 0 from its start, and a
+		// segment is compacted only once rolled (Kafka's defaults: at
+		// 1 GiB or 7 days): small segments keep that read short.
+		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true,
+			Configs: map[string]string{"segment.bytes": "16777216", "segment.ms": "3600000"}},
 		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true},
 	}
 }

@@ -29,19 +29,26 @@ func TestEnsureTopicsCreatesThenChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The daily totals topic is created compact,delete with the window of
-	// mic.day_totals_retention.
-	rcs, err := adm.DescribeTopicConfigs(ctx(t), k.Config.Topics.MicDailyTotals)
+	// mic.day_totals_retention; the relay offsets topic compacted with
+	// small segments, so a new leader's read from its start stays short.
+	rcs, err := adm.DescribeTopicConfigs(ctx(t), k.Config.Topics.MicDailyTotals, k.Config.Topics.RelayOffsets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, c := range rcs[0].Configs {
-		if c.Value != nil {
-			got[c.Key] = *c.Value
+	got := map[string]map[string]string{}
+	for _, rc := range rcs {
+		got[rc.Name] = map[string]string{}
+		for _, c := range rc.Configs {
+			if c.Value != nil {
+				got[rc.Name][c.Key] = *c.Value
+			}
 		}
 	}
-	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "259200000" {
-		t.Errorf("daily totals topic: cleanup.policy %q retention.ms %q", got["cleanup.policy"], got["retention.ms"])
+	if g := got[k.Config.Topics.MicDailyTotals]; g["cleanup.policy"] != "compact,delete" || g["retention.ms"] != "259200000" {
+		t.Errorf("daily totals topic: cleanup.policy %q retention.ms %q", g["cleanup.policy"], g["retention.ms"])
+	}
+	if g := got[k.Config.Topics.RelayOffsets]; g["cleanup.policy"] != "compact" || g["segment.bytes"] != "16777216" || g["segment.ms"] != "3600000" {
+		t.Errorf("relay offsets topic: cleanup.policy %q segment.bytes %q segment.ms %q", g["cleanup.policy"], g["segment.bytes"], g["segment.ms"])
 	}
 	specs := k.Config.Topics.List()
 	if len(st) != len(specs) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // positionPartition is where every position record lives in the relay
@@ -63,10 +65,12 @@ func positionRecord(topic, name string, encoded []byte) *kgo.Record {
 // commit after it, so the last position record before the probe is the
 // latest one. found is false when the relay has never committed.
 //
-// The probe is waited for at most wait (the transaction timeout): past it
-// another producer's transaction holds the partition, or the probe's
-// commit did not happen, and the session starts again with a new probe
-// (errProbeUnseen) instead of waiting for good.
+// The read may take as long as the partition needs while it progresses;
+// when nothing arrives for wait (the transaction timeout), another
+// producer's transaction holds the partition or the probe's commit did not
+// happen, and the session starts again with a new probe (errProbeUnseen)
+// instead of waiting for good. Transaction markers count as progress, so
+// a long run of aborted transactions is read through too.
 //
 // txn must be the fenced-in transactional client; consumerOpts are the base
 // options for a short-lived read_committed consumer.
@@ -96,35 +100,32 @@ func loadPosition(ctx context.Context, txn producer, consumerOpts []kgo.Opt, top
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), consumerOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {positionPartition: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return Position{}, false, fmt.Errorf("relay: position consumer: %w", err)
 	}
 	defer cl.Close()
-	rctx, stop := context.WithTimeout(ctx, wait)
-	defer stop()
 	var last []byte
 	for {
-		fs := cl.PollFetches(rctx)
+		pctx, stop := context.WithTimeout(ctx, wait)
+		fs := cl.PollFetches(pctx)
+		stop()
 		if err := ctx.Err(); err != nil {
 			return Position{}, false, err
 		}
-		if rctx.Err() != nil {
-			return Position{}, false, fmt.Errorf("%w within %s", errProbeUnseen, wait)
+		if fs.NumRecords() == 0 && pctx.Err() != nil {
+			return Position{}, false, fmt.Errorf("%w: nothing read for %s", errProbeUnseen, wait)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("relay: read %s/%d: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return Position{}, false, ferr
+		if err := kafkax.FetchErrors(fs, func(t string, p int32, err error) error {
+			return fmt.Errorf("relay: read %s/%d: %w", t, p, err)
+		}); err != nil {
+			return Position{}, false, err
 		}
 		done := false
 		fs.EachRecord(func(r *kgo.Record) {
 			switch {
-			case done:
+			case done, r.Attrs.IsControl():
 			case bytes.Equal(r.Key, probeKey):
 				done = bytes.Equal(r.Value, nonce)
 			case string(r.Key) == name:
