@@ -100,6 +100,17 @@ type Server struct {
 	err chan error
 }
 
+// The timeouts of every roomflow HTTP server (metrics, health, the stats
+// API): 5s to send the headers; a keep-alive connection idle for two
+// minutes is closed (Go's default keeps it until the client goes, so
+// clients that vanish without a FIN pile up connections). Two minutes
+// outlast the usual client and proxy idle timeouts (60-90s): the client
+// closes first rather than the server racing a reuse. Variables for tests.
+var (
+	readHeaderTimeout = 5 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
 // Serve listens on addr and serves h in the background. Addr ":0" picks a
 // free port (see Addr).
 func Serve(addr string, h http.Handler) (*Server, error) {
@@ -107,15 +118,14 @@ func Serve(addr string, h http.Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln, err: make(chan error, 1)}
-	go func() { s.err <- s.srv.Serve(ln) }()
-	return s, nil
+	return ServeListener(ln, h), nil
 }
 
 // ServeListener serves h on ln in the background (a listener the caller
 // bound or wrapped, a TLS one included).
 func ServeListener(ln net.Listener, h http.Handler) *Server {
-	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln, err: make(chan error, 1)}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+	s := &Server{srv: srv, ln: ln, err: make(chan error, 1)}
 	go func() { s.err <- s.srv.Serve(ln) }()
 	return s
 }

@@ -1,9 +1,11 @@
 package obs_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,5 +71,37 @@ func TestServerEndpoints(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("server still serving after Shutdown")
+	}
+}
+
+// TestIdleConnectionsAreClosed: a keep-alive connection that stays idle is
+// closed by the server after its idle timeout (shortened here), instead of
+// being held until the client goes.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	defer obs.SetIdleTimeout(200 * time.Millisecond)()
+	srv, err := obs.Serve("127.0.0.1:0", obs.Handler(obs.NewRegistry(), obs.NewHealth()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	conn, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: roomflow\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle keep-alive connection after %s: read %v, want the server's close (EOF)", time.Since(start).Round(time.Millisecond), err)
 	}
 }

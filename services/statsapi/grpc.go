@@ -40,12 +40,12 @@ func (s *UserService) GetUserMicLifetimeStats(ctx context.Context, req *userv1.G
 	ctx, cancel := context.WithTimeout(ctx, s.api.timeout)
 	defer cancel()
 	lt, err := s.api.store.Lifetime(ctx, app, req.GetUserId())
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, status.FromContextError(err).Err() // the caller's or the query's time ran out; nothing failed
+	}
 	if err != nil {
 		s.api.log.Error("lifetime stats query failed", "rpc", "GetUserMicLifetimeStats", "app_code", app,
 			"user_id", req.GetUserId(), "request_id", req.GetMeta().GetRequestId(), "caller", req.GetMeta().GetCaller(), "error", err)
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, status.FromContextError(err).Err()
-		}
 		return nil, status.Error(codes.Internal, "internal error")
 	}
 	return &userv1.GetUserMicLifetimeStatsResponse{Stats: &userv1.UserMicLifetimeStats{

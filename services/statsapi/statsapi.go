@@ -481,27 +481,42 @@ func (a *API) wrap(route string, id identity, h handler) http.HandlerFunc {
 			a.m.Requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 			a.m.Duration.WithLabelValues(route).Observe(time.Since(t0).Seconds())
 		}()
+		ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
+		defer cancel()
 		var ae *Error
 		who, err := id(r)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
-			defer cancel()
 			var v any
 			if v, err = h(ctx, r, who); err == nil {
 				writeJSON(w, code, v)
 				return
 			}
 		}
-		if errors.As(err, &ae) {
+		attrs := append([]any{"route", route, "error", err}, who.logAttrs()...)
+		switch {
+		case errors.As(err, &ae):
 			code = ae.Status
 			writeJSON(w, code, errBody(ae.Code, ae.Msg))
-			return
+		case r.Context().Err() != nil:
+			// The caller hung up: no one reads the answer, and nothing failed here.
+			code = StatusClientClosedRequest
+			a.log.Debug("stats request ended by the caller", attrs...)
+			w.WriteHeader(code)
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			code = http.StatusGatewayTimeout
+			a.log.Warn("stats query timed out", append(attrs, "timeout", a.timeout.String())...)
+			writeJSON(w, code, errBody("timeout", "the query took longer than "+a.timeout.String()))
+		default:
+			code = http.StatusInternalServerError
+			a.log.Error("stats query failed", attrs...)
+			writeJSON(w, code, errBody("internal", "internal error"))
 		}
-		code = http.StatusInternalServerError
-		a.log.Error("stats query failed", append([]any{"route", route, "error", err}, who.logAttrs()...)...)
-		writeJSON(w, code, errBody("internal", "internal error"))
 	}
 }
+
+// StatusClientClosedRequest is the status counted (nginx's 499) for a
+// request whose caller hung up before its answer.
+const StatusClientClosedRequest = 499
 
 func (a *API) micStats(ctx context.Context, r *http.Request, who subject) (any, error) {
 	q := r.URL.Query()

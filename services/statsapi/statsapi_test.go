@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -292,5 +295,69 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Key != tc.key {
 			t.Errorf("New(%+v): %v, want a %s field error", tc.cfg, err, tc.key)
 		}
+	}
+}
+
+// TestEndedRequestsAreNotInternalErrors: a caller that hung up is counted
+// 499 and logged at debug, a query past QueryTimeout answers 504 and logs
+// a warning; only a database failure answers 500 and logs an error. The
+// gRPC method answers the same ends with their codes, Internal alone
+// logged as an error.
+func TestEndedRequestsAreNotInternalErrors(t *testing.T) {
+	m := seed(t)
+	closed, err := sql.Open("mysql", testenv.ServerDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close() // every query fails: sql: database is closed
+	for _, tc := range []struct {
+		name     string
+		db       *sql.DB
+		timeout  time.Duration
+		hangUp   bool
+		code     int
+		level    string // of the request's log line
+		errorStr string // the answered error code, "" for no body
+		rpc      codes.Code
+	}{
+		{name: "caller hung up", db: m.DB, hangUp: true, code: statsapi.StatusClientClosedRequest, level: "DEBUG", rpc: codes.Canceled},
+		{name: "query timeout", db: m.DB, timeout: time.Nanosecond, code: http.StatusGatewayTimeout, level: "WARN", errorStr: "timeout",
+			rpc: codes.DeadlineExceeded},
+		{name: "database failure", db: closed, code: http.StatusInternalServerError, level: "ERROR", errorStr: "internal", rpc: codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			reg := prometheus.NewRegistry()
+			api := newAPI(t, statsapi.Config{DefaultAppCode: "hyapp", QueryTimeout: tc.timeout, Registerer: reg,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, tc.db)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.hangUp {
+				cancel()
+			}
+			rec := httptest.NewRecorder()
+			api.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(ctx, "GET", "/api/v1/users/42/mic-stats?range=lifetime", nil))
+			if rec.Code != tc.code {
+				t.Errorf("answered %d, want %d", rec.Code, tc.code)
+			}
+			if l := logs.String(); !strings.Contains(l, "level="+tc.level) || tc.level != "ERROR" && strings.Contains(l, "level=ERROR") {
+				t.Errorf("logged %q, want one %s line", l, tc.level)
+			}
+			if tc.errorStr != "" {
+				var e struct{ Error struct{ Code string } }
+				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code != tc.errorStr {
+					t.Errorf("body %q, want error code %q", rec.Body, tc.errorStr)
+				}
+			}
+			if n, _ := testenv.Metric(reg, "roomflow_api_requests_total", "route", "mic-stats", "code", strconv.Itoa(tc.code)); n != 1 {
+				t.Errorf("roomflow_api_requests_total{code=%d} = %v, want 1", tc.code, n)
+			}
+
+			logs.Reset()
+			_, err := api.UserService().GetUserMicLifetimeStats(ctx, &userv1.GetUserMicLifetimeStatsRequest{UserId: 42})
+			if status.Code(err) != tc.rpc || strings.Contains(logs.String(), "level=ERROR") != (tc.rpc == codes.Internal) {
+				t.Errorf("RPC: %v, logged %q; want %v, an error logged only for Internal", err, logs.String(), tc.rpc)
+			}
+		})
 	}
 }
