@@ -132,8 +132,8 @@ type BinlogConfig struct {
 	// SnapshotFromID limits the first-start snapshot (no stored position)
 	// to rows with id above it; 0: all rows.
 	SnapshotFromID uint64
-	// Resnapshot makes this process's first binlog-mode leader session
-	// snapshot the rows the stored position has not relayed (ids above its
+	// Resnapshot makes this process's binlog-mode leader sessions, until
+	// one commits the snapshot's last batch, snapshot the rows the stored position has not relayed (ids above its
 	// high-water id and its open holes) instead of streaming from its
 	// binlog position, then stream from the snapshot's: the recovery from a
 	// BinlogPurgedError (`roomflow relay --resnapshot`). Nothing is relayed

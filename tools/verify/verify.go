@@ -349,7 +349,7 @@ func printGaps(w io.Writer, gaps []abandonedGap) {
 	for _, g := range gaps {
 		ids += g.To - g.From + 1
 	}
-	fmt.Fprintf(w, "abandoned outbox ids (the relay gave up waiting; rows committed later with these ids were not relayed): %d ids in %d ranges\n", ids, len(gaps))
+	fmt.Fprintf(w, "abandoned outbox ids (the relay gave up waiting; a row committed later with one of these ids is relayed only in binlog mode on MariaDB: look its event_id up): %d ids in %d ranges\n", ids, len(gaps))
 	for i, g := range gaps {
 		if i == 20 {
 			fmt.Fprintf(w, "... %d more ranges\n", len(gaps)-20)
