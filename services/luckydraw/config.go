@@ -114,8 +114,10 @@ type Config struct {
 	// `fairness schedule` covers, as the fairness writer stores them; a
 	// draw uses its stored day's mode whatever this says.
 	Randomness string
-	// FairnessAppCodes are the apps whose days have a stored mode; any
-	// other app draws in crypto mode (counted). Default [AppCode].
+	// FairnessAppCodes are the apps whose days (a stored mode each) this
+	// replica makes. Any other app draws in its stored day's mode, crypto
+	// when it has none (counted); due seeds are revealed for every app.
+	// Default [AppCode].
 	FairnessAppCodes []string
 	// FairnessKeys decrypts (and, for the writer, encrypts) the days'
 	// seeds (FairnessKeysFrom: required when Randomness is commit_reveal,

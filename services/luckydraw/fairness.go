@@ -37,9 +37,6 @@ func (d *fairDay) notCommitted() bool { return d.mode == fairness.ModeCommitReve
 // unstoredTTL is how long a day with no stored row keeps its fallback mode.
 const unstoredTTL = time.Second
 
-// cryptoDay is the day of an app outside lucky.fairness.app_codes.
-var cryptoDay = &fairDay{mode: fairness.ModeCrypto}
-
 // fairDays caches the days draws are in, per app.
 type fairDays struct {
 	s        *Service
@@ -55,19 +52,17 @@ func newFairDays(s *Service) *fairDays {
 	f := &fairDays{s: s, listed: map[string]bool{}, days: map[string]*fairDay{}, warned: map[string]bool{}, nextDay: fairnessGauge(s.cfg.Registerer),
 		unlisted: promreg.Register(s.cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomflow_lucky_fairness_unlisted_draws_total",
-			Help: "Draws of an app_code outside lucky.fairness.app_codes, drawn in crypto mode."}, []string{"app_code"}))}
+			Help: "Draws of an app_code outside lucky.fairness.app_codes: in its stored day's mode, crypto when the day has none."}, []string{"app_code"}))}
 	for _, a := range s.cfg.FairnessAppCodes {
 		f.listed[a] = true
 	}
 	return f
 }
 
-// dayOf returns app's fairness day at atMs: crypto for an unlisted app, else the stored day, else what the schedule or
-// lucky.randomness would store (commit-reveal then has no seed).
+// dayOf returns app's fairness day at atMs: the stored day whatever this replica lists (another may have made it, or
+// this one before the app left its list), else what this replica's writer would store: for a listed app the
+// schedule's mode or lucky.randomness (commit-reveal then has no seed), for another crypto.
 func (f *fairDays) dayOf(ctx context.Context, q querier, app string, atMs int64) (*fairDay, error) {
-	if !f.listed[app] {
-		return cryptoDay, nil
-	}
 	start := fairness.DayStartMs(atMs, f.s.cfg.FairnessDayLength)
 	f.mu.Lock()
 	d := f.days[app]
@@ -92,16 +87,20 @@ func (f *fairDays) forget(app string) {
 	f.mu.Unlock()
 }
 
-// read reads app's day starting at start: its stored row, else the
-// schedule's mode for it, in one statement.
+// read reads app's day starting at start: its stored row, else (listed
+// apps only) the schedule's mode for it, in one statement.
 func (f *fairDays) read(ctx context.Context, q querier, app string, start, atMs int64) (*fairDay, error) {
+	listed := f.listed[app]
 	rows, err := q.QueryContext(ctx, `(SELECT 'day' AS part, mode, seed_sealed FROM lucky_fairness_days WHERE app_code = ? AND day_start_ms = ?)
 	UNION ALL (SELECT 'schedule', mode, '' FROM lucky_fairness_schedule WHERE app_code = ? AND from_day_ms <= ? ORDER BY from_day_ms DESC LIMIT 1)`,
 		app, start, app, start)
 	if err != nil {
 		return nil, err
 	}
-	d := &fairDay{startMs: start, mode: f.s.cfg.Randomness, readAtMs: atMs}
+	d := &fairDay{startMs: start, mode: fairness.ModeCrypto, readAtMs: atMs}
+	if listed {
+		d.mode = f.s.cfg.Randomness
+	}
 	var sealed []byte
 	err = eachRow(rows, func(rs *sql.Rows) error {
 		var part, mode string
@@ -111,7 +110,7 @@ func (f *fairDays) read(ctx context.Context, q querier, app string, start, atMs 
 		}
 		if part == "day" {
 			d.stored, d.mode, sealed = true, mode, b
-		} else if !d.stored {
+		} else if !d.stored && listed {
 			d.mode = mode
 		}
 		return nil

@@ -204,6 +204,72 @@ func TestUnlistedAppDrawsCrypto(t *testing.T) {
 	}
 }
 
+// TestUnlistedReplicaDrawsTheStoredMode: a replica whose
+// lucky.fairness.app_codes no longer lists the app (taken off the list, or
+// a rolling deploy half done) draws a day stored commit_reveal in that
+// mode, its nonces running on with the listing replica's; before, it drew
+// crypto with nonce 0 on a day whose commitment was out.
+func TestUnlistedReplicaDrawsTheStoredMode(t *testing.T) {
+	e, _ := commitRevealEnv(t)
+	ctx := context.Background()
+	if err := e.svc.FairnessStep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	unlisted := e.replica(t, luckydraw.Config{FairnessAppCodes: []string{"other"}, FairnessKeys: testKeyring(t)})
+	for i, call := range []func(context.Context, *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error){
+		unlisted.ExecuteLuckyGiftDraw,
+		func(ctx context.Context, r *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
+			return e.client.ExecuteLuckyGiftDraw(ctx, r)
+		},
+		unlisted.ExecuteLuckyGiftDraw,
+	} {
+		if r, err := call(ctx, drawReq(fmt.Sprint("d", i+1), 7)); err != nil || r.RejectReason != "" {
+			t.Fatalf("draw %d: %v %v", i+1, r, err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		var mode string
+		var nonce int
+		if err := e.db.QueryRow(`SELECT fairness_mode, nonce FROM lucky_draw_records WHERE command_id = ?`, fmt.Sprint("d", i)).Scan(&mode, &nonce); err != nil {
+			t.Fatal(err)
+		}
+		if mode != fairness.ModeCommitReveal || nonce != i {
+			t.Errorf("draw d%d: %s nonce %d, want the stored day's commit_reveal with nonce %d", i, mode, nonce, i)
+		}
+	}
+}
+
+// TestUnlistedReplicaRevealsDueDays: once no replica lists the app, the
+// remaining ones still reveal its committed days when due (the list
+// decides which apps get new days, not which seeds are revealed), and
+// make no new day for it.
+func TestUnlistedReplicaRevealsDueDays(t *testing.T) {
+	e, _ := commitRevealEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := e.svc.FairnessStep(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("d1", 7)); err != nil || r.RejectReason != "" {
+		t.Fatalf("draw: %v %v", r, err)
+	}
+	unlisted := e.replica(t, luckydraw.Config{FairnessAppCodes: []string{"other"}, FairnessKeys: testKeyring(t)})
+	if err := unlisted.FairnessStep(ctx, now.Add(25*time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	today := fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)
+	v, err := luckydraw.VerifyFairnessDay(ctx, e.db, app, today)
+	if err != nil || v.Draws != 1 || len(v.Differences) != 0 {
+		t.Fatalf("today's day after its reveal was due: %+v %v", v, err)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE message_type = 'LuckyFairnessRevealed' AND kafka_key = ?`, app); n != 1 {
+		t.Fatalf("%d LuckyFairnessRevealed rows, want today's", n)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_fairness_days WHERE app_code = ?`, app); n != 2 {
+		t.Fatalf("%d days of %s, want the 2 the listing replica made", n, app)
+	}
+}
+
 // The schedule refuses today, past and stored days and takes a later one
 // (the writer stores it, with a WARN naming lucky.randomness); verify
 // refuses a day not revealed or in crypto mode, finds nothing on a

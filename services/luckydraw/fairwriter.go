@@ -18,9 +18,9 @@ import (
 
 // The fairness writer of `roomflow lucky`: it makes each listed app's
 // days (today and tomorrow, so a day is committed about a day ahead), one
-// writer per day through INSERT IGNORE, and reveals the seeds of days
-// ended lucky.fairness.reveal_grace ago; both emit their event through
-// lucky_outbox in the same transaction.
+// writer per day through INSERT IGNORE, and reveals the seeds of every
+// app's days ended lucky.fairness.reveal_grace ago; both emit their event
+// through lucky_outbox in the same transaction.
 
 // fairnessGauge is roomflow_lucky_fairness_next_day_committed.
 func fairnessGauge(reg prometheus.Registerer) *prometheus.GaugeVec {
@@ -52,7 +52,7 @@ func (s *Service) RunFairness(ctx context.Context) error {
 }
 
 // FairnessStep makes today's and tomorrow's day of every listed app (at
-// now) and reveals the seeds that are due.
+// now) and reveals the seeds that are due, listed or not.
 func (s *Service) FairnessStep(ctx context.Context, now time.Time) error {
 	l := s.cfg.FairnessDayLength
 	today := fairness.DayStartMs(now.UnixMilli(), l)
@@ -155,9 +155,11 @@ func (s *Service) warnContradiction(app, label, mode string) {
 	}
 }
 
-// revealDue reveals every commit-reveal day of the listed apps that ended
-// at least reveal_grace before nowMs: the seed in clear, checked against
-// its commitment, and LuckyFairnessRevealed, in one transaction per day.
+// revealDue reveals every commit-reveal day that ended at least
+// reveal_grace before nowMs, of any app: lucky.fairness.app_codes decides
+// which apps get new days, and a day committed before its app left every
+// list must still be revealed. Each: the seed in clear, checked against
+// its commitment, and LuckyFairnessRevealed, in one transaction.
 func (s *Service) revealDue(ctx context.Context, nowMs int64) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT app_code, day_start_ms, day_end_ms, day_label, seed_sealed, commitment FROM lucky_fairness_days
 	WHERE mode = 'commit_reveal' AND revealed_seed IS NULL AND day_end_ms <= ? ORDER BY day_start_ms`, nowMs-s.cfg.FairnessRevealGrace.Milliseconds())
@@ -181,9 +183,6 @@ func (s *Service) revealDue(ctx context.Context, nowMs int64) error {
 	}
 	var errs []error
 	for _, d := range ds {
-		if !s.fair.listed[d.app] {
-			continue
-		}
 		errs = append(errs, s.reveal(ctx, d.app, d.label, d.commitment, d.start, d.end, d.sealed, nowMs))
 	}
 	return errors.Join(errs...)
