@@ -46,6 +46,7 @@ func TestConfigFrom(t *testing.T) {
 		{"lucky.large_tier_min_reward", func(c *config.Config) { c.Lucky.LargeTierMinReward = -1 }},
 		{"app_code", func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }},
 		{"lucky.outbox_format", func(c *config.Config) { c.Lucky.OutboxFormat = "draw-events" }},
+		{"lucky.fairness.reveal_grace", func(c *config.Config) { c.Lucky.Fairness.RevealGrace = config.Duration(time.Second) }},
 	} {
 		cfg := config.Default()
 		cfg.Lucky.AuditKey = key
@@ -85,4 +86,32 @@ func TestAdminConfigFrom(t *testing.T) {
 	}
 	_, err = luckydraw.AdminConfigFrom(&cfg, luckydraw.AdminConfig{Wait: 2 * time.Hour})
 	cfgerrtest.NamesKey(t, "--wait", err)
+}
+
+// TestRevealGraceCoversADrawTransaction: a seed is revealed only once
+// every draw of its day can have committed: lucky.fairness.reveal_grace
+// below lucky.draw_timeout plus RevealClockMargin is refused under its
+// key (a draw takes nowMs in its day and may commit up to draw_timeout
+// later, on a clock a little off the revealing replica's).
+func TestRevealGraceCoversADrawTransaction(t *testing.T) {
+	const timeout = 10 * time.Second
+	for _, c := range []struct {
+		grace time.Duration
+		ok    bool
+	}{
+		{time.Millisecond, false},
+		{timeout, false},
+		{timeout + luckydraw.RevealClockMargin - time.Millisecond, false},
+		{timeout + luckydraw.RevealClockMargin, true},
+		{0, true}, // the default, 1h
+	} {
+		err := luckydraw.Config{AuditKey: "k", DrawTimeout: timeout, FairnessRevealGrace: c.grace}.Validate()
+		if c.ok {
+			if err != nil {
+				t.Errorf("grace %s: %v", c.grace, err)
+			}
+			continue
+		}
+		cfgerrtest.NamesKey(t, "fairness.reveal_grace", err)
+	}
 }

@@ -25,6 +25,12 @@ const (
 	MaxReplacedVersionGrace    = 5 * time.Minute
 	DefaultFairnessDayLength   = 24 * time.Hour
 	DefaultFairnessRevealGrace = time.Hour
+	// RevealClockMargin is what FairnessRevealGrace must exceed DrawTimeout
+	// by: a draw takes its time inside its day and commits up to
+	// DrawTimeout later, and the revealing replica's clock may be ahead of
+	// the drawing one's (NTP keeps hosts milliseconds apart; a second leaves
+	// room for a commit finishing just past its deadline).
+	RevealClockMargin = time.Second
 )
 
 // Dispatcher makes the synchronous wallet credit of a committed batch's
@@ -128,7 +134,8 @@ type Config struct {
 	// the default); shorter only for demos and tests.
 	FairnessDayLength time.Duration
 	// FairnessRevealGrace is how long after its day's end the writer
-	// reveals a seed. Default 1h.
+	// reveals a seed: at least DrawTimeout + RevealClockMargin, so every
+	// draw of the day has committed. Default 1h.
 	FairnessRevealGrace time.Duration
 	// OutboxFormat is lucky.outbox_format: luckyoutbox.FormatRows (a
 	// lucky_outbox row per event) or FormatDrawEvents (one
@@ -180,10 +187,9 @@ func (c *Config) setDefaults() {
 // wallet_credit_timeout, switch_cache_ttl (above 1s), max_batch, the
 // negative caps, activity_period_end_ms (not after the start), app_code
 // (over 32 bytes), replaced_version_grace (outside 0-5m), randomness,
-// fairness.app_codes, fairness.day_length (not a
-// whole number of seconds dividing 24h), fairness.reveal_grace (negative).
-// (over 32 bytes), replaced_version_grace (outside 0-5m), outbox_format
-// (neither rows nor draw_events).
+// fairness.app_codes, fairness.day_length (not a whole number of seconds
+// dividing 24h), fairness.reveal_grace (below draw_timeout +
+// RevealClockMargin), outbox_format (neither rows nor draw_events).
 func (c Config) Validate() error {
 	c.setDefaults()
 	var ch cfgerr.Checks
@@ -242,7 +248,7 @@ func checkGrace(ch *cfgerr.Checks, d time.Duration) {
 }
 
 // checkFairness checks the fairness fields: a known mode, a day length that divides 24h in whole seconds (so short
-// days never straddle a UTC day), a grace >= 0.
+// days never straddle a UTC day), a grace that outlasts every draw of the day (RevealClockMargin).
 func checkFairness(ch *cfgerr.Checks, c Config) {
 	if !fairness.ValidMode(c.Randomness) {
 		ch.Bad("randomness", "must be %s or %s (got %q)", fairness.ModeCrypto, fairness.ModeCommitReveal, c.Randomness)
@@ -250,8 +256,9 @@ func checkFairness(ch *cfgerr.Checks, c Config) {
 	if d := c.FairnessDayLength; d < time.Second || d%time.Second != 0 || (24*time.Hour)%d != 0 {
 		ch.Bad("fairness.day_length", "must be a whole number of seconds dividing 24h (got %s)", d)
 	}
-	if c.FairnessRevealGrace < 0 {
-		ch.Bad("fairness.reveal_grace", "must be >= 0 (got %s)", c.FairnessRevealGrace)
+	if least := c.DrawTimeout + RevealClockMargin; c.FairnessRevealGrace < least {
+		ch.Bad("fairness.reveal_grace", "must be at least draw_timeout + %s = %s, so a day's draws have committed before its seed is revealed (got %s)",
+			RevealClockMargin, least, c.FairnessRevealGrace)
 	}
 	for _, a := range c.FairnessAppCodes {
 		if a == "" || len(a) > maxAppCode {

@@ -145,8 +145,13 @@ type demo struct {
 const secret = "demo-secret-key-not-for-production"
 
 // demoDay is the demo's fairness day: its draws' seeds are revealed
-// within one day and a second of the last draw.
+// within one day and demoRevealGrace of the last draw.
 const demoDay = 5 * time.Second
+
+// demoRevealGrace is the least lucky.fairness.reveal_grace the default
+// lucky.draw_timeout allows (draw_timeout + luckydraw.RevealClockMargin),
+// rounded up to a second.
+const demoRevealGrace = 2 * time.Second
 
 func (d *demo) close() {
 	for i := len(d.closer) - 1; i >= 0; i-- {
@@ -213,7 +218,7 @@ func (d *demo) configure() error {
 	// revealed and verified at the end.
 	cfg.Lucky.Randomness = "commit_reveal"
 	cfg.Lucky.Fairness.Key = base64.StdEncoding.EncodeToString([]byte("demo-fairness-key-not-for-prod!!"))
-	cfg.Lucky.Fairness.DayLength, cfg.Lucky.Fairness.RevealGrace = config.Duration(demoDay), config.Duration(time.Second)
+	cfg.Lucky.Fairness.DayLength, cfg.Lucky.Fairness.RevealGrace = config.Duration(demoDay), config.Duration(demoRevealGrace)
 	// The scenario's timestamps lie in the past; keep the mic timers from
 	// closing sessions whose `down` is still in flight.
 	cfg.Mic.CompensationInterval = config.Duration(24 * time.Hour)
@@ -530,7 +535,7 @@ roomflow demo summary
 	for _, f := range r.Fairness {
 		fmt.Fprintf(w, "  fairness day %s  commitment %s, %d draws verified, %d differences\n", f.Day, f.Commitment, f.Draws, len(f.Differences))
 	}
-	fmt.Fprintf(w, "  fairness reveal wait          %s (%s days, reveal grace 1s)\n", r.FairnessWait.Round(time.Millisecond), demoDay)
+	fmt.Fprintf(w, "  fairness reveal wait          %s (%s days, reveal grace %s)\n", r.FairnessWait.Round(time.Millisecond), demoDay, demoRevealGrace)
 }
 
 func ppmPercent(part, whole int64) string {

@@ -11,7 +11,7 @@ import (
 )
 
 // verifyFairness waits until every commit-reveal day the draws fell in is
-// revealed (its end plus the 1s grace, and the writer's next tick), then
+// revealed (its end plus demoRevealGrace, and the writer's next tick), then
 // recomputes each day's draws as `roomflow lucky fairness verify` does;
 // any difference fails the demo.
 func (d *demo) verifyFairness(ctx context.Context) error {
