@@ -39,9 +39,12 @@ func scanRuleRows(rows *sql.Rows, err error) (map[string][]ruleRow, error) {
 	return out, rows.Err()
 }
 
-// resolveRule picks and loads a draw's rule version, or a reject reason.
-func (s *Service) resolveRule(ctx context.Context, rules map[string][]ruleRow, gift, version string) (*lucky.Rule, string, error) {
-	v, reject, _ := pickVersion(rules[gift], version, s.cfg.Now().UnixMilli(), s.cfg.ReplacedVersionGrace.Milliseconds())
+// resolveRule picks and loads a draw's rule version as of nowMs, or a
+// reject reason. nowMs is the caller's one clock reading (a batch's
+// created_at_ms), so no draw records a time before its version's
+// effective_at_ms.
+func (s *Service) resolveRule(ctx context.Context, rules map[string][]ruleRow, gift, version string, nowMs int64) (*lucky.Rule, string, error) {
+	v, reject, _ := pickVersion(rules[gift], version, nowMs, s.cfg.ReplacedVersionGrace.Milliseconds())
 	if reject != "" {
 		return nil, reject, nil
 	}

@@ -300,8 +300,9 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 		return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 	}
 	reject := sw.reject(meta.GetRoomId())
+	nowMs := s.cfg.Now().UnixMilli() // one reading for the day and the version, as a draw batch
 	if reject == "" {
-		day, err := s.fair.dayOf(ctx, s.db, app, s.cfg.Now().UnixMilli())
+		day, err := s.fair.dayOf(ctx, s.db, app, nowMs)
 		if err != nil {
 			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 		}
@@ -316,7 +317,7 @@ func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLucky
 			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 		}
 		var rule *lucky.Rule
-		rule, reject, err = s.resolveRule(ctx, rows, req.GetGiftId(), "")
+		rule, reject, err = s.resolveRule(ctx, rows, req.GetGiftId(), "", nowMs)
 		if err != nil {
 			return nil, s.rpcError(ctx, "CheckLuckyGift", err)
 		}

@@ -210,7 +210,7 @@ func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[
 		var rule *lucky.Rule
 		if reject == "" {
 			var err error
-			if rule, reject, err = b.s.resolveRule(ctx, rules, r.giftID, r.ruleVersion); err != nil {
+			if rule, reject, err = b.s.resolveRule(ctx, rules, r.giftID, r.ruleVersion, b.nowMs); err != nil {
 				return nil, err
 			}
 		}
