@@ -167,20 +167,23 @@ func TestPoolSnapshotContents(t *testing.T) {
 	}
 }
 
-// CheckLuckyGift with MySQL down answers Unavailable (retryable), never
-// enabled: room-service must not debit a lucky gift nobody can draw.
-func TestCheckWithMySQLDown(t *testing.T) {
-	var down atomic.Bool
+// unreachable is SQLHooks that fail every new connection and statement
+// (driver.ErrBadConn) while down is set: MySQL out of reach.
+func unreachable(down *atomic.Bool) testenv.SQLHooks {
 	fail := func() error {
 		if down.Load() {
 			return driver.ErrBadConn
 		}
 		return nil
 	}
-	e := startHooked(t, luckydraw.Config{}, 100_000, testenv.SQLHooks{
-		Connect:   fail,
-		Statement: func(context.Context, string) error { return fail() },
-	})
+	return testenv.SQLHooks{Connect: fail, Statement: func(context.Context, string) error { return fail() }}
+}
+
+// CheckLuckyGift with MySQL down answers Unavailable (retryable), never
+// enabled: room-service must not debit a lucky gift nobody can draw.
+func TestCheckWithMySQLDown(t *testing.T) {
+	var down atomic.Bool
+	e := startHooked(t, luckydraw.Config{}, 100_000, unreachable(&down))
 	down.Store(true)
 	for i := range 3 {
 		r, err := e.client.CheckLuckyGift(context.Background(), &activityv1.CheckLuckyGiftRequest{

@@ -51,6 +51,17 @@ func (h *heldCommit) reached(t *testing.T) {
 // free lets the held commit go on.
 func (h *heldCommit) free() { h.once.Do(func() { close(h.release) }) }
 
+// draw sends req to e with its commit held and returns once it waits
+// there; the channel gets the call's error after free.
+func (h *heldCommit) draw(t *testing.T, e *env, req *activityv1.ExecuteLuckyGiftDrawRequest) <-chan error {
+	t.Helper()
+	h.hold.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := e.client.ExecuteLuckyGiftDraw(context.Background(), req); done <- err }()
+	h.reached(t)
+	return done
+}
+
 func (h *heldCommit) hooks() testenv.SQLHooks {
 	return testenv.SQLHooks{Commit: func(stmts []string, commit func() error) error {
 		if !slices.ContainsFunc(stmts, func(q string) bool { return strings.Contains(q, "INSERT INTO lucky_draw_records") }) ||
@@ -146,10 +157,7 @@ func TestOperatorWaitIsBounded(t *testing.T) {
 	h := newHeldCommit(t)
 	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
 	ctx := context.Background()
-	h.hold.Store(true)
-	first := make(chan error, 1)
-	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
-	h.reached(t)
+	first := h.draw(t, e, drawReq("held", 1))
 	held := e.count(t, `SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t
 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = DATABASE()`)
 	fence := e.count(t, `SELECT version FROM lucky_fence`)
@@ -316,10 +324,7 @@ func TestFundingDoesNotTakeTheFence(t *testing.T) {
 	h := newHeldCommit(t)
 	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
 	ctx := context.Background()
-	h.hold.Store(true)
-	first := make(chan error, 1)
-	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
-	h.reached(t)
+	first := h.draw(t, e, drawReq("held", 1))
 	fence := e.count(t, `SELECT version FROM lucky_fence`)
 	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", Wait: time.Second})
 	if err != nil {

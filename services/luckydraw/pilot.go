@@ -128,7 +128,7 @@ func (m *pilotMetrics) record(app string, pilot map[string]bool, reqs []*drawReq
 		}
 	}
 	for i, r := range reqs {
-		if d := res[i]; pilot[r.roomID] && !d.duplicate {
+		if d := res[i]; pilot[r.roomID] && !d.duplicate && d.conflict == nil {
 			switch {
 			case d.reject != "":
 				m.rejections.WithLabelValues(app, r.roomID).Inc()

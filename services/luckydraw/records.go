@@ -3,6 +3,7 @@ package luckydraw
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
 	"github.com/hyapp/roomflow/internal/sqlbuild"
@@ -14,26 +15,84 @@ import (
 // rows: the stored
 // outcomes a retry answers, and the multi-row inserts of new ones.
 
+// giftPayload is what a command_id stands for: room-service's debit and
+// the gift it paid for, as lucky_draw_records keeps them. A retry carries
+// the same; request_id (tracing), device_id and client_seed (the sender's
+// session) and rule_version (the version room-service last checked; the
+// row keeps the one drawn) may differ without making it another command.
+type giftPayload struct {
+	billingReceiptID, roomID, giftID string
+	sender, target                   int64
+	giftCount                        int32
+	coinSpent, heat                  int64
+}
+
+// differs names the request fields in which p is not q, nil for none.
+func (p giftPayload) differs(q giftPayload) []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"billing_receipt_id", p.billingReceiptID == q.billingReceiptID},
+		{"meta.room_id", p.roomID == q.roomID},
+		{"meta.sender_user_id", p.sender == q.sender},
+		{"meta.target_user_id", p.target == q.target},
+		{"gift_id", p.giftID == q.giftID},
+		{"gift_count", p.giftCount == q.giftCount},
+		{"coin_spent", p.coinSpent == q.coinSpent},
+		{"heat_value", p.heat == q.heat},
+	} {
+		if !f.same {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// CommandConflictError: the request's command_id already stands for
+// another debit or gift (its stored outcome's, or an earlier request's of
+// the same batch); Fields name the request fields that differ. Nothing is
+// drawn or recorded for it: Execute answers FailedPrecondition, and
+// room-service refunds the debit.
+type CommandConflictError struct {
+	CommandID string
+	Fields    []string
+}
+
+func (e *CommandConflictError) Error() string {
+	return fmt.Sprintf("luckydraw: command_id %q already stands for another gift (differs in: %s)", e.CommandID, strings.Join(e.Fields, ", "))
+}
+
+// storedDraw is a stored outcome and the payload it was recorded for.
+type storedDraw struct {
+	res  drawResult
+	paid giftPayload
+}
+
 // storedDraws reads the stored outcomes (draws and rejections) of the
 // batch's command ids.
-func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]drawResult, error) {
+func (b *batchTx) storedDraws(ctx context.Context, reqs []*drawReq) (map[string]storedDraw, error) {
 	args := []any{b.app}
 	for _, r := range reqs {
 		args = append(args, r.commandID)
 	}
 	rows, err := b.tx.QueryContext(ctx, `SELECT command_id, draw_id, rule_version, selected_tier_id, tier_type, reward_coins,
-	reward_id, reward_status, credit_receipt_id, reject_reason FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
+	reward_id, reward_status, credit_receipt_id, reject_reason, billing_receipt_id, room_id, sender_user_id, target_user_id,
+	gift_id, gift_count, coin_spent, heat_value FROM lucky_draw_records WHERE app_code = ? AND command_id IN (`+
 		sqlbuild.List(len(reqs))+`)`, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]drawResult{}
+	out := map[string]storedDraw{}
 	for rows.Next() {
 		var cmd string
-		var d drawResult
-		if err := rows.Scan(&cmd, &d.drawID, &d.ruleVersion, &d.tierID, &d.tierType, &d.rewardCoins, &d.rewardID,
-			&d.rewardStatus, &d.creditReceiptID, &d.reject); err != nil {
+		var d storedDraw
+		r, p := &d.res, &d.paid
+		if err := rows.Scan(&cmd, &r.drawID, &r.ruleVersion, &r.tierID, &r.tierType, &r.rewardCoins, &r.rewardID,
+			&r.rewardStatus, &r.creditReceiptID, &r.reject, &p.billingReceiptID, &p.roomID, &p.sender, &p.target,
+			&p.giftID, &p.giftCount, &p.coinSpent, &p.heat); err != nil {
 			return nil, err
 		}
 		out[cmd] = d

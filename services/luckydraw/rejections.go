@@ -108,7 +108,7 @@ type inflowReversal struct {
 }
 
 func (v inflowReversal) pools() [3]poolKey {
-	return poolKeys(&drawReq{roomID: v.roomID, giftID: v.giftID})
+	return poolKeys(&drawReq{giftPayload: giftPayload{roomID: v.roomID, giftID: v.giftID}})
 }
 
 // takeBackInflow reads and locks the consumption rows the sink added for

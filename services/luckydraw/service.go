@@ -102,7 +102,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
 		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
-			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, invalid, error."}, []string{"outcome"})),
+			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, conflict (a used command_id with another payload), invalid, error."}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
 			Help: "ExecuteLuckyGiftDraw latency, queueing and synchronous wallet credit included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
 		batch: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_batch_size",
@@ -113,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Draw transactions rolled back and retried, by reason."}, []string{"reason"})),
 	}
 	// Series at 0 before the first draw, so rate() sees it.
-	for _, o := range []string{"hit", "miss", "duplicate", "rejected", "invalid", "error"} {
+	for _, o := range []string{"hit", "miss", "duplicate", "rejected", "conflict", "invalid", "error"} {
 		m.draws.WithLabelValues(o)
 	}
 	for _, r := range mysqlerr.Reasons {
@@ -382,15 +382,19 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 	}
 	app := s.appCode(m.GetAppCode())
 	return &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),
-		billingReceiptID: req.GetBillingReceiptId(), roomID: m.GetRoomId(), deviceID: m.GetDeviceId(), giftID: req.GetGiftId(),
-		ruleVersion: req.GetRuleVersion(), clientSeed: m.GetClientSeed(), sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(),
-		coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}, nil
+		deviceID: m.GetDeviceId(), ruleVersion: req.GetRuleVersion(), clientSeed: m.GetClientSeed(),
+		giftPayload: giftPayload{billingReceiptID: req.GetBillingReceiptId(), roomID: m.GetRoomId(), giftID: req.GetGiftId(),
+			sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(), coinSpent: req.GetCoinSpent(),
+			heat: req.GetHeatValue()}}, nil
 }
 
 // ExecuteLuckyGiftDraw has exactly one outcome per (app_code,
-// command_id), a draw or a rejection: a repeated command_id returns the
-// stored one whatever its other fields and whatever the switches, rules
-// or pools say now. A reject_reason (global_disabled, room_paused,
+// command_id), a draw or a rejection: a repeated command_id with the same
+// payload (giftPayload: billing_receipt_id, room, sender, target, gift,
+// gift_count, coin_spent, heat_value) returns the stored one whatever the
+// switches, rules or pools say now; with another payload it is a second
+// debit or another gift under a used id, answered FailedPrecondition with
+// nothing drawn or recorded, so room-service refunds it. A reject_reason (global_disabled, room_paused,
 // rule_not_active, no_active_rule, rule_invalid) means nothing was drawn;
 // the rejection is stored (room-service debited before the call, so it
 // must be refundable) as a lucky_draw_records row with reward_status
@@ -404,6 +408,7 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 // wallet_credit_dispatch is on and a Dispatcher is configured:
 // reward_status GRANTED (with credit_receipt_id) only once the grant is
 // committed, else PENDING. Errors: InvalidArgument (nothing written),
+// FailedPrecondition (a used command_id with another payload: refund),
 // Unavailable (draw timeout or transient database error: retry with the
 // same command_id), the caller's deadline, Internal.
 func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.ExecuteLuckyGiftDrawRequest) (*activityv1.ExecuteLuckyGiftDrawResponse, error) {
@@ -415,6 +420,14 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		return nil, err
 	}
 	d, err := s.submit(ctx, r)
+	var conflict *CommandConflictError
+	if errors.As(err, &conflict) {
+		s.m.draws.WithLabelValues("conflict").Inc()
+		s.log.Warn("command_id already stands for another gift: nothing drawn or recorded, answered FailedPrecondition for a refund",
+			"app_code", r.app, "command_id", r.commandID, "draw_id", r.drawID, "differs", conflict.Fields)
+		return nil, status.Errorf(codes.FailedPrecondition, "meta.command_id was used for another gift (differs in: %s): not drawn, refund this debit",
+			strings.Join(conflict.Fields, ", "))
+	}
 	if err != nil {
 		s.m.draws.WithLabelValues("error").Inc()
 		return nil, s.rpcError(ctx, "ExecuteLuckyGiftDraw", err)
@@ -623,9 +636,12 @@ func (s *Service) lead(q *queue) {
 				s.startCredits(reqs[0].app, res)
 			}
 			for i, c := range batch {
-				if err != nil {
+				switch {
+				case err != nil:
 					c.err = fmt.Errorf("luckydraw: draw %s: %w", c.req.drawID, err)
-				} else {
+				case res[i].conflict != nil:
+					c.err = res[i].conflict
+				default:
 					c.res = res[i]
 				}
 				close(c.done)

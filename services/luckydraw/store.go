@@ -39,12 +39,10 @@ const (
 
 // drawReq is one validated draw request.
 type drawReq struct {
-	app, drawID, commandID, requestID, billingReceiptID string
-	roomID, deviceID, giftID, ruleVersion, clientSeed   string
-	sender, target                                      int64
-	nonce                                               int64 // commit-reveal: assigned in the draw transaction
-	giftCount                                           int32
-	coinSpent, heat                                     int64
+	giftPayload
+	app, drawID, commandID, requestID string
+	deviceID, ruleVersion, clientSeed string
+	nonce                             int64 // commit-reveal: assigned in the draw transaction
 }
 
 // drawResult is a draw's answer: a new or stored draw, or a reject.
@@ -56,8 +54,9 @@ type drawResult struct {
 	creditReceiptID        string
 	reject                 string
 	duplicate              bool
-	dispatch               bool          // wallet_credit_dispatch as the draw's transaction read it
-	credit                 *batchCredits // the synchronous credit of a pending reward (nil: none)
+	conflict               *CommandConflictError // not this command's payload: nothing drawn or recorded
+	dispatch               bool                  // wallet_credit_dispatch as the draw's transaction read it
+	credit                 *batchCredits         // the synchronous credit of a pending reward (nil: none)
 }
 
 // batchTx is the state of one batch transaction.
@@ -188,18 +187,26 @@ type batchPlan struct {
 
 // sortRequests answers each request with its stored outcome, or as a
 // repeat of an earlier request of the batch, or records its rejection by
-// a switch or its rule versions; the others are to draw.
-func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[string]drawResult, rules map[string][]ruleRow) (*batchPlan, error) {
+// a switch or its rule versions; the others are to draw. A request whose
+// command_id stands for another payload (stored, or earlier in the batch)
+// is answered with a CommandConflictError instead: the one comparison
+// every repeat meets, whether it finds the row at once, after its batch
+// hit the unique key and was retried, or after a lost COMMIT answer.
+func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[string]storedDraw, rules map[string][]ruleRow) (*batchPlan, error) {
 	p := &batchPlan{res: make([]drawResult, len(reqs)), dupOf: map[int]int{}}
 	first := map[string]int{} // command_id -> index of its first request
 	for i, r := range reqs {
 		if d, ok := stored[r.commandID]; ok {
-			d.duplicate, d.dispatch = true, b.sw.global[SwitchWalletDispatch]
-			p.res[i] = d
+			if !p.conflicts(i, r, d.paid) {
+				d.res.duplicate, d.res.dispatch = true, b.sw.global[SwitchWalletDispatch]
+				p.res[i] = d.res
+			}
 			continue
 		}
 		if j, ok := first[r.commandID]; ok {
-			p.dupOf[i] = j // answered with j's result once drawn
+			if !p.conflicts(i, r, reqs[j].giftPayload) {
+				p.dupOf[i] = j // answered with j's result once drawn
+			}
 			continue
 		}
 		first[r.commandID] = i
@@ -223,6 +230,16 @@ func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[
 		p.draws, p.rules, p.at = append(p.draws, r), append(p.rules, rule), append(p.at, i)
 	}
 	return p, nil
+}
+
+// conflicts answers request i, r, with a CommandConflictError when its
+// payload is not paid, the one its command_id stands for.
+func (p *batchPlan) conflicts(i int, r *drawReq, paid giftPayload) bool {
+	fields := r.differs(paid)
+	if fields != nil {
+		p.res[i] = drawResult{drawID: r.drawID, conflict: &CommandConflictError{CommandID: r.commandID, Fields: fields}}
+	}
+	return fields != nil
 }
 
 // reject records request i, r, rejected for reason: its answer, its row

@@ -45,10 +45,7 @@ func TestTierDisableWaitsForTheBatchThatSawIt(t *testing.T) {
 	e := startHooked(t, luckydraw.Config{DrawTimeout: 20 * time.Second}, 100_000, h.hooks())
 	ctx := context.Background()
 	a := testAdmin(t, e.db)
-	h.hold.Store(true)
-	first := make(chan error, 1)
-	go func() { _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("held", 1)); first <- err }()
-	h.reached(t)
+	first := h.draw(t, e, drawReq("held", 1))
 	var returned atomic.Int64
 	disabled := make(chan error, 1)
 	go func() {
@@ -69,7 +66,7 @@ func TestTierDisableWaitsForTheBatchThatSawIt(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	h.free()
-	for _, ch := range []chan error{first, disabled, queued} {
+	for _, ch := range []<-chan error{first, disabled, queued} {
 		if err := <-ch; err != nil {
 			t.Fatal(err)
 		}
