@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/schemas/activityv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -28,7 +29,9 @@ func (a *API) UserService() *UserService { return &UserService{api: a} }
 // GetUserMicLifetimeStats answers the user's lifetime totals: zeros for a
 // user without a row, INVALID_ARGUMENT for user_id <= 0 or an app_code over
 // 32 bytes (an empty or absent meta.app_code is the configured default),
-// INTERNAL with a generic message when the database fails.
+// UNAVAILABLE when the database cannot be reached (a lost or refused
+// connection: worth a retry), INTERNAL with a generic message when it
+// fails otherwise.
 func (s *UserService) GetUserMicLifetimeStats(ctx context.Context, req *userv1.GetUserMicLifetimeStatsRequest) (*userv1.GetUserMicLifetimeStatsResponse, error) {
 	if req.GetUserId() <= 0 {
 		return nil, status.Error(codes.InvalidArgument, "user_id must be a positive integer")
@@ -44,8 +47,13 @@ func (s *UserService) GetUserMicLifetimeStats(ctx context.Context, req *userv1.G
 		return nil, status.FromContextError(err).Err() // the caller's or the query's time ran out; nothing failed
 	}
 	if err != nil {
-		s.api.log.Error("lifetime stats query failed", "rpc", "GetUserMicLifetimeStats", "app_code", app,
-			"user_id", req.GetUserId(), "request_id", req.GetMeta().GetRequestId(), "caller", req.GetMeta().GetCaller(), "error", err)
+		attrs := []any{"rpc", "GetUserMicLifetimeStats", "app_code", app, "user_id", req.GetUserId(),
+			"request_id", req.GetMeta().GetRequestId(), "caller", req.GetMeta().GetCaller(), "error", err}
+		if mysqlerr.Retryable(err) { // a lost or refused connection: the caller's retry may find it back
+			s.api.log.Warn("lifetime stats query: database unavailable", attrs...)
+			return nil, status.Error(codes.Unavailable, "database unavailable")
+		}
+		s.api.log.Error("lifetime stats query failed", attrs...)
 		return nil, status.Error(codes.Internal, "internal error")
 	}
 	return &userv1.GetUserMicLifetimeStatsResponse{Stats: &userv1.UserMicLifetimeStats{

@@ -65,6 +65,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/obs"
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/internal/tlsx"
@@ -506,6 +507,10 @@ func (a *API) wrap(route string, id identity, h handler) http.HandlerFunc {
 			code = http.StatusGatewayTimeout
 			a.log.Warn("stats query timed out", append(attrs, "timeout", a.timeout.String())...)
 			writeJSON(w, code, errBody("timeout", "the query took longer than "+a.timeout.String()))
+		case mysqlerr.Retryable(err):
+			code = http.StatusServiceUnavailable
+			a.log.Warn("stats query: database unavailable", attrs...)
+			writeJSON(w, code, errBody("unavailable", "the database is unavailable; retry"))
 		default:
 			code = http.StatusInternalServerError
 			a.log.Error("stats query failed", attrs...)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -300,9 +301,11 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 
 // TestEndedRequestsAreNotInternalErrors: a caller that hung up is counted
 // 499 and logged at debug, a query past QueryTimeout answers 504 and logs
-// a warning; only a database failure answers 500 and logs an error. The
-// gRPC method answers the same ends with their codes, Internal alone
-// logged as an error.
+// a warning, a database that cannot be reached answers 503 (worth a retry)
+// and logs a warning; only another database failure answers 500 and logs
+// an error. The
+// gRPC method answers the same ends with their codes (Unavailable for the
+// unreachable database), Internal alone logged as an error.
 func TestEndedRequestsAreNotInternalErrors(t *testing.T) {
 	m := seed(t)
 	closed, err := sql.Open("mysql", testenv.ServerDSN())
@@ -310,6 +313,7 @@ func TestEndedRequestsAreNotInternalErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close() // every query fails: sql: database is closed
+	unreachable := unreachableDB(t)
 	for _, tc := range []struct {
 		name     string
 		db       *sql.DB
@@ -324,6 +328,8 @@ func TestEndedRequestsAreNotInternalErrors(t *testing.T) {
 		{name: "query timeout", db: m.DB, timeout: time.Nanosecond, code: http.StatusGatewayTimeout, level: "WARN", errorStr: "timeout",
 			rpc: codes.DeadlineExceeded},
 		{name: "database failure", db: closed, code: http.StatusInternalServerError, level: "ERROR", errorStr: "internal", rpc: codes.Internal},
+		{name: "database unreachable", db: unreachable, code: http.StatusServiceUnavailable, level: "WARN", errorStr: "unavailable",
+			rpc: codes.Unavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder
@@ -360,4 +366,22 @@ func TestEndedRequestsAreNotInternalErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreachableDB is a pool whose server refuses every connection: a port
+// that was free a moment ago.
+func unreachableDB(t *testing.T) *sql.DB {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	db, err := sql.Open("mysql", "root@tcp("+addr+")/x?timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
