@@ -32,14 +32,15 @@ type LuckyGiftMeta struct {
 	RoomId       string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`                      // required, at most 64 bytes
 	SenderUserId int64                  `protobuf:"varint,4,opt,name=sender_user_id,json=senderUserId,proto3" json:"sender_user_id,omitempty"` // the payer, > 0 for a draw
 	TargetUserId int64                  `protobuf:"varint,5,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"` // the gift receiver (anchor), optional
-	DeviceId     string                 `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`                // optional; device daily cap
+	DeviceId     string                 `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`                // at most 128 bytes; under a device cap, none wins nothing
 	SentAtMs     int64                  `protobuf:"varint,7,opt,name=sent_at_ms,json=sentAtMs,proto3" json:"sent_at_ms,omitempty"`             // optional, informational
 	// app_code selects the app's pools and rows, at most 32 bytes; empty
 	// means the service's configured app_code. (Added by roomflow.)
 	AppCode string `protobuf:"bytes,8,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	// client_seed is the user's own input to a commit-reveal draw's random
-	// value (docs/fairness.md): at most 64 bytes of UTF-8, InvalidArgument
-	// otherwise; ignored by Check. (Added by roomflow.)
+	// value (docs/fairness.md): at most 64 bytes of UTF-8; otherwise Check
+	// answers InvalidArgument and Execute records the gift as rejected
+	// (invalid_request). (Added by roomflow.)
 	ClientSeed    string `protobuf:"bytes,9,opt,name=client_seed,json=clientSeed,proto3" json:"client_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -138,6 +139,9 @@ func (x *LuckyGiftMeta) GetClientSeed() string {
 	return ""
 }
 
+// CheckLuckyGiftRequest needs meta.room_id and gift_id; every other field
+// present is checked as ExecuteLuckyGiftDraw checks it (a zero field is
+// left out, not invalid).
 type CheckLuckyGiftRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          *LuckyGiftMeta         `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -437,7 +441,9 @@ type ExecuteLuckyGiftDrawResponse struct {
 	RewardStatus    string                 `protobuf:"bytes,5,opt,name=reward_status,json=rewardStatus,proto3" json:"reward_status,omitempty"` // NONE | PENDING | GRANTED | FAILED
 	CreditReceiptId string                 `protobuf:"bytes,6,opt,name=credit_receipt_id,json=creditReceiptId,proto3" json:"credit_receipt_id,omitempty"`
 	// Set only when nothing was drawn: global_disabled, room_paused,
-	// fairness_not_committed, no_active_rule, rule_invalid, rule_not_active.
+	// fairness_not_committed, no_active_rule, rule_invalid, rule_not_active,
+	// invalid_request (a field other than the key fields failed its check;
+	// the debit is refunded by its LuckyDrawRejected).
 	RejectReason  string `protobuf:"bytes,7,opt,name=reject_reason,json=rejectReason,proto3" json:"reject_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

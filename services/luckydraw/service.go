@@ -41,31 +41,13 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/domain/lucky/rulestore"
 	"github.com/hyapp/roomflow/internal/mysqlerr"
 	"github.com/hyapp/roomflow/internal/promreg"
 	"github.com/hyapp/roomflow/internal/tlsx"
 	"github.com/hyapp/roomflow/schemas/activityv1"
-	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/services/luckydraw/luckyoutbox"
-)
-
-// MaxRoomID is the room_id column size; a longer room id is
-// InvalidArgument (a usage error for the admin commands).
-const MaxRoomID = 64
-
-// Column sizes of lucky_draw_records: longer request strings are
-// InvalidArgument.
-const (
-	maxAppCode   = 32
-	maxCommandID = 128
-	maxGiftID    = 64
-	maxRequestID = 128
-	maxDeviceID  = 128
-	maxReceiptID = 128
-	maxVersion   = 64
 )
 
 // Service is the LuckyGiftService. Its methods are safe for concurrent
@@ -102,7 +84,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
 		draws: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomflow_lucky_draws_total",
-			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, conflict (a used command_id with another payload), invalid, error."}, []string{"outcome"})),
+			Help: "ExecuteLuckyGiftDraw answers by outcome: hit, miss, duplicate (a stored draw or rejection), rejected, conflict (a used command_id with another payload), invalid (a key field invalid: nothing recorded), error."}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_duration_seconds",
 			Help: "ExecuteLuckyGiftDraw latency, queueing and synchronous wallet credit included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
 		batch: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roomflow_lucky_draw_batch_size",
@@ -122,6 +104,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	// The rejections after the debit, at 0 before the first: alert
 	// LuckyRejectionsAfterDebit takes their rate.
 	m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", RejectGlobalDisabled)
+	m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", RejectInvalidRequest)
 	return m
 }
 
@@ -229,70 +212,19 @@ func (s *Service) awaitBatches(bound <-chan time.Time) {
 	}
 }
 
-// invalid is an InvalidArgument answer.
-func invalid(format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, format, args...)
-}
-
-func checkLen(field, v string, max int, required bool) error {
-	if required && v == "" {
-		return invalid("%s is required", field)
-	}
-	if len(v) > max {
-		return invalid("%s is longer than %d bytes", field, max)
-	}
-	return nil
-}
-
-// checkCoins refuses (InvalidArgument) a gift's coin_spent or heat_value
-// outside [0, envelope.MaxGiftCoins]: the stages that sum them stay inside
-// BIGINT.
-func checkCoins(coinSpent, heat int64) error {
-	for _, err := range []error{
-		envelope.CheckAmount("coin_spent", coinSpent, envelope.MaxGiftCoins),
-		envelope.CheckAmount("heat_value", heat, envelope.MaxGiftCoins),
-	} {
-		if err != nil {
-			return invalid("%v", err)
-		}
-	}
-	return nil
-}
-
-// checkKey is checkLen of a required id that keys a byte-exact column
-// padding trailing spaces (command_id; room_id and gift_id in lucky_pools
-// and the risk counters): it may not end in a space (envelope.CheckID).
-func checkKey(field, v string, max int) error {
-	if err := checkLen(field, v, max, true); err != nil {
-		return err
-	}
-	if envelope.CheckID(field, v) != nil {
-		return invalid("%s ends in a space", field)
-	}
-	return nil
-}
-
 // CheckLuckyGift answers whether a lucky gift can be sent now: enabled
 // with the active rule version, or enabled=false with exactly one of
 // global_disabled, room_paused, fairness_not_committed, no_active_rule
-// (also an unknown gift), rule_invalid; meta.client_seed is ignored. It needs only gift_id and meta.room_id
-// (InvalidArgument otherwise), and refuses coin_spent or heat_value outside
-// [0, envelope.MaxGiftCoins] as Execute does. A database failure is
-// Unavailable.
+// (also an unknown gift), rule_invalid. It needs only gift_id and
+// meta.room_id; every other field it carries is checked as Execute checks
+// it (giftFields.validate), a field left out (zero) being no fault, so a
+// send Execute could not draw is refused before room-service debits
+// (InvalidArgument naming the field). A database failure is Unavailable.
 func (s *Service) CheckLuckyGift(ctx context.Context, req *activityv1.CheckLuckyGiftRequest) (*activityv1.CheckLuckyGiftResponse, error) {
 	meta := req.GetMeta()
-	for _, err := range []error{
-		checkKey("meta.room_id", meta.GetRoomId(), MaxRoomID),
-		checkKey("gift_id", req.GetGiftId(), maxGiftID),
-		checkLen("meta.app_code", meta.GetAppCode(), maxAppCode, false),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	// Refused before room-service debits: Execute would refuse the same gift.
-	if err := checkCoins(req.GetCoinSpent(), req.GetHeatValue()); err != nil {
-		return nil, err
+	f := giftFields{meta: meta, giftID: req.GetGiftId(), giftCount: req.GetGiftCount(), coinSpent: req.GetCoinSpent(), heat: req.GetHeatValue()}
+	if fault := f.validate(true); fault != nil {
+		return nil, fault
 	}
 	app := s.appCode(meta.GetAppCode())
 	sw, err := s.sw.get(ctx, app)
@@ -348,44 +280,28 @@ func (s *Service) rpcError(ctx context.Context, rpc string, err error) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
-// validateDraw checks an ExecuteLuckyGiftDrawRequest (InvalidArgument,
-// naming the field) and returns it as a drawReq.
+// validateDraw checks an ExecuteLuckyGiftDrawRequest and returns it as a
+// drawReq: a fault of a key field is InvalidArgument (nothing to record it
+// under); a fault of another field is the drawReq marked invalid, with its
+// values made storable, for its batch to record as a rejection (the
+// caller debited it).
 func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*drawReq, error) {
 	m := req.GetMeta()
-	for _, err := range []error{
-		checkKey("meta.command_id", m.GetCommandId(), maxCommandID),
-		checkKey("meta.room_id", m.GetRoomId(), MaxRoomID),
-		checkKey("gift_id", req.GetGiftId(), maxGiftID),
-		checkLen("meta.request_id", m.GetRequestId(), maxRequestID, false),
-		checkLen("meta.device_id", m.GetDeviceId(), maxDeviceID, false),
-		checkLen("billing_receipt_id", req.GetBillingReceiptId(), maxReceiptID, false),
-		checkLen("rule_version", req.GetRuleVersion(), maxVersion, false),
-		checkLen("meta.app_code", m.GetAppCode(), maxAppCode, false),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if fairness.CheckClientSeed(m.GetClientSeed()) != nil {
-		return nil, invalid("meta.client_seed must be valid UTF-8 of at most %d bytes", fairness.MaxClientSeed)
-	}
-	switch {
-	case m.GetSenderUserId() <= 0:
-		return nil, invalid("meta.sender_user_id must be > 0")
-	case m.GetTargetUserId() < 0:
-		return nil, invalid("meta.target_user_id must be >= 0")
-	case req.GetGiftCount() <= 0:
-		return nil, invalid("gift_count must be > 0")
-	}
-	if err := checkCoins(req.GetCoinSpent(), req.GetHeatValue()); err != nil {
-		return nil, err
+	fault := giftFields{meta: m, giftID: req.GetGiftId(), giftCount: req.GetGiftCount(), coinSpent: req.GetCoinSpent(),
+		heat: req.GetHeatValue(), billingReceiptID: req.GetBillingReceiptId(), ruleVersion: req.GetRuleVersion()}.validate(false)
+	if fault != nil && fault.Key {
+		return nil, fault
 	}
 	app := s.appCode(m.GetAppCode())
-	return &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),
-		deviceID: m.GetDeviceId(), ruleVersion: req.GetRuleVersion(), clientSeed: m.GetClientSeed(),
+	r := &drawReq{app: app, drawID: DrawID(app, m.GetCommandId()), commandID: m.GetCommandId(), requestID: m.GetRequestId(),
+		deviceID: m.GetDeviceId(), ruleVersion: req.GetRuleVersion(), clientSeed: m.GetClientSeed(), invalid: fault,
 		giftPayload: giftPayload{billingReceiptID: req.GetBillingReceiptId(), roomID: m.GetRoomId(), giftID: req.GetGiftId(),
 			sender: m.GetSenderUserId(), target: m.GetTargetUserId(), giftCount: req.GetGiftCount(), coinSpent: req.GetCoinSpent(),
-			heat: req.GetHeatValue()}}, nil
+			heat: req.GetHeatValue()}}
+	if fault != nil {
+		r.storable()
+	}
+	return r, nil
 }
 
 // ExecuteLuckyGiftDraw has exactly one outcome per (app_code,
@@ -395,7 +311,9 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 // switches, rules or pools say now; with another payload it is a second
 // debit or another gift under a used id, answered FailedPrecondition with
 // nothing drawn or recorded, so room-service refunds it. A reject_reason (global_disabled, room_paused,
-// rule_not_active, no_active_rule, rule_invalid) means nothing was drawn;
+// rule_not_active, no_active_rule, rule_invalid, fairness_not_committed,
+// invalid_request: a field other than the key fields failed its check,
+// FieldError) means nothing was drawn;
 // the rejection is stored (room-service debited before the call, so it
 // must be refundable) as a lucky_draw_records row with reward_status
 // rejected, its reason and the answer's draw_id: one table and one
@@ -407,7 +325,8 @@ func (s *Service) validateDraw(req *activityv1.ExecuteLuckyGiftDrawRequest) (*dr
 // A paying draw is credited synchronously after commit when
 // wallet_credit_dispatch is on and a Dispatcher is configured:
 // reward_status GRANTED (with credit_receipt_id) only once the grant is
-// committed, else PENDING. Errors: InvalidArgument (nothing written),
+// committed, else PENDING. Errors: InvalidArgument (a key field's fault:
+// nothing written, a caller bug; outcome=invalid),
 // FailedPrecondition (a used command_id with another payload: refund),
 // Unavailable (draw timeout or transient database error: retry with the
 // same command_id), the caller's deadline, Internal.
@@ -417,6 +336,11 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 	r, err := s.validateDraw(req)
 	if err != nil {
 		s.m.draws.WithLabelValues("invalid").Inc()
+		var fault *FieldError
+		if errors.As(err, &fault) {
+			s.log.Warn("draw request without a valid key: nothing drawn or recorded, answered InvalidArgument; the caller must refund any debit",
+				"field", fault.Field, "problem", fault.Problem)
+		}
 		return nil, err
 	}
 	d, err := s.submit(ctx, r)
@@ -440,6 +364,11 @@ func (s *Service) ExecuteLuckyGiftDraw(ctx context.Context, req *activityv1.Exec
 		}
 		s.m.draws.WithLabelValues("rejected").Inc()
 		s.m.rejects.WithLabelValues("ExecuteLuckyGiftDraw", d.reject).Inc()
+		if r.invalid != nil && d.reject == RejectInvalidRequest {
+			// No column holds the field: this line names it for the refund's inquiry.
+			s.log.Warn("draw request with an invalid field recorded as a rejection for a refund", "app_code", r.app,
+				"command_id", r.commandID, "draw_id", r.drawID, "field", r.invalid.Field, "problem", r.invalid.Problem)
+		}
 		return resp, nil
 	}
 	outcome := "miss"

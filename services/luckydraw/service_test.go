@@ -551,48 +551,42 @@ func TestKillSwitchesAndRuleStatus(t *testing.T) {
 	}
 }
 
+// TestBadRequestsWriteNothing: a request whose key fields (what a
+// rejection is stored and refunded under: app_code, command_id, room_id,
+// gift_id, billing_receipt_id, coin_spent) are invalid has no record to
+// store: InvalidArgument, nothing written, counted outcome=invalid (alert
+// LuckyInvalidDrawRequest). The other fields' faults are recorded
+// rejections: TestUndrawableRequestIsARecordedRejection.
 func TestBadRequestsWriteNothing(t *testing.T) {
 	e := start(t, luckydraw.Config{}, 100_000)
 	long := func(n int) string { return strings.Repeat("x", n+1) }
-	for name, mut := range map[string]func(*activityv1.ExecuteLuckyGiftDrawRequest){
-		"empty command_id":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = "" },
-		"empty room_id":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = "" },
-		"empty gift_id":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = "" },
-		"no meta":           func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta = nil },
-		"sender 0":          func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.SenderUserId = 0 },
-		"gift_count 0":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftCount = 0 },
-		"negative coins":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = -1 },
-		"negative heat":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.HeatValue = -1 },
-		"coins over bound":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = envelope.MaxGiftCoins + 1 },
-		"heat over bound":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.HeatValue = math.MaxInt64 },
-		"long command_id":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = long(128) },
-		"long room_id":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = long(64) },
-		"long gift_id":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = long(64) },
-		"long request_id":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RequestId = long(128) },
-		"long device_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.DeviceId = long(128) },
-		"long receipt":      func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.BillingReceiptId = long(128) },
-		"long rule_version": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.RuleVersion = long(64) },
-		"long app_code":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.AppCode = long(32) },
-		"long client_seed":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.ClientSeed = long(64) },
+	bad := map[string]func(*activityv1.ExecuteLuckyGiftDrawRequest){
+		"empty command_id": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = "" },
+		"empty room_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = "" },
+		"empty gift_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = "" },
+		"no meta":          func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta = nil },
+		"negative coins":   func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = -1 },
+		"coins over bound": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.CoinSpent = envelope.MaxGiftCoins + 1 },
+		"long command_id":  func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = long(128) },
+		"long room_id":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = long(64) },
+		"long gift_id":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = long(64) },
+		"long receipt":     func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.BillingReceiptId = long(128) },
+		"long app_code":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.AppCode = long(32) },
 		// Keys of byte-exact columns that still pad trailing spaces
 		// (migration 0015): "c " would be the record of "c".
 		"padded command_id": func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.CommandId = "bad " },
 		"padded room_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.Meta.RoomId = "r1 " },
 		"padded gift_id":    func(r *activityv1.ExecuteLuckyGiftDrawRequest) { r.GiftId = "rose " },
-	} {
+	}
+	for name, mut := range bad {
 		req := drawReq("bad", 1)
 		mut(req)
 		if _, err := e.client.ExecuteLuckyGiftDraw(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	// gRPC's proto3 codec refuses invalid UTF-8 before the service; the
-	// service's own check answers a caller that bypasses it.
-	bad := drawReq("bad", 1)
-	bad.Meta.ClientSeed = "ok\xff"
-	if _, err := e.svc.ExecuteLuckyGiftDraw(context.Background(), bad); status.Code(err) != codes.InvalidArgument ||
-		!strings.Contains(err.Error(), "client_seed") {
-		t.Errorf("non-UTF-8 client_seed: %v", err)
+	if v, _ := testenv.Metric(e.reg, "roomflow_lucky_draws_total", "outcome", "invalid"); int(v) != len(bad) {
+		t.Errorf("outcome=invalid counted %v, want %d", v, len(bad))
 	}
 	for name, req := range map[string]*activityv1.CheckLuckyGiftRequest{
 		"check without room": {GiftId: "rose"},

@@ -43,6 +43,9 @@ type drawReq struct {
 	app, drawID, commandID, requestID string
 	deviceID, ruleVersion, clientSeed string
 	nonce                             int64 // commit-reveal: assigned in the draw transaction
+	// invalid: a field other than the key fields failed its check; the
+	// batch records the request as a rejection RejectInvalidRequest.
+	invalid *FieldError
 }
 
 // drawResult is a draw's answer: a new or stored draw, or a reject.
@@ -186,8 +189,8 @@ type batchPlan struct {
 }
 
 // sortRequests answers each request with its stored outcome, or as a
-// repeat of an earlier request of the batch, or records its rejection by
-// a switch or its rule versions; the others are to draw. A request whose
+// repeat of an earlier request of the batch, or records its rejection (an
+// invalid field, a switch, its rule versions); the others are to draw. A request whose
 // command_id stands for another payload (stored, or earlier in the batch)
 // is answered with a CommandConflictError instead: the one comparison
 // every repeat meets, whether it finds the row at once, after its batch
@@ -210,7 +213,10 @@ func (b *batchTx) sortRequests(ctx context.Context, reqs []*drawReq, stored map[
 			continue
 		}
 		first[r.commandID] = i
-		reject := b.sw.reject(r.roomID)
+		reject := RejectInvalidRequest // whatever the switches say: it cannot be drawn
+		if r.invalid == nil {
+			reject = b.sw.reject(r.roomID)
+		}
 		if reject == "" && b.day.notCommitted() {
 			reject = RejectFairnessNotCommitted
 		}

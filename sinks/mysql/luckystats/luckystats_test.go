@@ -91,6 +91,10 @@ func TestDecode(t *testing.T) {
 	good := drawn(1, "rose", "v1", 0, 50)
 	noApp := proto.Clone(good).(*activityv1.LuckyGiftDrawn)
 	noApp.AppCode = ""
+	// An Execute the draw service could not draw (luckydraw.RejectInvalidRequest):
+	// a refund like any rejection, whatever its other fields hold.
+	invalid := rejected(2, "r1", 0, 100)
+	invalid.Reason, invalid.SenderUserId, invalid.TargetUserId, invalid.GiftCount, invalid.RuleVersion = "invalid_request", 0, -1, 0, ""
 	for _, tc := range []struct {
 		name   string
 		rec    *kgo.Record
@@ -109,6 +113,7 @@ func TestDecode(t *testing.T) {
 		{"reward pending", record(&activityv1.LuckyRewardPending{EventId: "LuckyRewardPending:r1:0", AppCode: app}, "rose"), ""},
 		{"risk rejected", record(&activityv1.LuckyRiskRejected{EventId: "LuckyRiskRejected:d1:user", AppCode: app}, "rose"), ""},
 		{"draw rejected", record(rejected(1, "r1", 0, 100), "rose"), ""},
+		{"draw rejected invalid_request", record(invalid, "rose"), ""},
 		{"fairness committed", record(&activityv1.LuckyFairnessCommitted{EventId: "LuckyFairnessCommitted:hy:2026-12-08", AppCode: app,
 			Day: "2026-12-08", Commitment: strings.Repeat("a", 64)}, app), ""},
 		{"fairness revealed", record(&activityv1.LuckyFairnessRevealed{EventId: "LuckyFairnessRevealed:hy:2026-12-08", AppCode: app,
