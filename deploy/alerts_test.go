@@ -146,6 +146,7 @@ func TestAlertRulesCoverage(t *testing.T) {
 	reads("LuckyWalletDispatchOff", `roomflow_lucky_switch_state{name="wallet_credit_dispatch"}`)
 	reads("LuckyRejectionsAfterDebit", `roomflow_lucky_draw_rejects_total{rpc="ExecuteLuckyGiftDraw"}`)
 	reads("LuckyConflictingCommand", `roomflow_lucky_draws_total{outcome="conflict"}`)
+	reads("LuckyInvalidDrawRequest", `roomflow_lucky_draws_total{outcome="invalid"}`)
 	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_out_total")
 	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_coins_in_total")
 	reads("LuckyPilotRoomPayoutOutOfBand", "roomflow_lucky_pilot_room_draws_total")
