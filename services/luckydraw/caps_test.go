@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -197,4 +198,70 @@ func TestCheckWithMySQLDown(t *testing.T) {
 	if err != nil || !r.Enabled {
 		t.Fatalf("check after MySQL is back: %v %v", r, err)
 	}
+}
+
+// TestDrawWithoutDeviceHasNoDeviceCapacity: under
+// lucky.max_device_daily_payout a draw without a device_id has nothing
+// left on the device cap (an unknown device's remaining is 0, LUCKY-11):
+// it draws, every paying tier leaves the table with LuckyRiskRejected
+// scope device, and no counter row stands for the missing device. Before,
+// such a draw had no device window at all: the audit's 30 draws won 5,300
+// coins under a cap of 150. A draw without a target (anchor) is not
+// capped so: a gift to the room is legitimate.
+func TestDrawWithoutDeviceHasNoDeviceCapacity(t *testing.T) {
+	e := start(t, luckydraw.Config{MaxDeviceDailyPayout: 150, MaxAnchorDailyPayout: 1_000_000}, 100_000)
+	ctx := context.Background()
+	var won int64
+	for i := range 30 {
+		req := drawReq(fmt.Sprint("nodev-", i), int64(1000+i))
+		req.Meta.DeviceId = ""
+		resp, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+		if err != nil || resp.RejectReason != "" {
+			t.Fatalf("draw %d: %v %v, want a draw", i, resp, err)
+		}
+		won += resp.Tier.GetRewardCoins()
+		var cand, risk []byte
+		if err := e.db.QueryRow(`SELECT candidate_tiers_json, risk_snapshot_json FROM lucky_draw_records WHERE draw_id = ?`, resp.DrawId).Scan(&cand, &risk); err != nil {
+			t.Fatal(err)
+		}
+		d := drawnRecord{}
+		if json.Unmarshal(cand, &d.candidates) != nil || json.Unmarshal(risk, &d.risk) != nil {
+			t.Fatalf("draw %d: audit material %s %s", i, cand, risk)
+		}
+		for _, tier := range []string{"x1", "x10"} {
+			if c := candidate(t, d, tier); c.Disabled != luckydraw.DisabledRisk {
+				t.Fatalf("draw %d: %s %+v, want removed by the device cap", i, tier, c)
+			}
+		}
+		if d.risk.RiskCapacity != 0 || !capOf(d.risk, "device", 150) || !slices.Contains(d.risk.Rejected, "device") {
+			t.Fatalf("draw %d: risk snapshot %+v, want the device cap with nothing left", i, d.risk)
+		}
+		id := "LuckyRiskRejected:" + resp.DrawId + ":device"
+		if n := e.count(t, `SELECT COUNT(*) FROM lucky_outbox WHERE event_id = ?`, id); n != 1 {
+			t.Fatalf("draw %d: %d %s events, want 1", i, n, id)
+		}
+	}
+	if won != 0 {
+		t.Fatalf("30 draws without a device_id won %d under max_device_daily_payout=150, want 0", won)
+	}
+	if n := e.count(t, `SELECT COUNT(*) FROM lucky_risk_counters WHERE scope_type = 'device'`); n != 0 {
+		t.Fatalf("%d device counter rows for draws without a device", n)
+	}
+	// A known device, and a gift to the room (target 0), draw as before.
+	req := drawReq("dev-known", 2000)
+	req.Meta.TargetUserId = 0
+	for i := 0; ; i++ {
+		req.Meta.CommandId = fmt.Sprint("dev-known-", i)
+		resp, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Hit {
+			break
+		}
+		if i == 50 {
+			t.Fatal("a known device with no target never hit in 50 draws (x1 has 500,000 ppm)")
+		}
+	}
+	e.checkInvariants(t)
 }

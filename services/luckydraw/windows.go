@@ -50,8 +50,9 @@ func (c Caps) activityOn(nowMs int64) bool {
 	return c.ActivityPeriodEndMs > c.ActivityPeriodStartMs && nowMs >= c.ActivityPeriodStartMs && nowMs < c.ActivityPeriodEndMs
 }
 
-// Party is who a draw counts against: its sender, device ("" none), room
-// and target ("" none), as the counters' scope_id.
+// Party is who a draw counts against: its sender, device ("" unknown),
+// room and target ("" none: a gift to the room), as the counters'
+// scope_id.
 type Party struct {
 	Sender, Device, Room, Target string
 }
@@ -72,8 +73,9 @@ func dayStart(ms int64) int64 { return ms - ms%dayMs }
 func hourStart(ms int64) int64 { return ms - ms%hourMs }
 
 // Windows appends to dst the risk counter windows a draw of p at nowMs
-// touches (UTC windows): the sender's day, the device's day, the room's
-// hour, the target's day and the activity period while it runs.
+// touches (UTC windows): the sender's day, the device's day (a known
+// device only: AppendRiskLimits caps an unknown one), the room's hour, the
+// target's day and the activity period while it runs.
 func (c Caps) Windows(dst []Window, p Party, nowMs int64) []Window {
 	day, hour := dayStart(nowMs), hourStart(nowMs)
 	dst = append(dst, Window{"user", p.Sender, "daily", day, day + dayMs})
@@ -93,12 +95,21 @@ func (c Caps) Windows(dst []Window, p Party, nowMs int64) []Window {
 // AppendRiskLimits appends a draw's caps to dst: max_single_payout, then
 // one per window of ws with a cap, used(i) being what ws[i]'s window has
 // paid before this draw. A window without a cap has no quota to check.
+// A draw without a device (no device window in ws) under a device cap
+// gets that cap used up: an unknown device has nothing left (LUCKY-11),
+// else leaving device_id out would escape the cap. No counter row stands
+// for it. No target is not so capped: a gift to the room is legitimate.
 func (c Caps) AppendRiskLimits(dst []RiskLimit, rule *lucky.Rule, ws []Window, used func(i int) int64) []RiskLimit {
 	dst = append(dst, RiskLimit{Scope: "single", Window: "draw", Cap: rule.MaxSinglePayout})
+	device := false
 	for i, w := range ws {
+		device = device || w.Scope == "device"
 		if cp := c.Cap(rule, w.Scope); cp > 0 {
 			dst = append(dst, RiskLimit{Scope: w.Scope, ScopeID: w.ScopeID, Window: w.Window, Cap: cp, Used: used(i)})
 		}
+	}
+	if cp := c.MaxDeviceDailyPayout; cp > 0 && !device {
+		dst = append(dst, RiskLimit{Scope: "device", Window: "daily", Cap: cp, Used: cp})
 	}
 	return dst
 }
