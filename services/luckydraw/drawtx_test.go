@@ -309,3 +309,48 @@ func TestNextBatchStartsWhileOneWrites(t *testing.T) {
 		}})
 	twoDrawsOverlap(t, e, atWrites, "its writes")
 }
+
+// TestPoolUpdateAtomicOnLateFailure (LUCKY-7, LUCKY-16's atomic pool
+// update): a failure inside MySQL after the pool rows were updated (a
+// trigger refusing the draw record, the batch's last write) rolls the
+// three pools back with everything else: no balance, total or version
+// moves, no record, event, counter or claim is left, and the retry draws
+// against the pools as they were.
+func TestPoolUpdateAtomicOnLateFailure(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	ctx := context.Background()
+	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("warm", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(`CREATE TRIGGER fail_late BEFORE INSERT ON lucky_draw_records FOR EACH ROW
+		BEGIN IF NEW.command_id = 'late' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected late failure'; END IF; END`); err != nil {
+		t.Fatal(err)
+	}
+	pools := func() string {
+		var s string
+		if err := e.db.QueryRow(`SELECT GROUP_CONCAT(CONCAT_WS(' ', scope_type, scope_id, balance, total_in, total_out, version)
+			ORDER BY scope_type, scope_id SEPARATOR '; ') FROM lucky_pools`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tables := `SELECT (SELECT COUNT(*) FROM lucky_draw_records) + (SELECT COUNT(*) FROM lucky_outbox) +
+		(SELECT COUNT(*) FROM lucky_pool_inflow_claims) + (SELECT COALESCE(SUM(draw_count), 0) FROM lucky_risk_counters)`
+	before, rows := pools(), e.count(t, tables)
+	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("late", 2)); status.Code(err) != codes.Internal {
+		t.Fatalf("draw refused by the trigger answered %v, want Internal", err)
+	}
+	if after := pools(); after != before {
+		t.Fatalf("pools moved by a rolled back draw:\n before %s\n after  %s", before, after)
+	}
+	if n := e.count(t, tables); n != rows {
+		t.Fatalf("the rolled back draw left rows: %d, want %d", n, rows)
+	}
+	if _, err := e.db.Exec(`DROP TRIGGER fail_late`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("late", 2)); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	e.checkInvariants(t)
+}
