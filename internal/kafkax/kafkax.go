@@ -138,6 +138,11 @@ func (k kslog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 }
 
+// MaxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
+// InitProducerID refuses a longer transaction timeout with
+// INVALID_TRANSACTION_TIMEOUT, so no transaction of that producer starts.
+const MaxTransactionTimeout = 15 * time.Minute
+
 // MetadataRefreshMin is the least time between two metadata refreshes of a
 // client (kgo.MetadataMinAge; kgo's default is 5s). A produce or fetch
 // answered NOT_LEADER or NOT_ENOUGH_REPLICAS waits for a refresh before it

@@ -164,33 +164,45 @@ func TestNewValidatesConfig(t *testing.T) {
 	minimal := func() streams.Config {
 		return streams.Config{Name: "toy", Input: "i", Group: "g", DLQ: "d", Kafka: kafkax.Cluster{Brokers: []string{"localhost:9092"}}}
 	}
-	for key, set := range map[string]func(*streams.Config){
-		"name":                  func(c *streams.Config) { c.Name = "" },
-		"input":                 func(c *streams.Config) { c.Input = "" },
-		"group":                 func(c *streams.Config) { c.Group = "" },
-		"dlq":                   func(c *streams.Config) { c.DLQ = "" },
-		"commit_records":        func(c *streams.Config) { c.CommitRecords = -1 },
-		"commit_interval":       func(c *streams.Config) { c.CommitInterval = -time.Second },
-		"changelog":             func(c *streams.Config) { c.Changelog = "i" },
-		"punctuations.x":        func(c *streams.Config) { c.Punctuations = []streams.Punctuation{{Name: "x"}} },
-		"kafka.brokers":         func(c *streams.Config) { c.Kafka.Brokers = nil },
-		"kafka.session_timeout": func(c *streams.Config) { c.Kafka.SessionTimeout = -time.Second },
-		"ttl_sweep_interval":    func(c *streams.Config) { c.TTLSweepInterval = -time.Second },
-		"transaction_timeout":   func(c *streams.Config) { c.TransactionTimeout = -time.Second },
-		"retry_backoff_min":     func(c *streams.Config) { c.RetryBackoffMin = -time.Second },
-		"retry_backoff_max":     func(c *streams.Config) { c.RetryBackoffMax = time.Millisecond },
-		"shutdown_timeout":      func(c *streams.Config) { c.ShutdownTimeout = -time.Second },
+	for _, tc := range []struct {
+		key string
+		set func(*streams.Config)
+	}{
+		{"name", func(c *streams.Config) { c.Name = "" }},
+		{"input", func(c *streams.Config) { c.Input = "" }},
+		{"group", func(c *streams.Config) { c.Group = "" }},
+		{"dlq", func(c *streams.Config) { c.DLQ = "" }},
+		{"commit_records", func(c *streams.Config) { c.CommitRecords = -1 }},
+		{"commit_interval", func(c *streams.Config) { c.CommitInterval = -time.Second }},
+		{"commit_interval", func(c *streams.Config) { c.CommitInterval = 30 * time.Second }}, // the default transaction timeout
+		{"commit_interval", func(c *streams.Config) { c.CommitInterval, c.TransactionTimeout = 2*time.Second, time.Second }},
+		{"changelog", func(c *streams.Config) { c.Changelog = "i" }},
+		{"punctuations.x", func(c *streams.Config) { c.Punctuations = []streams.Punctuation{{Name: "x"}} }},
+		{"kafka.brokers", func(c *streams.Config) { c.Kafka.Brokers = nil }},
+		{"kafka.session_timeout", func(c *streams.Config) { c.Kafka.SessionTimeout = -time.Second }},
+		{"ttl_sweep_interval", func(c *streams.Config) { c.TTLSweepInterval = -time.Second }},
+		{"transaction_timeout", func(c *streams.Config) { c.TransactionTimeout = -time.Second }},
+		{"transaction_timeout", func(c *streams.Config) { c.TransactionTimeout = kafkax.MaxTransactionTimeout + time.Millisecond }},
+		{"retry_backoff_min", func(c *streams.Config) { c.RetryBackoffMin = -time.Second }},
+		{"retry_backoff_max", func(c *streams.Config) { c.RetryBackoffMax = time.Millisecond }},
+		{"shutdown_timeout", func(c *streams.Config) { c.ShutdownTimeout = -time.Second }},
 	} {
 		c := minimal()
-		set(&c)
+		tc.set(&c)
 		_, err := streams.New(c, p)
 		var fe *cfgerr.FieldError
-		if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "config: "+key+": ") {
-			t.Errorf("%s: New = %v, want a field error keyed %s", key, err, key)
+		if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "config: "+tc.key+": ") {
+			t.Errorf("%s: New = %v, want a field error keyed %s", tc.key, err, tc.key)
 		}
 	}
 	if _, err := streams.New(minimal(), p); err != nil {
 		t.Fatalf("minimal config rejected: %v", err)
+	}
+	bounds := minimal()
+	bounds.TransactionTimeout = kafkax.MaxTransactionTimeout
+	bounds.CommitInterval = bounds.TransactionTimeout - time.Millisecond
+	if _, err := streams.New(bounds, p); err != nil {
+		t.Fatalf("the bounds themselves rejected: %v", err)
 	}
 	if _, err := streams.New(minimal(), nil); err == nil {
 		t.Fatal("nil processor accepted")

@@ -94,7 +94,7 @@ type Config struct {
 	// DLQ is the dead-letter topic of rejected records (required).
 	DLQ string
 	// CommitInterval bounds how long a transaction stays open after its
-	// first record or punctuation. Default 100ms.
+	// first record or punctuation; below TransactionTimeout. Default 100ms.
 	CommitInterval time.Duration
 	// CommitRecords commits once a transaction holds that many input
 	// records. Default 5000.
@@ -129,8 +129,8 @@ type Config struct {
 	// TTLSweepInterval is how often expired store keys are deleted (with
 	// changelog tombstones) per task. Default 1m.
 	TTLSweepInterval time.Duration
-	// TransactionTimeout is the broker-side transaction timeout. Default
-	// 30s.
+	// TransactionTimeout is the broker-side transaction timeout, at most
+	// kafkax.MaxTransactionTimeout. Default 30s.
 	TransactionTimeout time.Duration
 	// RetryBackoffMin is the first back-off of a stalled partition (and of
 	// a failed commit); it doubles while the same record or punctuation
@@ -197,6 +197,12 @@ func (c Config) Validate() error {
 		ch.Bad("changelog", "must differ from input (%q)", c.Input)
 	}
 	ch.PositiveDuration("commit_interval", c.CommitInterval)
+	// The broker aborts a transaction open longer than its timeout, so one
+	// held for a whole commit interval would never commit.
+	if c.CommitInterval >= c.TransactionTimeout && c.TransactionTimeout > 0 {
+		ch.Bad("commit_interval", "must be below the transaction timeout (%s): the broker aborts a transaction open longer, so nothing would commit (got %s)",
+			c.TransactionTimeout, c.CommitInterval)
+	}
 	ch.Positive("commit_records", c.CommitRecords)
 	for _, p := range c.Punctuations {
 		if p.Interval <= 0 || p.Fn == nil {
@@ -207,6 +213,10 @@ func (c Config) Validate() error {
 	ch.PositiveDuration("kafka.session_timeout", c.Kafka.SessionTimeout)
 	ch.PositiveDuration("ttl_sweep_interval", c.TTLSweepInterval)
 	ch.PositiveDuration("transaction_timeout", c.TransactionTimeout)
+	if c.TransactionTimeout > kafkax.MaxTransactionTimeout {
+		ch.Bad("transaction_timeout", "must be at most %s, the brokers' default transaction.max.timeout.ms (got %s)",
+			kafkax.MaxTransactionTimeout, c.TransactionTimeout)
+	}
 	ch.PositiveDuration("retry_backoff_min", c.RetryBackoffMin)
 	ch.PositiveDuration("retry_backoff_max", c.RetryBackoffMax)
 	if c.RetryBackoffMax < c.RetryBackoffMin {

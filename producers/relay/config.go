@@ -167,7 +167,7 @@ const (
 	// FailoverTimeoutLimit: FailoverTimeout is the transaction timeout, and
 	// brokers refuse one above transaction.max.timeout.ms (15 min by
 	// default) with INVALID_TRANSACTION_TIMEOUT.
-	FailoverTimeoutLimit = 15 * time.Minute
+	FailoverTimeoutLimit = kafkax.MaxTransactionTimeout
 	// MaxRecordBytesLimit: the producer's batches hold at least one record,
 	// and franz-go refuses a batch bound above its max broker write bytes
 	// (100 MiB, Kafka's socket.request.max.bytes default).

@@ -55,6 +55,8 @@ func TestWiringProcessNamesTheKey(t *testing.T) {
 		mut func(*config.Config)
 	}{
 		{"process.commit_interval", func(c *config.Config) { c.Process.CommitInterval = -1 }},
+		// At the processors' transaction timeout (30s) the broker aborts every transaction.
+		{"process.commit_interval", func(c *config.Config) { c.Process.CommitInterval = config.Duration(30 * time.Second) }},
 		{"process.commit_records", func(c *config.Config) { c.Process.CommitRecords = -1 }},
 		{"process.room_group", func(c *config.Config) { c.Process.RoomGroup = "" }},
 		{"process.mic_group", func(c *config.Config) { c.Process.MicGroup = "" }},
