@@ -1,11 +1,16 @@
 package mysqlsink_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/testenv"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
 )
@@ -67,4 +72,52 @@ func TestApplierAndStoreConfigFrom(t *testing.T) {
 	}
 	_, err = mysqlsink.StoreConfigFrom(&cfg, mysqlsink.Register(a), mysqlsink.Register(a))
 	cfgerrtest.NamesKey(t, "kafka.topics", err)
+}
+
+// sink.group is roomflow_sink_offsets.consumer_group, VARCHAR(128): MariaDB
+// refuses a longer one (strict mode: every claim of the sink would fail,
+// after it had joined its Kafka group), so the key is refused at start; a
+// group of 128 characters, multi-byte ones included, claims and is stored
+// whole.
+func TestSinkGroupFitsItsColumn(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	insert := func(group string) error {
+		_, err := m.DB.ExecContext(ctx, `INSERT INTO roomflow_sink_offsets (consumer_group, topic, partition_id) VALUES (?, 't', 0)`, group)
+		return err
+	}
+	var me *mysql.MySQLError
+	if err := insert(strings.Repeat("g", 129)); !errors.As(err, &me) || me.Number != 1406 {
+		t.Fatalf("a 129-character consumer_group: %v, want MySQL error 1406 (data too long)", err)
+	}
+
+	cfg := config.Default()
+	ml, err := mysqlsink.ApplierConfigFrom(&cfg, "kafka.topics.mic_ledger", cfg.Kafka.Topics.MicLedger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := micledger.New(ml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sink.Group = strings.Repeat("g", 129)
+	_, err = mysqlsink.StoreConfigFrom(&cfg, mysqlsink.Register(a))
+	cfgerrtest.NamesKey(t, "sink.group", err)
+
+	cfg.Sink.Group = strings.Repeat("组", 128) // 384 bytes, 128 characters
+	sc, err := mysqlsink.StoreConfigFrom(&cfg, mysqlsink.Register(a))
+	if err != nil {
+		t.Fatalf("128 characters: %v", err)
+	}
+	st, err := mysqlsink.NewStore(sc, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, "owner", []mysqlsink.TP{{Topic: cfg.Kafka.Topics.MicLedger}}, 1); err != nil {
+		t.Fatalf("claim under a 128-character group: %v", err)
+	}
+	var stored string
+	if err := m.DB.QueryRowContext(ctx, `SELECT consumer_group FROM roomflow_sink_offsets WHERE owner_id = 'owner'`).Scan(&stored); err != nil || stored != cfg.Sink.Group {
+		t.Fatalf("stored group %q (%v), want the 128 characters whole", stored, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -29,6 +30,12 @@ const (
 
 // maxOwnerID is the width of roomflow_sink_offsets.owner_id.
 const maxOwnerID = 128
+
+// maxGroup is the width of roomflow_sink_offsets.consumer_group
+// (VARCHAR(128): characters): a longer group's claims fail with "Data too
+// long" (1406) on a strict server and are truncated onto another group's
+// rows on a lax one.
+const maxGroup = 128
 
 // Config configures a Sink (New). Only Kafka is required; every other zero
 // value is either a default or "off".
@@ -128,8 +135,8 @@ func (c Config) Validate() error {
 // StoreConfig configures a Store (NewStore).
 type StoreConfig struct {
 	// Group is the consumer_group of the store's rows in
-	// roomflow_sink_offsets: the sink's Kafka consumer group (default
-	// DefaultGroup).
+	// roomflow_sink_offsets: the sink's Kafka consumer group, at most 128
+	// characters (default DefaultGroup).
 	Group string
 	// Appliers are the input topics' appliers, each made by Register; at
 	// least one, and one per topic. The sink consumes exactly their topics.
@@ -145,6 +152,9 @@ func (c StoreConfig) Validate() error {
 	c.setDefaults()
 	var v cfgerr.Checks
 	v.Set("group", c.Group)
+	if n := utf8.RuneCountInString(c.Group); n > maxGroup {
+		v.Bad("group", "must be at most %d characters, the width of roomflow_sink_offsets.consumer_group (got %d)", maxGroup, n)
+	}
 	if len(c.Appliers) == 0 {
 		v.Bad("appliers", "must register at least one applier (mysqlsink.Register)")
 	}
