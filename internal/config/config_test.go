@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -34,6 +35,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = nil }},
 		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"nohost"} }},
 		{"kafka.client_id", func(c *Config) { c.Kafka.ClientID = "" }},
+		{"kafka.client_id", func(c *Config) { c.Kafka.ClientID = strings.Repeat("c", kafkax.MaxClientIDPrefix+1) }},
 		{"kafka.partitions", func(c *Config) { c.Kafka.Partitions = 0 }},
 		{"kafka.replication_factor", func(c *Config) { c.Kafka.ReplicationFactor = 0 }},
 		{"kafka.replication_factor", func(c *Config) { c.Kafka.ReplicationFactor = -2 }},

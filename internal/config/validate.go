@@ -8,6 +8,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // Validate checks the app-wide keys (app_code, log, metrics, kafka, mysql,
@@ -62,6 +63,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.ClientID == "" {
 		bad("kafka.client_id", "must be set")
+	} else if len(c.Kafka.ClientID) > kafkax.MaxClientIDPrefix {
+		bad("kafka.client_id", "must be at most %d bytes: the Kafka client refuses ids over 256 bytes, and each client appends its component to it (got %d)",
+			kafkax.MaxClientIDPrefix, len(c.Kafka.ClientID))
 	}
 	if c.Kafka.Partitions <= 0 {
 		bad("kafka.partitions", "must be > 0 (got %d)", c.Kafka.Partitions)

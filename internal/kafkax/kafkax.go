@@ -138,6 +138,12 @@ func (k kslog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 }
 
+// MaxClientIDPrefix bounds Cluster.ClientID: kgo refuses a client id over
+// 256 bytes (kgo.NewClient fails), and Opts appends "-<component>-<n>" to
+// it (the restore reader adds "-restore"), at most 42 bytes today; 64 are
+// kept for them.
+const MaxClientIDPrefix = 256 - 64
+
 // MaxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
 // InitProducerID refuses a longer transaction timeout with
 // INVALID_TRANSACTION_TIMEOUT, so no transaction of that producer starts.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
@@ -78,5 +79,27 @@ func TestHeartbeatInterval(t *testing.T) {
 	}
 	if opts := config.Default().Kafka.Cluster(nil, nil).GroupOpts(); len(opts) != 2 {
 		t.Errorf("GroupOpts(defaults) = %d options, want session timeout and heartbeat", len(opts))
+	}
+}
+
+// kgo refuses a client id over 256 bytes, so a kafka.client_id that leaves
+// no room for "-<component>-<n>" would stop every command at its first
+// client, with kgo's words and exit 1; MaxClientIDPrefix leaves room for
+// the longest component name and the restore reader's suffix.
+func TestClientIDPrefixLeavesRoom(t *testing.T) {
+	long := kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}, ClientID: strings.Repeat("c", 250)}
+	if cl, err := long.NewClient("relay"); err == nil || !strings.Contains(err.Error(), "client id length") {
+		if cl != nil {
+			cl.Close()
+		}
+		t.Fatalf("a 250-byte prefix: %v, want kgo's client id length error", err)
+	}
+	c := kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}, ClientID: strings.Repeat("c", kafkax.MaxClientIDPrefix)}
+	for _, component := range []string{"totals-bootstrap", "mic-processor"} {
+		cl, err := c.NewClient(component, kgo.ClientID(c.ClientID+"-"+component+"-9223372036854775807-restore"))
+		if err != nil {
+			t.Fatalf("%s at MaxClientIDPrefix: %v", component, err)
+		}
+		cl.Close()
 	}
 }
