@@ -133,6 +133,9 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		{"im.max_calls_per_second", func(c *config.Config) { c.IM.MaxCallsPerSecond = -1 }},
 		{"im.max_messages_per_group_per_second", func(c *config.Config) { c.IM.MaxMessagesPerGroupPerSecond = -1 }},
 		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = -1 }},
+		{"im.max_message_bytes", func(c *config.Config) { c.IM.MaxMessageBytes = tencentim.MaxMessageBytesLimit + 1 }},
+		{"im.group_id_prefix", func(c *config.Config) { c.IM.GroupIDPrefix = strings.Repeat("p", tencentim.MaxGroupIDBytes) }},
+		{"im.group_id_prefix", func(c *config.Config) { c.IM.GroupIDPrefix = "房间-" }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = -1 }},
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = config.Duration(time.Hour) }},
 		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = -1 }},
@@ -149,6 +152,23 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		if strings.Contains(err.Error(), imTestSecret) {
 			t.Errorf("%s: error holds the secret key: %v", tc.key, err)
 		}
+	}
+}
+
+// Tencent's own limits bound im.*: a message of 12 KB and a group id of 48
+// printable ASCII bytes are accepted at the limit, and a publisher that
+// delivers nothing is not stopped by them.
+func TestIMWiringTencentLimits(t *testing.T) {
+	cfg := imWiringConfig()
+	cfg.IM.MaxMessageBytes = tencentim.MaxMessageBytesLimit
+	cfg.IM.GroupIDPrefix = strings.Repeat("~", tencentim.MaxGroupIDBytes-1)
+	if _, err := imoutbox.ConfigFrom(&cfg, imoutbox.Config{}); err != nil {
+		t.Fatalf("at Tencent's limits: %v", err)
+	}
+	cfg.IM.GroupIDPrefix = "房间-"
+	cfg.OutboxWorker.Enabled = false
+	if _, err := imoutbox.ConfigFrom(&cfg, imoutbox.Config{}); err != nil {
+		t.Fatalf("delivery off: %v", err)
 	}
 }
 

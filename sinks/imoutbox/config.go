@@ -35,8 +35,9 @@ type ServiceConfig struct {
 	// NodeID names this worker in room_outbox.worker_id (a random suffix
 	// is added per process). Default: the host name.
 	NodeID string
-	// GroupIDPrefix is prepended to room_id to name the IM group. Default
-	// "" (the group id is the room id).
+	// GroupIDPrefix is prepended to room_id to name the IM group: printable
+	// ASCII of at most tencentim.MaxGroupIDBytes-1 bytes when delivering.
+	// Default "" (the group id is the room id).
 	GroupIDPrefix string
 	// PollInterval is the compensation scan's period. <= 0:
 	// DefaultPollInterval (1s).
@@ -189,13 +190,27 @@ type Config struct {
 	ScanFallbackRetry time.Duration
 }
 
+// validGroupIDPrefix reports whether prefix + a room id can be a Tencent
+// group id: printable ASCII, leaving at least one byte for the room id.
+func validGroupIDPrefix(prefix string) bool {
+	if len(prefix) >= tencentim.MaxGroupIDBytes {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		if prefix[i] < 0x20 || prefix[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // kgoDefaultSession is kgo's group session when Kafka.SessionTimeout is 0.
 const kgoDefaultSession = 45 * time.Second
 
 // Validate reports every invalid field, keyed by its snake-case name; the
 // IM client's are under "im." ("im.secret_key") and the cluster's under
-// "kafka.", and like Group, Topic and FastPathDelay only checked when
-// delivering.
+// "kafka.", and like Group, Topic, FastPathDelay and GroupIDPrefix only
+// checked when delivering.
 func (c Config) Validate() error {
 	var ch cfgerr.Checks
 	ch.Add(c.validateOwn())
@@ -216,6 +231,10 @@ func (c Config) validateOwn() error {
 	}
 	if c.FastPathDelay < 0 || c.FastPathDelay > 10*time.Minute {
 		ch.Bad("fast_path_delay", "must be between 0 (claim at once) and 10m (got %s)", c.FastPathDelay)
+	}
+	if !validGroupIDPrefix(c.GroupIDPrefix) {
+		ch.Bad("group_id_prefix", "must be printable ASCII of at most %d bytes: Tencent's group ids are at most %d, so no group could be named (got %d bytes)",
+			tencentim.MaxGroupIDBytes-1, tencentim.MaxGroupIDBytes, len(c.GroupIDPrefix))
 	}
 	if c.ClaimGrace > 0 && c.ClaimGrace < c.FastPathDelay {
 		ch.Bad("claim_grace", "must be at least fast_path_delay (%s), or the scan sends rows room-service is still publishing itself", c.FastPathDelay)

@@ -18,11 +18,20 @@ const (
 	DefaultUserSigTTL                   = 24 * time.Hour
 	DefaultMaxCallsPerSecond            = 200
 	DefaultMaxMessagesPerGroupPerSecond = 40
-	DefaultMaxMessageBytes              = 12 * 1024
+	DefaultMaxMessageBytes              = MaxMessageBytesLimit
 	// DefaultPacingWindow is 1s plus a guard against clock skew with
 	// Tencent.
 	DefaultPacingWindow = time.Second + 10*time.Millisecond
 )
+
+// MaxMessageBytesLimit is Tencent's documented limit of one message (12 KB,
+// "Use Limits", not a setting of the app): it refuses a larger MsgBody with
+// 80002, so a MaxMessageBytes above it only spends calls on refusals.
+const MaxMessageBytesLimit = 12 * 1024
+
+// MaxGroupIDBytes is Tencent's limit of a custom group id, which must also
+// be printable ASCII (0x20-0x7e): no group has a longer one.
+const MaxGroupIDBytes = 48
 
 // Config configures a Client. New fills the defaults of zero fields, then
 // validates; Validate checks the fields as they are and names them in
@@ -52,8 +61,8 @@ type Config struct {
 	// MaxMessagesPerGroupPerSecond paces each group under Tencent's
 	// per-group limit. Default DefaultMaxMessagesPerGroupPerSecond (40).
 	MaxMessagesPerGroupPerSecond int
-	// MaxMessageBytes refuses larger messages before any call (Tencent's
-	// limit is 12 KiB). Default DefaultMaxMessageBytes.
+	// MaxMessageBytes refuses larger messages before any call; at most
+	// MaxMessageBytesLimit, Tencent's own. Default DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// HTTPClient makes the calls. Default: a pooled keep-alive client.
 	HTTPClient *http.Client
@@ -120,6 +129,10 @@ func (c Config) Validate() error {
 	ch.Positive("max_calls_per_second", c.MaxCallsPerSecond)
 	ch.Positive("max_messages_per_group_per_second", c.MaxMessagesPerGroupPerSecond)
 	ch.Positive("max_message_bytes", c.MaxMessageBytes)
+	if c.MaxMessageBytes > MaxMessageBytesLimit {
+		ch.Bad("max_message_bytes", "must be at most %d, Tencent's limit of a message, which it refuses larger with 80002 (got %d)",
+			MaxMessageBytesLimit, c.MaxMessageBytes)
+	}
 	if c.PacingWindow < 0 {
 		ch.Bad("pacing_window", "must be a positive duration, or 0 for the default (got %s)", c.PacingWindow)
 	}

@@ -429,14 +429,17 @@ func TestFakeRejectsBadRequests(t *testing.T) {
 	if _, code := tencentim.Classification(err); code != "60006" {
 		t.Fatalf("wrong app: %v", err)
 	}
-	ok := imCfg(url)
-	ok.MaxMessageBytes = 1 << 20 // let the client send it; the fake must refuse
-	c, _ = tencentim.New(ok)
+	// Past the client's size check (Deliver), as a max_message_bytes above
+	// Tencent's 12 KB would let it: the fake refuses it as Tencent does.
+	c, _ = tencentim.New(imCfg(url))
 	big := giftEnvelope("big", "r1")
 	big.EventType = "RoomUserLeft"
 	big.Payload, _ = proto.Marshal(&roomv1.RoomUserLeft{UserId: 1, Reason: strings.Repeat("x", 13000)})
 	mb, _ := build(big, "")
-	_, err = c.Send(context.Background(), mb)
+	if err := c.CheckSize(mb); err == nil {
+		t.Fatalf("a %d-byte message passed the client's size check", mb.Size)
+	}
+	_, err = c.Deliver(context.Background(), mb)
 	if _, code := tencentim.Classification(err); code != "80002" {
 		t.Fatalf("fake size limit: %v", err)
 	}
@@ -664,6 +667,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"max_calls_per_second", func(c *tencentim.Config) { c.MaxCallsPerSecond = -1 }},
 		{"max_messages_per_group_per_second", func(c *tencentim.Config) { c.MaxMessagesPerGroupPerSecond = -1 }},
 		{"max_message_bytes", func(c *tencentim.Config) { c.MaxMessageBytes = -1 }},
+		{"max_message_bytes", func(c *tencentim.Config) { c.MaxMessageBytes = tencentim.MaxMessageBytesLimit + 1 }},
 		{"pacing_window", func(c *tencentim.Config) { c.PacingWindow = -time.Second }},
 	}
 	for _, tc := range cases {
