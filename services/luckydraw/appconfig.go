@@ -39,10 +39,11 @@ func ConfigFrom(app *config.Config, own Config) (Config, error) {
 		FairnessDayLength:           l.Fairness.DayLength.D(),
 		FairnessRevealGrace:         l.Fairness.RevealGrace.D(),
 		OutboxFormat:                l.OutboxFormat,
+		PoolConns:                   app.MySQL.MaxOpenConns,
 		Registerer:                  own.Registerer,
 		Logger:                      own.Logger,
 	}
-	return c, cfgerr.Under("lucky", map[string]string{"app_code": "app_code"}, c.Validate())
+	return c, cfgerr.Under("lucky", map[string]string{"app_code": "app_code", "pool_conns": "mysql.max_open_conns"}, c.Validate())
 }
 
 // FairnessKeysFrom reads lucky.fairness.key and lucky.fairness.old_keys

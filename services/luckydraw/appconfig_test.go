@@ -47,6 +47,7 @@ func TestConfigFrom(t *testing.T) {
 		{"app_code", func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }},
 		{"lucky.outbox_format", func(c *config.Config) { c.Lucky.OutboxFormat = "draw-events" }},
 		{"lucky.fairness.reveal_grace", func(c *config.Config) { c.Lucky.Fairness.RevealGrace = config.Duration(time.Second) }},
+		{"mysql.max_open_conns", func(c *config.Config) { c.MySQL.MaxOpenConns = 1 }},
 	} {
 		cfg := config.Default()
 		cfg.Lucky.AuditKey = key

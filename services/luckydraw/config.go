@@ -141,6 +141,12 @@ type Config struct {
 	// lucky_outbox row per event) or FormatDrawEvents (one
 	// lucky_draw_events row per draw). Default rows.
 	OutboxFormat string
+	// PoolConns is the most open connections of the MySQL pool
+	// (mysql.max_open_conns; New reads its db's when 0): at least 2, since a
+	// draw's transaction holds one connection while a rule version it has
+	// not cached yet is loaded on another, and with one every draw timed
+	// out.
+	PoolConns int
 	// Dispatcher credits rewards synchronously after commit. nil: rewards
 	// stay pending for the outbox worker.
 	Dispatcher Dispatcher
@@ -203,6 +209,9 @@ func (c Config) Validate() error {
 	checkGrace(&ch, c.ReplacedVersionGrace)
 	ch.Positive("max_batch", c.MaxBatch)
 	ch.Positive("pipeline_depth", c.PipelineDepth)
+	if c.PoolConns == 1 {
+		ch.Bad("pool_conns", "must be at least 2: a draw's transaction holds a connection while it loads its rule version on another, so every draw would time out (got 1)")
+	}
 	checkFairness(&ch, c)
 	if err := luckyoutbox.CheckFormat(c.OutboxFormat); err != nil {
 		ch.Bad("outbox_format", "%v", err)

@@ -113,11 +113,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 // pool ownership (RecordOwnership) nor listen (Serve).
 func New(cfg Config, db *sql.DB) (*Service, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if db == nil {
 		return nil, errors.New("luckydraw: nil database")
+	}
+	if cfg.PoolConns == 0 {
+		cfg.PoolConns = db.Stats().MaxOpenConnections
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	rules, err := rulestore.New(rulestore.Config{Now: cfg.Now}, db)
 	if err != nil {

@@ -75,7 +75,9 @@ func startHooked(t *testing.T, cfg luckydraw.Config, fund int64, h testenv.SQLHo
 	return startOn(t, cfg, fund, &h)
 }
 
-func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks) *env {
+// seeded is a fresh database with rule v1 published and the pools of
+// gift rose in room r1 funded with fund coins each.
+func seeded(t *testing.T, fund int64) *testenv.MySQL {
 	t.Helper()
 	m := testenv.NewMySQL(t)
 	ctx := context.Background()
@@ -88,6 +90,13 @@ func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks
 			t.Fatal(err)
 		}
 	}
+	return m
+}
+
+func startOn(t *testing.T, cfg luckydraw.Config, fund int64, h *testenv.SQLHooks) *env {
+	t.Helper()
+	m := seeded(t, fund)
+	ctx := context.Background()
 	e := &env{db: m.DB, reg: prometheus.NewRegistry()}
 	cfg.AppCode, cfg.AuditKey, cfg.Registerer = app, "test-key", e.reg
 	if cfg.SwitchCacheTTL == 0 {

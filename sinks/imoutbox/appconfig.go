@@ -53,6 +53,7 @@ func ConfigFrom(app *config.Config, own Config) (Config, error) {
 		// 0 switches the fallback off (in imoutbox 0 is the default).
 		ScanFallbackAfter:   im.ScanFallbackAfter.D(),
 		DisableScanFallback: im.ScanFallbackAfter == 0,
+		PoolConns:           app.MySQL.MaxOpenConns,
 	}
 	return c, cfgerr.Under("outbox_worker", appKeys, c.Validate())
 }
@@ -68,6 +69,7 @@ var appKeys = func() map[string]string {
 		"app_code":              "app_code",
 		"topic":                 "kafka.topics.room_events",
 		"kafka.brokers":         "kafka.brokers",
+		"pool_conns":            "mysql.max_open_conns",
 	}
 	// The IM client's fields are im.* under the same names.
 	for _, k := range []string{"endpoint", "sdk_app_id", "admin_identifier", "secret_key", "usersig_ttl",

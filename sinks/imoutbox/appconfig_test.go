@@ -140,6 +140,7 @@ func TestIMWiringNamesTheKey(t *testing.T) {
 		{"im.fast_path_delay", func(c *config.Config) { c.IM.FastPathDelay = config.Duration(time.Hour) }},
 		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = -1 }},
 		{"im.scan_fallback_after", func(c *config.Config) { c.IM.ScanFallbackAfter = c.Kafka.SessionTimeout - 1 }},
+		{"mysql.max_open_conns", func(c *config.Config) { c.MySQL.MaxOpenConns = 1 }}, // the scan fallback's lock holds it
 		{"shutdown.timeout", func(c *config.Config) { c.Shutdown.Timeout = -1 }},
 		{"kafka.topics.room_events", func(c *config.Config) { c.Kafka.Topics.RoomEvents = "" }},
 		{"kafka.brokers", func(c *config.Config) { c.Kafka.Brokers = nil }},
@@ -169,6 +170,16 @@ func TestIMWiringTencentLimits(t *testing.T) {
 	cfg.OutboxWorker.Enabled = false
 	if _, err := imoutbox.ConfigFrom(&cfg, imoutbox.Config{}); err != nil {
 		t.Fatalf("delivery off: %v", err)
+	}
+}
+
+// One MySQL connection is refused only for the scan fallback, whose lock
+// would hold it (TestScanFallbackNeedsTwoConnections).
+func TestIMWiringOneConnectionWithoutFallback(t *testing.T) {
+	cfg := imWiringConfig()
+	cfg.MySQL.MaxOpenConns, cfg.IM.ScanFallbackAfter = 1, 0
+	if _, err := imoutbox.ConfigFrom(&cfg, imoutbox.Config{}); err != nil {
+		t.Fatalf("one connection, no scan fallback: %v", err)
 	}
 }
 

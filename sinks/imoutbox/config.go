@@ -188,6 +188,12 @@ type Config struct {
 	// fallback lock; the holder confirms it every third of that. Default
 	// DefaultScanFallbackRetry (3s).
 	ScanFallbackRetry time.Duration
+	// PoolConns is the most open connections of the MySQL pool
+	// (mysql.max_open_conns; NewPublisher reads its db's when 0). With the
+	// scan fallback on it must be at least 2: the fallback holds its lock on
+	// a connection of its own for as long as it is on, and the scan it turns
+	// on needs another.
+	PoolConns int
 }
 
 // validGroupIDPrefix reports whether prefix + a room id can be a Tencent
@@ -253,6 +259,9 @@ func (c Config) validateOwn() error {
 		}
 		if c.ScanFallbackRetry < 0 {
 			ch.Bad("scan_fallback_retry", "must be a positive duration, or 0 for the default (got %s)", c.ScanFallbackRetry)
+		}
+		if c.PoolConns == 1 {
+			ch.Bad("pool_conns", "must be at least 2 with the scan fallback on: its MySQL lock holds a connection while it is on, so the scan it turns on would never get one (got 1)")
 		}
 	}
 	ch.Set("group", c.Group)

@@ -1,6 +1,8 @@
 package imoutbox_test
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -11,6 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/hyapp/roomflow/internal/cfgerr/cfgerrtest"
+	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/sinks/imoutbox"
 	"github.com/hyapp/roomflow/sinks/tencentim/imfake"
@@ -196,4 +201,53 @@ func TestScanFallbackEndsWhenKafkaIsBack(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "the fallback ends once the fast path owns partitions", func() bool {
 		return !fallbackOn(t, reg) && metric(t, reg, "roomflow_im_call_budget_per_second", nil) == share && !lockHeld()
 	})
+}
+
+// The fallback holds its MySQL lock on a connection of its own while it
+// is on, so on a pool of one connection (mysql.max_open_conns: 1) the scan
+// it turns on never gets one: the gauge says 1 and nothing is delivered; a
+// publisher on two connections then delivers every row. NewPublisher
+// refuses a pool of one, naming the field ConfigFrom maps to
+// mysql.max_open_conns.
+func TestScanFallbackNeedsTwoConnections(t *testing.T) {
+	e := fallbackEnv(t, 100)
+	e.cfg.Kafka.Brokers = []string{testenv.ClosedAddr(t)} // never reached: the fallback comes on
+	e.cfg.Topic = testenv.UniqueName(t) + ".room-events"
+	pool := func(conns int) *sql.DB {
+		db, err := mysqlx.Open(context.Background(), config.MySQLConfig{DSN: e.m.DSN, MaxOpenConns: conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	one := pool(1)
+	_, err := imoutbox.NewPublisher(e.publisherConfig(fastAndScan, prometheus.NewRegistry()), one)
+	cfgerrtest.NamesKey(t, "pool_conns", err)
+
+	// What NewPublisher refuses, under a running publisher: built on two
+	// connections, run on one.
+	one.SetMaxOpenConns(2)
+	reg := prometheus.NewRegistry()
+	p, err := imoutbox.NewPublisher(e.publisherConfig(fastAndScan, reg), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.SetMaxOpenConns(1)
+	stop := e.run(p)
+	const n = 20
+	e.scanEvents("one", n, 4)
+	testenv.Eventually(t, 15*time.Second, "the fallback on", func() bool { return fallbackOn(t, reg) })
+	time.Sleep(3 * time.Second) // 30 scan intervals
+	if got := e.countStatus("delivered"); got != 0 {
+		t.Fatalf("%d rows delivered on one connection, want none (the lock holds it)", got)
+	}
+	stop()
+
+	p, err = imoutbox.NewPublisher(e.publisherConfig(fastAndScan, prometheus.NewRegistry()), pool(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(p)
+	testenv.Eventually(t, 20*time.Second, "every row delivered on two connections", func() bool { return e.countStatus("delivered") == n })
 }

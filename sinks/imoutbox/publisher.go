@@ -44,6 +44,9 @@ func Consumes(eventType string) bool { return !tencentim.IsNoOp(eventType) }
 // cannot be created.
 func NewPublisher(cfg Config, db *sql.DB) (*Publisher, error) {
 	cfg.setDefaults()
+	if cfg.PoolConns == 0 && db != nil {
+		cfg.PoolConns = db.Stats().MaxOpenConnections
+	}
 	log := cfg.Logger.With("component", "publish-im")
 	err := cfg.validateOwn()
 	enabled := !cfg.DisableDelivery
