@@ -62,7 +62,9 @@ func NewService(cfg ServiceConfig, repo *Repo, im Sender) (*Service, error) {
 		node, _ = os.Hostname()
 	}
 	if len(node) > 48 {
-		node = node[:48]
+		// Whole characters only: MySQL refuses (1366) a worker_id cut
+		// inside one at every claim.
+		node = strings.ToValidUTF8(node[:48], "")
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
