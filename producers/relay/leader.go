@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hyapp/roomflow/internal/kafkax"
 )
 
 // LeaderGroup is the consumer group the replicas sharing transactionalID
@@ -47,28 +48,25 @@ func newElector(log *slog.Logger) *elector {
 }
 
 // RefusedError means a broker refused the relay's own settings in a way
-// no retry changes: the leader group's session timeout outside
-// group.min/max.session.timeout.ms, no group ACL, an invalid group id, or
+// no retry changes: the leader group (Err is then a
+// *kafkax.GroupRefusedError: a session timeout outside
+// group.min/max.session.timeout.ms, no group ACL, an invalid group id) or
 // a transaction timeout above transaction.max.timeout.ms. No replica with
 // this config can lead, so Run returns it instead of retrying for ever.
 type RefusedError struct {
-	Op  string // what was refused: "leader group <name>" or "transaction timeout <d>"
+	Op  string // what was refused: "leader group" or "transaction timeout <d>"
 	Err error
 }
 
 func (e *RefusedError) Error() string {
+	var ge *kafkax.GroupRefusedError
+	if errors.As(e.Err, &ge) {
+		return fmt.Sprintf("relay: %s: %v", e.Op, e.Err) // the group error names the refusal
+	}
 	return fmt.Sprintf("relay: the broker refuses %s: %v", e.Op, e.Err)
 }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
-
-// groupRefused reports whether a leader group error answers the relay's
-// settings rather than the moment (the others, such as a coordinator
-// moving, franz-go retries).
-func groupRefused(err error) bool {
-	return errors.Is(err, kerr.InvalidSessionTimeout) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
-		errors.Is(err, kerr.InvalidGroupID)
-}
 
 // groupOpts are the group options that drive the elector.
 func (e *elector) groupOpts(group, topic string, session time.Duration, instanceID string) []kgo.Opt {
@@ -132,11 +130,9 @@ func (e *elector) run(ctx context.Context, group string) {
 		if fs.IsClientClosed() {
 			return
 		}
-		fs.EachError(func(_ string, _ int32, err error) {
-			if groupRefused(err) {
-				e.refuse(&RefusedError{Op: "leader group " + group, Err: err})
-			}
-		})
+		if err := kafkax.RefusedGroup(group, fs); err != nil {
+			e.refuse(&RefusedError{Op: "leader group", Err: err})
+		}
 	}
 }
 

@@ -32,8 +32,8 @@ func answerJoinGroup(k *testenv.Kafka, n int, code int16) {
 // TestBrokerRefusalEndsRun: settings a broker refuses for good (a leader
 // group session outside group.max.session.timeout.ms, no group ACL, a
 // transaction timeout above transaction.max.timeout.ms) end Run with a
-// *relay.RefusedError naming the refusal, instead of a relay that reports
-// ready and never leads. A refusal of the moment (the coordinator still
+// *relay.RefusedError naming the refusal (Ready reports it), instead of a
+// relay that reports ready and never leads. A refusal of the moment (the coordinator still
 // loading) is retried and the relay leads.
 func TestBrokerRefusalEndsRun(t *testing.T) {
 	for _, tc := range []struct {
@@ -82,6 +82,9 @@ func TestBrokerRefusalEndsRun(t *testing.T) {
 			var refused *relay.RefusedError
 			if !errors.As(x.err, &refused) || !errors.Is(x.err, tc.want) {
 				t.Fatalf("Run returned %v, want a *relay.RefusedError of %v", x.err, tc.want)
+			}
+			if err := x.r.Ready(); !errors.Is(err, tc.want) {
+				t.Fatalf("Ready() = %v after the refusal, want it", err)
 			}
 		})
 	}

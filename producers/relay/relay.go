@@ -203,6 +203,8 @@ type Relay struct {
 	lag    *lagWatch
 
 	started atomic.Bool
+	// refused is the refusal Run ended on: Ready reports it, not "ready".
+	refused atomic.Pointer[RefusedError]
 	// resnapshot is Config.Binlog.Resnapshot until a snapshot's last batch
 	// committed.
 	resnapshot atomic.Bool
@@ -248,12 +250,24 @@ func New(cfg Config, db *sql.DB) (*Relay, error) {
 }
 
 // Ready is a readiness check: nil once Run has joined the leader group
-// (as leader or standby).
+// (as leader or standby), until the broker refused it for good.
 func (r *Relay) Ready() error {
+	if e := r.refused.Load(); e != nil {
+		return e
+	}
 	if !r.started.Load() {
 		return errors.New("relay: not started")
 	}
 	return nil
+}
+
+// refuse records the refusal Run ends on for Ready, and returns it.
+func (r *Relay) refuse(err error) error {
+	var re *RefusedError
+	if errors.As(err, &re) {
+		r.refused.Store(re)
+	}
+	return err
 }
 
 // sessionTimeout is the leader group's session timeout: two thirds of
@@ -313,7 +327,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			return r.refuse(err)
 		}
 		var led bool
 		err = r.lead(lctx, &led)
@@ -329,7 +343,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return &RefusedError{Op: "transaction timeout " + r.txnTimeout().String(), Err: err}
+			return r.refuse(&RefusedError{Op: "transaction timeout " + r.txnTimeout().String(), Err: err})
 		}
 		var reissue *IDReissueError
 		if !errors.As(err, &reissue) {
