@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -40,6 +41,9 @@ func (r *Runtime) loop(ctx context.Context) error {
 			}
 			return r.shutdown()
 		}
+		if err := kafkax.RefusedGroup(r.cfg.Group, fetches); err != nil {
+			return r.refuse(ctx, err)
+		}
 		r.logFetchErrors(fetches)
 		// Assignment changes seen after the poll: restore new partitions
 		// before processing; a revoke aborts and rewinds, so the fetched
@@ -65,6 +69,17 @@ func (r *Runtime) stopping(ctx context.Context) bool { return ctx.Err() != nil |
 func (r *Runtime) fail(ctx context.Context, err error) error {
 	if r.stopping(ctx) {
 		return r.shutdown()
+	}
+	return err
+}
+
+// refuse ends Run on a group the broker refuses for good
+// (kafkax.GroupRefused): Ready reports it from now on, and the open
+// transaction ends as at shutdown.
+func (r *Runtime) refuse(ctx context.Context, err error) error {
+	r.refused.Store(&err)
+	if serr := r.shutdown(); serr != nil || r.stopping(ctx) {
+		return serr
 	}
 	return err
 }

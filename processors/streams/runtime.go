@@ -35,6 +35,7 @@ type Runtime struct {
 	stalls   stallTracker
 
 	ready      atomic.Bool
+	refused    atomic.Pointer[error] // the group refusal Run ended on (kafkax.GroupRefused)
 	killOnce   sync.Once
 	sessReady  chan struct{} // closed once the session exists
 	sessCloser sync.Once
@@ -91,8 +92,12 @@ func New(cfg Config, proc Processor) (*Runtime, error) {
 }
 
 // Ready is nil once Run has connected and entered its processing loop and
-// while no partition is being restored; use it as a readiness check.
+// while no partition is being restored, until the broker refused the
+// group for good; use it as a readiness check.
 func (r *Runtime) Ready() error {
+	if err := r.refused.Load(); err != nil {
+		return *err
+	}
 	if n := r.restorer.pending(); n > 0 {
 		return fmt.Errorf("runtime %s: restoring %d partitions", r.name, n)
 	}
@@ -127,8 +132,8 @@ func (r *Runtime) Kill() {
 // Run consumes, processes and commits until ctx is cancelled (it then
 // commits the open transaction within ShutdownTimeout, or aborts it, leaves
 // the group and returns nil) or a fatal error occurs (*TxnError,
-// *RestoreError, ErrKilled, a configuration mismatch such as a changelog
-// with fewer partitions than the input).
+// *RestoreError, ErrKilled, *kafkax.GroupRefusedError, a configuration
+// mismatch such as a changelog with fewer partitions than the input).
 func (r *Runtime) Run(ctx context.Context) error {
 	r.shared.ctx = ctx
 	if err := r.start(); err != nil {
