@@ -113,7 +113,8 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 // Run consumes until ctx is cancelled, then applies the batch in flight
 // (within Config.ShutdownTimeout), closes its Kafka client and returns
 // nil. It returns an error when a batch cannot be applied after
-// Config.MaxRetries retries or a non-transient MySQL error occurs.
+// Config.MaxRetries retries, a non-transient MySQL error occurs or the
+// broker refuses the consumer group for good (*kafkax.GroupRefusedError).
 func (s *Sink) Run(ctx context.Context) error {
 	s.log.Info("sink started", "owner_id", s.cfg.OwnerID, "group", s.cfg.Group, "topics", s.store.Topics())
 	for {
@@ -184,7 +185,14 @@ func (s *Sink) consume(ctx context.Context) (restart bool, err error) {
 		return false, err
 	}
 	for {
-		recs, hw, closed := s.collect(ctx, cl)
+		recs, hw, closed, refused := s.collect(ctx, cl)
+		if refused != nil {
+			// The batch is abandoned, as at shutdown: the stored offsets
+			// are where the next owner starts.
+			s.setErr(refused)
+			s.closeClient(ctx, cl)
+			return false, refused
+		}
 		if len(recs) > 0 {
 			err := s.process(ctx, cl, recs, hw)
 			if err != nil && ctx.Err() != nil {
@@ -221,8 +229,10 @@ func (s *Sink) closeClient(ctx context.Context, cl *kgo.Client) {
 }
 
 // collect polls up to Config.BatchSize records, waiting at most
-// Config.FlushInterval after the first one.
-func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[TP]int64, bool) {
+// Config.FlushInterval after the first one; closed when the client is.
+// A group the broker refuses for good ends it at once with that
+// *kafkax.GroupRefusedError.
+func (s *Sink) collect(ctx context.Context, cl *kgo.Client) (_ []*kgo.Record, _ map[TP]int64, closed bool, _ error) {
 	var out []*kgo.Record
 	hw := map[TP]int64{}
 	var deadline time.Time
@@ -237,7 +247,10 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 		fs := cl.PollRecords(pctx, s.cfg.BatchSize-len(out))
 		cancel()
 		if fs.IsClientClosed() {
-			return out, hw, true
+			return out, hw, true, nil
+		}
+		if err := kafkax.RefusedGroup(s.cfg.Group, fs); err != nil {
+			return nil, nil, false, err
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -261,7 +274,7 @@ func (s *Sink) collect(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, map[
 			break
 		}
 	}
-	return out, hw, false
+	return out, hw, false, nil
 }
 
 // adjust claims newly assigned partitions in MySQL and starts each at the

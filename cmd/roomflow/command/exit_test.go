@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
@@ -164,5 +168,39 @@ func TestExitCodeSIGTERM(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}
+
+// TestRefusedGroupExitsOne: `roomflow sink` whose consumer group the
+// broker refuses for good (no group ACL: kfake answers its JoinGroups
+// GROUP_AUTHORIZATION_FAILED) exits by itself, status 1, naming the group
+// and the broker's error, instead of running on ready and idle.
+func TestRefusedGroupExitsOne(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(1))
+	if k.Fake == nil {
+		t.Skip("needs kfake: the refusal is an injected answer")
+	}
+	m := testenv.NewMySQL(t)
+	group := testenv.UniqueName(t)
+	k.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.JoinGroup}, Group: group, Err: kerr.GroupAuthorizationFailed, Count: -1})
+	cfg := testenv.WriteConfig(t, "log:\n  level: error\napp_code: hyapp\nmysql:\n  dsn: \""+m.DSN+"\"\n"+k.ConfigYAML(1)+"sink:\n  group: "+group+"\n")
+	cmd := roomflowCmd(t, "--config", cfg, "sink", "--owner-id", "refused")
+	stderr := &testenv.SyncBuffer{}
+	cmd.Stderr, cmd.Stdout = stderr, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	want := "roomflow: sink: the broker refuses consumer group " + group + ": GROUP_AUTHORIZATION_FAILED"
+	select {
+	case err := <-done:
+		if code := exitStatus(t, err); code != cli.ExitFailure || !strings.Contains(stderr.String(), want) {
+			t.Fatalf("exit %d, want %d; stderr %q, want it to contain %q", code, cli.ExitFailure, stderr.String(), want)
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("roomflow sink still running 20s after the broker refused its group; stderr %q", stderr.String())
 	}
 }
