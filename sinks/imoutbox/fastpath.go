@@ -45,6 +45,7 @@ type FastPath struct {
 	svc         *Service
 	cl          *kgo.Client
 	topic       string
+	group       string
 	share       *share // this replica's part of the IM capacity, by owned partitions
 	maxPoll     int
 	maxInFlight int
@@ -133,7 +134,7 @@ func fastPathBounds(appRate int, lockTTL, delay time.Duration) (maxPoll, infligh
 func newFastPath(svc *Service, cfg Config, appRate int, sh *share) (*FastPath, error) {
 	delay := cfg.FastPathDelay
 	maxPoll, inflight, maxHeld := fastPathBounds(appRate, svc.cfg.LockTTL, delay)
-	f := &FastPath{svc: svc, topic: cfg.Topic, share: sh, maxPoll: maxPoll, maxInFlight: inflight, backoff: 500 * time.Millisecond,
+	f := &FastPath{svc: svc, topic: cfg.Topic, group: cfg.Group, share: sh, maxPoll: maxPoll, maxInFlight: inflight, backoff: 500 * time.Millisecond,
 		delay: delay, maxHeld: maxHeld,
 		heldIn: make(chan struct{}, 1), heldOut: make(chan struct{}, 1),
 		tokens: make(chan struct{}, inflight), tails: map[string]chan struct{}{}, owned: map[int32]*partition{},
@@ -170,8 +171,10 @@ func newFastPath(svc *Service, cfg Config, appRate int, sh *share) (*FastPath, e
 // flight finish (sends bounded by publish_timeout, unsent rows released),
 // records results, commits, and closes the Kafka client, all within
 // shutdown.timeout: a send still in flight then is cancelled and its row
-// left delivering. Every goroutine it started has ended when it returns,
-// so MySQL is not touched after Run returns.
+// left delivering. A consumer group the broker refuses for good ends it
+// the same way, with that *kafkax.GroupRefusedError. Every goroutine it
+// started has ended when it returns, so MySQL is not touched after Run
+// returns.
 func (f *FastPath) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx) // a failed Run stops its own goroutines too
 	lt, release := f.svc.newLifetime(ctx)
@@ -220,6 +223,10 @@ func (f *FastPath) Run(ctx context.Context) error {
 		}
 		if fetches.IsClientClosed() {
 			return errors.New("imoutbox: kafka client closed")
+		}
+		if err := kafkax.RefusedGroup(f.group, fetches); err != nil {
+			f.cl.AllowRebalance()
+			return err
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
