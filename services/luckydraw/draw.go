@@ -10,18 +10,6 @@ import (
 	"github.com/hyapp/roomflow/domain/lucky"
 )
 
-// The three pool layers of LUCKY-4, in the order of lucky_pools' primary
-// key within one app_code ("gift" < "platform" < "room" is the key order;
-// this is the order of the arrays below, not of locking).
-const (
-	layerPlatform = iota
-	layerRoom
-	layerGift
-)
-
-// layerScopes are the scope_type values of the layers.
-var layerScopes = [3]string{"platform", "room", "gift"}
-
 // Why a tier is out of a draw's candidate table (Candidate.Disabled).
 const (
 	DisabledTier      = "tier_disabled"    // tier.enabled = false
