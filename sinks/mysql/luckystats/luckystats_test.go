@@ -520,3 +520,24 @@ func TestApplyEventIDsDifferingOnlyInCase(t *testing.T) {
 		t.Fatalf("hourly facts\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestRoomPayoutPastBigint: a room hour whose coins_out × 10^6 passes
+// BIGINT keeps taking writes, and payout_ppm is exact below BIGINT's top
+// and clamped to it above. The virtual column computed it in BIGINT, so
+// every later upsert of such a row failed with 1690, which stopped the
+// lucky events topic of the sink (reward_coins has no per-record bound:
+// rewards are bounded by the pools).
+func TestRoomPayoutPastBigint(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	s := newStatsSink(t, m.DB)
+	// Draws 1 and 4 fall in room r1, 3 and 6 in r0, all in hour 0; each spends 100 coins.
+	s.apply(t, record(drawn(1, "rose", "v1", 0, 9_300_000_000_000), "rose"))
+	s.apply(t, record(drawn(4, "rose", "v1", 0, 0), "rose"))
+	s.apply(t, record(drawn(3, "rose", "v1", 0, 4_000_000_000_000_000_000), "rose"))
+	s.apply(t, record(drawn(6, "rose", "v1", 0, 1), "rose"))
+	want := "r0@0: 2 2 200 4000000000000000001 0 0 9223372036854775807\n" + // 2·10^22 ppm, clamped
+		"r1@0: 2 1 200 9300000000000 0 0 46500000000000000\n" // exact
+	if got := roomHourly(t, m.DB); got != want {
+		t.Fatalf("room facts\n got %s\nwant %s", got, want)
+	}
+}
