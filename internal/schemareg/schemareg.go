@@ -82,10 +82,22 @@ func New(c config.SchemaRegistryConfig, files Files) (*Client, error) {
 	if c.URL == "" {
 		return nil, &cfgerr.FieldError{Key: "schema_registry.url", Msg: "must be set"}
 	}
-	opts := []sr.ClientOpt{sr.URLs(c.URL), sr.UserAgent("roomflow"),
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, &cfgerr.FieldError{Key: "schema_registry.url", Msg: "must be an http or https URL"}
+	}
+	// pkg/sr prints the request URL in its errors: the URL's user info
+	// becomes basic auth (as net/http would make it), the URL goes without.
+	user, pass := c.User, c.Password()
+	if u.User != nil && user == "" {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	u.User = nil
+	opts := []sr.ClientOpt{sr.URLs(u.String()), sr.UserAgent("roomflow"),
 		sr.HTTPClient(&http.Client{Timeout: requestTimeout})}
-	if c.User != "" {
-		opts = append(opts, sr.BasicAuth(c.User, c.Password()))
+	if user != "" {
+		opts = append(opts, sr.BasicAuth(user, pass))
 	}
 	if c.TLS.Enabled() {
 		tc, err := c.TLS.Files().Load()
@@ -98,7 +110,7 @@ func New(c config.SchemaRegistryConfig, files Files) (*Client, error) {
 	if err != nil {
 		return nil, &cfgerr.FieldError{Key: "schema_registry.url", Msg: err.Error()}
 	}
-	return &Client{cl: cl, url: redactURL(c.URL), files: files}, nil
+	return &Client{cl: cl, url: u.String(), files: files}, nil
 }
 
 // IncompatibleError is a schema the registry refused for its subject (a
@@ -249,14 +261,4 @@ func (c *Client) wrap(subject string, err error) error {
 		return fmt.Errorf("schema_registry.url %s: unreachable: %w", c.url, err)
 	}
 	return fmt.Errorf("schema_registry.url %s: %w", c.url, err)
-}
-
-// redactURL drops the user info (a password) from u for error messages.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	p.User = nil
-	return p.String()
 }

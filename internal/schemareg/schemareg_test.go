@@ -1,10 +1,12 @@
 package schemareg_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -313,4 +315,47 @@ func recordWith(value, contentType []byte) *kgo.Record {
 		r.Headers = []kgo.RecordHeader{{Key: envelope.HeaderContentType, Value: contentType}}
 	}
 	return r
+}
+
+// A password in schema_registry.url's user info stays out of the errors
+// too (pkg/sr names the request URL it failed on in its own error text),
+// and still logs in.
+func TestUnreachableDropsURLUserInfo(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close()
+	pw := "url-s3cret-pw"
+	cl, err := schemareg.New(config.SchemaRegistryConfig{URL: "http://u:" + pw + "@" + addr}, schemareg.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.Register(context.Background(), publicTopics(""))
+	if err == nil || !strings.Contains(err.Error(), "schema_registry.url") || strings.Contains(err.Error(), pw) {
+		t.Fatalf("err = %v, want one naming schema_registry.url without the password", err)
+	}
+	// A writer's wait logs the error and serves it on /readyz.
+	var logs bytes.Buffer
+	var notReady []string
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	cl.WaitIDs(ctx, publicTopics(""), slog.New(slog.NewTextHandler(&logs, nil)), func(err error) { notReady = append(notReady, fmt.Sprint(err)) })
+	if len(notReady) == 0 || strings.Contains(strings.Join(notReady, "\n")+logs.String(), pw) {
+		t.Fatalf("readiness %q and log show the password or nothing:\n%s", notReady, logs.String())
+	}
+
+	fake := srfake.New()
+	defer fake.Close()
+	var logins []string
+	fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		user, pass, _ := r.BasicAuth()
+		logins = append(logins, user+":"+pass)
+		return false
+	})
+	live := strings.Replace(fake.URL(), "://", "://u:"+pw+"@", 1)
+	if _, err := client(t, live, schemareg.Builtin()).Register(context.Background(), publicTopics("")); err != nil {
+		t.Fatal(err)
+	}
+	if len(logins) == 0 || logins[0] != "u:"+pw {
+		t.Fatalf("basic auth %q, want the URL's user info", logins)
+	}
 }
