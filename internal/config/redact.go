@@ -1,19 +1,23 @@
 package config
 
 import (
+	"net/url"
+
 	"github.com/go-sql-driver/mysql"
 	"go.yaml.in/yaml/v3"
 )
 
 const redacted = "REDACTED"
 
-// Redacted returns a copy safe to print or log: the DSN password, the IM
-// secret key, the lucky audit key and the fairness keys are replaced, and the Kafka SASL
-// password and TLS key Validate loaded are dropped (the copy cannot
-// connect with kafka.tls or kafka.sasl set: print it, do not use it).
+// Redacted returns a copy safe to print or log: the DSN password, the
+// Schema Registry URL's password, the IM secret key, the lucky audit key
+// and the fairness keys are replaced, and the Kafka SASL password and TLS
+// key Validate loaded are dropped (the copy cannot connect with kafka.tls
+// or kafka.sasl set: print it, do not use it).
 func (c Config) Redacted() Config {
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
 	c.Relay.Binlog.DSN = RedactDSN(c.Relay.Binlog.DSN)
+	c.SchemaRegistry.URL = redactURL(c.SchemaRegistry.URL)
 	if c.IM.SecretKey != "" {
 		c.IM.SecretKey = redacted
 	}
@@ -46,6 +50,19 @@ func RedactDSN(dsn string) string {
 		c.Passwd = redacted
 	}
 	return c.FormatDSN()
+}
+
+// redactURL hides the password of a URL's user info. A URL that does not
+// parse is hidden whole, like a DSN.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redacted
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	return u.String()
 }
 
 // YAML renders the redacted effective config.

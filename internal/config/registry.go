@@ -65,7 +65,7 @@ func (s *SchemaRegistryConfig) validate(ch *cfgerr.Checks) {
 		return
 	}
 	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		ch.Bad("schema_registry.url", "must be an http or https URL (got %q)", s.URL)
+		ch.Bad("schema_registry.url", "must be an http or https URL (got %q)", redactURL(s.URL))
 	}
 	switch {
 	case sec.env != "":

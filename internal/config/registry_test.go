@@ -46,3 +46,21 @@ func TestSchemaRegistryConfig(t *testing.T) {
 		t.Fatalf("confluent without a registry is the writers' to refuse, not Load's: %v", err)
 	}
 }
+
+// A password in schema_registry.url's user info is redacted in `roomflow
+// config`'s output and never in the error of a URL that is refused.
+func TestSchemaRegistryURLPasswordRedacted(t *testing.T) {
+	const pw = "sr-url-Pa55"
+	cfg, err := config.Load(writeTemp(t, "c.yaml", "schema_registry:\n  url: https://roomflow:"+pw+"@registry.example:8081\n"), getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := cfg.YAML()
+	if strings.Contains(string(out), pw) || !strings.Contains(string(out), "registry.example:8081") {
+		t.Fatalf("config output:\n%s", out)
+	}
+	_, err = config.Load(writeTemp(t, "c.yaml", "schema_registry:\n  url: ftp://roomflow:"+pw+"@registry.example\n"), getenv(nil))
+	if !slices.Contains(cfgerr.Keys(err), "schema_registry.url") || strings.Contains(err.Error(), pw) {
+		t.Fatalf("err = %v, want one naming schema_registry.url without the password", err)
+	}
+}
