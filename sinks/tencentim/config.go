@@ -64,7 +64,8 @@ type Config struct {
 	// MaxMessageBytes refuses larger messages before any call; at most
 	// MaxMessageBytesLimit, Tencent's own. Default DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// HTTPClient makes the calls. Default: a pooled keep-alive client.
+	// HTTPClient makes the calls. Default: a pooled keep-alive client that
+	// follows no redirect (a 3xx is an *HTTPError).
 	HTTPClient *http.Client
 	// Registerer gets the client's roomflow_im_* metrics. Default nil: not
 	// registered.
@@ -93,7 +94,10 @@ func (c *Config) setDefaults() {
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 128
 		tr.IdleConnTimeout = 90 * time.Second
-		c.HTTPClient = &http.Client{Transport: tr}
+		c.HTTPClient = &http.Client{Transport: tr,
+			// Tencent never redirects send_group_msg; following one would
+			// hand the usersig to the new host in the Referer.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default().With("component", "tencentim")
