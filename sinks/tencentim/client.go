@@ -234,14 +234,14 @@ func (c *Client) call(ctx context.Context, sig string, m *Message) (Result, erro
 	q.Set("contenttype", "json")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+SendGroupMsgPath+"?"+q.Encode(), bytes.NewReader(m.Body))
 	if err != nil {
-		return Result{}, scrubURLError(err)
+		return Result{}, scrubURLError(err, sig)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		c.m.duration.Observe(time.Since(start).Seconds())
-		return Result{}, scrubURLError(err)
+		return Result{}, scrubURLError(err, sig)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -250,7 +250,7 @@ func (c *Client) call(ctx context.Context, sig string, m *Message) (Result, erro
 		return Result{}, &HTTPError{Status: resp.StatusCode}
 	}
 	if err != nil {
-		return Result{}, scrubURLError(err)
+		return Result{}, scrubURLError(err, sig)
 	}
 	var r sendResp
 	if err := json.Unmarshal(raw, &r); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Class is what the publisher does about a failed send.
@@ -146,18 +147,24 @@ func (e *TransportError) Error() string {
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // scrubURLError removes the URL from err: Go's *url.Error prints the whole
-// request URL, and Tencent's URL carries the usersig.
-func scrubURLError(err error) error {
+// request URL, and Tencent's URL carries the usersig. Words of the server
+// net/http quotes (a Location header that does not parse) may echo the URL
+// back, so sig, as sent and escaped, is cut from what is left.
+func scrubURLError(err error, sig string) error {
+	op := "Post"
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		inner := ue.Err
+		err = ue.Err
 		// A nested url.Error (redirects) is scrubbed too.
-		for errors.As(inner, &ue) {
-			inner = ue.Err
+		for errors.As(err, &ue) {
+			err = ue.Err
 		}
-		return &TransportError{Op: ue.Op, Err: inner}
+		op = ue.Op
 	}
-	return &TransportError{Op: "Post", Err: err}
+	if msg := err.Error(); sig != "" && (strings.Contains(msg, sig) || strings.Contains(msg, url.QueryEscape(sig))) {
+		err = errors.New(strings.NewReplacer(url.QueryEscape(sig), "REDACTED", sig, "REDACTED").Replace(msg))
+	}
+	return &TransportError{Op: op, Err: err}
 }
 
 // dropCode is the metric code of a MsgDropReason: the reason itself

@@ -1,9 +1,12 @@
 package tencentim_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -45,3 +48,33 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	}
 }
 
+// A server's words net/http quotes in an error (a redirect's Location that
+// does not parse) may echo the request URL back: the error and the log
+// still hold no usersig.
+func TestEchoedURLLeavesNoUserSig(t *testing.T) {
+	sigs := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sigs <- r.URL.Query().Get("usersig")
+		w.Header().Set("Location", "https://gateway:bad-port"+r.URL.RequestURI())
+		w.WriteHeader(http.StatusMovedPermanently)
+	}))
+	defer srv.Close()
+	var logs bytes.Buffer
+	cfg := imCfg(srv.URL)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	c, _ := tencentim.New(cfg)
+	m, _ := build(giftEnvelope("echoed", "r"), "")
+	_, err := c.Send(context.Background(), m)
+	if err == nil {
+		t.Fatal("expected an error")
+	}
+	sig := <-sigs
+	for _, s := range []string{sig, url.QueryEscape(sig)} {
+		if sig == "" || strings.Contains(err.Error(), s) || strings.Contains(logs.String(), s) {
+			t.Fatalf("the usersig is in the error or the log: %v\n%s", err, logs.String())
+		}
+	}
+	if cl, code := tencentim.Classification(err); cl != tencentim.Retryable || code != tencentim.PseudoCodeTransport {
+		t.Fatalf("%v: %s/%s, want a retryable transport error", err, cl, code)
+	}
+}
