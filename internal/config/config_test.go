@@ -324,6 +324,21 @@ func TestLoadNamesTheKeyOfDecodeErrors(t *testing.T) {
 	}
 }
 
+// A secret in a misshapen section (a DSN given as mysql itself) is not
+// quoted back: yaml's type errors quote up to 7 characters of the value.
+func TestDecodeErrorsQuoteNoValue(t *testing.T) {
+	body := "mysql: \"app:hunter2@tcp(db:3306)/rf\"\nrelay:\n  binlog: \"repl:pw@tcp(db:3306)/\"\nim: 5bd2850fff3ecb11\n"
+	_, err := Load(writeFile(t, body), env(nil))
+	if got := cfgerr.Keys(err); !slices.Equal(got, []string{"mysql", "relay.binlog", "im"}) {
+		t.Fatalf("keys %v (%v)", got, err)
+	}
+	for _, s := range []string{"hun", "repl:pw", "5bd2850"} {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("the error quotes %q: %v", s, err)
+		}
+	}
+}
+
 func TestLoadReportsEveryDecodeMistake(t *testing.T) {
 	body := "relay:\n  batch_sise: 3\n  poll_interval: soon\nsink:\n  batch_size: x\n"
 	_, err := Load(writeFile(t, body), env(nil))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -111,15 +112,24 @@ func leaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	}
 }
 
-// yamlMessage is err without yaml's "yaml: unmarshal errors:" preamble:
-// "line 3: cannot unmarshal !!str `abc` into int".
+// yamlMessage is err without yaml's "yaml: unmarshal errors:" preamble
+// and without the value yaml quotes ("line 3: cannot unmarshal !!str into
+// int"): a secret in a misshapen section (mysql: "user:pw@...") would be.
 func yamlMessage(err error) string {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = quotedValue.ReplaceAllString(m, "$1")
+		}
+		return strings.Join(msgs, "; ")
 	}
 	return strings.TrimPrefix(err.Error(), "yaml: ")
 }
+
+// quotedValue is the value in a yaml type error: " `app:hun...`" before
+// " into".
+var quotedValue = regexp.MustCompile(" `.*`( into )")
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
