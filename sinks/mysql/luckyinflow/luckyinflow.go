@@ -134,14 +134,21 @@ func New(cfg Config) (*Applier, error) {
 // SharedRows is true: every partition adds to the platform row.
 func (a *Applier) SharedRows() bool { return true }
 
-// Decode parses and validates one inflow record (Decode), plain or in
-// the Confluent wire format (envelope.Payload decides per record).
+// Decode parses and validates one inflow record (DecodeRecord).
 func (a *Applier) Decode(rec *kgo.Record) (*activityv1.LuckyPoolInflow, error) {
+	return DecodeRecord(rec, a.DefaultAppCode())
+}
+
+// DecodeRecord parses and validates one inflow record (Decode), plain or
+// in the Confluent wire format (envelope.Payload decides per record): the
+// sink and the rebuild read the same topic, both formats mixed after a
+// switch.
+func DecodeRecord(rec *kgo.Record, defaultAppCode string) (*activityv1.LuckyPoolInflow, error) {
 	value, err := envelope.Payload(rec)
 	if err != nil {
 		return nil, mysqlsink.Invalid("decode", "%v", err)
 	}
-	return Decode(value, a.DefaultAppCode())
+	return Decode(value, defaultAppCode)
 }
 
 // Decode parses and validates one lucky-pool-inflow record value; errors

@@ -308,7 +308,7 @@ func poolsTarget(cfg Config, res *Result) *target {
 			return nil
 		},
 		record: func(r *kgo.Record) {
-			in, err := luckyinflow.Decode(r.Value, cfg.DefaultAppCode)
+			in, err := luckyinflow.DecodeRecord(r, cfg.DefaultAppCode)
 			if err != nil {
 				res.InvalidInflows++
 				return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/schemas/activityv1"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/luckyinflow"
 	"github.com/hyapp/roomflow/sinks/mysql/micledger"
@@ -233,5 +236,55 @@ func TestRebuildRepairsCorruptedFacts(t *testing.T) {
 	}
 	if err := o.Check(ctx, m.DB); err != nil {
 		t.Fatalf("a refused rebuild changed the facts: %v", err)
+	}
+}
+
+// TestRebuildReadsFramedInflows: once kafka.public_wire_format is
+// confluent the inflow topic holds plain records up to the switch and
+// framed ones after it; the rebuild reads both per record, as the sink
+// does, so the rebuilt pools keep every inflow.
+func TestRebuildReadsFramedInflows(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	topic, inflowTopic := k.Config.Topics.MicLedger, k.Config.Topics.LuckyPoolInflow
+	group := testenv.UniqueName(t) + "-sink"
+	ledger := sinktest.NewLedgerGen(3, appCode, 10).Next(20)
+	inflows := sinktest.NewInflowGen(9, appCode, 12, 3).Next(40)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	o.AddInflows(inflows...)
+	framed := sinktest.InflowRecords(inflowTopic, inflows)
+	f := envelope.Confluent(11, (&activityv1.LuckyPoolInflow{}).ProtoReflect().Descriptor())
+	for _, r := range framed[20:] { // the records after the switch
+		r.Value = append(slices.Clip(f.Prefix), r.Value...)
+		for i := range r.Headers {
+			if r.Headers[i].Key == envelope.HeaderContentType {
+				r.Headers[i].Value = f.Header()
+			}
+		}
+	}
+	if err := sinktest.Produce(ctx, k.Client(t), append(sinktest.LedgerRecords(topic, ledger), framed...)); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, k, m, group)
+	caughtUp(t, k, m, group)
+	s.stop(t)
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("the sink's facts: %v", err)
+	}
+	if _, err := m.DB.Exec("UPDATE lucky_pools SET balance = balance + 5, total_in = total_in + 5 WHERE scope_type = 'room' ORDER BY scope_id LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rebuild.Config{Group: group, LedgerTopic: topic, InflowTopic: inflowTopic, DefaultAppCode: appCode, BatchSize: 50, Idle: 5 * time.Second, Kafka: k.Cluster(), Logger: slog.New(slog.DiscardHandler)}
+	res, err := rebuild.Run(ctx, cfg, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Inflows != 40 || res.InvalidInflows != 0 {
+		t.Errorf("rebuild read %d inflows, %d invalid: want 40 (20 plain, 20 framed), 0 invalid", res.Inflows, res.InvalidInflows)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("after the rebuild: %v", err)
 	}
 }
