@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/producers/loadgen"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
 
@@ -23,6 +24,16 @@ type TotalsReport struct {
 
 // totalsRow is the part of a fact row a total carries.
 type totalsRow struct{ Seat, Online, Sessions, Rooms, First, Last int64 }
+
+// unmarshalTotal decodes a totals record, plain or Confluent-framed (the
+// writers frame them in kafka.public_wire_format confluent).
+func unmarshalTotal(r *kgo.Record, m proto.Message) error {
+	value, err := envelope.Payload(r)
+	if err != nil {
+		return err
+	}
+	return proto.Unmarshal(value, m)
+}
 
 // Totals compares, for cfg.AppCode, the current value of every key of the totals topics
 // (the last committed record) with user_mic_lifetime_stats and
@@ -40,7 +51,7 @@ func Totals(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Durat
 	life := map[string]totalsRow{}
 	err := readTopic(ctx, cfg, cfg.Kafka.Topics.MicLifetimeTotals, idle, func(r *kgo.Record) {
 		var m userv1.UserMicLifetimeTotals
-		if err := proto.Unmarshal(r.Value, &m); err != nil {
+		if err := unmarshalTotal(r, &m); err != nil {
 			diffs = append(diffs, loadgen.Diff{Table: "mic lifetime totals record", Key: string(r.Key), Want: "a UserMicLifetimeTotals", Got: err.Error()})
 			return
 		}
@@ -55,7 +66,7 @@ func Totals(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Durat
 	daily := map[string]totalsRow{}
 	err = readTopic(ctx, cfg, cfg.Kafka.Topics.MicDailyTotals, idle, func(r *kgo.Record) {
 		var m userv1.UserMicDailyTotals
-		if err := proto.Unmarshal(r.Value, &m); err != nil {
+		if err := unmarshalTotal(r, &m); err != nil {
 			diffs = append(diffs, loadgen.Diff{Table: "mic daily totals record", Key: string(r.Key), Want: "a UserMicDailyTotals", Got: err.Error()})
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/processors/room/roomtest"
 	"github.com/hyapp/roomflow/producers/relay"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/schemas/roomv1"
 	"github.com/hyapp/roomflow/schemas/userv1"
 )
@@ -204,5 +205,46 @@ func TestVerifyTotals(t *testing.T) {
 	}
 	if !slices.Equal(got, want) || rep.Lifetime != 3 || rep.Daily != 2 || rep.LifetimeRows != 3 {
 		t.Fatalf("diffs %q (report %+v), want %q", got, rep, want)
+	}
+}
+
+// TestVerifyTotalsFramed: in kafka.public_wire_format confluent the mic
+// processor and the bootstrap frame the totals records; verify reads them
+// per record like every reader, so equal totals are no difference.
+func TestVerifyTotalsFramed(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, k, m)
+	ctx := context.Background()
+	app := cfg.AppCode
+	for _, q := range []string{
+		"INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES (?, 1, 100, 90, 2, 1000, 5000, 1)",
+		"INSERT INTO user_mic_daily_stats (app_code, user_id, stat_date, seat_occupied_ms, mic_online_ms, session_count, room_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES (?, 1, '2026-12-01', 100, 90, 2, 1, 1000, 5000, 1)",
+	} {
+		if _, err := m.DB.ExecContext(ctx, q, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framed := func(topic, key string, msg proto.Message) *kgo.Record {
+		f := envelope.Confluent(9, msg.ProtoReflect().Descriptor())
+		v, _ := proto.MarshalOptions{}.MarshalAppend(slices.Clip(f.Prefix), msg)
+		return &kgo.Record{Topic: topic, Key: []byte(key), Value: v,
+			Headers: []kgo.RecordHeader{{Key: envelope.HeaderContentType, Value: f.Header()}}}
+	}
+	recs := []*kgo.Record{
+		framed(cfg.Kafka.Topics.MicLifetimeTotals, app+":1", &userv1.UserMicLifetimeTotals{AppCode: app, UserId: 1, SeatOccupiedMs: 100,
+			MicOnlineMs: 90, SessionCount: 2, FirstMicAtMs: 1000, LastMicAtMs: 5000}),
+		framed(cfg.Kafka.Topics.MicDailyTotals, app+":1:2026-12-01", &userv1.UserMicDailyTotals{AppCode: app, UserId: 1, StatDate: "2026-12-01",
+			SeatOccupiedMs: 100, MicOnlineMs: 90, SessionCount: 2, RoomCount: 1, FirstMicAtMs: 1000, LastMicAtMs: 5000}),
+	}
+	if err := k.Client(t).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rep, diffs, err := Totals(ctx, cfg, m.DB, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 0 || rep.Lifetime != 1 || rep.Daily != 1 {
+		t.Fatalf("framed totals equal to the facts: diffs %+v (report %+v), want none", diffs, rep)
 	}
 }
