@@ -33,6 +33,9 @@ func totalsBootstrapCmd(g *globals) *cobra.Command {
 			if !d.Config.Mic.TotalsEnabled {
 				return fmt.Errorf("totals bootstrap refused: mic.totals_enabled is false, so the processor keeps no totals")
 			}
+			if err := checkWireFormat(d); err != nil { // a config mistake: exit 2 before connecting
+				return err
+			}
 			db, err := d.DB(cmd.Context())
 			if err != nil {
 				return err

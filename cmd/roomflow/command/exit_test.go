@@ -98,6 +98,10 @@ func TestExitCodes(t *testing.T) {
 		{"confluent without a registry, config", "kafka:\n  public_wire_format: confluent\n", []string{"config"}, 0, ""},
 		{"confluent without a registry, a writer", confluentNoRegistry, []string{"process"}, cli.ExitUsage,
 			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
+		{"confluent without a registry, lucky", confluentNoRegistry + "lucky:\n  audit_key: k\n", []string{"lucky"}, cli.ExitUsage,
+			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
+		{"confluent without a registry, totals bootstrap", confluentNoRegistry, []string{"totals", "bootstrap"}, cli.ExitUsage,
+			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
 	for _, tc := range cases {
