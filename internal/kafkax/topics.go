@@ -12,7 +12,8 @@ import (
 )
 
 // TopicMismatchError is an existing topic that does not match the design:
-// fewer partitions than configured, or not compacted where it must be.
+// fewer partitions than configured, or not compacted (or compacted and
+// deleting, where the design does not ask for it) where it must be.
 // Existing topics are never altered: partition changes move keys and are an
 // operator's decision.
 type TopicMismatchError struct {
@@ -119,24 +120,30 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 		if err != nil {
 			return nil, fmt.Errorf("topics: describe configs: %w", err)
 		}
-		compacted := map[string]bool{}
+		policy := map[string]string{}
 		for _, rc := range rcs {
 			for _, c := range rc.Configs {
 				if c.Key == "cleanup.policy" && c.Value != nil {
-					compacted[rc.Name] = strings.Contains(*c.Value, "compact")
+					policy[rc.Name] = *c.Value
 				}
 			}
 		}
 		for _, s := range check {
 			d := details[s.Name]
-			st := TopicStatus{Name: s.Name, Partitions: int32(len(d.Partitions)), Compacted: compacted[s.Name]}
+			pol := policy[s.Name]
+			st := TopicStatus{Name: s.Name, Partitions: int32(len(d.Partitions)), Compacted: strings.Contains(pol, "compact")}
 			statuses = append(statuses, st)
 			if st.Partitions < cfg.Partitions {
 				errs = append(errs, &TopicMismatchError{Topic: s.Name,
 					Reason: fmt.Sprintf("has %d partitions, kafka.partitions is %d", st.Partitions, cfg.Partitions)})
 			}
-			if s.Compacted && !st.Compacted {
+			switch {
+			case s.Compacted && !st.Compacted:
 				errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=compact"})
+			case s.Compacted && strings.Contains(pol, "delete") && !strings.Contains(s.Configs["cleanup.policy"], "delete"):
+				// delete drops a key's last record after retention.ms: lost
+				// state or totals, unless the design asks for it.
+				errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=compact, not " + pol})
 			}
 		}
 	}

@@ -107,3 +107,31 @@ func TestEnsureTopicsReportsMismatch(t *testing.T) {
 		t.Fatalf("missing topics must still be created: %v", lerr)
 	}
 }
+
+// A state or totals topic that also deletes (compact,delete: the broker
+// drops a key's last record after retention.ms) loses state and totals:
+// a mismatch, except where the design asks for it (the daily totals).
+func TestEnsureTopicsRefusesDeletingCompactedTopics(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(2))
+	adm := k.Admin(t)
+	both := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
+	tp := k.Config.Topics
+	for _, name := range []string{tp.MicStateChangelog, tp.MicLifetimeTotals, tp.MicDailyTotals} {
+		if _, err := adm.CreateTopic(ctx(t), 2, -1, both, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
+	found := map[string]bool{}
+	if err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var me *kafkax.TopicMismatchError
+			if errors.As(e, &me) {
+				found[me.Topic] = true
+			}
+		}
+	}
+	if !found[tp.MicStateChangelog] || !found[tp.MicLifetimeTotals] || len(found) != 2 {
+		t.Fatalf("want mismatches for the changelog and the lifetime totals only, got %v (%v)", found, err)
+	}
+}
