@@ -240,8 +240,9 @@ func (c *Client) registerOne(ctx context.Context, subject string, sch sr.Schema)
 	return ss, c.wrap(subject, err)
 }
 
-// wrap types the registry's answer: 409 incompatible, 404 not registered,
-// anything else (unreachable, refused login) naming schema_registry.url.
+// wrap types the registry's answer: 409 incompatible, 404 with a not-found
+// code not registered, anything else (unreachable, refused login, no
+// registry at the URL) naming schema_registry.url.
 func (c *Client) wrap(subject string, err error) error {
 	if err == nil {
 		return nil
@@ -252,7 +253,12 @@ func (c *Client) wrap(subject string, err error) error {
 		case http.StatusConflict:
 			return &IncompatibleError{Subject: subject, Message: re.Error()}
 		case http.StatusNotFound:
-			return &NotRegisteredError{Subject: subject, Message: re.Error()}
+			// Only the registry's own codes mean a missing subject, version
+			// or schema; a bare 404 is a server that is no registry.
+			switch re.ErrorCode {
+			case sr.ErrSubjectNotFound.Code, sr.ErrVersionNotFound.Code, sr.ErrSchemaNotFound.Code:
+				return &NotRegisteredError{Subject: subject, Message: re.Error()}
+			}
 		}
 		return fmt.Errorf("schema_registry.url %s: subject %s: %d %s", c.url, subject, re.StatusCode, re.Error())
 	}

@@ -359,3 +359,20 @@ func TestUnreachableDropsURLUserInfo(t *testing.T) {
 		t.Fatalf("basic auth %q, want the URL's user info", logins)
 	}
 }
+
+// A server that answers 404 without a registry's error code (a wrong path
+// in schema_registry.url, a proxy) is no missing schema: the error names
+// schema_registry.url, never asks to run the register command again.
+func TestNotARegistryNamesTheURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	cl := client(t, srv.URL+"/wrong", schemareg.Builtin())
+	_, rerr := cl.Register(context.Background(), publicTopics(""))
+	_, lerr := cl.Lookup(context.Background(), publicTopics(""))
+	for _, err := range []error{rerr, lerr} {
+		var nr *schemareg.NotRegisteredError
+		if err == nil || errors.As(err, &nr) || !strings.Contains(err.Error(), "schema_registry.url "+srv.URL+"/wrong") {
+			t.Errorf("err = %v, want one naming schema_registry.url", err)
+		}
+	}
+}
