@@ -224,6 +224,7 @@ type peekRecord struct {
 	Payload     json.RawMessage   `json:"payload,omitempty"` // an envelope's payload, decoded by its event_type
 	ValueBase64 []byte            `json:"value_base64,omitempty"`
 	DecodeError string            `json:"decode_error,omitempty"`
+	Tombstone   bool              `json:"tombstone,omitempty"` // a null value: on a compacted topic, its key deleted
 }
 
 var peekJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
@@ -253,6 +254,10 @@ func decodeRecord(topics config.Topics, r *kgo.Record) peekRecord {
 		Key: string(r.Key), Headers: map[string]string{}}
 	for _, h := range r.Headers {
 		out.Headers[h.Key] = string(h.Value)
+	}
+	if r.Value == nil { // no message: decoding would show one of zeros
+		out.Tombstone = true
+		return out
 	}
 	var msg proto.Message
 	if m, ok := topicTypes(topics)[r.Topic]; ok && r.Topic != topics.DLQ {

@@ -321,3 +321,19 @@ func TestPeekLuckyEvents(t *testing.T) {
 		t.Fatalf("unknown lucky event type: %+v", r)
 	}
 }
+
+// A tombstone (nil value) on a compacted topic deletes its key: peek
+// shows it as one, never as a message of zeros.
+func TestPeekTombstone(t *testing.T) {
+	topics := testenv.Config(t, nil, nil).Kafka.Topics
+	for _, topic := range []string{topics.MicLifetimeTotals, topics.MicDailyTotals} {
+		got := decodeRecord(topics, &kgo.Record{Topic: topic, Key: []byte("hyapp:7")})
+		if !got.Tombstone || got.Type != "" || got.Value != nil || got.DecodeError != "" {
+			t.Errorf("%s: tombstone shown as %+v", topic, got)
+		}
+	}
+	got := decodeRecord(topics, &kgo.Record{Topic: topics.MicLifetimeTotals, Key: []byte("hyapp:7"), Value: []byte{}})
+	if got.Tombstone || got.Type != "hyapp.user.v1.UserMicLifetimeTotals" {
+		t.Errorf("an empty value is an empty message, not a tombstone: %+v", got)
+	}
+}
