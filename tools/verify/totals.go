@@ -35,10 +35,11 @@ func unmarshalTotal(r *kgo.Record, m proto.Message) error {
 	return proto.Unmarshal(value, m)
 }
 
-// Totals compares, for cfg.AppCode, the current value of every key of the totals topics
-// (the last committed record) with user_mic_lifetime_stats and
-// user_mic_daily_stats, and, once any lifetime total exists (the
-// bootstrap ran), that every lifetime row has one. A daily total is
+// Totals compares, for cfg.AppCode, the current value of every key of the
+// totals topics (the last committed record, none after a tombstone) with
+// user_mic_lifetime_stats and user_mic_daily_stats, and, once any
+// lifetime total exists (the bootstrap ran), that every lifetime row has
+// one. A daily total is
 // compared while its day is in the topic; days past
 // mic.day_totals_retention have none. It needs the sink caught up with
 // the mic processor, as the other comparisons do.
@@ -50,6 +51,10 @@ func Totals(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Durat
 	}
 	life := map[string]totalsRow{}
 	err := readTopic(ctx, cfg, cfg.Kafka.Topics.MicLifetimeTotals, idle, func(r *kgo.Record) {
+		if r.Value == nil {
+			delete(life, string(r.Key)) // a tombstone: the key has no total
+			return
+		}
 		var m userv1.UserMicLifetimeTotals
 		if err := unmarshalTotal(r, &m); err != nil {
 			diffs = append(diffs, loadgen.Diff{Table: "mic lifetime totals record", Key: string(r.Key), Want: "a UserMicLifetimeTotals", Got: err.Error()})
@@ -65,6 +70,10 @@ func Totals(ctx context.Context, cfg *config.Config, db *sql.DB, idle time.Durat
 	}
 	daily := map[string]totalsRow{}
 	err = readTopic(ctx, cfg, cfg.Kafka.Topics.MicDailyTotals, idle, func(r *kgo.Record) {
+		if r.Value == nil {
+			delete(daily, string(r.Key)) // a tombstone: the key has no total
+			return
+		}
 		var m userv1.UserMicDailyTotals
 		if err := unmarshalTotal(r, &m); err != nil {
 			diffs = append(diffs, loadgen.Diff{Table: "mic daily totals record", Key: string(r.Key), Want: "a UserMicDailyTotals", Got: err.Error()})

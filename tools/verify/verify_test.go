@@ -248,3 +248,33 @@ func TestVerifyTotalsFramed(t *testing.T) {
 		t.Fatalf("framed totals equal to the facts: diffs %+v (report %+v), want none", diffs, rep)
 	}
 }
+
+// TestVerifyTotalsTombstone: a tombstone deletes its key from a totals
+// topic (compaction removes the key's records), so verify compares the
+// facts with no total for it, whether or not compaction ran yet.
+func TestVerifyTotalsTombstone(t *testing.T) {
+	k := testenv.NewKafka(t)
+	m := testenv.NewMySQL(t)
+	cfg := testenv.Config(t, k, m)
+	ctx := context.Background()
+	app := cfg.AppCode
+	if _, err := m.DB.ExecContext(ctx, "INSERT INTO user_mic_lifetime_stats (app_code, user_id, seat_occupied_ms, mic_online_ms, session_count, first_mic_at_ms, last_mic_at_ms, updated_at_ms) VALUES (?, 1, 100, 90, 2, 1000, 5000, 1), (?, 2, 50, 0, 1, 2000, 3000, 1)", app, app); err != nil {
+		t.Fatal(err)
+	}
+	life := func(user, seat, online, sessions, first, last int64) *kgo.Record {
+		v, _ := proto.Marshal(&userv1.UserMicLifetimeTotals{AppCode: app, UserId: user, SeatOccupiedMs: seat, MicOnlineMs: online,
+			SessionCount: sessions, FirstMicAtMs: first, LastMicAtMs: last})
+		return &kgo.Record{Topic: cfg.Kafka.Topics.MicLifetimeTotals, Key: []byte(fmt.Sprintf("%s:%d", app, user)), Value: v}
+	}
+	tomb := &kgo.Record{Topic: cfg.Kafka.Topics.MicLifetimeTotals, Key: []byte(app + ":2")}
+	if err := k.Client(t).ProduceSync(ctx, life(1, 100, 90, 2, 1000, 5000), life(2, 50, 0, 1, 2000, 3000), tomb).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rep, diffs, err := Totals(ctx, cfg, m.DB, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 1 || diffs[0].Key != app+":2" || diffs[0].Got != "none" || rep.Lifetime != 1 {
+		t.Fatalf("diffs %+v (report %+v), want the deleted key's row without a total", diffs, rep)
+	}
+}
