@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -29,6 +31,7 @@ import (
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/internal/schemareg/srtest"
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -373,6 +376,39 @@ func TestNotARegistryNamesTheURL(t *testing.T) {
 		var nr *schemareg.NotRegisteredError
 		if err == nil || errors.As(err, &nr) || !strings.Contains(err.Error(), "schema_registry.url "+srv.URL+"/wrong") {
 			t.Errorf("err = %v, want one naming schema_registry.url", err)
+		}
+	}
+}
+
+// schema_registry.tls is honoured: the CA, the client certificate of a
+// registry that requires one, and server_name (the certificate has no IP).
+func TestTLS(t *testing.T) {
+	pki := testenv.NewPKI(t, "registry.test", false)
+	fake := srfake.New()
+	defer fake.Close()
+	target, _ := url.Parse(fake.URL())
+	srv := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	srv.TLS = pki.ServerTLS(true)
+	srv.StartTLS()
+	defer srv.Close()
+	full := config.ClientTLSConfig{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey, ServerName: "registry.test"}
+	register := func(tc config.ClientTLSConfig) error {
+		cl, err := schemareg.New(config.SchemaRegistryConfig{URL: srv.URL, TLS: tc}, schemareg.Builtin())
+		if err != nil {
+			return err
+		}
+		_, err = cl.Register(context.Background(), publicTopics(""))
+		return err
+	}
+	if err := register(full); err != nil {
+		t.Fatalf("with the CA, the client certificate and server_name: %v", err)
+	}
+	noName, noCert := full, full
+	noName.ServerName = ""
+	noCert.CertFile, noCert.KeyFile = "", ""
+	for name, tc := range map[string]config.ClientTLSConfig{"without server_name": noName, "without a client certificate": noCert} {
+		if err := register(tc); err == nil || !strings.Contains(err.Error(), "schema_registry.url") {
+			t.Errorf("%s: %v, want a failure naming schema_registry.url", name, err)
 		}
 	}
 }
