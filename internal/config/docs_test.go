@@ -124,3 +124,34 @@ func yamlText(t *testing.T, n *yaml.Node) string {
 	}
 	return "`" + strings.TrimSpace(regexp.MustCompile(`\s*\n\s*`).ReplaceAllString(string(out), " ")) + "`"
 }
+
+// catalogueRow is a row of a table whose first cell is a topic name.
+var catalogueRow = regexp.MustCompile("^\\| `([a-z0-9-]+\\.[a-z0-9.-]+)` \\|")
+
+// TestDataTeamCatalogueListsThePublicTopics holds docs/data-team.md's
+// catalogue to Topics.Public: every public topic is a row naming its
+// subject, and the catalogue lists no other topic.
+func TestDataTeamCatalogueListsThePublicTopics(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/data-team.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // topic -> its catalogue row
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := catalogueRow.FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	public := map[string]bool{}
+	for _, s := range Default().Kafka.Topics.Public() {
+		public[s.Name] = true
+		if row, ok := rows[s.Name]; !ok || !strings.Contains(row, "`"+s.Name+"-value`") {
+			t.Errorf("%s: no catalogue row naming its subject in docs/data-team.md", s.Name)
+		}
+	}
+	for topic := range rows {
+		if !public[topic] {
+			t.Errorf("%s: in docs/data-team.md's catalogue but not a public topic", topic)
+		}
+	}
+}
