@@ -66,6 +66,9 @@ func (s *SchemaRegistryConfig) validate(ch *cfgerr.Checks) {
 	}
 	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ch.Bad("schema_registry.url", "must be an http or https URL (got %q)", redactURL(s.URL))
+	} else if u.Scheme == "http" && s.TLS.Enabled() {
+		// Over http the TLS files would be ignored and the password sent in clear.
+		ch.Bad("schema_registry.url", "must be https when schema_registry.tls is set (got %q)", redactURL(s.URL))
 	}
 	switch {
 	case sec.env != "":

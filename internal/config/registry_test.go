@@ -34,6 +34,8 @@ func TestSchemaRegistryConfig(t *testing.T) {
 		{"schema_registry:\n  user: u\n", "schema_registry.url"},
 		{"schema_registry:\n  url: http://r:8081\n  password_file: /nonexistent/pw\n  user: u\n", "schema_registry.password_file"},
 		{"schema_registry:\n  url: http://r:8081\n  tls:\n    cert_file: c.pem\n", "schema_registry.tls.key_file"},
+		// TLS files over http would be ignored, the password sent in clear.
+		{"schema_registry:\n  url: http://r:8081\n  tls:\n    ca_file: " + writeTemp(t, "ca.pem", "x") + "\n", "schema_registry.url"},
 		{"kafka:\n  public_wire_format: avro\n", "kafka.public_wire_format"},
 	} {
 		_, err := config.Load(writeTemp(t, "c.yaml", tc.yaml), getenv(nil))
