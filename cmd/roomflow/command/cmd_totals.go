@@ -1,12 +1,16 @@
 package command
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/app"
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/internal/schemareg"
 	"github.com/hyapp/roomflow/tools/totals"
 )
 
@@ -42,7 +46,7 @@ func totalsBootstrapCmd(g *globals) *cobra.Command {
 			}
 			c := totals.ConfigFrom(d.Config, d.Log)
 			c.BatchSize = batch
-			if c.Frames, err = publicFrames(cmd.Context(), d, "totals-bootstrap", "mic_daily_totals", "mic_lifetime_totals"); err != nil {
+			if c.Frames, err = bootstrapFrames(cmd.Context(), d); err != nil {
 				return err
 			}
 			res, err := totals.Bootstrap(cmd.Context(), c, db)
@@ -55,4 +59,21 @@ func totalsBootstrapCmd(g *globals) *cobra.Command {
 		}))
 	cmd.Flags().IntVar(&batch, "batch-size", totals.DefaultBatchSize, "users per Kafka transaction")
 	return cmd
+}
+
+// bootstrapSchemaWait bounds the bootstrap's wait for the totals topics'
+// schema ids: a one-shot Job must end with an error, where a long-running
+// writer waits not ready.
+var bootstrapSchemaWait = time.Minute
+
+// bootstrapFrames is publicFrames for the bootstrap, waiting at most
+// bootstrapSchemaWait.
+func bootstrapFrames(ctx context.Context, d *app.Deps) (schemareg.Frames, error) {
+	wctx, cancel := context.WithTimeout(ctx, bootstrapSchemaWait)
+	defer cancel()
+	f, err := publicFrames(wctx, d, "totals-bootstrap", "mic_daily_totals", "mic_lifetime_totals")
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return f, fmt.Errorf("totals bootstrap: the totals topics' schema ids were not found in schema_registry.url within %s (run 'roomflow topics' or 'roomflow schemas register' first): %w", bootstrapSchemaWait, err)
+	}
+	return f, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/schemareg"
+	"github.com/hyapp/roomflow/internal/testenv"
 )
 
 // `roomflow schemas register` registers a subject per public topic and a
@@ -98,5 +99,25 @@ func TestPublicFramesWaitUntilRegistered(t *testing.T) {
 	cfg.SchemaRegistry.URL = ""
 	if f, err := publicFrames(context.Background(), newDeps(&cfg, slog.New(slog.DiscardHandler)), "x", "lucky_events"); err != nil || f.Confluent() {
 		t.Fatalf("plain: %v %v", f.Confluent(), err)
+	}
+}
+
+// The totals bootstrap is a one-shot Job: in confluent mode with the
+// totals topics' schemas not registered it fails (exit 1) naming
+// schema_registry.url within its bound, where a writer would wait.
+func TestTotalsBootstrapSchemaWaitEnds(t *testing.T) {
+	fake := srfake.New()
+	defer fake.Close()
+	m := testenv.NewMySQL(t)
+	defer func(w time.Duration) { bootstrapSchemaWait = w }(bootstrapSchemaWait)
+	bootstrapSchemaWait = 500 * time.Millisecond
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nkafka:\n  public_wire_format: confluent\nschema_registry:\n  url: " + fake.URL() + "\n"
+	start := time.Now()
+	_, err := runCLI(t, cfg, "totals", "bootstrap")
+	if err == nil || !strings.Contains(err.Error(), "schema_registry.url") || cli.ExitCode(err) != cli.ExitFailure {
+		t.Fatalf("got %v (exit %d), want exit 1 naming schema_registry.url", err, cli.ExitCode(err))
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("took %s", took)
 	}
 }
