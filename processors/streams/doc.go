@@ -68,7 +68,11 @@
 // Records emitted and Store writes made while processing a rejected record
 // are discarded; the partition moves on. A *CorruptStateError (CorruptState:
 // a state value the processor cannot decode, which no retry can fix) is
-// dead-lettered the same way with reason corrupt_state.
+// dead-lettered the same way with reason corrupt_state. So is a record
+// whose processing emitted a record above MaxRecordBytes (reason
+// output_too_large), which the producer would refuse on every retry; a
+// letter itself above it goes without its value (payload_bytes gives the
+// size), as the relay's payload_too_large does.
 //
 // # Partition stalls
 //

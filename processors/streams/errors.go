@@ -46,6 +46,11 @@ func AsReject(err error) (*RejectError, bool) {
 // *CorruptStateError.
 const ReasonCorruptState = "corrupt_state"
 
+// ReasonOutputTooLarge is the DLQ reason of a record whose processing
+// emitted a record above MaxRecordBytes, which the producer refuses for
+// good: retrying it would abort every transaction of the runtime.
+const ReasonOutputTooLarge = "output_too_large"
+
 // CorruptStateError is a state value the processor cannot decode. No retry
 // can fix it, so instead of stalling the partition the runtime sends the
 // record that read it to the DLQ with reason corrupt_state (and discards

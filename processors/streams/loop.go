@@ -172,8 +172,13 @@ func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.txn.markContent()
 	emits, err := t.step(func() error { return r.proc.Process(t, rec) })
 	if err == nil {
-		r.txn.consumed(emits)
-		return nil
+		big := slices.IndexFunc(emits, func(e *kgo.Record) bool { return recordSize(e) > MaxRecordBytes })
+		if big < 0 {
+			r.txn.consumed(emits)
+			return nil
+		}
+		err = Rejectf(ReasonOutputTooLarge, "output to %s of %d bytes is above %d", emits[big].Topic, recordSize(emits[big]), MaxRecordBytes)
+		clear(emits)
 	}
 	rej, ok := asDeadLetter(err)
 	if !ok {

@@ -128,7 +128,7 @@ var abortCauses = []string{"rebalance", "restore", "produce", "flush", "membersh
 // for every label value known up front, so rate() and increase() count
 // their first event: a series that appears at 1 has no earlier sample.
 func (m *metrics) precreate(processor string, rejectReasons []string) {
-	for _, r := range append([]string{ReasonCorruptState}, rejectReasons...) {
+	for _, r := range append([]string{ReasonCorruptState, ReasonOutputTooLarge}, rejectReasons...) {
 		m.dlq.WithLabelValues(processor, r)
 	}
 	for _, c := range abortCauses {

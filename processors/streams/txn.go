@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -194,8 +195,33 @@ func (x *txn) deadLetter(rec *kgo.Record, rej *RejectError) {
 	if rej.Err != nil {
 		cause = fmt.Errorf("%s: %w", rej.Reason, rej.Err)
 	}
-	x.produce((&envelope.DeadLetter{Stage: x.sh.name, Reason: rej.Reason, Err: cause, From: rec}).Build(x.sh.cfg.DLQ))
+	d := envelope.DeadLetter{Stage: x.sh.name, Reason: rej.Reason, Err: cause, From: rec}
+	out := d.Build(x.sh.cfg.DLQ)
+	if recordSize(out) > MaxRecordBytes {
+		// Refused with its value, the letter would abort every transaction:
+		// it goes without it, as the relay's payload_too_large does.
+		from := *rec
+		from.Value = nil
+		d.From, d.Extra = &from, []kgo.RecordHeader{{Key: envelope.HeaderPayloadBytes, Value: strconv.AppendInt(nil, int64(len(rec.Value)), 10)}}
+		out = d.Build(x.sh.cfg.DLQ)
+	}
+	x.produce(out)
 	x.counts.dlq[rej.Reason]++
+}
+
+// MaxRecordBytes bounds a record the runtime produces, overhead included:
+// the relay's default relay.max_record_bytes, within Kafka's default
+// message.max.bytes (1048588).
+const MaxRecordBytes = 1 << 20
+
+// recordSize is r's size as the producer counts it, plus a generous
+// allowance for its batch framing (61 bytes of header, the varints).
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value) + 128
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // punctuated takes the output of one run of the punctuation name.
