@@ -131,11 +131,13 @@ FROM lucky_gift_rules WHERE gift_id = ? AND rule_version = ?`, giftID, version).
 		&r.GiftID, &r.RuleVersion, &r.GiftPrice, &r.PoolRatePPM, &r.TargetPayoutRatePPM,
 		&r.PlatformWeightPPM, &r.RoomWeightPPM, &r.MaxSinglePayout, &r.MaxUserDailyPayout,
 		&r.MaxRoomHourlyPayout, &r.Status, &r.EffectiveAtMs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("lucky: load rule %s/%s: %w", giftID, version, err)
+	}
+	// The table's collation matches "ROSE" and "v1 " to rose/v1; gift ids
+	// are byte exact at every stage, so such a row is another gift's.
+	if err != nil || r.GiftID != giftID || r.RuleVersion != version {
+		return nil, fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT tier_id, reward_type, reward_value, probability_ppm,
 	min_pool_balance, enabled, large
