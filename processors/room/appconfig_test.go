@@ -29,6 +29,9 @@ func TestConfigFrom(t *testing.T) {
 		{"kafka.topics.lucky_pool_inflow", func(c *config.Config) { c.Kafka.Topics.LuckyPoolInflow = "" }},
 		{"kafka.topics.dlq", func(c *config.Config) { c.Kafka.Topics.DLQ = "" }},
 		{"app_code", func(c *config.Config) { c.AppCode = strings.Repeat("a", 33) }},
+		// Written into envelopes and inflows as a protobuf string: marshalling
+		// the inflow would fail on every lucky gift without app_code.
+		{"app_code", func(c *config.Config) { c.AppCode = "hy\xffapp" }},
 	} {
 		cfg := config.Default()
 		tc.mut(&cfg)

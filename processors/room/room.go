@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -150,7 +151,8 @@ type Config struct {
 	Frames schemareg.Frames
 	// AppCode is the app_code of an envelope that carries none, the rule
 	// of every stage: its outputs carry it in headers and values, so they
-	// are the same as for an envelope naming it. At most 32 bytes.
+	// are the same as for an envelope naming it. At most 32 bytes of
+	// UTF-8.
 	// Default "": such an envelope's outputs carry none either (the mic
 	// processor then dead-letters them).
 	AppCode string
@@ -173,6 +175,11 @@ func (c Config) Validate() error {
 	}
 	if len(c.AppCode) > maxAppCode {
 		ch.Bad("app_code", "must be at most %d bytes (got %d)", maxAppCode, len(c.AppCode))
+	}
+	// It fills in envelopes and inflows as a protobuf string: an inflow
+	// would never marshal, and its partition would stall for good.
+	if !utf8.ValidString(c.AppCode) {
+		ch.Bad("app_code", "must be valid UTF-8 (got %q)", c.AppCode)
 	}
 	ch.Add(cfgerr.Under("runtime", nil, c.Runtime.Validate()))
 	return ch.Err()
