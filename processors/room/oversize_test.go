@@ -78,3 +78,14 @@ func mustMarshal(m proto.Message) []byte {
 	}
 	return b
 }
+
+// The in-memory driver refuses such an output as the runtime does.
+func TestOutputTooLargeInMemory(t *testing.T) {
+	e := newMemEnv(t)
+	huge, _ := proto.Marshal(&roomv1.EventEnvelope{EventId: "evt-huge", EventType: "RoomMicChanged", RoomId: "r1",
+		Payload: mustMarshal(&roomv1.RoomMicChanged{UserId: 7, Action: "down", MicSessionId: "s", Reason: strings.Repeat("y", streams.MaxRecordBytes)})})
+	d := e.drive([]*kgo.Record{{Topic: e.topics.RoomEvents, Key: []byte("r1"), Value: huge}})
+	if dl := d.DeadLetters(); len(dl) != 1 || dl[0].Reason != streams.ReasonOutputTooLarge || len(d.Output(e.topics.UserMicEvents)) != 0 {
+		t.Fatalf("dead letters %v, want one output_too_large and no forward", dl)
+	}
+}

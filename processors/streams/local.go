@@ -40,9 +40,16 @@ func (l *Local) Task() Task { return l.t }
 // valid until the next Commit or Abort (the records may live in the
 // transaction's arena), or p's error with rec's emits and writes undone:
 // a reject (AsReject) the runtime dead-letters, anything else one it
-// stalls the partition on.
+// stalls the partition on. Emits above MaxRecordBytes are a reject
+// (ReasonOutputTooLarge), as in the runtime.
 func (l *Local) Process(p Processor, rec *kgo.Record) ([]*kgo.Record, error) {
 	emits, err := l.t.step(func() error { return p.Process(l.t, rec) })
+	if err == nil {
+		if err = tooLarge(emits); err != nil {
+			clear(emits)
+			return nil, err
+		}
+	}
 	return l.hand(emits), err
 }
 

@@ -172,12 +172,10 @@ func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.txn.markContent()
 	emits, err := t.step(func() error { return r.proc.Process(t, rec) })
 	if err == nil {
-		big := slices.IndexFunc(emits, func(e *kgo.Record) bool { return recordSize(e) > MaxRecordBytes })
-		if big < 0 {
+		if err = tooLarge(emits); err == nil {
 			r.txn.consumed(emits)
 			return nil
 		}
-		err = Rejectf(ReasonOutputTooLarge, "output to %s of %d bytes is above %d", emits[big].Topic, recordSize(emits[big]), MaxRecordBytes)
 		clear(emits)
 	}
 	rej, ok := asDeadLetter(err)
@@ -188,6 +186,16 @@ func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	t.log.Warn("record rejected to the DLQ", "offset", rec.Offset, "reason", rej.Reason, "error", rej.Err,
 		"event_id", string(envelope.Header(rec, envelope.HeaderEventID)), "event_type", string(envelope.Header(rec, envelope.HeaderEventType)))
 	return nil
+}
+
+// tooLarge is the reject of a record whose emits hold one above
+// MaxRecordBytes, or nil.
+func tooLarge(emits []*kgo.Record) error {
+	big := slices.IndexFunc(emits, func(e *kgo.Record) bool { return recordSize(e) > MaxRecordBytes })
+	if big < 0 {
+		return nil
+	}
+	return Rejectf(ReasonOutputTooLarge, "output to %s of %d bytes is above %d", emits[big].Topic, recordSize(emits[big]), MaxRecordBytes)
 }
 
 // endTxn ends the open transaction: with commit, the tasks' changelogs go
