@@ -86,7 +86,11 @@
 // RetryBackoffMax while the same record keeps failing; each wait jittered
 // between half of it and all of it) the partition
 // resumes from the failing record. The other
-// partitions keep processing and committing meanwhile. A stalled partition
+// partitions keep processing and committing meanwhile. A record's
+// Task.Context ends half the transaction timeout after the transaction's
+// first record, so lookups that hang on one partition after another stall
+// those partitions instead of holding the transaction open until the
+// broker aborts it and fences the producer (which would stop Run). A stalled partition
 // shows as roomflow_process_partition_stalled{partition}=1 and an error log
 // naming topic, partition, offset, event_id and the error. A failing
 // punctuation is undone and retried after the same backoff (the gauge

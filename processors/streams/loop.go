@@ -170,7 +170,9 @@ func (r *Runtime) processPartition(t *task, recs []*kgo.Record) {
 // emits undone, so the open transaction stays committable.
 func (r *Runtime) processRecord(t *task, rec *kgo.Record) error {
 	r.txn.markContent()
+	t.recCtx = r.txn.context()
 	emits, err := t.step(func() error { return r.proc.Process(t, rec) })
+	t.recCtx = nil
 	if err == nil {
 		if err = tooLarge(emits); err == nil {
 			r.txn.consumed(emits)

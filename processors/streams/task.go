@@ -25,7 +25,11 @@ type Task interface {
 	// Context is Run's context: cancelled at shutdown. Use it to bound
 	// calls a processor makes (e.g. a MySQL lookup); a call failing
 	// because of it aborts the transaction, which is what shutdown does
-	// anyway.
+	// anyway. In Process it also ends half the transaction timeout after
+	// the transaction's first record: lookups that hang one after another
+	// fail then (the record's partition stalls and retries it in a later
+	// transaction) instead of keeping the transaction open until the
+	// broker aborts it and fences the producer.
 	Context() context.Context
 	// Log is the runtime logger with processor, topic and partition fields.
 	Log() *slog.Logger
@@ -78,7 +82,9 @@ type task struct {
 	log       *slog.Logger
 	clock     func() time.Time
 	ctx       context.Context
-	arena     *txnArena
+	// recCtx is Context during Process in the runtime (txn.context).
+	recCtx context.Context
+	arena  *txnArena
 
 	// emits of the record (or punctuation) being processed; produced only
 	// when it succeeds.
@@ -88,11 +94,16 @@ type task struct {
 	moreDue bool
 }
 
-func (t *task) Topic() string            { return t.topic }
-func (t *task) Partition() int32         { return t.partition }
-func (t *task) Now() time.Time           { return t.clock() }
-func (t *task) Context() context.Context { return t.ctx }
-func (t *task) Log() *slog.Logger        { return t.log }
+func (t *task) Topic() string    { return t.topic }
+func (t *task) Partition() int32 { return t.partition }
+func (t *task) Now() time.Time   { return t.clock() }
+func (t *task) Context() context.Context {
+	if t.recCtx != nil {
+		return t.recCtx
+	}
+	return t.ctx
+}
+func (t *task) Log() *slog.Logger { return t.log }
 
 func (t *task) Store() *Store {
 	if t.store == nil {

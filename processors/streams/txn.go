@@ -32,6 +32,9 @@ type txn struct {
 	// sweep); start is the real time it got it.
 	content bool
 	start   time.Time
+	// ctx is the records' context (context), cancel its end.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// catchUp: the transaction holds a catch-up run (Task.MoreDue) and is
 	// committed at once, so the next run can follow.
 	catchUp bool
@@ -121,6 +124,19 @@ func (x *txn) markContent() {
 		x.content = true
 		x.start = time.Now()
 	}
+}
+
+// context is the context of the records processed in the open
+// transaction: Run's, ending half the transaction timeout after the
+// transaction's first content. The broker aborts a transaction open past
+// its timeout and fences the producer; with the other half left, the
+// records after the deadline (their lookups failing at once) and the
+// commit still fit.
+func (x *txn) context() context.Context {
+	if x.ctx == nil {
+		x.ctx, x.cancel = context.WithDeadline(x.sh.ctx, x.start.Add(x.sh.cfg.TransactionTimeout/2))
+	}
+	return x.ctx
 }
 
 // holdCatchUp makes the open transaction commit at once (a catch-up run).
@@ -363,6 +379,10 @@ func (x *txn) finish(committed, commit bool, cause string, err error) (bool, err
 	}
 	x.content = false
 	x.catchUp = false
+	if x.cancel != nil {
+		x.cancel()
+		x.ctx, x.cancel = nil, nil
+	}
 	x.seq++
 	x.counts.in = 0
 	x.counts.out = x.counts.out[:0]
