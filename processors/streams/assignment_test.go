@@ -175,6 +175,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"commit_records", func(c *streams.Config) { c.CommitRecords = -1 }},
 		{"commit_interval", func(c *streams.Config) { c.CommitInterval = -time.Second }},
 		{"commit_interval", func(c *streams.Config) { c.CommitInterval = 30 * time.Second }}, // the default transaction timeout
+		{"commit_interval", func(c *streams.Config) { c.CommitInterval = 16 * time.Second }}, // above half of it
 		{"commit_interval", func(c *streams.Config) { c.CommitInterval, c.TransactionTimeout = 2*time.Second, time.Second }},
 		{"changelog", func(c *streams.Config) { c.Changelog = "i" }},
 		{"punctuations.x", func(c *streams.Config) { c.Punctuations = []streams.Punctuation{{Name: "x"}} }},
@@ -200,7 +201,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 	bounds := minimal()
 	bounds.TransactionTimeout = kafkax.MaxTransactionTimeout
-	bounds.CommitInterval = bounds.TransactionTimeout - time.Millisecond
+	bounds.CommitInterval = bounds.TransactionTimeout / 2
 	if _, err := streams.New(bounds, p); err != nil {
 		t.Fatalf("the bounds themselves rejected: %v", err)
 	}

@@ -197,11 +197,12 @@ func (c Config) Validate() error {
 		ch.Bad("changelog", "must differ from input (%q)", c.Input)
 	}
 	ch.PositiveDuration("commit_interval", c.CommitInterval)
-	// The broker aborts a transaction open longer than its timeout, so one
-	// held for a whole commit interval would never commit.
-	if c.CommitInterval >= c.TransactionTimeout && c.TransactionTimeout > 0 {
-		ch.Bad("commit_interval", "must be below the transaction timeout (%s): the broker aborts a transaction open longer, so nothing would commit (got %s)",
-			c.TransactionTimeout, c.CommitInterval)
+	// The broker aborts a transaction open longer than its timeout, and a
+	// record's Task.Context ends at half of it (txn.context): past that
+	// every lookup of the interval's tail would fail and stall its partition.
+	if c.TransactionTimeout > 0 && c.CommitInterval > c.TransactionTimeout/2 {
+		ch.Bad("commit_interval", "must be at most half the transaction timeout (%s): records later in a transaction get no time for their lookups (got %s)",
+			c.TransactionTimeout/2, c.CommitInterval)
 	}
 	ch.Positive("commit_records", c.CommitRecords)
 	for _, p := range c.Punctuations {

@@ -34,7 +34,7 @@ func TestTxnPollStamps(t *testing.T) {
 // catch-up run, or CommitInterval after its first content; never closed
 // or empty.
 func TestTxnDue(t *testing.T) {
-	r := partsRuntime(t, func(c *Config) { c.CommitRecords, c.CommitInterval = 3, 20*time.Second })
+	r := partsRuntime(t, func(c *Config) { c.CommitRecords, c.CommitInterval = 3, 15*time.Second })
 	x := &r.txn
 	x.open = true
 	if x.due() {
@@ -55,7 +55,7 @@ func TestTxnDue(t *testing.T) {
 		t.Fatal("a catch-up run is not due at once")
 	}
 	x.catchUp = false
-	x.start = time.Now().Add(-20 * time.Second)
+	x.start = time.Now().Add(-15 * time.Second)
 	if !x.due() {
 		t.Fatal("not due CommitInterval after its first content")
 	}

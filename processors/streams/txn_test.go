@@ -122,7 +122,7 @@ func TestTransactionHoldsAtMostCommitRecords(t *testing.T) {
 	proc := &tally{proc: counter{out: h.out}}
 	r := rttest.Start(h.runtime("toy-bound", proc, withRegisterer(reg), func(c *streams.Config) {
 		c.CommitRecords = 10
-		c.CommitInterval = 20 * time.Second // longer than the test waits, below the transaction timeout
+		c.CommitInterval = 15 * time.Second // longer than the test waits, at most half the transaction timeout
 	}))
 	cl := h.k.Client(t)
 	produce := func(n int) {
