@@ -38,6 +38,10 @@
 //     no row the stream wrote (a wrong group would swap in empty tables);
 //   - no <table>__old is left from an earlier rebuild.
 //
+// Just before the swap it checks again that the group has no member and
+// that the sink's positions did not move: a sink run meanwhile wrote facts
+// into the live tables that the swap would discard.
+//
 // The swap is one RENAME TABLE of the three pairs (atomic: a reader sees
 // either every old table or every new one). The replaced tables stay as
 // <table>__old for inspection; drop them when satisfied. Leftover
@@ -51,6 +55,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -173,8 +178,9 @@ type target struct {
 	flush  func(ctx context.Context, tx *mysqlsink.Tx) error
 	// pending is how many items record gathered since the last flush.
 	pending func() int
-	// ends is the sink's position per partition.
-	ends map[int32]int64
+	// ends is the sink's position per partition (apply empties it);
+	// applied keeps it for the check before the swap.
+	ends, applied map[int32]int64
 }
 
 // Run rebuilds the mic fact tables of db, and lucky_pools when
@@ -219,6 +225,9 @@ func Run(ctx context.Context, cfg Config, db *sql.DB) (Result, error) {
 		if err := apply(ctx, cfg, db, tg); err != nil {
 			return res, err
 		}
+	}
+	if err := unchanged(ctx, cfg, db, targets); err != nil {
+		return res, err
 	}
 	var pairs []string
 	for _, tg := range targets {
@@ -352,18 +361,13 @@ func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	groups, err := adm.DescribeGroups(ctx, cfg.Group)
-	if err != nil {
-		return fmt.Errorf("rebuild: describe group %s: %w", cfg.Group, err)
-	}
-	if g, ok := groups[cfg.Group]; ok && g.Err == nil && len(g.Members) > 0 {
-		return &PreconditionError{Msg: fmt.Sprintf("the sink's group %s has %d members (state %s): stop every roomflow sink first, or the facts it applies meanwhile are lost at the swap",
-			cfg.Group, len(g.Members), g.State)}
+	if err := sinkStopped(ctx, cfg, adm); err != nil {
+		return err
 	}
 	for _, tg := range targets {
-		ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, tg.topic)
+		ends, err := appliedUpTo(ctx, cfg, db, tg.topic)
 		if err != nil {
-			return fmt.Errorf("rebuild: %w", err)
+			return err
 		}
 		starts, err := adm.ListStartOffsets(ctx, tg.topic)
 		if err == nil {
@@ -373,10 +377,6 @@ func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error
 			return fmt.Errorf("rebuild: list start offsets of %s: %w", tg.topic, err)
 		}
 		for p, end := range ends {
-			if end == 0 {
-				delete(ends, p)
-				continue
-			}
 			s, ok := starts.Lookup(tg.topic, p)
 			if !ok {
 				return &PreconditionError{Msg: fmt.Sprintf("%s has no partition %d, which the sink has applied up to offset %d", tg.topic, p, end)}
@@ -386,7 +386,7 @@ func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error
 					tg.topic, p, s.Offset)}
 			}
 		}
-		tg.ends = ends
+		tg.ends, tg.applied = ends, maps.Clone(ends)
 		if len(ends) == 0 {
 			// Nothing applied by this group: rebuilt tables would be
 			// empty. Live rows mean another group (a wrong sink.group)
@@ -408,6 +408,56 @@ func check(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error
 			if n > 0 {
 				return &PreconditionError{Msg: fmt.Sprintf("%s is left from an earlier rebuild: drop it (or rename it away) first", t+OldSuffix)}
 			}
+		}
+	}
+	return nil
+}
+
+// sinkStopped fails when the sink's group has members.
+func sinkStopped(ctx context.Context, cfg Config, adm *kadm.Client) error {
+	groups, err := adm.DescribeGroups(ctx, cfg.Group)
+	if err != nil {
+		return fmt.Errorf("rebuild: describe group %s: %w", cfg.Group, err)
+	}
+	if g, ok := groups[cfg.Group]; ok && g.Err == nil && len(g.Members) > 0 {
+		return &PreconditionError{Msg: fmt.Sprintf("the sink's group %s has %d members (state %s): stop every roomflow sink first, or the facts it applies meanwhile are lost at the swap",
+			cfg.Group, len(g.Members), g.State)}
+	}
+	return nil
+}
+
+// appliedUpTo is the sink's stored position on topic per partition that
+// has applied anything.
+func appliedUpTo(ctx context.Context, cfg Config, db *sql.DB, topic string) (map[int32]int64, error) {
+	ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	maps.DeleteFunc(ends, func(_ int32, end int64) bool { return end == 0 })
+	return ends, nil
+}
+
+// unchanged checks, just before the swap, that no sink joined the group
+// or moved its positions since check: facts it applied to the live
+// tables meanwhile would go to __old with the swap and never be applied
+// again (their consumption rows stay).
+func unchanged(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error {
+	cl, err := cfg.Kafka.NewClient("rebuild")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := sinkStopped(ctx, cfg, kadm.NewClient(cl)); err != nil {
+		return err
+	}
+	for _, tg := range targets {
+		now, err := appliedUpTo(ctx, cfg, db, tg.topic)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(now, tg.applied) {
+			return &PreconditionError{Msg: fmt.Sprintf("the sink's positions on %s moved during the rebuild (%v, then %v): a sink ran meanwhile, so the rebuilt tables lack what it applied; nothing was swapped: stop every roomflow sink and run rebuild again",
+				tg.topic, tg.applied, now)}
 		}
 	}
 	return nil

@@ -288,3 +288,59 @@ func TestRebuildReadsFramedInflows(t *testing.T) {
 		t.Fatalf("after the rebuild: %v", err)
 	}
 }
+
+// TestRebuildRefusesSwapAfterSinkApplied: a sink started after rebuild's
+// checks (a Deployment scaled back up, a pod restarted) applies new ledger
+// entries to the live tables and advances its positions while rebuild
+// reads; swapping then would put those facts in __old for good (their
+// consumption rows and positions stay, so nothing applies them again).
+// Rebuild must refuse the swap instead, leaving the live tables.
+func TestRebuildRefusesSwapAfterSinkApplied(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	topic := k.Config.Topics.MicLedger
+	group := testenv.UniqueName(t) + "-sink"
+	gen := sinktest.NewLedgerGen(5, appCode, 20)
+	ledger := gen.Next(100)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	cl := k.Client(t)
+	if err := sinktest.Produce(ctx, cl, sinktest.LedgerRecords(topic, ledger)); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, k, m, group)
+	caughtUpOn(t, k, m, group, topic)
+	s.stop(t)
+
+	// Once rebuild's checks passed, a sink runs again and applies more
+	// entries while rebuild fills the fresh tables.
+	var ran bool
+	db := testenv.OpenHooked(t, m.DSN, testenv.SQLHooks{Statement: func(_ context.Context, q string) error {
+		if ran || !strings.HasPrefix(q, "CREATE TABLE") {
+			return nil
+		}
+		ran = true
+		more := gen.Next(50)
+		o.AddLedger(more...)
+		if err := sinktest.Produce(ctx, cl, sinktest.LedgerRecords(topic, more)); err != nil {
+			return err
+		}
+		s := startSink(t, k, m, group)
+		caughtUpOn(t, k, m, group, topic)
+		s.stop(t)
+		return nil
+	}})
+	cfg := rebuild.Config{Group: group, LedgerTopic: topic, DefaultAppCode: appCode, BatchSize: 50, Idle: 10 * time.Second, Kafka: k.Cluster(), Logger: slog.New(slog.DiscardHandler)}
+	res, err := rebuild.Run(ctx, cfg, db)
+	if !ran {
+		t.Fatalf("rebuild never reached the swap: %+v, %v", res, err)
+	}
+	var pe *rebuild.PreconditionError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "moved") {
+		t.Errorf("rebuild swapped although the sink applied entries meanwhile: %+v, %v", res, err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("the facts the sink applied during the rebuild are gone: %v", err)
+	}
+}
