@@ -236,10 +236,12 @@ func redrive(ctx context.Context, cfg *config.Config, letters []Letter, o Redriv
 	// A repeat is one of the chosen letters, so choosing only the second
 	// copy of a refused record still sends it.
 	sent := map[envelope.Origin]bool{}
+	chosen := 0
 	for _, d := range letters {
 		if !o.chosen(d) {
 			continue
 		}
+		chosen++
 		if origin, ok := d.Letter.Origin(); ok && d.Err == nil {
 			if sent[origin] {
 				repeats++
@@ -265,6 +267,11 @@ func redrive(ctx context.Context, cfg *config.Config, letters []Letter, o Redriv
 		fmt.Fprintf(w, "%s %d:%d (%s %s) -> %s key %q event_id %s\n", verb, d.Partition, d.Offset, d.Letter.Stage, d.Letter.Reason,
 			rec.Topic, rec.Key, envelope.Header(rec, envelope.HeaderEventID))
 		recs = append(recs, rec)
+	}
+	// A mistyped filter or offsets past the end must not read as a
+	// successful redrive; --all alone on an empty DLQ has nothing to do.
+	if chosen == 0 && (o.selected != nil || o.Stage != "" || o.Reason != "" || o.SourceTopic != "") {
+		return cfgerr.Usage(errors.New("dlq redrive: the selection chooses no dead letter (`dlq list` shows the stages, error_reasons, source topics and offsets)"))
 	}
 	if refused > 0 && !o.SkipRefused {
 		return fmt.Errorf("dlq redrive: %d chosen letters cannot be sent (listed above); nothing was sent (--skip-refused sends the other %d)", refused, len(recs))

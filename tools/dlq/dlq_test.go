@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/producers/relay"
@@ -173,5 +174,23 @@ func TestDLQRedrive(t *testing.T) {
 	got = k.DrainCommitted(t, tp.RoomEvents)
 	if len(got) != 1 || string(got[0].Key) != "r1" || string(got[0].Value) != "room-bytes" || string(envelope.Header(got[0], envelope.HeaderEventID)) != "e1" {
 		t.Fatalf("room events after the redrive: %v", got)
+	}
+}
+
+// TestDLQRedriveChoiceOfNoLetters: a selection that chooses no letter (a
+// mistyped --stage or --reason, offsets past the DLQ's end) is a usage
+// error naming the selection, not a successful redrive of nothing.
+func TestDLQRedriveChoiceOfNoLetters(t *testing.T) {
+	_, cfg := dlqFixture(t)
+	for name, set := range map[string]func(*RedriveOptions){
+		"--stage sinks":     func(o *RedriveOptions) { o.Stage = "sinks" },
+		"--reason decoded":  func(o *RedriveOptions) { o.Reason = "decoded" },
+		"--offsets 0:90-99": func(o *RedriveOptions) { o.Offsets = "0:90-99" },
+		"--offsets 7:0":     func(o *RedriveOptions) { o.Offsets = "7:0"; o.DryRun = true },
+	} {
+		out, err := redriveWith(t, cfg, set)
+		if !cfgerr.IsUsage(err) || !strings.Contains(err.Error(), "chooses no dead letter") {
+			t.Errorf("redrive %s: %v (want a usage error)\n%s", name, err, out)
+		}
 	}
 }
