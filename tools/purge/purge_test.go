@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyapp/roomflow/producers/relay"
 	"github.com/hyapp/roomflow/sinks/mysql/retention"
 	"github.com/hyapp/roomflow/tools/purge"
 )
@@ -29,5 +30,13 @@ func TestPrint(t *testing.T) {
 	purge.Print(&b, nil, false)
 	if b.String() != "TABLE  DELETED  OLDER_THAN  NOTE\n" {
 		t.Errorf("empty pass: %q", b.String())
+	}
+}
+
+// retention cannot import the relay (the import rule): its copy of how far
+// ahead the relay stamps room events must follow the relay's.
+func TestRoomEventsFutureSkewIsTheRelays(t *testing.T) {
+	if retention.RoomEventsFutureSkew != relay.MaxFutureSkew {
+		t.Errorf("retention.RoomEventsFutureSkew %s, relay.MaxFutureSkew %s", retention.RoomEventsFutureSkew, relay.MaxFutureSkew)
 	}
 }

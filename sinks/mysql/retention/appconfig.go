@@ -12,18 +12,26 @@ import (
 // table's Replay is the longest retention of the topics it dedupes
 // (ReplayTopics): kafka.topic_retention, or longer where replay (how long
 // the brokers may keep each topic's records, as purge reads them at
-// start) says so; a topic kept forever (<= 0) makes every window of its
-// tables too short. own carries what no key gives: RelayedBelow (the
+// start) says so, plus RoomEventsFutureSkew for the room events; a topic
+// kept forever (<= 0) makes every window of its tables too short. own carries what no key gives: RelayedBelow (the
 // relay's bound for room_outbox), DryRun, Registerer and Logger.
 func ConfigFrom(app *config.Config, replay map[string]time.Duration, own Config) (Config, error) {
 	p := app.Purge
 	topics := ReplayTopics(app.Kafka.Topics)
 	window := func(table string, age config.Duration) Window {
-		r := app.Kafka.TopicRetention.D()
+		var r time.Duration
 		for _, t := range topics[table] {
-			if got, ok := replay[t]; ok && r > 0 && (got <= 0 || got > r) {
-				r = got
+			kept := app.Kafka.TopicRetention.D()
+			if got, ok := replay[t]; ok && kept > 0 && (got <= 0 || got > kept) {
+				kept = got
 			}
+			if kept <= 0 {
+				return Window{Age: age.D(), Replay: kept}
+			}
+			if t == app.Kafka.Topics.RoomEvents {
+				kept += RoomEventsFutureSkew
+			}
+			r = max(r, kept)
 		}
 		return Window{Age: age.D(), Replay: r}
 	}
@@ -42,6 +50,12 @@ func ConfigFrom(app *config.Config, replay map[string]time.Duration, own Config)
 	}
 	return c, cfgerr.Under("purge", map[string]string{"relayed_below": "purge.room_outbox.enabled"}, c.Validate())
 }
+
+// RoomEventsFutureSkew is how far ahead of now the relay may stamp a room
+// event (relay.MaxFutureSkew: its occurred_at_ms): Kafka keeps a segment
+// until its newest timestamp is retention.ms old, so such a record
+// outlives retention.ms + segment.ms by that much.
+const RoomEventsFutureSkew = time.Hour
 
 // ReplayTopics lists, per consumption table, the topics whose replay
 // reaches it: the sink's input topic and the topics upstream of it whose
