@@ -22,14 +22,16 @@ import (
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
+	"github.com/hyapp/roomflow/sinks/mysql/retention"
 )
 
-// Letter is one record of the DLQ topic: its position, the parsed
-// letter (Err set when it is not one) and whether an earlier letter had
-// its origin (a repeat).
+// Letter is one record of the DLQ topic: its position and timestamp (when
+// it was dead-lettered), the parsed letter (Err set when it is not one)
+// and whether an earlier letter had its origin (a repeat).
 type Letter struct {
 	Partition int32
 	Offset    int64
+	Time      time.Time
 	Letter    envelope.Letter
 	Err       error
 	Repeat    bool
@@ -46,7 +48,7 @@ func Read(ctx context.Context, cfg *config.Config, idle time.Duration, keep func
 	}
 	err := kafkax.ReadCommitted(ctx, newClient, nil, idle, kafkax.DataRecords(func(r *kgo.Record) (bool, error) {
 		l, err := envelope.ParseDeadLetter(r)
-		d := Letter{Partition: r.Partition, Offset: r.Offset, Letter: l, Err: err}
+		d := Letter{Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp, Letter: l, Err: err}
 		if keep == nil || !keep(d) {
 			d.Letter.Key, d.Letter.Value, d.Letter.Headers, d.Letter.Extra = nil, nil, nil, nil
 		}
@@ -190,6 +192,9 @@ type RedriveOptions struct {
 	// SkipRefused sends the chosen letters that can be sent even when
 	// others cannot.
 	SkipRefused bool
+	// PastWindow sends letters dead-lettered longer ago than the purge.*
+	// window of a table their source topic feeds (refused otherwise).
+	PastWindow bool
 	// TransactionalID is the producer's; empty: <kafka.client_id>-dlq-redrive.
 	TransactionalID string
 	selected        map[int32][][2]int64 // parsed Offsets; nil: any
@@ -236,6 +241,8 @@ func redrive(ctx context.Context, cfg *config.Config, letters []Letter, o Redriv
 	// A repeat is one of the chosen letters, so choosing only the second
 	// copy of a refused record still sends it.
 	sent := map[envelope.Origin]bool{}
+	windows := purgeWindows(cfg)
+	now := time.Now()
 	chosen := 0
 	for _, d := range letters {
 		if !o.chosen(d) {
@@ -254,6 +261,11 @@ func redrive(ctx context.Context, cfg *config.Config, letters []Letter, o Redriv
 			err = d.Err
 		} else if err == nil && rec.Topic == cfg.Kafka.Topics.DLQ {
 			err = &envelope.RedriveError{Reason: "its source topic is the DLQ itself"}
+		} else if err == nil && !o.PastWindow && !d.Time.IsZero() {
+			if w, ok := windows[rec.Topic]; ok && now.Sub(d.Time) > w.age {
+				err = &envelope.RedriveError{Reason: fmt.Sprintf("dead-lettered %s ago, longer than %s (%s): if its event was applied (a redrive before), "+
+					"purge may have deleted its consumption row and it would count twice (--past-window sends it)", now.Sub(d.Time).Round(time.Hour), w.key, w.age)}
+			}
 		}
 		if err != nil {
 			refused++
@@ -285,6 +297,37 @@ func redrive(ctx context.Context, cfg *config.Config, letters []Letter, o Redriv
 	}
 	fmt.Fprintf(w, "sent %d records in one transaction (%d repeats skipped, %d refused)\n", len(recs), repeats, refused)
 	return nil
+}
+
+// purgeWindow is the shortest purge.* window (key, age) of the
+// consumption tables a topic feeds.
+type purgeWindow struct {
+	key string
+	age time.Duration
+}
+
+// purgeWindows maps each topic whose records end in a purged consumption
+// table to the shortest such window: a re-driven record whose event was
+// applied longer ago may find its consumption row gone.
+func purgeWindows(cfg *config.Config) map[string]purgeWindow {
+	ages := map[string]time.Duration{
+		retention.UserMicEventConsumption:    cfg.Purge.UserMicEventConsumption.D(),
+		retention.LuckyPoolInflowConsumption: cfg.Purge.LuckyPoolInflowConsumption.D(),
+		retention.LuckyEventConsumption:      cfg.Purge.LuckyEventConsumption.D(),
+	}
+	out := map[string]purgeWindow{}
+	for table, topics := range retention.ReplayTopics(cfg.Kafka.Topics) {
+		w := purgeWindow{key: "purge." + table, age: ages[table]}
+		if w.age <= 0 {
+			continue
+		}
+		for _, t := range topics {
+			if cur, ok := out[t]; !ok || w.age < cur.age || w.age == cur.age && w.key < cur.key {
+				out[t] = w
+			}
+		}
+	}
+	return out
 }
 
 // produceInTransaction produces recs in one transaction of transactionalID

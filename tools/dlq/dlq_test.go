@@ -194,3 +194,43 @@ func TestDLQRedriveChoiceOfNoLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestDLQRedriveRefusesLettersOlderThanThePurgeWindow: the DLQ keeps a
+// letter after it was re-driven, so `redrive --all` a month later sends
+// it again; its event was applied the first time, and once purge deleted
+// that consumption row (purge.* windows, 720h) it counts twice. A letter
+// dead-lettered longer ago than the window of a table its source topic
+// feeds is refused unless --past-window; one whose tables are never
+// purged (window 0) is sent.
+func TestDLQRedriveRefusesLettersOlderThanThePurgeWindow(t *testing.T) {
+	k := testenv.NewKafka(t)
+	cfg := testenv.Config(t, k, nil)
+	cfg.Purge.LuckyEventConsumption = 0
+	tp := k.Config.Topics
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	letter := func(topic, key string, at time.Time) *kgo.Record {
+		from := &kgo.Record{Topic: topic, Offset: int64(key[0]), Key: []byte(key), Value: []byte("v" + key),
+			Headers: envelope.AppendHeaders(nil, []byte("e"+key), []byte("T"), []byte("hyapp"))}
+		r := (&envelope.DeadLetter{Stage: "sink", Reason: "decode", From: from}).Build(tp.DLQ)
+		r.Timestamp = at
+		return r
+	}
+	recs := []*kgo.Record{
+		letter(tp.MicLedger, "1", old),                        // 0:0
+		letter(tp.RoomEvents, "2", old),                       // 0:1
+		letter(tp.LuckyEvents, "3", old),                      // 0:2: lucky_event_consumption is never purged
+		letter(tp.MicLedger, "4", time.Now().Add(-time.Hour)), // 0:3
+	}
+	if err := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.All = true; o.DryRun = true })
+	if err == nil || !strings.Contains(out, "refused 0:0 (sink decode)") || !strings.Contains(out, "purge.user_mic_event_consumption (720h0m0s)") ||
+		!strings.Contains(out, "refused 0:1 (sink decode)") || strings.Contains(out, "refused 0:2") || strings.Contains(out, "refused 0:3") {
+		t.Fatalf("redrive --all of letters older than the purge window: %v\n%s", err, out)
+	}
+	out, err = redriveWith(t, cfg, func(o *RedriveOptions) { o.All = true; o.PastWindow = true })
+	if err != nil || !strings.Contains(out, "sent 4 records") {
+		t.Fatalf("redrive --all --past-window: %v\n%s", err, out)
+	}
+}

@@ -42,6 +42,7 @@ func dlqRedriveCmd(g *globals, idle *time.Duration) *cobra.Command {
 	fs.BoolVar(&o.All, "all", false, "choose every letter (with no other selection)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be sent, send nothing")
 	fs.BoolVar(&o.SkipRefused, "skip-refused", false, "send the chosen letters that can be sent even when others cannot")
+	fs.BoolVar(&o.PastWindow, "past-window", false, "also send letters dead-lettered longer ago than the purge.* window of a table they feed (only letters never re-driven before)")
 	fs.StringVar(&o.TransactionalID, "transactional-id", "", "the producer's transactional id (default <kafka.client_id>-dlq-redrive)")
 	return cmd
 }
