@@ -38,9 +38,11 @@
 //     no row the stream wrote (a wrong group would swap in empty tables);
 //   - no <table>__old is left from an earlier rebuild.
 //
-// Just before the swap it checks again that the group has no member and
-// that the sink's positions did not move: a sink run meanwhile wrote facts
-// into the live tables that the swap would discard.
+// Just before the swap it checks again that the group has no member, that
+// the sink's positions did not move (a sink run meanwhile wrote facts into
+// the live tables that the swap would discard), and that lucky_pools is
+// still the stream's with the reserve_floor, funded and total_out it
+// copied.
 //
 // The swap is one RENAME TABLE of the three pairs (atomic: a reader sees
 // either every old table or every new one). The replaced tables stay as
@@ -170,8 +172,10 @@ type target struct {
 	// stream wrote.
 	streamRows string
 	// seed fills the fresh tables (after CREATE ... LIKE) with what the
-	// stream does not determine; nil: they start empty.
-	seed func(ctx context.Context, db *sql.DB) error
+	// stream does not determine; nil: they start empty. seedHeld, run
+	// just before the swap, fails when the live tables changed what seed
+	// copied (the swap would undo it).
+	seed, seedHeld func(ctx context.Context, db *sql.DB) error
 	// record handles one data record below the sink's position; flush
 	// writes what records gathered, in the transaction tx.
 	record func(r *kgo.Record)
@@ -316,6 +320,25 @@ func poolsTarget(cfg Config, res *Result) *target {
 			}
 			return nil
 		},
+		seedHeld: func(ctx context.Context, db *sql.DB) error {
+			owned, err := luckyinflow.Owned(ctx, db)
+			if err != nil {
+				return fmt.Errorf("rebuild: %w", err)
+			}
+			if owned {
+				return &PreconditionError{Msg: "roomflow lucky took lucky_pools over during the rebuild (lucky_pool_owner): its draws' payouts would be undone by the swap; nothing was swapped: run rebuild again (it then leaves lucky_pools alone)"}
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+live+" l LEFT JOIN "+fresh+
+				" f ON f.app_code = l.app_code AND f.scope_type = l.scope_type AND f.scope_id = l.scope_id "+
+				"WHERE f.app_code IS NULL OR f.reserve_floor <> l.reserve_floor OR f.funded <> l.funded OR f.total_out <> l.total_out").Scan(&n); err != nil {
+				return fmt.Errorf("rebuild: compare %s: %w", live, err)
+			}
+			if n > 0 {
+				return &PreconditionError{Msg: fmt.Sprintf("%d lucky_pools rows changed reserve_floor, funded or total_out during the rebuild (lucky pools fund?): the swap would undo it; nothing was swapped: run rebuild again", n)}
+			}
+			return nil
+		},
 		record: func(r *kgo.Record) {
 			in, err := luckyinflow.DecodeRecord(r, cfg.DefaultAppCode)
 			if err != nil {
@@ -438,9 +461,9 @@ func appliedUpTo(ctx context.Context, cfg Config, db *sql.DB, topic string) (map
 }
 
 // unchanged checks, just before the swap, that no sink joined the group
-// or moved its positions since check: facts it applied to the live
-// tables meanwhile would go to __old with the swap and never be applied
-// again (their consumption rows stay).
+// or moved its positions since check (facts it applied to the live tables
+// meanwhile would go to __old with the swap and never be applied again:
+// their consumption rows stay), and that what a seed copied held.
 func unchanged(ctx context.Context, cfg Config, db *sql.DB, targets []*target) error {
 	cl, err := cfg.Kafka.NewClient("rebuild")
 	if err != nil {
@@ -458,6 +481,11 @@ func unchanged(ctx context.Context, cfg Config, db *sql.DB, targets []*target) e
 		if !maps.Equal(now, tg.applied) {
 			return &PreconditionError{Msg: fmt.Sprintf("the sink's positions on %s moved during the rebuild (%v, then %v): a sink ran meanwhile, so the rebuilt tables lack what it applied; nothing was swapped: stop every roomflow sink and run rebuild again",
 				tg.topic, tg.applied, now)}
+		}
+		if tg.seedHeld != nil {
+			if err := tg.seedHeld(ctx, db); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

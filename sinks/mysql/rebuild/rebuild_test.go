@@ -344,3 +344,75 @@ func TestRebuildRefusesSwapAfterSinkApplied(t *testing.T) {
 		t.Fatalf("the facts the sink applied during the rebuild are gone: %v", err)
 	}
 }
+
+// TestRebuildRefusesSwapAfterPoolsChanged: rebuild seeds the fresh
+// lucky_pools with the live funded and total_out and recomputes the rest
+// from the inflow topic. An operator's `lucky pools fund`, or `roomflow
+// lucky` taking the pools over and paying out, while it reads would be
+// undone by the swap; rebuild must refuse it instead.
+func TestRebuildRefusesSwapAfterPoolsChanged(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	topic, inflowTopic := k.Config.Topics.MicLedger, k.Config.Topics.LuckyPoolInflow
+	group := testenv.UniqueName(t) + "-sink"
+	recs := sinktest.LedgerRecords(topic, sinktest.NewLedgerGen(3, appCode, 10).Next(20))
+	recs = append(recs, sinktest.InflowRecords(inflowTopic, sinktest.NewInflowGen(9, appCode, 12, 3).Next(40))...)
+	if err := sinktest.Produce(ctx, k.Client(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, k, m, group)
+	caughtUp(t, k, m, group)
+	s.stop(t)
+	cfg := rebuild.Config{Group: group, LedgerTopic: topic, InflowTopic: inflowTopic, DefaultAppCode: appCode, BatchSize: 50, Idle: 5 * time.Second, Kafka: k.Cluster(), Logger: slog.New(slog.DiscardHandler)}
+	sum := func() (funded, out int64) {
+		t.Helper()
+		if err := m.DB.QueryRow("SELECT SUM(funded), SUM(total_out) FROM lucky_pools").Scan(&funded, &out); err != nil {
+			t.Fatal(err)
+		}
+		return funded, out
+	}
+	for _, tc := range []struct {
+		name        string
+		meantime    []string
+		funded, out int64 // what meantime adds to the sums
+	}{
+		{"lucky pools fund", []string{"UPDATE lucky_pools SET funded = funded + 500, balance = balance + 500 ORDER BY scope_type, scope_id LIMIT 1"}, 500, 0},
+		{"roomflow lucky takes over and pays out", []string{
+			"INSERT INTO lucky_pool_owner (id, owner, instance_id, owned_at_ms) VALUES (1, 'draw_service', 'lucky-0', 1)",
+			"UPDATE lucky_pools SET total_out = total_out + 7, balance = balance - 7 ORDER BY scope_type, scope_id LIMIT 1",
+		}, 0, 7},
+	} {
+		var ran bool
+		db := testenv.OpenHooked(t, m.DSN, testenv.SQLHooks{Statement: func(_ context.Context, q string) error {
+			// The first write of the recomputed pools: the seed is done.
+			if ran || !strings.HasPrefix(q, "INSERT INTO lucky_pools"+rebuild.FreshSuffix) || strings.Contains(q, "SELECT") {
+				return nil
+			}
+			ran = true
+			for _, q := range tc.meantime {
+				if _, err := m.DB.Exec(q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+		funded, out := sum()
+		res, err := rebuild.Run(ctx, cfg, db)
+		if !ran {
+			t.Fatalf("%s: rebuild never wrote the pools: %+v, %v", tc.name, res, err)
+		}
+		var pe *rebuild.PreconditionError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "lucky_pools") {
+			t.Errorf("%s during the rebuild: it swapped: %+v, %v", tc.name, res, err)
+			for _, tb := range res.Old {
+				if _, err := m.DB.Exec("DROP TABLE " + tb); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if f2, o2 := sum(); f2 != funded+tc.funded || o2 != out+tc.out {
+			t.Errorf("%s: lucky_pools funded %d, total_out %d after the rebuild, want %d, %d", tc.name, f2, o2, funded+tc.funded, out+tc.out)
+		}
+	}
+}
