@@ -450,13 +450,14 @@ func sinkStopped(ctx context.Context, cfg Config, adm *kadm.Client) error {
 }
 
 // appliedUpTo is the sink's stored position on topic per partition that
-// has applied anything.
+// has applied anything: a partition the sink claimed but never applied a
+// record of is stored as -1.
 func appliedUpTo(ctx context.Context, cfg Config, db *sql.DB, topic string) (map[int32]int64, error) {
 	ends, err := mysqlsink.StoredOffsets(ctx, db, cfg.Group, topic)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
-	maps.DeleteFunc(ends, func(_ int32, end int64) bool { return end == 0 })
+	maps.DeleteFunc(ends, func(_ int32, end int64) bool { return end <= 0 })
 	return ends, nil
 }
 

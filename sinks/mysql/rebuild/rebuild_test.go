@@ -85,6 +85,7 @@ func caughtUpOn(t *testing.T, k *testenv.Kafka, m *testenv.MySQL, group, topic s
 		if err != nil {
 			return false
 		}
+		maps.DeleteFunc(stored, func(_ int32, next int64) bool { return next < 0 }) // claimed, nothing applied yet
 		want := map[int32]int64{}
 		ends.Each(func(o kadm.ListedOffset) {
 			if o.Offset > 0 {
@@ -414,5 +415,38 @@ func TestRebuildRefusesSwapAfterPoolsChanged(t *testing.T) {
 		if f2, o2 := sum(); f2 != funded+tc.funded || o2 != out+tc.out {
 			t.Errorf("%s: lucky_pools funded %d, total_out %d after the rebuild, want %d, %d", tc.name, f2, o2, funded+tc.funded, out+tc.out)
 		}
+	}
+}
+
+// TestRebuildWithPartitionsNeverApplied: the sink claims every partition
+// it is assigned with next_offset -1 and moves it only when it applies a
+// record, so a topic with partitions that never had a record (no lucky
+// gift yet) keeps -1 rows. Those partitions have nothing to rebuild; a
+// rebuild must not wait for records below -1 and fail.
+func TestRebuildWithPartitionsNeverApplied(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(3))
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	topic, inflowTopic := k.Config.Topics.MicLedger, k.Config.Topics.LuckyPoolInflow
+	group := testenv.UniqueName(t) + "-sink"
+	ledger := sinktest.NewLedgerGen(3, appCode, 10).Next(20)
+	o := sinktest.NewOracle()
+	o.AddLedger(ledger...)
+	if err := sinktest.Produce(ctx, k.Client(t), sinktest.LedgerRecords(topic, ledger)); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t, k, m, group)
+	caughtUpOn(t, k, m, group, topic)
+	testenv.Eventually(t, 30*time.Second, "the sink to claim the inflow topic's partitions", func() bool {
+		stored, err := mysqlsink.StoredOffsets(ctx, m.DB, group, inflowTopic)
+		return err == nil && len(stored) == 3
+	})
+	s.stop(t)
+	cfg := rebuild.Config{Group: group, LedgerTopic: topic, InflowTopic: inflowTopic, DefaultAppCode: appCode, BatchSize: 50, Idle: 2 * time.Second, Kafka: k.Cluster(), Logger: slog.New(slog.DiscardHandler)}
+	if res, err := rebuild.Run(ctx, cfg, m.DB); err != nil {
+		t.Fatalf("rebuild with an inflow topic the sink claimed but never applied: %+v, %v", res, err)
+	}
+	if err := o.Check(ctx, m.DB); err != nil {
+		t.Fatalf("after the rebuild: %v", err)
 	}
 }
