@@ -13,6 +13,10 @@ const (
 	// MaxGiftCoins bounds the coins of one lucky gift: its coin_spent and
 	// heat_value, and so each LuckyPoolInflow amount (never above the heat).
 	MaxGiftCoins = 1_000_000
+	// MaxPoolFundCoins bounds one `roomflow lucky pools fund`: a million
+	// gifts at MaxGiftCoins. The pool columns it adds to take every draw's
+	// inflow after it, so an amount near BIGINT's top stopped every draw.
+	MaxPoolFundCoins = 1_000_000_000_000
 	// MaxMicDayMs bounds a mic ledger daily delta's seat and mic time:
 	// sessions are split at UTC midnight, so a day's share is at most a day.
 	MaxMicDayMs = 24 * 60 * 60 * 1000

@@ -44,6 +44,10 @@ func TestAmountBoundsHeadroom(t *testing.T) {
 	if years := math.MaxInt64 / (envelope.MaxGiftCoins * peakPerSecond * secondsPerYear); years < 14 {
 		t.Errorf("gift coins: %d years to fill BIGINT at the peak, want at least 14", years)
 	}
+	// An operator's funds: millions of them at the bound fill no pool.
+	if n := math.MaxInt64 / envelope.MaxPoolFundCoins; n < 9_000_000 {
+		t.Errorf("pool funds: %d funds at the bound fill BIGINT, want over 9e6", n)
+	}
 	// A user's daily row: every ledger record of a day at the peak, all
 	// for one user and day and each a whole day, stays under 2% of BIGINT.
 	if day := int64(envelope.MaxMicDayMs) * peakPerSecond * secondsPerDay; day > math.MaxInt64/50 {

@@ -563,8 +563,11 @@ func (a *Admin) RuleVersions(ctx context.Context, gift string) ([]VersionState, 
 
 // FundPool adds amount coins to a pool's balance and funded in one
 // upsert (creating the row), and sets its reserve_floor when reserveFloor
-// is not nil. scopeType is platform (scopeID "global"), room or gift.
+// is not nil. scopeType is platform (scopeID PlatformScopeID), room or gift.
 func (a *Admin) FundPool(ctx context.Context, app, scopeType, scopeID string, amount int64, reserveFloor *int64) (Change, error) {
+	// Every draw adds its inflow to the row after this: an unbounded amount
+	// could leave no room in BIGINT for it (docs/design.md, Amount bounds).
+	amountErr := envelope.CheckAmount("fund amount", amount, envelope.MaxPoolFundCoins)
 	switch {
 	case scopeType != "platform" && scopeType != "room" && scopeType != "gift":
 		return Change{}, fmt.Errorf("luckydraw: scope type %q is not platform, room or gift", scopeType)
@@ -572,8 +575,10 @@ func (a *Admin) FundPool(ctx context.Context, app, scopeType, scopeID string, am
 		return Change{}, fmt.Errorf("luckydraw: scope id must be 1-%d bytes", MaxRoomID)
 	case envelope.CheckID("scope id", scopeID) != nil: // the draws' pool key refuses it too
 		return Change{}, fmt.Errorf("luckydraw: scope id %q ends in a space", scopeID)
-	case amount < 0:
-		return Change{}, fmt.Errorf("luckydraw: fund amount %d is negative", amount)
+	case scopeType == "platform" && scopeID != PlatformScopeID: // no draw would read the coins
+		return Change{}, fmt.Errorf("luckydraw: the platform pool's scope id is %s, not %q", PlatformScopeID, scopeID)
+	case amountErr != nil:
+		return Change{}, fmt.Errorf("luckydraw: %w", amountErr)
 	case reserveFloor != nil && *reserveFloor < 0:
 		return Change{}, fmt.Errorf("luckydraw: reserve floor %d is negative", *reserveFloor)
 	case len(app) > maxAppCode:

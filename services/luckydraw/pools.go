@@ -13,6 +13,10 @@ import (
 // gift's inflow, the pool rows locked in key order, and their deltas
 // written in one upsert.
 
+// PlatformScopeID is the scope_id of an app's platform pool, the one row
+// of scope_type platform every draw reads.
+const PlatformScopeID = "global"
+
 // poolKey names a lucky_pools row within the batch's app_code.
 type poolKey struct{ scopeType, scopeID string }
 
@@ -23,7 +27,7 @@ type poolRow struct {
 }
 
 func poolKeys(r *drawReq) [3]poolKey {
-	return [3]poolKey{{"platform", "global"}, {"room", r.roomID}, {"gift", r.giftID}}
+	return [3]poolKey{{"platform", PlatformScopeID}, {"room", r.roomID}, {"gift", r.giftID}}
 }
 
 // lockPools locks the pool rows of keys (the batch's draws and reversals,

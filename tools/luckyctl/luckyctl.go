@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomflow/internal/cfgerr"
+	"github.com/hyapp/roomflow/schemas/envelope"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
@@ -119,10 +120,14 @@ func CheckFund(scopeType, scopeID string, amount, floor int64) error {
 	switch {
 	case !slices.Contains([]string{"platform", "room", "gift"}, scopeType):
 		return cfgerr.Usage(fmt.Errorf("--scope-type must be platform, room or gift (got %q)", scopeType))
-	case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID:
-		return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes", luckydraw.MaxRoomID))
+	case scopeID == "" || len(scopeID) > luckydraw.MaxRoomID || envelope.CheckID("--scope-id", scopeID) != nil:
+		return cfgerr.Usage(fmt.Errorf("--scope-id must be 1-%d bytes, not ending in a space (got %q)", luckydraw.MaxRoomID, scopeID))
+	case scopeType == "platform" && scopeID != luckydraw.PlatformScopeID:
+		return cfgerr.Usage(fmt.Errorf("--scope-id of the platform pool is %s (got %q): no draw reads another", luckydraw.PlatformScopeID, scopeID))
 	case amount < 0 || floor < 0:
 		return cfgerr.Usage(fmt.Errorf("--amount and --reserve-floor must be >= 0"))
+	case amount > envelope.MaxPoolFundCoins:
+		return cfgerr.Usage(fmt.Errorf("--amount must be at most %d coins a fund (got %d)", int64(envelope.MaxPoolFundCoins), amount))
 	}
 	return nil
 }

@@ -1,0 +1,39 @@
+package command
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hyapp/roomflow/internal/cli"
+	"github.com/hyapp/roomflow/internal/testenv"
+)
+
+// TestLuckyOperatorInputRefused: operator input that would write what no
+// draw can use, or break every draw after it, exits 2 naming the flag and
+// writes nothing, to the admin trail neither. Before: an amount to
+// BIGINT's top was funded (every draw failed after it); a platform scope
+// id other than global funded a pool no draw reads (exit 0); a scope id
+// ending in a space exited 1, refused by the service, not naming the flag.
+func TestLuckyOperatorInputRefused(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	for _, tc := range []struct {
+		args  []string
+		names string
+	}{
+		{[]string{"pools", "fund", "--amount", "9223372036854775807"}, "--amount"},
+		{[]string{"pools", "fund", "--scope-type", "platform", "--scope-id", "Global", "--amount", "5"}, "--scope-id"},
+		{[]string{"pools", "fund", "--scope-type", "room", "--scope-id", "r9 ", "--amount", "5"}, "--scope-id"},
+	} {
+		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
+		if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("lucky %q: exit %d (%v), want 2 naming %q\n%s", tc.args, cli.ExitCode(err), err, tc.names, out)
+		}
+	}
+	var pools, logged int
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_pools`).Scan(&pools)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
+	if pools != 0 || logged != 0 {
+		t.Errorf("refused input wrote %d pools, %d admin log rows", pools, logged)
+	}
+}
