@@ -29,3 +29,48 @@ func TestFundAmountIsBounded(t *testing.T) {
 	}
 	e.checkInvariants(t)
 }
+
+// TestRoomSwitchesAreByteExact: room ids that differ only in letter case
+// are two rooms to the draws (docs/design.md, byte-exact ids), so pausing
+// R1 beside r1 pauses both, and taking R1's pause off leaves r1's. On the
+// case-insensitive lucky_switches.scope_id the second pause overwrote the
+// first room's row (R1 drew on) and `default --room R1` deleted r1's. A
+// room id ending in a space is refused.
+func TestRoomSwitchesAreByteExact(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	ctx := context.Background()
+	a := testAdmin(t, e.db)
+	on := true
+	for _, room := range []string{"r1", "R1"} {
+		if c, err := a.SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, room, &on); err != nil || c.Old != "default" || c.New != "on" {
+			t.Errorf("pause %s: %+v %v", room, c, err)
+		}
+	}
+	draw := func(cmd, room string) string {
+		t.Helper()
+		req := drawReq(cmd, 1)
+		req.Meta.RoomId = room
+		r, err := e.client.ExecuteLuckyGiftDraw(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.RejectReason
+	}
+	for _, room := range []string{"r1", "R1"} {
+		if r := draw("paused-"+room, room); r != luckydraw.RejectRoomPaused {
+			t.Errorf("draw in paused room %s: reject reason %q, want %s", room, r, luckydraw.RejectRoomPaused)
+		}
+	}
+	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "R1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := draw("still-paused", "r1"); r != luckydraw.RejectRoomPaused {
+		t.Errorf("r1 after R1's pause was taken off: reject reason %q, want %s", r, luckydraw.RejectRoomPaused)
+	}
+	if r := draw("resumed", "R1"); r != "" {
+		t.Errorf("R1 after its pause was taken off: reject reason %q", r)
+	}
+	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1 ", &on); err == nil {
+		t.Error("a room id ending in a space was accepted")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // The run-time kill switches of LUCKY-14 (lucky_switches.name).
@@ -38,8 +40,10 @@ func (a *Admin) SetSwitch(ctx context.Context, app, name, scopeID string, v *boo
 			return Change{}, fmt.Errorf("luckydraw: switch %s takes no scope id", name)
 		}
 	case SwitchRoomScopePaused, SwitchPilotRoom:
-		if scopeID == "" || len(scopeID) > MaxRoomID {
-			return Change{}, fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes", name, MaxRoomID)
+		// A draw's room never ends in a space (validate.go): such a row
+		// would pause or list no room.
+		if scopeID == "" || len(scopeID) > MaxRoomID || envelope.CheckID("room id", scopeID) != nil {
+			return Change{}, fmt.Errorf("luckydraw: switch %s needs a room id of 1-%d bytes, not ending in a space", name, MaxRoomID)
 		}
 	default:
 		return Change{}, fmt.Errorf("luckydraw: unknown switch %q", name)

@@ -149,8 +149,8 @@ func ParseSwitch(name, value, room string) (*bool, error) {
 		return nil, cfgerr.Usage(fmt.Errorf("unknown switch %q (one of %s)", name, strings.Join(luckydraw.SwitchNames, ", ")))
 	}
 	perRoom := name == luckydraw.SwitchRoomScopePaused || name == luckydraw.SwitchPilotRoom
-	if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID {
-		return nil, cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes with %s or %s, and only with them", luckydraw.MaxRoomID,
+	if perRoom != (room != "") || len(room) > luckydraw.MaxRoomID || envelope.CheckID("--room", room) != nil {
+		return nil, cfgerr.Usage(fmt.Errorf("--room: a room id of 1-%d bytes, not ending in a space, with %s or %s, and only with them", luckydraw.MaxRoomID,
 			luckydraw.SwitchRoomScopePaused, luckydraw.SwitchPilotRoom))
 	}
 	return v, nil

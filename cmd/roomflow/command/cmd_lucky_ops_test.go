@@ -13,7 +13,9 @@ import (
 // writes nothing, to the admin trail neither. Before: an amount to
 // BIGINT's top was funded (every draw failed after it); a platform scope
 // id other than global funded a pool no draw reads (exit 0); a scope id
-// ending in a space exited 1, refused by the service, not naming the flag.
+// ending in a space exited 1, refused by the service, not naming the flag;
+// a --room ending in a space was stored as a pause or pilot room of no
+// room (exit 0).
 func TestLuckyOperatorInputRefused(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
@@ -24,16 +26,19 @@ func TestLuckyOperatorInputRefused(t *testing.T) {
 		{[]string{"pools", "fund", "--amount", "9223372036854775807"}, "--amount"},
 		{[]string{"pools", "fund", "--scope-type", "platform", "--scope-id", "Global", "--amount", "5"}, "--scope-id"},
 		{[]string{"pools", "fund", "--scope-type", "room", "--scope-id", "r9 ", "--amount", "5"}, "--scope-id"},
+		{[]string{"switch", "room_scope_paused", "on", "--room", "r1 "}, "--room"},
+		{[]string{"switch", "pilot_room", "on", "--room", "r1 "}, "--room"},
 	} {
 		out, err := runCLI(t, cfg, append([]string{"lucky"}, tc.args...)...)
 		if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.names) {
 			t.Errorf("lucky %q: exit %d (%v), want 2 naming %q\n%s", tc.args, cli.ExitCode(err), err, tc.names, out)
 		}
 	}
-	var pools, logged int
+	var pools, switches, logged int
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_pools`).Scan(&pools)
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_switches`).Scan(&switches)
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
-	if pools != 0 || logged != 0 {
-		t.Errorf("refused input wrote %d pools, %d admin log rows", pools, logged)
+	if pools != 0 || switches != 0 || logged != 0 {
+		t.Errorf("refused input wrote %d pools, %d switch overrides, %d admin log rows", pools, switches, logged)
 	}
 }
