@@ -280,8 +280,13 @@ func TestFairnessScheduleAndVerify(t *testing.T) {
 	now := time.Now()
 	const dayMs = int64(24 * time.Hour / time.Millisecond)
 	today := fairness.DayStartMs(now.UnixMilli(), 24*time.Hour)
+	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	schedule := func(mode string, from int64) error {
-		return luckydraw.ScheduleFairness(ctx, e.db, app, mode, from, 24*time.Hour, now, "test")
+		_, err := a.ScheduleFairness(ctx, app, mode, from, 24*time.Hour)
+		return err
 	}
 	if err := e.svc.FairnessStep(ctx, now); err != nil {
 		t.Fatal(err)

@@ -20,39 +20,49 @@ import (
 var ErrSchedule = errors.New("luckydraw: schedule refused")
 
 // ScheduleFairness stores mode for app's days from fromMs on (a day
-// start). It refuses (ErrSchedule) today, a past day, and a day at or
-// after fromMs already stored (its mode and commitment are fixed). The
-// insert comes first and the stored days are then read with a locking
-// read, so a writer making one of those days meanwhile either waits for
-// this or is seen by it.
-func ScheduleFairness(ctx context.Context, db *sql.DB, app, mode string, fromMs int64, dayLength time.Duration, now time.Time, operator string) error {
+// start), as an operator change logged to lucky_admin_log in its own
+// transaction (old: the mode the schedule gave that day before). It
+// refuses (ErrSchedule) today, a past day, and a day at or after fromMs
+// already stored (its mode and commitment are fixed). The insert comes
+// first and the stored days are then read with a locking read, so a
+// writer making one of those days meanwhile either waits for this or is
+// seen by it. The draws do not read the schedule for a stored day, so it
+// takes no fence.
+func (a *Admin) ScheduleFairness(ctx context.Context, app, mode string, fromMs int64, dayLength time.Duration) (Change, error) {
 	if !fairness.ValidMode(mode) {
-		return fmt.Errorf("%w: --mode must be crypto or commit_reveal (got %q)", ErrSchedule, mode)
+		return Change{}, fmt.Errorf("%w: --mode must be crypto or commit_reveal (got %q)", ErrSchedule, mode)
 	}
 	label := fairness.DayLabel(fromMs, dayLength)
-	if fromMs <= fairness.DayStartMs(now.UnixMilli(), dayLength) {
-		return fmt.Errorf("%w: --from %s is today or a past day: only days after today can be scheduled", ErrSchedule, label)
+	if fromMs <= fairness.DayStartMs(a.cfg.Now().UnixMilli(), dayLength) {
+		return Change{}, fmt.Errorf("%w: --from %s is today or a past day: only days after today can be scheduled", ErrSchedule, label)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_fairness_schedule (app_code, from_day_ms, mode, operator, created_at_ms) VALUES (?, ?, ?, ?, ?)
+	out, err := a.logged(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
+		c := Change{AppCode: app, Command: "fairness schedule", Target: "days from " + label, New: mode}
+		err := tx.QueryRowContext(ctx, `SELECT mode FROM lucky_fairness_schedule WHERE app_code = ? AND from_day_ms <= ?
+	ORDER BY from_day_ms DESC LIMIT 1`, app, fromMs).Scan(&c.Old)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lucky_fairness_schedule (app_code, from_day_ms, mode, operator, created_at_ms) VALUES (?, ?, ?, ?, ?)
 	ON DUPLICATE KEY UPDATE mode = VALUES(mode), operator = VALUES(operator), created_at_ms = VALUES(created_at_ms)`,
-		app, fromMs, mode, operator, now.UnixMilli()); err != nil {
-		return err
-	}
-	var stored string
-	err = tx.QueryRowContext(ctx, `SELECT day_label FROM lucky_fairness_days WHERE app_code = ? AND day_start_ms >= ? ORDER BY day_start_ms
+			app, fromMs, mode, a.cfg.Operator, nowMs); err != nil {
+			return nil, err
+		}
+		var stored string
+		err = tx.QueryRowContext(ctx, `SELECT day_label FROM lucky_fairness_days WHERE app_code = ? AND day_start_ms >= ? ORDER BY day_start_ms
 	LIMIT 1 FOR UPDATE`, app, fromMs).Scan(&stored)
-	switch {
-	case err == nil:
-		return fmt.Errorf("%w: day %s of %s is already committed (its mode is fixed): schedule a later --from", ErrSchedule, stored, app)
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("%w: day %s of %s is already committed (its mode is fixed): schedule a later --from", ErrSchedule, stored, app)
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+		return []Change{c}, nil
+	})
+	if err != nil {
+		return Change{}, err
 	}
-	return tx.Commit()
+	return out[0], nil
 }
 
 // ErrNotVerifiable is a day `fairness verify` cannot check: none stored,

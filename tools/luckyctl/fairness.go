@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"time"
 
 	"github.com/hyapp/roomflow/domain/fairness"
 	"github.com/hyapp/roomflow/internal/cfgerr"
@@ -47,10 +45,10 @@ func CheckFairnessMode(mode string) error {
 	return nil
 }
 
-// ScheduleFairness stores o.Mode for the app's days from o.Day on and
-// prints it; today, a past day, a committed day or a bad --from is a
-// usage error (exit 2).
-func ScheduleFairness(ctx context.Context, db *sql.DB, cfg *config.Config, o FairnessOptions, now time.Time, w io.Writer) error {
+// ScheduleFairness stores o.Mode for the app's days from o.Day on through
+// a (its operator, lucky_admin_log) and prints the change; today, a past
+// day, a committed day or a bad --from is a usage error (exit 2).
+func ScheduleFairness(ctx context.Context, a *luckydraw.Admin, cfg *config.Config, o FairnessOptions, w io.Writer) error {
 	if err := CheckFairnessMode(o.Mode); err != nil {
 		return err
 	}
@@ -58,12 +56,12 @@ func ScheduleFairness(ctx context.Context, db *sql.DB, cfg *config.Config, o Fai
 	if err != nil {
 		return err
 	}
-	err = luckydraw.ScheduleFairness(ctx, db, app, o.Mode, day, cfg.Lucky.Fairness.DayLength.D(), now, os.Getenv("USER"))
+	c, err := a.ScheduleFairness(ctx, app, o.Mode, day, cfg.Lucky.Fairness.DayLength.D())
 	if errors.Is(err, luckydraw.ErrSchedule) {
 		return cfgerr.Usage(err)
 	}
 	if err == nil {
-		fmt.Fprintf(w, "%s fairness from %s: %s\n", app, fairness.DayLabel(day, cfg.Lucky.Fairness.DayLength.D()), o.Mode)
+		PrintChanges(w, c)
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/testenv"
+	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
@@ -21,6 +22,10 @@ func TestFairnessCommands(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
+	a, err := luckydraw.NewAdmin(m.DB, luckydraw.AdminConfig{Operator: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, o := range map[string]luckyctl.FairnessOptions{
 		"bad mode":   {Mode: "fair", Day: "2026-12-10"},
 		"no --from":  {Mode: "crypto"},
@@ -28,7 +33,7 @@ func TestFairnessCommands(t *testing.T) {
 		"today":      {Mode: "crypto", Day: "2026-12-07"},
 		"past day":   {Mode: "commit_reveal", Day: "2026-12-01"},
 	} {
-		if err := luckyctl.ScheduleFairness(ctx, m.DB, &cfg, o, now, &out); !cfgerr.IsUsage(err) {
+		if err := luckyctl.ScheduleFairness(ctx, a, &cfg, o, &out); !cfgerr.IsUsage(err) {
 			t.Errorf("schedule %s: %v, want a usage error", name, err)
 		}
 	}
@@ -36,10 +41,10 @@ func TestFairnessCommands(t *testing.T) {
 	if err := m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_fairness_schedule`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("refused schedules wrote %d rows (%v)", n, err)
 	}
-	if err := luckyctl.ScheduleFairness(ctx, m.DB, &cfg, luckyctl.FairnessOptions{Mode: "commit_reveal", Day: "2026-12-09"}, now, &out); err != nil {
+	if err := luckyctl.ScheduleFairness(ctx, a, &cfg, luckyctl.FairnessOptions{Mode: "commit_reveal", Day: "2026-12-09"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "hy fairness from 2026-12-09: commit_reveal\n" {
+	if got := out.String(); got != "hy fairness schedule days from 2026-12-09: (none) -> commit_reveal\n" {
 		t.Errorf("printed %q", got)
 	}
 	if err := luckyctl.VerifyFairness(ctx, m.DB, &cfg, luckyctl.FairnessOptions{Day: "2026-12-07x"}, &out); !cfgerr.IsUsage(err) {

@@ -2,11 +2,11 @@ package command
 
 import (
 	"database/sql"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomflow/internal/config"
+	"github.com/hyapp/roomflow/services/luckydraw"
 	"github.com/hyapp/roomflow/tools/luckyctl"
 )
 
@@ -20,8 +20,8 @@ func luckyFairnessCmd(g *globals) *cobra.Command {
 			if err := luckyctl.CheckFairnessMode(o.Mode); err != nil {
 				return err
 			}
-			return withDB(cmd, g, func(cfg *config.Config, db *sql.DB) error {
-				return luckyctl.ScheduleFairness(cmd.Context(), db, cfg, o, time.Now(), cmd.OutOrStdout())
+			return withAdmin(cmd, g, func(cfg *config.Config, a *luckydraw.Admin) error {
+				return luckyctl.ScheduleFairness(cmd.Context(), a, cfg, o, cmd.OutOrStdout())
 			})
 		})
 	schedule.Flags().StringVar(&o.Mode, "mode", "", "crypto or commit_reveal")
@@ -37,6 +37,6 @@ func luckyFairnessCmd(g *globals) *cobra.Command {
 		c.Flags().StringVar(&o.AppCode, "app-code", "", "app_code (default: the configured app_code)")
 	}
 	cmd := &cobra.Command{Use: "fairness", Short: "Schedule and verify provably fair (commit-reveal) draws"}
-	cmd.AddCommand(schedule, verify)
+	cmd.AddCommand(operatorFlags(schedule), verify)
 	return cmd
 }

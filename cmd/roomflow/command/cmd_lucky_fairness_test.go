@@ -17,7 +17,7 @@ func TestLuckyFairnessCommands(t *testing.T) {
 	today := time.Now().UTC().Format(time.DateOnly)
 	later := time.Now().UTC().Add(72 * time.Hour).Format(time.DateOnly)
 	if out, err := runCLI(t, cfg, "lucky", "fairness", "schedule", "--mode", "commit_reveal", "--from", later); err != nil ||
-		!strings.Contains(out, "hy fairness from "+later+": commit_reveal") {
+		!strings.Contains(out, "hy fairness schedule days from "+later+": (none) -> commit_reveal") {
 		t.Fatalf("schedule: %v %s", err, out)
 	}
 	for _, tc := range []struct {

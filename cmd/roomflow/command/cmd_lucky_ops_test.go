@@ -3,6 +3,7 @@ package command
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
@@ -40,5 +41,28 @@ func TestLuckyOperatorInputRefused(t *testing.T) {
 	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
 	if pools != 0 || switches != 0 || logged != 0 {
 		t.Errorf("refused input wrote %d pools, %d switch overrides, %d admin log rows", pools, switches, logged)
+	}
+}
+
+// TestLuckyFairnessScheduleIsLogged: `fairness schedule` is an operator
+// change like the others (docs/design.md, Admin trail): who scheduled
+// which mode from which day, and what it replaced, is in lucky_admin_log.
+// Before, it wrote only lucky_fairness_schedule: admin-log showed nothing.
+func TestLuckyFairnessScheduleIsLogged(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "app_code: hy\nmysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	t.Setenv("USER", "carol")
+	later := time.Now().UTC().Add(72 * time.Hour).Format(time.DateOnly)
+	for _, mode := range []string{"commit_reveal", "crypto"} {
+		if out, err := runCLI(t, cfg, "lucky", "fairness", "schedule", "--mode", mode, "--from", later); err != nil {
+			t.Fatalf("schedule %s: %v %s", mode, err, out)
+		}
+	}
+	out, err := runCLI(t, cfg, "lucky", "admin-log", "--since", "1h")
+	for _, want := range []string{"carol@", "\thy\tfairness schedule\tdays from " + later + "\t(none) -> commit_reveal",
+		"\thy\tfairness schedule\tdays from " + later + "\tcommit_reveal -> crypto", "2 changes in the last"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("admin-log: want %q: %v\n%s", want, err, out)
+		}
 	}
 }
