@@ -27,6 +27,10 @@ import (
 // it); publish a new version instead.
 var ErrRuleImmutable = errors.New("luckydraw: rule version already published with other content")
 
+// ErrStatusRefused is a rules status change refused: a version in effect
+// cannot go back to draft. Nothing was changed.
+var ErrStatusRefused = errors.New("luckydraw: rule status change refused")
+
 // DefaultAdminWait is AdminConfig.Wait's default.
 const DefaultAdminWait = 5 * time.Second
 
@@ -501,7 +505,8 @@ func sameRule(a, b *lucky.Rule) bool {
 // instead). Activating a version older than the deciding one changes
 // nothing that draws: the change says so in its Note (to roll back,
 // publish the old table as a new version). An unknown version is an
-// error wrapping lucky.ErrUnknownRule, and nothing is written.
+// error wrapping lucky.ErrUnknownRule, a version in effect set to draft
+// ErrStatusRefused; nothing is written.
 func (a *Admin) SetRuleStatus(ctx context.Context, giftID, version, status string) (Change, error) {
 	if !slices.Contains([]string{"draft", "active", "paused", "retired"}, status) {
 		return Change{}, fmt.Errorf("luckydraw: status %q is not draft, active, paused or retired", status)
@@ -517,6 +522,12 @@ FROM lucky_gift_rules WHERE gift_id = ?`, giftID))
 		i := slices.IndexFunc(rows, func(r ruleRow) bool { return r.version == version })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: gift %q version %q", lucky.ErrUnknownRule, giftID, version)
+		}
+		// A draft is no candidate: drafting a version that has decided would
+		// hand the gift back to an older version, the fallback pause avoids.
+		if status == "draft" && rows[i].status != "draft" && rows[i].effectiveAt <= nowMs {
+			return nil, fmt.Errorf("%w: %s is in effect since %s: pause or retire it (a draft is skipped, so an older version would draw)",
+				ErrStatusRefused, target, msTime(rows[i].effectiveAt))
 		}
 		c := Change{Command: "rules status", Target: target, Old: rows[i].status, New: status}
 		if _, err := tx.ExecContext(ctx, `UPDATE lucky_gift_rules SET status = ?, updated_at_ms = ? WHERE gift_id = ? AND rule_version = ?`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
@@ -72,5 +73,45 @@ func TestRoomSwitchesAreByteExact(t *testing.T) {
 	}
 	if _, err := a.SetSwitch(ctx, app, luckydraw.SwitchRoomScopePaused, "r1 ", &on); err == nil {
 		t.Error("a room id ending in a space was accepted")
+	}
+}
+
+// TestDraftingTheDecidingVersionDoesNotFallBack: a version that has
+// decided cannot go back to draft. A draft is not a candidate, so `rules
+// status rose v2 draft` (meant to stop v2) made the older v1, still active
+// within its first hours, decide and draw again: the fallback pausing and
+// retiring never make (docs/design.md, "Which version draws"). It is
+// refused, nothing written; a scheduled version can still be drafted.
+func TestDraftingTheDecidingVersionDoesNotFallBack(t *testing.T) {
+	e := start(t, luckydraw.Config{}, 100_000)
+	ctx := context.Background()
+	// As `roomflow lucky` runs it: v1 stays active through the grace after
+	// v2's publish, and until a restart or the next publish retires it.
+	a, err := luckydraw.NewAdmin(e.db, luckydraw.AdminConfig{Operator: "test", ReplacedVersionGrace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := rule("v2", 0)
+	v2.EffectiveAtMs = time.Now().UnixMilli()
+	if _, err := a.PublishRule(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetRuleStatus(ctx, "rose", "v2", "draft"); err == nil {
+		t.Error("the deciding version went back to draft")
+	}
+	r, err := e.client.ExecuteLuckyGiftDraw(ctx, drawReq("after-draft", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RejectReason == "" && r.RuleVersion != "v2" {
+		t.Errorf("after `rules status rose v2 draft` the gift drew under %s (draw %s)", r.RuleVersion, r.DrawId)
+	}
+	v3 := rule("v3", 0)
+	v3.EffectiveAtMs = time.Now().Add(time.Hour).UnixMilli()
+	if _, err := a.PublishRule(ctx, v3); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.SetRuleStatus(ctx, "rose", "v3", "draft"); err != nil || c.Old != "active" || c.New != "draft" {
+		t.Errorf("drafting the scheduled v3: %+v %v", c, err)
 	}
 }
