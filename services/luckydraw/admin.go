@@ -337,14 +337,14 @@ func (a *Admin) blockers(ctx context.Context, id int64) []string {
 	return nil
 }
 
-// PublishRule validates r (lucky.Rule.Validate and exactly one none tier,
-// errors wrapping ErrRuleInvalid) and inserts the version with its tiers,
-// then retires the gift's versions that no longer draw (staleVersions),
-// in one transaction. Publishing a version that exists with the same
+// PublishRule validates r (CheckNewRule: lucky.Rule.Validate, exactly one
+// none tier and ids the tables hold, errors wrapping ErrRuleInvalid) and
+// inserts the version with its tiers, then retires the gift's versions
+// that no longer draw (staleVersions), in one transaction. Publishing a version that exists with the same
 // content (status and tier enabled aside: those change at run time) is a
 // no-op; with any other content it is ErrRuleImmutable.
 func (a *Admin) PublishRule(ctx context.Context, r lucky.Rule) ([]Change, error) {
-	if err := CheckRule(&r); err != nil {
+	if err := CheckNewRule(&r); err != nil {
 		return nil, err
 	}
 	target := r.GiftID + "/" + r.RuleVersion

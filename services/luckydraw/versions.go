@@ -1,9 +1,13 @@
 package luckydraw
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/hyapp/roomflow/domain/lucky"
+	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
 // Which version of a gift draws (issue 31): among its versions with
@@ -155,3 +159,33 @@ func staleVersions(rows []ruleRow, nowMs, graceMs int64) []string {
 }
 
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+// maxRuleID is the width of lucky_gift_rules' and lucky_reward_tiers' id
+// columns (gift_id, rule_version, tier_id).
+const maxRuleID = 64
+
+// CheckNewRule is `rules publish`'s check: CheckRule, and ids that fit
+// their 64-byte columns and end in no space. The rule tables pad trailing
+// spaces (and ignore case), so "v1 " shares a key with "v1", and a gift id
+// ending in one is refused by every draw. Errors wrap ErrRuleInvalid and
+// name the field. Draws check stored versions with CheckRule alone.
+func CheckNewRule(r *lucky.Rule) error {
+	if err := CheckRule(r); err != nil {
+		return err
+	}
+	ids := [][2]string{{"gift_id", r.GiftID}, {"rule_version", r.RuleVersion}}
+	for _, t := range r.Tiers {
+		ids = append(ids, [2]string{"tiers[" + t.TierID + "].tier_id", t.TierID})
+	}
+	var errs []error
+	for _, id := range ids {
+		if len(id[1]) > maxRuleID || envelope.CheckID(id[0], id[1]) != nil {
+			errs = append(errs, &lucky.RuleError{GiftID: r.GiftID, RuleVersion: r.RuleVersion, Field: id[0],
+				Msg: fmt.Sprintf("%q: at most %d bytes, not ending in a space", id[1], maxRuleID)})
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrRuleInvalid, errors.Join(errs...))
+	}
+	return nil
+}

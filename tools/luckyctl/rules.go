@@ -11,13 +11,13 @@ import (
 )
 
 // CheckPublish is `lucky rules publish`'s check before anything connects:
-// the rule must validate (luckydraw.CheckRule), then its table's analytic
+// the rule must validate (luckydraw.CheckNewRule), then its table's analytic
 // payout rate is printed against the target, and a rate further than
 // bandPPM (lucky.publish_payout_band_ppm; 0 = off) from it, or none at all
 // (a fixed tier with gift_price 0), is refused unless force, when it is a
 // WARNING. Refusals are usage errors (exit 2) naming the field.
 func CheckPublish(w io.Writer, r *lucky.Rule, bandPPM int64, force bool) error {
-	if err := luckydraw.CheckRule(r); err != nil {
+	if err := luckydraw.CheckNewRule(r); err != nil {
 		return cfgerr.Usage(err)
 	}
 	a, err := r.CheckPayoutBand(bandPPM)

@@ -1,6 +1,8 @@
 package command
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,34 @@ func TestLuckyFairnessScheduleIsLogged(t *testing.T) {
 		if err != nil || !strings.Contains(out, want) {
 			t.Fatalf("admin-log: want %q: %v\n%s", want, err, out)
 		}
+	}
+}
+
+// TestLuckyRulesPublishRefusesBadIDs: `rules publish` refuses ids the
+// tables cannot hold or no draw can name, exit 2 naming the key, nothing
+// written. Before, a gift_id ending in a space was published (exit 0) as a
+// rule no draw can reach (Execute refuses such a gift id), and an id over
+// its 64-byte column failed in MySQL (exit 1, "Data too long").
+func TestLuckyRulesPublishRefusesBadIDs(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	long := strings.Repeat("v", 65)
+	for _, tc := range []struct{ old, new, names string }{
+		{"gift_id: lucky-star", `gift_id: "lucky-star "`, "gift_id"},
+		{"rule_version: v1", `rule_version: "v1 "`, "rule_version"},
+		{"rule_version: v1", "rule_version: " + long, "rule_version"},
+		{"tier_id: small_1x", "tier_id: " + long, "tier_id"},
+	} {
+		p := filepath.Join(t.TempDir(), "rule.yaml")
+		os.WriteFile(p, []byte(strings.Replace(luckyRuleYAML, tc.old, tc.new, 1)), 0o600)
+		out, err := runCLI(t, cfg, "lucky", "rules", "publish", p)
+		if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("publish with %s: exit %d (%v), want 2 naming %q\n%s", tc.new, cli.ExitCode(err), err, tc.names, out)
+		}
+	}
+	var rules int
+	m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_gift_rules`).Scan(&rules)
+	if rules != 0 {
+		t.Errorf("refused rules wrote %d versions", rules)
 	}
 }
