@@ -53,10 +53,15 @@ type AuditOptions struct {
 	Since  time.Duration
 }
 
-// Check refuses options that choose no draws or both ways.
+// Check refuses options that choose no draws or both ways, or a --since
+// that is not positive (a negative one would audit no draw and pass): a
+// usage error.
 func (o AuditOptions) Check() error {
 	if (o.DrawID == "") == (o.Since == 0) {
-		return errors.New("give exactly one of --draw-id and --since")
+		return cfgerr.Usage(errors.New("give exactly one of --draw-id and --since"))
+	}
+	if o.DrawID == "" {
+		return CheckSince(o.Since)
 	}
 	return nil
 }

@@ -97,3 +97,19 @@ func TestLuckyRulesPublishRefusesBadIDs(t *testing.T) {
 		t.Errorf("refused rules wrote %d versions", rules)
 	}
 }
+
+// TestLuckyAuditFlags: `lucky audit` with no draws chosen, both ways, or a
+// --since that is not positive is a usage error (exit 2) naming the flags.
+// Before, --since -24h audited the draws after a time in the future, none,
+// and passed ("audited 0 draws: 0 match, 0 differ", exit 0); the other two
+// exited 1.
+func TestLuckyAuditFlags(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\nlucky:\n  audit_key: k\n"
+	for _, args := range [][]string{{"--since", "-24h"}, {}, {"--since", "1h", "--draw-id", "LD-1"}} {
+		out, err := runCLI(t, cfg, append([]string{"lucky", "audit"}, args...)...)
+		if err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "--since") {
+			t.Errorf("lucky audit %q: exit %d (%v), want 2 naming --since\n%s", args, cli.ExitCode(err), err, out)
+		}
+	}
+}
