@@ -101,3 +101,26 @@ func TestPrintRoomHours(t *testing.T) {
 		t.Errorf("first hour %q", lines[1])
 	}
 }
+
+// The total row's payout ppm is exact past coins_out × 10^6 overflowing
+// int64 (rooms that paid 9.2·10^12 coins, migration 0016), and clamped to
+// BIGINT's top as the column is. Before, the product wrapped: the total of
+// a room paying what it took in read -844674 ppm.
+func TestPrintRoomHoursLargeTotals(t *testing.T) {
+	for _, tc := range []struct {
+		in, out int64
+		want    string
+	}{
+		{10_000_000_000_000, 10_000_000_000_000, "1000000"},
+		{1, 10_000_000_000_000, "9223372036854775807"},
+	} {
+		var b strings.Builder
+		if err := luckyctl.PrintRoomHours(&b, []statsapi.LuckyRoomHour{{CoinsIn: tc.in, CoinsOut: tc.out}}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		if got := strings.Fields(lines[len(lines)-1]); got[7] != tc.want {
+			t.Errorf("coins in %d, out %d: total payout ppm %s, want %s", tc.in, tc.out, got[7], tc.want)
+		}
+	}
+}

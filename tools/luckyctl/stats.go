@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"text/tabwriter"
 	"time"
 
@@ -45,9 +47,22 @@ func PrintRoomHours(w io.Writer, hours []statsapi.LuckyRoomHour) error {
 		sum.Draws, sum.Hits, sum.CoinsIn, sum.CoinsOut = sum.Draws+h.Draws, sum.Hits+h.Hits, sum.CoinsIn+h.CoinsIn, sum.CoinsOut+h.CoinsOut
 		sum.Rejections, sum.RejectedCoins = sum.Rejections+h.Rejections, sum.RejectedCoins+h.RejectedCoins
 	}
-	if sum.CoinsIn > 0 {
-		sum.PayoutPPM = sum.CoinsOut * 1_000_000 / sum.CoinsIn
-	}
+	sum.PayoutPPM = payoutPPM(sum.CoinsOut, sum.CoinsIn)
 	fmt.Fprintf(tw, "total, %d hours\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", len(hours), sum.Draws, sum.Hits, sum.CoinsIn, sum.CoinsOut, sum.PayoutPPM, sum.Rejections, sum.RejectedCoins)
 	return tw.Flush()
+}
+
+// payoutPPM is out × 10^6 / in, exact in 128 bits and clamped to int64's
+// top as lucky_room_stats_hourly.payout_ppm is (migration 0016): a room
+// paying 9.2·10^12 coins overflows the product in int64. 0 when in is 0.
+func payoutPPM(out, in int64) int64 {
+	if in <= 0 || out <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(out), 1_000_000)
+	if hi >= uint64(in) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(in))
+	return int64(min(q, math.MaxInt64))
 }
