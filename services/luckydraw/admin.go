@@ -603,9 +603,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(
 		floor = *reserveFloor
 		q += `, reserve_floor = VALUES(reserve_floor)`
 	}
-	pool := func(tx *sql.Tx) (string, error) {
+	// The first read locks the row: a snapshot would miss a draw committed
+	// before the upsert, and the trail's old value would not be what the
+	// amount was added to.
+	pool := func(tx *sql.Tx, lock string) (string, error) {
 		var bal, fl int64
-		err := tx.QueryRowContext(ctx, `SELECT balance, reserve_floor FROM lucky_pools WHERE app_code = ? AND scope_type = ? AND scope_id = ?`,
+		err := tx.QueryRowContext(ctx, `SELECT balance, reserve_floor FROM lucky_pools WHERE app_code = ? AND scope_type = ? AND scope_id = ?`+lock,
 			app, scopeType, scopeID).Scan(&bal, &fl)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil
@@ -615,13 +618,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(
 	out, err := a.logged(ctx, func(tx *sql.Tx, nowMs int64) ([]Change, error) {
 		c := Change{AppCode: app, Command: "pools fund", Target: scopeType + "/" + scopeID}
 		var err error
-		if c.Old, err = pool(tx); err != nil {
+		if c.Old, err = pool(tx, ` FOR UPDATE`); err != nil {
 			return nil, err
 		}
 		if _, err := tx.ExecContext(ctx, q, app, scopeType, scopeID, amount, amount, floor, nowMs); err != nil {
 			return nil, err
 		}
-		c.New, err = pool(tx)
+		c.New, err = pool(tx, "")
 		return []Change{c}, err
 	})
 	if err != nil {

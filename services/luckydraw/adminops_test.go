@@ -2,10 +2,13 @@ package luckydraw_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/testenv"
 	"github.com/hyapp/roomflow/services/luckydraw"
 )
 
@@ -113,5 +116,55 @@ func TestDraftingTheDecidingVersionDoesNotFallBack(t *testing.T) {
 	}
 	if c, err := a.SetRuleStatus(ctx, "rose", "v3", "draft"); err != nil || c.Old != "active" || c.New != "draft" {
 		t.Errorf("drafting the scheduled v3: %+v %v", c, err)
+	}
+}
+
+// TestFundLogsTheBalanceItChanged: `pools fund`'s old value is the
+// balance its upsert added to, so new = old + amount in the admin trail
+// even while draws move the pool. Before, the old value came from a
+// snapshot read: a draw's inflow committed between it and the upsert
+// showed in the new value only ("balance 500 -> balance 650" for 100).
+func TestFundLogsTheBalanceItChanged(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	ctx := context.Background()
+	floor := int64(0)
+	if _, err := testAdmin(t, m.DB).FundPool(ctx, app, "room", "r9", 500, &floor); err != nil {
+		t.Fatal(err)
+	}
+	// A draw's inflow to the pool, committed right before the upsert if
+	// nothing holds the row (else once the fund commits).
+	inflow := func() error {
+		_, err := m.DB.Exec(`UPDATE lucky_pools SET balance = balance + 50, total_in = total_in + 50 WHERE scope_id = 'r9'`)
+		return err
+	}
+	hooked := testenv.OpenHooked(t, m.DSN, testenv.SQLHooks{Statement: func(_ context.Context, q string) error {
+		if strings.HasPrefix(q, "INSERT INTO lucky_pools") {
+			done := make(chan error, 1)
+			go func() { done <- inflow() }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		return nil
+	}})
+	a, err := luckydraw.NewAdmin(hooked, luckydraw.AdminConfig{Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.FundPool(ctx, app, "room", "r9", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldBal, newBal int64
+	if _, err := fmt.Sscanf(c.Old, "balance %d", &oldBal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscanf(c.New, "balance %d", &newBal); err != nil {
+		t.Fatal(err)
+	}
+	if newBal-oldBal != 100 {
+		t.Errorf("pools fund of 100 logged %q -> %q", c.Old, c.New)
 	}
 }
