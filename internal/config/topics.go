@@ -77,7 +77,7 @@ func (t Topics) List() []kafkax.TopicSpec {
 		// 1 GiB or 7 days): small segments keep that read short.
 		{Key: "relay_offsets", Name: t.RelayOffsets, Compacted: true,
 			Configs: map[string]string{"segment.bytes": "16777216", "segment.ms": "3600000"}},
-		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true},
+		{Key: "mic_state_changelog", Name: t.MicStateChangelog, Compacted: true, CoPartitionedWith: "user_mic_events"},
 	}
 }
 

@@ -12,8 +12,9 @@ import (
 )
 
 // TopicMismatchError is an existing topic that does not match the design:
-// fewer partitions than configured, or not compacted (or compacted and
-// deleting, where the design does not ask for it) where it must be.
+// fewer partitions than configured or than the topic it is co-partitioned
+// with, not compacted (or compacted and deleting, where the design does not
+// ask for it) where it must be, or compacted where it must not be.
 // Existing topics are never altered: partition changes move keys and are an
 // operator's decision.
 type TopicMismatchError struct {
@@ -37,6 +38,10 @@ type TopicSpec struct {
 	// cleanup.policy=compact for a compacted one (a compacted topic with
 	// a retention sets cleanup.policy=compact,delete and retention.ms).
 	Configs map[string]string
+	// CoPartitionedWith is the key of the topic whose partition p this
+	// one's partition p mirrors (a changelog of its input's state): it
+	// needs at least as many partitions. Empty: none.
+	CoPartitionedWith string
 }
 
 // Public reports whether the topic is one of the public topics, the data
@@ -77,6 +82,10 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 	var statuses []TopicStatus
 	var errs []error
 	var check []TopicSpec
+	byKey := map[string]TopicSpec{}
+	for _, s := range specs {
+		byKey[s.Key] = s
+	}
 	for _, s := range specs {
 		if d, ok := existing[s.Name]; ok && d.Err == nil {
 			check = append(check, s)
@@ -92,7 +101,13 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 			}
 			configs[k] = kadm.StringPtr(v)
 		}
-		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, s.Name)
+		// An input an operator has grown past kafka.partitions needs a
+		// changelog of as many partitions.
+		partitions := cfg.Partitions
+		if d, ok := existing[byKey[s.CoPartitionedWith].Name]; s.CoPartitionedWith != "" && ok && d.Err == nil {
+			partitions = max(partitions, int32(len(d.Partitions)))
+		}
+		resp, err := adm.CreateTopic(ctx, partitions, cfg.ReplicationFactor, configs, s.Name)
 		if err == nil {
 			err = resp.Err
 		}
@@ -104,7 +119,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 		default:
 			n := resp.NumPartitions
 			if n <= 0 { // brokers before 2.4 do not echo it
-				n = cfg.Partitions
+				n = partitions
 			}
 			statuses = append(statuses, TopicStatus{Name: s.Name, Partitions: n, Compacted: s.Compacted, Created: true})
 		}
@@ -144,11 +159,39 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, cfg TopicLayout) ([]Top
 				// delete drops a key's last record after retention.ms: lost
 				// state or totals, unless the design asks for it.
 				errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=compact, not " + pol})
+			case !s.Compacted && st.Compacted:
+				// Compaction keeps a key's last record only: the older
+				// events of a room or user a lagging reader still needs.
+				errs = append(errs, &TopicMismatchError{Topic: s.Name, Reason: "must have cleanup.policy=delete, not " + pol})
 			}
 		}
 	}
+	errs = append(errs, coPartitioned(specs, byKey, statuses)...)
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
 	return statuses, errors.Join(errs...)
+}
+
+// coPartitioned reports the topics of specs with fewer partitions in
+// statuses than the topic they are co-partitioned with.
+func coPartitioned(specs []TopicSpec, byKey map[string]TopicSpec, statuses []TopicStatus) []error {
+	parts := map[string]int32{}
+	for _, st := range statuses {
+		parts[st.Name] = st.Partitions
+	}
+	var errs []error
+	for _, s := range specs {
+		if s.CoPartitionedWith == "" {
+			continue
+		}
+		in := byKey[s.CoPartitionedWith].Name
+		n, okS := parts[s.Name]
+		m, okIn := parts[in]
+		if okS && okIn && n < m {
+			errs = append(errs, &TopicMismatchError{Topic: s.Name,
+				Reason: fmt.Sprintf("has %d partitions, fewer than the %d of %s it is co-partitioned with", n, m, in)})
+		}
+	}
+	return errs
 }
 
 // topicNames are the names of specs, in their order.

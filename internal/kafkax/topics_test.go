@@ -135,3 +135,80 @@ func TestEnsureTopicsRefusesDeletingCompactedTopics(t *testing.T) {
 		t.Fatalf("want mismatches for the changelog and the lifetime totals only, got %v (%v)", found, err)
 	}
 }
+
+// mismatches is the topics err reports a *TopicMismatchError for.
+func mismatches(t *testing.T, err error) map[string]string {
+	t.Helper()
+	found := map[string]string{}
+	if err == nil {
+		return found
+	}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var me *kafkax.TopicMismatchError
+		if errors.As(e, &me) {
+			found[me.Topic] = me.Reason
+		}
+	}
+	return found
+}
+
+// A data topic created compacted (a hand-made or operator-made topic) keeps
+// only a key's last record once a segment rolls: the room events of a room
+// or the ledger entries of a user a lagging reader has not read yet are
+// gone. roomflow topics must refuse it as it refuses an uncompacted state
+// topic.
+func TestEnsureTopicsRefusesCompactedDataTopics(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(2))
+	adm := k.Admin(t)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	tp := k.Config.Topics
+	for _, name := range []string{tp.RoomEvents, tp.MicLedger} {
+		if _, err := adm.CreateTopic(ctx(t), 2, -1, compact, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
+	found := mismatches(t, err)
+	if found[tp.RoomEvents] == "" || found[tp.MicLedger] == "" || len(found) != 2 {
+		t.Fatalf("want mismatches for the room events and the mic ledger only, got %v (%v)", found, err)
+	}
+}
+
+// The mic state changelog is co-partitioned with the mic events (partition
+// p of the changelog holds the state of input partition p; the processor
+// refuses to start on a changelog with fewer partitions). An input that
+// already has more partitions than kafka.partitions (raised by an
+// operator) must get a changelog created with as many, and an existing
+// changelog with fewer must be reported, not passed.
+func TestEnsureTopicsCoPartitionsTheChangelog(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(2))
+	adm := k.Admin(t)
+	tp := k.Config.Topics
+	if _, err := adm.CreateTopic(ctx(t), 4, -1, nil, tp.UserMicEvents); err != nil {
+		t.Fatal(err)
+	}
+	st, err := kafkax.EnsureTopics(ctx(t), adm, k.Config.Layout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Name == tp.MicStateChangelog && s.Partitions != 4 {
+			t.Errorf("changelog created with %d partitions, want the input's 4", s.Partitions)
+		}
+	}
+
+	k2 := testenv.NewKafka(t, testenv.NoTopics(), testenv.Partitions(2))
+	adm2 := k2.Admin(t)
+	tp2 := k2.Config.Topics
+	if _, err := adm2.CreateTopic(ctx(t), 4, -1, nil, tp2.UserMicEvents); err != nil {
+		t.Fatal(err)
+	}
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if _, err := adm2.CreateTopic(ctx(t), 2, -1, compact, tp2.MicStateChangelog); err != nil {
+		t.Fatal(err)
+	}
+	_, err = kafkax.EnsureTopics(ctx(t), adm2, k2.Config.Layout())
+	if found := mismatches(t, err); found[tp2.MicStateChangelog] == "" || len(found) != 1 {
+		t.Fatalf("want a mismatch for the changelog only, got %v (%v)", found, err)
+	}
+}
