@@ -34,6 +34,14 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"metrics.addr", func(c *Config) { c.Metrics.Addr = "9090" }},
 		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = nil }},
 		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"nohost"} }},
+		// The Kafka client refuses a port it cannot parse at its first
+		// client (exit 1, no key named), and dials port 0, one past 65535
+		// or an empty host for ever.
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"kafka:"} }},
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"kafka:x"} }},
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"kafka:0"} }},
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{"kafka:70000"} }},
+		{"kafka.brokers", func(c *Config) { c.Kafka.Brokers = []string{":9092"} }},
 		{"kafka.client_id", func(c *Config) { c.Kafka.ClientID = "" }},
 		{"kafka.client_id", func(c *Config) { c.Kafka.ClientID = strings.Repeat("c", kafkax.MaxClientIDPrefix+1) }},
 		{"kafka.partitions", func(c *Config) { c.Kafka.Partitions = 0 }},

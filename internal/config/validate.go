@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,8 +58,11 @@ func (c *Config) Validate() error {
 		bad("kafka.brokers", "must list at least one broker")
 	}
 	for _, b := range c.Kafka.Brokers {
-		if _, _, err := net.SplitHostPort(b); err != nil {
-			bad("kafka.brokers", "%q is not host:port", b)
+		// kgo fails its first client on a port it cannot parse and dials
+		// port 0, one over 65535 or an empty host for ever.
+		host, port, err := net.SplitHostPort(b)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			bad("kafka.brokers", "%q is not host:port (a port of 1..65535)", b)
 		}
 	}
 	if c.Kafka.ClientID == "" {
