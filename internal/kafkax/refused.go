@@ -32,19 +32,24 @@ func (e *GroupRefusedError) Unwrap() error { return e.Err }
 // GroupRefused reports whether err, from a consumer group member's poll,
 // answers the member's settings or rights rather than the moment: a
 // session timeout outside group.min/max.session.timeout.ms, no ACL on the
-// group or on an input topic, an invalid group id. franz-go retries these
+// group or on an input topic, an invalid group id, a static member id
+// another process uses. franz-go retries these
 // for ever, as it does the errors of the moment (a coordinator moving or
 // loading, a rebalance), which stay retried.
 //
 // TOPIC_AUTHORIZATION_FAILED counts: brokers answer it for a topic the
 // principal may not describe or read whether the topic exists or not, so
-// it is an ACL, like the group's. UNKNOWN_TOPIC_OR_PARTITION does not: an
+// it is an ACL, like the group's. FENCED_INSTANCE_ID counts: another live
+// process joined with the same static member id, and kgo's rejoins are
+// fenced again for as long as both run. UNKNOWN_TOPIC_OR_PARTITION does
+// not: an
 // input not created yet is waited for (franz-go retries it without
 // surfacing it, and no component requires its topics at start), so a
 // component may start before `roomflow topics`.
 func GroupRefused(err error) bool {
 	return errors.Is(err, kerr.InvalidSessionTimeout) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
-		errors.Is(err, kerr.InvalidGroupID) || errors.Is(err, kerr.TopicAuthorizationFailed)
+		errors.Is(err, kerr.InvalidGroupID) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.FencedInstanceID)
 }
 
 // RefusedGroup returns a *GroupRefusedError for the first error of fs that
