@@ -58,10 +58,7 @@ func (c *Config) Validate() error {
 		bad("kafka.brokers", "must list at least one broker")
 	}
 	for _, b := range c.Kafka.Brokers {
-		// kgo fails its first client on a port it cannot parse and dials
-		// port 0, one over 65535 or an empty host for ever.
-		host, port, err := net.SplitHostPort(b)
-		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		if !brokerAddr(b) {
 			bad("kafka.brokers", "%q is not host:port (a port of 1..65535)", b)
 		}
 	}
@@ -124,4 +121,13 @@ func (c *Config) Validate() error {
 	ch.Add(cfgerr.Under("api.tls", nil, c.API.TLS.Server().Validate()))
 
 	return ch.Err()
+}
+
+// brokerAddr reports whether b is host:port with a port of 1..65535: kgo
+// fails its first client on a port it cannot parse, and dials port 0, one
+// over 65535 or an empty host for ever.
+func brokerAddr(b string) bool {
+	host, port, err := net.SplitHostPort(b)
+	n, perr := strconv.Atoi(port)
+	return err == nil && host != "" && perr == nil && n >= 1 && n <= 65535
 }
