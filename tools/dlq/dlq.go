@@ -334,7 +334,10 @@ func purgeWindows(cfg *config.Config) map[string]purgeWindow {
 // and commits it; on any error it aborts, so none is visible to
 // read_committed consumers.
 func produceInTransaction(ctx context.Context, cfg *config.Config, transactionalID string, recs []*kgo.Record) error {
-	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("dlq-redrive", kgo.TransactionalID(transactionalID))
+	// A letter holds a record as large as the relay or a processor wrote
+	// it (1 MiB and more), past kgo's default batch bound of 1,000,012.
+	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("dlq-redrive", kgo.TransactionalID(transactionalID),
+		kgo.ProducerBatchMaxBytes(int32(max(cfg.Relay.MaxRecordBytes, 1<<20))))
 	if err != nil {
 		return err
 	}

@@ -234,3 +234,29 @@ func TestDLQRedriveRefusesLettersOlderThanThePurgeWindow(t *testing.T) {
 		t.Fatalf("redrive --all --past-window: %v\n%s", err, out)
 	}
 }
+
+// TestDLQRedriveSendsARelayedSizeRecord: a room event as large as the relay
+// writes (relay.max_record_bytes, 1 MiB by default) that a processor
+// dead-lettered (its producer takes records up to 1 MiB) goes back to the
+// room events: kgo's default batch bound (1,000,012 bytes) must not refuse
+// what the pipeline itself wrote.
+func TestDLQRedriveSendsARelayedSizeRecord(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(1))
+	tp := k.Config.Topics
+	big := bytes.Repeat([]byte{7}, relay.DefaultMaxRecordBytes-8<<10)
+	room := &kgo.Record{Topic: tp.RoomEvents, Key: []byte("r1"), Value: big,
+		Headers: envelope.AppendHeaders(nil, []byte("e1"), []byte("RoomGiftSent"), []byte("hyapp"))}
+	letter := (&envelope.DeadLetter{Stage: "room", Reason: "unknown_rule_version", From: room}).Build(tp.DLQ)
+	cl := k.Client(t, kgo.ProducerBatchMaxBytes(2<<20))
+	if err := cl.ProduceSync(context.Background(), letter).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.Config(t, k, nil)
+	out, err := redriveWith(t, cfg, func(o *RedriveOptions) { o.All = true })
+	if err != nil || !strings.Contains(out, "sent 1 records in one transaction") {
+		t.Fatalf("redrive of a %d-byte room event: %v\n%s", len(big), err, out)
+	}
+	if got := k.DrainCommitted(t, tp.RoomEvents); len(got) != 1 || !bytes.Equal(got[0].Value, big) {
+		t.Fatalf("room events after the redrive: %d records", len(got))
+	}
+}
