@@ -63,6 +63,11 @@ type Spec struct {
 	// tree (tests and the demo build many in one binary) parses into a flag
 	// set of its own, so one command's flags cannot leak into the next.
 	Flags func(fs *pflag.FlagSet)
+	// Check validates the component's keys and flags without connecting
+	// to anything (nil: New does all its checking). Run checks every spec
+	// before it builds the first, so `roomflow run` refuses a later
+	// component's config mistake (exit 2) before an earlier one dials MySQL.
+	Check func(d *Deps) error
 	// New builds the component. It may fail on invalid config or an
 	// unreachable dependency; the process then exits before running anything.
 	New func(ctx context.Context, d *Deps) (Component, error)
@@ -132,14 +137,18 @@ func (d *Deps) Close() error {
 	return nil
 }
 
-// Run builds the given components, serves metrics.addr, runs them
-// concurrently until ctx is cancelled or one fails, and shuts down in order.
+// Run checks every component's config (Spec.Check), then builds them,
+// serves metrics.addr, runs them concurrently until ctx is cancelled or
+// one fails, and shuts down in order.
 // It returns the first component failure, and an error naming any
 // component that did not stop in time; a stop requested (ctx cancelled)
 // while components are still being built returns nil.
 func Run(ctx context.Context, d *Deps, run []Spec) error {
 	if len(run) == 0 {
 		return errors.New("app: no components to run")
+	}
+	if err := check(d, run); err != nil {
+		return err
 	}
 	closeDB := true
 	defer func() {
@@ -232,6 +241,21 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		err := fmt.Errorf("app: %s did not stop within shutdown.timeout (%s)", strings.Join(stuck, ", "), d.Config.Shutdown.Timeout)
 		return errors.Join(failed, err) // failed: the failure that started the stop, if any
 	}
+}
+
+// check runs every spec's Check, the errors joined, each named by its
+// component.
+func check(d *Deps, run []Spec) error {
+	var bad []error
+	for _, s := range run {
+		if s.Check == nil {
+			continue
+		}
+		if err := s.Check(d); err != nil {
+			bad = append(bad, fmt.Errorf("%s: %w", s.Name, err))
+		}
+	}
+	return errors.Join(bad...)
 }
 
 // Together runs cs as one component: until ctx ends or one fails, the

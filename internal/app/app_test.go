@@ -95,6 +95,25 @@ func TestRunBuildErrorNamesComponent(t *testing.T) {
 	}
 }
 
+// Every spec's Check runs before the first New: a config mistake of the
+// last component stops the process before the first one connects.
+func TestRunChecksEverySpecBeforeBuilding(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var built atomic.Bool
+	bad := errors.New("bad key")
+	err := app.Run(context.Background(), d, []app.Spec{
+		{Name: "first", New: func(context.Context, *app.Deps) (app.Component, error) {
+			built.Store(true)
+			return nil, errors.New("dialled")
+		}},
+		{Name: "last", Check: func(*app.Deps) error { return bad }},
+	})
+	if !errors.Is(err, bad) || !strings.HasPrefix(err.Error(), "last: ") || built.Load() {
+		t.Fatalf("got %v (first built: %v), want last's check error before anything is built", err, built.Load())
+	}
+}
+
 // SIGTERM while a component is still being built (dialling MySQL, waiting
 // for a broker) is a stop on request: Run returns nil, so the process
 // exits 0, and the components after it are never built. A build that

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyapp/roomflow/domain/lucky"
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/internal/config"
 	"github.com/hyapp/roomflow/internal/mysqlx"
 	"github.com/hyapp/roomflow/services/luckydraw"
@@ -28,7 +29,7 @@ func luckyCmd(g *globals) *cobra.Command {
 	cmd := newCmd("lucky", "Serve the lucky gift draw service (gRPC LuckyGiftService) and its reward outbox worker", help("lucky"), cobra.NoArgs,
 		g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if d.Config.Lucky.GRPCAddr == "" {
-				return errors.New("lucky.grpc_addr is empty: nothing to serve")
+				return &cfgerr.FieldError{Key: "lucky.grpc_addr", Msg: "is empty: nothing to serve"}
 			}
 			if err := CheckLucky(d); err != nil {
 				return err

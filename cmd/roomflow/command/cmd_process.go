@@ -19,30 +19,13 @@ func processSpec() app.Spec {
 			fs.String("only", "", "run only this processor: room or mic (overrides process.only)")
 			instanceIDFlag(fs)
 		},
+		checked(processStartConfig),
 		func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			sel, err := processSelection(d)
+			c, err := processStartConfig(d)
 			if err != nil {
 				return nil, err
 			}
-			runRoom, runMic := sel == "" || sel == "room", sel == "" || sel == "mic"
-			// Every selected processor's config is checked before
-			// anything connects.
-			var (
-				roomCfg  room.Config
-				rulesCfg rulestore.Config
-				micCfg   micproc.Config
-				errs     [3]error
-			)
-			if runRoom {
-				roomCfg, errs[0] = roomConfig(d)
-				rulesCfg, errs[1] = rulestore.ConfigFrom(d.Config)
-			}
-			if runMic {
-				micCfg, errs[2] = micConfig(d)
-			}
-			if err := errors.Join(append(errs[:], checkWireFormat(d))...); err != nil {
-				return nil, err
-			}
+			runRoom, runMic, roomCfg, rulesCfg, micCfg := c.runRoom, c.runMic, c.room, c.rules, c.mic
 			var rts []app.Component // each commits or aborts its own open transaction on the way out
 			var members []app.StaticMember
 			if runRoom {
@@ -84,4 +67,31 @@ func processSpec() app.Spec {
 			}
 			return app.LeavingOnStop(d, "process", app.Together(rts...), members...), nil
 		})
+}
+
+// processConfigs are the Configs of the processors `roomflow process` runs.
+type processConfigs struct {
+	runRoom, runMic bool
+	room            room.Config
+	rules           rulestore.Config
+	mic             micproc.Config
+}
+
+// processStartConfig checks every selected processor's config, all
+// errors joined, before anything connects.
+func processStartConfig(d *app.Deps) (processConfigs, error) {
+	sel, err := processSelection(d)
+	if err != nil {
+		return processConfigs{}, err
+	}
+	c := processConfigs{runRoom: sel == "" || sel == "room", runMic: sel == "" || sel == "mic"}
+	var errs [3]error
+	if c.runRoom {
+		c.room, errs[0] = roomConfig(d)
+		c.rules, errs[1] = rulestore.ConfigFrom(d.Config)
+	}
+	if c.runMic {
+		c.mic, errs[2] = micConfig(d)
+	}
+	return c, errors.Join(append(errs[:], checkWireFormat(d))...)
 }

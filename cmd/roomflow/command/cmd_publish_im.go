@@ -9,6 +9,7 @@ import (
 
 func publishIMSpec() app.Spec {
 	return componentSpec("publish-im", "Publish room events to Tencent IM (Kafka fast path + room_outbox compensation worker)", instanceIDFlag,
+		CheckPublishIM,
 		func(ctx context.Context, d *app.Deps) (app.Component, error) {
 			member := app.StaticMember{Group: d.Config.OutboxWorker.Group, ID: memberID(d, "publish-im")}
 			cfg, err := imPublisherConfig(d, member.ID) // bad keys, missing credentials: before dialling MySQL

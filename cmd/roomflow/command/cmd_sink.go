@@ -3,12 +3,13 @@ package command
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"errors"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomflow/internal/app"
+	"github.com/hyapp/roomflow/internal/cfgerr"
 	"github.com/hyapp/roomflow/services/statsapi"
 	mysqlsink "github.com/hyapp/roomflow/sinks/mysql"
 	"github.com/hyapp/roomflow/sinks/mysql/appliers"
@@ -21,20 +22,13 @@ func sinkSpec() app.Spec {
 			fs.Int("parallelism", 2, "concurrent transactions per batch, split by partition (1: one transaction per batch)")
 			instanceIDFlag(fs)
 		},
+		checked(sinkStartConfig),
 		func(ctx context.Context, d *app.Deps) (app.Component, error) {
-			// Every config first, before MySQL is even opened.
-			sinkCfg, err := sinkConfig(d)
+			c, err := sinkStartConfig(d)
 			if err != nil {
 				return nil, err
 			}
-			storeCfg, err := appliers.StoreConfigFrom(d.Config)
-			if err != nil {
-				return nil, err
-			}
-			apiCfg, err := statsAPIServing(d)
-			if err != nil {
-				return nil, err
-			}
+			sinkCfg, storeCfg, apiCfg := c.sink, c.store, c.api
 			db, err := d.DB(ctx)
 			if err != nil {
 				return nil, err
@@ -57,6 +51,29 @@ func sinkSpec() app.Spec {
 			}
 			return app.Together(sink, api), nil
 		})
+}
+
+// sinkConfigs are the Configs of `roomflow sink`: the sink, its store and
+// the stats API it serves.
+type sinkConfigs struct {
+	sink  mysqlsink.Config
+	store mysqlsink.StoreConfig
+	api   statsapi.Config
+}
+
+// sinkStartConfig checks every config of the sink, before MySQL is even
+// opened.
+func sinkStartConfig(d *app.Deps) (sinkConfigs, error) {
+	var c sinkConfigs
+	var err error
+	if c.sink, err = sinkConfig(d); err != nil {
+		return c, err
+	}
+	if c.store, err = appliers.StoreConfigFrom(d.Config); err != nil {
+		return c, err
+	}
+	c.api, err = statsAPIServing(d)
+	return c, err
 }
 
 // statsAPIServing is the stats API's Config with api.tls read when any
@@ -87,7 +104,7 @@ func apiCmd(g *globals) *cobra.Command {
 	return newCmd("api", "Serve the mic stats query API: internal HTTP, app HTTP and gRPC (read-only MySQL)", help("api"), cobra.NoArgs,
 		g.withDeps(func(cmd *cobra.Command, args []string, d *app.Deps) error {
 			if statsapi.ListenersFrom(d.Config) == (statsapi.Listeners{}) {
-				return fmt.Errorf("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve")
+				return cfgerr.Usage(errors.New("api.addr, api.app_addr and api.grpc_addr are all empty: nothing to serve"))
 			}
 			apiCfg, err := statsAPIServing(d)
 			if err != nil {

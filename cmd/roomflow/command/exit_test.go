@@ -102,6 +102,14 @@ func TestExitCodes(t *testing.T) {
 			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
 		{"confluent without a registry, totals bootstrap", confluentNoRegistry, []string{"totals", "bootstrap"}, cli.ExitUsage,
 			"kafka.public_wire_format: is confluent but schema_registry.url is not set"},
+		// `roomflow run` checks every component's keys before any of them
+		// connects: publish-im's missing IM credentials, not relay's
+		// unreachable MySQL.
+		{"run, a later component's key", unreachable, []string{"run"}, cli.ExitUsage, "im.secret_key"},
+		{"bad --only", unreachable, []string{"process", "--only", "both"}, cli.ExitUsage, "--only: must be room or mic"},
+		{"--resnapshot in poll mode", unreachable, []string{"relay", "--resnapshot"}, cli.ExitUsage, "--resnapshot: only with relay.mode binlog"},
+		{"lucky without a listener", unreachable + "lucky:\n  audit_key: k\n  grpc_addr: \"\"\n", []string{"lucky"}, cli.ExitUsage, "lucky.grpc_addr"},
+		{"api without a listener", unreachable + "api:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n", []string{"api"}, cli.ExitUsage, "nothing to serve"},
 		{"success", "", []string{"config"}, 0, ""},
 	}
 	for _, tc := range cases {

@@ -134,9 +134,20 @@ func components() []app.Spec {
 }
 
 // componentSpec is the component name, with its one-line summary, its
-// command's long help (help/<name>.txt), its flags and how it is built.
-func componentSpec(name, short string, flags func(*pflag.FlagSet), build func(context.Context, *app.Deps) (app.Component, error)) app.Spec {
-	return app.Spec{Name: name, Short: short, Long: help(name), Flags: flags, New: build}
+// command's long help (help/<name>.txt), its flags, how its keys are
+// checked and how it is built.
+func componentSpec(name, short string, flags func(*pflag.FlagSet), check func(*app.Deps) error,
+	build func(context.Context, *app.Deps) (app.Component, error)) app.Spec {
+	return app.Spec{Name: name, Short: short, Long: help(name), Flags: flags, Check: check, New: build}
+}
+
+// checked is an app.Spec Check from the function that builds a
+// component's config (its error only).
+func checked[T any](config func(*app.Deps) (T, error)) func(*app.Deps) error {
+	return func(d *app.Deps) error {
+		_, err := config(d)
+		return err
+	}
 }
 
 // commands are the root's subcommands besides the components: the admin

@@ -101,7 +101,7 @@ func relayConfig(d *app.Deps, instanceID string) (relay.Config, error) {
 func processSelection(d *app.Deps) (string, error) {
 	if only := d.Flag("only"); only != "" {
 		if only != "room" && only != "mic" {
-			return "", fmt.Errorf("--only: must be room or mic (got %q)", only)
+			return "", cfgerr.Usage(fmt.Errorf("--only: must be room or mic (got %q)", only))
 		}
 		return only, nil
 	}
