@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,19 +171,9 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		}()
 	}
 
-	comps := make([]Component, 0, len(run))
-	for _, s := range run {
-		c, err := s.New(ctx, d)
-		if err != nil && ctx.Err() != nil {
-			// SIGTERM while starting (a rollout that replaces a pod still
-			// dialling MySQL): a stop on request, not a failure. Nothing ran.
-			d.Log.Info("stopped while starting", "component", s.Name, "cause", context.Cause(ctx), "error", err)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.Name, err)
-		}
-		comps = append(comps, c)
+	comps, err := build(ctx, d, run)
+	if comps == nil {
+		return err
 	}
 
 	// Components run on their own context, cancelled only after the
@@ -241,6 +232,36 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 		err := fmt.Errorf("app: %s did not stop within shutdown.timeout (%s)", strings.Join(stuck, ", "), d.Config.Shutdown.Timeout)
 		return errors.Join(failed, err) // failed: the failure that started the stop, if any
 	}
+}
+
+// build builds every component in order, the process not ready until the
+// last is built: a component without checks of its own (the draw service)
+// binds its listener in New. Nil components: a build failed (its error) or
+// a stop was requested while building (nil error).
+func build(ctx context.Context, d *Deps, run []Spec) ([]Component, error) {
+	var built atomic.Bool
+	d.Health.AddReadiness("app", func() error {
+		if !built.Load() {
+			return errors.New("starting")
+		}
+		return nil
+	})
+	comps := make([]Component, 0, len(run))
+	for _, s := range run {
+		c, err := s.New(ctx, d)
+		if err != nil && ctx.Err() != nil {
+			// SIGTERM while starting (a rollout that replaces a pod still
+			// dialling MySQL): a stop on request, not a failure. Nothing ran.
+			d.Log.Info("stopped while starting", "component", s.Name, "cause", context.Cause(ctx), "error", err)
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		comps = append(comps, c)
+	}
+	built.Store(true)
+	return comps, nil
 }
 
 // check runs every spec's Check, the errors joined, each named by its

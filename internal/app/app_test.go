@@ -177,6 +177,41 @@ func TestRunCancelledComponentAfterStopIsNoFailure(t *testing.T) {
 	}
 }
 
+// /readyz answers 503 while the components are still being built (a
+// draw service dialling MySQL before it binds lucky.grpc_addr): a pod
+// reported ready then gets traffic on a port nobody listens on yet.
+func TestNotReadyWhileBuilding(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	cfg.Metrics.Addr = testenv.ClosedAddr(t)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	readyz := func() int {
+		resp, err := http.Get("http://" + cfg.Metrics.Addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	release := make(chan struct{})
+	building := app.Spec{Name: "building", New: func(context.Context, *app.Deps) (app.Component, error) {
+		<-release
+		return app.ComponentFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }), nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, []app.Spec{building}) }()
+	testenv.Eventually(t, 10*time.Second, "/readyz to answer", func() bool { return readyz() != 0 })
+	if got := readyz(); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz answered %d while a component was being built, want 503", got)
+	}
+	close(release)
+	testenv.Eventually(t, 10*time.Second, "/readyz 200 once built", func() bool { return readyz() == http.StatusOK })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // IM-9's shutdown order: /readyz answers 503 as soon as the stop
 // begins, before any component has finished draining, and MySQL is never
 // closed under a component that is still running, even one that overruns
