@@ -109,6 +109,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad --only", unreachable, []string{"process", "--only", "both"}, cli.ExitUsage, "--only: must be room or mic"},
 		{"--resnapshot in poll mode", unreachable, []string{"relay", "--resnapshot"}, cli.ExitUsage, "--resnapshot: only with relay.mode binlog"},
 		{"lucky without a listener", unreachable + "lucky:\n  audit_key: k\n  grpc_addr: \"\"\n", []string{"lucky"}, cli.ExitUsage, "lucky.grpc_addr"},
+		{"lucky with a bad listen address", unreachable + "lucky:\n  audit_key: k\n  grpc_addr: \"13006\"\n", []string{"lucky"}, cli.ExitUsage, "lucky.grpc_addr"},
 		{"api without a listener", unreachable + "api:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n", []string{"api"}, cli.ExitUsage, "nothing to serve"},
 		{"success", "", []string{"config"}, 0, ""},
 	}

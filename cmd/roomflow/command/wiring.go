@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,7 +76,14 @@ func checkLuckyKeys(d *app.Deps) error {
 // connects (the deployment tests check their configs with it).
 func CheckLucky(d *app.Deps) error {
 	_, err := luckyServerConfig(d)
-	return errors.Join(err, luckydraw.CheckTLSFrom(d.Config))
+	var addrErr error
+	// Checked here: net.Listen would refuse it only after MySQL, exit 1.
+	if a := d.Config.Lucky.GRPCAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			addrErr = &cfgerr.FieldError{Key: "lucky.grpc_addr", Msg: fmt.Sprintf("must be host:port (got %q)", a)}
+		}
+	}
+	return errors.Join(err, luckydraw.CheckTLSFrom(d.Config), addrErr)
 }
 
 // luckyServerConfig is the draw service's Config, its outbox worker's and
