@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -89,9 +90,15 @@ func TestSIGTERMWhileWaitingForSchemaIDs(t *testing.T) {
 }
 
 // `roomflow run`, every component started and ready, stops on SIGTERM
-// with exit 0 within shutdown.timeout, and its logs, at debug, never hold
-// a secret.
+// with exit 0 within shutdown.timeout, idle or in the middle of traffic
+// (loadgen writing room_outbox), and its logs, at debug, never hold a
+// secret.
 func TestRunStopsCleanly(t *testing.T) {
+	t.Run("idle", func(t *testing.T) { testRunStopsCleanly(t, false) })
+	t.Run("under load", func(t *testing.T) { testRunStopsCleanly(t, true) })
+}
+
+func testRunStopsCleanly(t *testing.T, load bool) {
 	k := testenv.NewKafka(t, testenv.Partitions(2))
 	m := testenv.NewMySQL(t)
 	im := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -135,6 +142,19 @@ func TestRunStopsCleanly(t *testing.T) {
 		return resp.StatusCode
 	}
 	testenv.Eventually(t, 60*time.Second, "roomflow run ready", func() bool { return readyz() == http.StatusOK })
+	if load {
+		ctx, cancel := context.WithCancel(context.Background())
+		loaded := make(chan struct{})
+		go func() {
+			defer close(loaded)
+			_, _ = runCLIContext(t, ctx, cfg, "loadgen", "--duration", "20s", "--rate", "2000", "--id-prefix", "stop")
+		}()
+		defer func() { cancel(); <-loaded }()
+		var rows int
+		testenv.Eventually(t, 30*time.Second, "traffic relayed", func() bool {
+			return m.DB.QueryRow("SELECT COUNT(*) FROM room_outbox").Scan(&rows) == nil && rows > 2000
+		})
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
