@@ -109,14 +109,7 @@ func (c *Config) Validate() error {
 	addr("api.addr", c.API.Addr, false)
 	addr("api.app_addr", c.API.AppAddr, false)
 	addr("api.grpc_addr", c.API.GRPCAddr, false)
-	// Port 0 picks a free port per listener, so only fixed ports can clash.
-	sameAddr := func(a, b string) bool { return a != "" && a == b && !strings.HasSuffix(a, ":0") }
-	if sameAddr(c.API.AppAddr, c.API.Addr) {
-		bad("api.app_addr", "must differ from api.addr (%q): the app routes trust a gateway header the internal listener must not honour", c.API.Addr)
-	}
-	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
-		bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
-	}
+	c.checkClashes(&ch)
 	// What needs no file: the serving commands read the files at start.
 	ch.Add(cfgerr.Under("api.tls", nil, c.API.TLS.Server().Validate()))
 
@@ -130,4 +123,24 @@ func brokerAddr(b string) bool {
 	host, port, err := net.SplitHostPort(b)
 	n, perr := strconv.Atoi(port)
 	return err == nil && host != "" && perr == nil && n >= 1 && n <= 65535
+}
+
+// checkClashes refuses two listeners of one process on one fixed port
+// (port 0 picks a free port per listener, so only fixed ports can clash).
+func (c *Config) checkClashes(ch *cfgerr.Checks) {
+	sameAddr := func(a, b string) bool { return a != "" && a == b && !strings.HasSuffix(a, ":0") }
+	if sameAddr(c.API.AppAddr, c.API.Addr) {
+		ch.Bad("api.app_addr", "must differ from api.addr (%q): the app routes trust a gateway header the internal listener must not honour", c.API.Addr)
+	}
+	if sameAddr(c.API.GRPCAddr, c.API.Addr) || sameAddr(c.API.GRPCAddr, c.API.AppAddr) {
+		ch.Bad("api.grpc_addr", "must differ from api.addr and api.app_addr (got %q)", c.API.GRPCAddr)
+	}
+	// Every serving process binds metrics.addr beside its own listeners:
+	// a clash would surface only at the second bind, after MySQL and Kafka.
+	for _, l := range []struct{ key, addr string }{{"api.addr", c.API.Addr}, {"api.app_addr", c.API.AppAddr},
+		{"api.grpc_addr", c.API.GRPCAddr}, {"lucky.grpc_addr", c.Lucky.GRPCAddr}} {
+		if sameAddr(l.addr, c.Metrics.Addr) {
+			ch.Bad(l.key, "must differ from metrics.addr (got %q)", l.addr)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomflow/internal/cli"
 	"github.com/hyapp/roomflow/internal/testenv"
 )
 
@@ -170,6 +171,28 @@ func testRunStopsCleanly(t *testing.T, load bool) {
 	for _, secret := range []string{imSecret, registrySecret} {
 		if strings.Contains(stderr.String(), secret) {
 			t.Errorf("a secret in roomflow run's logs: %s", stderr.String())
+		}
+	}
+}
+
+// metrics.addr on a port the process also serves (an api.* listener,
+// lucky.grpc_addr) is a config mistake: exit 2 naming the key before
+// anything connects, and `roomflow config` finds it; not exit 1 at the
+// second bind, after MySQL and Kafka.
+func TestMetricsAddrClash(t *testing.T) {
+	port := testenv.ClosedAddr(t)
+	base := "log:\n  level: error\nmysql:\n  dsn: \"root@tcp(" + testenv.ClosedAddr(t) + ")/roomflow\"\nmetrics:\n  addr: \"" + port + "\"\n"
+	for _, tc := range []struct{ yaml, cmd, key string }{
+		{"api:\n  addr: \"" + port + "\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n", "api", "api.addr"},
+		{"api:\n  app_addr: \"" + port + "\"\n", "config", "api.app_addr"},
+		{"api:\n  grpc_addr: \"" + port + "\"\n", "config", "api.grpc_addr"},
+		{"lucky:\n  grpc_addr: \"" + port + "\"\n", "config", "lucky.grpc_addr"},
+	} {
+		_, err := runCLI(t, base+tc.yaml, tc.cmd)
+		if err == nil {
+			t.Errorf("roomflow %s with %s on metrics.addr: exit 0, want 2 naming %s", tc.cmd, tc.key, tc.key)
+		} else if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "config: "+tc.key+": must differ from metrics.addr") {
+			t.Errorf("roomflow %s with %s on metrics.addr: exit %d (%v), want 2 naming %s", tc.cmd, tc.key, cli.ExitCode(err), err, tc.key)
 		}
 	}
 }
