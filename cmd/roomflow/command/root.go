@@ -127,8 +127,8 @@ func runCmd(g *globals) *cobra.Command {
 }
 
 // components are the long-running components in their start order: `roomflow
-// run` starts them all in it (and stops them in reverse), and each runs
-// alone under its own subcommand.
+// run` starts them all in it (and stops them all at once, MySQL last:
+// app.Run), and each runs alone under its own subcommand.
 func components() []app.Spec {
 	return []app.Spec{relaySpec(), processSpec(), sinkSpec(), publishIMSpec()}
 }
