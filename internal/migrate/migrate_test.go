@@ -88,6 +88,7 @@ var byteExactIDs = [][2]string{
 	{"lucky_pool_inflow_consumption", "event_id"}, {"lucky_pool_inflow_consumption", "draw_id"},
 	{"lucky_pool_inflow_claims", "draw_id"}, {"lucky_event_consumption", "event_id"},
 	{"lucky_draw_records", "command_id"}, {"lucky_pools", "scope_id"}, {"lucky_risk_counters", "counter_key"},
+	{"lucky_pool_funds", "fund_id"}, {"lucky_pool_funds", "scope_id"},
 }
 
 // TestIDColumnsAreByteExact: after every migration the id columns are
@@ -101,7 +102,7 @@ func TestIDColumnsAreByteExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"event_id": "varchar(160)", "mic_session_id": "varchar(128)", "draw_id": "varchar(128)",
-		"command_id": "varchar(128)", "scope_id": "varchar(64)", "counter_key": "varchar(255)"}
+		"command_id": "varchar(128)", "fund_id": "varchar(128)", "scope_id": "varchar(64)", "counter_key": "varchar(255)"}
 	for _, c := range byteExactIDs {
 		var typ, coll, null string
 		var def sql.NullString
