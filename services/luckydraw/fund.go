@@ -172,9 +172,12 @@ WHERE app_code = ? AND fund_id = ? LOCK IN SHARE MODE`, f.app, f.id).Scan(&prior
 	if floor.Valid {
 		prior.floor = &floor.Int64
 	}
-	when := fmt.Sprintf("at %s by %s", msTime(atMs), operator)
+	when := "at " + msTime(atMs)
+	if operator != "" {
+		when += " by " + operator
+	}
 	if prior.String() != f.String() {
-		return "", fmt.Errorf("%w: fund id %q was applied %s as %s, not %s; nothing was changed", ErrFundIDReused, f.id, when, prior, f)
+		return "", fmt.Errorf("%w: %q applied %s as %s, not %s; nothing was changed", ErrFundIDReused, f.id, when, prior, f)
 	}
 	return fmt.Sprintf("fund id %q already applied %s: nothing changed", f.id, when), nil
 }

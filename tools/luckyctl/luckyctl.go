@@ -137,6 +137,17 @@ func CheckFund(scopeType, scopeID string, amount, floor int64) error {
 	return nil
 }
 
+// CheckFundID refuses a `lucky pools fund --fund-id` lucky_pool_funds
+// cannot key: over its width, ending in a space (utf8mb4_bin pads, so
+// "f1 " would be a repeat of "f1"), or given empty (a script's unset
+// variable would fund on every retry).
+func CheckFundID(id string, given bool) error {
+	if given && (id == "" || len(id) > luckydraw.MaxFundID || envelope.CheckID("--fund-id", id) != nil) {
+		return cfgerr.Usage(fmt.Errorf("--fund-id must be 1-%d bytes, not ending in a space (got %q)", luckydraw.MaxFundID, envelope.Clip(id, 64)))
+	}
+	return nil
+}
+
 // ParseSwitch checks `lucky switch NAME VALUE [--room ROOM]` and returns
 // the override to store: on or off, nil for default (remove it). A room
 // goes with the per-room switches and only with them.

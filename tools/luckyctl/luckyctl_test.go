@@ -1,6 +1,7 @@
 package luckyctl_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,9 @@ func TestArgumentChecks(t *testing.T) {
 		"scope type":          luckyctl.CheckFund("user", "x", 1, 0),
 		"scope id":            luckyctl.CheckFund("room", "", 1, 0),
 		"negative amount":     luckyctl.CheckFund("platform", "global", -1, 0),
+		"padded fund id":      luckyctl.CheckFundID("f1 ", true),
+		"long fund id":        luckyctl.CheckFundID(strings.Repeat("f", 129), true),
+		"empty fund id":       luckyctl.CheckFundID("", true),
 		"tier id":             luckyctl.CheckTierArgs("g", "v", strings.Repeat("t", 65)),
 		"since":               luckyctl.CheckSince(0),
 		"stats room":          luckyctl.CheckStats("", time.Hour),
@@ -52,6 +56,9 @@ func TestArgumentChecks(t *testing.T) {
 	}
 	if err := luckyctl.CheckFund("gift", "g1", 0, 5); err != nil {
 		t.Errorf("fund gift g1: %v", err)
+	}
+	if err := errors.Join(luckyctl.CheckFundID("", false), luckyctl.CheckFundID(strings.Repeat("f", 128), true)); err != nil {
+		t.Errorf("no fund id, or one of 128 bytes: %v", err)
 	}
 	if err := (luckyctl.AuditOptions{}).Check(); err == nil {
 		t.Error("audit with neither --draw-id nor --since accepted")

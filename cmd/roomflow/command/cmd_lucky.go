@@ -235,12 +235,15 @@ func luckyRulesShowCmd(g *globals) *cobra.Command {
 
 func luckyPoolsCmd(g *globals) *cobra.Command {
 	var (
-		scopeType, scopeID, appCode string
-		amount, floor               int64
+		scopeType, scopeID, appCode, fundID string
+		amount, floor                       int64
 	)
 	fund := newCmd("fund", "Add coins to a pool's balance (and funded) and optionally set its reserve_floor", help("lucky-pools-fund"), cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
 			if err := luckyctl.CheckFund(scopeType, scopeID, amount, floor); err != nil {
+				return err
+			}
+			if err := luckyctl.CheckFundID(fundID, cmd.Flags().Changed("fund-id")); err != nil {
 				return err
 			}
 			return withAdmin(cmd, g, func(cfg *config.Config, admin *luckydraw.Admin) error {
@@ -251,7 +254,11 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 				if cmd.Flags().Changed("reserve-floor") {
 					fl = &floor
 				}
-				return printChange(cmd)(admin.FundPool(cmd.Context(), appCode, scopeType, scopeID, amount, fl))
+				c, err := admin.FundPoolOnce(cmd.Context(), fundID, appCode, scopeType, scopeID, amount, fl)
+				if errors.Is(err, luckydraw.ErrFundIDReused) {
+					err = fmt.Errorf("--fund-id: %w", err)
+				}
+				return printChange(cmd)(c, err)
 			})
 		})
 	operatorFlags(fund)
@@ -260,6 +267,7 @@ func luckyPoolsCmd(g *globals) *cobra.Command {
 	fund.Flags().StringVar(&appCode, "app-code", "", "app_code of the pool (default: the configured app_code)")
 	fund.Flags().Int64Var(&amount, "amount", 0, "coins to add (>= 0)")
 	fund.Flags().Int64Var(&floor, "reserve-floor", 0, "set the pool's reserve_floor")
+	fund.Flags().StringVar(&fundID, "fund-id", "", "apply this fund at most once: a retry with the same id and flags changes nothing (scripts and Jobs should pass one)")
 	cmd := &cobra.Command{Use: "pools", Short: "Operate the lucky pools"}
 	cmd.AddCommand(fund)
 	return cmd

@@ -113,3 +113,71 @@ func TestLuckyAuditFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLuckyPoolsFundID: `pools fund` retried (a timeout, a lost answer, a
+// Job's second pod) funded the pool twice. With --fund-id the first run
+// applies; a retry prints that it was already applied, with when, and
+// changes nothing; the same id with another amount or floor exits 1
+// naming --fund-id, nothing written; an id that is empty, ends in a space
+// or is over 128 bytes exits 2 naming --fund-id. Two runs at once apply
+// once. Without --fund-id every run adds, as before.
+func TestLuckyPoolsFundID(t *testing.T) {
+	m := testenv.NewMySQL(t)
+	cfg := "app_code: hy\nmysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\n"
+	t.Setenv("USER", "carol")
+	fund := func(args ...string) (string, error) {
+		return runCLI(t, cfg, append([]string{"lucky", "pools", "fund", "--scope-type", "room", "--scope-id", "r9"}, args...)...)
+	}
+	state := func() (balance, logged, funds int) {
+		m.DB.QueryRow(`SELECT COALESCE(SUM(balance), 0) FROM lucky_pools`).Scan(&balance)
+		m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_admin_log`).Scan(&logged)
+		m.DB.QueryRow(`SELECT COUNT(*) FROM lucky_pool_funds`).Scan(&funds)
+		return
+	}
+	if out, err := fund("--amount", "500", "--fund-id", "CHG-1"); err != nil || !strings.Contains(out, "-> balance 500, reserve_floor 0, fund_id CHG-1") {
+		t.Fatalf("first fund: %v\n%s", err, out)
+	}
+	if out, err := fund("--amount", "500", "--fund-id", "CHG-1"); err != nil || !strings.Contains(out, `note: fund id "CHG-1" already applied at `) ||
+		!strings.Contains(out, "by carol: nothing changed") {
+		t.Fatalf("retry: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--amount", "600", "--fund-id", "CHG-1"}, 1},
+		{[]string{"--amount", "500", "--reserve-floor", "5", "--fund-id", "CHG-1"}, 1},
+		{[]string{"--amount", "500", "--fund-id", "CHG-1 "}, 2},
+		{[]string{"--amount", "500", "--fund-id", strings.Repeat("c", 129)}, 2},
+		{[]string{"--amount", "500", "--fund-id", ""}, 2},
+	} {
+		out, err := fund(tc.args...)
+		if err == nil || cli.ExitCode(err) != tc.code || !strings.Contains(err.Error(), "--fund-id") {
+			t.Errorf("fund %q: exit %d (%v), want %d naming --fund-id\n%s", tc.args, cli.ExitCode(err), err, tc.code, out)
+		}
+	}
+	if b, l, f := state(); b != 500 || l != 1 || f != 1 {
+		t.Fatalf("after the retry and the refusals: balance %d, %d admin log rows, %d funds; want 500, 1, 1", b, l, f)
+	}
+	outs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			out, err := fund("--amount", "100", "--fund-id", "CHG-2")
+			if err != nil {
+				out = err.Error()
+			}
+			outs <- out
+		}()
+	}
+	if a, b := <-outs, <-outs; strings.Contains(a, "already applied") == strings.Contains(b, "already applied") {
+		t.Errorf("two runs of CHG-2 at once, want one applied and one already applied:\n%s\n%s", a, b)
+	}
+	for range 2 {
+		if out, err := fund("--amount", "100"); err != nil || strings.Contains(out, "fund_id") || strings.Contains(out, "note:") {
+			t.Fatalf("fund without --fund-id: %v\n%s", err, out)
+		}
+	}
+	if b, l, f := state(); b != 800 || l != 4 || f != 2 {
+		t.Fatalf("after CHG-2 and two funds without an id: balance %d, %d admin log rows, %d funds; want 800, 4, 2", b, l, f)
+	}
+}
