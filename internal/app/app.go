@@ -8,8 +8,11 @@
 // cancelled (stop intake); each component drains its in-flight batch within
 // shutdown.timeout and closes its own Kafka clients before Run returns; the
 // frame waits for every component and only then closes the shared MySQL
-// pool and stops the HTTP server. A component still running 5s after
-// shutdown.timeout is a bug: the frame then returns an error naming it and
+// pool and stops the HTTP server. A component that accepts inbound calls
+// (Deps.Serving) is cancelled shutdown.drain_delay later than the others,
+// its listeners serving meanwhile while Kubernetes takes the not-ready pod
+// out of its Services' endpoints. A component still running 5s after
+// shutdown.timeout (and the drain delay) is a bug: the frame then returns an error naming it and
 // leaves MySQL open (the process exits under it, as on SIGKILL), so no
 // component ever runs without its database.
 package app
@@ -103,6 +106,40 @@ type Deps struct {
 	dbOnce sync.Once
 	db     *sql.DB
 	dbErr  error
+	// serving: a component was wrapped by Serving, so the stop may take
+	// shutdown.drain_delay longer.
+	serving atomic.Bool
+}
+
+// Serving wraps c, a component that accepts inbound calls (a gRPC or HTTP
+// listener): on a stop its context ends shutdown.drain_delay after the
+// others', so calls still routed to the pod in the seconds Kubernetes takes
+// to drop it from its Services' endpoints are served, not refused.
+func (d *Deps) Serving(c Component) Component {
+	delay := d.Config.Shutdown.DrainDelay.D()
+	if delay <= 0 {
+		return c
+	}
+	d.serving.Store(true)
+	return ComponentFunc(func(ctx context.Context) error {
+		late, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-late.Done():
+				return // c returned on its own
+			}
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel(context.Cause(ctx))
+			case <-late.Done():
+			}
+		}()
+		return c.Run(late)
+	})
 }
 
 // NewDeps returns Deps for cfg with a fresh registry and health, and the
@@ -216,13 +253,20 @@ func Run(ctx context.Context, d *Deps, run []Spec) error {
 	}
 	d.Health.SetDraining()
 	cancel(cause)
-	d.Log.Info("stopping", "component", "app", "cause", cause)
+	bound := d.Config.Shutdown.Timeout.D() + config.StuckMargin
+	if d.serving.Load() {
+		bound += d.Config.Shutdown.DrainDelay.D()
+		d.Log.Info("stopping; listeners serve, not ready, for shutdown.drain_delay first", "component", "app",
+			"cause", cause, "drain_delay", d.Config.Shutdown.DrainDelay.String())
+	} else {
+		d.Log.Info("stopping", "component", "app", "cause", cause)
+	}
 	wait := make(chan error, 1)
 	go func() { wait <- g.Wait() }()
 	select {
 	case err := <-wait:
 		return err
-	case <-time.After(d.Config.Shutdown.Timeout.D() + 5*time.Second):
+	case <-time.After(bound):
 		mu.Lock()
 		defer mu.Unlock()
 		stuck := slices.Sorted(maps.Keys(running))

@@ -171,6 +171,10 @@ type MySQLConfig struct {
 // ShutdownConfig bounds the drain on SIGTERM.
 type ShutdownConfig struct {
 	Timeout Duration `yaml:"timeout"`
+	// DrainDelay keeps the listeners of a serving component (lucky, the
+	// stats API) open, not ready, this long after SIGTERM while Kubernetes
+	// takes the pod out of its Services' endpoints; 0 stops them at once.
+	DrainDelay Duration `yaml:"drain_delay"`
 }
 
 // RelayConfig tunes `roomflow relay`.

@@ -10,7 +10,7 @@ func Default() Config {
 		Metrics:      MetricsConfig{Addr: ":9090"},
 		Kafka:        defaultKafka(),
 		MySQL:        defaultMySQL(),
-		Shutdown:     ShutdownConfig{Timeout: Duration(10 * time.Second)},
+		Shutdown:     ShutdownConfig{Timeout: Duration(10 * time.Second), DrainDelay: Duration(5 * time.Second)},
 		Relay:        defaultRelay(),
 		Process:      defaultProcess(),
 		Mic:          defaultMic(),

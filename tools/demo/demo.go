@@ -203,6 +203,7 @@ func (d *demo) configure() error {
 	cfg.AppCode = d.o.Scenario.AppCode
 	cfg.Log.Level = d.o.LogLevel
 	cfg.Metrics.Addr = "127.0.0.1:0"
+	cfg.Shutdown.DrainDelay = 0 // no Service routes to the demo: nothing to wait for
 	cfg.API.Addr, cfg.API.AppAddr, cfg.API.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Kafka.Brokers = d.kc.ListenAddrs()
 	cfg.Kafka.Partitions = 6

@@ -45,7 +45,8 @@ func luckyCmd(g *globals) *cobra.Command {
 // luckySpec builds the draw service: every config checked and the
 // certificates read first, then luckydraw's server over MySQL (ownership,
 // rule statuses, the wallet client, the lucky_outbox worker), the payout
-// gauges, and the gRPC listener on lucky.grpc_addr.
+// gauges, and the gRPC listener on lucky.grpc_addr, which serves on for
+// shutdown.drain_delay after a stop.
 func luckySpec() app.Spec {
 	return app.Spec{Name: "lucky", New: func(ctx context.Context, d *app.Deps) (app.Component, error) {
 		c, err := luckyServerConfig(d)
@@ -79,7 +80,7 @@ func luckySpec() app.Spec {
 			srv.Close()
 			return nil, err
 		}
-		return app.ComponentFunc(func(ctx context.Context) error { return srv.Run(ctx, ln) }), nil
+		return d.Serving(app.ComponentFunc(func(ctx context.Context) error { return srv.Run(ctx, ln) })), nil
 	}}
 }
 

@@ -86,16 +86,17 @@ func statsAPIServing(d *app.Deps) (statsapi.Config, error) {
 	return c, err
 }
 
-// apiComponent serves the stats API on the configured listeners until ctx
-// ends, then shuts them down within shutdown.timeout.
+// apiComponent serves the stats API on the configured listeners until
+// shutdown.drain_delay after ctx ends, then shuts them down within
+// shutdown.timeout; the sink beside it stops at once.
 func apiComponent(d *app.Deps, c statsapi.Config, db *sql.DB) (app.Component, error) {
 	api, err := statsapi.New(c, db)
 	if err != nil {
 		return nil, err
 	}
-	return app.ComponentFunc(func(ctx context.Context) error {
+	return d.Serving(app.ComponentFunc(func(ctx context.Context) error {
 		return api.Serve(ctx, statsapi.ListenersFrom(d.Config), d.Config.Shutdown.Timeout.D())
-	}), nil
+	})), nil
 }
 
 // apiCmd is `roomflow api`: the stats API alone. It is not a registered
