@@ -271,3 +271,47 @@ func TestDrainingReadinessAndMySQLOutlivesComponents(t *testing.T) {
 		t.Fatalf("MySQL closed under a running component: %v", err)
 	}
 }
+
+// A Serving component (a listener) is cancelled shutdown.drain_delay after
+// the stop, the process not ready meanwhile; the others (Kafka workers)
+// at once: `roomflow sink` stops consuming while its stats API serves on.
+func TestServingDrainDelay(t *testing.T) {
+	cfg := testenv.Config(t, nil, nil)
+	const delay = 300 * time.Millisecond
+	cfg.Shutdown.DrainDelay = config.Duration(delay)
+	d := app.NewDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	var stopAt time.Time
+	ended := map[string]chan time.Duration{"worker": make(chan time.Duration, 1), "listener": make(chan time.Duration, 1)}
+	started := make(chan struct{}, 2)
+	comp := func(name string) app.Component {
+		return app.ComponentFunc(func(ctx context.Context) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			if name == "listener" && d.Health.Ready() == nil {
+				t.Error("ready during the drain delay, want /readyz 503")
+			}
+			ended[name] <- time.Since(stopAt)
+			return nil
+		})
+	}
+	specs := []app.Spec{
+		{Name: "worker", New: func(context.Context, *app.Deps) (app.Component, error) { return comp("worker"), nil }},
+		{Name: "listener", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return d.Serving(comp("listener")), nil }},
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, d, specs) }()
+	<-started
+	<-started
+	stopAt = time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w := <-ended["worker"]; w >= delay/2 {
+		t.Errorf("the worker was cancelled %s after the stop, want at once", w)
+	}
+	if l := <-ended["listener"]; l < delay {
+		t.Errorf("the listener was cancelled %s after the stop, want after drain_delay %s", l, delay)
+	}
+}
