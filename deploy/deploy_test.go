@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -144,6 +145,7 @@ func TestDeployManifests(t *testing.T) {
 			continue
 		}
 		checkDeployment(t, m, dep, metricsPort, want)
+		checkGracePeriod(t, dep, cfg, len(want) > 0)
 	}
 	checkServices(t, m, cfg)
 	checkNetworkPolicies(t, m)
@@ -215,6 +217,27 @@ func checkDeployment(t *testing.T, m *manifests, d *appsv1.Deployment, metricsPo
 	}
 	if !monitored {
 		t.Errorf("%s: no PodMonitor scrapes its metrics port", where)
+	}
+}
+
+// checkGracePeriod requires terminationGracePeriodSeconds to cover the
+// longest stop: shutdown.drain_delay (for a Deployment with listeners),
+// shutdown.timeout and the frame's StuckMargin, and to be at least the
+// config.GracePeriod that check assumes, so the kubelet never SIGKILLs a
+// drain that roomflow config accepted.
+func checkGracePeriod(t *testing.T, d *appsv1.Deployment, cfg *config.Config, serving bool) {
+	t.Helper()
+	stop := cfg.Shutdown.Timeout.D() + config.StuckMargin
+	if serving {
+		stop += cfg.Shutdown.DrainDelay.D()
+	}
+	var grace time.Duration // unset: the kubelet's 30s, but say it in the manifest
+	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if grace < max(stop, config.GracePeriod) {
+		t.Errorf("Deployment %s: terminationGracePeriodSeconds %s, want at least %s (the stop takes up to %s; config.GracePeriod %s)",
+			d.Name, grace, max(stop, config.GracePeriod), stop, config.GracePeriod)
 	}
 }
 
