@@ -993,7 +993,8 @@ func (h *chaosHarness) table(rows [][2]string) string {
 // fail to stop cleanly.
 // A child still running this long after SIGTERM gets SIGQUIT: the Go
 // runtime writes every goroutine's stack to its log (shutdown.timeout is
-// 10s; the app itself gives up then).
+// 10s, after the draw services' 5s shutdown.drain_delay; the app itself
+// gives up then).
 func (h *chaosHarness) stopAll(stackAfter time.Duration) {
 	cs := h.last()
 	for i, c := range cs {

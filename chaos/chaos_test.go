@@ -525,7 +525,8 @@ func TestPipelineChaos(t *testing.T) {
 			len(rep.Diffs), rep.Diffs[:min(1, len(rep.Diffs))], delivered, len(events), len(im.AcceptedByEvent()), oracle.IMMessages,
 			draws, oracle.LuckyGifts, drawer.waiting(), pendingRewards, outboxLeft)
 	}
-	h.stopAll(cfg.Shutdown.Timeout.D() - 2*time.Second)
+	// The draw services serve on for shutdown.drain_delay before their drain.
+	h.stopAll(cfg.Shutdown.DrainDelay.D() + cfg.Shutdown.Timeout.D() - 2*time.Second)
 
 	// The verdict, from what the stopped pipeline left.
 	if rep, err = loadgen.Compare(ctx, m.DB, sc.AppCode, oracle); err != nil {

@@ -50,7 +50,9 @@ func TestLuckyCommands(t *testing.T) {
 	}
 	defer w.Close()
 	addr := testenv.ClosedAddr(t)
+	// No drain delay: the stop's own length is measured (TestDrainDelay has the delay).
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
+		"shutdown:\n  drain_delay: 0s\n" +
 		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: test-audit-key\n  wallet_grpc_addr: \"" + w.Addr() + "\"\n" +
 		"  outbox_poll_interval: 50ms\n" + k.ConfigYAML(3)
 	rules := filepath.Join(t.TempDir(), "rule.yaml")
@@ -210,7 +212,9 @@ func TestLuckyCommands(t *testing.T) {
 func TestLuckyServesWithoutWalletOrKafka(t *testing.T) {
 	m := testenv.NewMySQL(t)
 	addr := testenv.ClosedAddr(t)
+	// No drain delay: the stop's own length is measured.
 	cfg := "mysql:\n  dsn: \"" + m.DSN + "\"\nlog:\n  level: error\nmetrics:\n  addr: \"\"\napi:\n  addr: \"\"\n  app_addr: \"\"\n  grpc_addr: \"\"\n" +
+		"shutdown:\n  drain_delay: 0s\n" +
 		"kafka:\n  brokers: [\"" + testenv.ClosedAddr(t) + "\"]\n" +
 		"lucky:\n  grpc_addr: \"" + addr + "\"\n  audit_key: k\n  wallet_grpc_addr: \"" + testenv.ClosedAddr(t) + "\"\n  wallet_credit_timeout: 100ms\n"
 	rules := filepath.Join(t.TempDir(), "rule.yaml")
