@@ -59,9 +59,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"mysql.conn_max_lifetime", func(c *Config) { c.MySQL.ConnMaxLife = 0 }},
 		{"shutdown.timeout", func(c *Config) { c.Shutdown.Timeout = 0 }},
 		{"shutdown.drain_delay", func(c *Config) { c.Shutdown.DrainDelay = Duration(-time.Second) }},
-		// 16s + 10s + 5s stuck margin: past the manifests' 30s grace.
-		{"shutdown.drain_delay", func(c *Config) { c.Shutdown.DrainDelay = Duration(16 * time.Second) }},
-		{"shutdown.drain_delay", func(c *Config) { c.Shutdown.Timeout = Duration(21 * time.Second) }},
 		{"api.addr", func(c *Config) { c.API.Addr = "localhost" }},
 		{"api.app_addr", func(c *Config) { c.API.AppAddr = "8081" }},
 		{"api.app_addr", func(c *Config) { c.API.AppAddr = c.API.Addr }},
