@@ -157,3 +157,16 @@ const MaxTransactionTimeout = 15 * time.Minute
 // (issue 10, chaos finding 2). Refreshes still happen only on errors and
 // every metadata max age (5m).
 const MetadataRefreshMin = 250 * time.Millisecond
+
+// MessageBytes is the largest record roomflow writes by default: the
+// relay's relay.max_record_bytes default, within Kafka's default
+// message.max.bytes (1,048,588).
+const MessageBytes = 1 << 20
+
+// BatchBytes lets a producer write records of up to maxRecord bytes, and
+// at least MessageBytes: kgo's default batch bound (1,000,012) is below
+// what the relay writes, so its records could be neither forwarded,
+// dead-lettered nor re-driven.
+func BatchBytes(maxRecord int) kgo.Opt {
+	return kgo.ProducerBatchMaxBytes(int32(max(maxRecord, MessageBytes)))
+}

@@ -35,9 +35,7 @@ func (r *Runtime) start() error {
 		// A real OFFSET_OUT_OF_RANGE stops the partition with an error.
 		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		kgo.RecordPartitioner(partitioner{changelog: r.cfg.Changelog, def: kgo.StickyKeyPartitioner(nil)}),
-		// kgo's default (1,000,012) is below what the relay writes, so a
-		// record it relayed could be neither forwarded nor dead-lettered.
-		kgo.ProducerBatchMaxBytes(MaxRecordBytes),
+		kafkax.BatchBytes(MaxRecordBytes),
 	)
 	r.watch = r.cfg.Kafka.NewCommitWatch(r.cfg.clientName())
 	opts = append(opts, r.watch.Opt())

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hyapp/roomflow/internal/kafkax"
 	"github.com/hyapp/roomflow/schemas/envelope"
 )
 
@@ -226,9 +227,8 @@ func (x *txn) deadLetter(rec *kgo.Record, rej *RejectError) {
 }
 
 // MaxRecordBytes bounds a record the runtime produces, overhead included:
-// the relay's default relay.max_record_bytes, within Kafka's default
-// message.max.bytes (1048588).
-const MaxRecordBytes = 1 << 20
+// what the relay writes by default.
+const MaxRecordBytes = kafkax.MessageBytes
 
 // recordSize is r's size as the producer counts it, plus a generous
 // allowance for its batch framing (61 bytes of header, the varints).

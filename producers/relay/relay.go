@@ -436,7 +436,7 @@ func (r *Relay) lead(ctx context.Context, led *bool) error {
 		kgo.TransactionalID(r.cfg.TransactionalID),
 		kgo.TransactionTimeout(r.txnTimeout()),
 		kgo.RecordPartitioner(newPartitioner(r.cfg.OffsetsTopic)),
-		kgo.ProducerBatchMaxBytes(int32(max(r.cfg.MaxRecordBytes, 1<<20))),
+		kafkax.BatchBytes(r.cfg.MaxRecordBytes),
 		kgo.MaxBufferedRecords(2*r.cfg.BatchSize+16),
 		kgo.ProducerLinger(0),
 		watch.Opt(),

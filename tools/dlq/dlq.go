@@ -334,10 +334,9 @@ func purgeWindows(cfg *config.Config) map[string]purgeWindow {
 // and commits it; on any error it aborts, so none is visible to
 // read_committed consumers.
 func produceInTransaction(ctx context.Context, cfg *config.Config, transactionalID string, recs []*kgo.Record) error {
-	// A letter holds a record as large as the relay or a processor wrote
-	// it (1 MiB and more), past kgo's default batch bound of 1,000,012.
+	// A letter holds a record as large as the relay or a processor wrote it.
 	cl, err := cfg.Kafka.Cluster(nil, nil).NewClient("dlq-redrive", kgo.TransactionalID(transactionalID),
-		kgo.ProducerBatchMaxBytes(int32(max(cfg.Relay.MaxRecordBytes, 1<<20))))
+		kafkax.BatchBytes(cfg.Relay.MaxRecordBytes))
 	if err != nil {
 		return err
 	}
